@@ -1,0 +1,314 @@
+// Package commitlayer holds CommitLayer's domain: what an agent says it did
+// (Action), what the systems of record say happened (Fact), and the answer
+// (Verdict, made of Findings). It imports no SDK; adapters live in packages
+// named after what they adapt (postgres, api, sandbox, workflows).
+package commitlayer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Status is a verdict or lens result.
+type Status string
+
+const (
+	StatusPass    Status = "PASS"
+	StatusFail    Status = "FAIL"
+	StatusUnknown Status = "UNKNOWN"
+)
+
+// rank orders statuses by severity: FAIL > UNKNOWN > PASS.
+func (s Status) rank() int {
+	switch s {
+	case StatusFail:
+		return 2
+	case StatusUnknown:
+		return 1
+	default:
+		return 0
+	}
+}
+
+// Worse returns the more severe of two statuses (FAIL > UNKNOWN > PASS).
+func Worse(a, b Status) Status {
+	if b.rank() > a.rank() {
+		return b
+	}
+	return a
+}
+
+// Valid reports whether s is one of the three statuses.
+func (s Status) Valid() bool {
+	return s == StatusPass || s == StatusFail || s == StatusUnknown
+}
+
+// Lens is the question a finding answers.
+type Lens string
+
+const (
+	// LensOutcome: did the claimed effects happen, exactly once, as
+	// requested, and stay done?
+	LensOutcome Lens = "outcome"
+	// LensPolicy: was the action allowed (eligibility, limits, forbidden
+	// side effects)?
+	LensPolicy Lens = "policy"
+)
+
+// Code names the kind of a finding.
+type Code string
+
+const (
+	CodeMissingEffect     Code = "missing_effect"
+	CodeDuplicateEffect   Code = "duplicate_effect"
+	CodeForbiddenEffect   Code = "forbidden_effect"
+	CodeEffectDiffers     Code = "effect_differs"
+	CodeEffectReversed    Code = "effect_reversed"
+	CodePolicyViolation   Code = "policy_violation"
+	CodeLimitExceeded     Code = "limit_exceeded"
+	CodeSourceUnavailable Code = "source_unavailable"
+	CodeNoSignal          Code = "no_signal"
+)
+
+// Codes lists every finding code, in documentation order.
+var Codes = []Code{
+	CodeMissingEffect, CodeDuplicateEffect, CodeForbiddenEffect, CodeEffectDiffers,
+	CodeEffectReversed, CodePolicyViolation, CodeLimitExceeded, CodeSourceUnavailable,
+	CodeNoSignal,
+}
+
+// Subject names a record in a system of record as "type:id", e.g.
+// "order:o_1001".
+type Subject string
+
+// ParseSubject checks that s has the form "type:id" with a non-empty type
+// made of [a-z0-9_] and a non-empty id without whitespace.
+func ParseSubject(s string) (Subject, error) {
+	typ, id, ok := strings.Cut(s, ":")
+	if !ok || typ == "" || id == "" {
+		return "", fmt.Errorf("subject %q is not of the form type:id", s)
+	}
+	for _, r := range typ {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return "", fmt.Errorf("subject %q: type %q may only hold a-z, 0-9 and _", s, typ)
+		}
+	}
+	if strings.ContainsAny(id, " \t\r\n") {
+		return "", fmt.Errorf("subject %q: id contains whitespace", s)
+	}
+	if len(s) > 256 {
+		return "", fmt.Errorf("subject %q is longer than 256 bytes", s[:32]+"…")
+	}
+	return Subject(s), nil
+}
+
+// Type is the part before the colon ("order" in "order:o_1001").
+func (s Subject) Type() string {
+	t, _, _ := strings.Cut(string(s), ":")
+	return t
+}
+
+// ID is the part after the colon ("o_1001" in "order:o_1001").
+func (s Subject) ID() string {
+	_, id, _ := strings.Cut(string(s), ":")
+	return id
+}
+
+// Fact is one record reported by a system of record. It is idempotent on
+// (tenant, Source, ExternalID).
+type Fact struct {
+	Source     string    `json:"source"`
+	Type       string    `json:"type"`
+	Subject    Subject   `json:"subject"`
+	ExternalID string    `json:"external_id"`
+	OccurredAt time.Time `json:"occurred_at"`
+	Attrs      Attrs     `json:"attrs"`
+	// Links ties this fact's subject to others (a ticket to its order):
+	// effects on a linked subject count for the action's subject.
+	Links []Subject `json:"links,omitempty"`
+	// Seq is the store's sequence number; zero until stored.
+	Seq int64 `json:"seq,omitempty"`
+}
+
+// Validate checks the fields a fact must carry.
+func (f *Fact) Validate() error {
+	switch {
+	case f.Source == "":
+		return fieldError("source", "is required")
+	case !isName(f.Source):
+		return fieldError("source", fmt.Sprintf("%q may only hold letters, digits, '_', '-' and '.'", f.Source))
+	case f.Type == "":
+		return fieldError("type", "is required")
+	case f.ExternalID == "":
+		return fieldError("external_id", "is required")
+	case len(f.ExternalID) > 512:
+		return fieldError("external_id", "is longer than 512 bytes")
+	case f.OccurredAt.IsZero():
+		return fieldError("occurred_at", "is required (RFC 3339)")
+	}
+	if _, err := ParseSubject(string(f.Subject)); err != nil {
+		return fieldError("subject", err.Error())
+	}
+	for i, l := range f.Links {
+		if _, err := ParseSubject(string(l)); err != nil {
+			return fieldError(fmt.Sprintf("links[%d]", i), err.Error())
+		}
+	}
+	return nil
+}
+
+// Claim is what the agent reported about its own action.
+type Claim struct {
+	Status  string `json:"status"` // "success", "failure", …
+	Message string `json:"message,omitempty"`
+}
+
+// Claim statuses the engine understands; other values are kept as given.
+const (
+	ClaimSuccess = "success"
+	ClaimFailure = "failure"
+)
+
+// Action is what an agent (or the platform running it) says it did.
+type Action struct {
+	ID              string          `json:"id"`
+	Contract        string          `json:"contract"`
+	ContractVersion int             `json:"contract_version,omitempty"`
+	Agent           string          `json:"agent"`
+	Subject         Subject         `json:"subject"`
+	Params          Attrs           `json:"params"`
+	RequestedAt     time.Time       `json:"requested_at"`
+	Claim           Claim           `json:"claim"`
+	Trace           json.RawMessage `json:"trace,omitempty"`
+}
+
+// Validate checks the fields an action must carry. RequestedAt must be set
+// by the caller (the API defaults it to now).
+func (a *Action) Validate() error {
+	switch {
+	case a.Contract == "":
+		return fieldError("contract", "is required")
+	case a.Agent == "":
+		return fieldError("agent", "is required")
+	case a.RequestedAt.IsZero():
+		return fieldError("requested_at", "is required (RFC 3339)")
+	case len(a.ID) > 128:
+		return fieldError("id", "is longer than 128 bytes")
+	}
+	if a.ID != "" && !isName(a.ID) {
+		return fieldError("id", fmt.Sprintf("%q may only hold letters, digits, '_', '-' and '.'", a.ID))
+	}
+	if _, err := ParseSubject(string(a.Subject)); err != nil {
+		return fieldError("subject", err.Error())
+	}
+	return nil
+}
+
+// Lenses holds the result of each lens.
+type Lenses struct {
+	Outcome Status `json:"outcome"`
+	Policy  Status `json:"policy"`
+}
+
+// Get returns the status of one lens.
+func (l Lenses) Get(lens Lens) Status {
+	if lens == LensPolicy {
+		return l.Policy
+	}
+	return l.Outcome
+}
+
+// Finding is one reason behind a verdict.
+type Finding struct {
+	Code    Code   `json:"code"`
+	Check   string `json:"check"` // the contract check id: an effect, rule, limit or forbid
+	Lens    Lens   `json:"lens"`
+	Message string `json:"message"`
+	// Facts are the external ids of the facts involved.
+	Facts []string `json:"facts"`
+}
+
+// Verdict is CommitLayer's answer for one action at one point in time.
+type Verdict struct {
+	ActionID           string    `json:"action_id"`
+	Contract           string    `json:"contract,omitempty"`
+	ContractVersion    int       `json:"contract_version,omitempty"`
+	Status             Status    `json:"status"`
+	Provisional        bool      `json:"provisional"`
+	Lenses             Lenses    `json:"lenses"`
+	Findings           []Finding `json:"findings"`
+	UnavailableSources []string  `json:"unavailable_sources"`
+	ClaimContradicted  bool      `json:"claim_contradicted"`
+	EvaluatedAt        time.Time `json:"evaluated_at"`
+	SettlesAt          time.Time `json:"settles_at"`
+	// Version counts verdict changes for the action, from 1. The engine
+	// leaves it zero; whoever persists verdicts assigns it.
+	Version int `json:"version"`
+}
+
+// SameAnswer reports whether two verdicts say the same thing (status,
+// provisional flag, lenses, finding codes and checks, unavailable sources),
+// ignoring times and version. A new verdict version is recorded only when the
+// answer changes.
+func (v Verdict) SameAnswer(o Verdict) bool {
+	if v.Status != o.Status || v.Provisional != o.Provisional || v.Lenses != o.Lenses ||
+		v.ClaimContradicted != o.ClaimContradicted ||
+		len(v.Findings) != len(o.Findings) || len(v.UnavailableSources) != len(o.UnavailableSources) {
+		return false
+	}
+	for i := range v.Findings {
+		a, b := v.Findings[i], o.Findings[i]
+		if a.Code != b.Code || a.Check != b.Check || a.Lens != b.Lens || a.Message != b.Message {
+			return false
+		}
+	}
+	for i := range v.UnavailableSources {
+		if v.UnavailableSources[i] != o.UnavailableSources[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Summary says the verdict in words, for logs and the Temporal UI.
+func (v Verdict) Summary() string {
+	var b strings.Builder
+	b.WriteString(string(v.Status))
+	if v.Provisional {
+		b.WriteString(" (provisional)")
+	}
+	fmt.Fprintf(&b, " outcome=%s policy=%s", v.Lenses.Outcome, v.Lenses.Policy)
+	for i, f := range v.Findings {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s %s", f.Code, f.Check)
+	}
+	return b.String()
+}
+
+// FieldError is a validation error naming the offending field.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+func fieldError(field, reason string) error { return &FieldError{Field: field, Reason: reason} }
+
+func isName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
