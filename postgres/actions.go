@@ -1,11 +1,15 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/jackc/pgx/v5"
 )
 
 // ActionRecord is a stored action.
@@ -17,29 +21,248 @@ type ActionRecord struct {
 	CreatedAt  time.Time
 }
 
-// CreateAction records an action, honouring idempotency keys and client ids.
+const actionColumns = `tenant_id, id, contract_id, contract_version, agent, subject, params, requested_at,
+	claim_status, claim_message, trace, settles_at, watch_until, created_at`
+
+// CreateAction records an action. It is idempotent in two ways:
+//   - with a non-empty idempotencyKey, a key already used for the tenant
+//     returns the action it created (created = false) when requestHash is the
+//     same, and ErrConflict when it is not;
+//   - an action id given by the client that already exists returns that
+//     action (created = false) when requestHash is the same, and ErrConflict
+//     when it is not.
+//
+// An empty a.ID gets "act_" + random. Invalid actions give ErrInvalid (with a
+// *commitlayer.FieldError); an unknown tenant gives ErrNotFound.
 func (db *DB) CreateAction(ctx context.Context, tenantID string, a commitlayer.Action, settlesAt, watchUntil time.Time,
 	idempotencyKey string, requestHash []byte) (ActionRecord, bool, error) {
-	return ActionRecord{}, false, errors.ErrUnsupported
+	rec, created, err := db.createAction(ctx, tenantID, a, settlesAt, watchUntil, idempotencyKey, requestHash)
+	if err != nil {
+		return ActionRecord{}, false, fmt.Errorf("create action %q: %w", a.ID, err)
+	}
+	return rec, created, nil
 }
 
-// GetAction returns one action.
+func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.Action, settlesAt, watchUntil time.Time,
+	idempotencyKey string, requestHash []byte) (ActionRecord, bool, error) {
+	if err := a.Validate(); err != nil {
+		return ActionRecord{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	params := []byte("{}")
+	if len(a.Params) > 0 {
+		b, err := json.Marshal(a.Params)
+		if err != nil {
+			return ActionRecord{}, false, fmt.Errorf("%w: params: %w", ErrInvalid, err)
+		}
+		params = b
+	}
+	var trace []byte
+	if len(bytes.TrimSpace(a.Trace)) > 0 && !bytes.Equal(bytes.TrimSpace(a.Trace), []byte("null")) {
+		if !json.Valid(a.Trace) {
+			return ActionRecord{}, false, fmt.Errorf("%w: trace is not valid JSON", ErrInvalid)
+		}
+		trace = a.Trace
+	}
+	if a.ID == "" {
+		a.ID = newID("act_")
+	}
+	var key *string
+	if idempotencyKey != "" {
+		key = &idempotencyKey
+	}
+	var (
+		rec     ActionRecord
+		created bool
+	)
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		created = false
+		if key != nil {
+			existing, hash, err := actionByKey(ctx, tx, tenantID, idempotencyKey)
+			if err == nil {
+				if !bytes.Equal(hash, requestHash) {
+					return fmt.Errorf("%w: idempotency key reused with another request", ErrConflict)
+				}
+				rec = existing
+				return nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		rows, err := tx.Query(ctx, `INSERT INTO actions (tenant_id, id, contract_id, contract_version, agent, subject,
+				params, requested_at, claim_status, claim_message, trace, settles_at, watch_until,
+				idempotency_key, request_hash)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+			ON CONFLICT DO NOTHING
+			RETURNING `+actionColumns,
+			tenantID, a.ID, a.Contract, a.ContractVersion, a.Agent, string(a.Subject), params, a.RequestedAt,
+			a.Claim.Status, a.Claim.Message, trace, settlesAt, watchUntil, key, requestHash)
+		if err != nil {
+			return classify(err)
+		}
+		rec, err = pgx.CollectExactlyOneRow(rows, scanAction)
+		if err == nil {
+			created = true
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return classify(err)
+		}
+		// Conflict: the id exists, or a concurrent request took the key
+		// first (its row is committed and visible to this statement).
+		if key != nil {
+			existing, hash, err := actionByKey(ctx, tx, tenantID, idempotencyKey)
+			if err == nil {
+				if !bytes.Equal(hash, requestHash) {
+					return fmt.Errorf("%w: idempotency key reused with another request", ErrConflict)
+				}
+				rec = existing
+				return nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		existing, hash, err := actionByID(ctx, tx, tenantID, a.ID)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(hash, requestHash) {
+			return fmt.Errorf("%w: action id exists with another request", ErrConflict)
+		}
+		rec = existing
+		return nil
+	})
+	if err != nil {
+		return ActionRecord{}, false, err
+	}
+	return rec, created, nil
+}
+
+func actionByKey(ctx context.Context, q querier, tenantID, key string) (ActionRecord, []byte, error) {
+	return actionWhere(ctx, q, `tenant_id = $1 AND idempotency_key = $2`, tenantID, key)
+}
+
+func actionByID(ctx context.Context, q querier, tenantID, id string) (ActionRecord, []byte, error) {
+	return actionWhere(ctx, q, `tenant_id = $1 AND id = $2`, tenantID, id)
+}
+
+// actionWhere returns the one action matching cond and its request hash;
+// pgx.ErrNoRows when none.
+func actionWhere(ctx context.Context, q querier, cond string, args ...any) (ActionRecord, []byte, error) {
+	rows, err := q.Query(ctx, `SELECT `+actionColumns+`, request_hash FROM actions WHERE `+cond, args...)
+	if err != nil {
+		return ActionRecord{}, nil, err
+	}
+	var hash []byte
+	rec, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (ActionRecord, error) {
+		return scanActionInto(row, &hash)
+	})
+	return rec, hash, err
+}
+
+// GetAction returns one action, ErrNotFound if the tenant has none by that id.
 func (db *DB) GetAction(ctx context.Context, tenantID, actionID string) (ActionRecord, error) {
-	return ActionRecord{}, errors.ErrUnsupported
+	rec, _, err := actionByID(ctx, db.pool, tenantID, actionID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ActionRecord{}, fmt.Errorf("get action %q: %w", actionID, ErrNotFound)
+	}
+	if err != nil {
+		return ActionRecord{}, fmt.Errorf("get action %q: %w", actionID, err)
+	}
+	return rec, nil
 }
 
-// PriorActions returns actions of a contract by agent and/or on subject,
-// requested in [from, to], excluding excludeID.
+// PriorActions returns the actions of contractID by agent (when agent is not
+// empty) and on subject (when subject is not empty), requested in [from,
+// to], except excludeID; ordered by requested_at then id. A zero from or to
+// leaves that end open.
 func (db *DB) PriorActions(ctx context.Context, tenantID, contractID, agent string, subject commitlayer.Subject, from, to time.Time, excludeID string) ([]commitlayer.Action, error) {
-	return nil, errors.ErrUnsupported
+	acts, err := db.queryActions(ctx, `tenant_id = $1 AND contract_id = $2
+		AND ($3 = '' OR agent = $3) AND ($4 = '' OR subject = $4)
+		AND ($5::timestamptz IS NULL OR requested_at >= $5)
+		AND ($6::timestamptz IS NULL OR requested_at <= $6) AND id <> $7
+		ORDER BY requested_at, id`,
+		tenantID, contractID, agent, string(subject), nullTime(from), nullTime(to), excludeID)
+	if err != nil {
+		return nil, fmt.Errorf("prior actions of %q: %w", contractID, err)
+	}
+	return acts, nil
 }
 
-// ActionsOfContract returns the actions of a contract requested at or after since.
+// ActionsOfContract returns the actions of contractID requested at or after
+// since, ordered by requested_at then id.
 func (db *DB) ActionsOfContract(ctx context.Context, tenantID, contractID string, since time.Time) ([]commitlayer.Action, error) {
-	return nil, errors.ErrUnsupported
+	acts, err := db.queryActions(ctx, `tenant_id = $1 AND contract_id = $2 AND requested_at >= $3
+		ORDER BY requested_at, id`, tenantID, contractID, since)
+	if err != nil {
+		return nil, fmt.Errorf("actions of %q: %w", contractID, err)
+	}
+	return acts, nil
 }
 
-// WatchedActions returns actions on subjects whose watch_until is after now.
+func (db *DB) queryActions(ctx context.Context, cond string, args ...any) ([]commitlayer.Action, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+actionColumns+` FROM actions WHERE `+cond, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.Action, error) {
+		rec, err := scanAction(row)
+		return rec.Action, err
+	})
+}
+
+// WatchedActions returns the actions on any of subjects whose watch_until is
+// after now: the open verifications to signal when facts arrive for them.
+// Ordered by requested_at then id.
 func (db *DB) WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]ActionRecord, error) {
-	return nil, errors.ErrUnsupported
+	if len(subjects) == 0 {
+		return nil, nil
+	}
+	subs := make([]string, len(subjects))
+	for i, s := range subjects {
+		subs[i] = string(s)
+	}
+	rows, err := db.pool.Query(ctx, `SELECT `+actionColumns+` FROM actions
+		WHERE tenant_id = $1 AND subject = ANY($2::text[]) AND watch_until > $3
+		ORDER BY requested_at, id`, tenantID, subs, now)
+	if err != nil {
+		return nil, fmt.Errorf("watched actions: %w", err)
+	}
+	recs, err := pgx.CollectRows(rows, scanAction)
+	if err != nil {
+		return nil, fmt.Errorf("watched actions: %w", err)
+	}
+	return recs, nil
+}
+
+func scanAction(row pgx.CollectableRow) (ActionRecord, error) { return scanActionInto(row) }
+
+// scanActionInto scans actionColumns, then any extra columns into extra.
+func scanActionInto(row pgx.CollectableRow, extra ...any) (ActionRecord, error) {
+	var (
+		r       ActionRecord
+		subject string
+		params  []byte
+		trace   []byte
+	)
+	dest := append([]any{&r.TenantID, &r.ID, &r.Contract, &r.ContractVersion, &r.Agent, &subject, &params,
+		&r.RequestedAt, &r.Claim.Status, &r.Claim.Message, &trace, &r.SettlesAt, &r.WatchUntil, &r.CreatedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return r, err
+	}
+	r.Subject = commitlayer.Subject(subject)
+	r.RequestedAt = r.RequestedAt.UTC()
+	r.SettlesAt = r.SettlesAt.UTC()
+	r.WatchUntil = r.WatchUntil.UTC()
+	r.CreatedAt = r.CreatedAt.UTC()
+	p, err := decodeAttrs(params)
+	if err != nil {
+		return r, fmt.Errorf("action %q params: %w", r.ID, err)
+	}
+	r.Params = p
+	if trace != nil {
+		r.Trace = json.RawMessage(trace)
+	}
+	return r, nil
 }

@@ -3,16 +3,18 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/jackc/pgx/v5"
 )
 
 // Connector pulls facts for one source of a tenant.
 type Connector struct {
 	ID, TenantID, Source, Kind, URL string
 	Cursor                          string
-	LastPullAt                      time.Time
+	LastPullAt                      time.Time // last successful pull
 	LastError                       string
 	LastErrorAt                     time.Time
 	CreatedAt                       time.Time
@@ -23,44 +25,193 @@ type SourceCoverage struct {
 	Source       string
 	EverReported bool
 	FactCount    int64
-	LastFactAt   time.Time
-	LastSeenAt   time.Time // last ingestion
+	LastFactAt   time.Time // latest occurred_at among its facts
+	LastSeenAt   time.Time // last ingestion: a batch pushed or a successful pull
 	ConnectorID  string
 	LastError    string
 	LastErrorAt  time.Time
 }
 
-// CreateConnector creates a connector; one per (tenant, source).
+const connectorColumns = `id, tenant_id, source, kind, url, cursor, last_pull_at, last_error, last_error_at, created_at`
+
+// CreateConnector creates a connector. There is one per (tenant, source):
+// a second one for the source, or a client-given id that exists, gives
+// ErrConflict. An empty c.ID gets "conn_" + random; c.TenantID is ignored.
 func (db *DB) CreateConnector(ctx context.Context, tenantID string, c Connector) (Connector, error) {
-	return Connector{}, errors.ErrUnsupported
+	if !isName(c.Source) || c.Kind == "" {
+		return Connector{}, fmt.Errorf("create connector for %q: %w: a source name and a kind are required", c.Source, ErrInvalid)
+	}
+	if c.ID == "" {
+		c.ID = newID("conn_")
+	}
+	rows, err := db.pool.Query(ctx, `INSERT INTO connectors (tenant_id, id, source, kind, url, cursor)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT DO NOTHING
+		RETURNING `+connectorColumns, tenantID, c.ID, c.Source, c.Kind, c.URL, c.Cursor)
+	if err != nil {
+		return Connector{}, fmt.Errorf("create connector for %q: %w", c.Source, classify(err))
+	}
+	out, err := pgx.CollectExactlyOneRow(rows, scanConnector)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Connector{}, fmt.Errorf("create connector for %q: %w: the source or id already has one", c.Source, ErrConflict)
+	}
+	if err != nil {
+		return Connector{}, fmt.Errorf("create connector for %q: %w", c.Source, classify(err))
+	}
+	return out, nil
 }
 
-// ListConnectors lists a tenant's connectors.
+// ListConnectors lists a tenant's connectors by source.
 func (db *DB) ListConnectors(ctx context.Context, tenantID string) ([]Connector, error) {
-	return nil, errors.ErrUnsupported
+	rows, err := db.pool.Query(ctx, `SELECT `+connectorColumns+` FROM connectors WHERE tenant_id = $1 ORDER BY source`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("list connectors: %w", err)
+	}
+	cs, err := pgx.CollectRows(rows, scanConnector)
+	if err != nil {
+		return nil, fmt.Errorf("list connectors: %w", err)
+	}
+	return cs, nil
 }
 
-// GetConnector returns one connector.
+// GetConnector returns one connector, ErrNotFound if the tenant has none by
+// that id.
 func (db *DB) GetConnector(ctx context.Context, tenantID, id string) (Connector, error) {
-	return Connector{}, errors.ErrUnsupported
+	c, err := getConnector(ctx, db.pool, tenantID, id, false)
+	if err != nil {
+		return Connector{}, fmt.Errorf("get connector %q: %w", id, err)
+	}
+	return c, nil
 }
 
-// RecordPull stores facts and advances the cursor in one transaction.
+func getConnector(ctx context.Context, q querier, tenantID, id string, forUpdate bool) (Connector, error) {
+	sql := `SELECT ` + connectorColumns + ` FROM connectors WHERE tenant_id = $1 AND id = $2`
+	if forUpdate {
+		sql += ` FOR UPDATE`
+	}
+	rows, err := q.Query(ctx, sql, tenantID, id)
+	if err != nil {
+		return Connector{}, err
+	}
+	c, err := pgx.CollectExactlyOneRow(rows, scanConnector)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Connector{}, ErrNotFound
+	}
+	return c, err
+}
+
+// RecordPull stores the facts a connector pulled and advances its cursor in
+// one transaction: the cursor moves only when the facts landed. It clears
+// the connector's last error and sets its last pull time to at. Every fact
+// must carry the connector's source (ErrInvalid otherwise).
 func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (InsertResult, error) {
-	return InsertResult{}, errors.ErrUnsupported
+	rows, err := encodeFacts(facts)
+	if err != nil {
+		return InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, err)
+	}
+	var res InsertResult
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		c, err := getConnector(ctx, tx, tenantID, connectorID, true)
+		if err != nil {
+			return err
+		}
+		for i := range facts {
+			if facts[i].Source != c.Source {
+				return fmt.Errorf("%w: facts[%d]: source %q is not the connector's %q",
+					ErrInvalid, i, facts[i].Source, c.Source)
+			}
+		}
+		if res, err = insertFacts(ctx, tx, tenantID, rows); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE connectors SET cursor = $3, last_pull_at = $4, last_error = '', last_error_at = NULL
+			WHERE tenant_id = $1 AND id = $2`, tenantID, connectorID, cursor, at)
+		return err
+	})
+	if err != nil {
+		return InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, err)
+	}
+	res.Duplicates = len(facts) - res.Inserted
+	return res, nil
 }
 
-// RecordPullError records a failed pull.
+// RecordPullError records that a pull failed at at; the cursor and the last
+// successful pull time stay.
 func (db *DB) RecordPullError(ctx context.Context, tenantID, connectorID string, msg string, at time.Time) error {
-	return errors.ErrUnsupported
+	tag, err := db.pool.Exec(ctx, `UPDATE connectors SET last_error = $3, last_error_at = $4
+		WHERE tenant_id = $1 AND id = $2`, tenantID, connectorID, msg, at)
+	if err != nil {
+		return fmt.Errorf("record pull error of %q: %w", connectorID, classify(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("record pull error of %q: %w", connectorID, ErrNotFound)
+	}
+	return nil
 }
 
-// Sources returns the coverage of every reported or connected source.
+// Sources returns the coverage of every source that sent facts or has a
+// connector, by source name.
 func (db *DB) Sources(ctx context.Context, tenantID string) ([]SourceCoverage, error) {
-	return nil, errors.ErrUnsupported
+	rows, err := db.pool.Query(ctx, `SELECT coalesce(c.source, k.source), coalesce(c.fact_count, 0), c.last_fact_at,
+			greatest(c.last_seen_at, k.last_pull_at), -- greatest ignores NULLs
+			coalesce(k.id, ''), coalesce(k.last_error, ''), k.last_error_at
+		FROM (SELECT * FROM source_coverage WHERE tenant_id = $1) c
+		FULL JOIN (SELECT * FROM connectors WHERE tenant_id = $1) k ON c.source = k.source
+		ORDER BY 1`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("sources: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SourceCoverage, error) {
+		var (
+			s                          SourceCoverage
+			lastFact, lastSeen, lastEr *time.Time
+		)
+		err := row.Scan(&s.Source, &s.FactCount, &lastFact, &lastSeen, &s.ConnectorID, &s.LastError, &lastEr)
+		s.EverReported = s.FactCount > 0
+		s.LastFactAt, s.LastSeenAt, s.LastErrorAt = timeOrZero(lastFact), timeOrZero(lastSeen), timeOrZero(lastEr)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sources: %w", err)
+	}
+	return out, nil
 }
 
 // ConnectedSources returns the sources that ever reported a fact, sorted.
 func (db *DB) ConnectedSources(ctx context.Context, tenantID string) ([]string, error) {
-	return nil, errors.ErrUnsupported
+	rows, err := db.pool.Query(ctx, `SELECT source FROM source_coverage WHERE tenant_id = $1 AND fact_count > 0
+		ORDER BY source`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("connected sources: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("connected sources: %w", err)
+	}
+	return out, nil
+}
+
+func scanConnector(row pgx.CollectableRow) (Connector, error) {
+	var (
+		c                   Connector
+		lastPull, lastError *time.Time
+	)
+	err := row.Scan(&c.ID, &c.TenantID, &c.Source, &c.Kind, &c.URL, &c.Cursor, &lastPull, &c.LastError, &lastError, &c.CreatedAt)
+	c.LastPullAt, c.LastErrorAt = timeOrZero(lastPull), timeOrZero(lastError)
+	c.CreatedAt = c.CreatedAt.UTC()
+	return c, err
+}
+
+// isName reports whether s is a non-empty name of letters, digits, '_', '-'
+// and '.' (as commitlayer requires of fact sources).
+func isName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }

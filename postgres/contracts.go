@@ -1,9 +1,13 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ContractRecord is one stored version of a contract.
@@ -14,18 +18,95 @@ type ContractRecord struct {
 	CreatedAt time.Time
 }
 
-// PutContract stores a new version when source differs from the latest
-// version's, else returns the latest (created = false).
+// PutContract stores source as a new version of contractID when it differs
+// from the latest version's source, and returns it with created = true;
+// posting the latest source again returns the latest version (created =
+// false). Versions count from 1. Callers validate and compile the source
+// first; concurrent puts of one contract are serialized.
 func (db *DB) PutContract(ctx context.Context, tenantID, contractID string, source []byte) (ContractRecord, bool, error) {
-	return ContractRecord{}, false, errors.ErrUnsupported
+	if contractID == "" || len(source) == 0 {
+		return ContractRecord{}, false, fmt.Errorf("put contract %q: %w: id and source are required", contractID, ErrInvalid)
+	}
+	var (
+		rec     ContractRecord
+		created bool
+	)
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		created = false
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2 || '/' || $3))`,
+			lockSpace+lockContracts, tenantID, contractID); err != nil {
+			return err
+		}
+		latest, err := getContract(ctx, tx, tenantID, contractID, 0)
+		switch {
+		case err == nil && bytes.Equal(latest.Source, source):
+			rec = latest
+			return nil
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		rec = ContractRecord{ID: contractID, Version: latest.Version + 1, Source: bytes.Clone(source)}
+		if err := tx.QueryRow(ctx, `INSERT INTO contracts (tenant_id, id, version, source)
+			VALUES ($1, $2, $3, $4) RETURNING created_at`,
+			tenantID, contractID, rec.Version, source).Scan(&rec.CreatedAt); err != nil {
+			return classify(err)
+		}
+		rec.CreatedAt = rec.CreatedAt.UTC()
+		created = true
+		return nil
+	})
+	if err != nil {
+		return ContractRecord{}, false, fmt.Errorf("put contract %q: %w", contractID, err)
+	}
+	return rec, created, nil
 }
 
 // GetContract returns one version of a contract; version 0 means the latest.
 func (db *DB) GetContract(ctx context.Context, tenantID, contractID string, version int) (ContractRecord, error) {
-	return ContractRecord{}, errors.ErrUnsupported
+	rec, err := getContract(ctx, db.pool, tenantID, contractID, version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ContractRecord{}, fmt.Errorf("get contract %q version %d: %w", contractID, version, ErrNotFound)
+	}
+	if err != nil {
+		return ContractRecord{}, fmt.Errorf("get contract %q version %d: %w", contractID, version, err)
+	}
+	return rec, nil
 }
 
-// ListContracts returns the latest version of each contract.
+// querier is what pgxpool.Pool, pgx.Conn and pgx.Tx have in common.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// getContract returns pgx.ErrNoRows when there is no such version.
+func getContract(ctx context.Context, q querier, tenantID, contractID string, version int) (ContractRecord, error) {
+	rows, err := q.Query(ctx, `SELECT id, version, source, created_at FROM contracts
+		WHERE tenant_id = $1 AND id = $2 AND ($3 = 0 OR version = $3)
+		ORDER BY version DESC LIMIT 1`, tenantID, contractID, version)
+	if err != nil {
+		return ContractRecord{}, err
+	}
+	return pgx.CollectExactlyOneRow(rows, scanContract)
+}
+
+// ListContracts returns the latest version of each contract, by id.
 func (db *DB) ListContracts(ctx context.Context, tenantID string) ([]ContractRecord, error) {
-	return nil, errors.ErrUnsupported
+	rows, err := db.pool.Query(ctx, `SELECT DISTINCT ON (id) id, version, source, created_at
+		FROM contracts WHERE tenant_id = $1 ORDER BY id, version DESC`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("list contracts: %w", err)
+	}
+	recs, err := pgx.CollectRows(rows, scanContract)
+	if err != nil {
+		return nil, fmt.Errorf("list contracts: %w", err)
+	}
+	return recs, nil
+}
+
+func scanContract(row pgx.CollectableRow) (ContractRecord, error) {
+	var r ContractRecord
+	err := row.Scan(&r.ID, &r.Version, &r.Source, &r.CreatedAt)
+	r.CreatedAt = r.CreatedAt.UTC()
+	return r, err
 }

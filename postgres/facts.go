@@ -1,40 +1,298 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/jackc/pgx/v5"
 )
 
 // InsertResult counts a batch of facts.
 type InsertResult struct {
 	Inserted, Duplicates int
-	// Subjects are the distinct subjects and links of the inserted facts, sorted.
+	// Subjects are the distinct subjects and links of the inserted facts,
+	// sorted: the subjects whose open verifications should hear of them.
 	Subjects []commitlayer.Subject
 }
 
 // Kind names a fact kind.
 type Kind struct{ Source, Type string }
 
-// InsertFacts stores a batch whole or not at all.
+// InsertFacts stores a batch whole or not at all. A fact whose (source,
+// external_id) is already stored for the tenant, or appears earlier in the
+// same batch, is a duplicate and is skipped (the first one wins). Each
+// stored fact gets the next sequence number, in batch order. The coverage
+// of each source in the batch is updated in the same transaction.
+//
+// An invalid fact fails the whole batch with an error wrapping ErrInvalid
+// (and a *commitlayer.FieldError when Validate caught it); an unknown tenant
+// gives ErrNotFound.
 func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (InsertResult, error) {
-	return InsertResult{}, errors.ErrUnsupported
+	rows, err := encodeFacts(facts)
+	if err != nil {
+		return InsertResult{}, fmt.Errorf("insert facts: %w", err)
+	}
+	var res InsertResult
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		res, err = insertFacts(ctx, tx, tenantID, rows)
+		return err
+	})
+	if err != nil {
+		return InsertResult{}, fmt.Errorf("insert facts: %w", err)
+	}
+	res.Duplicates = len(facts) - res.Inserted
+	return res, nil
 }
 
-// FactsAbout returns the full history of facts on subjects, linked to them,
-// and on subjects one link hop away.
+// factRow is a fact ready for COPY.
+type factRow struct {
+	source, typ, subject, externalID string
+	occurredAt                       time.Time
+	attrs                            []byte
+	links                            []string
+}
+
+// encodeFacts validates the batch and drops in-batch duplicates.
+func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
+	type key struct{ source, externalID string }
+	seen := make(map[key]bool, len(facts))
+	rows := make([]factRow, 0, len(facts))
+	for i := range facts {
+		f := &facts[i]
+		if err := f.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: facts[%d]: %w", ErrInvalid, i, err)
+		}
+		k := key{f.Source, f.ExternalID}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		attrs := []byte("{}")
+		if len(f.Attrs) > 0 {
+			b, err := json.Marshal(f.Attrs)
+			if err != nil {
+				return nil, fmt.Errorf("%w: facts[%d].attrs: %w", ErrInvalid, i, err)
+			}
+			attrs = b
+		}
+		links := make([]string, len(f.Links))
+		for j, l := range f.Links {
+			links[j] = string(l)
+		}
+		rows = append(rows, factRow{
+			source: f.Source, typ: f.Type, subject: string(f.Subject), externalID: f.ExternalID,
+			occurredAt: f.OccurredAt, attrs: attrs, links: links,
+		})
+	}
+	return rows, nil
+}
+
+// insertFacts copies rows into a temporary table and moves the new ones into
+// facts with one statement that also updates source coverage. It sets
+// Inserted and Subjects; the caller knows the batch size and sets
+// Duplicates.
+func insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow) (InsertResult, error) {
+	if len(rows) == 0 {
+		return InsertResult{}, nil
+	}
+	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE facts_in (
+		ord int NOT NULL, source text, type text, subject text, external_id text,
+		occurred_at timestamptz, attrs jsonb, links text[]) ON COMMIT DROP`); err != nil {
+		return InsertResult{}, err
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"facts_in"},
+		[]string{"ord", "source", "type", "subject", "external_id", "occurred_at", "attrs", "links"},
+		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+			r := &rows[i]
+			return []any{int32(i), r.source, r.typ, r.subject, r.externalID, r.occurredAt, r.attrs, r.links}, nil
+		}))
+	if err != nil {
+		return InsertResult{}, classify(err)
+	}
+	res := InsertResult{}
+	subjects := map[commitlayer.Subject]bool{}
+	var (
+		subject string
+		links   []string
+	)
+	// The coverage upsert takes its row locks in source order, so two
+	// batches never wait on each other's sources in a cycle.
+	qrows, err := tx.Query(ctx, `WITH ins AS (
+			INSERT INTO facts (tenant_id, source, type, subject, external_id, occurred_at, attrs, links)
+			SELECT $1, source, type, subject, external_id, occurred_at, attrs, links
+			FROM facts_in ORDER BY ord
+			ON CONFLICT (tenant_id, source, external_id) DO NOTHING
+			RETURNING source, subject, links, occurred_at
+		), cov AS (
+			INSERT INTO source_coverage AS c (tenant_id, source, fact_count, last_fact_at, last_seen_at)
+			SELECT $1, b.source, coalesce(i.n, 0), i.last, now()
+			FROM (SELECT DISTINCT source FROM facts_in) b
+			LEFT JOIN (SELECT source, count(*) AS n, max(occurred_at) AS last FROM ins GROUP BY source) i
+				USING (source)
+			ORDER BY b.source
+			ON CONFLICT (tenant_id, source) DO UPDATE SET
+				fact_count = c.fact_count + excluded.fact_count,
+				last_fact_at = greatest(c.last_fact_at, excluded.last_fact_at),
+				last_seen_at = excluded.last_seen_at
+		)
+		SELECT subject, links FROM ins`, tenantID)
+	if err != nil {
+		return InsertResult{}, classify(err)
+	}
+	_, err = pgx.ForEachRow(qrows, []any{&subject, &links},
+		func() error {
+			res.Inserted++
+			subjects[commitlayer.Subject(subject)] = true
+			for _, l := range links {
+				subjects[commitlayer.Subject(l)] = true
+			}
+			return nil
+		})
+	if err != nil {
+		return InsertResult{}, classify(err)
+	}
+	for s := range subjects {
+		res.Subjects = append(res.Subjects, s)
+	}
+	slices.Sort(res.Subjects)
+	return res, nil
+}
+
+const factColumns = `seq, source, type, subject, external_id, occurred_at, attrs, links`
+
+// FactsAbout returns the full history, ordered by occurred_at then seq, of:
+// the facts on any of subjects; the facts that link any of them; and the
+// facts on every subject one link hop away from those facts (a fact on
+// order:o1 that links customer:c1 brings in the facts on customer:c1, and a
+// ticket fact that links order:o1 brings in the ticket's other facts). It
+// goes no further: facts that merely link a one-hop subject are left out.
 func (db *DB) FactsAbout(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Fact, error) {
-	return nil, errors.ErrUnsupported
+	if len(subjects) == 0 {
+		return nil, nil
+	}
+	subs := make([]string, len(subjects))
+	for i, s := range subjects {
+		subs[i] = string(s)
+	}
+	rows, err := db.pool.Query(ctx, `WITH d AS (
+			SELECT seq, subject, links FROM facts WHERE tenant_id = $1 AND subject = ANY($2::text[])
+			UNION
+			SELECT seq, subject, links FROM facts WHERE tenant_id = $1 AND links && $2::text[]
+		), hop AS (
+			SELECT subject FROM d
+			UNION
+			SELECT unnest(links) FROM d
+		), ids AS (
+			SELECT seq FROM d
+			UNION
+			SELECT f.seq FROM facts f WHERE f.tenant_id = $1 AND f.subject IN (SELECT subject FROM hop)
+		)
+		SELECT `+factColumns+` FROM facts WHERE tenant_id = $1 AND seq IN (SELECT seq FROM ids)
+		ORDER BY occurred_at, seq`, tenantID, subs)
+	if err != nil {
+		return nil, fmt.Errorf("facts about %v: %w", subjects, err)
+	}
+	facts, err := pgx.CollectRows(rows, scanFact)
+	if err != nil {
+		return nil, fmt.Errorf("facts about %v: %w", subjects, err)
+	}
+	return facts, nil
 }
 
-// FactsOfKinds returns facts of the given kinds with occurred_at in [from, to].
+// FactsOfKinds returns the facts of the given kinds that occurred in [from,
+// to], ordered by occurred_at then seq. A zero from or to leaves that end
+// open.
 func (db *DB) FactsOfKinds(ctx context.Context, tenantID string, kinds []Kind, from, to time.Time) ([]commitlayer.Fact, error) {
-	return nil, errors.ErrUnsupported
+	if len(kinds) == 0 {
+		return nil, nil
+	}
+	sources := make([]string, len(kinds))
+	types := make([]string, len(kinds))
+	for i, k := range kinds {
+		sources[i], types[i] = k.Source, k.Type
+	}
+	rows, err := db.pool.Query(ctx, `SELECT `+factColumns+` FROM facts
+		WHERE tenant_id = $1
+		AND (source, type) IN (SELECT * FROM unnest($2::text[], $3::text[]))
+		AND ($4::timestamptz IS NULL OR occurred_at >= $4)
+		AND ($5::timestamptz IS NULL OR occurred_at <= $5)
+		ORDER BY occurred_at, seq`, tenantID, sources, types, nullTime(from), nullTime(to))
+	if err != nil {
+		return nil, fmt.Errorf("facts of kinds: %w", err)
+	}
+	facts, err := pgx.CollectRows(rows, scanFact)
+	if err != nil {
+		return nil, fmt.Errorf("facts of kinds: %w", err)
+	}
+	return facts, nil
 }
 
-// FactsByExternalID returns one fact.
+// FactsByExternalID returns one fact, ErrNotFound if the tenant has none
+// with that source and external id.
 func (db *DB) FactsByExternalID(ctx context.Context, tenantID, source, externalID string) (commitlayer.Fact, error) {
-	return commitlayer.Fact{}, errors.ErrUnsupported
+	rows, err := db.pool.Query(ctx, `SELECT `+factColumns+` FROM facts
+		WHERE tenant_id = $1 AND source = $2 AND external_id = $3`, tenantID, source, externalID)
+	if err != nil {
+		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, err)
+	}
+	f, err := pgx.CollectExactlyOneRow(rows, scanFact)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, ErrNotFound)
+	}
+	if err != nil {
+		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, err)
+	}
+	return f, nil
+}
+
+func scanFact(row pgx.CollectableRow) (commitlayer.Fact, error) {
+	var (
+		f       commitlayer.Fact
+		subject string
+		attrs   []byte
+		links   []string
+	)
+	if err := row.Scan(&f.Seq, &f.Source, &f.Type, &subject, &f.ExternalID, &f.OccurredAt, &attrs, &links); err != nil {
+		return f, err
+	}
+	f.Subject = commitlayer.Subject(subject)
+	f.OccurredAt = f.OccurredAt.UTC()
+	a, err := decodeAttrs(attrs)
+	if err != nil {
+		return f, fmt.Errorf("fact %s/%s attrs: %w", f.Source, f.ExternalID, err)
+	}
+	f.Attrs = a
+	for _, l := range links {
+		f.Links = append(f.Links, commitlayer.Subject(l))
+	}
+	return f, nil
+}
+
+// decodeAttrs decodes a stored JSON object with commitlayer.Attrs semantics:
+// integers stay int64, other numbers are float64. SQL NULL gives nil.
+func decodeAttrs(b []byte) (commitlayer.Attrs, error) {
+	if b == nil {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, nil
+	}
+	n, err := commitlayer.NormalizeValue(m)
+	if err != nil {
+		return nil, err
+	}
+	return commitlayer.Attrs(n.(map[string]any)), nil
 }

@@ -6,8 +6,18 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/base32"
 	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -18,6 +28,11 @@ var ErrNotFound = errors.New("not found")
 // e.g. an idempotency key reused with another body.
 var ErrConflict = errors.New("conflict")
 
+// ErrInvalid is returned (wrapped) when the input cannot be stored: a field
+// fails validation, or Postgres rejects a value (a NUL byte in text, a time
+// out of range, a constraint). Nothing of the call's writes is kept.
+var ErrInvalid = errors.New("invalid input")
+
 // DB is the store. It is safe for concurrent use.
 type DB struct {
 	pool *pgxpool.Pool
@@ -25,7 +40,19 @@ type DB struct {
 
 // Open connects a pool to databaseURL and pings it.
 func Open(ctx context.Context, databaseURL string) (*DB, error) {
-	return nil, errors.ErrUnsupported
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open database: parse url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open database: ping: %w", err)
+	}
+	return &DB{pool: pool}, nil
 }
 
 // Close closes the pool.
@@ -34,11 +61,230 @@ func (db *DB) Close() { db.pool.Close() }
 // Pool returns the underlying pool.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
-// Migrate applies the embedded migrations not yet applied.
-func (db *DB) Migrate(ctx context.Context) error { return errors.ErrUnsupported }
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Advisory lock keys (the two-int4 form, classid = lockSpace, so they never
+// collide with single-bigint locks taken by other software).
+const (
+	lockSpace     = 0x436c4c79 // "ClLy"
+	lockMigrate   = 1
+	lockContracts = 2 // objid for contracts is a hash; see PutContract
+)
+
+type migration struct {
+	version string // file name without .sql, e.g. "0001_init"
+	sql     string
+}
+
+func loadMigrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	out := make([]migration, 0, len(names))
+	for _, n := range names {
+		b, err := migrationFiles.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{
+			version: strings.TrimSuffix(strings.TrimPrefix(n, "migrations/"), ".sql"),
+			sql:     string(b),
+		})
+	}
+	return out, nil
+}
+
+// Migrate applies the embedded migrations that are not yet recorded in
+// schema_migrations, in file-name order, each in its own transaction. A
+// session advisory lock serializes concurrent migrators (several processes
+// may start at once); the ones that wait find the work done.
+func (db *DB) Migrate(ctx context.Context) error {
+	if err := db.migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) migrate(ctx context.Context) (err error) {
+	migs, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, lockSpace, lockMigrate); err != nil {
+		return fmt.Errorf("take lock: %w", err)
+	}
+	defer func() {
+		// Unlock even when ctx is done; if that fails, close the
+		// connection so the lock cannot leak back into the pool.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, uerr := conn.Exec(uctx, `SELECT pg_advisory_unlock($1, $2)`, lockSpace, lockMigrate); uerr != nil {
+			_ = conn.Hijack().Close(uctx)
+			if err == nil {
+				err = fmt.Errorf("release lock: %w", uerr)
+			}
+		}
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version text PRIMARY KEY,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("create schema_migrations: %w", err)
+	}
+	applied := map[string]bool{}
+	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	for _, v := range versions {
+		applied[v] = true
+	}
+	for _, m := range migs {
+		if applied[m.version] {
+			continue
+		}
+		if err := applyMigration(ctx, conn.Conn(), m); err != nil {
+			return fmt.Errorf("apply %s: %w", m.version, err)
+		}
+	}
+	return nil
+}
+
+func applyMigration(ctx context.Context, conn *pgx.Conn, m migration) error {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
+	if _, err := tx.Exec(ctx, m.sql); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.version); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
 
 // CreateDatabaseIfMissing connects to the server's "postgres" database and
-// creates the database named in databaseURL if it does not exist.
+// creates the database named in databaseURL if it does not exist. Two
+// processes racing to create it both succeed.
 func CreateDatabaseIfMissing(ctx context.Context, databaseURL string) error {
-	return errors.ErrUnsupported
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("create database: parse url: %w", err)
+	}
+	name := cfg.Database
+	if name == "" {
+		return fmt.Errorf("create database: url names no database")
+	}
+	cfg.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("create database %q: connect: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("create database %q: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "42P04" || pe.Code == "23505") {
+		return nil // created meanwhile by someone else
+	}
+	if err != nil {
+		return fmt.Errorf("create database %q: %w", name, err)
+	}
+	return nil
+}
+
+// inTx runs fn in a transaction: Begin / defer Rollback / Commit. A
+// deadlock or serialization failure (two batches inserting overlapping facts
+// in different orders) is retried a few times from the start.
+func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		err = db.tryTx(ctx, fn)
+		if !isRetryable(err) {
+			return err
+		}
+	}
+	return err
+}
+
+func (db *DB) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func isRetryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// classify turns Postgres errors caused by the input into ErrInvalid, and a
+// foreign key to a missing tenant or action into ErrNotFound, so callers can
+// answer 4xx without reading Postgres codes. Other errors pass unchanged.
+func classify(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch {
+	case pe.Code == "23503": // foreign_key_violation
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case strings.HasPrefix(pe.Code, "22"), // data exception: NUL byte, bad json, time out of range
+		pe.Code == "23502", pe.Code == "23514": // not null, check
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return err
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// randomToken returns n random bytes in lower-case base32.
+func randomToken(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return idEncoding.EncodeToString(b)
+}
+
+// newID returns prefix + 16 random base32 characters (80 bits).
+func newID(prefix string) string { return prefix + randomToken(10) }
+
+// timeOrZero turns a nullable timestamp into a UTC time, zero for NULL.
+func timeOrZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// nullTime stores the zero time as NULL.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

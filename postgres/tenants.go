@@ -2,8 +2,13 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Tenant is one customer workspace.
@@ -13,19 +18,84 @@ type Tenant struct {
 	CreatedAt time.Time
 }
 
-// CreateTenant creates a tenant and its API key; the key is returned once
-// and stored only as its SHA-256.
+// apiKeyPrefix starts every tenant API key.
+const apiKeyPrefix = "cl_"
+
+// CreateTenant creates a tenant and its API key. The key is returned once;
+// only its SHA-256 is stored. Tenant ids are "t_" + 16 base32 characters;
+// keys are "cl_<first 8 characters of the id's random part>_<32 random bytes
+// in base32>".
 func (db *DB) CreateTenant(ctx context.Context, name string) (Tenant, string, error) {
-	return Tenant{}, "", errors.ErrUnsupported
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return Tenant{}, "", fmt.Errorf("create tenant: %w: name is required", ErrInvalid)
+	}
+	id := newID("t_")
+	key := apiKeyPrefix + strings.TrimPrefix(id, "t_")[:8] + "_" + randomToken(32)
+	hash := sha256.Sum256([]byte(key))
+	t := Tenant{ID: id, Name: name}
+	err := db.pool.QueryRow(ctx,
+		`INSERT INTO tenants (id, name, api_key_hash) VALUES ($1, $2, $3) RETURNING created_at`,
+		id, name, hash[:]).Scan(&t.CreatedAt)
+	if err != nil {
+		return Tenant{}, "", fmt.Errorf("create tenant: %w", classify(err))
+	}
+	t.CreatedAt = t.CreatedAt.UTC()
+	return t, key, nil
 }
 
-// ListTenants lists every tenant.
-func (db *DB) ListTenants(ctx context.Context) ([]Tenant, error) { return nil, errors.ErrUnsupported }
+// ListTenants lists every tenant, oldest first.
+func (db *DB) ListTenants(ctx context.Context) ([]Tenant, error) {
+	rows, err := db.pool.Query(ctx, `SELECT id, name, created_at FROM tenants ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	ts, err := pgx.CollectRows(rows, scanTenant)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	return ts, nil
+}
 
-// TenantByAPIKey returns the tenant owning key.
+// TenantByAPIKey returns the tenant owning key, ErrNotFound for an unknown
+// key. Keys are looked up by their SHA-256, so the comparison leaks nothing
+// useful about stored keys through timing.
 func (db *DB) TenantByAPIKey(ctx context.Context, key string) (Tenant, error) {
-	return Tenant{}, errors.ErrUnsupported
+	if !strings.HasPrefix(key, apiKeyPrefix) {
+		return Tenant{}, fmt.Errorf("tenant by api key: %w", ErrNotFound)
+	}
+	hash := sha256.Sum256([]byte(key))
+	rows, err := db.pool.Query(ctx, `SELECT id, name, created_at FROM tenants WHERE api_key_hash = $1`, hash[:])
+	if err != nil {
+		return Tenant{}, fmt.Errorf("tenant by api key: %w", err)
+	}
+	t, err := pgx.CollectExactlyOneRow(rows, scanTenant)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Tenant{}, fmt.Errorf("tenant by api key: %w", ErrNotFound)
+	}
+	if err != nil {
+		return Tenant{}, fmt.Errorf("tenant by api key: %w", err)
+	}
+	return t, nil
 }
 
-// DeleteTenant purges every row of the tenant.
-func (db *DB) DeleteTenant(ctx context.Context, tenantID string) error { return errors.ErrUnsupported }
+// DeleteTenant purges the tenant and every row it owns (contracts, facts,
+// coverage, actions, verdicts, connectors). Benchmark runs that name the
+// tenant are admin records and stay.
+func (db *DB) DeleteTenant(ctx context.Context, tenantID string) error {
+	tag, err := db.pool.Exec(ctx, `DELETE FROM tenants WHERE id = $1`, tenantID)
+	if err != nil {
+		return fmt.Errorf("delete tenant %q: %w", tenantID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete tenant %q: %w", tenantID, ErrNotFound)
+	}
+	return nil
+}
+
+func scanTenant(row pgx.CollectableRow) (Tenant, error) {
+	var t Tenant
+	err := row.Scan(&t.ID, &t.Name, &t.CreatedAt)
+	t.CreatedAt = t.CreatedAt.UTC()
+	return t, err
+}

@@ -2,27 +2,144 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/jackc/pgx/v5"
 )
 
-// AppendVerdict stores v as a new version unless the latest says the same.
+// AppendVerdict adds v to its action's verdict history. It is idempotent for
+// retried activities: when the latest stored verdict says the same thing
+// (commitlayer.Verdict.SameAnswer), nothing is stored and the latest is
+// returned with appended = false; otherwise v is stored as version latest+1
+// and returned with that Version. Appends for one action are serialized. An
+// unknown action gives ErrNotFound.
 func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
-	return commitlayer.Verdict{}, false, errors.ErrUnsupported
+	if v.ActionID == "" || !v.Status.Valid() {
+		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w: action id and a valid status are required",
+			v.ActionID, ErrInvalid)
+	}
+	var (
+		out      commitlayer.Verdict
+		appended bool
+	)
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		appended = false
+		// Lock the action row: concurrent appends for one action queue here.
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM actions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`,
+			tenantID, v.ActionID).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("action: %w", ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		latest, err := latestVerdict(ctx, tx, tenantID, v.ActionID)
+		switch {
+		case err == nil && latest.SameAnswer(v):
+			out = latest
+			return nil
+		case err != nil && !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		out = v
+		out.Version = latest.Version + 1
+		body, err := json.Marshal(out)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO verdicts (tenant_id, action_id, version, status, provisional, body, evaluated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			tenantID, v.ActionID, out.Version, string(out.Status), out.Provisional, body, out.EvaluatedAt); err != nil {
+			return classify(err)
+		}
+		appended = true
+		return nil
+	})
+	if err != nil {
+		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, err)
+	}
+	return out, appended, nil
 }
 
-// LatestVerdict returns the latest verdict of an action.
+// LatestVerdict returns the latest verdict of an action, ErrNotFound if it
+// has none (or the tenant has no such action).
 func (db *DB) LatestVerdict(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error) {
-	return commitlayer.Verdict{}, errors.ErrUnsupported
+	v, err := latestVerdict(ctx, db.pool, tenantID, actionID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return commitlayer.Verdict{}, fmt.Errorf("latest verdict of %q: %w", actionID, ErrNotFound)
+	}
+	if err != nil {
+		return commitlayer.Verdict{}, fmt.Errorf("latest verdict of %q: %w", actionID, err)
+	}
+	return v, nil
 }
 
-// VerdictHistory returns every verdict of an action in version order.
+// latestVerdict returns pgx.ErrNoRows when there is none.
+func latestVerdict(ctx context.Context, q querier, tenantID, actionID string) (commitlayer.Verdict, error) {
+	rows, err := q.Query(ctx, `SELECT version, body FROM verdicts WHERE tenant_id = $1 AND action_id = $2
+		ORDER BY version DESC LIMIT 1`, tenantID, actionID)
+	if err != nil {
+		return commitlayer.Verdict{}, err
+	}
+	return pgx.CollectExactlyOneRow(rows, scanVerdict)
+}
+
+// VerdictHistory returns every verdict of an action in version order; empty
+// when it has none.
 func (db *DB) VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error) {
-	return nil, errors.ErrUnsupported
+	rows, err := db.pool.Query(ctx, `SELECT version, body FROM verdicts WHERE tenant_id = $1 AND action_id = $2
+		ORDER BY version`, tenantID, actionID)
+	if err != nil {
+		return nil, fmt.Errorf("verdict history of %q: %w", actionID, err)
+	}
+	vs, err := pgx.CollectRows(rows, scanVerdict)
+	if err != nil {
+		return nil, fmt.Errorf("verdict history of %q: %w", actionID, err)
+	}
+	return vs, nil
 }
 
-// LatestVerdicts returns the latest verdict of each action that has one.
+// LatestVerdicts returns the latest verdict of each of actionIDs that has
+// one, keyed by action id.
 func (db *DB) LatestVerdicts(ctx context.Context, tenantID string, actionIDs []string) (map[string]commitlayer.Verdict, error) {
-	return nil, errors.ErrUnsupported
+	out := make(map[string]commitlayer.Verdict, len(actionIDs))
+	if len(actionIDs) == 0 {
+		return out, nil
+	}
+	rows, err := db.pool.Query(ctx, `SELECT DISTINCT ON (action_id) version, body FROM verdicts
+		WHERE tenant_id = $1 AND action_id = ANY($2::text[])
+		ORDER BY action_id, version DESC`, tenantID, actionIDs)
+	if err != nil {
+		return nil, fmt.Errorf("latest verdicts: %w", err)
+	}
+	vs, err := pgx.CollectRows(rows, scanVerdict)
+	if err != nil {
+		return nil, fmt.Errorf("latest verdicts: %w", err)
+	}
+	for _, v := range vs {
+		out[v.ActionID] = v
+	}
+	return out, nil
+}
+
+func scanVerdict(row pgx.CollectableRow) (commitlayer.Verdict, error) {
+	var (
+		v       commitlayer.Verdict
+		version int
+		body    []byte
+	)
+	if err := row.Scan(&version, &body); err != nil {
+		return v, err
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return v, fmt.Errorf("decode verdict: %w", err)
+	}
+	v.Version = version
+	v.EvaluatedAt = v.EvaluatedAt.UTC()
+	v.SettlesAt = v.SettlesAt.UTC()
+	return v, nil
 }

@@ -1,0 +1,102 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// testURL is the database this test process created for itself; testDB is
+// a migrated store on it, shared by the tests (each test makes its own
+// tenants, so they do not see each other's rows).
+var (
+	testURL string
+	testDB  *DB
+)
+
+const defaultServerURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	ctx := context.Background()
+	server := os.Getenv("DATABASE_URL")
+	if server == "" {
+		server = defaultServerURL
+	}
+	u, err := url.Parse(server)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "postgres tests: DATABASE_URL:", err)
+		return 1
+	}
+	name := "commitlayer_test_" + randomToken(6)
+	u.Path = "/" + name
+	testURL = u.String()
+	if err := CreateDatabaseIfMissing(ctx, testURL); err != nil {
+		fmt.Fprintln(os.Stderr, "postgres tests:", err)
+		return 1
+	}
+	defer dropDatabase(ctx, testURL)
+	testDB, err = Open(ctx, testURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "postgres tests:", err)
+		return 1
+	}
+	defer testDB.Close()
+	if err := testDB.Migrate(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "postgres tests:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// dropDatabase drops the database named in databaseURL from the server's
+// "postgres" database, closing its other sessions.
+func dropDatabase(ctx context.Context, databaseURL string) {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "drop test database:", err)
+		return
+	}
+	name := cfg.Database
+	cfg.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "drop test database:", err)
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		fmt.Fprintln(os.Stderr, "drop test database:", err)
+	}
+}
+
+// newTenant creates a tenant for one test.
+func newTenant(t testing.TB) Tenant {
+	t.Helper()
+	tn, _, err := testDB.CreateTenant(context.Background(), t.Name())
+	require.NoError(t, err)
+	return tn
+}
+
+func dbName(t testing.TB, databaseURL string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(databaseURL)
+	require.NoError(t, err)
+	return cfg.Database
+}
+
+func replaceDBName(t testing.TB, databaseURL, name string) string {
+	t.Helper()
+	u, err := url.Parse(databaseURL)
+	require.NoError(t, err)
+	u.Path = "/" + name
+	return u.String()
+}
