@@ -355,8 +355,7 @@ func (t *Transport) apply(req *http.Request, fired bool, r *Rule, e *Entry) (*ht
 	case PhantomSuccess:
 		body := r.Body
 		if body == nil {
-			reqBody := readRequest(req)
-			body = PhantomBody(req.Method, strings.TrimPrefix(req.URL.Path, t.prefix), reqBody)
+			body = t.phantom(req)
 		} else {
 			drainRequest(req)
 		}

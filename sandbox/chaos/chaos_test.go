@@ -147,7 +147,8 @@ func TestPhantomSuccessWritesNothing(t *testing.T) {
 	require.Equal(t, "o_1001", got["order_id"])
 	require.EqualValues(t, 2500, got["amount"])
 	require.Equal(t, "succeeded", got["status"])
-	require.NotEmpty(t, got["refund_id"])
+	require.Contains(t, got["id"], "re_")
+	require.Equal(t, "ch_o_1001", got["charge_id"])
 	require.Equal(t, 0, sys.refunds(), "nothing written")
 }
 
@@ -443,11 +444,13 @@ func FuzzCutFeed(f *testing.F) {
 }
 
 func FuzzPhantomBody(f *testing.F) {
-	f.Add("POST", "/payments/refunds", []byte(`{"order_id":"o_1","amount":5}`))
-	f.Add("POST", "/tickets/tickets/t_1/notes", []byte(`{"body":"x"}`))
-	f.Add("GET", "/", []byte(`null`))
-	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
-		out := chaos.PhantomBody(method, path, body)
+	f.Add("POST", "/payments/refunds", []byte(`{"order_id":"o_1","amount":5}`), []byte(nil))
+	f.Add("POST", "/tickets/tickets/t_1/notes", []byte(`{"body":"x"}`), []byte(nil))
+	f.Add("POST", "/broker/orders", []byte(`{"quantity":3,"limit_price":"x"}`), []byte(nil))
+	f.Add("POST", "/platform/services/s/deploy", []byte(`{"version":"v2"}`), []byte(`{"version":"v1"}`))
+	f.Add("GET", "/", []byte(`null`), []byte(`[1]`))
+	f.Fuzz(func(t *testing.T, method, path string, body, current []byte) {
+		out := chaos.PhantomBody(method, path, body, current)
 		require.True(t, json.Valid(out), "%s", out)
 		require.Equal(t, byte('{'), out[0], "an object")
 	})
