@@ -6,7 +6,9 @@ import (
 	"net/url"
 	"os"
 	"testing"
+	"time"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
@@ -99,4 +101,40 @@ func replaceDBName(t testing.TB, databaseURL, name string) string {
 	require.NoError(t, err)
 	u.Path = "/" + name
 	return u.String()
+}
+
+// t0 is the base time of the tests' facts and actions.
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func mkFact(source, typ, subject, externalID string, at time.Time, attrs commitlayer.Attrs, links ...commitlayer.Subject) commitlayer.Fact {
+	return commitlayer.Fact{
+		Source: source, Type: typ, Subject: commitlayer.Subject(subject), ExternalID: externalID,
+		OccurredAt: at, Attrs: attrs, Links: links,
+	}
+}
+
+func mkAction(id, subject string, at time.Time) commitlayer.Action {
+	return commitlayer.Action{
+		ID: id, Contract: "refund_customer", ContractVersion: 1, Agent: "agent-1",
+		Subject: commitlayer.Subject(subject), Params: commitlayer.Attrs{"amount": int64(2500), "currency": "usd"},
+		RequestedAt: at, Claim: commitlayer.Claim{Status: commitlayer.ClaimSuccess, Message: "refunded"},
+	}
+}
+
+func mkVerdict(actionID string, status commitlayer.Status, at time.Time) commitlayer.Verdict {
+	return commitlayer.Verdict{
+		ActionID: actionID, Contract: "refund_customer", ContractVersion: 1, Status: status, Provisional: true,
+		Lenses: commitlayer.Lenses{Outcome: status, Policy: commitlayer.StatusPass},
+		Findings: []commitlayer.Finding{}, UnavailableSources: []string{},
+		EvaluatedAt: at, SettlesAt: at.Add(10 * time.Minute),
+	}
+}
+
+// externalIDs lists the external ids of facts, in order.
+func externalIDs(facts []commitlayer.Fact) []string {
+	out := make([]string, len(facts))
+	for i, f := range facts {
+		out[i] = f.ExternalID
+	}
+	return out
 }

@@ -1,0 +1,149 @@
+package postgres
+
+import (
+	"context"
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCreateTenant(t *testing.T) {
+	ctx := context.Background()
+	tn, key, err := testDB.CreateTenant(ctx, "  Acme  ")
+	require.NoError(t, err)
+	require.Equal(t, "Acme", tn.Name)
+	require.Regexp(t, `^t_[a-z2-7]{16}$`, tn.ID)
+	require.Regexp(t, `^cl_[a-z2-7]{8}_[a-z2-7]{52}$`, key)
+	require.Equal(t, tn.ID[2:10], key[3:11], "key carries the tenant id prefix")
+	require.False(t, tn.CreatedAt.IsZero())
+
+	got, err := testDB.TenantByAPIKey(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, tn, got)
+
+	// Only the hash is stored.
+	var stored []byte
+	require.NoError(t, testDB.Pool().QueryRow(ctx, `SELECT api_key_hash FROM tenants WHERE id = $1`, tn.ID).Scan(&stored))
+	sum := sha256.Sum256([]byte(key))
+	require.Equal(t, sum[:], stored)
+	var n int
+	require.NoError(t, testDB.Pool().QueryRow(ctx,
+		`SELECT count(*) FROM tenants WHERE id = $1 AND position($2::bytea in api_key_hash) > 0`, tn.ID, []byte(key)).Scan(&n))
+	require.Zero(t, n)
+
+	// A second tenant gets other ids and keys.
+	tn2, key2, err := testDB.CreateTenant(ctx, "Acme")
+	require.NoError(t, err)
+	require.NotEqual(t, tn.ID, tn2.ID)
+	require.NotEqual(t, key, key2)
+
+	all, err := testDB.ListTenants(ctx)
+	require.NoError(t, err)
+	var ids []string
+	for _, x := range all {
+		ids = append(ids, x.ID)
+	}
+	require.Contains(t, ids, tn.ID)
+	require.Contains(t, ids, tn2.ID)
+}
+
+func TestCreateTenantBadInput(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"", "   ", "\t\n", "nul\x00byte"} {
+		_, key, err := testDB.CreateTenant(ctx, name)
+		require.ErrorIs(t, err, ErrInvalid, "%q", name)
+		require.Empty(t, key)
+	}
+}
+
+func TestTenantByAPIKeyUnknown(t *testing.T) {
+	ctx := context.Background()
+	_, key, err := testDB.CreateTenant(ctx, "k")
+	require.NoError(t, err)
+	for _, k := range []string{"", "cl_", key[:len(key)-1], key + "a", "Bearer " + key, "x" + key[1:], "cl_\x00"} {
+		_, err := testDB.TenantByAPIKey(ctx, k)
+		require.ErrorIs(t, err, ErrNotFound, "%q", k)
+	}
+}
+
+// TestDeleteTenantPurgesAll fills every tenant-owned table for two tenants,
+// deletes one, and checks that no row of it is left anywhere while the
+// other keeps all of its rows.
+func TestDeleteTenantPurgesAll(t *testing.T) {
+	ctx := context.Background()
+	a, b := newTenant(t), newTenant(t)
+	fillTenant(t, a.ID)
+	fillTenant(t, b.ID)
+	before := rowCounts(t, b.ID)
+	for table, n := range before {
+		require.Positive(t, n, table)
+	}
+
+	require.NoError(t, testDB.DeleteTenant(ctx, a.ID))
+	for table, n := range rowCounts(t, a.ID) {
+		require.Zero(t, n, "%s still holds rows of the deleted tenant", table)
+	}
+	require.Equal(t, before, rowCounts(t, b.ID))
+	_, err := testDB.GetAction(ctx, a.ID, "act_fill")
+	require.ErrorIs(t, err, ErrNotFound)
+
+	require.ErrorIs(t, testDB.DeleteTenant(ctx, a.ID), ErrNotFound)
+	require.ErrorIs(t, testDB.DeleteTenant(ctx, "t_nope"), ErrNotFound)
+}
+
+// tenantTables lists every table holding tenant rows; TestEveryTableIsListed
+// keeps it honest.
+var tenantTables = []string{"tenants", "contracts", "facts", "source_coverage", "actions", "verdicts", "connectors"}
+
+func TestEveryTableIsListed(t *testing.T) {
+	ctx := context.Background()
+	rows, err := testDB.Pool().Query(ctx, `SELECT table_name FROM information_schema.columns
+		WHERE table_schema = 'public' AND column_name = 'tenant_id' AND table_name <> 'benchmark_runs'`)
+	require.NoError(t, err)
+	var got []string
+	for rows.Next() {
+		var n string
+		require.NoError(t, rows.Scan(&n))
+		got = append(got, n)
+	}
+	require.NoError(t, rows.Err())
+	require.ElementsMatch(t, tenantTables[1:], got)
+}
+
+func rowCounts(t *testing.T, tenantID string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, table := range tenantTables {
+		col := "tenant_id"
+		if table == "tenants" {
+			col = "id"
+		}
+		var n int
+		require.NoError(t, testDB.Pool().QueryRow(context.Background(),
+			`SELECT count(*) FROM `+table+` WHERE `+col+` = $1`, tenantID).Scan(&n))
+		out[table] = n
+	}
+	return out
+}
+
+// fillTenant writes at least one row of every kind for the tenant.
+func fillTenant(t *testing.T, tenantID string) {
+	t.Helper()
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	_, _, err := testDB.PutContract(ctx, tenantID, "refund_customer", []byte("id: refund_customer\n"))
+	require.NoError(t, err)
+	_, err = testDB.InsertFacts(ctx, tenantID, []commitlayer.Fact{
+		mkFact("payments", "refund_created", "order:o1", "re_1", at, commitlayer.Attrs{"amount": int64(2500)}),
+	})
+	require.NoError(t, err)
+	_, _, err = testDB.CreateAction(ctx, tenantID, mkAction("act_fill", "order:o1", at), at.Add(time.Minute), at.Add(time.Hour), "k1", []byte("h"))
+	require.NoError(t, err)
+	_, _, err = testDB.AppendVerdict(ctx, tenantID, mkVerdict("act_fill", commitlayer.StatusPass, at))
+	require.NoError(t, err)
+	_, err = testDB.CreateConnector(ctx, tenantID, Connector{Source: "orders", Kind: "http_events", URL: "http://x/orders"})
+	require.NoError(t, err)
+}
