@@ -38,7 +38,7 @@ func (db *DB) CreateAction(ctx context.Context, tenantID string, a commitlayer.A
 	idempotencyKey string, requestHash []byte) (ActionRecord, bool, error) {
 	rec, created, err := db.createAction(ctx, tenantID, a, settlesAt, watchUntil, idempotencyKey, requestHash)
 	if err != nil {
-		return ActionRecord{}, false, fmt.Errorf("create action %q: %w", a.ID, err)
+		return ActionRecord{}, false, fmt.Errorf("create action %q: %w", a.ID, classify(err))
 	}
 	return rec, created, nil
 }
@@ -168,7 +168,7 @@ func (db *DB) GetAction(ctx context.Context, tenantID, actionID string) (ActionR
 		return ActionRecord{}, fmt.Errorf("get action %q: %w", actionID, ErrNotFound)
 	}
 	if err != nil {
-		return ActionRecord{}, fmt.Errorf("get action %q: %w", actionID, err)
+		return ActionRecord{}, fmt.Errorf("get action %q: %w", actionID, classify(err))
 	}
 	return rec, nil
 }
@@ -185,7 +185,7 @@ func (db *DB) PriorActions(ctx context.Context, tenantID, contractID, agent stri
 		ORDER BY requested_at, id`,
 		tenantID, contractID, agent, string(subject), nullTime(from), nullTime(to), excludeID)
 	if err != nil {
-		return nil, fmt.Errorf("prior actions of %q: %w", contractID, err)
+		return nil, fmt.Errorf("prior actions of %q: %w", contractID, classify(err))
 	}
 	return acts, nil
 }
@@ -196,7 +196,7 @@ func (db *DB) ActionsOfContract(ctx context.Context, tenantID, contractID string
 	acts, err := db.queryActions(ctx, `tenant_id = $1 AND contract_id = $2 AND requested_at >= $3
 		ORDER BY requested_at, id`, tenantID, contractID, since)
 	if err != nil {
-		return nil, fmt.Errorf("actions of %q: %w", contractID, err)
+		return nil, fmt.Errorf("actions of %q: %w", contractID, classify(err))
 	}
 	return acts, nil
 }
@@ -227,11 +227,11 @@ func (db *DB) WatchedActions(ctx context.Context, tenantID string, subjects []co
 		WHERE tenant_id = $1 AND subject = ANY($2::text[]) AND watch_until > $3
 		ORDER BY requested_at, id`, tenantID, subs, now)
 	if err != nil {
-		return nil, fmt.Errorf("watched actions: %w", err)
+		return nil, fmt.Errorf("watched actions: %w", classify(err))
 	}
 	recs, err := pgx.CollectRows(rows, scanAction)
 	if err != nil {
-		return nil, fmt.Errorf("watched actions: %w", err)
+		return nil, fmt.Errorf("watched actions: %w", classify(err))
 	}
 	return recs, nil
 }
@@ -258,7 +258,7 @@ func scanActionInto(row pgx.CollectableRow, extra ...any) (ActionRecord, error) 
 	r.CreatedAt = r.CreatedAt.UTC()
 	p, err := decodeAttrs(params)
 	if err != nil {
-		return r, fmt.Errorf("action %q params: %w", r.ID, err)
+		return r, fmt.Errorf("action %q params: %w", r.ID, classify(err))
 	}
 	r.Params = p
 	if trace != nil {

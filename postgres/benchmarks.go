@@ -30,7 +30,7 @@ func (db *DB) CreateBenchmarkRun(ctx context.Context, r BenchmarkRun) (Benchmark
 		r.ID = newID("bench_")
 	}
 	if err := validateRun(r); err != nil {
-		return BenchmarkRun{}, fmt.Errorf("create benchmark run: %w", err)
+		return BenchmarkRun{}, fmt.Errorf("create benchmark run: %w", classify(err))
 	}
 	rows, err := db.pool.Query(ctx, `INSERT INTO benchmark_runs
 			(id, status, request, summary, results, markdown, log_tail, tenant_id, started_at, finished_at)
@@ -56,7 +56,7 @@ func (db *DB) CreateBenchmarkRun(ctx context.Context, r BenchmarkRun) (Benchmark
 // (a zero StartedAt keeps the stored one). ErrNotFound if there is none.
 func (db *DB) UpdateBenchmarkRun(ctx context.Context, r BenchmarkRun) error {
 	if err := validateRun(r); err != nil {
-		return fmt.Errorf("update benchmark run %q: %w", r.ID, err)
+		return fmt.Errorf("update benchmark run %q: %w", r.ID, classify(err))
 	}
 	tag, err := db.pool.Exec(ctx, `UPDATE benchmark_runs SET status = $2, request = $3, summary = $4, results = $5,
 			markdown = $6, log_tail = $7, tenant_id = $8, started_at = coalesce($9, started_at), finished_at = $10
@@ -76,14 +76,14 @@ func (db *DB) UpdateBenchmarkRun(ctx context.Context, r BenchmarkRun) error {
 func (db *DB) GetBenchmarkRun(ctx context.Context, id string) (BenchmarkRun, error) {
 	rows, err := db.pool.Query(ctx, `SELECT `+benchmarkColumns+` FROM benchmark_runs WHERE id = $1`, id)
 	if err != nil {
-		return BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, err)
+		return BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, classify(err))
 	}
 	r, err := pgx.CollectExactlyOneRow(rows, scanRun)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, err)
+		return BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, classify(err))
 	}
 	return r, nil
 }
@@ -92,11 +92,11 @@ func (db *DB) GetBenchmarkRun(ctx context.Context, id string) (BenchmarkRun, err
 func (db *DB) ListBenchmarkRuns(ctx context.Context) ([]BenchmarkRun, error) {
 	rows, err := db.pool.Query(ctx, `SELECT `+benchmarkColumns+` FROM benchmark_runs ORDER BY started_at DESC, id`)
 	if err != nil {
-		return nil, fmt.Errorf("list benchmark runs: %w", err)
+		return nil, fmt.Errorf("list benchmark runs: %w", classify(err))
 	}
 	rs, err := pgx.CollectRows(rows, scanRun)
 	if err != nil {
-		return nil, fmt.Errorf("list benchmark runs: %w", err)
+		return nil, fmt.Errorf("list benchmark runs: %w", classify(err))
 	}
 	return rs, nil
 }

@@ -65,11 +65,11 @@ func (db *DB) CreateConnector(ctx context.Context, tenantID string, c Connector)
 func (db *DB) ListConnectors(ctx context.Context, tenantID string) ([]Connector, error) {
 	rows, err := db.pool.Query(ctx, `SELECT `+connectorColumns+` FROM connectors WHERE tenant_id = $1 ORDER BY source`, tenantID)
 	if err != nil {
-		return nil, fmt.Errorf("list connectors: %w", err)
+		return nil, fmt.Errorf("list connectors: %w", classify(err))
 	}
 	cs, err := pgx.CollectRows(rows, scanConnector)
 	if err != nil {
-		return nil, fmt.Errorf("list connectors: %w", err)
+		return nil, fmt.Errorf("list connectors: %w", classify(err))
 	}
 	return cs, nil
 }
@@ -79,7 +79,7 @@ func (db *DB) ListConnectors(ctx context.Context, tenantID string) ([]Connector,
 func (db *DB) GetConnector(ctx context.Context, tenantID, id string) (Connector, error) {
 	c, err := getConnector(ctx, db.pool, tenantID, id, false)
 	if err != nil {
-		return Connector{}, fmt.Errorf("get connector %q: %w", id, err)
+		return Connector{}, fmt.Errorf("get connector %q: %w", id, classify(err))
 	}
 	return c, nil
 }
@@ -107,7 +107,7 @@ func getConnector(ctx context.Context, q querier, tenantID, id string, forUpdate
 func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (InsertResult, error) {
 	rows, err := encodeFacts(facts)
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, err)
+		return InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
 	}
 	var res InsertResult
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
@@ -129,7 +129,7 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 		return err
 	})
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, err)
+		return InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
 	}
 	res.Duplicates = len(facts) - res.Inserted
 	return res, nil
@@ -159,7 +159,7 @@ func (db *DB) Sources(ctx context.Context, tenantID string) ([]SourceCoverage, e
 		FULL JOIN (SELECT * FROM connectors WHERE tenant_id = $1) k ON c.source = k.source
 		ORDER BY 1`, tenantID)
 	if err != nil {
-		return nil, fmt.Errorf("sources: %w", err)
+		return nil, fmt.Errorf("sources: %w", classify(err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SourceCoverage, error) {
 		var (
@@ -172,7 +172,7 @@ func (db *DB) Sources(ctx context.Context, tenantID string) ([]SourceCoverage, e
 		return s, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("sources: %w", err)
+		return nil, fmt.Errorf("sources: %w", classify(err))
 	}
 	return out, nil
 }
@@ -182,11 +182,11 @@ func (db *DB) ConnectedSources(ctx context.Context, tenantID string) ([]string, 
 	rows, err := db.pool.Query(ctx, `SELECT source FROM source_coverage WHERE tenant_id = $1 AND fact_count > 0
 		ORDER BY source`, tenantID)
 	if err != nil {
-		return nil, fmt.Errorf("connected sources: %w", err)
+		return nil, fmt.Errorf("connected sources: %w", classify(err))
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, fmt.Errorf("connected sources: %w", err)
+		return nil, fmt.Errorf("connected sources: %w", classify(err))
 	}
 	return out, nil
 }

@@ -56,7 +56,7 @@ func (db *DB) PutContract(ctx context.Context, tenantID, contractID string, sour
 		return nil
 	})
 	if err != nil {
-		return ContractRecord{}, false, fmt.Errorf("put contract %q: %w", contractID, err)
+		return ContractRecord{}, false, fmt.Errorf("put contract %q: %w", contractID, classify(err))
 	}
 	return rec, created, nil
 }
@@ -68,7 +68,7 @@ func (db *DB) GetContract(ctx context.Context, tenantID, contractID string, vers
 		return ContractRecord{}, fmt.Errorf("get contract %q version %d: %w", contractID, version, ErrNotFound)
 	}
 	if err != nil {
-		return ContractRecord{}, fmt.Errorf("get contract %q version %d: %w", contractID, version, err)
+		return ContractRecord{}, fmt.Errorf("get contract %q version %d: %w", contractID, version, classify(err))
 	}
 	return rec, nil
 }
@@ -95,11 +95,11 @@ func (db *DB) ListContracts(ctx context.Context, tenantID string) ([]ContractRec
 	rows, err := db.pool.Query(ctx, `SELECT DISTINCT ON (id) id, version, source, created_at
 		FROM contracts WHERE tenant_id = $1 ORDER BY id, version DESC`, tenantID)
 	if err != nil {
-		return nil, fmt.Errorf("list contracts: %w", err)
+		return nil, fmt.Errorf("list contracts: %w", classify(err))
 	}
 	recs, err := pgx.CollectRows(rows, scanContract)
 	if err != nil {
-		return nil, fmt.Errorf("list contracts: %w", err)
+		return nil, fmt.Errorf("list contracts: %w", classify(err))
 	}
 	return recs, nil
 }

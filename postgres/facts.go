@@ -36,7 +36,7 @@ type Kind struct{ Source, Type string }
 func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (InsertResult, error) {
 	rows, err := encodeFacts(facts)
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("insert facts: %w", err)
+		return InsertResult{}, fmt.Errorf("insert facts: %w", classify(err))
 	}
 	var res InsertResult
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
@@ -45,7 +45,7 @@ func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitla
 		return err
 	})
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("insert facts: %w", err)
+		return InsertResult{}, fmt.Errorf("insert facts: %w", classify(err))
 	}
 	res.Duplicates = len(facts) - res.Inserted
 	return res, nil
@@ -197,11 +197,11 @@ func (db *DB) FactsAbout(ctx context.Context, tenantID string, subjects []commit
 		SELECT `+factColumns+` FROM facts WHERE tenant_id = $1 AND seq IN (SELECT seq FROM ids)
 		ORDER BY occurred_at, seq`, tenantID, subs)
 	if err != nil {
-		return nil, fmt.Errorf("facts about %v: %w", subjects, err)
+		return nil, fmt.Errorf("facts about %v: %w", subjects, classify(err))
 	}
 	facts, err := pgx.CollectRows(rows, scanFact)
 	if err != nil {
-		return nil, fmt.Errorf("facts about %v: %w", subjects, err)
+		return nil, fmt.Errorf("facts about %v: %w", subjects, classify(err))
 	}
 	return facts, nil
 }
@@ -225,11 +225,11 @@ func (db *DB) FactsOfKinds(ctx context.Context, tenantID string, kinds []Kind, f
 		AND ($5::timestamptz IS NULL OR occurred_at <= $5)
 		ORDER BY occurred_at, seq`, tenantID, sources, types, nullTime(from), nullTime(to))
 	if err != nil {
-		return nil, fmt.Errorf("facts of kinds: %w", err)
+		return nil, fmt.Errorf("facts of kinds: %w", classify(err))
 	}
 	facts, err := pgx.CollectRows(rows, scanFact)
 	if err != nil {
-		return nil, fmt.Errorf("facts of kinds: %w", err)
+		return nil, fmt.Errorf("facts of kinds: %w", classify(err))
 	}
 	return facts, nil
 }
@@ -240,14 +240,14 @@ func (db *DB) FactsByExternalID(ctx context.Context, tenantID, source, externalI
 	rows, err := db.pool.Query(ctx, `SELECT `+factColumns+` FROM facts
 		WHERE tenant_id = $1 AND source = $2 AND external_id = $3`, tenantID, source, externalID)
 	if err != nil {
-		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, err)
+		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, classify(err))
 	}
 	f, err := pgx.CollectExactlyOneRow(rows, scanFact)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, ErrNotFound)
 	}
 	if err != nil {
-		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, err)
+		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, classify(err))
 	}
 	return f, nil
 }
@@ -266,7 +266,7 @@ func scanFact(row pgx.CollectableRow) (commitlayer.Fact, error) {
 	f.OccurredAt = f.OccurredAt.UTC()
 	a, err := decodeAttrs(attrs)
 	if err != nil {
-		return f, fmt.Errorf("fact %s/%s attrs: %w", f.Source, f.ExternalID, err)
+		return f, fmt.Errorf("fact %s/%s attrs: %w", f.Source, f.ExternalID, classify(err))
 	}
 	f.Attrs = a
 	for _, l := range links {

@@ -124,7 +124,7 @@ func mkAction(id, subject string, at time.Time) commitlayer.Action {
 func mkVerdict(actionID string, status commitlayer.Status, at time.Time) commitlayer.Verdict {
 	return commitlayer.Verdict{
 		ActionID: actionID, Contract: "refund_customer", ContractVersion: 1, Status: status, Provisional: true,
-		Lenses: commitlayer.Lenses{Outcome: status, Policy: commitlayer.StatusPass},
+		Lenses:   commitlayer.Lenses{Outcome: status, Policy: commitlayer.StatusPass},
 		Findings: []commitlayer.Finding{}, UnavailableSources: []string{},
 		EvaluatedAt: at, SettlesAt: at.Add(10 * time.Minute),
 	}

@@ -248,7 +248,7 @@ func isRetryable(err error) bool {
 // answer 4xx without reading Postgres codes. Other errors pass unchanged.
 func classify(err error) error {
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
+	if !errors.As(err, &pe) || errors.Is(err, ErrInvalid) || errors.Is(err, ErrNotFound) {
 		return err
 	}
 	switch {

@@ -48,11 +48,11 @@ func (db *DB) CreateTenant(ctx context.Context, name string) (Tenant, string, er
 func (db *DB) ListTenants(ctx context.Context) ([]Tenant, error) {
 	rows, err := db.pool.Query(ctx, `SELECT id, name, created_at FROM tenants ORDER BY created_at, id`)
 	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
+		return nil, fmt.Errorf("list tenants: %w", classify(err))
 	}
 	ts, err := pgx.CollectRows(rows, scanTenant)
 	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
+		return nil, fmt.Errorf("list tenants: %w", classify(err))
 	}
 	return ts, nil
 }
@@ -67,14 +67,14 @@ func (db *DB) TenantByAPIKey(ctx context.Context, key string) (Tenant, error) {
 	hash := sha256.Sum256([]byte(key))
 	rows, err := db.pool.Query(ctx, `SELECT id, name, created_at FROM tenants WHERE api_key_hash = $1`, hash[:])
 	if err != nil {
-		return Tenant{}, fmt.Errorf("tenant by api key: %w", err)
+		return Tenant{}, fmt.Errorf("tenant by api key: %w", classify(err))
 	}
 	t, err := pgx.CollectExactlyOneRow(rows, scanTenant)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Tenant{}, fmt.Errorf("tenant by api key: %w", ErrNotFound)
 	}
 	if err != nil {
-		return Tenant{}, fmt.Errorf("tenant by api key: %w", err)
+		return Tenant{}, fmt.Errorf("tenant by api key: %w", classify(err))
 	}
 	return t, nil
 }
@@ -85,7 +85,7 @@ func (db *DB) TenantByAPIKey(ctx context.Context, key string) (Tenant, error) {
 func (db *DB) DeleteTenant(ctx context.Context, tenantID string) error {
 	tag, err := db.pool.Exec(ctx, `DELETE FROM tenants WHERE id = $1`, tenantID)
 	if err != nil {
-		return fmt.Errorf("delete tenant %q: %w", tenantID, err)
+		return fmt.Errorf("delete tenant %q: %w", tenantID, classify(err))
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("delete tenant %q: %w", tenantID, ErrNotFound)

@@ -60,7 +60,7 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 		return nil
 	})
 	if err != nil {
-		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, err)
+		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, classify(err))
 	}
 	return out, appended, nil
 }
@@ -73,7 +73,7 @@ func (db *DB) LatestVerdict(ctx context.Context, tenantID, actionID string) (com
 		return commitlayer.Verdict{}, fmt.Errorf("latest verdict of %q: %w", actionID, ErrNotFound)
 	}
 	if err != nil {
-		return commitlayer.Verdict{}, fmt.Errorf("latest verdict of %q: %w", actionID, err)
+		return commitlayer.Verdict{}, fmt.Errorf("latest verdict of %q: %w", actionID, classify(err))
 	}
 	return v, nil
 }
@@ -94,11 +94,11 @@ func (db *DB) VerdictHistory(ctx context.Context, tenantID, actionID string) ([]
 	rows, err := db.pool.Query(ctx, `SELECT version, body FROM verdicts WHERE tenant_id = $1 AND action_id = $2
 		ORDER BY version`, tenantID, actionID)
 	if err != nil {
-		return nil, fmt.Errorf("verdict history of %q: %w", actionID, err)
+		return nil, fmt.Errorf("verdict history of %q: %w", actionID, classify(err))
 	}
 	vs, err := pgx.CollectRows(rows, scanVerdict)
 	if err != nil {
-		return nil, fmt.Errorf("verdict history of %q: %w", actionID, err)
+		return nil, fmt.Errorf("verdict history of %q: %w", actionID, classify(err))
 	}
 	return vs, nil
 }
@@ -114,11 +114,11 @@ func (db *DB) LatestVerdicts(ctx context.Context, tenantID string, actionIDs []s
 		WHERE tenant_id = $1 AND action_id = ANY($2::text[])
 		ORDER BY action_id, version DESC`, tenantID, actionIDs)
 	if err != nil {
-		return nil, fmt.Errorf("latest verdicts: %w", err)
+		return nil, fmt.Errorf("latest verdicts: %w", classify(err))
 	}
 	vs, err := pgx.CollectRows(rows, scanVerdict)
 	if err != nil {
-		return nil, fmt.Errorf("latest verdicts: %w", err)
+		return nil, fmt.Errorf("latest verdicts: %w", classify(err))
 	}
 	for _, v := range vs {
 		out[v.ActionID] = v
@@ -136,7 +136,7 @@ func scanVerdict(row pgx.CollectableRow) (commitlayer.Verdict, error) {
 		return v, err
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
-		return v, fmt.Errorf("decode verdict: %w", err)
+		return v, fmt.Errorf("decode verdict: %w", classify(err))
 	}
 	v.Version = version
 	v.EvaluatedAt = v.EvaluatedAt.UTC()

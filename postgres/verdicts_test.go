@@ -1,0 +1,162 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/stretchr/testify/require"
+)
+
+func TestVerdictHistory(t *testing.T) {
+	ctx := context.Background()
+	tn := newTenant(t)
+	_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_1", "order:o1", t0), t0, t0, "", nil)
+	require.NoError(t, err)
+
+	_, err = testDB.LatestVerdict(ctx, tn.ID, "act_1")
+	require.ErrorIs(t, err, ErrNotFound)
+	hist, err := testDB.VerdictHistory(ctx, tn.ID, "act_1")
+	require.NoError(t, err)
+	require.Empty(t, hist)
+
+	prov := mkVerdict("act_1", commitlayer.StatusUnknown, t0)
+	prov.Findings = []commitlayer.Finding{{Code: commitlayer.CodeSourceUnavailable, Check: "refund",
+		Lens: commitlayer.LensOutcome, Message: "payments unreachable", Facts: []string{}}}
+	prov.UnavailableSources = []string{"payments"}
+	v1, appended, err := testDB.AppendVerdict(ctx, tn.ID, prov)
+	require.NoError(t, err)
+	require.True(t, appended)
+	require.Equal(t, 1, v1.Version)
+
+	// An activity retry with the same answer (later time) stores nothing.
+	retry := prov
+	retry.EvaluatedAt = t0.Add(time.Second)
+	got, appended, err := testDB.AppendVerdict(ctx, tn.ID, retry)
+	require.NoError(t, err)
+	require.False(t, appended)
+	require.Equal(t, v1, got)
+
+	// A changed answer is version 2, then the final one version 3.
+	pass := mkVerdict("act_1", commitlayer.StatusPass, t0.Add(time.Minute))
+	v2, appended, err := testDB.AppendVerdict(ctx, tn.ID, pass)
+	require.NoError(t, err)
+	require.True(t, appended)
+	require.Equal(t, 2, v2.Version)
+	final := pass
+	final.Provisional = false
+	final.EvaluatedAt = t0.Add(10 * time.Minute)
+	v3, appended, err := testDB.AppendVerdict(ctx, tn.ID, final)
+	require.NoError(t, err)
+	require.True(t, appended)
+	require.Equal(t, 3, v3.Version)
+
+	// Going back to an earlier answer is a new version, never an overwrite.
+	back, appended, err := testDB.AppendVerdict(ctx, tn.ID, prov)
+	require.NoError(t, err)
+	require.True(t, appended)
+	require.Equal(t, 4, back.Version)
+
+	hist, err = testDB.VerdictHistory(ctx, tn.ID, "act_1")
+	require.NoError(t, err)
+	require.Equal(t, []commitlayer.Verdict{v1, v2, v3, back}, hist)
+	require.Equal(t, prov.Findings, hist[0].Findings)
+	require.Equal(t, []string{"payments"}, hist[0].UnavailableSources)
+	latest, err := testDB.LatestVerdict(ctx, tn.ID, "act_1")
+	require.NoError(t, err)
+	require.Equal(t, back, latest)
+
+	// Status and provisional are columns too.
+	var status string
+	var provisional bool
+	require.NoError(t, testDB.Pool().QueryRow(ctx, `SELECT status, provisional FROM verdicts
+		WHERE tenant_id = $1 AND action_id = 'act_1' AND version = 3`, tn.ID).Scan(&status, &provisional))
+	require.Equal(t, "PASS", status)
+	require.False(t, provisional)
+}
+
+func TestAppendVerdictBadInput(t *testing.T) {
+	ctx := context.Background()
+	tn := newTenant(t)
+	_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_1", "order:o1", t0), t0, t0, "", nil)
+	require.NoError(t, err)
+	cases := []struct {
+		name string
+		v    commitlayer.Verdict
+		want error
+	}{
+		{"no action id", mkVerdict("", commitlayer.StatusPass, t0), ErrInvalid},
+		{"bad status", mkVerdict("act_1", "MAYBE", t0), ErrInvalid},
+		{"empty status", mkVerdict("act_1", "", t0), ErrInvalid},
+		{"unknown action", mkVerdict("act_2", commitlayer.StatusPass, t0), ErrNotFound},
+		{"NUL in message", func() commitlayer.Verdict {
+			v := mkVerdict("act_1", commitlayer.StatusFail, t0)
+			v.Findings = []commitlayer.Finding{{Code: commitlayer.CodeMissingEffect, Message: "a\x00"}}
+			return v
+		}(), ErrInvalid},
+	}
+	for _, tc := range cases {
+		_, appended, err := testDB.AppendVerdict(ctx, tn.ID, tc.v)
+		require.ErrorIs(t, err, tc.want, tc.name)
+		require.False(t, appended)
+	}
+	require.Zero(t, rowCounts(t, tn.ID)["verdicts"])
+}
+
+// TestAppendVerdictConcurrent races retries of one activity and distinct
+// answers: versions stay dense and each answer is stored once in a row.
+func TestAppendVerdictConcurrent(t *testing.T) {
+	ctx := context.Background()
+	tn := newTenant(t)
+	_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_1", "order:o1", t0), t0, t0, "", nil)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	appendedN := make([]bool, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			_, appendedN[i], errs[i] = testDB.AppendVerdict(ctx, tn.ID, mkVerdict("act_1", commitlayer.StatusFail, t0))
+		})
+	}
+	wg.Wait()
+	n := 0
+	for i := range errs {
+		require.NoError(t, errs[i])
+		if appendedN[i] {
+			n++
+		}
+	}
+	require.Equal(t, 1, n)
+	hist, err := testDB.VerdictHistory(ctx, tn.ID, "act_1")
+	require.NoError(t, err)
+	require.Len(t, hist, 1)
+}
+
+func TestLatestVerdicts(t *testing.T) {
+	ctx := context.Background()
+	tn := newTenant(t)
+	for _, id := range []string{"a1", "a2", "a3"} {
+		_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction(id, "order:o1", t0), t0, t0, "", nil)
+		require.NoError(t, err)
+	}
+	_, _, err := testDB.AppendVerdict(ctx, tn.ID, mkVerdict("a1", commitlayer.StatusUnknown, t0))
+	require.NoError(t, err)
+	_, _, err = testDB.AppendVerdict(ctx, tn.ID, mkVerdict("a1", commitlayer.StatusPass, t0))
+	require.NoError(t, err)
+	_, _, err = testDB.AppendVerdict(ctx, tn.ID, mkVerdict("a2", commitlayer.StatusFail, t0))
+	require.NoError(t, err)
+
+	got, err := testDB.LatestVerdicts(ctx, tn.ID, []string{"a1", "a2", "a3", "nope"})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, commitlayer.StatusPass, got["a1"].Status)
+	require.Equal(t, 2, got["a1"].Version)
+	require.Equal(t, commitlayer.StatusFail, got["a2"].Status)
+	require.Equal(t, 1, got["a2"].Version)
+
+	got, err = testDB.LatestVerdicts(ctx, tn.ID, nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
