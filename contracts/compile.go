@@ -1,0 +1,248 @@
+package contracts
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/ext"
+	"go.yaml.in/yaml/v3"
+)
+
+// actionFields are the keys of the `action` variable.
+var actionFields = []string{"id", "agent", "subject", "subject_type", "subject_id", "requested_at", "claim_status"}
+
+// costLimit stops a predicate that would run away on huge attrs (nested
+// comprehensions over long lists); the evaluation then fails with an error.
+const costLimit = 1_000_000
+
+type environments struct {
+	policy   *cel.Env // params, action, state
+	effect   *cel.Env // + effect
+	reversal *cel.Env // + original
+}
+
+var celEnvs = sync.OnceValues(func() (*environments, error) {
+	policy, err := cel.NewEnv(
+		cel.Variable("params", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("action", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("state", cel.MapType(cel.StringType, cel.MapType(cel.StringType, cel.DynType))),
+		cel.OptionalTypes(),
+		cel.CrossTypeNumericComparisons(true),
+		cel.ParserExpressionSizeLimit(8192),
+		ext.Strings(),
+		ext.Math(),
+		ext.Sets(),
+		ext.Lists(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("build CEL environment: %w", err)
+	}
+	effect, err := policy.Extend(cel.Variable("effect", cel.MapType(cel.StringType, cel.DynType)))
+	if err != nil {
+		return nil, fmt.Errorf("build CEL effect environment: %w", err)
+	}
+	reversal, err := effect.Extend(cel.Variable("original", cel.MapType(cel.StringType, cel.DynType)))
+	if err != nil {
+		return nil, fmt.Errorf("build CEL reversal environment: %w", err)
+	}
+	return &environments{policy: policy, effect: effect, reversal: reversal}, nil
+})
+
+// program is one compiled CEL expression and what it reads.
+type program struct {
+	src   string
+	field string
+	prg   cel.Program
+	// stateReads are the sources read as state.<name>; stateDynamic is set
+	// when state is indexed any other way (then every source is read).
+	stateReads   []string
+	stateDynamic bool
+	// effectAttrs, originalAttrs and paramKeys are the keys selected as
+	// effect.<k>, original.<k> and params.<k>, for messages.
+	effectAttrs, originalAttrs, paramKeys []string
+}
+
+type resultKind int
+
+const (
+	boolResult resultKind = iota
+	numberResult
+)
+
+// compile compiles the expression at field (nil when src is empty),
+// reporting errors with the field's line.
+func (p *parser) compile(env *cel.Env, field, src string, want resultKind, sources map[string]bool) *program {
+	if strings.TrimSpace(src) == "" {
+		return nil
+	}
+	node := p.nodes[field]
+	lineOf := func(celLine int) int {
+		if node == nil {
+			return 0
+		}
+		if celLine < 1 {
+			celLine = 1
+		}
+		if node.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+			return node.Line + celLine
+		}
+		return node.Line + celLine - 1
+	}
+	ast, iss := env.Compile(src)
+	if iss != nil && iss.Err() != nil {
+		for _, e := range iss.Errors() {
+			reason := e.Message
+			if strings.Contains(reason, "undeclared reference to 'effect'") {
+				reason += " (effect is only defined in effects, forbids and limits)"
+			} else if strings.Contains(reason, "undeclared reference to 'original'") {
+				reason += " (original is only defined in reversed_by.where)"
+			}
+			if col := e.Location.Column(); col >= 0 {
+				reason += fmt.Sprintf(" (column %d)", col+1)
+			}
+			p.fail(field, lineOf(e.Location.Line()), "%s", reason)
+		}
+		return nil
+	}
+	out := ast.OutputType()
+	switch want {
+	case boolResult:
+		if k := out.Kind(); k != types.BoolKind && k != types.DynKind {
+			p.fail(field, lineOf(1), "must be a boolean expression, but its type is %s", out)
+			return nil
+		}
+	case numberResult:
+		if k := out.Kind(); k != types.IntKind && k != types.DoubleKind && k != types.DynKind {
+			p.fail(field, lineOf(1), "must be a number (int or double), but its type is %s", out)
+			return nil
+		}
+	}
+	pr := &program{src: src, field: field}
+	ok := true
+	var stateIdents []int64
+	handled := map[int64]bool{}
+	celast.PreOrderVisit(ast.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		switch e.Kind() {
+		case celast.IdentKind:
+			if e.AsIdent() == "state" {
+				stateIdents = append(stateIdents, e.ID())
+			}
+		case celast.SelectKind:
+			s := e.AsSelect()
+			op := s.Operand()
+			if op.Kind() != celast.IdentKind {
+				return
+			}
+			name := s.FieldName()
+			switch op.AsIdent() {
+			case "state":
+				handled[op.ID()] = true
+				if !sources[name] {
+					p.fail(field, lineOf(1), "reads state.%s, but %s is not one of the contract's sources", name, name)
+					ok = false
+				}
+				pr.stateReads = appendUnique(pr.stateReads, name)
+			case "action":
+				if !contains(actionFields, name) {
+					p.fail(field, lineOf(1), "action has no field %q (it has %s)", name, strings.Join(actionFields, ", "))
+					ok = false
+				}
+			case "params":
+				pr.paramKeys = appendUnique(pr.paramKeys, name)
+			case "effect":
+				pr.effectAttrs = appendUnique(pr.effectAttrs, name)
+			case "original":
+				pr.originalAttrs = appendUnique(pr.originalAttrs, name)
+			}
+		}
+	}))
+	if !ok {
+		return nil
+	}
+	for _, id := range stateIdents {
+		if !handled[id] {
+			pr.stateDynamic = true
+		}
+	}
+	sort.Strings(pr.stateReads)
+	prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(costLimit))
+	if err != nil {
+		p.fail(field, lineOf(1), "%v", err)
+		return nil
+	}
+	pr.prg = prg
+	return pr
+}
+
+func appendUnique(list []string, s string) []string {
+	if contains(list, s) {
+		return list
+	}
+	return append(list, s)
+}
+
+// build validates spec and compiles every predicate into a Contract.
+func (p *parser) build(spec Spec) *Contract {
+	p.validate(&spec)
+	envs, err := celEnvs()
+	if err != nil {
+		p.fail("", 0, "%v", err)
+		return nil
+	}
+	sources := map[string]bool{}
+	for _, s := range spec.Sources {
+		sources[s] = true
+	}
+	c := &Contract{Spec: spec, idLine: p.line("id"), sources: sources}
+	effectIndex := map[string]int{}
+	for i, e := range spec.Effects {
+		if _, dup := effectIndex[e.ID]; !dup {
+			effectIndex[e.ID] = i
+		}
+	}
+	order := 0
+	for i, r := range spec.Policy {
+		path := fmt.Sprintf("policy[%d].rule", i)
+		c.policy = append(c.policy, &rule{spec: &c.Spec.Policy[i], order: order,
+			prg: p.compile(envs.policy, path, r.Rule, boolResult, sources)})
+		order++
+	}
+	limitsAt := order
+	order += len(spec.Limits)
+	for i, e := range spec.Effects {
+		path := fmt.Sprintf("effects[%d]", i)
+		ce := &effect{spec: &c.Spec.Effects[i], order: order,
+			where:  p.compile(envs.effect, path+".where", e.Where, boolResult, sources),
+			expect: p.compile(envs.effect, path+".expect", e.Expect, boolResult, sources),
+			kind:   Kind{Source: e.Source, Type: e.Type},
+		}
+		if r := e.ReversedBy; r != nil {
+			ce.reversal = &Kind{Source: r.Source, Type: r.Type}
+			ce.reversalWhere = p.compile(envs.reversal, path+".reversed_by.where", r.Where, boolResult, sources)
+		}
+		c.effects = append(c.effects, ce)
+		order++
+	}
+	for i, l := range spec.Limits {
+		path := fmt.Sprintf("limits[%d]", i)
+		cl := &limit{spec: &c.Spec.Limits[i], order: limitsAt + i, effect: -1,
+			sum: p.compile(envs.effect, path+".sum", l.Sum, numberResult, sources)}
+		if j, ok := effectIndex[l.Effect]; ok {
+			cl.effect = j
+		}
+		c.limits = append(c.limits, cl)
+	}
+	for i, f := range spec.Forbids {
+		path := fmt.Sprintf("forbids[%d]", i)
+		c.forbids = append(c.forbids, &forbid{spec: &c.Spec.Forbids[i], order: order,
+			where: p.compile(envs.effect, path+".where", f.Where, boolResult, sources),
+			kind:  Kind{Source: f.Source, Type: f.Type}})
+		order++
+	}
+	return c
+}

@@ -1,0 +1,207 @@
+package contracts
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+
+	"github.com/commitlayer/commitlayer"
+)
+
+// factIndex holds, for one evaluation, the facts on the subjects that matter
+// (the roots and the subjects linked to them one hop away), grouped by
+// subject in time order. It is built with two passes over the input and
+// never rescanned.
+type factIndex struct {
+	facts []commitlayer.Fact
+	// rel are the positions (in facts) of the facts kept; vals caches each
+	// kept fact's `effect` value, built on first use.
+	rel  []int32
+	vals []ref.Val
+	// bySubject maps a subject to positions in rel, sorted by factLess.
+	bySubject map[commitlayer.Subject][]int32
+	// linked maps each root to the subjects linked to it, sorted.
+	linked map[commitlayer.Subject][]commitlayer.Subject
+}
+
+func newFactIndex(facts []commitlayer.Fact, roots []commitlayer.Subject) *factIndex {
+	ix := &factIndex{
+		facts:     facts,
+		bySubject: make(map[commitlayer.Subject][]int32, len(roots)*4),
+		linked:    make(map[commitlayer.Subject][]commitlayer.Subject, len(roots)),
+	}
+	isRoot := make(map[commitlayer.Subject]bool, len(roots))
+	for _, r := range roots {
+		isRoot[r] = true
+	}
+	sets := make(map[commitlayer.Subject]map[commitlayer.Subject]bool, len(roots))
+	link := func(root, other commitlayer.Subject) {
+		if root == other {
+			return
+		}
+		s := sets[root]
+		if s == nil {
+			s = map[commitlayer.Subject]bool{}
+			sets[root] = s
+		}
+		s[other] = true
+	}
+	// Pass 1: who is linked to a root, in either direction (one hop only).
+	for i := range facts {
+		f := &facts[i]
+		if len(f.Links) == 0 {
+			continue
+		}
+		if isRoot[f.Subject] {
+			for _, l := range f.Links {
+				link(f.Subject, l)
+			}
+		}
+		for _, l := range f.Links {
+			if isRoot[l] {
+				link(l, f.Subject)
+			}
+		}
+	}
+	wanted := make(map[commitlayer.Subject]bool, len(roots)*4)
+	for r := range isRoot {
+		wanted[r] = true
+	}
+	for root, s := range sets {
+		list := make([]commitlayer.Subject, 0, len(s))
+		for other := range s {
+			list = append(list, other)
+			wanted[other] = true
+		}
+		slices.Sort(list)
+		ix.linked[root] = list
+	}
+	// Pass 2: keep the facts on wanted subjects.
+	for i := range facts {
+		if wanted[facts[i].Subject] {
+			ix.bySubject[facts[i].Subject] = append(ix.bySubject[facts[i].Subject], int32(len(ix.rel)))
+			ix.rel = append(ix.rel, int32(i))
+		}
+	}
+	ix.vals = make([]ref.Val, len(ix.rel))
+	for s, list := range ix.bySubject {
+		if !slices.IsSortedFunc(list, ix.cmp) {
+			slices.SortFunc(list, ix.cmp)
+			ix.bySubject[s] = list
+		}
+	}
+	return ix
+}
+
+func (ix *factIndex) fact(pos int32) *commitlayer.Fact { return &ix.facts[ix.rel[pos]] }
+
+// cmp orders facts by occurred_at, then seq, then source and external id.
+func (ix *factIndex) cmp(a, b int32) int {
+	return factCmp(ix.fact(a), ix.fact(b))
+}
+
+func factCmp(fa, fb *commitlayer.Fact) int {
+	if c := fa.OccurredAt.Compare(fb.OccurredAt); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(fa.Seq, fb.Seq); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(fa.Source, fb.Source); c != 0 {
+		return c
+	}
+	return cmp.Compare(fa.ExternalID, fb.ExternalID)
+}
+
+// effectVal is the `effect` variable for a fact: its attrs plus _type,
+// _subject and _occurred_at.
+func (ix *factIndex) effectVal(pos int32) ref.Val {
+	if v := ix.vals[pos]; v != nil {
+		return v
+	}
+	v := types.DefaultTypeAdapter.NativeToValue(effectMap(ix.fact(pos)))
+	ix.vals[pos] = v
+	return v
+}
+
+func effectMap(f *commitlayer.Fact) map[string]any {
+	m := make(map[string]any, len(f.Attrs)+3)
+	for k, v := range f.Attrs {
+		m[k] = v
+	}
+	m["_type"] = f.Type
+	m["_subject"] = string(f.Subject)
+	m["_occurred_at"] = f.OccurredAt
+	return m
+}
+
+// subjectSet is one action's subject and the subjects linked to it, with
+// their facts.
+type subjectSet struct {
+	subjects []commitlayer.Subject // own subject first, then linked, sorted
+	own      []int32               // facts on the own subject, in time order
+	linked   []int32               // facts on linked subjects, merged in time order
+	all      []int32               // own and linked, merged in time order
+	byKind   map[Kind][]int32      // all, grouped by (source, type), in time order
+}
+
+func (ix *factIndex) subjectSet(s commitlayer.Subject) *subjectSet {
+	ss := &subjectSet{subjects: []commitlayer.Subject{s}, own: ix.bySubject[s]}
+	for _, l := range ix.linked[s] {
+		ss.subjects = append(ss.subjects, l)
+		ss.linked = append(ss.linked, ix.bySubject[l]...)
+	}
+	if len(ix.linked[s]) > 1 {
+		slices.SortFunc(ss.linked, ix.cmp)
+	}
+	switch {
+	case len(ss.linked) == 0:
+		ss.all = ss.own
+	case len(ss.own) == 0:
+		ss.all = ss.linked
+	default:
+		ss.all = make([]int32, 0, len(ss.own)+len(ss.linked))
+		ss.all = append(append(ss.all, ss.own...), ss.linked...)
+		slices.SortFunc(ss.all, ix.cmp)
+	}
+	ss.byKind = make(map[Kind][]int32)
+	for _, pos := range ss.all {
+		f := ix.fact(pos)
+		k := Kind{Source: f.Source, Type: f.Type}
+		ss.byKind[k] = append(ss.byKind[k], pos)
+	}
+	return ss
+}
+
+// state folds, per contract source, the attrs of that source's facts on the
+// subject set that occurred before requestedAt: linked subjects first, then
+// the own subject, each in time order, later values overriding earlier ones.
+// Every source is present (an empty map when it has no facts).
+func (ix *factIndex) state(ss *subjectSet, sources []string, requestedAt time.Time) map[string]any {
+	st := make(map[string]any, len(sources))
+	per := make(map[string]map[string]any, len(sources))
+	for _, s := range sources {
+		m := map[string]any{}
+		st[s] = m
+		per[s] = m
+	}
+	fold := func(list []int32) {
+		for _, pos := range list {
+			f := ix.fact(pos)
+			if !f.OccurredAt.Before(requestedAt) {
+				break // in time order: the rest are later
+			}
+			if m, ok := per[f.Source]; ok {
+				for k, v := range f.Attrs {
+					m[k] = v
+				}
+			}
+		}
+	}
+	fold(ss.linked)
+	fold(ss.own)
+	return st
+}

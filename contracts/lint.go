@@ -1,0 +1,55 @@
+package contracts
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// Lint parses each file and prints one line per problem to w, as
+// "file:line: field: reason" ("file: field: reason" when the line is not
+// known). Two files defining the same contract id are a problem too. It
+// prints nothing for valid files and reports whether all were valid.
+func Lint(w io.Writer, paths []string) (ok bool) {
+	ok = true
+	defined := map[string]string{} // contract id → first file
+	for _, path := range paths {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintf(w, "%s: file: %v\n", path, unwrapPath(err))
+			ok = false
+			continue
+		}
+		c, err := Parse(src)
+		if err != nil {
+			ok = false
+			for _, e := range Errors(err) {
+				field := e.Field
+				if field == "" {
+					field = "contract"
+				}
+				if e.Line > 0 {
+					fmt.Fprintf(w, "%s:%d: %s: %s\n", path, e.Line, field, e.Reason)
+				} else {
+					fmt.Fprintf(w, "%s: %s: %s\n", path, field, e.Reason)
+				}
+			}
+			continue
+		}
+		if first, dup := defined[c.ID()]; dup {
+			fmt.Fprintf(w, "%s:%d: id: contract %s is also defined in %s\n", path, c.idLine, c.ID(), first)
+			ok = false
+			continue
+		}
+		defined[c.ID()] = path
+	}
+	return ok
+}
+
+// unwrapPath drops the *PathError wrapper, whose path is already printed.
+func unwrapPath(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,124 @@
+package contracts
+
+import (
+	"slices"
+	"time"
+
+	"cel.dev/cel-go/common/types"
+
+	"github.com/commitlayer/commitlayer"
+)
+
+// Orphan is a fact of a kind the contract expects or forbids that no
+// recorded action of the contract accounts for.
+type Orphan struct {
+	Contract string           `json:"contract_id"`
+	Check    string           `json:"check"`
+	Fact     commitlayer.Fact `json:"fact"`
+}
+
+// Orphans lists the facts matching one of c's effects or forbids (source,
+// type, and `where` evaluated with empty params and state; a `where` that
+// cannot be evaluated counts as a match) that no action of c covers. An
+// action covers a fact when its subject is the fact's subject, one of the
+// fact's links, or a subject linked one hop to the fact's subject (through
+// any of the given facts), and the fact occurred in [requested_at,
+// requested_at + settlement + watch]. Each orphan names the first matching
+// check in contract order (effects, then forbids); orphans are in time order.
+func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact) []Orphan {
+	type check struct {
+		id    string
+		kind  Kind
+		where *program
+	}
+	var checks []check
+	for _, e := range c.effects {
+		checks = append(checks, check{e.spec.ID, e.kind, e.where})
+	}
+	for _, f := range c.forbids {
+		checks = append(checks, check{f.spec.ID, f.kind, f.where})
+	}
+	byKind := map[Kind][]int{}
+	for i, ch := range checks {
+		byKind[ch.kind] = append(byKind[ch.kind], i)
+	}
+
+	// Empty variables: the facts are judged without any action.
+	state := map[string]any{}
+	for _, s := range c.Spec.Sources {
+		state[s] = map[string]any{}
+	}
+	act := activation{params: emptyMap, action: emptyMap, state: types.DefaultTypeAdapter.NativeToValue(state)}
+
+	type hit struct {
+		fact  int
+		check string
+	}
+	var hits []hit
+	subjects := map[commitlayer.Subject]bool{}
+	for i := range facts {
+		f := &facts[i]
+		for _, ci := range byKind[Kind{Source: f.Source, Type: f.Type}] {
+			ch := checks[ci]
+			if ch.where != nil {
+				act.effect = types.DefaultTypeAdapter.NativeToValue(effectMap(f))
+				if ok, err := runBool(ch.where, &act); err == nil && !ok {
+					continue
+				}
+			}
+			hits = append(hits, hit{i, ch.id})
+			subjects[f.Subject] = true
+			break
+		}
+	}
+	out := []Orphan{}
+	if len(hits) == 0 {
+		return out
+	}
+
+	// Subjects linked one hop to a hit's subject, in either direction.
+	linked := map[commitlayer.Subject][]commitlayer.Subject{}
+	for i := range facts {
+		f := &facts[i]
+		for _, l := range f.Links {
+			if subjects[f.Subject] {
+				linked[f.Subject] = append(linked[f.Subject], l)
+			}
+			if subjects[l] {
+				linked[l] = append(linked[l], f.Subject)
+			}
+		}
+	}
+	// Requested times of this contract's actions, per subject, sorted.
+	times := map[commitlayer.Subject][]time.Time{}
+	for i := range actions {
+		if a := &actions[i]; a.Contract == c.Spec.ID {
+			times[a.Subject] = append(times[a.Subject], a.RequestedAt)
+		}
+	}
+	for s := range times {
+		slices.SortFunc(times[s], time.Time.Compare)
+	}
+	span := c.Settlement() + c.Watch()
+	covers := func(s commitlayer.Subject, at time.Time) bool {
+		ts := times[s]
+		// Any requested_at in [at − span, at]?
+		i, _ := slices.BinarySearchFunc(ts, at.Add(-span), time.Time.Compare)
+		return i < len(ts) && !ts[i].After(at)
+	}
+	for _, h := range hits {
+		f := &facts[h.fact]
+		covered := covers(f.Subject, f.OccurredAt)
+		for _, l := range f.Links {
+			covered = covered || covers(l, f.OccurredAt)
+		}
+		for _, l := range linked[f.Subject] {
+			covered = covered || covers(l, f.OccurredAt)
+		}
+		if !covered {
+			out = append(out, Orphan{Contract: c.Spec.ID, Check: h.check, Fact: *f})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Orphan) int { return factCmp(&a.Fact, &b.Fact) })
+	return out
+}

@@ -1,0 +1,557 @@
+package contracts
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxContractBytes bounds the size of a contract source.
+const MaxContractBytes = 1 << 20
+
+// Parse loads one contract strictly (unknown fields are errors) from YAML or
+// JSON, validates it and compiles every CEL predicate once. Errors are *Error
+// values, or a joined list of them (see Errors), in line order.
+func Parse(src []byte) (*Contract, error) {
+	p := &parser{nodes: map[string]*yaml.Node{}}
+	if len(src) > MaxContractBytes {
+		p.fail("", 0, "contract is %d bytes, more than the %d allowed", len(src), MaxContractBytes)
+		return nil, p.err()
+	}
+	root, err := readDocument(src)
+	if err != nil {
+		p.errs = append(p.errs, err)
+		return nil, p.err()
+	}
+	spec := p.spec(root)
+	c := p.build(spec)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// readDocument parses exactly one YAML (or JSON) document into a node tree.
+func readDocument(src []byte) (root *yaml.Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			root, err = nil, &Error{Field: "yaml", Reason: fmt.Sprintf("cannot parse: %v", r)}
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(src))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{Field: "yaml", Line: 1, Reason: "contract is empty"}
+		}
+		return nil, yamlError(err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		return nil, &Error{Field: "yaml", Line: extra.Line, Reason: "a contract file holds one document; found another"}
+	case !errors.Is(err, io.EOF):
+		return nil, yamlError(err)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
+		return nil, &Error{Field: "yaml", Line: 1, Reason: "contract is empty"}
+	}
+	return doc.Content[0], nil
+}
+
+func yamlError(err error) *Error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{Field: "yaml", Line: line, Reason: m[2]}
+	}
+	return &Error{Field: "yaml", Reason: strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// parser walks the node tree by hand, so every field keeps its line and
+// unknown or duplicate keys are caught.
+type parser struct {
+	id    string
+	errs  []error
+	nodes map[string]*yaml.Node // field path → value node ("" is the root)
+}
+
+func (p *parser) fail(field string, line int, format string, args ...any) {
+	p.errs = append(p.errs, &Error{Field: field, Line: line, Reason: fmt.Sprintf(format, args...)})
+}
+
+// err stamps the contract id on every error, sorts them by line and joins.
+func (p *parser) err() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	for _, e := range p.errs {
+		if ce, ok := e.(*Error); ok && ce.Contract == "" {
+			ce.Contract = p.id
+		}
+	}
+	sort.SliceStable(p.errs, func(i, j int) bool {
+		a, _ := p.errs[i].(*Error)
+		b, _ := p.errs[j].(*Error)
+		return a != nil && b != nil && a.Line < b.Line
+	})
+	if len(p.errs) == 1 {
+		return p.errs[0]
+	}
+	return errors.Join(p.errs...)
+}
+
+// line returns the line of path's node, or of its closest recorded parent.
+func (p *parser) line(path string) int {
+	for {
+		if n, ok := p.nodes[path]; ok {
+			return n.Line
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			if n, ok := p.nodes[""]; ok {
+				return n.Line
+			}
+			return 0
+		}
+		path = path[:i]
+	}
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// fields reads a mapping, reporting keys that are not in known, repeated
+// keys and non-scalar keys. It records every value node under its path.
+func (p *parser) fields(n *yaml.Node, path string, known ...string) map[string]*yaml.Node {
+	if !p.usable(n, path) {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		p.fail(pathOr(path), n.Line, "must be a mapping (key: value), got %s", describe(n))
+		return nil
+	}
+	out := make(map[string]*yaml.Node, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.fail(pathOr(path), k.Line, "keys must be plain names")
+			continue
+		}
+		name := join(path, k.Value)
+		if !contains(known, k.Value) {
+			p.fail(name, k.Line, "unknown field (expected one of %s)", strings.Join(known, ", "))
+			continue
+		}
+		if _, dup := out[k.Value]; dup {
+			p.fail(name, k.Line, "field given twice")
+			continue
+		}
+		out[k.Value] = v
+		p.nodes[name] = v
+	}
+	return out
+}
+
+func pathOr(path string) string {
+	if path == "" {
+		return "contract"
+	}
+	return path
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// usable rejects aliases (a contract is small; aliases could make walking it
+// quadratic) and reports a nil node as absent.
+func (p *parser) usable(n *yaml.Node, path string) bool {
+	if n == nil {
+		return false
+	}
+	if n.Kind == yaml.AliasNode {
+		p.fail(pathOr(path), n.Line, "YAML aliases are not supported in contracts")
+		return false
+	}
+	return true
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.ShortTag() == "!!null" {
+			return "null"
+		}
+		return fmt.Sprintf("%q", n.Value)
+	default:
+		return "something else"
+	}
+}
+
+// str reads a scalar as text; numbers and booleans keep their spelling (so
+// `rule: true` is the CEL expression "true").
+func (p *parser) str(n *yaml.Node, path string) string {
+	if !p.usable(n, path) {
+		return ""
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
+		p.fail(path, n.Line, "must be a string, got %s", describe(n))
+		return ""
+	}
+	return n.Value
+}
+
+func (p *parser) integer(n *yaml.Node, path string) (int64, bool) {
+	if !p.usable(n, path) {
+		return 0, false
+	}
+	var v int64
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
+		p.fail(path, n.Line, "must be an integer, got %s", describe(n))
+		return 0, false
+	}
+	return v, true
+}
+
+func (p *parser) boolean(n *yaml.Node, path string) bool {
+	if !p.usable(n, path) {
+		return false
+	}
+	var v bool
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&v) != nil {
+		p.fail(path, n.Line, "must be true or false, got %s", describe(n))
+		return false
+	}
+	return v
+}
+
+func (p *parser) duration(n *yaml.Node, path string) (Duration, bool) {
+	if !p.usable(n, path) {
+		return 0, false
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() == "!!null" {
+		p.fail(path, n.Line, "must be a duration such as 10m, 72h or 3d, got %s", describe(n))
+		return 0, false
+	}
+	d, err := ParseDuration(n.Value)
+	if err != nil {
+		p.fail(path, n.Line, "%v (write e.g. 10m, 72h or 3d)", err)
+		return 0, false
+	}
+	return Duration(d), true
+}
+
+// list returns a sequence's items, recording each under path[i].
+func (p *parser) list(n *yaml.Node, path string) []*yaml.Node {
+	if !p.usable(n, path) {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.fail(path, n.Line, "must be a list, got %s", describe(n))
+		return nil
+	}
+	for i, item := range n.Content {
+		p.nodes[fmt.Sprintf("%s[%d]", path, i)] = item
+	}
+	return n.Content
+}
+
+// spec reads the document into a Spec, reporting structural problems.
+func (p *parser) spec(root *yaml.Node) Spec {
+	p.nodes[""] = root
+	// Read the id first so that every error names the contract.
+	if root.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if k, v := root.Content[i], root.Content[i+1]; k.Value == "id" && v.Kind == yaml.ScalarNode && isIdent(v.Value) {
+				p.id = v.Value
+				break
+			}
+		}
+	}
+	f := p.fields(root, "", "id", "kind", "description", "subject", "settlement", "watch", "sources",
+		"policy", "limits", "effects", "forbids")
+	var s Spec
+	if f == nil {
+		return s
+	}
+	s.ID = p.str(f["id"], "id")
+	s.Kind = ContractKind(p.str(f["kind"], "kind"))
+	s.Description = p.str(f["description"], "description")
+	s.Subject = p.str(f["subject"], "subject")
+	s.Settlement, _ = p.duration(f["settlement"], "settlement")
+	s.Watch, _ = p.duration(f["watch"], "watch")
+	for i, n := range p.list(f["sources"], "sources") {
+		s.Sources = append(s.Sources, p.str(n, fmt.Sprintf("sources[%d]", i)))
+	}
+	for i, n := range p.list(f["policy"], "policy") {
+		path := fmt.Sprintf("policy[%d]", i)
+		g := p.fields(n, path, "id", "rule", "message")
+		s.Policy = append(s.Policy, Rule{
+			ID:      p.str(g["id"], path+".id"),
+			Rule:    p.str(g["rule"], path+".rule"),
+			Message: p.str(g["message"], path+".message"),
+		})
+	}
+	for i, n := range p.list(f["limits"], "limits") {
+		path := fmt.Sprintf("limits[%d]", i)
+		g := p.fields(n, path, "id", "per", "window", "effect", "sum", "count", "max")
+		l := Limit{
+			ID:     p.str(g["id"], path+".id"),
+			Per:    Per(p.str(g["per"], path+".per")),
+			Effect: p.str(g["effect"], path+".effect"),
+			Sum:    p.str(g["sum"], path+".sum"),
+			Count:  p.boolean(g["count"], path+".count"),
+		}
+		l.Window, _ = p.duration(g["window"], path+".window")
+		l.Max, _ = p.integer(g["max"], path+".max")
+		s.Limits = append(s.Limits, l)
+	}
+	for i, n := range p.list(f["effects"], "effects") {
+		path := fmt.Sprintf("effects[%d]", i)
+		g := p.fields(n, path, "id", "source", "type", "where", "count", "expect", "reversed_by")
+		e := Effect{
+			ID:     p.str(g["id"], path+".id"),
+			Source: p.str(g["source"], path+".source"),
+			Type:   p.str(g["type"], path+".type"),
+			Where:  p.str(g["where"], path+".where"),
+			Expect: p.str(g["expect"], path+".expect"),
+		}
+		if cn := g["count"]; cn != nil {
+			if v, ok := p.integer(cn, path+".count"); ok {
+				if v < 1 || v > 1_000_000 {
+					p.fail(path+".count", cn.Line, "must be between 1 and 1000000 (leave it out for \"at least one\"; use forbids for \"none\")")
+				} else {
+					e.Count = int(v)
+				}
+			}
+		}
+		if rn := g["reversed_by"]; rn != nil {
+			rp := path + ".reversed_by"
+			h := p.fields(rn, rp, "source", "type", "where")
+			if h != nil {
+				e.ReversedBy = &Reversal{
+					Source: p.str(h["source"], rp+".source"),
+					Type:   p.str(h["type"], rp+".type"),
+					Where:  p.str(h["where"], rp+".where"),
+				}
+			}
+		}
+		s.Effects = append(s.Effects, e)
+	}
+	for i, n := range p.list(f["forbids"], "forbids") {
+		path := fmt.Sprintf("forbids[%d]", i)
+		g := p.fields(n, path, "id", "source", "type", "where")
+		s.Forbids = append(s.Forbids, Forbid{
+			ID:     p.str(g["id"], path+".id"),
+			Source: p.str(g["source"], path+".source"),
+			Type:   p.str(g["type"], path+".type"),
+			Where:  p.str(g["where"], path+".where"),
+		})
+	}
+	return s
+}
+
+// isIdent reports whether s is a contract or check id: [a-z0-9_]+, at most
+// 128 bytes.
+func isIdent(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// isSourceName matches the names facts may carry as source.
+func isSourceName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func isTypeName(s string) bool {
+	return s != "" && len(s) <= 128 && !strings.ContainsAny(s, " \t\r\n")
+}
+
+// validate checks the rules that tie fields together.
+func (p *parser) validate(s *Spec) {
+	req := func(path, v string) bool {
+		if v != "" {
+			return true
+		}
+		switch n, given := p.nodes[path]; {
+		case !given:
+			p.fail(path, p.line(path), "is required")
+		case n.Kind == yaml.ScalarNode && n.ShortTag() != "!!null":
+			p.fail(path, n.Line, "must not be empty")
+		}
+		return false
+	}
+	if req("id", s.ID) && !isIdent(s.ID) {
+		p.fail("id", p.line("id"), "%q may only hold a-z, 0-9 and _ (at most 128)", s.ID)
+	}
+	switch s.Kind {
+	case "":
+		s.Kind = KindAction
+	case KindAction, KindOutcome:
+	default:
+		p.fail("kind", p.line("kind"), "must be action or outcome, got %q", s.Kind)
+	}
+	if s.Subject != "" && !isIdent(s.Subject) {
+		p.fail("subject", p.line("subject"), "%q is not a subject type (a-z, 0-9 and _, as in order:o_1)", s.Subject)
+	}
+	if _, given := p.nodes["settlement"]; !given {
+		p.fail("settlement", p.line("settlement"), "is required (e.g. 10m)")
+	} else if s.Settlement <= 0 && p.parsed("settlement") {
+		p.fail("settlement", p.line("settlement"), "must be greater than zero")
+	}
+	if s.Watch < 0 {
+		p.fail("watch", p.line("watch"), "must not be negative")
+	}
+	if time.Duration(s.Settlement)+time.Duration(s.Watch) > maxDuration {
+		p.fail("watch", p.line("watch"), "settlement plus watch is longer than %d days", int(maxDuration.Hours()/24))
+	}
+
+	sources := map[string]bool{}
+	if len(s.Sources) == 0 {
+		if n, given := p.nodes["sources"]; !given || n.Kind == yaml.SequenceNode {
+			p.fail("sources", p.line("sources"), "is required: list at least one source")
+		}
+	}
+	for i, src := range s.Sources {
+		path := fmt.Sprintf("sources[%d]", i)
+		switch {
+		case src == "":
+		case !isSourceName(src):
+			p.fail(path, p.line(path), "%q is not a source name (letters, digits, _, - and .)", src)
+		case sources[src]:
+			p.fail(path, p.line(path), "source %q is listed twice", src)
+		}
+		sources[src] = true
+	}
+	source := func(path, v string) {
+		if req(path, v) && !sources[v] {
+			p.fail(path, p.line(path), "source %q is not in sources (%s)", v, strings.Join(s.Sources, ", "))
+		}
+	}
+	typ := func(path, v string) {
+		if req(path, v) && !isTypeName(v) {
+			p.fail(path, p.line(path), "%q is not a fact type", v)
+		}
+	}
+
+	ids := map[string]string{}
+	checkID := func(path, id string) {
+		if !req(path, id) {
+			return
+		}
+		if !isIdent(id) {
+			p.fail(path, p.line(path), "%q may only hold a-z, 0-9 and _ (at most 128)", id)
+			return
+		}
+		if prev, dup := ids[id]; dup {
+			p.fail(path, p.line(path), "check id %q is already used by %s", id, prev)
+			return
+		}
+		ids[id] = strings.TrimSuffix(path, ".id")
+	}
+	for i, r := range s.Policy {
+		path := fmt.Sprintf("policy[%d]", i)
+		checkID(path+".id", r.ID)
+		req(path+".rule", r.Rule)
+	}
+	effects := map[string]bool{}
+	for _, e := range s.Effects {
+		effects[e.ID] = true
+	}
+	for i, l := range s.Limits {
+		path := fmt.Sprintf("limits[%d]", i)
+		checkID(path+".id", l.ID)
+		if req(path+".per", string(l.Per)) && l.Per != PerAgent && l.Per != PerSubject {
+			p.fail(path+".per", p.line(path+".per"), "must be agent or subject, got %q", l.Per)
+		}
+		if _, given := p.nodes[path+".window"]; !given {
+			p.fail(path+".window", p.line(path+".window"), "is required (e.g. 24h)")
+		} else if l.Window <= 0 && p.parsed(path+".window") {
+			p.fail(path+".window", p.line(path+".window"), "must be greater than zero")
+		}
+		if req(path+".effect", l.Effect) && !effects[l.Effect] {
+			p.fail(path+".effect", p.line(path+".effect"), "no effect has id %q", l.Effect)
+		}
+		switch sumNode, sumGiven := p.nodes[path+".sum"]; {
+		case l.Sum != "" && l.Count:
+			p.fail(path, p.line(path+".count"), "give either sum or count: true, not both")
+		case l.Sum == "" && !l.Count && (!sumGiven || sumNode.Kind == yaml.ScalarNode && sumNode.ShortTag() != "!!null"):
+			p.fail(path, p.line(path), "needs sum: <expression> or count: true")
+		}
+		if _, given := p.nodes[path+".max"]; !given {
+			p.fail(path+".max", p.line(path), "is required")
+		} else if l.Max < 0 {
+			p.fail(path+".max", p.line(path+".max"), "must not be negative")
+		}
+	}
+	for i, e := range s.Effects {
+		path := fmt.Sprintf("effects[%d]", i)
+		checkID(path+".id", e.ID)
+		source(path+".source", e.Source)
+		typ(path+".type", e.Type)
+		if r := e.ReversedBy; r != nil {
+			source(path+".reversed_by.source", r.Source)
+			typ(path+".reversed_by.type", r.Type)
+		}
+	}
+	for i, f := range s.Forbids {
+		path := fmt.Sprintf("forbids[%d]", i)
+		checkID(path+".id", f.ID)
+		source(path+".source", f.Source)
+		typ(path+".type", f.Type)
+	}
+	if s.Kind == KindOutcome && len(s.Effects) == 0 {
+		p.fail("effects", p.line("effects"), "an outcome contract needs at least one effect")
+	}
+}
+
+// parsed reports whether the scalar at path was read without error (so a
+// bad value is reported once, not again as "must be greater than zero").
+func (p *parser) parsed(path string) bool {
+	n, ok := p.nodes[path]
+	if !ok || n.Kind != yaml.ScalarNode {
+		return false
+	}
+	_, err := ParseDuration(n.Value)
+	return err == nil
+}
