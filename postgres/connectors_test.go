@@ -1,0 +1,179 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/stretchr/testify/require"
+)
+
+func TestConnectors(t *testing.T) {
+	ctx := context.Background()
+	tn := newTenant(t)
+	c, err := testDB.CreateConnector(ctx, tn.ID, Connector{Source: "payments", Kind: "http_events", URL: "http://x/payments",
+		TenantID: "ignored"})
+	require.NoError(t, err)
+	require.Regexp(t, `^conn_[a-z2-7]{16}$`, c.ID)
+	require.Equal(t, tn.ID, c.TenantID)
+	require.Equal(t, "payments", c.Source)
+	require.Equal(t, "http_events", c.Kind)
+	require.Equal(t, "http://x/payments", c.URL)
+	require.Empty(t, c.Cursor)
+	require.True(t, c.LastPullAt.IsZero())
+	require.False(t, c.CreatedAt.IsZero())
+
+	got, err := testDB.GetConnector(ctx, tn.ID, c.ID)
+	require.NoError(t, err)
+	require.Equal(t, c, got)
+
+	// One per source; a taken id conflicts too.
+	_, err = testDB.CreateConnector(ctx, tn.ID, Connector{Source: "payments", Kind: "stripe"})
+	require.ErrorIs(t, err, ErrConflict)
+	_, err = testDB.CreateConnector(ctx, tn.ID, Connector{ID: c.ID, Source: "orders", Kind: "http_events"})
+	require.ErrorIs(t, err, ErrConflict)
+	c2, err := testDB.CreateConnector(ctx, tn.ID, Connector{ID: "conn_orders", Source: "orders", Kind: "http_events", Cursor: "5"})
+	require.NoError(t, err)
+	require.Equal(t, "5", c2.Cursor)
+
+	list, err := testDB.ListConnectors(ctx, tn.ID)
+	require.NoError(t, err)
+	require.Equal(t, []Connector{c2, c}, list)
+
+	_, err = testDB.GetConnector(ctx, tn.ID, "conn_missing")
+	require.ErrorIs(t, err, ErrNotFound)
+}
+
+func TestCreateConnectorBadInput(t *testing.T) {
+	ctx := context.Background()
+	tn := newTenant(t)
+	cases := []struct {
+		name   string
+		tenant string
+		c      Connector
+		want   error
+	}{
+		{"no source", tn.ID, Connector{Kind: "http_events"}, ErrInvalid},
+		{"source with space", tn.ID, Connector{Source: "pay ments", Kind: "http_events"}, ErrInvalid},
+		{"no kind", tn.ID, Connector{Source: "payments"}, ErrInvalid},
+		{"NUL in url", tn.ID, Connector{Source: "payments", Kind: "http_events", URL: "http://\x00"}, ErrInvalid},
+		{"unknown tenant", "t_missing", Connector{Source: "payments", Kind: "http_events"}, ErrNotFound},
+	}
+	for _, tc := range cases {
+		_, err := testDB.CreateConnector(ctx, tc.tenant, tc.c)
+		require.ErrorIs(t, err, tc.want, tc.name)
+	}
+	list, err := testDB.ListConnectors(ctx, tn.ID)
+	require.NoError(t, err)
+	require.Empty(t, list)
+}
+
+func TestRecordPull(t *testing.T) {
+	ctx := context.Background()
+	tn := newTenant(t)
+	c, err := testDB.CreateConnector(ctx, tn.ID, Connector{Source: "payments", Kind: "http_events", URL: "http://x"})
+	require.NoError(t, err)
+	pulledAt := t0.Add(time.Minute)
+
+	// An error first; then a successful pull clears it.
+	require.NoError(t, testDB.RecordPullError(ctx, tn.ID, c.ID, "connection refused", t0))
+	got, err := testDB.GetConnector(ctx, tn.ID, c.ID)
+	require.NoError(t, err)
+	require.Equal(t, "connection refused", got.LastError)
+	require.Equal(t, t0, got.LastErrorAt)
+	require.True(t, got.LastPullAt.IsZero())
+	srcs, err := testDB.Sources(ctx, tn.ID)
+	require.NoError(t, err)
+	require.Equal(t, []SourceCoverage{{Source: "payments", ConnectorID: c.ID, LastError: "connection refused", LastErrorAt: t0}}, srcs)
+
+	res, err := testDB.RecordPull(ctx, tn.ID, c.ID, []commitlayer.Fact{
+		mkFact("payments", "refund_created", "order:o1", "payments-1", t0, nil),
+		mkFact("payments", "refund_created", "order:o2", "payments-2", t0, nil, "ticket:t1"),
+	}, "2", pulledAt)
+	require.NoError(t, err)
+	require.Equal(t, InsertResult{Inserted: 2, Subjects: []commitlayer.Subject{"order:o1", "order:o2", "ticket:t1"}}, res)
+	got, err = testDB.GetConnector(ctx, tn.ID, c.ID)
+	require.NoError(t, err)
+	require.Equal(t, "2", got.Cursor)
+	require.Equal(t, pulledAt, got.LastPullAt)
+	require.Empty(t, got.LastError)
+	require.True(t, got.LastErrorAt.IsZero())
+
+	// A pull that overlaps the last one counts duplicates; an empty pull
+	// still moves the cursor and the pull time.
+	res, err = testDB.RecordPull(ctx, tn.ID, c.ID, []commitlayer.Fact{
+		mkFact("payments", "refund_created", "order:o2", "payments-2", t0, nil),
+		mkFact("payments", "refund_created", "order:o3", "payments-3", t0, nil),
+	}, "3", pulledAt.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Inserted)
+	require.Equal(t, 1, res.Duplicates)
+	_, err = testDB.RecordPull(ctx, tn.ID, c.ID, nil, "3", pulledAt.Add(2*time.Minute))
+	require.NoError(t, err)
+	got, err = testDB.GetConnector(ctx, tn.ID, c.ID)
+	require.NoError(t, err)
+	require.Equal(t, pulledAt.Add(2*time.Minute), got.LastPullAt)
+
+	srcs, err = testDB.Sources(ctx, tn.ID)
+	require.NoError(t, err)
+	require.Len(t, srcs, 1)
+	require.True(t, srcs[0].EverReported)
+	require.Equal(t, int64(3), srcs[0].FactCount)
+	require.Equal(t, c.ID, srcs[0].ConnectorID)
+	require.Empty(t, srcs[0].LastError)
+	require.False(t, srcs[0].LastSeenAt.Before(pulledAt.Add(2*time.Minute)), "last seen includes the last pull")
+
+	// An error after success keeps the cursor and the last pull time.
+	require.NoError(t, testDB.RecordPullError(ctx, tn.ID, c.ID, "timeout", pulledAt.Add(3*time.Minute)))
+	got, err = testDB.GetConnector(ctx, tn.ID, c.ID)
+	require.NoError(t, err)
+	require.Equal(t, "3", got.Cursor)
+	require.Equal(t, pulledAt.Add(2*time.Minute), got.LastPullAt)
+	require.Equal(t, "timeout", got.LastError)
+
+	require.ErrorIs(t, testDB.RecordPullError(ctx, tn.ID, "conn_missing", "x", t0), ErrNotFound)
+	_, err = testDB.RecordPull(ctx, tn.ID, "conn_missing", nil, "9", t0)
+	require.ErrorIs(t, err, ErrNotFound)
+}
+
+// TestRecordPullAtomic: when the facts cannot be stored, the cursor, the
+// pull time and the last error stay as they were, and no fact lands.
+func TestRecordPullAtomic(t *testing.T) {
+	ctx := context.Background()
+	good := func(id string) commitlayer.Fact {
+		return mkFact("payments", "refund_created", "order:o1", id, t0, nil)
+	}
+	cases := []struct {
+		name  string
+		facts []commitlayer.Fact
+	}{
+		{"invalid fact", []commitlayer.Fact{good("p-2"), {Source: "payments"}}},
+		{"refused by postgres", []commitlayer.Fact{good("p-2"),
+			mkFact("payments", "refund_created", "order:o1", "p-3", t0, commitlayer.Attrs{"x": "\x00"})}},
+		{"another source", []commitlayer.Fact{good("p-2"), mkFact("orders", "x", "order:o1", "o-1", t0, nil)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tn := newTenant(t)
+			c, err := testDB.CreateConnector(ctx, tn.ID, Connector{Source: "payments", Kind: "http_events"})
+			require.NoError(t, err)
+			_, err = testDB.RecordPull(ctx, tn.ID, c.ID, []commitlayer.Fact{good("p-1")}, "1", t0)
+			require.NoError(t, err)
+			require.NoError(t, testDB.RecordPullError(ctx, tn.ID, c.ID, "earlier failure", t0.Add(time.Second)))
+			before, err := testDB.GetConnector(ctx, tn.ID, c.ID)
+			require.NoError(t, err)
+			counts := rowCounts(t, tn.ID)
+
+			_, err = testDB.RecordPull(ctx, tn.ID, c.ID, tc.facts, "3", t0.Add(time.Minute))
+			require.ErrorIs(t, err, ErrInvalid)
+
+			after, err := testDB.GetConnector(ctx, tn.ID, c.ID)
+			require.NoError(t, err)
+			require.Equal(t, before, after)
+			require.Equal(t, counts, rowCounts(t, tn.ID))
+			_, err = testDB.FactsByExternalID(ctx, tn.ID, "payments", "p-2")
+			require.ErrorIs(t, err, ErrNotFound)
+		})
+	}
+}
