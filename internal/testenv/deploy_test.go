@@ -83,6 +83,8 @@ func TestComposeServices(t *testing.T) {
 		require.NotEmpty(t, f.Services[name].Healthcheck.Test)
 	}
 	require.Equal(t, "service_healthy", f.Services["migrate"].DependsOn["postgres"].Condition)
+	require.Contains(t, f.Services["api"].Environment, "COMMITLAYER_ADMIN_KEY")
+	require.NotContains(t, f.Services["worker"].Environment, "COMMITLAYER_ADMIN_KEY", "only the API holds the admin key")
 }
 
 func TestComposeHasNoSecrets(t *testing.T) {
