@@ -54,14 +54,14 @@ func readDocument(src []byte) (root *yaml.Node, err error) {
 		if errors.Is(err, io.EOF) {
 			return nil, &Error{Field: "yaml", Line: 1, Reason: "contract is empty"}
 		}
-		return nil, yamlError(err)
+		return nil, yamlError(err, src)
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case err == nil:
 		return nil, &Error{Field: "yaml", Line: extra.Line, Reason: "a contract file holds one document; found another"}
 	case !errors.Is(err, io.EOF):
-		return nil, yamlError(err)
+		return nil, yamlError(err, src)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
 		return nil, &Error{Field: "yaml", Line: 1, Reason: "contract is empty"}
@@ -69,10 +69,21 @@ func readDocument(src []byte) (root *yaml.Node, err error) {
 	return doc.Content[0], nil
 }
 
-func yamlError(err error) *Error {
+// yamlError turns a yaml.v3 error into an *Error with its line. yaml.v3
+// reports scanner errors 1-based but parser errors ("did not find expected
+// …") 0-based; the line is corrected and kept within the source.
+func yamlError(err error, src []byte) *Error {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if strings.HasPrefix(m[2], "did not find expected") {
+			line++
+		}
+		lines := bytes.Count(src, []byte("\n"))
+		if len(src) > 0 && src[len(src)-1] != '\n' {
+			lines++
+		}
+		line = max(1, min(line, lines))
 		return &Error{Field: "yaml", Line: line, Reason: m[2]}
 	}
 	return &Error{Field: "yaml", Reason: strings.TrimPrefix(msg, "yaml: ")}
