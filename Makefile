@@ -26,8 +26,11 @@ PG_ADMIN_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 TEST_DB ?= commitlayer_test
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/$(TEST_DB)?sslmode=disable
 
-# What tests and benchmarks see: one database for the run, the dev server, integration mode.
-TEST_ENV := COMMITLAYER_TEST_DATABASE_URL='$(TEST_DATABASE_URL)' COMMITLAYER_INTEGRATION=1
+# What tests and benchmarks see: one database for the run, the local dev server (whatever
+# TEMPORAL_ADDRESS says for `make demo`), integration mode.
+TEST_TEMPORAL_ADDRESS ?= 127.0.0.1:$(TEMPORAL_PORT)
+TEST_ENV := COMMITLAYER_TEST_DATABASE_URL='$(TEST_DATABASE_URL)' COMMITLAYER_INTEGRATION=1 \
+	TEMPORAL_ADDRESS='$(TEST_TEMPORAL_ADDRESS)' TEMPORAL_NAMESPACE=default
 
 FUZZTIME ?= 10s
 BENCH ?= .
@@ -53,7 +56,7 @@ status: ## show the local services
 
 testdb: up ## drop and recreate the test database $(TEST_DB)
 	@[[ '$(TEST_DB)' =~ ^[A-Za-z_][A-Za-z0-9_]*$$ ]] || { echo "TEST_DB: letters, digits, underscores" >&2; exit 1; }
-	psql '$(PG_ADMIN_URL)' -XqA -v ON_ERROR_STOP=1 \
+	PGOPTIONS='--client-min-messages=warning' psql '$(PG_ADMIN_URL)' -XqA -v ON_ERROR_STOP=1 \
 		-c 'DROP DATABASE IF EXISTS "$(TEST_DB)" WITH (FORCE)' \
 		-c 'CREATE DATABASE "$(TEST_DB)"'
 

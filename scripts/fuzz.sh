@@ -31,7 +31,11 @@ fi
 ran=0
 failed=()
 for pkg in "${candidates[@]}"; do
-	mapfile -t targets < <(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true)
+	if ! list=$(go test -list '^Fuzz' "$pkg"); then
+		failed+=("$pkg (go test -list failed)")
+		continue
+	fi
+	mapfile -t targets < <(grep '^Fuzz' <<<"$list" || true)
 	for target in "${targets[@]}"; do
 		echo "fuzz: $pkg $target for $FUZZTIME"
 		if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg"; then
