@@ -1,6 +1,7 @@
 package contracts_test
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -56,11 +57,16 @@ type sandboxCase struct {
 
 func runSandboxCases(t *testing.T, contract string, cases []sandboxCase) {
 	t.Helper()
-	c := sandboxContract(t, contract)
+	runSandboxCasesFrom(t, filepath.Join("..", "sandbox", "contracts", contract+".yaml"), cases)
+}
+
+func runSandboxCasesFrom(t *testing.T, path string, cases []sandboxCase) {
+	t.Helper()
+	c := load(t, path)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in()
-			in.Action.Contract = contract
+			in.Action.Contract = c.ID()
 			v := c.Evaluate(in)
 			requireConsistent(t, v)
 			want := tc.findings
