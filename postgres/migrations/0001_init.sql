@@ -1,9 +1,6 @@
 -- CommitLayer store, first schema. Every table below carries tenant_id and
 -- every query filters on it; rows go with their tenant (ON DELETE CASCADE).
 
--- btree_gin lets one GIN index cover (tenant_id, links).
-CREATE EXTENSION IF NOT EXISTS btree_gin;
-
 CREATE TABLE tenants (
     id           text PRIMARY KEY CHECK (id <> ''),
     name         text NOT NULL CHECK (name <> ''),
@@ -35,7 +32,6 @@ CREATE TABLE facts (
 );
 CREATE INDEX facts_subject ON facts (tenant_id, subject, occurred_at);
 CREATE INDEX facts_kind ON facts (tenant_id, source, type, occurred_at);
-CREATE INDEX facts_links ON facts USING gin (tenant_id, links);
 
 -- One row per (tenant, source) that ever sent a batch; updated in the
 -- transaction that stores the facts.

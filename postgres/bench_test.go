@@ -1,0 +1,81 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/stretchr/testify/require"
+)
+
+// BenchmarkInsertFacts stores new facts in batches of 1 000, each with a few
+// attrs and a link, as a connector pull or POST /v1/facts would, and reports
+// facts/s.
+func BenchmarkInsertFacts(b *testing.B) {
+	ctx := context.Background()
+	tn := newTenant(b)
+	const batchSize = 1000
+	batch := make([]commitlayer.Fact, batchSize)
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		for i := range batch {
+			n++
+			batch[i] = mkFact("payments", "refund_created", fmt.Sprintf("order:o%d", n%5000), fmt.Sprintf("re_%d", n),
+				t0, commitlayer.Attrs{"amount": int64(n), "currency": "usd", "status": "succeeded"},
+				commitlayer.Subject(fmt.Sprintf("customer:c%d", n%700)))
+		}
+		b.StartTimer()
+		res, err := testDB.InsertFacts(ctx, tn.ID, batch)
+		require.NoError(b, err)
+		require.Equal(b, batchSize, res.Inserted)
+	}
+	b.ReportMetric(float64(b.N*batchSize)/b.Elapsed().Seconds(), "facts/s")
+}
+
+// BenchmarkInsertFactsDuplicates re-posts one batch of 1 000 already stored
+// facts: the cost of an idempotent retry.
+func BenchmarkInsertFactsDuplicates(b *testing.B) {
+	ctx := context.Background()
+	tn := newTenant(b)
+	batch := make([]commitlayer.Fact, 1000)
+	for i := range batch {
+		batch[i] = mkFact("payments", "refund_created", fmt.Sprintf("order:o%d", i), fmt.Sprintf("re_%d", i), t0,
+			commitlayer.Attrs{"amount": int64(i)})
+	}
+	_, err := testDB.InsertFacts(ctx, tn.ID, batch)
+	require.NoError(b, err)
+	for b.Loop() {
+		res, err := testDB.InsertFacts(ctx, tn.ID, batch)
+		require.NoError(b, err)
+		require.Equal(b, len(batch), res.Duplicates)
+	}
+	b.ReportMetric(float64(b.N*len(batch))/b.Elapsed().Seconds(), "facts/s")
+}
+
+// BenchmarkFactsAbout reads the history of one order (its facts, the
+// customers they link and those customers' facts) among 20 000 facts.
+func BenchmarkFactsAbout(b *testing.B) {
+	ctx := context.Background()
+	tn := newTenant(b)
+	batch := make([]commitlayer.Fact, 1000)
+	for k := range 20 {
+		for i := range batch {
+			n := k*1000 + i
+			batch[i] = mkFact("payments", "refund_created", fmt.Sprintf("order:o%d", n%2000), fmt.Sprintf("re_%d", n), t0,
+				nil, commitlayer.Subject(fmt.Sprintf("customer:c%d", n%300)))
+		}
+		_, err := testDB.InsertFacts(ctx, tn.ID, batch)
+		require.NoError(b, err)
+	}
+	// Steady state: statistics gathered and the GIN pending list flushed,
+	// as autovacuum does in a running service.
+	_, err := testDB.Pool().Exec(ctx, `VACUUM ANALYZE facts`)
+	require.NoError(b, err)
+	for b.Loop() {
+		facts, err := testDB.FactsAbout(ctx, tn.ID, []commitlayer.Subject{"order:o7"})
+		require.NoError(b, err)
+		require.NotEmpty(b, facts)
+	}
+}
