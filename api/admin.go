@@ -1,0 +1,172 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/postgres"
+)
+
+// maxBenchmarkConcurrency bounds the concurrency a run may ask for.
+const maxBenchmarkConcurrency = 64
+
+type tenantView struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	// APIKey is shown once, when the tenant is created.
+	APIKey string `json:"api_key,omitempty"`
+}
+
+// postTenant creates a tenant: 201 {"id","name","api_key"}.
+func (s *Server) postTenant(w http.ResponseWriter, r *http.Request) {
+	var in struct {
+		Name string `json:"name"`
+	}
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	name := strings.TrimSpace(in.Name)
+	switch {
+	case name == "":
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "name: is required"))
+		return
+	case len(name) > 200:
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "name: is longer than 200 bytes"))
+		return
+	}
+	if err := noNUL("name", name); err != nil {
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()))
+		return
+	}
+	t, key, err := s.store.CreateTenant(r.Context(), name)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("create tenant: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusCreated, tenantView{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, APIKey: key})
+}
+
+func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
+	ts, err := s.store.ListTenants(r.Context())
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("list tenants: %w", err))
+		return
+	}
+	out := make([]tenantView, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, tenantView{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenants": out})
+}
+
+// benchmarkView is a benchmark run on the wire.
+type benchmarkView struct {
+	ID         string          `json:"id"`
+	Status     string          `json:"status"`
+	Request    json.RawMessage `json:"request"`
+	Summary    json.RawMessage `json:"summary"`
+	Results    json.RawMessage `json:"results,omitempty"`
+	Markdown   *string         `json:"markdown,omitempty"`
+	LogTail    *string         `json:"log_tail,omitempty"`
+	TenantID   string          `json:"tenant_id,omitempty"`
+	StartedAt  time.Time       `json:"started_at"`
+	FinishedAt *time.Time      `json:"finished_at"`
+	URL        string          `json:"url"`
+}
+
+// viewBenchmark shows a run; full adds the per-scenario results, the
+// markdown and the log tail.
+func viewBenchmark(b postgres.BenchmarkRun, full bool) benchmarkView {
+	v := benchmarkView{
+		ID: b.ID, Status: b.Status, Request: rawOrNull(b.Request), Summary: rawOrNull(b.Summary),
+		TenantID: b.TenantID, StartedAt: b.StartedAt, FinishedAt: timePtr(b.FinishedAt),
+		URL: "/v1/admin/benchmark/" + b.ID,
+	}
+	if full {
+		v.Results = rawOrNull(b.Results)
+		v.Markdown, v.LogTail = &b.Markdown, &b.LogTail
+	}
+	return v
+}
+
+// rawOrNull passes stored JSON through, as null when absent or not JSON.
+func rawOrNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 || !json.Valid(b) {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// postBenchmark starts a run: 202 with the run and its URL.
+func (s *Server) postBenchmark(w http.ResponseWriter, r *http.Request) {
+	var req BenchmarkRequest
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Concurrency < 0 || req.Concurrency > maxBenchmarkConcurrency {
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "concurrency: must be between 0 (default) and %d", maxBenchmarkConcurrency))
+		return
+	}
+	for i, o := range req.Only {
+		if strings.TrimSpace(o) == "" || len(o) > 200 || strings.IndexByte(o, 0) >= 0 {
+			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "only[%d]: must be a scenario id or prefix", i))
+			return
+		}
+	}
+	if s.benchmarks == nil {
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "benchmark runs are not enabled on this server"))
+		return
+	}
+	run, err := s.benchmarks.Start(r.Context(), req)
+	if err != nil {
+		var fe *commitlayer.FieldError
+		if errors.As(err, &fe) {
+			s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeInvalidBenchmark, "%s", fe.Error()))
+			return
+		}
+		s.writeError(w, r, fmt.Errorf("start benchmark: %w", err))
+		return
+	}
+	v := viewBenchmark(run, false)
+	w.Header().Set("Location", v.URL)
+	writeJSON(w, http.StatusAccepted, v)
+}
+
+func (s *Server) listBenchmarks(w http.ResponseWriter, r *http.Request) {
+	runs, err := s.store.ListBenchmarkRuns(r.Context())
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("list benchmark runs: %w", err))
+		return
+	}
+	out := make([]benchmarkView, 0, len(runs))
+	for _, b := range runs {
+		out = append(out, viewBenchmark(b, false))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": out})
+}
+
+func (s *Server) getBenchmark(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !storable(id) {
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no benchmark run %q", truncate(id, 128)))
+		return
+	}
+	run, err := s.store.GetBenchmarkRun(r.Context(), id)
+	switch {
+	case isNotFound(err):
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no benchmark run %q", truncate(id, 128)))
+		return
+	case err != nil:
+		s.writeError(w, r, fmt.Errorf("get benchmark run: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, viewBenchmark(run, true))
+}

@@ -1,0 +1,638 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/testenv"
+	"github.com/commitlayer/commitlayer/postgres"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const adminKey = "admin-key-for-tests-0123456789"
+
+// payoutContract is a small action contract: one effect, one forbid, a
+// policy rule, on account subjects.
+const payoutContract = `id: send_payout
+kind: action
+subject: account
+settlement: 10m
+watch: 1h
+sources: [ledger]
+policy:
+  - id: positive_amount
+    rule: params.amount > 0
+effects:
+  - id: payout
+    source: ledger
+    type: payout_sent
+    count: 1
+    expect: effect.amount == params.amount
+forbids:
+  - id: no_freeze
+    source: ledger
+    type: account_frozen
+`
+
+// anyContract declares no subject type.
+const anyContract = `id: note_anything
+kind: action
+settlement: 1m
+watch: 1m
+sources: [tickets]
+effects:
+  - id: note
+    source: tickets
+    type: note_added
+`
+
+var (
+	dbOnce sync.Once
+	testDB *postgres.DB
+	dbErr  error
+)
+
+// db is the migrated store shared by the package's tests; each test makes
+// its own tenants.
+func db(t testing.TB) *postgres.DB {
+	t.Helper()
+	u := testenv.Postgres(t)
+	dbOnce.Do(func() {
+		ctx := context.Background()
+		testDB, dbErr = postgres.Open(ctx, u)
+		if dbErr == nil {
+			dbErr = testDB.Migrate(ctx)
+		}
+	})
+	require.NoError(t, dbErr)
+	return testDB
+}
+
+// fakeVerifier records what the API asks of Temporal.
+type fakeVerifier struct {
+	mu          sync.Mutex
+	starts      []string // tenant/action
+	arrived     [][]commitlayer.Subject
+	startErr    error
+	arrivedErr  error
+	recheckErr  error
+	recheckWith commitlayer.Verdict
+	rechecks    []string
+}
+
+var _ Verifier = (*fakeVerifier)(nil)
+
+func (f *fakeVerifier) Start(_ context.Context, tenantID string, a postgres.ActionRecord) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.starts = append(f.starts, tenantID+"/"+a.ID)
+	return f.startErr
+}
+
+func (f *fakeVerifier) Recheck(_ context.Context, tenantID, actionID string) (commitlayer.Verdict, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rechecks = append(f.rechecks, tenantID+"/"+actionID)
+	v := f.recheckWith
+	v.ActionID = actionID
+	return v, f.recheckErr
+}
+
+func (f *fakeVerifier) FactsArrived(_ context.Context, _ string, subjects []commitlayer.Subject) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.arrived = append(f.arrived, subjects)
+	return f.arrivedErr
+}
+
+func (f *fakeVerifier) startCalls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.starts)
+}
+
+// fakeBenchmarks stores a run in the real store, as the runner would.
+type fakeBenchmarks struct {
+	db   *postgres.DB
+	err  error
+	reqs []BenchmarkRequest
+}
+
+var _ Benchmarks = (*fakeBenchmarks)(nil)
+
+func (f *fakeBenchmarks) Start(ctx context.Context, req BenchmarkRequest) (postgres.BenchmarkRun, error) {
+	f.reqs = append(f.reqs, req)
+	if f.err != nil {
+		return postgres.BenchmarkRun{}, f.err
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return postgres.BenchmarkRun{}, err
+	}
+	return f.db.CreateBenchmarkRun(ctx, postgres.BenchmarkRun{Status: "running", Request: b})
+}
+
+// syncBuffer is a log sink safe for concurrent handlers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// env is one server on the shared store with fakes for Temporal.
+type env struct {
+	t     *testing.T
+	db    *postgres.DB
+	ver   *fakeVerifier
+	bench *fakeBenchmarks
+	srv   *Server
+	reg   *prometheus.Registry
+	logs  *syncBuffer
+	now   time.Time
+}
+
+type envOption func(*Config)
+
+func newEnv(t *testing.T, opts ...envOption) *env {
+	t.Helper()
+	d := db(t)
+	e := &env{
+		t: t, db: d, ver: &fakeVerifier{}, bench: &fakeBenchmarks{db: d},
+		reg: prometheus.NewRegistry(), logs: &syncBuffer{},
+		now: time.Now().UTC().Truncate(time.Second),
+	}
+	cfg := Config{
+		Store: d, Verifier: e.ver, Benchmarks: e.bench, AdminKey: adminKey,
+		Logger:   slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Registry: e.reg,
+		Now:      func() time.Time { return e.now },
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e.srv = New(cfg)
+	return e
+}
+
+// response is a decoded answer.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r response) json(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.Body, &m), "body: %s", r.Body)
+	return m
+}
+
+// errCode returns the error code of an error answer, checking the shape.
+func (r response) errCode(t testing.TB) string {
+	t.Helper()
+	m := r.json(t)
+	require.Len(t, m, 1, "error body has only \"error\": %s", r.Body)
+	e, ok := m["error"].(map[string]any)
+	require.True(t, ok, "error body: %s", r.Body)
+	require.NotEmpty(t, e["message"], "error message: %s", r.Body)
+	code, _ := e["code"].(string)
+	return code
+}
+
+type req struct {
+	method, path, key string
+	body              any // string, []byte, or a value to marshal
+	header            map[string]string
+}
+
+// do sends a request through the full handler and checks the answer
+// against the OpenAPI document: the status is documented for the route,
+// and a JSON body matches the documented schema.
+func (e *env) do(r req) response {
+	e.t.Helper()
+	var body io.Reader
+	switch b := r.body.(type) {
+	case nil:
+	case string:
+		body = strings.NewReader(b)
+	case []byte:
+		body = bytes.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		require.NoError(e.t, err)
+		body = bytes.NewReader(buf)
+	}
+	hr := httptest.NewRequest(r.method, r.path, body)
+	if r.key != "" {
+		hr.Header.Set("Authorization", "Bearer "+r.key)
+	}
+	for k, v := range r.header {
+		hr.Header.Set(k, v)
+	}
+	_, pattern := e.srv.mux.Handler(hr.Clone(context.Background()))
+	rec := httptest.NewRecorder()
+	e.srv.Handler().ServeHTTP(rec, hr)
+	res := response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+	require.NotEmpty(e.t, res.Header.Get("X-Request-Id"))
+	checkAgainstDoc(e.t, pattern, res)
+	return res
+}
+
+// tenant creates a tenant through the admin API and returns its id and key.
+func (e *env) tenant(name string) (string, string) {
+	e.t.Helper()
+	res := e.do(req{method: "POST", path: "/v1/admin/tenants", key: adminKey, body: map[string]string{"name": name}})
+	require.Equal(e.t, http.StatusCreated, res.Status, "%s", res.Body)
+	m := res.json(e.t)
+	return m["id"].(string), m["api_key"].(string)
+}
+
+func (e *env) contract(key, src string) {
+	e.t.Helper()
+	res := e.do(req{method: "POST", path: "/v1/contracts", key: key, body: src, header: map[string]string{"Content-Type": "application/yaml"}})
+	require.Contains(e.t, []int{http.StatusCreated, http.StatusOK}, res.Status, "%s", res.Body)
+}
+
+// action posts a payout action and returns its id.
+func (e *env) action(key, subject string, extra map[string]string) string {
+	e.t.Helper()
+	res := e.do(req{method: "POST", path: "/v1/actions", key: key, header: extra, body: map[string]any{
+		"contract": "send_payout", "agent": "agent-1", "subject": subject,
+		"params": map[string]any{"amount": 2500, "currency": "USD"}, "claim": map[string]string{"status": "success"},
+	}})
+	require.Equal(e.t, http.StatusAccepted, res.Status, "%s", res.Body)
+	return res.json(e.t)["id"].(string)
+}
+
+func fact(i int, subject string) map[string]any {
+	return map[string]any{
+		"source": "ledger", "type": "payout_sent", "subject": subject,
+		"external_id": "ledger-" + strconv.Itoa(i), "occurred_at": "2026-11-29T10:00:00Z",
+		"attrs": map[string]any{"amount": 2500, "currency": "USD"},
+	}
+}
+
+// ---- OpenAPI conformance of answers ----
+
+var (
+	docOnce sync.Once
+	doc     map[string]any
+)
+
+func openAPIDoc(t testing.TB) map[string]any {
+	t.Helper()
+	docOnce.Do(func() {
+		dec := json.NewDecoder(bytes.NewReader(OpenAPI))
+		dec.UseNumber()
+		if err := dec.Decode(&doc); err != nil {
+			panic(err)
+		}
+	})
+	return doc
+}
+
+// checkAgainstDoc checks a response of a route against the document.
+// Requests no route took (pattern "/") are not in the document.
+func checkAgainstDoc(t testing.TB, pattern string, res response) {
+	t.Helper()
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok {
+		return
+	}
+	d := openAPIDoc(t)
+	op, _ := dig(d, "paths", path, strings.ToLower(method)).(map[string]any)
+	require.NotNil(t, op, "%s is not in openapi.json", pattern)
+	resp, _ := dig(op, "responses", strconv.Itoa(res.Status)).(map[string]any)
+	require.NotNil(t, resp, "%s answered %d, which openapi.json does not list: %s", pattern, res.Status, res.Body)
+	if ref, ok := resp["$ref"].(string); ok {
+		resp = resolve(d, ref)
+	}
+	schema, _ := dig(resp, "content", "application/json", "schema").(map[string]any)
+	if schema == nil {
+		return
+	}
+	require.Contains(t, res.Header.Get("Content-Type"), "application/json")
+	dec := json.NewDecoder(bytes.NewReader(res.Body))
+	dec.UseNumber()
+	var v any
+	require.NoError(t, dec.Decode(&v), "%s: body is not JSON: %s", pattern, res.Body)
+	require.NoError(t, validate(d, schema, v, "$"), "%s %d: body does not match openapi.json: %s", pattern, res.Status, res.Body)
+}
+
+func dig(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+func resolve(d map[string]any, ref string) map[string]any {
+	parts := strings.Split(strings.TrimPrefix(ref, "#/"), "/")
+	m, _ := dig(d, parts...).(map[string]any)
+	if m == nil {
+		panic("unresolved $ref " + ref)
+	}
+	return m
+}
+
+// validate checks v against the subset of JSON Schema the document uses:
+// $ref, oneOf, type (one or a list), enum, required, properties,
+// additionalProperties: false, items, minItems, minimum, maximum, pattern,
+// maxLength and format date-time.
+func validate(d, s map[string]any, v any, at string) error {
+	if ref, ok := s["$ref"].(string); ok {
+		return validate(d, resolve(d, ref), v, at)
+	}
+	if one, ok := s["oneOf"].([]any); ok {
+		n := 0
+		for _, alt := range one {
+			if validate(d, alt.(map[string]any), v, at) == nil {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("%s: matches %d of oneOf", at, n)
+		}
+	}
+	if t, ok := s["type"]; ok {
+		var types []string
+		switch x := t.(type) {
+		case string:
+			types = []string{x}
+		case []any:
+			for _, e := range x {
+				types = append(types, e.(string))
+			}
+		}
+		if !slices.ContainsFunc(types, func(typ string) bool { return isType(typ, v) }) {
+			return fmt.Errorf("%s: %v is not %v", at, v, types)
+		}
+	}
+	if enum, ok := s["enum"].([]any); ok && !slices.Contains(enum, v) {
+		return fmt.Errorf("%s: %v not in %v", at, v, enum)
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for _, r := range asList(s["required"]) {
+			if _, ok := x[r.(string)]; !ok {
+				return fmt.Errorf("%s: missing %q", at, r)
+			}
+		}
+		props, _ := s["properties"].(map[string]any)
+		for k, e := range x {
+			ps, ok := props[k].(map[string]any)
+			if !ok {
+				if s["additionalProperties"] == false {
+					return fmt.Errorf("%s: unexpected property %q", at, k)
+				}
+				continue
+			}
+			if err := validate(d, ps, e, at+"."+k); err != nil {
+				return err
+			}
+		}
+	case []any:
+		if mi, ok := s["minItems"].(json.Number); ok {
+			if n, _ := mi.Int64(); int64(len(x)) < n {
+				return fmt.Errorf("%s: fewer than %d items", at, n)
+			}
+		}
+		if items, ok := s["items"].(map[string]any); ok {
+			for i, e := range x {
+				if err := validate(d, items, e, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+					return err
+				}
+			}
+		}
+	case string:
+		if s["format"] == "date-time" {
+			if _, err := time.Parse(time.RFC3339Nano, x); err != nil {
+				return fmt.Errorf("%s: %q is not a date-time", at, x)
+			}
+		}
+		if p, ok := s["pattern"].(string); ok && !regexp.MustCompile(p).MatchString(x) {
+			return fmt.Errorf("%s: %q does not match %s", at, x, p)
+		}
+		if ml, ok := s["maxLength"].(json.Number); ok {
+			if n, _ := ml.Int64(); int64(len([]rune(x))) > n {
+				return fmt.Errorf("%s: longer than %d", at, n)
+			}
+		}
+	case json.Number:
+		f, _ := x.Float64()
+		if mn, ok := s["minimum"].(json.Number); ok {
+			if m, _ := mn.Float64(); f < m {
+				return fmt.Errorf("%s: %v < minimum %v", at, f, m)
+			}
+		}
+		if mx, ok := s["maximum"].(json.Number); ok {
+			if m, _ := mx.Float64(); f > m {
+				return fmt.Errorf("%s: %v > maximum %v", at, f, m)
+			}
+		}
+	}
+	return nil
+}
+
+func asList(v any) []any { l, _ := v.([]any); return l }
+
+func isType(typ string, v any) bool {
+	switch typ {
+	case "object":
+		_, ok := v.(map[string]any)
+		return ok
+	case "array":
+		_, ok := v.([]any)
+		return ok
+	case "string":
+		_, ok := v.(string)
+		return ok
+	case "boolean":
+		_, ok := v.(bool)
+		return ok
+	case "null":
+		return v == nil
+	case "number":
+		_, ok := v.(json.Number)
+		return ok
+	case "integer":
+		n, ok := v.(json.Number)
+		if !ok {
+			return false
+		}
+		_, err := n.Int64()
+		return err == nil
+	}
+	return false
+}
+
+// failingStore fails one method with an internal error, to check 500s.
+type failingStore struct {
+	Store
+	method string
+}
+
+var errBoom = errors.New("connection reset by peer at 10.1.2.3:5432 (secret detail)")
+
+func (f failingStore) fail(m string) error {
+	if f.method == m {
+		return errBoom
+	}
+	return nil
+}
+
+func (f failingStore) ListContracts(ctx context.Context, tenantID string) ([]postgres.ContractRecord, error) {
+	if err := f.fail("ListContracts"); err != nil {
+		return nil, err
+	}
+	return f.Store.ListContracts(ctx, tenantID)
+}
+
+func (f failingStore) GetContract(ctx context.Context, tenantID, id string, version int) (postgres.ContractRecord, error) {
+	if err := f.fail("GetContract"); err != nil {
+		return postgres.ContractRecord{}, err
+	}
+	return f.Store.GetContract(ctx, tenantID, id, version)
+}
+
+func (f failingStore) PutContract(ctx context.Context, tenantID, id string, src []byte) (postgres.ContractRecord, bool, error) {
+	if err := f.fail("PutContract"); err != nil {
+		return postgres.ContractRecord{}, false, err
+	}
+	return f.Store.PutContract(ctx, tenantID, id, src)
+}
+
+func (f failingStore) InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (postgres.InsertResult, error) {
+	if err := f.fail("InsertFacts"); err != nil {
+		return postgres.InsertResult{}, err
+	}
+	return f.Store.InsertFacts(ctx, tenantID, facts)
+}
+
+func (f failingStore) FactsOfKinds(ctx context.Context, tenantID string, kinds []postgres.Kind, from, to time.Time) ([]commitlayer.Fact, error) {
+	if err := f.fail("FactsOfKinds"); err != nil {
+		return nil, err
+	}
+	return f.Store.FactsOfKinds(ctx, tenantID, kinds, from, to)
+}
+
+func (f failingStore) CreateAction(ctx context.Context, tenantID string, a commitlayer.Action, s, w time.Time, key string, h []byte) (postgres.ActionRecord, bool, error) {
+	if err := f.fail("CreateAction"); err != nil {
+		return postgres.ActionRecord{}, false, err
+	}
+	return f.Store.CreateAction(ctx, tenantID, a, s, w, key, h)
+}
+
+func (f failingStore) GetAction(ctx context.Context, tenantID, id string) (postgres.ActionRecord, error) {
+	if err := f.fail("GetAction"); err != nil {
+		return postgres.ActionRecord{}, err
+	}
+	return f.Store.GetAction(ctx, tenantID, id)
+}
+
+func (f failingStore) VerdictHistory(ctx context.Context, tenantID, id string) ([]commitlayer.Verdict, error) {
+	if err := f.fail("VerdictHistory"); err != nil {
+		return nil, err
+	}
+	return f.Store.VerdictHistory(ctx, tenantID, id)
+}
+
+func (f failingStore) CreateConnector(ctx context.Context, tenantID string, c postgres.Connector) (postgres.Connector, error) {
+	if err := f.fail("CreateConnector"); err != nil {
+		return postgres.Connector{}, err
+	}
+	return f.Store.CreateConnector(ctx, tenantID, c)
+}
+
+func (f failingStore) ListConnectors(ctx context.Context, tenantID string) ([]postgres.Connector, error) {
+	if err := f.fail("ListConnectors"); err != nil {
+		return nil, err
+	}
+	return f.Store.ListConnectors(ctx, tenantID)
+}
+
+func (f failingStore) Sources(ctx context.Context, tenantID string) ([]postgres.SourceCoverage, error) {
+	if err := f.fail("Sources"); err != nil {
+		return nil, err
+	}
+	return f.Store.Sources(ctx, tenantID)
+}
+
+func (f failingStore) ActionsOfContract(ctx context.Context, tenantID, id string, since time.Time) ([]commitlayer.Action, error) {
+	if err := f.fail("ActionsOfContract"); err != nil {
+		return nil, err
+	}
+	return f.Store.ActionsOfContract(ctx, tenantID, id, since)
+}
+
+func (f failingStore) CreateTenant(ctx context.Context, name string) (postgres.Tenant, string, error) {
+	if err := f.fail("CreateTenant"); err != nil {
+		return postgres.Tenant{}, "", err
+	}
+	return f.Store.CreateTenant(ctx, name)
+}
+
+func (f failingStore) ListTenants(ctx context.Context) ([]postgres.Tenant, error) {
+	if err := f.fail("ListTenants"); err != nil {
+		return nil, err
+	}
+	return f.Store.ListTenants(ctx)
+}
+
+func (f failingStore) TenantByAPIKey(ctx context.Context, key string) (postgres.Tenant, error) {
+	if err := f.fail("TenantByAPIKey"); err != nil {
+		return postgres.Tenant{}, err
+	}
+	return f.Store.TenantByAPIKey(ctx, key)
+}
+
+func (f failingStore) GetBenchmarkRun(ctx context.Context, id string) (postgres.BenchmarkRun, error) {
+	if err := f.fail("GetBenchmarkRun"); err != nil {
+		return postgres.BenchmarkRun{}, err
+	}
+	return f.Store.GetBenchmarkRun(ctx, id)
+}
+
+func (f failingStore) ListBenchmarkRuns(ctx context.Context) ([]postgres.BenchmarkRun, error) {
+	if err := f.fail("ListBenchmarkRuns"); err != nil {
+		return nil, err
+	}
+	return f.Store.ListBenchmarkRuns(ctx)
+}
+
+func withStore(s Store) envOption { return func(c *Config) { c.Store = s } }

@@ -1,0 +1,166 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/postgres"
+)
+
+// contractView is a contract version on the wire.
+type contractView struct {
+	ID        string    `json:"id"`
+	Version   int       `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	// Source is the contract as posted (YAML or JSON); only on GET by id.
+	Source *string `json:"source,omitempty"`
+}
+
+func viewContract(rec postgres.ContractRecord, withSource bool) contractView {
+	v := contractView{ID: rec.ID, Version: rec.Version, CreatedAt: rec.CreatedAt}
+	if withSource {
+		src := string(rec.Source)
+		v.Source = &src
+	}
+	return v
+}
+
+// postContract validates and compiles a YAML or JSON contract and stores
+// it as a new version: 201 {"id","version"}, or 200 with the latest
+// version when the source is the same as the latest's.
+func (s *Server) postContract(w http.ResponseWriter, r *http.Request) {
+	t := tenantOf(r.Context())
+	src, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) {
+			s.writeError(w, r, errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "body is larger than %d bytes", maxErr.Limit))
+			return
+		}
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "could not read the body"))
+		return
+	}
+	if len(strings.TrimSpace(string(src))) == 0 {
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "body is empty; a YAML or JSON contract is expected"))
+		return
+	}
+	c, err := contracts.Parse(src)
+	if err != nil {
+		s.writeError(w, r, contractError(err))
+		return
+	}
+	rec, created, err := s.store.PutContract(r.Context(), t.ID, c.ID(), src)
+	switch {
+	case isInvalid(err):
+		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeInvalidContract, "contract %s cannot be stored", c.ID()))
+		s.logError(r, "store contract", err)
+		return
+	case err != nil:
+		s.writeError(w, r, fmt.Errorf("store contract: %w", err))
+		return
+	}
+	s.contracts.put(contractKey(t.ID, rec.ID, rec.Version), c)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	w.Header().Set("Location", "/v1/contracts/"+rec.ID+"?version="+strconv.Itoa(rec.Version))
+	writeJSON(w, status, viewContract(rec, false))
+}
+
+// contractError is the 422 for a contract that does not load, with every
+// problem the compiler found.
+func contractError(err error) *apiError {
+	ae := &apiError{Status: http.StatusUnprocessableEntity, Code: codeInvalidContract}
+	var msgs []string
+	for _, e := range contracts.Errors(err) {
+		msgs = append(msgs, e.Error())
+		ae.Details = append(ae.Details, errorDetail{Field: e.Field, Line: e.Line, Message: e.Reason})
+	}
+	ae.Message = strings.Join(msgs, "; ")
+	return ae
+}
+
+func (s *Server) listContracts(w http.ResponseWriter, r *http.Request) {
+	recs, err := s.store.ListContracts(r.Context(), tenantOf(r.Context()).ID)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("list contracts: %w", err))
+		return
+	}
+	out := make([]contractView, 0, len(recs))
+	for _, rec := range recs {
+		out = append(out, viewContract(rec, false))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"contracts": out})
+}
+
+// getContract returns the latest version, or ?version=N.
+func (s *Server) getContract(w http.ResponseWriter, r *http.Request) {
+	version := 0
+	if v := r.URL.Query().Get("version"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "version: %q is not a positive integer", truncate(v, 32)))
+			return
+		}
+		version = n
+	}
+	id := r.PathValue("id")
+	if !storable(id) {
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no contract %q", truncate(id, 128)))
+		return
+	}
+	rec, err := s.store.GetContract(r.Context(), tenantOf(r.Context()).ID, id, version)
+	switch {
+	case isNotFound(err):
+		if version > 0 {
+			s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "contract %q has no version %d", truncate(id, 128), version))
+		} else {
+			s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no contract %q", truncate(id, 128)))
+		}
+		return
+	case err != nil:
+		s.writeError(w, r, fmt.Errorf("get contract: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, viewContract(rec, true))
+}
+
+func contractKey(tenantID, id string, version int) string {
+	return tenantID + "\x00" + id + "\x00" + strconv.Itoa(version)
+}
+
+// loadContract returns a version of a contract compiled (from the cache
+// when it was compiled before): 422 unknown_contract when the tenant has no
+// such contract, 422 invalid_contract when the stored source no longer
+// compiles.
+func (s *Server) loadContract(ctx context.Context, tenantID, id string, version int) (postgres.ContractRecord, *contracts.Contract, error) {
+	rec, err := s.store.GetContract(ctx, tenantID, id, version)
+	switch {
+	case isNotFound(err) && version > 0:
+		return rec, nil, errorf(http.StatusUnprocessableEntity, codeUnknownContract, "contract %q has no version %d", truncate(id, 128), version)
+	case isNotFound(err):
+		return rec, nil, errorf(http.StatusUnprocessableEntity, codeUnknownContract, "no contract %q; post it to /v1/contracts first", truncate(id, 128))
+	case err != nil:
+		return rec, nil, fmt.Errorf("load contract: %w", err)
+	}
+	key := contractKey(tenantID, rec.ID, rec.Version)
+	if c, ok := s.contracts.get(key); ok {
+		return rec, c.(*contracts.Contract), nil
+	}
+	c, err := contracts.Parse(rec.Source)
+	if err != nil {
+		ae := contractError(err)
+		ae.Message = fmt.Sprintf("stored contract %s version %d no longer compiles: %s", rec.ID, rec.Version, ae.Message)
+		return rec, nil, ae
+	}
+	s.contracts.put(key, c)
+	return rec, c, nil
+}

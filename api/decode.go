@@ -1,0 +1,408 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/commitlayer/commitlayer"
+)
+
+// decodeJSON decodes exactly one JSON value from body into dst, rejecting
+// unknown fields and trailing data. Errors are *apiError: 413 for a body
+// over its http.MaxBytesReader limit, 400 invalid_json for malformed JSON,
+// 400 invalid_request for a value of the wrong type or an unknown field.
+func decodeJSON(body io.Reader, dst any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	// Exactly one value: anything but whitespace after it is an error.
+	var extra json.RawMessage
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil:
+		return errorf(http.StatusBadRequest, codeInvalidJSON, "body holds more than one JSON value")
+	default:
+		return jsonError(err)
+	}
+}
+
+// jsonError maps a decoding error to the client's error.
+func jsonError(err error) *apiError {
+	var (
+		maxErr    *http.MaxBytesError
+		syntaxErr *json.SyntaxError
+		typeErr   *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &maxErr):
+		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "body is larger than %d bytes", maxErr.Limit)
+	case errors.Is(err, io.EOF):
+		return errorf(http.StatusBadRequest, codeInvalidJSON, "body is empty; a JSON object is expected")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errorf(http.StatusBadRequest, codeInvalidJSON, "body is truncated JSON")
+	case errors.As(err, &syntaxErr):
+		return errorf(http.StatusBadRequest, codeInvalidJSON, "malformed JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			return errorf(http.StatusBadRequest, codeInvalidRequest, "body must be a JSON object, not %s", typeErr.Value)
+		}
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "%s: expected %s, got %s", field, jsonTypeName(typeErr.Type.String()), typeErr.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	default:
+		// Other decoding errors come from the client's bytes (an invalid
+		// escape, a number out of range in attrs); their text names them.
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+}
+
+// jsonTypeName names a Go type the way an API user thinks of it.
+func jsonTypeName(goType string) string {
+	switch {
+	case goType == "string" || goType == "commitlayer.Subject":
+		return "a string"
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// factsRequest is the body of POST /v1/facts.
+type factsRequest struct {
+	Facts *[]factIn `json:"facts"`
+}
+
+// factIn is a fact on the wire. Times and attrs are read as raw values so
+// that an error names the fact and the field.
+type factIn struct {
+	Source     string          `json:"source"`
+	Type       string          `json:"type"`
+	Subject    string          `json:"subject"`
+	ExternalID string          `json:"external_id"`
+	OccurredAt string          `json:"occurred_at"`
+	Attrs      json.RawMessage `json:"attrs"`
+	Links      []string        `json:"links"`
+	// Seq is accepted so a fact read back can be posted again; the store
+	// assigns its own.
+	Seq json.RawMessage `json:"seq"`
+}
+
+// decodeFacts reads and validates a fact batch: every fact must pass
+// Fact.Validate, with attrs normalized. The first bad fact rejects the
+// batch, named by index and field ("facts[3].subject: …").
+func decodeFacts(body io.Reader) ([]commitlayer.Fact, error) {
+	var req factsRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return nil, err
+	}
+	if req.Facts == nil {
+		return nil, errorf(http.StatusBadRequest, codeInvalidRequest, "facts: is required (an array of facts)")
+	}
+	if len(*req.Facts) == 0 {
+		return nil, errorf(http.StatusBadRequest, codeInvalidRequest, "facts: at least one fact is required")
+	}
+	facts := make([]commitlayer.Fact, len(*req.Facts))
+	for i := range *req.Facts {
+		f, err := (*req.Facts)[i].fact()
+		if err != nil {
+			return nil, errorf(http.StatusBadRequest, codeInvalidRequest, "facts[%d].%s", i, err.Error())
+		}
+		facts[i] = f
+	}
+	return facts, nil
+}
+
+// fact converts and validates; its errors read "field: reason".
+func (in *factIn) fact() (commitlayer.Fact, error) {
+	f := commitlayer.Fact{
+		Source:     in.Source,
+		Type:       in.Type,
+		Subject:    commitlayer.Subject(in.Subject),
+		ExternalID: in.ExternalID,
+	}
+	for _, s := range []struct{ field, v string }{
+		{"source", in.Source}, {"type", in.Type}, {"subject", in.Subject}, {"external_id", in.ExternalID},
+	} {
+		if err := noNUL(s.field, s.v); err != nil {
+			return f, err
+		}
+	}
+	if in.OccurredAt != "" {
+		t, err := parseTime(in.OccurredAt)
+		if err != nil {
+			return f, fmt.Errorf("occurred_at: %w", err)
+		}
+		f.OccurredAt = t
+	}
+	attrs, err := decodeAttrs(in.Attrs)
+	if err != nil {
+		return f, fmt.Errorf("attrs: %w", err)
+	}
+	f.Attrs = attrs
+	for i, l := range in.Links {
+		if err := noNUL(fmt.Sprintf("links[%d]", i), l); err != nil {
+			return f, err
+		}
+		f.Links = append(f.Links, commitlayer.Subject(l))
+	}
+	if err := f.Validate(); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// decodeAttrs reads an attrs or params object (absent or null is empty),
+// normalized: integers exact, money in minor units.
+func decodeAttrs(raw json.RawMessage) (commitlayer.Attrs, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return commitlayer.Attrs{}, nil
+	}
+	if raw[0] != '{' {
+		return nil, errors.New("must be an object")
+	}
+	var a commitlayer.Attrs
+	if err := json.Unmarshal(raw, &a); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			return nil, errors.New("must be an object")
+		}
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	a, err := a.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		a = commitlayer.Attrs{}
+	}
+	if err := valueNoNUL("", map[string]any(a)); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// parseTime reads an RFC 3339 time, in UTC.
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time", truncate(s, 64))
+	}
+	return t.UTC(), nil
+}
+
+// storable reports whether s can be stored as PostgreSQL text: valid UTF-8
+// without NUL. Path and query values need the check; JSON strings are
+// already valid UTF-8.
+func storable(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// noNUL rejects a NUL character, which PostgreSQL text cannot hold.
+func noNUL(field, s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("%s: contains a NUL character", field)
+	}
+	return nil
+}
+
+// valueNoNUL checks the strings and keys of a normalized value.
+func valueNoNUL(path string, v any) error {
+	switch x := v.(type) {
+	case string:
+		return noNUL(pathOr(path), x)
+	case map[string]any:
+		for k, e := range x {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if err := noNUL(pathOr(path)+" key", k); err != nil {
+				return err
+			}
+			if err := valueNoNUL(p, e); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if err := valueNoNUL(fmt.Sprintf("%s[%d]", path, i), e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func pathOr(path string) string {
+	if path == "" {
+		return "value"
+	}
+	return path
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// actionIn is an action on the wire.
+type actionIn struct {
+	ID              string          `json:"id"`
+	Contract        string          `json:"contract"`
+	ContractVersion int             `json:"contract_version"`
+	Agent           string          `json:"agent"`
+	Subject         string          `json:"subject"`
+	Params          json.RawMessage `json:"params"`
+	RequestedAt     string          `json:"requested_at"`
+	Claim           *claimIn        `json:"claim"`
+	Trace           json.RawMessage `json:"trace"`
+}
+
+type claimIn struct {
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+// actionRequest is a decoded, validated action and the hash of its
+// canonical form (for idempotency). RequestedAt is zero when the client
+// left it to the server.
+type actionRequest struct {
+	Action commitlayer.Action
+	Hash   []byte
+}
+
+// decodeAction reads and validates an action. Validation that needs the
+// clock (a missing requested_at) or the contract happens in the handler.
+func decodeAction(body io.Reader) (actionRequest, error) {
+	var in actionIn
+	if err := decodeJSON(body, &in); err != nil {
+		return actionRequest{}, err
+	}
+	bad := func(err error) error { return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()) }
+	for _, s := range []struct{ field, v string }{
+		{"id", in.ID}, {"contract", in.Contract}, {"agent", in.Agent}, {"subject", in.Subject},
+	} {
+		if err := noNUL(s.field, s.v); err != nil {
+			return actionRequest{}, bad(err)
+		}
+	}
+	a := commitlayer.Action{
+		ID: in.ID, Contract: in.Contract, ContractVersion: in.ContractVersion,
+		Agent: in.Agent, Subject: commitlayer.Subject(in.Subject),
+	}
+	if in.ContractVersion < 0 {
+		return actionRequest{}, bad(errors.New("contract_version: must be positive (or absent for the latest)"))
+	}
+	if in.RequestedAt != "" {
+		t, err := parseTime(in.RequestedAt)
+		if err != nil {
+			return actionRequest{}, bad(fmt.Errorf("requested_at: %w", err))
+		}
+		a.RequestedAt = t
+	}
+	params, err := decodeAttrs(in.Params)
+	if err != nil {
+		return actionRequest{}, bad(fmt.Errorf("params: %w", err))
+	}
+	a.Params = params
+	if in.Claim != nil {
+		if err := noNUL("claim.status", in.Claim.Status); err != nil {
+			return actionRequest{}, bad(err)
+		}
+		if err := noNUL("claim.message", in.Claim.Message); err != nil {
+			return actionRequest{}, bad(err)
+		}
+		a.Claim = commitlayer.Claim{Status: in.Claim.Status, Message: in.Claim.Message}
+	}
+	trace, err := canonicalTrace(in.Trace)
+	if err != nil {
+		return actionRequest{}, bad(fmt.Errorf("trace: %w", err))
+	}
+	a.Trace = trace
+
+	// Validate with a placeholder time when the server will set it, so the
+	// other fields are checked here.
+	check := a
+	if check.RequestedAt.IsZero() {
+		check.RequestedAt = time.Unix(0, 0)
+	}
+	if err := check.Validate(); err != nil {
+		return actionRequest{}, bad(err)
+	}
+
+	// The canonical form: decoded values re-encoded (object keys sorted,
+	// numbers normalized, whitespace gone), with requested_at only when
+	// the client gave it, so a retry of the same request hashes the same.
+	canon, err := json.Marshal(struct {
+		ID              string          `json:"id"`
+		Contract        string          `json:"contract"`
+		ContractVersion int             `json:"contract_version"`
+		Agent           string          `json:"agent"`
+		Subject         string          `json:"subject"`
+		Params          map[string]any  `json:"params"`
+		RequestedAt     string          `json:"requested_at"`
+		Claim           claimIn         `json:"claim"`
+		Trace           json.RawMessage `json:"trace,omitempty"`
+	}{a.ID, a.Contract, a.ContractVersion, a.Agent, string(a.Subject), a.Params,
+		formatTime(a.RequestedAt), claimIn(a.Claim), a.Trace})
+	if err != nil {
+		return actionRequest{}, fmt.Errorf("canonical action: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return actionRequest{Action: a, Hash: sum[:]}, nil
+}
+
+// canonicalTrace checks that a trace is an array (or absent) and re-encodes
+// it with sorted keys and no whitespace.
+func canonicalTrace(raw json.RawMessage) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] != '[' {
+		return nil, errors.New("must be an array")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v []any
+	if err := dec.Decode(&v); err != nil {
+		return nil, errors.New("must be an array")
+	}
+	if err := valueNoNUL("", v); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}

@@ -1,0 +1,108 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/commitlayer/commitlayer/postgres"
+)
+
+// Error codes sent in {"error":{"code"}}.
+const (
+	codeInvalidJSON       = "invalid_json"
+	codeInvalidRequest    = "invalid_request"
+	codeTooLarge          = "too_large"
+	codeUnauthorized      = "unauthorized"
+	codeForbidden         = "forbidden"
+	codeNotFound          = "not_found"
+	codeMethodNotAllowed  = "method_not_allowed"
+	codeUnknownContract   = "unknown_contract"
+	codeInvalidContract   = "invalid_contract"
+	codeSubjectMismatch   = "subject_mismatch"
+	codeUnsupportedKind   = "unsupported_connector_kind"
+	codeConflict          = "conflict"
+	codeIdempotency       = "idempotency_conflict"
+	codeVerificationEnded = "verification_ended"
+	codeUnavailable       = "unavailable"
+	codeInvalidBenchmark  = "invalid_benchmark"
+	codeInternal          = "internal"
+)
+
+// apiError is an error meant for the client: its status, code and message
+// are sent as they are. Anything else is internal and answered with a
+// generic 500.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+	// Details are extra entries (contract errors: field, line, reason).
+	Details []errorDetail
+}
+
+type errorDetail struct {
+	Field   string `json:"field,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
+
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// errorBody is the wire shape of every error.
+type errorBody struct {
+	Error struct {
+		Code    string        `json:"code"`
+		Message string        `json:"message"`
+		Details []errorDetail `json:"details,omitempty"`
+	} `json:"error"`
+}
+
+// writeError answers err: an *apiError as it is, anything else as a 500
+// with a generic message, the detail going only to the log with the
+// request id.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		s.logError(r, "internal error", err)
+		ae = &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error"}
+	}
+	if ae.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="commitlayer"`)
+	}
+	var body errorBody
+	body.Error.Code = ae.Code
+	body.Error.Message = ae.Message
+	body.Error.Details = ae.Details
+	writeJSON(w, ae.Status, body)
+}
+
+func (s *Server) logError(r *http.Request, msg string, err error) {
+	s.log.ErrorContext(r.Context(), msg, "err", err, "request_id", requestIDOf(r.Context()),
+		"method", r.Method, "path", r.URL.Path)
+}
+
+// writeJSON sends v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Every value sent is built from types that marshal; this is a bug,
+		// and the client still gets the error shape.
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func isNotFound(err error) bool { return errors.Is(err, postgres.ErrNotFound) }
+func isConflict(err error) bool { return errors.Is(err, postgres.ErrConflict) }
+func isInvalid(err error) bool  { return errors.Is(err, postgres.ErrInvalid) }

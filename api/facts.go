@@ -1,0 +1,199 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/postgres"
+)
+
+// postFacts ingests a batch: every fact validated, the batch stored whole
+// or not at all, then open verifications of the subjects told. A failed
+// notification is logged; the write stands (the connector poller and the
+// settlement re-check read the facts anyway).
+func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
+	t := tenantOf(r.Context())
+	facts, err := decodeFacts(http.MaxBytesReader(w, r.Body, MaxFactsBody))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	res, err := s.store.InsertFacts(r.Context(), t.ID, facts)
+	if err != nil {
+		var fe *commitlayer.FieldError
+		switch {
+		case isInvalid(err) && errors.As(err, &fe):
+			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "facts: %s", fe.Error()))
+		case isInvalid(err):
+			s.logError(r, "insert facts: invalid", err)
+			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "facts: the batch holds a value the store cannot keep"))
+		default:
+			s.writeError(w, r, fmt.Errorf("insert facts: %w", err))
+		}
+		return
+	}
+	s.metrics.facts.WithLabelValues("inserted").Add(float64(res.Inserted))
+	s.metrics.facts.WithLabelValues("duplicate").Add(float64(res.Duplicates))
+	if len(res.Subjects) > 0 && s.verifier != nil {
+		// The facts are stored: the notification must not be lost to a
+		// client that hangs up now.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), notifyTimeout)
+		err := s.verifier.FactsArrived(ctx, t.ID, res.Subjects)
+		cancel()
+		if err != nil {
+			s.logError(r, "notify verifications of new facts", err)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"inserted": res.Inserted, "duplicates": res.Duplicates})
+}
+
+// connectorIn is the body of POST /v1/connectors.
+type connectorIn struct {
+	Source string `json:"source"`
+	Kind   string `json:"kind"`
+	URL    string `json:"url"`
+}
+
+// Connector kinds the API accepts.
+const kindHTTPEvents = "http_events"
+
+type connectorView struct {
+	ID          string     `json:"id"`
+	Source      string     `json:"source"`
+	Kind        string     `json:"kind"`
+	URL         string     `json:"url"`
+	Cursor      string     `json:"cursor"`
+	LastPullAt  *time.Time `json:"last_pull_at"`
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at"`
+	CreatedAt   time.Time  `json:"created_at"`
+}
+
+func viewConnector(c postgres.Connector) connectorView {
+	return connectorView{
+		ID: c.ID, Source: c.Source, Kind: c.Kind, URL: c.URL, Cursor: c.Cursor,
+		LastPullAt: timePtr(c.LastPullAt), LastError: c.LastError, LastErrorAt: timePtr(c.LastErrorAt),
+		CreatedAt: c.CreatedAt,
+	}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
+	var in connectorIn
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := in.validate(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c, err := s.store.CreateConnector(r.Context(), tenantOf(r.Context()).ID,
+		postgres.Connector{Source: in.Source, Kind: in.Kind, URL: in.URL})
+	switch {
+	case isConflict(err):
+		s.writeError(w, r, errorf(http.StatusConflict, codeConflict, "source %q already has a connector", in.Source))
+		return
+	case isInvalid(err):
+		s.logError(r, "create connector: invalid", err)
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "the connector cannot be stored"))
+		return
+	case err != nil:
+		s.writeError(w, r, fmt.Errorf("create connector: %w", err))
+		return
+	}
+	w.Header().Set("Location", "/v1/connectors")
+	writeJSON(w, http.StatusCreated, viewConnector(c))
+}
+
+func (in *connectorIn) validate() *apiError {
+	bad := func(format string, args ...any) *apiError {
+		return errorf(http.StatusBadRequest, codeInvalidRequest, format, args...)
+	}
+	switch {
+	case in.Source == "":
+		return bad("source: is required")
+	case !isName(in.Source):
+		return bad("source: %q may only hold letters, digits, '_', '-' and '.'", truncate(in.Source, 64))
+	case in.Kind == "":
+		return bad("kind: is required")
+	case in.Kind != kindHTTPEvents:
+		return errorf(http.StatusUnprocessableEntity, codeUnsupportedKind, "kind: %q is not supported; use %q", truncate(in.Kind, 64), kindHTTPEvents)
+	case in.URL == "":
+		return bad("url: is required")
+	case len(in.URL) > 2048:
+		return bad("url: is longer than 2048 bytes")
+	}
+	u, err := url.Parse(in.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" ||
+		strings.ContainsAny(in.URL, " \t\r\n\x00") {
+		return bad("url: %q is not an absolute http or https URL", truncate(in.URL, 128))
+	}
+	return nil
+}
+
+func isName(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) listConnectors(w http.ResponseWriter, r *http.Request) {
+	cs, err := s.store.ListConnectors(r.Context(), tenantOf(r.Context()).ID)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("list connectors: %w", err))
+		return
+	}
+	out := make([]connectorView, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, viewConnector(c))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"connectors": out})
+}
+
+type sourceView struct {
+	Source       string     `json:"source"`
+	EverReported bool       `json:"ever_reported"`
+	FactCount    int64      `json:"fact_count"`
+	LastFactAt   *time.Time `json:"last_fact_at"`
+	LastSeenAt   *time.Time `json:"last_seen_at"`
+	ConnectorID  string     `json:"connector_id,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`
+	LastErrorAt  *time.Time `json:"last_error_at"`
+}
+
+func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
+	srcs, err := s.store.Sources(r.Context(), tenantOf(r.Context()).ID)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("list sources: %w", err))
+		return
+	}
+	out := make([]sourceView, 0, len(srcs))
+	for _, c := range srcs {
+		out = append(out, sourceView{
+			Source: c.Source, EverReported: c.EverReported, FactCount: c.FactCount,
+			LastFactAt: timePtr(c.LastFactAt), LastSeenAt: timePtr(c.LastSeenAt),
+			ConnectorID: c.ConnectorID, LastError: c.LastError, LastErrorAt: timePtr(c.LastErrorAt),
+		})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sources": out})
+}

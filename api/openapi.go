@@ -1,0 +1,20 @@
+package api
+
+import (
+	_ "embed"
+	"net/http"
+)
+
+// OpenAPI is the OpenAPI 3.1 document of the API, kept in api/openapi.json
+// and served at /openapi.json.
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(OpenAPI)
+}

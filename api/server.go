@@ -1,0 +1,326 @@
+// Package api is CommitLayer's HTTP API: contracts, facts, connectors,
+// sources, actions and their verdicts, orphans, and the admin routes
+// (tenants, benchmark runs), with bearer-key auth, JSON errors
+// ({"error":{"code","message"}}), Prometheus metrics and an OpenAPI document
+// served at /openapi.json.
+//
+// The package declares what it uses from the store (Store), from Temporal
+// (Verifier) and from the benchmark runner (Benchmarks); *postgres.DB
+// satisfies Store, and cmd/commitlayer wires the rest.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/postgres"
+)
+
+// Body limits.
+const (
+	// MaxFactsBody bounds a POST /v1/facts body.
+	MaxFactsBody = 8 << 20
+	// MaxBody bounds every other body.
+	MaxBody = 1 << 20
+)
+
+// Timeouts of calls the API makes on a request's behalf.
+const (
+	healthTimeout  = 2 * time.Second
+	notifyTimeout  = 10 * time.Second
+	recheckTimeout = 60 * time.Second
+)
+
+// Store is what the API needs from the database. *postgres.DB satisfies it.
+// Errors wrap postgres.ErrNotFound, postgres.ErrConflict and
+// postgres.ErrInvalid where the input is at fault.
+type Store interface {
+	CreateTenant(ctx context.Context, name string) (postgres.Tenant, string, error)
+	ListTenants(ctx context.Context) ([]postgres.Tenant, error)
+	TenantByAPIKey(ctx context.Context, key string) (postgres.Tenant, error)
+
+	PutContract(ctx context.Context, tenantID, contractID string, source []byte) (postgres.ContractRecord, bool, error)
+	GetContract(ctx context.Context, tenantID, contractID string, version int) (postgres.ContractRecord, error)
+	ListContracts(ctx context.Context, tenantID string) ([]postgres.ContractRecord, error)
+
+	InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (postgres.InsertResult, error)
+	FactsOfKinds(ctx context.Context, tenantID string, kinds []postgres.Kind, from, to time.Time) ([]commitlayer.Fact, error)
+
+	CreateAction(ctx context.Context, tenantID string, a commitlayer.Action, settlesAt, watchUntil time.Time,
+		idempotencyKey string, requestHash []byte) (postgres.ActionRecord, bool, error)
+	GetAction(ctx context.Context, tenantID, actionID string) (postgres.ActionRecord, error)
+	ActionsOfContract(ctx context.Context, tenantID, contractID string, since time.Time) ([]commitlayer.Action, error)
+	LatestVerdict(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
+	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
+
+	CreateConnector(ctx context.Context, tenantID string, c postgres.Connector) (postgres.Connector, error)
+	ListConnectors(ctx context.Context, tenantID string) ([]postgres.Connector, error)
+	Sources(ctx context.Context, tenantID string) ([]postgres.SourceCoverage, error)
+
+	GetBenchmarkRun(ctx context.Context, id string) (postgres.BenchmarkRun, error)
+	ListBenchmarkRuns(ctx context.Context) ([]postgres.BenchmarkRun, error)
+}
+
+var _ Store = (*postgres.DB)(nil)
+
+// Pinger is optionally implemented by a Store; /healthz uses it when present.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Verifier starts, nudges and re-runs verifications (VerifyAction workflows).
+type Verifier interface {
+	// Start begins VerifyAction for a stored action; starting one that
+	// already runs is not an error.
+	Start(ctx context.Context, tenantID string, a postgres.ActionRecord) error
+	// Recheck forces a re-verification now and returns the new current
+	// verdict. The API answers a failure with 409 when the action's watch
+	// is over and 503 otherwise.
+	Recheck(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
+	// FactsArrived tells open verifications that these subjects got new
+	// facts.
+	FactsArrived(ctx context.Context, tenantID string, subjects []commitlayer.Subject) error
+}
+
+// BenchmarkRequest is the body of POST /v1/admin/benchmark.
+type BenchmarkRequest struct {
+	// Only restricts the run to scenarios whose id starts with one of these
+	// prefixes ("refund/"); empty means all.
+	Only []string `json:"only,omitempty"`
+	// Concurrency bounds the scenarios run at once; 0 means the runner's
+	// default.
+	Concurrency int `json:"concurrency,omitempty"`
+}
+
+// Benchmarks starts benchmark runs. A Start error wrapping a
+// *commitlayer.FieldError is the request's fault (422); others are 500.
+type Benchmarks interface {
+	Start(ctx context.Context, req BenchmarkRequest) (postgres.BenchmarkRun, error)
+}
+
+// Config holds the API's dependencies.
+type Config struct {
+	Store    Store
+	Verifier Verifier
+	// Benchmarks serves the admin benchmark runs; nil answers 503 on
+	// POST /v1/admin/benchmark (runs already stored are still listed).
+	Benchmarks Benchmarks
+	// AdminKey authorizes the admin routes; empty disables them (401).
+	AdminKey string
+	Logger   *slog.Logger
+	// Registry receives the API's metrics and is served on /metrics with
+	// whatever others registered; nil makes a private one.
+	Registry *prometheus.Registry
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server is the HTTP API. Build it with New.
+type Server struct {
+	store      Store
+	verifier   Verifier
+	benchmarks Benchmarks
+	adminKey   string
+	log        *slog.Logger
+	registry   *prometheus.Registry
+	now        func() time.Time
+	metrics    *httpMetrics
+
+	contracts contractCache
+	started   startedSet
+
+	mux    *http.ServeMux
+	paths  *http.ServeMux // path patterns only, to tell 405 from 404
+	routes []Route
+}
+
+// Route is one registered route.
+type Route struct {
+	Method string // GET, POST
+	Path   string // a ServeMux path pattern: /v1/actions/{id}
+	auth   authKind
+}
+
+// Pattern is the ServeMux pattern, "METHOD /path".
+func (r Route) Pattern() string { return r.Method + " " + r.Path }
+
+// New builds the server.
+func New(cfg Config) *Server {
+	s := &Server{
+		store:      cfg.Store,
+		verifier:   cfg.Verifier,
+		benchmarks: cfg.Benchmarks,
+		adminKey:   cfg.AdminKey,
+		log:        cfg.Logger,
+		registry:   cfg.Registry,
+		now:        cfg.Now,
+		mux:        http.NewServeMux(),
+		paths:      http.NewServeMux(),
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.registry == nil {
+		s.registry = prometheus.NewRegistry()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.metrics = newHTTPMetrics(s.registry)
+	s.contracts.max = 1024
+	s.started.max = 1 << 14
+
+	s.handle("GET /healthz", authNone, s.healthz)
+	s.handle("GET /metrics", authNone, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP)
+	s.handle("GET /openapi.json", authNone, serveOpenAPI)
+
+	s.handle("POST /v1/contracts", authTenant, s.postContract)
+	s.handle("GET /v1/contracts", authTenant, s.listContracts)
+	s.handle("GET /v1/contracts/{id}", authTenant, s.getContract)
+	s.handle("POST /v1/facts", authTenant, s.postFacts)
+	s.handle("POST /v1/connectors", authTenant, s.postConnector)
+	s.handle("GET /v1/connectors", authTenant, s.listConnectors)
+	s.handle("GET /v1/sources", authTenant, s.listSources)
+	s.handle("POST /v1/actions", authTenant, s.postAction)
+	s.handle("GET /v1/actions/orphans", authTenant, s.orphans)
+	s.handle("GET /v1/actions/{id}", authTenant, s.getAction)
+	s.handle("POST /v1/actions/{id}/recheck", authTenant, s.recheck)
+
+	s.handle("POST /v1/admin/tenants", authAdmin, s.postTenant)
+	s.handle("GET /v1/admin/tenants", authAdmin, s.listTenants)
+	s.handle("POST /v1/admin/benchmark", authAdmin, s.postBenchmark)
+	s.handle("GET /v1/admin/benchmark", authAdmin, s.listBenchmarks)
+	s.handle("GET /v1/admin/benchmark/{id}", authAdmin, s.getBenchmark)
+
+	s.mux.Handle("/", s.instrument("unmatched", http.HandlerFunc(s.unmatched)))
+	return s
+}
+
+// Handler returns the API's handler: request ids, panic recovery, metrics,
+// auth and the routes.
+func (s *Server) Handler() http.Handler {
+	return s.requestID(s.recoverer(s.mux))
+}
+
+// Routes lists the registered routes in registration order.
+func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
+
+func (s *Server) handle(pattern string, auth authKind, h http.HandlerFunc) {
+	method, path, _ := strings.Cut(pattern, " ")
+	s.routes = append(s.routes, Route{Method: method, Path: path, auth: auth})
+	var next http.Handler = h
+	switch auth {
+	case authTenant:
+		next = s.tenantOnly(next)
+	case authAdmin:
+		next = s.adminOnly(next)
+	}
+	s.mux.Handle(pattern, s.instrument(pattern, next))
+	// Register each path once (without a method) on the path-only mux.
+	if h, p := s.paths.Handler(&http.Request{Method: http.MethodGet, URL: mustURL(path)}); h == nil || p != path {
+		s.paths.Handle(path, http.NotFoundHandler())
+	}
+}
+
+// unmatched answers requests no route took: 405 with Allow when the path
+// exists under other methods, else 404, both in the error shape.
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
+	if _, p := s.paths.Handler(r); p != "" {
+		var allow []string
+		for _, rt := range s.routes {
+			if rt.Path == p {
+				allow = append(allow, rt.Method)
+				if rt.Method == http.MethodGet {
+					allow = append(allow, http.MethodHead)
+				}
+			}
+		}
+		sort.Strings(allow)
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		s.writeError(w, r, errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+		return
+	}
+	s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no route %s %s", r.Method, r.URL.Path))
+}
+
+// healthz checks the store with a short timeout.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+	defer cancel()
+	var err error
+	if p, ok := s.store.(Pinger); ok {
+		err = p.Ping(ctx)
+	} else {
+		// A lookup of a key that cannot exist: a round trip to the
+		// database that answers "not found" when the store is healthy.
+		_, err = s.store.TenantByAPIKey(ctx, "cl_healthz_probe")
+		if isNotFound(err) {
+			err = nil
+		}
+	}
+	if err != nil {
+		s.logError(r, "health check failed", err)
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "store unavailable"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// contractCache keeps compiled contracts by (tenant, id, version): a stored
+// version never changes, so an entry never goes stale.
+type contractCache struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]any // *contracts.Contract
+}
+
+func (c *contractCache) get(key string) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[key]
+	return v, ok
+}
+
+func (c *contractCache) put(key string, v any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= c.max {
+		c.m = make(map[string]any)
+	}
+	c.m[key] = v
+}
+
+// startedSet remembers the actions this process started a verification
+// for, so an idempotent replay does not start it again; a replay that finds
+// neither an entry nor a verdict (another process, or a failed start) calls
+// Start, which is idempotent.
+type startedSet struct {
+	mu  sync.Mutex
+	max int
+	m   map[string]struct{}
+}
+
+func (s *startedSet) has(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[key]
+	return ok
+}
+
+func (s *startedSet) add(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil || len(s.m) >= s.max {
+		s.m = make(map[string]struct{})
+	}
+	s.m[key] = struct{}{}
+}
