@@ -479,7 +479,7 @@ func TestActions(t *testing.T) {
 	// Verdicts appear once stored: the current one and the history.
 	ctx := context.Background()
 	v1 := commitlayer.Verdict{ActionID: id, Status: commitlayer.StatusPass, Provisional: true,
-		Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass},
+		Lenses:      commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass},
 		EvaluatedAt: e.now, SettlesAt: e.now.Add(10 * time.Minute)}
 	_, _, err := e.db.AppendVerdict(ctx, tid, v1)
 	require.NoError(t, err)
@@ -736,8 +736,8 @@ func TestOrphans(t *testing.T) {
 			"occurred_at": occurred.Format(time.RFC3339), "attrs": map[string]any{"amount": 2500}}
 	}
 	res = e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{
-		mk("p-1", "account:acc_1", at.Add(time.Minute), "payout_sent"),     // the action's effect
-		mk("p-2", "account:acc_2", at.Add(2*time.Minute), "payout_sent"),   // no action: orphan
+		mk("p-1", "account:acc_1", at.Add(time.Minute), "payout_sent"),      // the action's effect
+		mk("p-2", "account:acc_2", at.Add(2*time.Minute), "payout_sent"),    // no action: orphan
 		mk("f-1", "account:acc_3", at.Add(3*time.Minute), "account_frozen"), // forbidden kind, no action: orphan
 		mk("o-1", "account:acc_4", at.Add(4*time.Minute), "account_opened"), // not a kind of the contract
 		mk("p-old", "account:acc_5", e.now.Add(-30*24*time.Hour), "payout_sent"),
