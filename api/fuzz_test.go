@@ -1,0 +1,80 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// requireClientError checks that a decoding error is an *apiError with a
+// 4xx status and a code, never a 500 or a bare error.
+func requireClientError(t *testing.T, err error) {
+	t.Helper()
+	var ae *apiError
+	require.True(t, errors.As(err, &ae), "not a client error: %v", err)
+	require.GreaterOrEqual(t, ae.Status, 400)
+	require.Less(t, ae.Status, 500)
+	require.NotEmpty(t, ae.Code)
+	require.NotEmpty(t, ae.Message)
+}
+
+func FuzzDecodeFacts(f *testing.F) {
+	for _, s := range []string{
+		`{"facts":[{"source":"ledger","type":"payout_sent","subject":"account:acc_1","external_id":"l-1","occurred_at":"2026-11-29T10:00:00Z","attrs":{"amount":2500,"currency":"USD"},"links":["order:o_1"]}]}`,
+		`{"facts":[{"source":"a","type":"t","subject":"a:b","external_id":"x","occurred_at":"2026-11-29T10:00:00.123456789+05:30","attrs":{"n":1.5,"m":[1,{"k":null}],"b":true}}]}`,
+		`{"facts":[]}`, `{"facts":null}`, `{}`, `[]`, `null`, ``, `{"facts":[{}]}`,
+		`{"facts":[{"source":"a","type":"t","subject":"a:b","external_id":"x","occurred_at":"2026-11-29T10:00:00Z","attrs":{"n":1e999}}]}`,
+		`{"facts":[{"source":"a","type":"t\u0000","subject":"a:b","external_id":"x","occurred_at":"2026-11-29T10:00:00Z"}]}`,
+		`{"facts":[{"source":"a","type":"t","subject":"a:b","external_id":"x","occurred_at":"2026-11-29T10:00:00Z","seq":5,"extra":1}]}`,
+		`{"facts":[{"source":"a","type":"t","subject":"a:b","external_id":"x","occurred_at":"2026-13-29T10:00:00Z"}]}`,
+		`{"facts":[{"source":"a","type":"t","subject":"a:b","external_id":"x","occurred_at":"2026-11-29T10:00:00Z","links":["x"]}]} trailing`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		facts, err := decodeFacts(bytes.NewReader(body))
+		if err != nil {
+			requireClientError(t, err)
+			return
+		}
+		require.NotEmpty(t, facts)
+		for i := range facts {
+			require.NoError(t, facts[i].Validate(), "fact %d passed decoding", i)
+			require.NotNil(t, facts[i].Attrs)
+			require.Zero(t, facts[i].Seq)
+		}
+	})
+}
+
+func FuzzDecodeAction(f *testing.F) {
+	for _, s := range []string{
+		`{"contract":"send_payout","agent":"a","subject":"account:acc_1","params":{"amount":2500,"currency":"USD"},"claim":{"status":"success","message":"ok"},"trace":[{"tool":"x"}]}`,
+		`{"id":"my-1","contract":"c","contract_version":2,"agent":"a","subject":"a:b","requested_at":"2026-11-29T10:00:00Z"}`,
+		`{"contract":"c","agent":"a","subject":"nope"}`, `{"contract":"c","agent":"a","subject":"a:b","trace":{}}`,
+		`{"contract":"c","agent":"a","subject":"a:b","params":[]}`, `{"contract":"c","agent":"a","subject":"a:b","contract_version":-3}`,
+		`{"contract":"c","agent":"a","subject":"a:b","claim":{"status":"\u0000"}}`, `{}`, `[]`, ``, `null`, `{"contract":5}`,
+		`{"contract":"c","agent":"a","subject":"a:b","params":{"x":1e400}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		a, err := decodeAction(bytes.NewReader(body))
+		if err != nil {
+			requireClientError(t, err)
+			return
+		}
+		require.Len(t, a.Hash, 32)
+		act := a.Action
+		if act.RequestedAt.IsZero() {
+			act.RequestedAt = act.RequestedAt.Add(1)
+		}
+		require.NoError(t, act.Validate())
+		require.NotNil(t, act.Params)
+		// Decoding is deterministic: the same bytes hash the same.
+		again, err := decodeAction(bytes.NewReader(body))
+		require.NoError(t, err)
+		require.Equal(t, a.Hash, again.Hash)
+	})
+}
