@@ -15,15 +15,16 @@ type Operator struct{ e *Enterprise }
 
 // Records returned by operator writes.
 type (
-	Refund      = systems.Refund
-	BillingStop = systems.BillingStop
-	Discount    = systems.Discount
-	Note        = systems.Note
-	Payout      = systems.Payout
-	Deployment  = systems.Deployment
-	BrokerOrder = systems.BrokerOrder
-	Fill        = systems.Fill
-	APIError    = systems.APIError
+	Refund       = systems.Refund
+	BillingStop  = systems.BillingStop
+	Discount     = systems.Discount
+	Note         = systems.Note
+	Payout       = systems.Payout
+	Deployment   = systems.Deployment
+	BrokerOrder  = systems.BrokerOrder
+	Fill         = systems.Fill
+	APIError     = systems.APIError
+	TradeRequest = systems.TradeRequest
 )
 
 // Refund refunds an order through the payments API, as a human would.
@@ -116,7 +117,7 @@ func (o *Operator) FailNextHealthCheck(ctx context.Context, serviceID string, fa
 }
 
 // PlaceOrder places a broker order.
-func (o *Operator) PlaceOrder(ctx context.Context, req systems.TradeRequest) (BrokerOrder, error) {
+func (o *Operator) PlaceOrder(ctx context.Context, req TradeRequest) (BrokerOrder, error) {
 	return o.e.broker.PlaceOrder(ctx, req)
 }
 
