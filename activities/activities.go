@@ -1,0 +1,414 @@
+// Package activities holds CommitLayer's Temporal activities: pulling facts
+// through a tenant's connectors, evaluating an action against its contract,
+// and persisting verdicts. Activities are methods on Activities, which holds
+// their dependencies; workflows call them through a nil *Activities.
+//
+// Every activity is idempotent: facts are unique per (tenant, source,
+// external_id), connector cursors only move when their facts landed, and a
+// verdict is appended only when it says something new.
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/connectors/httpevents"
+	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/postgres"
+)
+
+// Store is what the activities need from the database; *postgres.DB has it.
+type Store interface {
+	GetAction(ctx context.Context, tenantID, actionID string) (postgres.ActionRecord, error)
+	GetContract(ctx context.Context, tenantID, contractID string, version int) (postgres.ContractRecord, error)
+	FactsAbout(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Fact, error)
+	PriorActions(ctx context.Context, tenantID, contractID, agent string, subject commitlayer.Subject, from, to time.Time, excludeID string) ([]commitlayer.Action, error)
+	ConnectedSources(ctx context.Context, tenantID string) ([]string, error)
+	AppendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error)
+	ListConnectors(ctx context.Context, tenantID string) ([]postgres.Connector, error)
+	RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (postgres.InsertResult, error)
+	RecordPullError(ctx context.Context, tenantID, connectorID string, msg string, at time.Time) error
+	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]postgres.ActionRecord, error)
+	CountWatchedActions(ctx context.Context, tenantID string, now time.Time) (int, error)
+	EndWatch(ctx context.Context, tenantID, actionID string, at time.Time) error
+}
+
+var _ Store = (*postgres.DB)(nil)
+
+// Notifier tells open verifications that subjects got new facts.
+type Notifier interface {
+	NotifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, exceptActionID string) error
+}
+
+// Activities holds the dependencies of every activity.
+type Activities struct {
+	Store  Store
+	Notify Notifier // may be nil: nobody is told about pulled facts
+	Logger *slog.Logger
+	// HTTPClient returns the client a tenant's connectors are pulled with.
+	// Nil means a shared client with a 30 s timeout. The sandbox uses it to
+	// put its chaos transport between the connectors and its systems.
+	HTTPClient func(tenantID string) *http.Client
+	// Now is the clock verdicts are evaluated at; nil means time.Now.
+	Now func() time.Time
+	// PageLimit bounds the events asked for per page; 0 means 1000.
+	PageLimit int
+	// MaxPagesPerPull bounds one pull of one connector; 0 means 100.
+	MaxPagesPerPull int
+
+	contracts sync.Map // "tenant/contract/version" → *contracts.Contract
+}
+
+var defaultHTTPClient = &http.Client{Timeout: 30 * time.Second}
+
+// ErrInvalidInput marks errors that no retry can fix.
+const ErrInvalidInput = "InvalidInput"
+
+func nonRetryable(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	return temporal.NewNonRetryableApplicationError(err.Error(), ErrInvalidInput, err)
+}
+
+func (a *Activities) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+func (a *Activities) logger(ctx context.Context) *slog.Logger {
+	l := a.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	if activity.IsActivity(ctx) {
+		info := activity.GetInfo(ctx)
+		l = l.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
+	}
+	return l
+}
+
+// ExtractInput asks for the tenant's connectors to be pulled.
+type ExtractInput struct {
+	TenantID string
+	// ActionID is the verification asking; it is not notified of its own pull.
+	ActionID string
+}
+
+// ExtractResult reports one pull of every connector of a tenant.
+type ExtractResult struct {
+	// Unreachable maps each source whose connector could not be read to the
+	// reason. Those sources count as not connected for this verification.
+	Unreachable map[string]string
+	Inserted    int
+	Duplicates  int
+	Subjects    []commitlayer.Subject
+}
+
+// Extract pulls every connector of the tenant from its cursor, stores the
+// facts (cursor and facts in one transaction) and tells open verifications
+// about subjects that got new facts. A connector that cannot be read is
+// recorded on the connector and reported as unreachable, never skipped
+// silently.
+func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResult, error) {
+	if in.TenantID == "" {
+		return ExtractResult{}, nonRetryable("extract: tenant id is required")
+	}
+	conns, err := a.Store.ListConnectors(ctx, in.TenantID)
+	if err != nil {
+		return ExtractResult{}, fmt.Errorf("extract: list connectors: %w", err)
+	}
+	res := ExtractResult{Unreachable: map[string]string{}}
+	seen := map[commitlayer.Subject]bool{}
+	for _, c := range conns {
+		ins, err := a.pullConnector(ctx, in.TenantID, c)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ExtractResult{}, ctx.Err()
+			}
+			var storeErr *storeError
+			if errors.As(err, &storeErr) {
+				return ExtractResult{}, err // the database failed, not the connector: retry
+			}
+			msg := err.Error()
+			res.Unreachable[c.Source] = msg
+			if rerr := a.Store.RecordPullError(ctx, in.TenantID, c.ID, msg, a.now()); rerr != nil {
+				return ExtractResult{}, fmt.Errorf("extract: record pull error for %s: %w", c.Source, rerr)
+			}
+			a.logger(ctx).Warn("connector unreachable", "tenant", in.TenantID, "source", c.Source, "error", msg)
+			continue
+		}
+		res.Inserted += ins.Inserted
+		res.Duplicates += ins.Duplicates
+		for _, s := range ins.Subjects {
+			seen[s] = true
+		}
+	}
+	for s := range seen {
+		res.Subjects = append(res.Subjects, s)
+	}
+	sort.Slice(res.Subjects, func(i, j int) bool { return res.Subjects[i] < res.Subjects[j] })
+	if a.Notify != nil && res.Inserted > 0 && len(res.Subjects) > 0 {
+		if err := a.Notify.NotifyFacts(ctx, in.TenantID, res.Subjects, in.ActionID); err != nil {
+			// The facts are stored; a verification that misses this nudge
+			// still reads them at its next pass. Log, don't fail the pull.
+			a.logger(ctx).Warn("notify verifications", "tenant", in.TenantID, "error", err)
+		}
+	}
+	return res, nil
+}
+
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+// pullConnector reads one connector from its cursor until the feed has no
+// more pages (bounded), storing each page with its cursor.
+func (a *Activities) pullConnector(ctx context.Context, tenantID string, c postgres.Connector) (postgres.InsertResult, error) {
+	var total postgres.InsertResult
+	if c.Kind != "http_events" {
+		return total, fmt.Errorf("connector %s: kind %q is not supported", c.ID, c.Kind)
+	}
+	hc := defaultHTTPClient
+	if a.HTTPClient != nil {
+		if h := a.HTTPClient(tenantID); h != nil {
+			hc = h
+		}
+	}
+	client := &httpevents.Client{HTTP: hc, BaseURL: c.URL}
+	after, err := parseCursor(c.Cursor)
+	if err != nil {
+		return total, fmt.Errorf("connector %s: %w", c.ID, err)
+	}
+	limit := a.PageLimit
+	if limit <= 0 {
+		limit = 1000
+	}
+	maxPages := a.MaxPagesPerPull
+	if maxPages <= 0 {
+		maxPages = 100
+	}
+	subjects := map[commitlayer.Subject]bool{}
+	for range maxPages {
+		if activity.IsActivity(ctx) {
+			activity.RecordHeartbeat(ctx, after)
+		}
+		page, err := client.Pull(ctx, c.Source, after, limit)
+		if err != nil {
+			return total, fmt.Errorf("pull %s: %w", c.Source, err)
+		}
+		ins, err := a.Store.RecordPull(ctx, tenantID, c.ID, page.Facts, fmt.Sprint(page.Next), a.now())
+		if err != nil {
+			return total, &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}
+		}
+		total.Inserted += ins.Inserted
+		total.Duplicates += ins.Duplicates
+		for _, s := range ins.Subjects {
+			subjects[s] = true
+		}
+		if !page.More || page.Next <= after {
+			break
+		}
+		after = page.Next
+	}
+	for s := range subjects {
+		total.Subjects = append(total.Subjects, s)
+	}
+	return total, nil
+}
+
+func parseCursor(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil || n < 0 {
+		return 0, fmt.Errorf("cursor %q is not a non-negative integer", s)
+	}
+	return n, nil
+}
+
+// EvaluateInput asks for one verification pass over stored facts.
+type EvaluateInput struct {
+	TenantID string
+	ActionID string
+	// Unreachable sources from the latest pull: not connected for this pass.
+	Unreachable map[string]string
+	// Provisional forces the verdict to be provisional (the settlement
+	// re-read has not happened yet), whatever the clock says.
+	Provisional bool
+}
+
+// EvaluateResult is the verdict stored for the pass.
+type EvaluateResult struct {
+	Verdict commitlayer.Verdict
+	// Changed is false when the verdict said nothing new and no version was
+	// added.
+	Changed bool
+}
+
+// Evaluate loads the action, its contract version, the facts about its
+// subject (and those needed for its limits) and the tenant's coverage,
+// evaluates, and appends the verdict to the action's history when it
+// changed.
+func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateResult, error) {
+	if in.TenantID == "" || in.ActionID == "" {
+		return EvaluateResult{}, nonRetryable("evaluate: tenant and action ids are required")
+	}
+	act, err := a.Store.GetAction(ctx, in.TenantID, in.ActionID)
+	if errors.Is(err, postgres.ErrNotFound) {
+		return EvaluateResult{}, nonRetryable("evaluate: action %s not found", in.ActionID)
+	} else if err != nil {
+		return EvaluateResult{}, fmt.Errorf("evaluate: load action %s: %w", in.ActionID, err)
+	}
+	c, err := a.contract(ctx, in.TenantID, act.Contract, act.ContractVersion)
+	if err != nil {
+		return EvaluateResult{}, err
+	}
+	input, err := a.evaluationInput(ctx, in, act, c)
+	if err != nil {
+		return EvaluateResult{}, err
+	}
+	v := c.Evaluate(input)
+	v.ContractVersion = act.ContractVersion
+	if in.Provisional {
+		v.Provisional = true
+	}
+	stored, changed, err := a.Store.AppendVerdict(ctx, in.TenantID, v)
+	if err != nil {
+		return EvaluateResult{}, fmt.Errorf("evaluate: store verdict for %s: %w", in.ActionID, err)
+	}
+	return EvaluateResult{Verdict: stored, Changed: changed}, nil
+}
+
+// evaluationInput gathers what the engine needs for one action.
+func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act postgres.ActionRecord, c *contracts.Contract) (contracts.Input, error) {
+	facts, err := a.Store.FactsAbout(ctx, in.TenantID, []commitlayer.Subject{act.Subject})
+	if err != nil {
+		return contracts.Input{}, fmt.Errorf("evaluate: facts about %s: %w", act.Subject, err)
+	}
+	prior, err := a.priorActions(ctx, in.TenantID, act, c)
+	if err != nil {
+		return contracts.Input{}, err
+	}
+	if len(prior) > 0 {
+		// Limits count the effects of earlier actions: bring their facts.
+		seen := map[commitlayer.Subject]bool{act.Subject: true}
+		var more []commitlayer.Subject
+		for _, p := range prior {
+			if !seen[p.Subject] {
+				seen[p.Subject] = true
+				more = append(more, p.Subject)
+			}
+		}
+		if len(more) > 0 {
+			extra, err := a.Store.FactsAbout(ctx, in.TenantID, more)
+			if err != nil {
+				return contracts.Input{}, fmt.Errorf("evaluate: facts of prior actions: %w", err)
+			}
+			facts = append(facts, extra...)
+		}
+	}
+	connected, err := a.Store.ConnectedSources(ctx, in.TenantID)
+	if err != nil {
+		return contracts.Input{}, fmt.Errorf("evaluate: coverage: %w", err)
+	}
+	return contracts.Input{
+		Action: act.Action,
+		Facts:  facts,
+		Prior:  prior,
+		Coverage: contracts.Coverage{
+			Connected:   connected,
+			Unreachable: in.Unreachable,
+		},
+		Now: a.now(),
+	}, nil
+}
+
+// priorActions loads the earlier actions each of the contract's limits
+// counts, once per distinct (per, window).
+func (a *Activities) priorActions(ctx context.Context, tenantID string, act postgres.ActionRecord, c *contracts.Contract) ([]commitlayer.Action, error) {
+	var out []commitlayer.Action
+	seen := map[string]bool{}
+	for _, l := range c.Spec.Limits {
+		var agent string
+		var subject commitlayer.Subject
+		switch l.Per {
+		case contracts.PerSubject:
+			subject = act.Subject
+		default:
+			agent = act.Agent
+		}
+		from := act.RequestedAt.Add(-time.Duration(l.Window))
+		got, err := a.Store.PriorActions(ctx, tenantID, act.Contract, agent, subject, from, act.RequestedAt, act.ID)
+		if err != nil {
+			return nil, fmt.Errorf("evaluate: prior actions for limit %s: %w", l.ID, err)
+		}
+		for _, p := range got {
+			if !seen[p.ID] {
+				seen[p.ID] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// contract returns the compiled contract version, compiling it once per
+// process.
+func (a *Activities) contract(ctx context.Context, tenantID, id string, version int) (*contracts.Contract, error) {
+	key := fmt.Sprintf("%s/%s/%d", tenantID, id, version)
+	if c, ok := a.contracts.Load(key); ok {
+		return c.(*contracts.Contract), nil
+	}
+	rec, err := a.Store.GetContract(ctx, tenantID, id, version)
+	if errors.Is(err, postgres.ErrNotFound) {
+		return nil, nonRetryable("evaluate: contract %s version %d not found", id, version)
+	} else if err != nil {
+		return nil, fmt.Errorf("evaluate: load contract %s: %w", id, err)
+	}
+	c, err := contracts.Parse(rec.Source)
+	if err != nil {
+		return nil, nonRetryable("evaluate: compile contract %s version %d: %v", id, rec.Version, err)
+	}
+	if version == 0 {
+		key = fmt.Sprintf("%s/%s/%d", tenantID, id, rec.Version)
+	}
+	a.contracts.Store(key, c)
+	return c, nil
+}
+
+// OpenVerifications counts the tenant's actions whose watch has not ended.
+func (a *Activities) OpenVerifications(ctx context.Context, tenantID string) (int, error) {
+	n, err := a.Store.CountWatchedActions(ctx, tenantID, a.now())
+	if err != nil {
+		return 0, fmt.Errorf("count open verifications of %s: %w", tenantID, err)
+	}
+	return n, nil
+}
+
+// EndWatchInput ends an action's watch early (its verification was
+// cancelled), so pollers and ingestion stop nudging it.
+type EndWatchInput struct {
+	TenantID string
+	ActionID string
+}
+
+// EndWatch records that the action is no longer watched.
+func (a *Activities) EndWatch(ctx context.Context, in EndWatchInput) error {
+	if err := a.Store.EndWatch(ctx, in.TenantID, in.ActionID, a.now()); err != nil && !errors.Is(err, postgres.ErrNotFound) {
+		return fmt.Errorf("end watch of %s: %w", in.ActionID, err)
+	}
+	return nil
+}

@@ -1,0 +1,214 @@
+// Package verify is the client side of CommitLayer's verifications: it
+// starts VerifyAction workflows, nudges them when facts arrive, and asks
+// them for re-checks. The API and the activities use it; it holds the one
+// Temporal client of the process.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/workflows"
+)
+
+// ErrNotRunning means the verification has ended (its watch is over) or
+// never started, so it cannot be re-checked.
+var ErrNotRunning = errors.New("verification is not running")
+
+// Store is what the client needs from the database.
+type Store interface {
+	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]postgres.ActionRecord, error)
+	ListConnectors(ctx context.Context, tenantID string) ([]postgres.Connector, error)
+}
+
+// Client starts, signals and updates verifications.
+type Client struct {
+	Temporal  client.Client
+	Store     Store
+	TaskQueue string // defaults to workflows.TaskQueue
+	// PollInterval is how often a tenant's connectors are pulled while it
+	// has open verifications; zero means workflows.DefaultPollInterval.
+	PollInterval time.Duration
+	Logger       *slog.Logger
+	// SignalConcurrency bounds signals sent at once by FactsArrived.
+	SignalConcurrency int
+}
+
+func (c *Client) taskQueue() string {
+	if c.TaskQueue != "" {
+		return c.TaskQueue
+	}
+	return workflows.TaskQueue
+}
+
+func (c *Client) logger() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
+}
+
+// StartOptions are the workflow options of an action's verification:
+// a deterministic ID, reject-duplicate reuse, and the search attributes that
+// make it findable.
+func StartOptions(taskQueue, tenantID string, a postgres.ActionRecord) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       workflows.VerifyWorkflowID(tenantID, a.ID),
+		TaskQueue:                taskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.SAContract.ValueSet(a.Contract),
+			workflows.SAAgent.ValueSet(a.Agent),
+			workflows.SASubject.ValueSet(string(a.Subject)),
+			workflows.SATenant.ValueSet(tenantID),
+			workflows.SAProvisional.ValueSet(true),
+		),
+		StaticSummary: fmt.Sprintf("verify %s by %s on %s", a.Contract, a.Agent, a.Subject),
+		StaticDetails: fmt.Sprintf("action `%s` requested %s; settles %s; watched until %s",
+			a.ID, a.RequestedAt.UTC().Format(time.RFC3339), a.SettlesAt.UTC().Format(time.RFC3339),
+			a.WatchUntil.UTC().Format(time.RFC3339)),
+	}
+}
+
+// Input is the VerifyAction input for a stored action.
+func Input(tenantID string, a postgres.ActionRecord) workflows.VerifyActionInput {
+	return workflows.VerifyActionInput{
+		TenantID: tenantID, ActionID: a.ID, SettlesAt: a.SettlesAt, WatchUntil: a.WatchUntil,
+	}
+}
+
+// Start begins the verification of a stored action. Starting one that
+// already exists (running or finished) is not an error: the action's
+// verification is unique.
+func (c *Client) Start(ctx context.Context, tenantID string, a postgres.ActionRecord) error {
+	_, err := c.Temporal.ExecuteWorkflow(ctx, StartOptions(c.taskQueue(), tenantID, a), workflows.VerifyAction, Input(tenantID, a))
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &started) {
+		return fmt.Errorf("start verification of %s: %w", a.ID, err)
+	}
+	return c.ensurePoller(ctx, tenantID)
+}
+
+// ensurePoller starts the tenant's connector poller unless it runs, when
+// the tenant has connectors to poll.
+func (c *Client) ensurePoller(ctx context.Context, tenantID string) error {
+	conns, err := c.Store.ListConnectors(ctx, tenantID)
+	if err != nil {
+		return fmt.Errorf("list connectors of %s: %w", tenantID, err)
+	}
+	if len(conns) == 0 {
+		return nil
+	}
+	_, err = c.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       workflows.PollWorkflowID(tenantID),
+		TaskQueue:                c.taskQueue(),
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(workflows.SATenant.ValueSet(tenantID)),
+		StaticSummary:            "pull connectors of " + tenantID,
+	}, workflows.PollConnectors, workflows.PollConnectorsInput{TenantID: tenantID, Interval: c.PollInterval})
+	if err != nil {
+		return fmt.Errorf("start connector poller of %s: %w", tenantID, err)
+	}
+	return nil
+}
+
+// Recheck forces a re-verification now and returns the new current verdict.
+func (c *Client) Recheck(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error) {
+	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   workflows.VerifyWorkflowID(tenantID, actionID),
+		UpdateName:   workflows.UpdateRecheck,
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		if isNotRunning(err) {
+			return commitlayer.Verdict{}, fmt.Errorf("recheck %s: %w", actionID, ErrNotRunning)
+		}
+		return commitlayer.Verdict{}, fmt.Errorf("recheck %s: %w", actionID, err)
+	}
+	var res workflows.RecheckResult
+	if err := h.Get(ctx, &res); err != nil {
+		return commitlayer.Verdict{}, fmt.Errorf("recheck %s: %w", actionID, err)
+	}
+	return res.Verdict, nil
+}
+
+// Current asks a running verification for its current verdict.
+func (c *Client) Current(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error) {
+	val, err := c.Temporal.QueryWorkflow(ctx, workflows.VerifyWorkflowID(tenantID, actionID), "", workflows.QueryVerdict)
+	if err != nil {
+		if isNotRunning(err) {
+			return commitlayer.Verdict{}, fmt.Errorf("query %s: %w", actionID, ErrNotRunning)
+		}
+		return commitlayer.Verdict{}, fmt.Errorf("query %s: %w", actionID, err)
+	}
+	var v commitlayer.Verdict
+	if err := val.Get(&v); err != nil {
+		return commitlayer.Verdict{}, fmt.Errorf("query %s: decode: %w", actionID, err)
+	}
+	return v, nil
+}
+
+func isNotRunning(err error) bool {
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
+}
+
+// FactsArrived tells open verifications that these subjects got new facts.
+func (c *Client) FactsArrived(ctx context.Context, tenantID string, subjects []commitlayer.Subject) error {
+	return c.NotifyFacts(ctx, tenantID, subjects, "")
+}
+
+// NotifyFacts signals the verifications still watching any of the subjects
+// (directly; links are resolved by the store), except exceptActionID. A
+// verification that has just ended is not an error.
+func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, exceptActionID string) error {
+	if len(subjects) == 0 {
+		return nil
+	}
+	watched, err := c.Store.WatchedActions(ctx, tenantID, subjects, time.Now())
+	if err != nil {
+		return fmt.Errorf("watched actions of %s: %w", tenantID, err)
+	}
+	n := c.SignalConcurrency
+	if n <= 0 {
+		n = 8
+	}
+	sem := make(chan struct{}, n)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, a := range watched {
+		if a.ID == exceptActionID {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(a postgres.ActionRecord) {
+			defer func() { <-sem; wg.Done() }()
+			err := c.Temporal.SignalWorkflow(ctx, workflows.VerifyWorkflowID(tenantID, a.ID), "",
+				workflows.SignalFactsArrived, workflows.FactsArrived{Subjects: subjects})
+			if err != nil && !isNotRunning(err) {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("signal %s: %w", a.ID, err))
+				mu.Unlock()
+			}
+		}(a)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,68 @@
+// Package workflows holds CommitLayer's Temporal workflows. Everything here
+// is deterministic workflow code: time comes from workflow.Now, waits are
+// timers in selectors, and nothing iterates a map to make a decision.
+package workflows
+
+import (
+	"go.temporal.io/sdk/temporal"
+)
+
+// TaskQueue is the task queue the CommitLayer worker polls.
+const TaskQueue = "commitlayer"
+
+// Signal, query and update names.
+const (
+	// SignalFactsArrived nudges a verification: its subject (or a linked
+	// subject) got new facts. Payload: FactsArrived.
+	SignalFactsArrived = "facts-arrived"
+	// QueryVerdict returns the verification's current verdict.
+	QueryVerdict = "verdict"
+	// UpdateRecheck forces a re-verification (pull, evaluate) and returns
+	// the new current verdict.
+	UpdateRecheck = "recheck"
+	// SignalVerdictPublished carries a commitlayer.Verdict to the workflow
+	// named in VerifyActionInput.ReportTo each time a new version is out.
+	SignalVerdictPublished = "verdict-published"
+)
+
+// Search attributes that make verifications findable in the Temporal UI:
+//
+//	temporal workflow list --query 'CommitLayerVerdict="FAIL"'
+var (
+	SAVerdict     = temporal.NewSearchAttributeKeyKeyword("CommitLayerVerdict")
+	SAContract    = temporal.NewSearchAttributeKeyKeyword("CommitLayerContract")
+	SAAgent       = temporal.NewSearchAttributeKeyKeyword("CommitLayerAgent")
+	SASubject     = temporal.NewSearchAttributeKeyKeyword("CommitLayerSubject")
+	SATenant      = temporal.NewSearchAttributeKeyKeyword("CommitLayerTenant")
+	SAProvisional = temporal.NewSearchAttributeKeyBool("CommitLayerProvisional")
+	// For benchmark runs and their scenarios.
+	SARun      = temporal.NewSearchAttributeKeyKeyword("CommitLayerRun")
+	SAScenario = temporal.NewSearchAttributeKeyKeyword("CommitLayerScenario")
+	SAAgree    = temporal.NewSearchAttributeKeyKeyword("CommitLayerAgree")
+)
+
+// SearchAttributes lists every search attribute CommitLayer uses, for
+// registration at worker start.
+var SearchAttributes = []temporal.SearchAttributeKey{
+	SAVerdict, SAContract, SAAgent, SASubject, SATenant, SAProvisional, SARun, SAScenario, SAAgree,
+}
+
+// VerifyWorkflowID is the workflow ID of an action's verification.
+func VerifyWorkflowID(tenantID, actionID string) string {
+	return "verify/" + tenantID + "/" + actionID
+}
+
+// PollWorkflowID is the workflow ID of a tenant's connector poller.
+func PollWorkflowID(tenantID string) string {
+	return "connectors/" + tenantID
+}
+
+// BenchmarkWorkflowID is the workflow ID of a benchmark run.
+func BenchmarkWorkflowID(runID string) string {
+	return "benchmark/" + runID
+}
+
+// ScenarioWorkflowID is the workflow ID of one scenario of a benchmark run.
+func ScenarioWorkflowID(runID, scenarioID string) string {
+	return "benchmark/" + runID + "/" + scenarioID
+}

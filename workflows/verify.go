@@ -1,0 +1,331 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/activities"
+)
+
+// act is the nil receiver workflows call activities through.
+var act *activities.Activities
+
+// Phase is where a verification stands.
+type Phase string
+
+const (
+	// PhaseSettling: the provisional verdict is out; waiting for the
+	// settlement window to close.
+	PhaseSettling Phase = "settling"
+	// PhaseWatching: the final verdict is out; watching for reversals.
+	PhaseWatching Phase = "watching"
+)
+
+// VerifyActionInput starts (or continues) the verification of one action.
+type VerifyActionInput struct {
+	TenantID   string
+	ActionID   string
+	SettlesAt  time.Time
+	WatchUntil time.Time
+	// ReportTo, when set, is the ID of a workflow (the sandbox's Scenario)
+	// that receives every published verdict as SignalVerdictPublished.
+	ReportTo string `json:",omitempty"`
+	// Resume carries the state of a verification across continue-as-new.
+	Resume *VerifyState `json:",omitempty"`
+}
+
+// VerifyState is what a verification remembers between passes.
+type VerifyState struct {
+	Phase       Phase
+	Verdict     commitlayer.Verdict
+	Unreachable map[string]string
+	Passes      int
+}
+
+// VerifyActionResult is the verdict the verification ended with.
+type VerifyActionResult struct {
+	Verdict commitlayer.Verdict
+	Passes  int
+}
+
+// FactsArrived is the payload of SignalFactsArrived.
+type FactsArrived struct {
+	Subjects []commitlayer.Subject
+}
+
+// RecheckResult answers UpdateRecheck.
+type RecheckResult struct {
+	Verdict commitlayer.Verdict
+}
+
+// maxPassesPerRun bounds the passes one run makes before it continues as
+// new, keeping long watches well inside Temporal's history limits.
+const maxPassesPerRun = 200
+
+// VerifyAction verifies one action: pull facts through the tenant's
+// connectors → provisional verdict → durable timer until the settlement
+// window closes → pull again → final verdict → watch for new facts about the
+// subject until the watch ends, re-evaluating on each signal (a reversal
+// after settlement turns PASS into FAIL) → complete. A query returns the
+// current verdict; an update forces a re-check.
+func VerifyAction(ctx workflow.Context, in VerifyActionInput) (VerifyActionResult, error) {
+	if in.TenantID == "" || in.ActionID == "" {
+		return VerifyActionResult{}, temporal.NewNonRetryableApplicationError("tenant and action ids are required", activities.ErrInvalidInput, nil)
+	}
+	if in.SettlesAt.IsZero() || in.WatchUntil.Before(in.SettlesAt) {
+		return VerifyActionResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("settles_at %s and watch_until %s are not a valid window", in.SettlesAt, in.WatchUntil),
+			activities.ErrInvalidInput, nil)
+	}
+	v := &verification{in: in, signals: workflow.GetSignalChannel(ctx, SignalFactsArrived), mu: workflow.NewMutex(ctx)}
+	if in.Resume != nil {
+		v.state = *in.Resume
+	}
+	if err := v.setup(ctx); err != nil {
+		return VerifyActionResult{}, err
+	}
+	res, err := v.run(ctx)
+	if err != nil && temporal.IsCanceledError(err) {
+		// Cancelled: record that nobody watches this action any more, then
+		// end with the verdict reached so far.
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		dctx = workflow.WithActivityOptions(dctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second})
+		if eerr := workflow.ExecuteActivity(dctx, act.EndWatch, activities.EndWatchInput{
+			TenantID: in.TenantID, ActionID: in.ActionID,
+		}).Get(dctx, nil); eerr != nil {
+			workflow.GetLogger(ctx).Warn("end watch", "error", eerr)
+		}
+		return VerifyActionResult{Verdict: v.state.Verdict, Passes: v.state.Passes}, err
+	}
+	return res, err
+}
+
+type verification struct {
+	in      VerifyActionInput
+	state   VerifyState
+	signals workflow.ReceiveChannel
+	mu      workflow.Mutex
+	runPass int // passes in this run (for continue-as-new)
+}
+
+func (v *verification) setup(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryVerdict, func() (commitlayer.Verdict, error) {
+		if v.state.Verdict.Version == 0 {
+			return commitlayer.Verdict{}, errors.New("no verdict yet")
+		}
+		return v.state.Verdict, nil
+	}); err != nil {
+		return fmt.Errorf("set query handler: %w", err)
+	}
+	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRecheck,
+		func(ctx workflow.Context) (RecheckResult, error) {
+			err := v.pass(ctx, true)
+			return RecheckResult{Verdict: v.state.Verdict}, err
+		},
+		workflow.UpdateHandlerOptions{})
+}
+
+func (v *verification) run(ctx workflow.Context) (VerifyActionResult, error) {
+	if v.state.Phase == "" {
+		if err := v.pass(ctx, true); err != nil {
+			return VerifyActionResult{}, err
+		}
+		v.state.Phase = PhaseSettling
+	}
+	if v.state.Phase == PhaseSettling {
+		if err := v.waitUntil(ctx, v.in.SettlesAt); err != nil {
+			return VerifyActionResult{}, err
+		}
+		v.state.Phase = PhaseWatching // the settlement re-read makes the verdict final
+		if err := v.pass(ctx, true); err != nil {
+			return VerifyActionResult{}, err
+		}
+	}
+	if err := v.waitUntil(ctx, v.in.WatchUntil); err != nil {
+		return VerifyActionResult{}, err
+	}
+	// Let a recheck that is in flight finish before completing.
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return VerifyActionResult{}, err
+	}
+	return VerifyActionResult{Verdict: v.state.Verdict, Passes: v.state.Passes}, nil
+}
+
+// waitUntil waits for the deadline, re-evaluating whenever facts arrive. It
+// continues as new when this run's history has grown long.
+func (v *verification) waitUntil(ctx workflow.Context, deadline time.Time) error {
+	d := deadline.Sub(workflow.Now(ctx))
+	if d <= 0 {
+		return v.drain(ctx)
+	}
+	timerCtx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	timer := workflow.NewTimer(timerCtx, d)
+	for {
+		fired := false
+		nudged := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(timer, func(workflow.Future) { fired = true })
+		sel.AddReceive(v.signals, func(c workflow.ReceiveChannel, more bool) {
+			var fa FactsArrived
+			c.Receive(ctx, &fa)
+			nudged = true
+		})
+		sel.Select(ctx)
+		if nudged {
+			v.receivePending(ctx)
+			if err := v.pass(ctx, false); err != nil {
+				return err
+			}
+			if v.shouldContinueAsNew(ctx) {
+				return v.continueAsNew(ctx)
+			}
+		}
+		if fired {
+			if err := timer.Get(ctx, nil); err != nil {
+				return err // cancelled
+			}
+			return v.drain(ctx)
+		}
+	}
+}
+
+// drain handles signals that arrived together with a deadline.
+func (v *verification) drain(ctx workflow.Context) error {
+	if v.receivePending(ctx) {
+		return v.pass(ctx, false)
+	}
+	return nil
+}
+
+// receivePending consumes every buffered signal, reporting whether there
+// was one: a burst of facts costs one pass.
+func (v *verification) receivePending(ctx workflow.Context) bool {
+	got := false
+	for {
+		var fa FactsArrived
+		if !v.signals.ReceiveAsync(&fa) {
+			return got
+		}
+		got = true
+	}
+}
+
+func (v *verification) shouldContinueAsNew(ctx workflow.Context) bool {
+	return v.runPass >= maxPassesPerRun || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+}
+
+func (v *verification) continueAsNew(ctx workflow.Context) error {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	// Signals that arrived meanwhile are handled before the run ends; none
+	// is lost across the boundary.
+	if err := v.drain(ctx); err != nil {
+		return err
+	}
+	next := v.in
+	state := v.state
+	next.Resume = &state
+	return workflow.NewContinueAsNewError(ctx, VerifyAction, next)
+}
+
+// pass runs one verification pass: optionally pull the connectors, then
+// evaluate and store. Passes never overlap (an update may arrive while the
+// main loop is in one).
+func (v *verification) pass(ctx workflow.Context, pull bool) error {
+	if err := v.mu.Lock(ctx); err != nil {
+		return err
+	}
+	defer v.mu.Unlock()
+
+	if pull {
+		ctxPull := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: 2 * time.Minute,
+			HeartbeatTimeout:    30 * time.Second,
+			RetryPolicy: &temporal.RetryPolicy{
+				InitialInterval:        time.Second,
+				MaximumInterval:        time.Minute,
+				NonRetryableErrorTypes: []string{activities.ErrInvalidInput},
+			},
+		})
+		var res activities.ExtractResult
+		if err := workflow.ExecuteActivity(ctxPull, act.Extract, activities.ExtractInput{
+			TenantID: v.in.TenantID, ActionID: v.in.ActionID,
+		}).Get(ctx, &res); err != nil {
+			return fmt.Errorf("extract: %w", err)
+		}
+		v.state.Unreachable = res.Unreachable
+	}
+	ctxEval := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			MaximumInterval:        30 * time.Second,
+			NonRetryableErrorTypes: []string{activities.ErrInvalidInput},
+		},
+	})
+	var res activities.EvaluateResult
+	if err := workflow.ExecuteActivity(ctxEval, act.Evaluate, activities.EvaluateInput{
+		TenantID:    v.in.TenantID,
+		ActionID:    v.in.ActionID,
+		Unreachable: v.state.Unreachable,
+		Provisional: v.state.Phase != PhaseWatching,
+	}).Get(ctx, &res); err != nil {
+		return fmt.Errorf("evaluate: %w", err)
+	}
+	v.state.Passes++
+	v.runPass++
+	changed := res.Verdict.Version != v.state.Verdict.Version
+	v.state.Verdict = res.Verdict
+	if changed {
+		return v.publish(ctx)
+	}
+	return nil
+}
+
+// publish makes the current verdict visible in the Temporal UI: search
+// attributes, memo and current details.
+func (v *verification) publish(ctx workflow.Context) error {
+	verdict := v.state.Verdict
+	if err := workflow.UpsertTypedSearchAttributes(ctx,
+		SAVerdict.ValueSet(string(verdict.Status)),
+		SAProvisional.ValueSet(verdict.Provisional),
+	); err != nil {
+		return fmt.Errorf("upsert search attributes: %w", err)
+	}
+	if err := workflow.UpsertMemo(ctx, map[string]any{"verdict": verdict.Summary()}); err != nil {
+		return fmt.Errorf("upsert memo: %w", err)
+	}
+	workflow.SetCurrentDetails(ctx, details(verdict))
+	if v.in.ReportTo != "" {
+		err := workflow.SignalExternalWorkflow(ctx, v.in.ReportTo, "", SignalVerdictPublished, verdict).Get(ctx, nil)
+		if err != nil {
+			// The watcher is gone; the verdict is stored all the same.
+			workflow.GetLogger(ctx).Warn("report verdict", "to", v.in.ReportTo, "error", err)
+		}
+	}
+	return nil
+}
+
+// details renders a verdict in Temporal markdown for the UI.
+func details(v commitlayer.Verdict) string {
+	s := fmt.Sprintf("**%s**", v.Status)
+	if v.Provisional {
+		s += " (provisional)"
+	}
+	s += fmt.Sprintf(" · outcome %s · policy %s · version %d · settles %s\n",
+		v.Lenses.Outcome, v.Lenses.Policy, v.Version, v.SettlesAt.UTC().Format(time.RFC3339))
+	for _, f := range v.Findings {
+		s += fmt.Sprintf("\n- `%s` %s (%s): %s", f.Code, f.Check, f.Lens, f.Message)
+	}
+	if len(v.UnavailableSources) > 0 {
+		s += fmt.Sprintf("\n\nunavailable sources: %v", v.UnavailableSources)
+	}
+	return s
+}
