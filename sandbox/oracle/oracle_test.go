@@ -512,23 +512,30 @@ func TestOpen(t *testing.T) {
 	_, err = oracle.Open(func(s string) string { return filepath.Join(t.TempDir(), "missing", s+".db") })
 	require.Error(t, err)
 
-	// A directory name with URI characters in it.
+	// A directory name with URI characters in it: copy a closed
+	// enterprise's files there.
+	src := t.TempDir()
+	e, err := sandbox.New(ctx, src, sandbox.Options{})
+	require.NoError(t, err)
+	at := e.Clock().Now()
+	require.NoError(t, e.Close())
 	dir := filepath.Join(t.TempDir(), "odd #dir?x=1%20")
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	e, err := sandbox.New(ctx, dir, sandbox.Options{})
-	if err != nil {
-		t.Skipf("the enterprise cannot live in %q yet: %v", dir, err)
+	for _, s := range sandbox.Systems {
+		b, err := os.ReadFile(filepath.Join(src, s+".db"))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, s+".db"), b, 0o644))
 	}
-	defer e.Close()
-	o, err := oracle.Open(e.DBPath)
+	o, err := oracle.Open(func(s string) string { return filepath.Join(dir, s+".db") })
 	require.NoError(t, err)
 	defer o.Close()
-	tr, err := o.Judge(ctx, oracle.Input{Action: oracle.Action{Task: refundTask("o_1001", 100), RequestedAt: e.Clock().Now()}})
+	tr, err := o.Judge(ctx, oracle.Input{Action: oracle.Action{Task: refundTask("o_1001", 100), RequestedAt: at}})
 	require.NoError(t, err)
 	require.Equal(t, fail, tr.Outcome.Status)
+	require.Equal(t, pass, tr.Policy.Status, "read the seeded order: %s", tr)
 
 	// The oracle never writes.
-	tr2, err := o.Judge(ctx, oracle.Input{Action: oracle.Action{Task: refundTask("o_1001", 100), RequestedAt: e.Clock().Now()}})
+	tr2, err := o.Judge(ctx, oracle.Input{Action: oracle.Action{Task: refundTask("o_1001", 100), RequestedAt: at}})
 	require.NoError(t, err)
 	require.Equal(t, tr, tr2)
 }
