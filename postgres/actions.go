@@ -48,6 +48,9 @@ func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.A
 	if err := a.Validate(); err != nil {
 		return ActionRecord{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if err := checkTimes("requested_at", a.RequestedAt, "settles_at", settlesAt, "watch_until", watchUntil); err != nil {
+		return ActionRecord{}, false, err
+	}
 	params := []byte("{}")
 	if len(a.Params) > 0 {
 		b, err := json.Marshal(a.Params)
@@ -178,6 +181,9 @@ func (db *DB) GetAction(ctx context.Context, tenantID, actionID string) (ActionR
 // to], except excludeID; ordered by requested_at then id. A zero from or to
 // leaves that end open.
 func (db *DB) PriorActions(ctx context.Context, tenantID, contractID, agent string, subject commitlayer.Subject, from, to time.Time, excludeID string) ([]commitlayer.Action, error) {
+	if err := checkTimes("from", from, "to", to); err != nil {
+		return nil, fmt.Errorf("prior actions of %q: %w", contractID, err)
+	}
 	acts, err := db.queryActions(ctx, `tenant_id = $1 AND contract_id = $2
 		AND ($3 = '' OR agent = $3) AND ($4 = '' OR subject = $4)
 		AND ($5::timestamptz IS NULL OR requested_at >= $5)
@@ -193,6 +199,9 @@ func (db *DB) PriorActions(ctx context.Context, tenantID, contractID, agent stri
 // ActionsOfContract returns the actions of contractID requested at or after
 // since, ordered by requested_at then id.
 func (db *DB) ActionsOfContract(ctx context.Context, tenantID, contractID string, since time.Time) ([]commitlayer.Action, error) {
+	if err := checkTimes("since", since); err != nil {
+		return nil, fmt.Errorf("actions of %q: %w", contractID, err)
+	}
 	acts, err := db.queryActions(ctx, `tenant_id = $1 AND contract_id = $2 AND requested_at >= $3
 		ORDER BY requested_at, id`, tenantID, contractID, since)
 	if err != nil {
@@ -218,6 +227,9 @@ func (db *DB) queryActions(ctx context.Context, cond string, args ...any) ([]com
 func (db *DB) WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]ActionRecord, error) {
 	if len(subjects) == 0 {
 		return nil, nil
+	}
+	if err := checkTimes("now", now); err != nil {
+		return nil, fmt.Errorf("watched actions: %w", err)
 	}
 	subs := make([]string, len(subjects))
 	for i, s := range subjects {

@@ -105,6 +105,9 @@ func validateRun(r BenchmarkRun) error {
 	if r.ID == "" || r.Status == "" {
 		return fmt.Errorf("%w: id and status are required", ErrInvalid)
 	}
+	if err := checkTimes("started_at", r.StartedAt, "finished_at", r.FinishedAt); err != nil {
+		return err
+	}
 	for name, raw := range map[string]json.RawMessage{"request": r.Request, "summary": r.Summary, "results": r.Results} {
 		if len(raw) > 0 && !json.Valid(raw) {
 			return fmt.Errorf("%w: %s is not valid JSON", ErrInvalid, name)

@@ -106,8 +106,11 @@ func getConnector(ctx context.Context, q querier, tenantID, id string, forUpdate
 // must carry the connector's source (ErrInvalid otherwise).
 func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (InsertResult, error) {
 	rows, err := encodeFacts(facts)
+	if err == nil {
+		err = checkTimes("at", at)
+	}
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
+		return InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, err)
 	}
 	var res InsertResult
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
@@ -138,6 +141,9 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 // RecordPullError records that a pull failed at at; the cursor and the last
 // successful pull time stay.
 func (db *DB) RecordPullError(ctx context.Context, tenantID, connectorID string, msg string, at time.Time) error {
+	if err := checkTimes("at", at); err != nil {
+		return fmt.Errorf("record pull error of %q: %w", connectorID, err)
+	}
 	tag, err := db.pool.Exec(ctx, `UPDATE connectors SET last_error = $3, last_error_at = $4
 		WHERE tenant_id = $1 AND id = $2`, tenantID, connectorID, msg, at)
 	if err != nil {

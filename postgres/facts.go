@@ -70,6 +70,9 @@ func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
 		if err := f.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: facts[%d]: %w", ErrInvalid, i, err)
 		}
+		if err := checkTimes("occurred_at", f.OccurredAt); err != nil {
+			return nil, fmt.Errorf("facts[%d]: %w", i, err)
+		}
 		k := key{f.Source, f.ExternalID}
 		if seen[k] {
 			continue
@@ -217,6 +220,9 @@ func (db *DB) FactsAbout(ctx context.Context, tenantID string, subjects []commit
 func (db *DB) FactsOfKinds(ctx context.Context, tenantID string, kinds []Kind, from, to time.Time) ([]commitlayer.Fact, error) {
 	if len(kinds) == 0 {
 		return nil, nil
+	}
+	if err := checkTimes("from", from, "to", to); err != nil {
+		return nil, fmt.Errorf("facts of kinds: %w", err)
 	}
 	sources := make([]string, len(kinds))
 	types := make([]string, len(kinds))

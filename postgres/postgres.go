@@ -281,6 +281,19 @@ func timeOrZero(t *time.Time) time.Time {
 	return t.UTC()
 }
 
+// checkTimes refuses times outside years 1 to 9999 (UTC): RFC 3339 cannot
+// write them, and pgx would silently wrap those beyond Postgres's range into
+// other instants. The zero time (year 1) passes.
+func checkTimes(named ...any) error {
+	for i := 0; i+1 < len(named); i += 2 {
+		t := named[i+1].(time.Time)
+		if y := t.UTC().Year(); y < 1 || y > 9999 {
+			return fmt.Errorf("%w: %s: year %d is outside 1 to 9999", ErrInvalid, named[i], y)
+		}
+	}
+	return nil
+}
+
 // nullTime stores the zero time as NULL.
 func nullTime(t time.Time) *time.Time {
 	if t.IsZero() {

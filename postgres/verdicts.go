@@ -21,6 +21,9 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w: action id and a valid status are required",
 			v.ActionID, ErrInvalid)
 	}
+	if err := checkTimes("evaluated_at", v.EvaluatedAt, "settles_at", v.SettlesAt); err != nil {
+		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, err)
+	}
 	var (
 		out      commitlayer.Verdict
 		appended bool
