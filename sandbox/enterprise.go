@@ -58,7 +58,11 @@ type Enterprise struct {
 	broker   *systems.BrokerSystem
 
 	handler http.Handler
-	srv     *http.Server
+	// inflight is held shared by every request being served and taken
+	// exclusively by Close, which so waits for them before closing files.
+	inflight sync.RWMutex
+	closed   bool
+	srv      *http.Server
 	ln      net.Listener
 	served  chan struct{}
 
@@ -214,13 +218,25 @@ func (e *Enterprise) serve() error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	e.ln = ln
-	e.srv = &http.Server{Handler: e.handler, ReadHeaderTimeout: 10 * time.Second}
+	e.srv = &http.Server{Handler: http.HandlerFunc(e.serveHTTP), ReadHeaderTimeout: 10 * time.Second}
 	e.served = make(chan struct{})
 	go func() {
 		defer close(e.served)
 		e.srv.Serve(ln)
 	}()
 	return nil
+}
+
+func (e *Enterprise) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	e.inflight.RLock()
+	defer e.inflight.RUnlock()
+	if e.closed {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"error":{"code":"closed","message":"the enterprise is closed"}}` + "\n"))
+		return
+	}
+	e.handler.ServeHTTP(w, r)
 }
 
 // URL is the base URL of the systems: "http://127.0.0.1:PORT"; system paths
@@ -232,7 +248,7 @@ func (e *Enterprise) URL() string { return "http://" + e.ln.Addr().String() }
 func (e *Enterprise) SystemURL(system string) string { return e.URL() + "/" + system }
 
 // Handler serves the seven systems in process (the same routes as URL).
-func (e *Enterprise) Handler() http.Handler { return e.handler }
+func (e *Enterprise) Handler() http.Handler { return http.HandlerFunc(e.serveHTTP) }
 
 // Clock is the enterprise's virtual clock.
 func (e *Enterprise) Clock() *Clock { return e.clock }
@@ -257,14 +273,15 @@ func (e *Enterprise) Close() error {
 	e.closeOnce.Do(func() {
 		var errs []error
 		if e.srv != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			if err := e.srv.Shutdown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("close enterprise: shut down server: %w", err))
-				e.srv.Close()
-			}
-			cancel()
+			// Close, not Shutdown: Shutdown waits up to 5 s for connections a
+			// client dialled and never used. Requests being served finish
+			// before the files close.
+			e.srv.Close()
 			<-e.served
 		}
+		e.inflight.Lock()
+		e.closed = true
+		e.inflight.Unlock()
 		if err := e.closeDBs(); err != nil {
 			errs = append(errs, fmt.Errorf("close enterprise: %w", err))
 		}
