@@ -163,6 +163,10 @@ func (p *parser) fields(n *yaml.Node, path string, known ...string) map[string]*
 			p.fail(pathOr(path), k.Line, "keys must be plain names")
 			continue
 		}
+		if k.Value == "" {
+			p.fail(pathOr(path), k.Line, "empty field name")
+			continue
+		}
 		name := join(path, k.Value)
 		if !contains(known, k.Value) {
 			p.fail(name, k.Line, "unknown field (expected one of %s)", strings.Join(known, ", "))
