@@ -76,3 +76,30 @@ func BenchmarkPostFacts(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "facts/s")
 }
+
+// BenchmarkDecodeFacts is the API's own share of a batch of 1 000: decoding
+// and validating, without the store.
+func BenchmarkDecodeFacts(b *testing.B) {
+	const batch = 1000
+	var buf bytes.Buffer
+	buf.WriteString(`{"facts":[`)
+	for n := range batch {
+		if n > 0 {
+			buf.WriteByte(',')
+		}
+		fmt.Fprintf(&buf, `{"source":"payments","type":"refund_created","subject":"order:o_%d","external_id":"payments-%d",`+
+			`"occurred_at":"2026-11-29T10:00:00.%03dZ","attrs":{"refund_id":"re_%d","amount":%d,"currency":"USD","reason":"requested","status":"succeeded"},`+
+			`"links":["ticket:t_%d"]}`, n, n, n, n, 100+n, n)
+	}
+	buf.WriteString(`]}`)
+	body := buf.Bytes()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		facts, err := decodeFacts(bytes.NewReader(body))
+		if err != nil || len(facts) != batch {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "facts/s")
+}

@@ -16,12 +16,14 @@ import (
 )
 
 // decodeJSON decodes exactly one JSON value from body into dst, rejecting
-// unknown fields and trailing data. Errors are *apiError: 413 for a body
+// unknown fields and trailing data. Numbers in untyped (any) fields stay
+// json.Number, so attrs and params keep exact integers. Errors are *apiError: 413 for a body
 // over its http.MaxBytesReader limit, 400 invalid_json for malformed JSON,
 // 400 invalid_request for a value of the wrong type or an unknown field.
 func decodeJSON(body io.Reader, dst any) error {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
+	dec.UseNumber()
 	if err := dec.Decode(dst); err != nil {
 		return jsonError(err)
 	}
@@ -99,7 +101,7 @@ type factIn struct {
 	Subject    string          `json:"subject"`
 	ExternalID string          `json:"external_id"`
 	OccurredAt string          `json:"occurred_at"`
-	Attrs      json.RawMessage `json:"attrs"`
+	Attrs      any             `json:"attrs"`
 	Links      []string        `json:"links"`
 	// Seq is accepted so a fact read back can be posted again; the store
 	// assigns its own.
@@ -170,35 +172,25 @@ func (in *factIn) fact() (commitlayer.Fact, error) {
 	return f, nil
 }
 
-// decodeAttrs reads an attrs or params object (absent or null is empty),
-// normalized: integers exact, money in minor units.
-func decodeAttrs(raw json.RawMessage) (commitlayer.Attrs, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+// decodeAttrs checks a decoded attrs or params value (absent or null is
+// empty) and normalizes it: integers exact, money in minor units.
+func decodeAttrs(v any) (commitlayer.Attrs, error) {
+	if v == nil {
 		return commitlayer.Attrs{}, nil
 	}
-	if raw[0] != '{' {
+	m, ok := v.(map[string]any)
+	if !ok {
 		return nil, errors.New("must be an object")
 	}
-	var a commitlayer.Attrs
-	if err := json.Unmarshal(raw, &a); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
-			return nil, errors.New("must be an object")
-		}
-		return nil, errors.New(strings.TrimPrefix(err.Error(), "json: "))
-	}
-	a, err := a.Normalize()
+	n, err := commitlayer.NormalizeValue(m)
 	if err != nil {
 		return nil, err
 	}
-	if a == nil {
-		a = commitlayer.Attrs{}
-	}
-	if err := valueNoNUL("", map[string]any(a)); err != nil {
+	a := n.(map[string]any)
+	if err := valueNoNUL("", a); err != nil {
 		return nil, err
 	}
-	return a, nil
+	return commitlayer.Attrs(a), nil
 }
 
 // parseTime reads an RFC 3339 time, in UTC.
@@ -274,7 +266,7 @@ type actionIn struct {
 	ContractVersion int             `json:"contract_version"`
 	Agent           string          `json:"agent"`
 	Subject         string          `json:"subject"`
-	Params          json.RawMessage `json:"params"`
+	Params          any             `json:"params"`
 	RequestedAt     string          `json:"requested_at"`
 	Claim           *claimIn        `json:"claim"`
 	Trace           json.RawMessage `json:"trace"`
