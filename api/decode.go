@@ -96,13 +96,13 @@ type factsRequest struct {
 // factIn is a fact on the wire. Times and attrs are read as raw values so
 // that an error names the fact and the field.
 type factIn struct {
-	Source     string          `json:"source"`
-	Type       string          `json:"type"`
-	Subject    string          `json:"subject"`
-	ExternalID string          `json:"external_id"`
-	OccurredAt string          `json:"occurred_at"`
-	Attrs      any             `json:"attrs"`
-	Links      []string        `json:"links"`
+	Source     string   `json:"source"`
+	Type       string   `json:"type"`
+	Subject    string   `json:"subject"`
+	ExternalID string   `json:"external_id"`
+	OccurredAt string   `json:"occurred_at"`
+	Attrs      any      `json:"attrs"`
+	Links      []string `json:"links"`
 	// Seq is accepted so a fact read back can be posted again; the store
 	// assigns its own.
 	Seq json.RawMessage `json:"seq"`
