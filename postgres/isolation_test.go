@@ -54,6 +54,8 @@ func TestTenantIsolation(t *testing.T) {
 		}, nil},
 		{"ActionsOfContract", func(id string) (any, error) { return testDB.ActionsOfContract(ctx, id, "refund_customer", time.Time{}) }, nil},
 		{"WatchedActions", func(id string) (any, error) { return testDB.WatchedActions(ctx, id, subjects, t0) }, nil},
+		{"CountWatchedActions", func(id string) (any, error) { return testDB.CountWatchedActions(ctx, id, t0) }, nil},
+		{"EndWatch", func(id string) (any, error) { return nil, testDB.EndWatch(ctx, id, "act_fill", t0) }, ErrNotFound},
 		{"LatestVerdict", func(id string) (any, error) { return testDB.LatestVerdict(ctx, id, "act_fill") }, ErrNotFound},
 		{"VerdictHistory", func(id string) (any, error) { return testDB.VerdictHistory(ctx, id, "act_fill") }, nil},
 		{"LatestVerdicts", func(id string) (any, error) { return testDB.LatestVerdicts(ctx, id, []string{"act_fill"}) }, nil},
