@@ -18,6 +18,16 @@ type Clock interface {
 	Now() time.Time
 }
 
+// StartOffset places an action's requested_at just after the clock's
+// reading. The enterprise clock stands at the time of its last write, and an
+// agent starts after that write (its own first write is stamped a second
+// later), so requested_at is the reading plus 1 ms: the last write before
+// the action is pre-action state, never one of the action's effects.
+const StartOffset = time.Millisecond
+
+// StartTime is the requested_at of an action starting now on clock.
+func StartTime(c Clock) time.Time { return c.Now().Add(StartOffset) }
+
 // Profile is how the scripted agent behaves. Fields combine; the zero
 // Profile makes each call once, without idempotency keys, and stops and
 // reports failure at the first call that fails.
@@ -88,7 +98,7 @@ func (a *Scripted) Run(ctx context.Context, t Task) (Result, error) {
 	if a.Clock == nil {
 		return Result{}, fmt.Errorf("run task: agent has no clock")
 	}
-	r := &run{a: a, task: t, requestedAt: a.Clock.Now(), id: t.Subject.ID(), ticket: t.TicketID}
+	r := &run{a: a, task: t, requestedAt: StartTime(a.Clock), id: t.Subject.ID(), ticket: t.TicketID}
 	if r.ticket == "" {
 		if s, ok := t.Params["ticket_id"].(string); ok {
 			r.ticket = s
