@@ -172,9 +172,13 @@ temporal_up() {
 			printf ' %q' "${args[@]}"
 			printf '\n'
 		} >>"$TEMPORAL_LOG"
-		# A new session, so the server outlives this shell and its process group; the inner shell
-		# writes its own pid and then becomes the server.
-		setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$TEMPORAL_PID" "$TEMPORAL" "${args[@]}" \
+		# A new session (setsid, else nohup), so the server outlives this shell and its process group;
+		# the inner shell writes its own pid and then becomes the server.
+		local detach=(nohup)
+		if command -v setsid >/dev/null 2>&1; then
+			detach=(setsid)
+		fi
+		"${detach[@]}" bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$TEMPORAL_PID" "$TEMPORAL" "${args[@]}" \
 			</dev/null >>"$TEMPORAL_LOG" 2>&1 &
 		local waited=0
 		while [[ ! -s $TEMPORAL_PID ]] && ((waited < 50)); do
