@@ -333,3 +333,25 @@ func TestLint(t *testing.T) {
 		"",
 	}, "\n"), out.String())
 }
+
+func TestDocumentedExample(t *testing.T) {
+	doc, err := os.ReadFile("../docs/contract-language.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	require.True(t, ok)
+	example, _, ok := strings.Cut(rest, "```")
+	require.True(t, ok)
+	c := mustParse(t, example)
+	require.Equal(t, "refund_customer", c.ID())
+	in := refundWorld()
+	in.Action.Contract = c.ID()
+	in.Action.Params["currency"] = "USD"
+	in.Facts[3].Attrs["currency"] = "USD"
+	require.Equal(t, []string{}, got(c.Evaluate(in)))
+
+	// The optional-value syntax the page mentions.
+	o := mustParse(t, "id: o\nsettlement: 1m\nsources: [orders]\npolicy:\n  - {id: r, rule: \"state.orders.?status.orValue('') == 'paid'\"}\n")
+	require.Equal(t, []string{}, got(o.Evaluate(in)))
+	in.Facts = nil
+	require.Equal(t, []string{"policy_violation r"}, got(o.Evaluate(in)))
+}
