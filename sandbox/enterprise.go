@@ -63,8 +63,8 @@ type Enterprise struct {
 	inflight sync.RWMutex
 	closed   bool
 	srv      *http.Server
-	ln      net.Listener
-	served  chan struct{}
+	ln       net.Listener
+	served   chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error

@@ -95,7 +95,8 @@ func TestEventFeedBadQuery(t *testing.T) {
 // stamped one second apart.
 func TestEventsFollowWrites(t *testing.T) {
 	e := newEnterprise(t)
-	start := e.Clock().Now()
+	start := e.Clock().Last()
+	require.Equal(t, start.Add(systems.Between), e.Clock().Now())
 	n := len(feed(t, e, "tickets"))
 	for i := range 3 {
 		r := call(t, e, "POST", "/tickets/tickets/t_1/notes", fmt.Sprintf(`{"body":"note %d"}`, i), "")
@@ -105,8 +106,12 @@ func TestEventsFollowWrites(t *testing.T) {
 	require.Len(t, evs, 3)
 	for i, ev := range evs {
 		require.Equal(t, fmt.Sprintf("note %d", i), attrs(t, ev)["body"])
-		require.Equal(t, start.Add(time.Duration(i+1)*time.Second).Format(time.RFC3339), ev.OccurredAt)
+		at, err := time.Parse(time.RFC3339, ev.OccurredAt)
+		require.NoError(t, err)
+		require.Equal(t, start.Add(time.Duration(i+1)*time.Second), at)
 	}
+	require.True(t, e.Clock().Now().After(start.Add(3*time.Second)), "now is after the last event")
+	require.True(t, e.Clock().Now().Before(start.Add(4*time.Second)), "and before the next")
 }
 
 // TestWriteIsAtomic: a write that fails after emitting leaves neither its
@@ -143,7 +148,8 @@ func TestWriteIsAtomic(t *testing.T) {
 	}))
 	_, stored, err = sys.ReadClock(ctx)
 	require.NoError(t, err)
-	require.Equal(t, clock.Now(), stored)
+	require.Equal(t, clock.Last(), stored)
+	require.Equal(t, start.Add(time.Second), stored)
 	require.NoError(t, sys.DB().QueryRow(`SELECT COUNT(*) FROM events`).Scan(&n))
 	require.Equal(t, 1, n)
 }

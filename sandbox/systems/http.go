@@ -212,7 +212,7 @@ func (s *System) runWrite(r *http.Request, key, fp string, fn op) (status int, b
 	if err != nil {
 		return 0, nil, false, fmt.Errorf("%s write: %w", s.name, err)
 	}
-	defer tx.tx.Rollback()
+	defer tx.rollback()
 	if key != "" {
 		var storedFP, storedBody string
 		var storedStatus int
@@ -237,7 +237,7 @@ func (s *System) runWrite(r *http.Request, key, fp string, fn op) (status int, b
 		}
 		// A business refusal is the request's result: store it under the key
 		// (and nothing else), as payment APIs do.
-		tx.tx.Rollback()
+		tx.rollback()
 		status, body = errorResponse(r, ae)
 		if err := s.storeKeyOnly(r, key, fp, status, body); err != nil {
 			return 0, nil, false, err
@@ -264,7 +264,7 @@ func (s *System) storeKeyOnly(r *http.Request, key, fp string, status int, body 
 	if err != nil {
 		return fmt.Errorf("%s store idempotency key: %w", s.name, err)
 	}
-	defer tx.tx.Rollback()
+	defer tx.rollback()
 	if err := storeKey(tx, key, fp, r, status, body); err != nil {
 		return err
 	}
@@ -275,10 +275,14 @@ func (s *System) storeKeyOnly(r *http.Request, key, fp string, status int, body 
 }
 
 func storeKey(tx *Tx, key, fp string, r *http.Request, status int, body []byte) error {
-	// The key's time is the clock's reading; storing a key is not a write
-	// that advances the clock.
+	// The key's time is the write's, or the last write's for a refusal:
+	// storing a key is not a write that advances the clock.
+	at := tx.at
+	if at.IsZero() {
+		at = tx.sys.clock.Last()
+	}
 	_, err := tx.Exec(`INSERT INTO idempotency_keys(key, fingerprint, method, path, status, body, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, key, fp, r.Method, r.URL.Path, status, string(body), fmtTime(tx.sys.clock.Now()))
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, key, fp, r.Method, r.URL.Path, status, string(body), fmtTime(at))
 	if err != nil {
 		return fmt.Errorf("%s store idempotency key: %w", tx.sys.name, err)
 	}

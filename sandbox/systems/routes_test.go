@@ -64,7 +64,7 @@ func runRoutes(t *testing.T, cases []routeCase) {
 				require.Equal(t, clockBefore.Add(time.Second), e.Clock().Now(), "one write, one second")
 				for _, evs := range appended {
 					for _, ev := range evs {
-						require.Equal(t, e.Clock().Now().Format(time.RFC3339), ev.OccurredAt)
+						require.Equal(t, e.Clock().Last().Format(time.RFC3339), ev.OccurredAt)
 					}
 				}
 			}

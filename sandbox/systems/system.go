@@ -142,7 +142,7 @@ func Create(ctx context.Context, name, path string, clock *Clock) (*System, erro
 		start := fmtTime(clock.Start())
 		if _, err := tx.ExecContext(ctx,
 			`INSERT INTO meta(key, value) VALUES ('system', ?), ('schema_version', ?), ('clock_start', ?), ('clock', ?)`,
-			name, schemaVersion, start, fmtTime(clock.Now())); err != nil {
+			name, schemaVersion, start, fmtTime(clock.Last())); err != nil {
 			return err
 		}
 		return tx.Commit()
@@ -186,21 +186,21 @@ func OpenExisting(ctx context.Context, name, path string) (*System, error) {
 
 // ReadClock returns the clock start and the time of the last committed write
 // stored in the file.
-func (s *System) ReadClock(ctx context.Context) (start, now time.Time, err error) {
+func (s *System) ReadClock(ctx context.Context) (start, last time.Time, err error) {
 	var a, b string
 	if err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'clock_start'`).Scan(&a); err != nil {
-		return start, now, fmt.Errorf("read clock of %s: %w", s.name, err)
+		return start, last, fmt.Errorf("read clock of %s: %w", s.name, err)
 	}
 	if err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'clock'`).Scan(&b); err != nil {
-		return start, now, fmt.Errorf("read clock of %s: %w", s.name, err)
+		return start, last, fmt.Errorf("read clock of %s: %w", s.name, err)
 	}
 	if start, err = time.Parse(TimeFormat, a); err == nil {
-		now, err = time.Parse(TimeFormat, b)
+		last, err = time.Parse(TimeFormat, b)
 	}
 	if err != nil {
-		return start, now, fmt.Errorf("read clock of %s: %w", s.name, err)
+		return start, last, fmt.Errorf("read clock of %s: %w", s.name, err)
 	}
-	return start, now, nil
+	return start, last, nil
 }
 
 // UseClock sets the clock the system stamps its writes with.
@@ -209,10 +209,11 @@ func (s *System) UseClock(c *Clock) { s.clock = c }
 // Tx is one write to a system: a SQLite transaction plus the virtual time of
 // the write and the events it appends.
 type Tx struct {
-	ctx context.Context
-	tx  *sql.Tx
-	sys *System
-	at  time.Time // zero until the write first asks for its time
+	ctx  context.Context
+	tx   *sql.Tx
+	sys  *System
+	at   time.Time // zero until the write first asks for its time
+	done bool
 }
 
 // Ctx is the context of the write.
@@ -222,7 +223,7 @@ func (t *Tx) Ctx() context.Context { return t.ctx }
 // first time a write asks for it, and every event of the write carries it.
 func (t *Tx) Now() time.Time {
 	if t.at.IsZero() {
-		t.at = t.sys.clock.tick()
+		t.at = t.sys.clock.reserve()
 	}
 	return t.at
 }
@@ -281,14 +282,36 @@ func (t *Tx) emitAt(at time.Time, typ, subject string, attrs map[string]any, lin
 	return nil
 }
 
-// commit records the clock (when the write took a time) and commits.
+// commit records the clock (when the write took a time) and commits; the
+// clock advances only when the commit succeeds.
 func (t *Tx) commit() error {
 	if !t.at.IsZero() {
 		if _, err := t.tx.ExecContext(t.ctx, `UPDATE meta SET value = ? WHERE key = 'clock'`, fmtTime(t.at)); err != nil {
+			t.rollback()
 			return fmt.Errorf("store clock: %w", err)
 		}
 	}
-	return t.tx.Commit()
+	if err := t.tx.Commit(); err != nil {
+		t.rollback()
+		return err
+	}
+	t.done = true
+	if !t.at.IsZero() {
+		t.sys.clock.advance(t.at)
+	}
+	return nil
+}
+
+// rollback abandons the write (a no-op after commit or a first rollback).
+func (t *Tx) rollback() {
+	if t.done {
+		return
+	}
+	t.done = true
+	t.tx.Rollback()
+	if !t.at.IsZero() {
+		t.sys.clock.release()
+	}
 }
 
 // begin starts a write; the caller holds s.mu.
@@ -313,7 +336,7 @@ func (s *System) Write(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("%s write: %w", s.name, err)
 	}
-	defer tx.tx.Rollback()
+	defer tx.rollback()
 	if err := fn(tx); err != nil {
 		return err
 	}
