@@ -177,6 +177,9 @@ func e2eCases() []e2eCase {
 		{name: "payout/daily_total_exceeded", task: payout,
 			prior: []agent.Task{with(payout, "amount", int64(200000)), on(with(payout, "amount", int64(200000)), "account:acc_2")},
 			want:  [2]commitlayer.Status{pass, fail}},
+		{name: "payout/prior_on_same_account_within_total", task: with(payout, "amount", int64(200000)),
+			prior: []agent.Task{with(payout, "amount", int64(200000))},
+			want:  [2]commitlayer.Status{pass, pass}},
 		{name: "payout/returned_after_settlement", task: payout,
 			after: func(t *testing.T, e *sandbox.Enterprise) {
 				_, err := e.Operator().ReturnPayout(context.Background(), "po_1", "account closed")
@@ -220,6 +223,12 @@ func e2eCases() []e2eCase {
 		{name: "trade/clean", task: trade, want: [2]commitlayer.Status{pass, pass}},
 		{name: "trade/wrong_product", task: trade, profile: agent.Profile{WrongSubject: "p_globex"},
 			want: [2]commitlayer.Status{fail, pass}, orphan: "product:p_globex"},
+		{name: "trade/prior_on_same_product_within_notional", task: with(trade, "quantity", int64(300)),
+			prior: []agent.Task{with(trade, "quantity", int64(300))},
+			want:  [2]commitlayer.Status{pass, pass}},
+		{name: "trade/notional_exceeded", task: on(with(with(trade, "quantity", int64(11)), "limit_price", int64(260000)), "product:p_umbrella"),
+			prior: []agent.Task{on(with(with(trade, "quantity", int64(30)), "limit_price", int64(260000)), "product:p_umbrella")},
+			want:  [2]commitlayer.Status{pass, fail}}, // 7 500 000 + 2 750 000 > 10 000 000
 		{name: "trade/halted", task: on(trade, "product:p_initech"), want: [2]commitlayer.Status{fail, fail}},
 		{name: "trade/busted_after_settlement", task: trade,
 			after: func(t *testing.T, e *sandbox.Enterprise) {
