@@ -186,10 +186,9 @@ func (db *DB) PriorActions(ctx context.Context, tenantID, contractID, agent stri
 	}
 	acts, err := db.queryActions(ctx, `tenant_id = $1 AND contract_id = $2
 		AND ($3 = '' OR agent = $3) AND ($4 = '' OR subject = $4)
-		AND ($5::timestamptz IS NULL OR requested_at >= $5)
-		AND ($6::timestamptz IS NULL OR requested_at <= $6) AND id <> $7
+		AND requested_at BETWEEN $5 AND $6 AND id <> $7
 		ORDER BY requested_at, id`,
-		tenantID, contractID, agent, string(subject), nullTime(from), nullTime(to), excludeID)
+		tenantID, contractID, agent, string(subject), lowerBound(from), upperBound(to), excludeID)
 	if err != nil {
 		return nil, fmt.Errorf("prior actions of %q: %w", contractID, classify(err))
 	}

@@ -232,9 +232,8 @@ func (db *DB) FactsOfKinds(ctx context.Context, tenantID string, kinds []Kind, f
 	rows, err := db.pool.Query(ctx, `SELECT `+factColumns+` FROM facts
 		WHERE tenant_id = $1
 		AND (source, type) IN (SELECT * FROM unnest($2::text[], $3::text[]))
-		AND ($4::timestamptz IS NULL OR occurred_at >= $4)
-		AND ($5::timestamptz IS NULL OR occurred_at <= $5)
-		ORDER BY occurred_at, seq`, tenantID, sources, types, nullTime(from), nullTime(to))
+		AND occurred_at BETWEEN $4 AND $5
+		ORDER BY occurred_at, seq`, tenantID, sources, types, lowerBound(from), upperBound(to))
 	if err != nil {
 		return nil, fmt.Errorf("facts of kinds: %w", classify(err))
 	}

@@ -294,6 +294,22 @@ func checkTimes(named ...any) error {
 	return nil
 }
 
+// lowerBound and upperBound turn a zero time into an open end of a range,
+// so range queries stay plain index conditions.
+func lowerBound(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	return t
+}
+
+func upperBound(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	}
+	return t
+}
+
 // nullTime stores the zero time as NULL.
 func nullTime(t time.Time) *time.Time {
 	if t.IsZero() {
