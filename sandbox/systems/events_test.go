@@ -209,3 +209,21 @@ func FuzzRoutes(f *testing.F) {
 		}
 	})
 }
+
+// TestWriteFinishesWhenClientLeaves: a write whose caller has gone (its
+// context cancelled) still commits, as on a real server; the caller cannot
+// know, which is the lost-response case.
+func TestWriteFinishesWhenClientLeaves(t *testing.T) {
+	e := newEnterprise(t)
+	n := len(feed(t, e, "payments"))
+	c, cancel := context.WithCancel(context.Background())
+	cancel()
+	req := httptest.NewRequest("POST", "/payments/refunds", strings.NewReader(`{"order_id":"o_1001","amount":100,"currency":"USD"}`)).WithContext(c)
+	req.Header.Set("Idempotency-Key", "gone")
+	rec := httptest.NewRecorder()
+	e.Handler().ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code, "%s", rec.Body)
+	require.Equal(t, []string{"refund_created"}, types(eventsAfter(t, e, "payments", n)))
+	again := call(t, e, "POST", "/payments/refunds", `{"order_id":"o_1001","amount":100,"currency":"USD"}`, "gone")
+	require.True(t, again.replayed, "the retry with the key finds the committed refund")
+}

@@ -205,7 +205,10 @@ func (s *System) serveWrite(w http.ResponseWriter, r *http.Request, req any, fn 
 
 // runWrite returns the response to send, or an error that is not stored.
 func (s *System) runWrite(r *http.Request, key, fp string, fn op) (status int, body []byte, replayed bool, err error) {
-	ctx := r.Context()
+	// A write that has started finishes even if the client goes away, as on
+	// a real server: a caller that times out does not know whether it
+	// committed (the lost-response case).
+	ctx := context.WithoutCancel(r.Context())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tx, err := s.begin(ctx)
@@ -260,7 +263,7 @@ func (s *System) runWrite(r *http.Request, key, fp string, fn op) (status int, b
 }
 
 func (s *System) storeKeyOnly(r *http.Request, key, fp string, status int, body []byte) error {
-	tx, err := s.begin(r.Context())
+	tx, err := s.begin(context.WithoutCancel(r.Context()))
 	if err != nil {
 		return fmt.Errorf("%s store idempotency key: %w", s.name, err)
 	}
