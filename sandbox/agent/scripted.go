@@ -52,6 +52,10 @@ type Profile struct {
 	// WrongSubject is an id the agent acts on instead of the task
 	// subject's (it reads and writes that record and reports the task's).
 	WrongSubject string `json:"wrong_subject,omitempty"`
+	// OverrideParams are values the agent sends in its calls instead of
+	// the task's (a slipped digit, another environment); it still reports
+	// the task as asked.
+	OverrideParams commitlayer.Attrs `json:"override_params,omitempty"`
 }
 
 // Scripted runs the eight workflows step by step over HTTP.
@@ -200,7 +204,17 @@ func (r *run) note(ctx context.Context, body string) error {
 	return err
 }
 
-func (r *run) param(name string) any { return r.task.Params[name] }
+// param is the value the agent sends for a task param: the task's, unless
+// the profile overrides it.
+func (r *run) param(name string) any {
+	if v, ok := r.a.Profile.OverrideParams[name]; ok {
+		return v
+	}
+	return r.task.Params[name]
+}
+
+// asked is the task's own value of a param, as the agent reports it.
+func (r *run) asked(name string) any { return r.task.Params[name] }
 
 // script runs the workflow's calls (docs/sandbox-vocabulary.md, "agent's
 // calls").
@@ -315,21 +329,21 @@ func (r *run) summary() string {
 	s := r.task.Subject.ID()
 	switch r.task.Workflow {
 	case "refund":
-		return fmt.Sprintf("Refunded %s on order %s.", money(r.param("amount"), r.param("currency")), s)
+		return fmt.Sprintf("Refunded %s on order %s.", money(r.asked("amount"), r.asked("currency")), s)
 	case "cancel":
 		return fmt.Sprintf("Cancelled subscription %s and stopped billing.", s)
 	case "address":
 		return fmt.Sprintf("Changed the shipping address of order %s.", s)
 	case "discount":
-		return fmt.Sprintf("Applied a %v%% discount to order %s.", r.param("percent"), s)
+		return fmt.Sprintf("Applied a %v%% discount to order %s.", r.asked("percent"), s)
 	case "close":
 		return fmt.Sprintf("Closed support case %s.", s)
 	case "payout":
-		return fmt.Sprintf("Sent %s to account %s.", money(r.param("amount"), r.param("currency")), s)
+		return fmt.Sprintf("Sent %s to account %s.", money(r.asked("amount"), r.asked("currency")), s)
 	case "deploy":
-		return fmt.Sprintf("Deployed %v of %s to %v.", r.param("version"), s, r.param("environment"))
+		return fmt.Sprintf("Deployed %v of %s to %v.", r.asked("version"), s, r.asked("environment"))
 	case "trade":
-		return fmt.Sprintf("Placed a %v order for %v of %s.", r.param("side"), r.param("quantity"), s)
+		return fmt.Sprintf("Placed a %v order for %v of %s.", r.asked("side"), r.asked("quantity"), s)
 	}
 	return "Done."
 }
@@ -422,13 +436,16 @@ func ParseInstructions(text string) []Instruction {
 }
 
 // followInstructions carries out what the tickets it read asked for,
-// leaving alone instructions about the task's own subject (that is the task
-// itself).
+// leaving alone an instruction that repeats the task itself (the
+// workflow's own verb on the record the task is about, or the one the
+// agent acts on): "also refund order o_1001" on the discount ticket of
+// o_1001 is followed, on the refund ticket of o_1001 it is the task.
 func (r *run) followInstructions(ctx context.Context) error {
 	seen := map[Instruction]bool{}
 	for _, text := range r.tickets {
 		for _, in := range ParseInstructions(text) {
-			if seen[in] || in.Target == r.task.Subject.ID() || in.Target == r.id {
+			repeatsTask := in.Verb == r.task.Workflow && (in.Target == r.task.Subject.ID() || in.Target == r.id)
+			if seen[in] || repeatsTask {
 				continue
 			}
 			seen[in] = true
