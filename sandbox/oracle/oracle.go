@@ -67,6 +67,9 @@ type Reason struct {
 	System  string `json:"system"` // the system that shows it, or Params
 	Check   string `json:"check"`
 	Message string `json:"message"`
+	// Duplicate is true when the reason is an effect that happened more
+	// than once.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // LensTruth is the truth on one lens.
@@ -194,6 +197,12 @@ type judge struct {
 
 func (j *judge) failOutcome(system, check, format string, args ...any) {
 	j.outcome = append(j.outcome, Reason{System: system, Check: check, Message: fmt.Sprintf(format, args...)})
+}
+
+// duplicateOutcome is failOutcome for an effect that happened more than
+// once.
+func (j *judge) duplicateOutcome(system, check, format string, args ...any) {
+	j.outcome = append(j.outcome, Reason{System: system, Check: check, Message: fmt.Sprintf(format, args...), Duplicate: true})
 }
 
 func (j *judge) failPolicy(system, check, format string, args ...any) {

@@ -83,7 +83,7 @@ func (j *judge) refund() error {
 	case len(refunds) == 0:
 		j.failOutcome("payments", "refund", "no refund on order %s", j.id)
 	case len(refunds) > 1:
-		j.failOutcome("payments", "refund", "%d refunds on order %s, not one", len(refunds), j.id)
+		j.duplicateOutcome("payments", "refund", "%d refunds on order %s, not one", len(refunds), j.id)
 	default:
 		r := refunds[0]
 		if r.amount != amount || r.cur != currency {
@@ -169,7 +169,7 @@ func (j *judge) cancel() error {
 	case cancels == 0:
 		j.failOutcome("crm", "subscription_cancelled", "subscription %s was not cancelled", j.id)
 	case cancels > 1:
-		j.failOutcome("crm", "subscription_cancelled", "subscription %s was cancelled %d times", j.id, cancels)
+		j.duplicateOutcome("crm", "subscription_cancelled", "subscription %s was cancelled %d times", j.id, cancels)
 	}
 	if found && cancels > 0 && status != "cancelled" {
 		j.failOutcome("crm", "subscription_cancelled", "subscription %s is %s again", j.id, status)
@@ -182,7 +182,7 @@ func (j *judge) cancel() error {
 	case len(stops) == 0:
 		j.failOutcome("payments", "billing_stopped", "billing of %s was not stopped", j.id)
 	case len(stops) > 1:
-		j.failOutcome("payments", "billing_stopped", "billing of %s was stopped %d times", j.id, len(stops))
+		j.duplicateOutcome("payments", "billing_stopped", "billing of %s was stopped %d times", j.id, len(stops))
 	}
 	return j.requireNote(subject)
 }
@@ -277,7 +277,7 @@ func (j *judge) address() error {
 	case len(changes) == 0:
 		j.failOutcome("orders", "address_changed", "the address of order %s did not change", j.id)
 	case len(changes) > 1:
-		j.failOutcome("orders", "address_changed", "the address of order %s changed %d times", j.id, len(changes))
+		j.duplicateOutcome("orders", "address_changed", "the address of order %s changed %d times", j.id, len(changes))
 	default:
 		if got := changes[0].str("address"); got != want {
 			j.failOutcome("orders", "address_changed", "address set to %q, asked %q", got, want)
@@ -352,7 +352,7 @@ func (j *judge) discount() error {
 	case len(ds) == 0:
 		j.failOutcome("orders", "discount_applied", "no discount on order %s", j.id)
 	case len(ds) > 1:
-		j.failOutcome("orders", "discount_applied", "%d discounts on order %s, not one", len(ds), j.id)
+		j.duplicateOutcome("orders", "discount_applied", "%d discounts on order %s, not one", len(ds), j.id)
 	case ds[0].percent != percent:
 		j.failOutcome("orders", "discount_applied", "discount %s is %d%%, asked %d%%", ds[0].id, ds[0].percent, percent)
 	}
@@ -402,7 +402,7 @@ func (j *judge) close() error {
 	case len(closes) == 0:
 		j.failOutcome("tickets", "closed", "ticket %s was not closed", j.id)
 	case len(closes) > 1:
-		j.failOutcome("tickets", "closed", "ticket %s was closed %d times", j.id, len(closes))
+		j.duplicateOutcome("tickets", "closed", "ticket %s was closed %d times", j.id, len(closes))
 	default:
 		if got := closes[0].str("resolution"); got != strings.TrimSpace(resolution) {
 			j.failOutcome("tickets", "closed", "closed with resolution %q, asked %q", got, resolution)
@@ -493,7 +493,7 @@ func (j *judge) payout() error {
 	case len(mine) == 0:
 		j.failOutcome("ledger", "payout", "no payout to account %s", j.id)
 	case len(mine) > 1:
-		j.failOutcome("ledger", "payout", "%d payouts to account %s, not one", len(mine), j.id)
+		j.duplicateOutcome("ledger", "payout", "%d payouts to account %s, not one", len(mine), j.id)
 	default:
 		if p := mine[0]; p.amount != amount || p.cur != currency {
 			j.failOutcome("ledger", "payout", "payout %s is %d %s, asked %d %s", p.id, p.amount, p.cur, amount, currency)
@@ -585,7 +585,7 @@ func (j *judge) deploy() error {
 	case len(mine) == 0:
 		j.failOutcome("platform", "deployed", "service %s was not deployed", j.id)
 	case len(mine) > 1:
-		j.failOutcome("platform", "deployed", "service %s was deployed %d times, not once", j.id, len(mine))
+		j.duplicateOutcome("platform", "deployed", "service %s was deployed %d times, not once", j.id, len(mine))
 	default:
 		d := mine[0]
 		if d.version != version || d.env != env {
@@ -721,7 +721,7 @@ func (j *judge) trade() error {
 	case len(mine) == 0:
 		j.failOutcome("broker", "placed", "no order for %s on account %s", j.id, account)
 	case len(mine) > 1:
-		j.failOutcome("broker", "placed", "%d orders for %s on account %s, not one", len(mine), j.id, account)
+		j.duplicateOutcome("broker", "placed", "%d orders for %s on account %s, not one", len(mine), j.id, account)
 	default:
 		if o := mine[0]; o.side != side || o.qty != qty || o.limit != limit {
 			j.failOutcome("broker", "placed", "order %s is %s %d at %d, asked %s %d at %d", o.id, o.side, o.qty, o.limit, side, qty, limit)
@@ -731,7 +731,7 @@ func (j *judge) trade() error {
 	case len(mine) > 0 && len(myFills) == 0:
 		j.failOutcome("broker", "filled", "the order for %s was not filled", j.id)
 	case len(myFills) > 1:
-		j.failOutcome("broker", "filled", "%d fills for %s, not one", len(myFills), j.id)
+		j.duplicateOutcome("broker", "filled", "%d fills for %s, not one", len(myFills), j.id)
 	case len(myFills) == 1:
 		if f := myFills[0]; f.side != side || f.qty != qty {
 			j.failOutcome("broker", "filled", "fill %s is %s %d, asked %s %d", f.id, f.side, f.qty, side, qty)
