@@ -35,10 +35,11 @@ func TestBenchmarkRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, r, got)
 
-	older, err := testDB.CreateBenchmarkRun(ctx, BenchmarkRun{ID: "bench_older", Status: "done",
+	olderID := "bench_older_" + randomToken(5)
+	older, err := testDB.CreateBenchmarkRun(ctx, BenchmarkRun{ID: olderID, Status: "done",
 		StartedAt: r.StartedAt.Add(-time.Hour)})
 	require.NoError(t, err)
-	_, err = testDB.CreateBenchmarkRun(ctx, BenchmarkRun{ID: "bench_older", Status: "done"})
+	_, err = testDB.CreateBenchmarkRun(ctx, BenchmarkRun{ID: olderID, Status: "done"})
 	require.ErrorIs(t, err, ErrConflict)
 
 	all, err := testDB.ListBenchmarkRuns(ctx)
