@@ -9,10 +9,17 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer/postgres"
 )
 
 // newServer serves e over a real listener until the test ends.
@@ -25,7 +32,17 @@ func newServer(t testing.TB, e *env) string {
 
 // BenchmarkPostFacts posts batches of 1 000 new facts through the real
 // handler, over a real listener, into the real store, and reports facts/s.
+// clients=1 posts one batch at a time; clients=4 keeps four in flight. It
+// also reports the CPU spent per batch by this process (handler and client)
+// and by the database's server processes, which do not depend on what else
+// the machine runs.
 func BenchmarkPostFacts(b *testing.B) {
+	for _, clients := range []int{1, 4} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) { benchPostFacts(b, clients) })
+	}
+}
+
+func benchPostFacts(b *testing.B, clients int) {
 	const batch = 1000
 	d := db(b)
 	srv := New(Config{Store: d, Verifier: &fakeVerifier{}, AdminKey: adminKey,
@@ -35,6 +52,7 @@ func BenchmarkPostFacts(b *testing.B) {
 	_, key, err := d.CreateTenant(context.Background(), "bench-"+b.Name())
 	require.NoError(b, err)
 	client := ts.Client()
+	client.Transport.(*http.Transport).MaxIdleConnsPerHost = clients
 
 	// Bodies are built before the clock runs; each fact is new.
 	bodies := make([][]byte, b.N)
@@ -54,27 +72,102 @@ func BenchmarkPostFacts(b *testing.B) {
 		buf.WriteString(`]}`)
 		bodies[i] = buf.Bytes()
 	}
+	post := func(body []byte) error {
+		req, err := http.NewRequest("POST", ts.URL+"/v1/facts", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		out, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		var got struct{ Inserted int }
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(out, &got) != nil || got.Inserted != batch {
+			return fmt.Errorf("status %d: %s", resp.StatusCode, out)
+		}
+		return nil
+	}
+
 	b.SetBytes(int64(len(bodies[0])))
+	cpu0 := cpuTimes(d)
 	b.ResetTimer()
 	start := time.Now()
-	for i := 0; i < b.N; i++ {
-		req, err := http.NewRequest("POST", ts.URL+"/v1/facts", bytes.NewReader(bodies[i]))
-		require.NoError(b, err)
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		require.NoError(b, err)
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(b, err)
-		require.Equal(b, http.StatusOK, resp.StatusCode, "%s", body)
-		var got struct{ Inserted int }
-		require.NoError(b, json.Unmarshal(body, &got))
-		require.Equal(b, batch, got.Inserted)
+	work := make(chan []byte)
+	errs := make(chan error, clients)
+	for range clients {
+		go func() {
+			var first error
+			for body := range work {
+				if err := post(body); err != nil && first == nil {
+					first = err
+				}
+			}
+			errs <- first
+		}()
+	}
+	for _, body := range bodies {
+		work <- body
+	}
+	close(work)
+	for range clients {
+		require.NoError(b, <-errs)
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "facts/s")
+	if cpu1 := cpuTimes(d); cpu0.ok && cpu1.ok {
+		b.ReportMetric(float64((cpu1.self-cpu0.self).Microseconds())/1000/float64(b.N), "api-cpu-ms/batch")
+		b.ReportMetric(float64((cpu1.db-cpu0.db).Microseconds())/1000/float64(b.N), "db-cpu-ms/batch")
+	}
+}
+
+type cpuSample struct {
+	self, db time.Duration
+	ok       bool
+}
+
+// cpuTimes reads the CPU time of this process and of the PostgreSQL
+// server processes connected to the test database (from /proc; ok is false
+// where that cannot be read).
+func cpuTimes(d *postgres.DB) cpuSample {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return cpuSample{}
+	}
+	s := cpuSample{self: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ok: true}
+	rows, err := d.Pool().Query(context.Background(), `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	if err != nil {
+		return cpuSample{}
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return cpuSample{}
+	}
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	for _, pid := range pids {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return cpuSample{}
+		}
+		// Fields after the command (which may hold spaces) start after ')'.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 13 {
+			return cpuSample{}
+		}
+		ut, err1 := strconv.ParseInt(f[11], 10, 64)
+		st, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 != nil || err2 != nil {
+			return cpuSample{}
+		}
+		s.db += time.Duration(ut+st) * time.Second / ticksPerSecond
+	}
+	return s
 }
 
 // BenchmarkDecodeFacts is the API's own share of a batch of 1 000: decoding
