@@ -37,41 +37,26 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	a := req.Action
-	if a.RequestedAt.IsZero() {
-		a.RequestedAt = s.now().UTC()
-	}
-	rec, c, err := s.loadContract(r.Context(), t.ID, a.Contract, a.ContractVersion)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if want := c.Spec.Subject; want != "" && a.Subject.Type() != want {
-		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeSubjectMismatch,
-			"subject: contract %s acts on %q subjects, not %q", c.ID(), want, a.Subject.Type()))
-		return
-	}
-	a.ContractVersion = rec.Version
-	settlesAt := a.RequestedAt.Add(c.Settlement())
-	watchUntil := settlesAt.Add(c.Watch())
-
-	stored, created, err := s.store.CreateAction(r.Context(), t.ID, a, settlesAt, watchUntil, key, req.Hash)
+	stored, created, err := s.RecordAction(r.Context(), t.ID, req.Action, key, req.Hash)
 	if err != nil {
 		var fe *commitlayer.FieldError
+		var ae *apiError
 		switch {
+		case errors.As(err, &ae):
+			s.writeError(w, r, err)
 		case isConflict(err) && key != "":
 			s.writeError(w, r, errorf(http.StatusConflict, codeIdempotency,
 				"Idempotency-Key %q was used with another request", truncate(key, 64)))
 		case isConflict(err):
 			s.writeError(w, r, errorf(http.StatusConflict, codeIdempotency,
-				"action %q exists with another request", truncate(a.ID, 128)))
+				"action %q exists with another request", truncate(req.Action.ID, 128)))
 		case isInvalid(err) && errors.As(err, &fe):
 			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", fe.Error()))
 		case isInvalid(err):
 			s.logError(r, "create action: invalid", err)
 			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "the action holds a value the store cannot keep"))
 		default:
-			s.writeError(w, r, fmt.Errorf("create action: %w", err))
+			s.writeError(w, r, err)
 		}
 		return
 	}
@@ -83,7 +68,7 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	if created || s.needsStart(r.Context(), t.ID, stored.ID, startKey) {
-		if err := s.verifier.Start(r.Context(), t.ID, stored); err != nil {
+		if err := s.start(r.Context(), t.ID, stored); err != nil {
 			// The action is stored; a retry with the same key (or id)
 			// starts it, since no verdict exists and this process has no
 			// record of a start.
@@ -98,6 +83,44 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 	url := "/v1/actions/" + stored.ID
 	w.Header().Set("Location", url)
 	writeJSON(w, http.StatusAccepted, map[string]string{"id": stored.ID, "verdict_url": url})
+}
+
+// RecordAction records an action the way POST /v1/actions does, without
+// starting its verification: requested_at defaults to now, the contract's
+// latest version is pinned, the subject type is checked, settles_at and
+// watch_until come from the contract, and the idempotency key (with the
+// request's hash) makes a retry return the same action (created false). The
+// sandbox harness records its agents' actions through it. Errors for the
+// caller's input are *apiError values (422) or wrap postgres.ErrConflict /
+// postgres.ErrInvalid.
+func (s *Server) RecordAction(ctx context.Context, tenantID string, a commitlayer.Action, idempotencyKey string, requestHash []byte) (postgres.ActionRecord, bool, error) {
+	if a.RequestedAt.IsZero() {
+		a.RequestedAt = s.now().UTC()
+	}
+	rec, c, err := s.loadContract(ctx, tenantID, a.Contract, a.ContractVersion)
+	if err != nil {
+		return postgres.ActionRecord{}, false, err
+	}
+	if want := c.Spec.Subject; want != "" && a.Subject.Type() != want {
+		return postgres.ActionRecord{}, false, errorf(http.StatusUnprocessableEntity, codeSubjectMismatch,
+			"subject: contract %s acts on %q subjects, not %q", c.ID(), want, a.Subject.Type())
+	}
+	a.ContractVersion = rec.Version
+	settlesAt := c.SettlesAt(a.RequestedAt)
+	watchUntil := c.WatchUntil(a.RequestedAt)
+	stored, created, err := s.store.CreateAction(ctx, tenantID, a, settlesAt, watchUntil, idempotencyKey, requestHash)
+	if err != nil {
+		return postgres.ActionRecord{}, false, fmt.Errorf("create action: %w", err)
+	}
+	return stored, created, nil
+}
+
+// start starts the verification of a stored action.
+func (s *Server) start(ctx context.Context, tenantID string, a postgres.ActionRecord) error {
+	if s.verifier == nil {
+		return errors.New("no verifier configured")
+	}
+	return s.verifier.Start(ctx, tenantID, a)
 }
 
 // needsStart reports whether a replayed action may never have had its
@@ -200,6 +223,10 @@ func (s *Server) recheck(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if s.verifier == nil {
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "verification is not enabled on this server"))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), recheckTimeout)
 	defer cancel()
 	v, err := s.verifier.Recheck(ctx, t.ID, rec.ID)
@@ -248,30 +275,40 @@ func (s *Server) orphans(w http.ResponseWriter, r *http.Request) {
 		}
 		since = ts
 	}
-	_, c, err := s.loadContract(r.Context(), t.ID, id, 0)
+	orphans, err := s.Orphans(r.Context(), t.ID, id, since, now)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	out := []orphanView{}
+	for _, o := range orphans {
+		out = append(out, orphanView{ContractID: o.Contract, Check: o.Check, Fact: o.Fact})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"orphans": out, "since": since, "until": now})
+}
+
+// Orphans lists the effects of the kinds a contract expects or forbids that
+// occurred in [since, until] on subjects with no recorded action of it
+// (directly or through links), as GET /v1/actions/orphans does. The sandbox
+// harness uses it too.
+func (s *Server) Orphans(ctx context.Context, tenantID, contractID string, since, until time.Time) ([]contracts.Orphan, error) {
+	_, c, err := s.loadContract(ctx, tenantID, contractID, 0)
+	if err != nil {
+		return nil, err
 	}
 	var kinds []postgres.Kind
 	for _, k := range c.EffectKinds() {
 		kinds = append(kinds, postgres.Kind{Source: k.Source, Type: k.Type})
 	}
-	facts, err := s.store.FactsOfKinds(r.Context(), t.ID, kinds, since, now)
+	facts, err := s.store.FactsOfKinds(ctx, tenantID, kinds, since, until)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("orphans: facts: %w", err))
-		return
+		return nil, fmt.Errorf("orphans: facts: %w", err)
 	}
 	// An effect at since may belong to an action requested up to
 	// settlement + watch before it.
-	actions, err := s.store.ActionsOfContract(r.Context(), t.ID, c.ID(), since.Add(-(c.Settlement() + c.Watch())))
+	actions, err := s.store.ActionsOfContract(ctx, tenantID, c.ID(), since.Add(-(c.Settlement() + c.Watch())))
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("orphans: actions: %w", err))
-		return
+		return nil, fmt.Errorf("orphans: actions: %w", err)
 	}
-	out := []orphanView{}
-	for _, o := range contracts.Orphans(c, actions, facts) {
-		out = append(out, orphanView{ContractID: o.Contract, Check: o.Check, Fact: o.Fact})
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"orphans": out, "since": since, "until": now})
+	return contracts.Orphans(c, actions, facts), nil
 }

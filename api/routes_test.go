@@ -1141,3 +1141,24 @@ func TestServedOverHTTP(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.JSONEq(t, `{"status":"ok"}`, string(body))
 }
+
+func TestWithoutVerifier(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Verifier = nil })
+	_, key := e.tenant("no-verifier")
+	e.contract(key, payoutContract)
+	res := e.do(req{method: "POST", path: "/v1/actions", key: key, header: map[string]string{"Idempotency-Key": "nv"},
+		body: map[string]any{"contract": "send_payout", "agent": "a", "subject": "account:acc_1"}})
+	require.Equal(t, http.StatusServiceUnavailable, res.Status, "%s", res.Body)
+	require.Contains(t, e.logs.String(), "no verifier configured")
+	res = e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{fact(1, "account:acc_1")}}})
+	require.Equal(t, http.StatusOK, res.Status)
+	// The action was kept; with a verifier, the retry starts it.
+	e2 := newEnv(t)
+	res = e2.do(req{method: "POST", path: "/v1/actions", key: key, header: map[string]string{"Idempotency-Key": "nv"},
+		body: map[string]any{"contract": "send_payout", "agent": "a", "subject": "account:acc_1"}})
+	require.Equal(t, http.StatusAccepted, res.Status)
+	require.Len(t, e2.ver.startCalls(), 1)
+	id := res.json(t)["id"].(string)
+	res = e.do(req{method: "POST", path: "/v1/actions/" + id + "/recheck", key: key})
+	require.Equal(t, http.StatusServiceUnavailable, res.Status)
+}

@@ -109,7 +109,9 @@ type Benchmarks interface {
 
 // Config holds the API's dependencies.
 type Config struct {
-	Store    Store
+	Store Store
+	// Verifier starts and re-runs verifications; without one, recording an
+	// action answers 503 (the action is kept) and so does a recheck.
 	Verifier Verifier
 	// Benchmarks serves the admin benchmark runs; nil answers 503 on
 	// POST /v1/admin/benchmark (runs already stored are still listed).
