@@ -329,6 +329,15 @@ func (ev *evaluation) checkPolicy(x *actionCtx) {
 		}
 		down := ev.unavailable(reads...)
 		ok, err := runBool(r.prg, &x.act)
+		if err != nil && len(down) == 0 {
+			// A value the rule needs is missing. State is folded over the
+			// subject and the subjects linked to it, and links come from
+			// facts of any source: with one of the contract's sources
+			// unavailable, the value may sit on a subject only that source
+			// links (an order's customer), so the rule is unknown, not
+			// violated.
+			down = ev.unavailable(ev.c.Spec.Sources...)
+		}
 		switch {
 		case err == nil && !ok:
 			if r.spec.Message != "" {
