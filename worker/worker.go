@@ -26,9 +26,9 @@ type Options struct {
 	// the SDK defaults.
 	MaxConcurrentActivities    int
 	MaxConcurrentWorkflowTasks int
-	// Extra registers more workflows and activities on the same worker (the
-	// sandbox harness registers Benchmark and Scenario this way).
-	Extra func(sdkworker.Registry)
+	// MoreActivities are more activity structs to register (the sandbox
+	// harness's).
+	MoreActivities []any
 }
 
 // New builds a worker polling the task queue, with every CommitLayer
@@ -42,21 +42,21 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 		MaxConcurrentActivityExecutionSize:     opts.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: opts.MaxConcurrentWorkflowTasks,
 	})
-	Register(w, acts)
-	if opts.Extra != nil {
-		opts.Extra(w)
+	RegisterWorkflows(w)
+	w.RegisterActivity(acts)
+	for _, a := range opts.MoreActivities {
+		w.RegisterActivity(a)
 	}
 	return w
 }
 
-// Register registers CommitLayer's workflows and activities on a registry
-// (a worker, or a replayer for the workflows).
-func Register(r sdkworker.Registry, acts *activities.Activities) {
+// RegisterWorkflows registers CommitLayer's workflows on a worker or a
+// replayer, under stable names.
+func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.VerifyAction, workflow.RegisterOptions{Name: "VerifyAction"})
 	r.RegisterWorkflowWithOptions(workflows.PollConnectors, workflow.RegisterOptions{Name: "PollConnectors"})
-	if acts != nil {
-		r.RegisterActivity(acts)
-	}
+	r.RegisterWorkflowWithOptions(workflows.Benchmark, workflow.RegisterOptions{Name: "Benchmark"})
+	r.RegisterWorkflowWithOptions(workflows.Scenario, workflow.RegisterOptions{Name: "Scenario"})
 }
 
 // EnsureSearchAttributes registers CommitLayer's search attributes in the

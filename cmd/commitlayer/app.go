@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/metrics"
+	"github.com/commitlayer/commitlayer/postgres"
+	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
+	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/runner"
+	"github.com/commitlayer/commitlayer/verify"
+	"github.com/commitlayer/commitlayer/worker"
+	"github.com/commitlayer/commitlayer/workflows"
+)
+
+// Roles say what a process runs.
+type Roles struct {
+	API    bool
+	Worker bool
+}
+
+// Config is the process configuration, read from the environment.
+type Config struct {
+	Addr        string // COMMITLAYER_ADDR
+	DatabaseURL string // DATABASE_URL
+	AdminKey    string // COMMITLAYER_ADMIN_KEY
+	TaskQueue   string // COMMITLAYER_TASK_QUEUE (default "commitlayer")
+	// PollInterval is how often connectors are pulled during a watch
+	// (COMMITLAYER_POLL_INTERVAL, a Go duration).
+	PollInterval time.Duration
+	Temporal     client.Options // TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*
+	// SandboxDir holds the sandbox enterprises' files while a benchmark
+	// runs (COMMITLAYER_SANDBOX_DIR, default .data/sandbox).
+	SandboxDir string
+}
+
+// DefaultDatabaseURL is the local development database.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/commitlayer?sslmode=disable"
+
+// ConfigFromEnv reads the configuration. An admin key is required when the
+// API runs.
+func ConfigFromEnv(roles Roles) (Config, error) {
+	cfg := Config{
+		Addr:        envOr("COMMITLAYER_ADDR", "127.0.0.1:8080"),
+		DatabaseURL: envOr("DATABASE_URL", DefaultDatabaseURL),
+		AdminKey:    os.Getenv("COMMITLAYER_ADMIN_KEY"),
+		TaskQueue:   envOr("COMMITLAYER_TASK_QUEUE", workflows.TaskQueue),
+		SandboxDir:  envOr("COMMITLAYER_SANDBOX_DIR", filepath.Join(".data", "sandbox")),
+	}
+	if s := os.Getenv("COMMITLAYER_POLL_INTERVAL"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return Config{}, fmt.Errorf("COMMITLAYER_POLL_INTERVAL %q is not a positive duration", s)
+		}
+		cfg.PollInterval = d
+	}
+	if roles.API && len(cfg.AdminKey) < 16 {
+		return Config{}, errors.New("COMMITLAYER_ADMIN_KEY must be set to a secret of at least 16 characters")
+	}
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return Config{}, fmt.Errorf("temporal configuration: %w", err)
+	}
+	if opts.HostPort == "" {
+		opts.HostPort = client.DefaultHostPort
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = client.DefaultNamespace
+	}
+	cfg.Temporal = opts
+	return cfg, nil
+}
+
+func envOr(name, def string) string {
+	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+// Main is one CommitLayer process: it owns the one pgx pool and the one
+// Temporal client, and runs the API and/or the worker.
+type Main struct {
+	Config Config
+	Logger *slog.Logger
+
+	DB         *postgres.DB
+	Temporal   client.Client
+	Registry   *prometheus.Registry
+	Verifier   *verify.Client
+	Activities *activities.Activities
+	// WorkerOptions tune the worker.
+	WorkerOptions worker.Options
+	// Runner starts benchmark runs (the admin routes and the sandbox
+	// command); Harness runs their scenarios in a worker process.
+	Runner  *runner.Runner
+	Harness *harness.Activities
+	// API is the HTTP API's server (also the harness's path for recording
+	// actions).
+	API *api.Server
+
+	worker   sdkworker.Worker
+	local    sdkworker.Worker // this process's own queue: steps bound to its enterprises
+	server   *http.Server
+	listener net.Listener
+	errc     chan error
+}
+
+// Open connects to the database (migrating it) and Temporal, then starts
+// what the roles ask for. On error, Close releases what was opened.
+func (m *Main) Open(ctx context.Context, roles Roles) error {
+	if m.Logger == nil {
+		m.Logger = slog.Default()
+	}
+	m.errc = make(chan error, 2)
+	if err := m.openDB(ctx); err != nil {
+		return err
+	}
+	if err := m.openTemporal(ctx); err != nil {
+		return err
+	}
+	m.Verifier = &verify.Client{
+		Temporal: m.Temporal, Store: m.DB, TaskQueue: m.Config.TaskQueue,
+		PollInterval: m.Config.PollInterval, Logger: m.Logger,
+	}
+	m.Runner = &runner.Runner{Temporal: m.Temporal, Store: m.DB, TaskQueue: m.Config.TaskQueue}
+	m.API = api.New(api.Config{
+		Store:      m.DB,
+		Verifier:   m.Verifier,
+		Benchmarks: m.Runner,
+		AdminKey:   m.Config.AdminKey,
+		Logger:     m.Logger,
+		Registry:   m.Registry,
+	})
+	if roles.Worker {
+		if err := m.startWorker(ctx); err != nil {
+			return err
+		}
+	}
+	if roles.API {
+		if err := m.startAPI(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Main) openDB(ctx context.Context) error {
+	if err := postgres.CreateDatabaseIfMissing(ctx, m.Config.DatabaseURL); err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	db, err := postgres.Open(ctx, m.Config.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("open database: %w", err)
+	}
+	m.DB = db
+	if err := db.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate database: %w", err)
+	}
+	return nil
+}
+
+func (m *Main) openTemporal(ctx context.Context) error {
+	m.Registry = prometheus.NewRegistry()
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts := m.Config.Temporal
+	opts.Logger = sdklog.NewStructuredLogger(m.Logger.With("component", "temporal"))
+	mh, err := metrics.NewHandler(m.Registry, metrics.Options{})
+	if err != nil {
+		return err
+	}
+	opts.MetricsHandler = mh
+	dialCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	c, err := client.DialContext(dialCtx, opts)
+	if err != nil {
+		return fmt.Errorf("connect to Temporal at %s: %w", opts.HostPort, err)
+	}
+	m.Temporal = c
+	return nil
+}
+
+func (m *Main) startWorker(ctx context.Context) error {
+	if err := worker.EnsureSearchAttributes(ctx, m.Temporal, m.Config.Temporal.Namespace); err != nil {
+		return err
+	}
+	localQueue := localTaskQueue(m.Config.TaskQueue)
+	m.Harness = &harness.Activities{
+		Store:     m.DB,
+		API:       m.API,
+		Rechecker: m.Verifier,
+		Contracts: sbcontracts.FS,
+		Dir:       m.Config.SandboxDir,
+		TaskQueue: localQueue,
+		Logger:    m.Logger,
+		Host:      &harness.Host{},
+	}
+	m.Activities = &activities.Activities{
+		Store:      m.DB,
+		Notify:     m.Verifier,
+		Logger:     m.Logger,
+		HTTPClient: m.Harness.Host.HTTPClient,
+	}
+	opts := m.WorkerOptions
+	if opts.TaskQueue == "" {
+		opts.TaskQueue = m.Config.TaskQueue
+	}
+	opts.MoreActivities = append(opts.MoreActivities, m.Harness)
+	m.worker = worker.New(m.Temporal, m.Activities, opts)
+	if err := m.worker.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	lopts := opts
+	lopts.TaskQueue = localQueue
+	m.local = worker.New(m.Temporal, m.Activities, lopts)
+	if err := m.local.Start(); err != nil {
+		return fmt.Errorf("start local worker: %w", err)
+	}
+	m.Logger.Info("worker started", "task_queue", opts.TaskQueue, "local_queue", localQueue,
+		"temporal", m.Config.Temporal.HostPort, "namespace", m.Config.Temporal.Namespace)
+	return nil
+}
+
+// localTaskQueue names this process's own task queue.
+func localTaskQueue(shared string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-local-%s-%d-%s", shared, host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+func (m *Main) startAPI() error {
+	ln, err := net.Listen("tcp", m.Config.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
+	}
+	m.listener = ln
+	m.server = &http.Server{
+		Handler:           m.API.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      120 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	go func() {
+		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.errc <- fmt.Errorf("http server: %w", err)
+		}
+	}()
+	m.Logger.Info("api listening", "addr", "http://"+ln.Addr().String())
+	return nil
+}
+
+// URL is the API's base URL once it listens.
+func (m *Main) URL() string {
+	if m.listener == nil {
+		return ""
+	}
+	return "http://" + m.listener.Addr().String()
+}
+
+// Wait blocks until ctx ends or a server fails.
+func (m *Main) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-m.errc:
+		return err
+	}
+}
+
+// Close stops the API (draining requests), the worker, and the clients.
+func (m *Main) Close() error {
+	if m.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = m.server.Shutdown(ctx)
+		cancel()
+	}
+	if m.local != nil {
+		m.local.Stop()
+	}
+	if m.worker != nil {
+		m.worker.Stop()
+	}
+	if m.Harness != nil {
+		m.Harness.Host.CloseAll()
+	}
+	if m.Temporal != nil {
+		m.Temporal.Close()
+	}
+	if m.DB != nil {
+		m.DB.Close()
+	}
+	return nil
+}

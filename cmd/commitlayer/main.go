@@ -1,0 +1,133 @@
+// Command commitlayer is CommitLayer's one binary:
+//
+//	commitlayer api                 the HTTP API
+//	commitlayer worker              the Temporal worker
+//	commitlayer dev                 api and worker in one process
+//	commitlayer migrate             apply the database migrations
+//	commitlayer contracts lint F…   check contract files
+//	commitlayer sandbox [flags]     run the failure matrix
+//	commitlayer demo                the main job on the embedded defaults
+//
+// Configuration comes from the environment: COMMITLAYER_ADDR, DATABASE_URL,
+// COMMITLAYER_ADMIN_KEY and the standard TEMPORAL_* variables.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/commitlayer/commitlayer/contracts"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage: commitlayer <command> [arguments]
+
+commands:
+  api                  serve the HTTP API
+  worker               run the Temporal worker
+  dev                  api and worker in one process
+  migrate              apply the database migrations and exit
+  contracts lint F...  check contract files (exit 1 when one is invalid)
+  sandbox [flags]      run the sandbox failure matrix (see commitlayer sandbox -h)
+  demo                 start everything on the embedded defaults and run the matrix
+
+environment:
+  COMMITLAYER_ADDR       listen address (default 127.0.0.1:8080)
+  DATABASE_URL           PostgreSQL URL (default postgres://postgres@127.0.0.1:5432/commitlayer?sslmode=disable)
+  COMMITLAYER_ADMIN_KEY  key for /v1/admin routes (required by api and dev)
+  TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_* (see docs/operations.md)
+`
+
+// run executes one command and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
+	slog.SetDefault(logger)
+	var err error
+	switch args[0] {
+	case "api":
+		err = serve(ctx, logger, Roles{API: true})
+	case "worker":
+		err = serve(ctx, logger, Roles{Worker: true})
+	case "dev":
+		err = serve(ctx, logger, Roles{API: true, Worker: true})
+	case "migrate":
+		err = migrate(ctx, logger)
+	case "contracts":
+		if len(args) < 3 || args[1] != "lint" {
+			fmt.Fprint(stderr, "usage: commitlayer contracts lint FILE...\n")
+			return 2
+		}
+		if !contracts.Lint(stdout, args[2:]) {
+			return 1
+		}
+		return 0
+	case "sandbox":
+		return sandboxCmd(ctx, logger, args[1:], stdout, stderr)
+	case "demo":
+		return demoCmd(ctx, logger, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "commitlayer: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		logger.Error("commitlayer "+args[0], "error", err)
+		return 1
+	}
+	return 0
+}
+
+func logLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv("COMMITLAYER_LOG_LEVEL"))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+// serve runs the API and/or the worker until ctx ends.
+func serve(ctx context.Context, logger *slog.Logger, roles Roles) error {
+	cfg, err := ConfigFromEnv(roles)
+	if err != nil {
+		return err
+	}
+	m := &Main{Config: cfg, Logger: logger}
+	if err := m.Open(ctx, roles); err != nil {
+		m.Close()
+		return err
+	}
+	defer m.Close()
+	return m.Wait(ctx)
+}
+
+func migrate(ctx context.Context, logger *slog.Logger) error {
+	cfg, err := ConfigFromEnv(Roles{})
+	if err != nil {
+		return err
+	}
+	m := &Main{Config: cfg, Logger: logger}
+	defer m.Close()
+	if err := m.openDB(ctx); err != nil {
+		return err
+	}
+	logger.Info("migrations applied")
+	return nil
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/workflows"
+)
+
+// sandboxOptions are the flags of `commitlayer sandbox` and `demo`.
+type sandboxOptions struct {
+	only        []string
+	concurrency int
+	out         string
+	serve       bool
+	purge       bool
+	demo        bool
+}
+
+type listFlag struct{ list *[]string }
+
+func (l listFlag) String() string {
+	if l.list == nil {
+		return ""
+	}
+	return strings.Join(*l.list, ",")
+}
+
+func (l listFlag) Set(s string) error {
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l.list = append(*l.list, p)
+		}
+	}
+	return nil
+}
+
+func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOptions, error) {
+	o := sandboxOptions{concurrency: 8, out: "sandbox/results"}
+	fs := flag.NewFlagSet("commitlayer "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Var(listFlag{&o.only}, "only", "run only scenarios with these ids or id prefixes (comma-separated or repeated), e.g. refund/")
+	fs.IntVar(&o.concurrency, "concurrency", o.concurrency, "scenarios run at once")
+	fs.StringVar(&o.out, "out", o.out, "directory for latest.json and latest.md (empty: don't write)")
+	fs.BoolVar(&o.serve, "serve", name == "demo", "also serve the HTTP API on COMMITLAYER_ADDR while the run goes")
+	fs.BoolVar(&o.purge, "purge", false, "delete the run's tenants (and their facts, actions and verdicts) at the end")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.concurrency < 1 {
+		return o, fmt.Errorf("-concurrency must be at least 1")
+	}
+	o.demo = name == "demo"
+	return o, nil
+}
+
+func sandboxCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, stderr io.Writer) int {
+	o, err := parseSandboxFlags("sandbox", args, stderr)
+	if err != nil {
+		return 2
+	}
+	return runMatrix(ctx, logger, o, stdout, stderr)
+}
+
+func demoCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, stderr io.Writer) int {
+	o, err := parseSandboxFlags("demo", args, stderr)
+	if err != nil {
+		return 2
+	}
+	return runMatrix(ctx, logger, o, stdout, stderr)
+}
+
+// runMatrix runs the failure matrix in this process: a worker (and the API
+// when serving), a Benchmark workflow, progress while it runs, the results
+// written and printed. The exit status is 1 when any scenario disagrees
+// with the oracle.
+func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdout, stderr io.Writer) int {
+	if o.serve && os.Getenv("COMMITLAYER_ADMIN_KEY") == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		os.Setenv("COMMITLAYER_ADMIN_KEY", "demo-"+hex.EncodeToString(b[:]))
+	}
+	roles := Roles{Worker: true, API: o.serve}
+	cfg, err := ConfigFromEnv(roles)
+	if err != nil {
+		logger.Error("configuration", "error", err)
+		return 1
+	}
+	m := &Main{Config: cfg, Logger: quiet(logger)}
+	if err := m.Open(ctx, roles); err != nil {
+		logger.Error("start", "error", err)
+		m.Close()
+		return 1
+	}
+	defer m.Close()
+
+	started, err := m.Runner.StartRun(ctx, api.BenchmarkRequest{Only: o.only, Concurrency: o.concurrency})
+	if err != nil {
+		logger.Error("start benchmark", "error", err)
+		return 1
+	}
+	runID := started.Run.ID
+	fmt.Fprintf(stdout, "CommitLayer failure matrix: run %s, %d scenarios, %d at a time\n", runID, len(started.Scenarios), o.concurrency)
+	fmt.Fprintf(stdout, "Temporal UI: %s (query: CommitLayerRun=\"%s\")\n", temporalUI(cfg), runID)
+	if o.serve {
+		fmt.Fprintf(stdout, "API: %s (admin key in COMMITLAYER_ADMIN_KEY=%s)\n", m.URL(), cfg.AdminKey)
+	}
+	last := -1
+	res, err := m.Runner.Wait(ctx, runID, time.Second, func(p workflows.Progress) {
+		if p.Done == last {
+			return
+		}
+		last = p.Done
+		fmt.Fprintf(stderr, "[%3d/%d] %d disagree; running: %s\n", p.Done, p.Total, len(p.Disagree),
+			strings.Join(p.Running, " "))
+	})
+	if err != nil {
+		logger.Error("benchmark", "run", runID, "error", err)
+		return 1
+	}
+	results := harness.NewResults(gitCommit(), res.StartedAt, res.FinishedAt, o.concurrency, res.Rows)
+	if o.out != "" {
+		if err := harness.WriteFiles(o.out, results); err != nil {
+			logger.Error("write results", "error", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "results: %s/latest.json, %s/latest.md\n", o.out, o.out)
+	}
+	fmt.Fprintln(stdout)
+	md := harness.Markdown(results)
+	if i := strings.Index(md, "\n## Scenarios"); i >= 0 {
+		md = md[:i+1] // the summary and the groups; the per-scenario table is in latest.md
+	}
+	fmt.Fprint(stdout, md)
+	fmt.Fprintf(stdout, "\nwall time %.1fs · Temporal UI: %s\n", results.WallSeconds, temporalUI(cfg))
+	if o.purge {
+		if err := purgeRun(ctx, m, runID); err != nil {
+			logger.Error("purge", "run", runID, "error", err)
+		}
+	}
+	disagree := 0
+	for _, r := range res.Rows {
+		if !r.Agree.Both() {
+			disagree++
+			fmt.Fprintf(stdout, "DISAGREE %s: truth %s/%s, verdict %s/%s %s\n", r.ID, r.Truth.Outcome, r.Truth.Policy,
+				r.Verdict.Lenses.Outcome, r.Verdict.Lenses.Policy, r.Error)
+		}
+	}
+	if disagree > 0 {
+		return 1
+	}
+	return 0
+}
+
+// quiet lowers the SDK's chatter for interactive runs.
+func quiet(l *slog.Logger) *slog.Logger {
+	if os.Getenv("COMMITLAYER_LOG_LEVEL") != "" {
+		return l
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func temporalUI(cfg Config) string {
+	if u := os.Getenv("TEMPORAL_UI_URL"); u != "" {
+		return u
+	}
+	host := cfg.Temporal.HostPort
+	if i := strings.LastIndex(host, ":"); i >= 0 {
+		host = host[:i]
+	}
+	if host == "" || host == "127.0.0.1" || host == "localhost" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("http://%s:8233/namespaces/%s/workflows", host, cfg.Temporal.Namespace)
+}
+
+// gitCommit names the commit the results come from ("unknown" outside a
+// checkout), marked "+dirty" when the tree has changes.
+func gitCommit() string {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+		c += "+dirty"
+	}
+	return c
+}
+
+// purgeRun deletes the tenants a run created.
+func purgeRun(ctx context.Context, m *Main, runID string) error {
+	tenants, err := m.DB.ListTenants(ctx)
+	if err != nil {
+		return err
+	}
+	prefix := "benchmark " + runID + " "
+	for _, t := range tenants {
+		if strings.HasPrefix(t.Name, prefix) {
+			if err := m.DB.DeleteTenant(ctx, t.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

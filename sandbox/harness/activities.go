@@ -1,0 +1,448 @@
+package harness
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/systems"
+)
+
+// Store is what the harness needs from the database.
+type Store interface {
+	CreateTenant(ctx context.Context, name string) (postgres.Tenant, string, error)
+	DeleteTenant(ctx context.Context, tenantID string) error
+	PutContract(ctx context.Context, tenantID, contractID string, source []byte) (postgres.ContractRecord, bool, error)
+	CreateConnector(ctx context.Context, tenantID string, c postgres.Connector) (postgres.Connector, error)
+	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
+	GetBenchmarkRun(ctx context.Context, id string) (postgres.BenchmarkRun, error)
+	UpdateBenchmarkRun(ctx context.Context, r postgres.BenchmarkRun) error
+}
+
+// API is the API's own path for recording actions and listing orphans: the
+// harness records the agent's action exactly as POST /v1/actions does.
+type API interface {
+	RecordAction(ctx context.Context, tenantID string, a commitlayer.Action, idempotencyKey string, requestHash []byte) (postgres.ActionRecord, bool, error)
+	Orphans(ctx context.Context, tenantID, contractID string, since, until time.Time) ([]contracts.Orphan, error)
+}
+
+// Rechecker forces a re-verification (the recheck update).
+type Rechecker interface {
+	Recheck(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
+}
+
+// ContractsFS holds the eight sandbox contracts (sandbox/contracts).
+type ContractsFS interface {
+	ReadFile(name string) ([]byte, error)
+}
+
+// Activities runs the steps of the failure matrix. Steps bound to one
+// scenario's enterprise run in the process that built it: Prepare answers
+// the process's own task queue and every later step is scheduled there.
+type Activities struct {
+	Store     Store
+	API       API
+	Rechecker Rechecker
+	// Contracts reads "<contract id>.yaml".
+	Contracts ContractsFS
+	// Dir holds the enterprises' files, one directory per scenario.
+	Dir string
+	// TaskQueue is this process's own task queue.
+	TaskQueue string
+	Logger    *slog.Logger
+	// Host holds this process's live enterprises; it must be set.
+	Host *Host
+}
+
+// Host holds the live enterprises of the scenarios running in this
+// process, by tenant. Its methods are not activities.
+type Host struct {
+	mu   sync.Mutex
+	live map[string]*live // by tenant id
+}
+
+type live struct {
+	*Live
+	tenantID string
+	dir      string
+	started  time.Time
+}
+
+// HTTPClient returns the client a tenant's connectors are pulled with: the
+// scenario's extractor chaos transport for a benchmark tenant, nil (the
+// default) for any other. Plug it into activities.Activities.HTTPClient.
+func (h *Host) HTTPClient(tenantID string) *http.Client {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if l, ok := h.live[tenantID]; ok {
+		return l.ExtractClient()
+	}
+	return nil
+}
+
+func (a *Activities) get(tenantID string) (*live, error) {
+	a.Host.mu.Lock()
+	defer a.Host.mu.Unlock()
+	l, ok := a.Host.live[tenantID]
+	if !ok {
+		// The enterprise lived in a process that is gone: the scenario
+		// cannot go on, and retrying will not bring it back.
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("no live enterprise for tenant %s in this process", tenantID), "ScenarioLost", nil)
+	}
+	return l, nil
+}
+
+func (a *Activities) logger() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+// PrepareInput names the scenario to prepare.
+type PrepareInput struct {
+	RunID      string
+	ScenarioID string
+}
+
+// PrepareResult is where the scenario lives.
+type PrepareResult struct {
+	TaskQueue  string
+	TenantID   string
+	ContractID string
+	// Since is when the enterprise's clock started, after its seed (for
+	// orphans: the seed's records are not effects of anyone's action).
+	Since time.Time
+}
+
+// Prepare builds the scenario's fresh enterprise and fresh tenant: the
+// workflow's contract, one http_events connector per system pointing at
+// the enterprise, the chaos armed for the connectors.
+func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
+	sc, ok := Lookup(in.ScenarioID)
+	if !ok {
+		return PrepareResult{}, temporal.NewNonRetryableApplicationError("unknown scenario "+in.ScenarioID, "InvalidInput", nil)
+	}
+	wf, ok := agent.LookupWorkflow(sc.Workflow)
+	if !ok {
+		return PrepareResult{}, temporal.NewNonRetryableApplicationError("unknown workflow "+sc.Workflow, "InvalidInput", nil)
+	}
+	src, err := a.Contracts.ReadFile(wf.Contract + ".yaml")
+	if err != nil {
+		return PrepareResult{}, temporal.NewNonRetryableApplicationError("read contract "+wf.Contract, "InvalidInput", err)
+	}
+	tenant, _, err := a.Store.CreateTenant(ctx, fmt.Sprintf("benchmark %s %s", in.RunID, in.ScenarioID))
+	if err != nil {
+		return PrepareResult{}, fmt.Errorf("create tenant: %w", err)
+	}
+	dir := filepath.Join(a.Dir, in.RunID, sanitize(in.ScenarioID)+"-"+tenant.ID)
+	l, err := Start(ctx, dir, sc)
+	if err != nil {
+		return PrepareResult{}, fmt.Errorf("start enterprise: %w", err)
+	}
+	fail := func(err error) (PrepareResult, error) {
+		_ = l.Close()
+		_ = os.RemoveAll(dir)
+		return PrepareResult{}, err
+	}
+	if _, _, err := a.Store.PutContract(ctx, tenant.ID, wf.Contract, src); err != nil {
+		return fail(fmt.Errorf("put contract: %w", err))
+	}
+	for _, sys := range systems.Names {
+		if _, err := a.Store.CreateConnector(ctx, tenant.ID, postgres.Connector{
+			Source: sys, Kind: "http_events", URL: l.Env.Enterprise.SystemURL(sys),
+		}); err != nil {
+			return fail(fmt.Errorf("create connector %s: %w", sys, err))
+		}
+	}
+	a.Host.mu.Lock()
+	if a.Host.live == nil {
+		a.Host.live = map[string]*live{}
+	}
+	a.Host.live[tenant.ID] = &live{Live: l, tenantID: tenant.ID, dir: dir, started: time.Now()}
+	a.Host.mu.Unlock()
+	return PrepareResult{TaskQueue: a.TaskQueue, TenantID: tenant.ID, ContractID: wf.Contract,
+		Since: l.Env.Enterprise.Clock().Start()}, nil
+}
+
+func sanitize(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// StepInput names a prepared scenario.
+type StepInput struct {
+	RunID      string
+	ScenarioID string
+	TenantID   string
+}
+
+// Recorded is an action recorded through the API path, with what its
+// verification needs.
+type Recorded struct {
+	Action     commitlayer.Action
+	SettlesAt  time.Time
+	WatchUntil time.Time
+}
+
+// RunPrior runs the scenario's earlier tasks by the same agent and records
+// their actions.
+func (a *Activities) RunPrior(ctx context.Context, in StepInput) ([]Recorded, error) {
+	l, err := a.get(in.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	results, err := l.RunPrior(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prior runs: %w", err)
+	}
+	out := make([]Recorded, 0, len(results))
+	for i, r := range results {
+		rec, err := a.record(ctx, in, r.Action, fmt.Sprintf("prior-%d", i))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// AgentResult is the main task's recorded action and what the agent did.
+type AgentResult struct {
+	Recorded Recorded
+	Claim    string
+	Calls    int
+}
+
+// RunAgent runs the scenario's task under the agent's chaos and records the
+// action the agent reports.
+func (a *Activities) RunAgent(ctx context.Context, in StepInput) (AgentResult, error) {
+	l, err := a.get(in.TenantID)
+	if err != nil {
+		return AgentResult{}, err
+	}
+	res, err := l.RunAgent(ctx)
+	if err != nil {
+		return AgentResult{}, fmt.Errorf("agent: %w", err)
+	}
+	rec, err := a.record(ctx, in, res.Action, "main")
+	if err != nil {
+		return AgentResult{}, err
+	}
+	return AgentResult{Recorded: rec, Claim: res.Action.Claim.Status, Calls: len(res.Trajectory.Calls)}, nil
+}
+
+// record stores an action through the API path with an idempotency key
+// derived from the run, the scenario and the step, so a retried activity
+// records it once.
+func (a *Activities) record(ctx context.Context, in StepInput, act commitlayer.Action, step string) (Recorded, error) {
+	key := fmt.Sprintf("benchmark/%s/%s/%s", in.RunID, in.ScenarioID, step)
+	act.ID = "" // the store names it
+	hash := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%s|%s|%v|%s", act.Contract, act.Agent, act.Subject,
+		act.RequestedAt.UTC().Format(time.RFC3339Nano), act.Params, act.Claim.Status)))
+	rec, _, err := a.API.RecordAction(ctx, in.TenantID, act, key, hash[:])
+	if err != nil {
+		return Recorded{}, fmt.Errorf("record %s action: %w", step, err)
+	}
+	return Recorded{Action: rec.Action, SettlesAt: rec.SettlesAt, WatchUntil: rec.WatchUntil}, nil
+}
+
+// AfterSettlement runs the scenario's after-settlement injection, if it has
+// one, and then forces a re-check of the action.
+func (a *Activities) AfterSettlement(ctx context.Context, in RecheckInput) (*commitlayer.Verdict, error) {
+	l, err := a.get(in.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	did, err := l.AfterSettlement(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("after-settlement injection: %w", err)
+	}
+	if !did {
+		return nil, nil
+	}
+	v, err := a.Rechecker.Recheck(ctx, in.TenantID, in.ActionID)
+	if err != nil {
+		return nil, fmt.Errorf("recheck after injection: %w", err)
+	}
+	return &v, nil
+}
+
+// RecheckInput names an action to re-check.
+type RecheckInput struct {
+	RunID      string
+	ScenarioID string
+	TenantID   string
+	ActionID   string
+}
+
+// JudgeInput is everything a row is built from besides the oracle.
+type JudgeInput struct {
+	StepInput
+	ContractID  string
+	Since       time.Time
+	ActionID    string
+	Claim       string
+	Calls       int
+	Provisional commitlayer.Verdict
+	Final       commitlayer.Verdict
+	LatencyMS   float64
+}
+
+// Judge reads the truth from the enterprise's files (the oracle), lists the
+// orphans CommitLayer reports for the tenant, and builds the row.
+func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
+	l, err := a.get(in.TenantID)
+	if err != nil {
+		return Row{}, err
+	}
+	truth, stray, err := l.Truth(ctx)
+	if err != nil {
+		return Row{}, fmt.Errorf("oracle: %w", err)
+	}
+	orphans, err := a.API.Orphans(ctx, in.TenantID, in.ContractID, in.Since, time.Now())
+	if err != nil {
+		return Row{}, fmt.Errorf("orphans: %w", err)
+	}
+	seen := map[commitlayer.Subject]bool{}
+	var subjects []commitlayer.Subject
+	for _, o := range orphans {
+		if !seen[o.Fact.Subject] {
+			seen[o.Fact.Subject] = true
+			subjects = append(subjects, o.Fact.Subject)
+		}
+	}
+	sort.Slice(subjects, func(i, j int) bool { return subjects[i] < subjects[j] })
+	history, err := a.Store.VerdictHistory(ctx, in.TenantID, in.ActionID)
+	if err != nil {
+		return Row{}, fmt.Errorf("verdict history: %w", err)
+	}
+	return BuildRow(l.Scenario, truth, stray, in.Provisional, in.Final, len(history), subjects,
+		in.Claim, in.Calls, in.LatencyMS, l.ChaosLog()), nil
+}
+
+// Cleanup closes the scenario's enterprise and removes its files. The
+// tenant's rows stay until the run is purged.
+func (a *Activities) Cleanup(ctx context.Context, in StepInput) error {
+	a.Host.mu.Lock()
+	l, ok := a.Host.live[in.TenantID]
+	delete(a.Host.live, in.TenantID)
+	a.Host.mu.Unlock()
+	if !ok {
+		return nil // already cleaned up (a retried activity)
+	}
+	err := l.Close()
+	if rerr := os.RemoveAll(l.dir); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	if err != nil {
+		a.logger().Warn("cleanup scenario", "scenario", in.ScenarioID, "error", err)
+	}
+	return nil
+}
+
+// CloseAll closes every live enterprise (process shutdown).
+func (h *Host) CloseAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, l := range h.live {
+		_ = l.Close()
+		_ = os.RemoveAll(l.dir)
+		delete(h.live, id)
+	}
+}
+
+// RunInput describes a benchmark run's bookkeeping.
+type RunInput struct {
+	RunID       string
+	Status      string // running, done, failed
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	Concurrency int
+	Rows        []Row
+	Total       int
+}
+
+// RecordRun stores a run's progress or result on its benchmark run row:
+// status, summary, rows, markdown and log tail. It returns the summary.
+func (a *Activities) RecordRun(ctx context.Context, in RunInput) (Summary, error) {
+	res := NewResults("", in.StartedAt, in.FinishedAt, in.Concurrency, in.Rows)
+	run, err := a.Store.GetBenchmarkRun(ctx, in.RunID)
+	if errors.Is(err, postgres.ErrNotFound) {
+		return res.Summary, nil // a run started without a stored row keeps no bookkeeping
+	} else if err != nil {
+		return Summary{}, fmt.Errorf("load run %s: %w", in.RunID, err)
+	}
+	summary, err := json.Marshal(res.Summary)
+	if err != nil {
+		return Summary{}, fmt.Errorf("encode summary: %w", err)
+	}
+	rows, err := json.Marshal(res.Scenarios)
+	if err != nil {
+		return Summary{}, fmt.Errorf("encode rows: %w", err)
+	}
+	run.Status, run.Summary, run.Results, run.Markdown = in.Status, summary, rows, Markdown(res)
+	run.LogTail = logTail(in)
+	if !in.FinishedAt.IsZero() {
+		run.FinishedAt = in.FinishedAt
+	}
+	if err := a.Store.UpdateBenchmarkRun(ctx, run); err != nil {
+		return Summary{}, fmt.Errorf("update run %s: %w", in.RunID, err)
+	}
+	if activity.IsActivity(ctx) {
+		activity.GetLogger(ctx).Info("benchmark progress", "run", in.RunID, "done", len(in.Rows), "total", in.Total)
+	}
+	return res.Summary, nil
+}
+
+// logTail is the last lines of a run's log: one per finished scenario.
+func logTail(in RunInput) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d/%d scenarios done\n", in.Status, len(in.Rows), in.Total)
+	rows := in.Rows
+	if len(rows) > 40 {
+		rows = rows[len(rows)-40:]
+	}
+	for _, r := range rows {
+		word := "agree"
+		if !r.Agree.Both() {
+			word = "DISAGREE"
+		}
+		fmt.Fprintf(&b, "%-45s %-8s truth %s/%s verdict %s/%s %.0fms %s\n", r.ID, word, r.Truth.Outcome, r.Truth.Policy,
+			r.Verdict.Lenses.Outcome, r.Verdict.Lenses.Policy, r.LatencyMS, r.Error)
+	}
+	return b.String()
+}
+
+// ErrorRow is the row of a scenario that could not run to the end: it
+// counts as a disagreement on both lenses.
+func ErrorRow(id string, err error) Row {
+	r := Row{ID: id, Error: err.Error()}
+	if sc, ok := Lookup(id); ok {
+		r.Workflow, r.Injection, r.Family, r.Summary = sc.Workflow, sc.Injection, sc.Family, sc.Summary
+	}
+	return r
+}

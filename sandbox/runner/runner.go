@@ -1,0 +1,186 @@
+// Package runner starts and follows benchmark runs of the failure matrix:
+// a stored run row plus a Benchmark workflow. The API's admin routes and the
+// `commitlayer sandbox` command use it.
+package runner
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/workflows"
+)
+
+// Store is what the runner needs from the database.
+type Store interface {
+	CreateBenchmarkRun(ctx context.Context, r postgres.BenchmarkRun) (postgres.BenchmarkRun, error)
+	GetBenchmarkRun(ctx context.Context, id string) (postgres.BenchmarkRun, error)
+	UpdateBenchmarkRun(ctx context.Context, r postgres.BenchmarkRun) error
+}
+
+// Runner starts benchmark runs.
+type Runner struct {
+	Temporal  client.Client
+	Store     Store
+	TaskQueue string // defaults to workflows.TaskQueue
+	// DefaultConcurrency is used when a request names none; zero means 4.
+	DefaultConcurrency int
+}
+
+var _ api.Benchmarks = (*Runner)(nil)
+
+// MaxConcurrency bounds a run's sliding window.
+const MaxConcurrency = 64
+
+// Start validates the request, stores the run and starts its Benchmark
+// workflow.
+func (r *Runner) Start(ctx context.Context, req api.BenchmarkRequest) (postgres.BenchmarkRun, error) {
+	run, _, err := r.start(ctx, req)
+	return run, err
+}
+
+// Started is a run just started.
+type Started struct {
+	Run       postgres.BenchmarkRun
+	Scenarios []string
+	Workflow  client.WorkflowRun
+}
+
+// StartRun is Start, also returning the scenarios and the workflow run.
+func (r *Runner) StartRun(ctx context.Context, req api.BenchmarkRequest) (Started, error) {
+	run, wr, err := r.start(ctx, req)
+	if err != nil {
+		return Started{}, err
+	}
+	var ids []string
+	if err := json.Unmarshal(run.Request, &struct{ Scenarios *[]string }{&ids}); err != nil {
+		return Started{}, fmt.Errorf("decode run request: %w", err)
+	}
+	return Started{Run: run, Scenarios: ids, Workflow: wr}, nil
+}
+
+func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (postgres.BenchmarkRun, client.WorkflowRun, error) {
+	scenarios, err := harness.Select(req.Only)
+	if err != nil {
+		return postgres.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "only", Reason: err.Error()}
+	}
+	if len(scenarios) == 0 {
+		return postgres.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "only", Reason: "selects no scenario"}
+	}
+	conc := req.Concurrency
+	switch {
+	case conc < 0 || conc > MaxConcurrency:
+		return postgres.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "concurrency",
+			Reason: fmt.Sprintf("must be between 1 and %d", MaxConcurrency)}
+	case conc == 0:
+		conc = r.DefaultConcurrency
+		if conc <= 0 {
+			conc = 4
+		}
+	}
+	ids := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		ids[i] = s.ID
+	}
+	runID := newRunID()
+	reqJSON, err := json.Marshal(struct {
+		Only        []string `json:"only"`
+		Concurrency int      `json:"concurrency"`
+		Scenarios   []string `json:"scenarios"`
+	}{req.Only, conc, ids})
+	if err != nil {
+		return postgres.BenchmarkRun{}, nil, fmt.Errorf("encode run request: %w", err)
+	}
+	now := time.Now().UTC()
+	run, err := r.Store.CreateBenchmarkRun(ctx, postgres.BenchmarkRun{
+		ID: runID, Status: "running", Request: reqJSON, StartedAt: now,
+	})
+	if err != nil {
+		return postgres.BenchmarkRun{}, nil, fmt.Errorf("store run: %w", err)
+	}
+	tq := r.TaskQueue
+	if tq == "" {
+		tq = workflows.TaskQueue
+	}
+	wr, err := r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                    workflows.BenchmarkWorkflowID(runID),
+		TaskQueue:             tq,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.SARun.ValueSet(runID)),
+		StaticSummary:         fmt.Sprintf("benchmark %s: %d scenarios, %d at a time", runID, len(ids), conc),
+	}, workflows.Benchmark, workflows.BenchmarkInput{RunID: runID, ScenarioIDs: ids, Concurrency: conc, StartedAt: now})
+	if err != nil {
+		run.Status, run.LogTail, run.FinishedAt = "failed", "could not start the Benchmark workflow", time.Now().UTC()
+		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+		return postgres.BenchmarkRun{}, nil, fmt.Errorf("start benchmark workflow: %w", err)
+	}
+	return run, wr, nil
+}
+
+func newRunID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return time.Now().UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// Progress asks a running benchmark how far it is.
+func (r *Runner) Progress(ctx context.Context, runID string) (workflows.Progress, error) {
+	val, err := r.Temporal.QueryWorkflow(ctx, workflows.BenchmarkWorkflowID(runID), "", workflows.QueryProgress)
+	if err != nil {
+		return workflows.Progress{}, fmt.Errorf("query progress of %s: %w", runID, err)
+	}
+	var p workflows.Progress
+	if err := val.Get(&p); err != nil {
+		return workflows.Progress{}, fmt.Errorf("decode progress of %s: %w", runID, err)
+	}
+	return p, nil
+}
+
+// Wait follows a run to its end, calling progress (when not nil) every
+// interval with the run's progress, and returns its result.
+func (r *Runner) Wait(ctx context.Context, runID string, interval time.Duration, progress func(workflows.Progress)) (workflows.BenchmarkResult, error) {
+	done := make(chan struct{})
+	var (
+		res workflows.BenchmarkResult
+		err error
+	)
+	go func() {
+		defer close(done)
+		// GetWorkflow follows continue-as-new to the run that completes.
+		err = r.Temporal.GetWorkflow(ctx, workflows.BenchmarkWorkflowID(runID), "").Get(ctx, &res)
+	}()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			if err != nil {
+				return res, fmt.Errorf("benchmark %s: %w", runID, err)
+			}
+			return res, nil
+		case <-t.C:
+			if progress == nil {
+				continue
+			}
+			if p, perr := r.Progress(ctx, runID); perr == nil {
+				progress(p)
+			}
+		case <-ctx.Done():
+			return res, ctx.Err()
+		}
+	}
+}

@@ -1,0 +1,345 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/sandbox/harness"
+)
+
+// harnessActs is the nil receiver the benchmark workflows call the sandbox
+// harness's activities through.
+var harnessActs *harness.Activities
+
+// QueryProgress answers a benchmark run's progress.
+const QueryProgress = "progress"
+
+// BenchmarkInput starts (or continues) a benchmark run.
+type BenchmarkInput struct {
+	RunID       string
+	ScenarioIDs []string
+	// Concurrency bounds the scenarios running at once (the sliding
+	// window); zero means 4.
+	Concurrency int
+	StartedAt   time.Time
+	// Next is the index of the first scenario this run still has to start
+	// and Rows the rows finished by earlier runs (continue-as-new).
+	Next int
+	Rows []harness.Row
+}
+
+// BenchmarkResult is a finished run.
+type BenchmarkResult struct {
+	RunID      string
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Rows       []harness.Row
+	Summary    harness.Summary
+}
+
+// Progress is what QueryProgress answers.
+type Progress struct {
+	Total    int
+	Done     int
+	Running  []string
+	Disagree []string
+	Rows     []harness.Row
+}
+
+// scenariosPerRun bounds the children one Benchmark run starts before it
+// continues as new, keeping its history small.
+const scenariosPerRun = 60
+
+// Benchmark runs the failure matrix: one Scenario child per scenario, at
+// most Concurrency at a time, each with a deterministic ID, every result
+// read. Rows keep the order of ScenarioIDs. The run's row in the database is
+// updated as scenarios finish.
+func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error) {
+	if in.RunID == "" || len(in.ScenarioIDs) == 0 {
+		return BenchmarkResult{}, temporal.NewNonRetryableApplicationError("run id and scenarios are required", activities.ErrInvalidInput, nil)
+	}
+	if in.StartedAt.IsZero() {
+		in.StartedAt = workflow.Now(ctx)
+	}
+	window := in.Concurrency
+	if window <= 0 {
+		window = 4
+	}
+	rows := make([]harness.Row, len(in.ScenarioIDs))
+	done := make([]bool, len(in.ScenarioIDs))
+	for i, r := range in.Rows {
+		rows[i] = r
+		done[i] = true
+	}
+	finished := len(in.Rows)
+	running := map[int]bool{}
+	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) {
+		p := Progress{Total: len(in.ScenarioIDs), Done: finished}
+		for i := range in.ScenarioIDs {
+			switch {
+			case running[i]:
+				p.Running = append(p.Running, in.ScenarioIDs[i])
+			case done[i]:
+				p.Rows = append(p.Rows, rows[i])
+				if !rows[i].Agree.Both() {
+					p.Disagree = append(p.Disagree, rows[i].ID)
+				}
+			}
+		}
+		return p, nil
+	}); err != nil {
+		return BenchmarkResult{}, err
+	}
+
+	recordCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	record := func(status string) (harness.Summary, error) {
+		var finishedRows []harness.Row
+		for i := range rows {
+			if done[i] {
+				finishedRows = append(finishedRows, rows[i])
+			}
+		}
+		in := harness.RunInput{RunID: in.RunID, Status: status, StartedAt: in.StartedAt,
+			Concurrency: window, Rows: finishedRows, Total: len(in.ScenarioIDs)}
+		if status != "running" {
+			in.FinishedAt = workflow.Now(ctx)
+		}
+		var s harness.Summary
+		err := workflow.ExecuteActivity(recordCtx, harnessActs.RecordRun, in).Get(ctx, &s)
+		return s, err
+	}
+
+	sel := workflow.NewSelector(ctx)
+	next := in.Next
+	startedHere := 0
+	start := func(i int) {
+		id := in.ScenarioIDs[i]
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:            ScenarioWorkflowID(in.RunID, id),
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(in.RunID), SAScenario.ValueSet(id)),
+			StaticSummary:         "scenario " + id,
+			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		})
+		running[i] = true
+		startedHere++
+		f := workflow.ExecuteChildWorkflow(cctx, Scenario, ScenarioInput{RunID: in.RunID, ScenarioID: id})
+		sel.AddFuture(f, func(f workflow.Future) {
+			var row harness.Row
+			if err := f.Get(ctx, &row); err != nil {
+				row = harness.ErrorRow(id, err)
+			}
+			rows[i] = row
+			done[i] = true
+			delete(running, i)
+			finished++
+		})
+	}
+	for next < len(in.ScenarioIDs) || len(running) > 0 {
+		for next < len(in.ScenarioIDs) && len(running) < window && startedHere < scenariosPerRun {
+			if !done[next] {
+				start(next)
+			}
+			next++
+		}
+		if len(running) == 0 {
+			break // this run's share is started and finished
+		}
+		sel.Select(ctx)
+		if finished%10 == 0 {
+			if _, err := record("running"); err != nil {
+				workflow.GetLogger(ctx).Warn("record progress", "error", err)
+			}
+		}
+	}
+	if next < len(in.ScenarioIDs) {
+		var carried []harness.Row
+		for i := 0; i < next; i++ {
+			carried = append(carried, rows[i])
+		}
+		cont := in
+		cont.Next, cont.Rows = next, carried
+		return BenchmarkResult{}, workflow.NewContinueAsNewError(ctx, Benchmark, cont)
+	}
+	summary, err := record("done")
+	if err != nil {
+		return BenchmarkResult{}, fmt.Errorf("record run: %w", err)
+	}
+	return BenchmarkResult{RunID: in.RunID, StartedAt: in.StartedAt, FinishedAt: workflow.Now(ctx),
+		Rows: rows, Summary: summary}, nil
+}
+
+// ScenarioInput names one scenario of a run.
+type ScenarioInput struct {
+	RunID      string
+	ScenarioID string
+}
+
+// finalVerdictTimeout bounds the wait for a verification's final verdict.
+const finalVerdictTimeout = 5 * time.Minute
+
+// Scenario runs one scenario: a fresh enterprise and tenant; earlier runs by
+// the same agent; the agent under chaos; its action recorded through the API
+// path; VerifyAction as a child (its connector pulls go through the
+// scenario's extractor chaos); the after-settlement injection and re-check;
+// the oracle; a row comparing both lenses.
+func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
+	if in.RunID == "" || in.ScenarioID == "" {
+		return harness.Row{}, temporal.NewNonRetryableApplicationError("run and scenario ids are required", activities.ErrInvalidInput, nil)
+	}
+	sharedCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{activities.ErrInvalidInput}},
+	})
+	var prep harness.PrepareResult
+	if err := workflow.ExecuteActivity(sharedCtx, harnessActs.Prepare, harness.PrepareInput{
+		RunID: in.RunID, ScenarioID: in.ScenarioID,
+	}).Get(ctx, &prep); err != nil {
+		return harness.Row{}, fmt.Errorf("prepare: %w", err)
+	}
+	// Every later step touches the enterprise built by Prepare: run it on
+	// that worker's own queue.
+	local := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		TaskQueue:              prep.TaskQueue,
+		ScheduleToStartTimeout: time.Minute,
+		StartToCloseTimeout:    2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3,
+			NonRetryableErrorTypes: []string{activities.ErrInvalidInput, "ScenarioLost"}},
+	})
+	step := harness.StepInput{RunID: in.RunID, ScenarioID: in.ScenarioID, TenantID: prep.TenantID}
+	s := &scenarioRun{in: in, prep: prep, step: step, verdicts: workflow.GetSignalChannel(ctx, SignalVerdictPublished)}
+	row, err := s.run(ctx, local)
+	// The enterprise goes away whatever happened.
+	dctx, _ := workflow.NewDisconnectedContext(local)
+	if cerr := workflow.ExecuteActivity(dctx, harnessActs.Cleanup, step).Get(dctx, nil); cerr != nil {
+		workflow.GetLogger(ctx).Warn("cleanup", "error", cerr)
+	}
+	if err == nil {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, SAAgree.ValueSet(agreeWord(row)))
+	}
+	return row, err
+}
+
+type scenarioRun struct {
+	in       ScenarioInput
+	prep     harness.PrepareResult
+	step     harness.StepInput
+	verdicts workflow.ReceiveChannel
+	children []workflow.ChildWorkflowFuture
+}
+
+func agreeWord(r harness.Row) string {
+	if r.Agree.Both() {
+		return "agree"
+	}
+	return "disagree"
+}
+
+func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
+	var prior []harness.Recorded
+	if err := workflow.ExecuteActivity(local, harnessActs.RunPrior, s.step).Get(ctx, &prior); err != nil {
+		return harness.Row{}, fmt.Errorf("prior runs: %w", err)
+	}
+	for _, p := range prior {
+		if err := s.startVerification(ctx, p, false); err != nil {
+			return harness.Row{}, err
+		}
+	}
+	var agentRes harness.AgentResult
+	if err := workflow.ExecuteActivity(local, harnessActs.RunAgent, s.step).Get(ctx, &agentRes); err != nil {
+		return harness.Row{}, fmt.Errorf("agent: %w", err)
+	}
+	recordedAt := workflow.Now(ctx)
+	if err := s.startVerification(ctx, agentRes.Recorded, true); err != nil {
+		return harness.Row{}, err
+	}
+	actionID := agentRes.Recorded.Action.ID
+	provisional, final, err := s.awaitFinal(ctx, actionID)
+	if err != nil {
+		return harness.Row{}, err
+	}
+	latency := workflow.Now(ctx).Sub(recordedAt)
+
+	var after *commitlayer.Verdict
+	if err := workflow.ExecuteActivity(local, harnessActs.AfterSettlement, harness.RecheckInput{
+		RunID: s.in.RunID, ScenarioID: s.in.ScenarioID, TenantID: s.prep.TenantID, ActionID: actionID,
+	}).Get(ctx, &after); err != nil {
+		return harness.Row{}, fmt.Errorf("after settlement: %w", err)
+	}
+	if after != nil {
+		final = *after
+	}
+	var row harness.Row
+	if err := workflow.ExecuteActivity(local, harnessActs.Judge, harness.JudgeInput{
+		StepInput: s.step, ContractID: s.prep.ContractID, Since: s.prep.Since, ActionID: actionID,
+		Claim: agentRes.Claim, Calls: agentRes.Calls, Provisional: provisional, Final: final,
+		LatencyMS: float64(latency) / float64(time.Millisecond),
+	}).Get(ctx, &row); err != nil {
+		return harness.Row{}, fmt.Errorf("judge: %w", err)
+	}
+	return row, nil
+}
+
+// startVerification starts VerifyAction for a recorded action as a child,
+// on this scenario's worker (its connector pulls go through the scenario's
+// chaos), reporting its verdicts to this workflow when report is set.
+func (s *scenarioRun) startVerification(ctx workflow.Context, r harness.Recorded, report bool) error {
+	a := r.Action
+	in := VerifyActionInput{TenantID: s.prep.TenantID, ActionID: a.ID, SettlesAt: r.SettlesAt, WatchUntil: r.WatchUntil}
+	if report {
+		in.ReportTo = workflow.GetInfo(ctx).WorkflowExecution.ID
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            VerifyWorkflowID(s.prep.TenantID, a.ID),
+		TaskQueue:             s.prep.TaskQueue,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			SAContract.ValueSet(a.Contract), SAAgent.ValueSet(a.Agent), SASubject.ValueSet(string(a.Subject)),
+			SATenant.ValueSet(s.prep.TenantID), SAProvisional.ValueSet(true),
+			SARun.ValueSet(s.in.RunID), SAScenario.ValueSet(s.in.ScenarioID)),
+		StaticSummary: fmt.Sprintf("verify %s by %s on %s", a.Contract, a.Agent, a.Subject),
+	})
+	f := workflow.ExecuteChildWorkflow(cctx, VerifyAction, in)
+	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		return fmt.Errorf("start verification of %s: %w", a.ID, err)
+	}
+	s.children = append(s.children, f)
+	return nil
+}
+
+// awaitFinal waits for the verification to publish its first verdict and
+// its final (non-provisional) one.
+func (s *scenarioRun) awaitFinal(ctx workflow.Context, actionID string) (provisional, final commitlayer.Verdict, err error) {
+	timer := workflow.NewTimer(ctx, finalVerdictTimeout)
+	first := true
+	for {
+		var v commitlayer.Verdict
+		timedOut := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddReceive(s.verdicts, func(c workflow.ReceiveChannel, _ bool) { c.Receive(ctx, &v) })
+		sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
+		sel.Select(ctx)
+		if timedOut {
+			return provisional, final, fmt.Errorf("no final verdict for %s within %s", actionID, finalVerdictTimeout)
+		}
+		if v.ActionID != actionID {
+			continue
+		}
+		if first {
+			provisional, first = v, false
+		}
+		if !v.Provisional {
+			return provisional, v, nil
+		}
+	}
+}
