@@ -40,7 +40,20 @@ func decodeJSON(body io.Reader, dst any) error {
 }
 
 // jsonError maps a decoding error to the client's error.
-func jsonError(err error) *apiError {
+func jsonError(err error) *apiError { return jsonErrorAt("", err) }
+
+// jsonErrorAt maps a decoding error of the value at path ("facts[3]"; ""
+// for the body) to the client's error.
+func jsonErrorAt(path string, err error) *apiError {
+	join := func(field string) string {
+		switch {
+		case path == "":
+			return field
+		case field == "":
+			return path
+		}
+		return path + "." + field
+	}
 	var (
 		maxErr    *http.MaxBytesError
 		syntaxErr *json.SyntaxError
@@ -56,13 +69,17 @@ func jsonError(err error) *apiError {
 	case errors.As(err, &syntaxErr):
 		return errorf(http.StatusBadRequest, codeInvalidJSON, "malformed JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
 	case errors.As(err, &typeErr):
-		field := typeErr.Field
+		field := join(typeErr.Field)
 		if field == "" {
 			return errorf(http.StatusBadRequest, codeInvalidRequest, "body must be a JSON object, not %s", typeErr.Value)
 		}
 		return errorf(http.StatusBadRequest, codeInvalidRequest, "%s: expected %s, got %s", field, jsonTypeName(typeErr.Type.String()), typeErr.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return errorf(http.StatusBadRequest, codeInvalidRequest, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		if path != "" {
+			return errorf(http.StatusBadRequest, codeInvalidRequest, "%s: unknown field %s", path, name)
+		}
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "unknown field %s", name)
 	default:
 		// Other decoding errors come from the client's bytes (an invalid
 		// escape, a number out of range in attrs); their text names them.
@@ -88,13 +105,8 @@ func jsonTypeName(goType string) string {
 	}
 }
 
-// factsRequest is the body of POST /v1/facts.
-type factsRequest struct {
-	Facts *[]factIn `json:"facts"`
-}
-
-// factIn is a fact on the wire. Times and attrs are read as raw values so
-// that an error names the fact and the field.
+// factIn is a fact on the wire. The time is read as a string and attrs as
+// any JSON value, so that an error names the fact and the field.
 type factIn struct {
 	Source     string   `json:"source"`
 	Type       string   `json:"type"`
@@ -108,29 +120,101 @@ type factIn struct {
 	Seq json.RawMessage `json:"seq"`
 }
 
-// decodeFacts reads and validates a fact batch: every fact must pass
-// Fact.Validate, with attrs normalized. The first bad fact rejects the
-// batch, named by index and field ("facts[3].subject: …").
+// decodeFacts reads and validates the body of POST /v1/facts,
+// {"facts":[Fact…]}: every fact must pass Fact.Validate, with attrs
+// normalized. The first bad fact rejects the batch, named by index and
+// field ("facts[3].subject: …"). The array is read one fact at a time, so
+// even a JSON type error names the fact.
 func decodeFacts(body io.Reader) ([]commitlayer.Fact, error) {
-	var req factsRequest
-	if err := decodeJSON(body, &req); err != nil {
-		return nil, err
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	dec.UseNumber()
+	bad := func(format string, args ...any) error {
+		return errorf(http.StatusBadRequest, codeInvalidRequest, format, args...)
 	}
-	if req.Facts == nil {
-		return nil, errorf(http.StatusBadRequest, codeInvalidRequest, "facts: is required (an array of facts)")
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, jsonError(err)
 	}
-	if len(*req.Facts) == 0 {
-		return nil, errorf(http.StatusBadRequest, codeInvalidRequest, "facts: at least one fact is required")
+	if tok != json.Delim('{') {
+		return nil, bad("body must be a JSON object {\"facts\": […]}")
 	}
-	facts := make([]commitlayer.Fact, len(*req.Facts))
-	for i := range *req.Facts {
-		f, err := (*req.Facts)[i].fact()
+	var (
+		facts []commitlayer.Fact
+		seen  bool
+	)
+	for dec.More() {
+		tok, err := dec.Token()
 		if err != nil {
-			return nil, errorf(http.StatusBadRequest, codeInvalidRequest, "facts[%d].%s", i, err.Error())
+			return nil, jsonError(err)
 		}
-		facts[i] = f
+		if key, _ := tok.(string); key != "facts" {
+			return nil, bad("unknown field %q", fmt.Sprint(tok))
+		}
+		if seen {
+			return nil, bad("facts: is given twice")
+		}
+		seen = true
+		if tok, err = dec.Token(); err != nil {
+			return nil, jsonError(err)
+		}
+		switch tok {
+		case nil:
+			return nil, bad("facts: is required (an array of facts)")
+		case json.Delim('['):
+		default:
+			return nil, bad("facts: expected an array, got %s", jsonKind(tok))
+		}
+		for i := 0; dec.More(); i++ {
+			var in factIn
+			if err := dec.Decode(&in); err != nil {
+				return nil, jsonErrorAt(fmt.Sprintf("facts[%d]", i), err)
+			}
+			f, err := in.fact()
+			if err != nil {
+				return nil, bad("facts[%d].%s", i, err.Error())
+			}
+			facts = append(facts, f)
+		}
+		if _, err := dec.Token(); err != nil { // ]
+			return nil, jsonError(err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // }
+		return nil, jsonError(err)
+	}
+	switch _, err := dec.Token(); {
+	case errors.Is(err, io.EOF):
+	case err == nil:
+		return nil, errorf(http.StatusBadRequest, codeInvalidJSON, "body holds more than one JSON value")
+	default:
+		return nil, jsonError(err)
+	}
+	if !seen {
+		return nil, bad("facts: is required (an array of facts)")
+	}
+	if len(facts) == 0 {
+		return nil, bad("facts: at least one fact is required")
 	}
 	return facts, nil
+}
+
+// jsonKind names the JSON kind of a token.
+func jsonKind(tok json.Token) string {
+	switch tok.(type) {
+	case json.Delim:
+		if tok == json.Delim('{') {
+			return "an object"
+		}
+		return "an array"
+	case string:
+		return "a string"
+	case json.Number, float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	}
+	return "null"
 }
 
 // fact converts and validates; its errors read "field: reason".
