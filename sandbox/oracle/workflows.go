@@ -579,6 +579,12 @@ func (j *judge) deploy() error {
 		if d.health == "unhealthy" {
 			j.failPolicy("platform", "unhealthy", "deployment %s reported unhealthy", d.id)
 		}
+		// Agents deploy to production only: what counts is where the
+		// deployment went, not only what was asked (a request for
+		// another environment is already a reason of its own).
+		if d.env != "production" && env == "production" {
+			j.failPolicy("platform", "production_only", "deployment %s went to %s", d.id, d.env)
+		}
 	}
 
 	switch {
