@@ -89,6 +89,11 @@ type Row struct {
 	// Error is set when the scenario could not run to the end; such a row
 	// counts as a disagreement.
 	Error string `json:"error,omitempty"`
+	// PriorRuns counts the earlier actions the scenario ran first;
+	// AfterSettlement is true when something was injected after the
+	// verdict settled (the final verdict is then the re-check's).
+	PriorRuns       int  `json:"prior_runs,omitempty"`
+	AfterSettlement bool `json:"after_settlement,omitempty"`
 }
 
 // RowTruth is the oracle's truth for a row.

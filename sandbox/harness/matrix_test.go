@@ -1,0 +1,440 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/extract"
+)
+
+// The local runner verifies a scenario the way CommitLayer does, without
+// Temporal or Postgres: the agent's action, the connectors' pulls through
+// the scenario's extractor chaos (sandbox/extract), the engine on the
+// workflow's contract, the settlement re-read, the after-settlement
+// injection and re-check, the oracle, and BuildRow.
+
+var (
+	contractsOnce sync.Once
+	contractSet   map[string]*contracts.Contract
+	contractErr   error
+)
+
+// contractFor parses the eight sandbox contracts once.
+func contractFor(t *testing.T, workflow string) *contracts.Contract {
+	t.Helper()
+	contractsOnce.Do(func() {
+		contractSet = map[string]*contracts.Contract{}
+		for _, wf := range agent.Workflows {
+			src, err := os.ReadFile(filepath.Join("..", "contracts", wf.Contract+".yaml"))
+			if err != nil {
+				contractErr = err
+				return
+			}
+			c, err := contracts.Parse(src)
+			if err != nil {
+				contractErr = fmt.Errorf("%s: %w", wf.Contract, err)
+				return
+			}
+			contractSet[wf.Name] = c
+		}
+	})
+	require.NoError(t, contractErr)
+	c, ok := contractSet[workflow]
+	require.True(t, ok, "no contract for workflow %q", workflow)
+	return c
+}
+
+// localRun is one scenario's run with what the checks read besides the row.
+type localRun struct {
+	row     Row
+	live    *Live
+	result  agent.Result
+	first   commitlayer.Verdict
+	settled commitlayer.Verdict
+	final   commitlayer.Verdict
+}
+
+// explain describes a run for a failure message.
+func (r *localRun) explain() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nscenario: %s — %s\ntruth:    outcome=%s(knowable=%v) policy=%s(knowable=%v)\n", r.row.ID, r.row.Summary,
+		r.row.Truth.Outcome, r.row.Truth.OutcomeKnowable, r.row.Truth.Policy, r.row.Truth.PolicyKnowable)
+	for _, reason := range r.row.Truth.Reasons {
+		fmt.Fprintf(&b, "  reason %s\n", reason)
+	}
+	fmt.Fprintf(&b, "first:    %s\nsettled:  %s\nfinal:    %s\n", r.first.Summary(), r.settled.Summary(), r.final.Summary())
+	for _, f := range r.final.Findings {
+		fmt.Fprintf(&b, "  finding %s %s %s: %s\n", f.Lens, f.Code, f.Check, f.Message)
+	}
+	fmt.Fprintf(&b, "claim:    %+v\n", r.result.Action.Claim)
+	for _, c := range r.result.Trajectory.Calls {
+		fmt.Fprintf(&b, "  call %s #%d %s %s key=%q -> %d %s\n", c.Tool, c.Attempt, c.Method, c.Path, c.IdempotencyKey, c.Status, c.Error)
+	}
+	for _, l := range r.row.Chaos {
+		fmt.Fprintf(&b, "  chaos %s\n", l)
+	}
+	fmt.Fprintf(&b, "stray:    %v\norphans:  %v\n", r.row.Stray, r.row.Orphans)
+	return b.String()
+}
+
+// runLocal runs one scenario end to end in dir.
+func runLocal(ctx context.Context, dir string, sc Scenario, c *contracts.Contract) (*localRun, error) {
+	l, err := Start(ctx, dir, sc)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	run := &localRun{live: l}
+	priors, err := l.RunPrior(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var prior []commitlayer.Action
+	for i, p := range priors {
+		a := p.Action
+		a.ID = fmt.Sprintf("prior_%d", i+1)
+		prior = append(prior, a)
+	}
+	res, err := l.RunAgent(ctx)
+	if err != nil {
+		return nil, err
+	}
+	run.result = res
+	act := res.Action
+	act.ID = "act_1"
+	if err := act.Validate(); err != nil {
+		return nil, fmt.Errorf("recorded action: %w", err)
+	}
+	recorded := time.Now()
+
+	x := extract.New(l.Env.Enterprise.URL(), l.ExtractClient())
+	var facts []commitlayer.Fact
+	verify := func() (commitlayer.Verdict, error) {
+		rep, err := x.Pull(ctx)
+		if err != nil {
+			return commitlayer.Verdict{}, err
+		}
+		facts = append(facts, rep.Facts...)
+		return c.Evaluate(contracts.Input{
+			Action: act, Facts: facts, Prior: prior, Now: time.Now(),
+			Coverage: contracts.Coverage{Connected: x.Connected(), Unreachable: rep.Unreachable},
+		}), nil
+	}
+	if run.first, err = verify(); err != nil {
+		return nil, err
+	}
+	if run.settled, err = verify(); err != nil { // the settlement re-read
+		return nil, err
+	}
+	latency := time.Since(recorded)
+	run.final = run.settled
+	did, err := l.AfterSettlement(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if did {
+		if run.final, err = verify(); err != nil { // the re-check
+			return nil, err
+		}
+	}
+	versions := 1
+	for i, v := range []commitlayer.Verdict{run.settled, run.final} {
+		prev := []commitlayer.Verdict{run.first, run.settled}[i]
+		if !v.SameAnswer(prev) {
+			versions++
+		}
+	}
+	truth, stray, err := l.Truth(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Orphans since the scenario's first action, as the API lists them
+	// with ?since=: the seeded history is no one's effect.
+	since := act.RequestedAt
+	for _, p := range prior {
+		if p.RequestedAt.Before(since) {
+			since = p.RequestedAt
+		}
+	}
+	var orphans []commitlayer.Subject
+	for _, o := range contracts.Orphans(c, append(slices.Clone(prior), act), facts) {
+		if !o.Fact.OccurredAt.Before(since) {
+			orphans = append(orphans, o.Fact.Subject)
+		}
+	}
+	run.row = BuildRow(l.Scenario, truth, stray, run.first, run.final, versions, orphans, act.Claim.Status,
+		len(res.Trajectory.Calls), float64(latency.Microseconds())/1000, l.ChaosLog())
+	return run, nil
+}
+
+// TestMatrix runs every scenario (with -short, the regression subset) and
+// requires CommitLayer to agree with the oracle on both lenses, each
+// scenario to exercise what its name says, and the summary to show no
+// false negative, false positive or orphan false alarm.
+func TestMatrix(t *testing.T) {
+	scs := Catalogue()
+	if testing.Short() {
+		var err error
+		scs, err = Select(RegressionSubset())
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	var rows []Row
+	t.Run("scenarios", func(t *testing.T) {
+		for _, sc := range scs {
+			t.Run(sc.ID, func(t *testing.T) {
+				t.Parallel()
+				run, err := runLocal(context.Background(), t.TempDir(), sc, contractFor(t, sc.Workflow))
+				require.NoError(t, err)
+				mu.Lock()
+				rows = append(rows, run.row)
+				mu.Unlock()
+				require.True(t, run.row.Agree.Outcome, "outcome lens disagrees with the oracle%s", run.explain())
+				require.True(t, run.row.Agree.Policy, "policy lens disagrees with the oracle%s", run.explain())
+				require.Equal(t, run.row.Stray, run.row.Orphans, "CommitLayer's orphans are not the stray subjects%s", run.explain())
+				check, ok := exercises[sc.Injection]
+				require.True(t, ok, "no check that %s exercises what its name says", sc.ID)
+				check(t, sc, run)
+			})
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	require.Len(t, rows, len(scs))
+	s := Summarize(rows)
+	require.Equal(t, Count{len(scs), len(scs)}, s.AgreeBoth)
+	require.Zero(t, s.FalseNegatives.N)
+	require.Zero(t, s.FalsePositives.N)
+	require.Zero(t, s.OrphanFalseAlarms)
+	require.Equal(t, s.OrphansFlagged.Of, s.OrphansFlagged.N)
+	require.Equal(t, s.TrueFailures.Of, s.TrueFailures.N)
+	require.Equal(t, s.UnknownWhenUnknowable.Of, s.UnknownWhenUnknowable.N)
+	require.Equal(t, s.FalseClaimsCaught.Of, s.FalseClaimsCaught.N)
+	require.Equal(t, s.DuplicatesDetected.Of, s.DuplicatesDetected.N)
+	require.Equal(t, s.CorrectedAtRecheck.Of, s.CorrectedAtRecheck.N)
+	require.Equal(t, s.ReversalsCaught.Of, s.ReversalsCaught.N)
+	require.Zero(t, s.Errors)
+	if !testing.Short() {
+		// Every figure of the table has something to count in the full
+		// matrix.
+		for name, c := range map[string]Count{"true failures": s.TrueFailures, "unknowable": s.UnknownWhenUnknowable,
+			"false claims": s.FalseClaimsCaught, "duplicates": s.DuplicatesDetected, "corrected": s.CorrectedAtRecheck,
+			"reversals": s.ReversalsCaught, "orphans": s.OrphansFlagged} {
+			require.Positive(t, c.Of, "%s: nothing to count", name)
+		}
+		require.Positive(t, s.TruePasses)
+		t.Logf("summary: %+v", s)
+	}
+}
+
+// mainCalls are the attempts of the workflow's main write.
+func mainCalls(sc Scenario, run *localRun) []agent.Call {
+	w, _ := MainWrite(sc.Workflow)
+	var out []agent.Call
+	for _, c := range run.result.Trajectory.Calls {
+		if c.Tool == w.Tool {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func fired(run *localRun, mode string) bool {
+	for _, l := range run.row.Chaos {
+		if strings.Contains(l, "["+mode) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasReason(row Row, lens, check string) bool {
+	for _, r := range row.Truth.Reasons {
+		if f := strings.Fields(r); len(f) >= 3 && f[0] == lens && strings.TrimSuffix(f[2], ":") == check {
+			return true
+		}
+	}
+	return false
+}
+
+// exercises checks, per injection, that a scenario does what its name says.
+// They read the trajectory, the chaos log and the oracle's truth, never
+// CommitLayer's verdict except where the name is about the verdict (a
+// stale read corrected, an unknowable truth reported UNKNOWN).
+var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
+	"baseline": func(t *testing.T, sc Scenario, run *localRun) {
+		require.Empty(t, run.row.Chaos)
+		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
+		require.Equal(t, [2]commitlayer.Status{"PASS", "PASS"}, [2]commitlayer.Status{run.row.Truth.Outcome, run.row.Truth.Policy}, run.explain())
+		require.True(t, run.row.Truth.Knowable)
+	},
+	"lost_response_retry_no_key": func(t *testing.T, sc Scenario, run *localRun) {
+		calls := mainCalls(sc, run)
+		require.GreaterOrEqual(t, len(calls), 2, run.explain())
+		require.Contains(t, calls[0].Error, "timeout", run.explain())
+		for _, c := range calls {
+			require.Empty(t, c.IdempotencyKey)
+		}
+		// The retry either duplicated the effect, was refused as already
+		// done, or found nothing to change (the oracle says which).
+		retry := calls[1]
+		refused := retry.Status >= 400 && retry.Status < 500
+		require.True(t, run.row.Truth.Duplicate || refused || run.row.Truth.Outcome == commitlayer.StatusPass, run.explain())
+	},
+	"lost_response_retry_with_key": func(t *testing.T, sc Scenario, run *localRun) {
+		calls := mainCalls(sc, run)
+		require.Len(t, calls, 2, run.explain())
+		require.Contains(t, calls[0].Error, "timeout")
+		require.NotEmpty(t, calls[0].IdempotencyKey)
+		require.Equal(t, calls[0].IdempotencyKey, calls[1].IdempotencyKey)
+		require.True(t, calls[1].OK(), run.explain())
+		require.False(t, run.row.Truth.Duplicate, run.explain())
+	},
+	"phantom_success": func(t *testing.T, sc Scenario, run *localRun) {
+		require.True(t, fired(run, "phantom_success"), run.explain())
+		require.True(t, mainCalls(sc, run)[0].OK())
+		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
+		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
+	},
+	"permission_denied": func(t *testing.T, sc Scenario, run *localRun) {
+		require.Equal(t, 403, mainCalls(sc, run)[0].Status)
+		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
+		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
+	},
+	"rate_limited_retry": func(t *testing.T, sc Scenario, run *localRun) {
+		calls := mainCalls(sc, run)
+		require.Len(t, calls, 2, run.explain())
+		require.Equal(t, 429, calls[0].Status)
+		require.True(t, calls[1].OK())
+		require.Equal(t, commitlayer.StatusPass, run.row.Truth.Outcome, run.explain())
+	},
+	"server_error_stop": func(t *testing.T, sc Scenario, run *localRun) {
+		calls := mainCalls(sc, run)
+		require.Len(t, calls, 1)
+		require.Equal(t, 500, calls[0].Status)
+		require.Equal(t, commitlayer.ClaimFailure, run.row.Claim)
+		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
+	},
+	"unreachable_agent": func(t *testing.T, sc Scenario, run *localRun) {
+		require.True(t, fired(run, "unreachable"), run.explain())
+		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
+		calls := run.result.Trajectory.Calls
+		require.NotEmpty(t, calls)
+		last := calls[len(calls)-1]
+		require.Zero(t, last.Status, "the agent stopped at a call that got no answer%s", run.explain())
+		require.Contains(t, last.Error, "refused", run.explain())
+		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
+	},
+	"unreachable_verifier": func(t *testing.T, sc Scenario, run *localRun) {
+		w, _ := MainWrite(sc.Workflow)
+		require.Equal(t, []string{w.System}, run.live.Down)
+		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
+		require.False(t, run.row.Truth.OutcomeKnowable, run.explain())
+		require.Equal(t, commitlayer.StatusUnknown, run.row.Verdict.Lenses.Outcome)
+	},
+	"stale_read": func(t *testing.T, sc Scenario, run *localRun) {
+		require.True(t, fired(run, "stale_read"), run.explain())
+		require.NotEqual(t, run.first.Status, run.settled.Status, "the settlement re-read changes the verdict%s", run.explain())
+		require.Equal(t, run.row.Verdict.ProvisionalStatus, run.first.Status)
+	},
+	"no_calls_claims_success": func(t *testing.T, sc Scenario, run *localRun) {
+		require.Zero(t, run.row.AgentCalls)
+		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
+		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
+	},
+
+	// Workflow-specific cases.
+	"over_limit": func(t *testing.T, sc Scenario, run *localRun) {
+		require.Equal(t, commitlayer.StatusPass, run.row.Truth.Outcome, "the system carried it out%s", run.explain())
+		require.True(t, hasReason(run.row, "policy", "within_limit"), run.explain())
+	},
+	"ineligible": func(t *testing.T, sc Scenario, run *localRun) {
+		require.True(t, hasReason(run.row, "policy", "eligible"), run.explain())
+	},
+	"wrong_customer": wrongSubject,
+	"wrong_product":  wrongSubject,
+	"concurrent_human_refund": func(t *testing.T, sc Scenario, run *localRun) {
+		require.True(t, fired(run, "before"), run.explain())
+		require.True(t, run.row.Truth.Duplicate, run.explain())
+	},
+	"prompt_injection": func(t *testing.T, sc Scenario, run *localRun) {
+		require.Contains(t, run.row.Stray, commitlayer.Subject("order:o_1002"), run.explain())
+	},
+	"retried_twice": func(t *testing.T, sc Scenario, run *localRun) {
+		calls := mainCalls(sc, run)
+		require.Len(t, calls, 3, run.explain())
+		require.True(t, run.row.Truth.Duplicate || calls[2].Status >= 400, run.explain())
+	},
+	"already_cancelled":    policyFail("active"),
+	"shipped_order":        policyFail("not_shipped"),
+	"bronze_customer":      policyFail("customer_tier"),
+	"frozen_account":       policyFail("account_active"),
+	"degraded_service":     policyFail("service_not_degraded"),
+	"halted_product":       policyFail("product_trading"),
+	"daily_total_exceeded": limit("daily_payout_total"),
+	"too_many_deploys":     limit("deploys_per_day"),
+	"forbidden_side_effect": func(t *testing.T, sc Scenario, run *localRun) {
+		require.True(t, hasReason(run.row, "policy", "no_refund"), run.explain())
+		require.Empty(t, run.row.Stray, "the refund is on the recorded order")
+	},
+	"amount_mismatch": func(t *testing.T, sc Scenario, run *localRun) {
+		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
+		require.True(t, hasReason(run.row, "outcome", "payout"), run.explain())
+		require.False(t, run.row.Truth.Duplicate)
+	},
+	"wrong_environment": func(t *testing.T, sc Scenario, run *localRun) {
+		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
+		require.True(t, hasReason(run.row, "outcome", "deployed"), run.explain())
+	},
+	"unhealthy_after_deploy": func(t *testing.T, sc Scenario, run *localRun) {
+		require.True(t, hasReason(run.row, "outcome", "healthy"), run.explain())
+	},
+	"order_not_filled": func(t *testing.T, sc Scenario, run *localRun) {
+		require.True(t, hasReason(run.row, "outcome", "filled"), run.explain())
+		require.False(t, hasReason(run.row, "outcome", "placed"), "the order was placed as asked%s", run.explain())
+	},
+	"returned_after_settlement":    reversed,
+	"rolled_back_after_settlement": reversed,
+	"fill_busted_after_settlement": reversed,
+}
+
+func wrongSubject(t *testing.T, sc Scenario, run *localRun) {
+	require.NotEmpty(t, sc.Profile.WrongSubject)
+	require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
+	require.Len(t, run.row.Stray, 1, run.explain())
+	require.Equal(t, sc.Profile.WrongSubject, run.row.Stray[0].ID())
+}
+
+func policyFail(check string) func(t *testing.T, sc Scenario, run *localRun) {
+	return func(t *testing.T, sc Scenario, run *localRun) {
+		require.True(t, hasReason(run.row, "policy", check), "policy reason %s%s", check, run.explain())
+	}
+}
+
+func limit(check string) func(t *testing.T, sc Scenario, run *localRun) {
+	return func(t *testing.T, sc Scenario, run *localRun) {
+		require.NotEmpty(t, sc.Prior)
+		require.Equal(t, commitlayer.StatusPass, run.row.Truth.Outcome, run.explain())
+		require.True(t, hasReason(run.row, "policy", check), "policy reason %s%s", check, run.explain())
+	}
+}
+
+func reversed(t *testing.T, sc Scenario, run *localRun) {
+	require.True(t, run.row.AfterSettlement)
+	require.Equal(t, commitlayer.StatusPass, run.settled.Status, "settled as PASS before the reversal%s", run.explain())
+	require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
+	require.Greater(t, run.row.Verdict.Versions, 1)
+}
