@@ -128,14 +128,30 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 	if err != nil {
 		return ExtractResult{}, fmt.Errorf("extract: list connectors: %w", err)
 	}
+	// Pull the connectors at once: each is a separate system.
+	type pulled struct {
+		ins postgres.InsertResult
+		err error
+	}
+	results := make([]pulled, len(conns))
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ins, err := a.pullConnector(ctx, in.TenantID, c)
+			results[i] = pulled{ins, err}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return ExtractResult{}, err
+	}
 	res := ExtractResult{Unreachable: map[string]string{}}
 	seen := map[commitlayer.Subject]bool{}
-	for _, c := range conns {
-		ins, err := a.pullConnector(ctx, in.TenantID, c)
+	for i, c := range conns {
+		ins, err := results[i].ins, results[i].err
 		if err != nil {
-			if ctx.Err() != nil {
-				return ExtractResult{}, ctx.Err()
-			}
 			var storeErr *storeError
 			if errors.As(err, &storeErr) {
 				return ExtractResult{}, err // the database failed, not the connector: retry
@@ -201,8 +217,8 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c postg
 	}
 	subjects := map[commitlayer.Subject]bool{}
 	for range maxPages {
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx, after)
+		if activity.IsActivity(ctx) && !activity.GetInfo(ctx).IsLocalActivity {
+			activity.RecordHeartbeat(ctx, c.Source)
 		}
 		page, err := client.Pull(ctx, c.Source, after, limit)
 		if err != nil {

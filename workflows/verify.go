@@ -244,8 +244,22 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 	}
 	defer v.mu.Unlock()
 
+	// Version 1 runs a pass's steps as local activities on the workflow's
+	// worker: no task-queue round trips, a pass in one workflow task.
+	local := workflow.GetVersion(ctx, "pass-local-activities", workflow.DefaultVersion, 1) >= 1
+	run := func(opts workflow.ActivityOptions, fn, arg, out any) error {
+		if local {
+			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+				StartToCloseTimeout: opts.StartToCloseTimeout,
+				RetryPolicy:         opts.RetryPolicy,
+			})
+			return workflow.ExecuteLocalActivity(lctx, fn, arg).Get(ctx, out)
+		}
+		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), fn, arg).Get(ctx, out)
+	}
 	if pull {
-		ctxPull := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		var res activities.ExtractResult
+		if err := run(workflow.ActivityOptions{
 			StartToCloseTimeout: 2 * time.Minute,
 			HeartbeatTimeout:    30 * time.Second,
 			RetryPolicy: &temporal.RetryPolicy{
@@ -253,30 +267,25 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 				MaximumInterval:        time.Minute,
 				NonRetryableErrorTypes: []string{activities.ErrInvalidInput},
 			},
-		})
-		var res activities.ExtractResult
-		if err := workflow.ExecuteActivity(ctxPull, act.Extract, activities.ExtractInput{
-			TenantID: v.in.TenantID, ActionID: v.in.ActionID,
-		}).Get(ctx, &res); err != nil {
+		}, act.Extract, activities.ExtractInput{TenantID: v.in.TenantID, ActionID: v.in.ActionID}, &res); err != nil {
 			return fmt.Errorf("extract: %w", err)
 		}
 		v.state.Unreachable = res.Unreachable
 	}
-	ctxEval := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	var res activities.EvaluateResult
+	if err := run(workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval:        time.Second,
 			MaximumInterval:        30 * time.Second,
 			NonRetryableErrorTypes: []string{activities.ErrInvalidInput},
 		},
-	})
-	var res activities.EvaluateResult
-	if err := workflow.ExecuteActivity(ctxEval, act.Evaluate, activities.EvaluateInput{
+	}, act.Evaluate, activities.EvaluateInput{
 		TenantID:    v.in.TenantID,
 		ActionID:    v.in.ActionID,
 		Unreachable: v.state.Unreachable,
 		Provisional: v.state.Phase != PhaseWatching,
-	}).Get(ctx, &res); err != nil {
+	}, &res); err != nil {
 		return fmt.Errorf("evaluate: %w", err)
 	}
 	v.state.Passes++
@@ -304,11 +313,14 @@ func (v *verification) publish(ctx workflow.Context) error {
 	}
 	workflow.SetCurrentDetails(ctx, details(verdict))
 	if v.in.ReportTo != "" {
-		err := workflow.SignalExternalWorkflow(ctx, v.in.ReportTo, "", SignalVerdictPublished, verdict).Get(ctx, nil)
-		if err != nil {
-			// The watcher is gone; the verdict is stored all the same.
-			workflow.GetLogger(ctx).Warn("report verdict", "to", v.in.ReportTo, "error", err)
-		}
+		// Don't hold the verification up while the signal is delivered.
+		f := workflow.SignalExternalWorkflow(ctx, v.in.ReportTo, "", SignalVerdictPublished, verdict)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			if err := f.Get(ctx, nil); err != nil {
+				// The watcher is gone; the verdict is stored all the same.
+				workflow.GetLogger(ctx).Warn("report verdict", "to", v.in.ReportTo, "error", err)
+			}
+		})
 	}
 	return nil
 }
