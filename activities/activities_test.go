@@ -1,0 +1,305 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/internal/testenv"
+	"github.com/commitlayer/commitlayer/postgres"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var (
+	dbOnce sync.Once
+	db     *postgres.DB
+	dbErr  error
+)
+
+func store(t *testing.T) *postgres.DB {
+	t.Helper()
+	url := testenv.Postgres(t)
+	dbOnce.Do(func() {
+		ctx := context.Background()
+		db, dbErr = postgres.Open(ctx, url)
+		if dbErr == nil {
+			dbErr = db.Migrate(ctx)
+		}
+	})
+	require.NoError(t, dbErr)
+	return db
+}
+
+// feed is an http_events feed whose events the test controls.
+type feed struct {
+	mu     sync.Mutex
+	events []map[string]any
+	down   bool
+	pulls  int
+}
+
+func (f *feed) add(typ, subject string, at time.Time, attrs map[string]any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	seq := len(f.events) + 1
+	f.events = append(f.events, map[string]any{"id": "ev-" + strconv.Itoa(seq), "seq": seq, "type": typ,
+		"subject": subject, "occurred_at": at.UTC().Format(time.RFC3339Nano), "attrs": attrs})
+}
+
+func (f *feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pulls++
+	if f.down {
+		http.Error(w, `{"error":{"code":"unavailable","message":"down"}}`, http.StatusServiceUnavailable)
+		return
+	}
+	after, _ := strconv.Atoi(r.URL.Query().Get("after"))
+	out := []map[string]any{}
+	for _, e := range f.events {
+		if e["seq"].(int) > after {
+			out = append(out, e)
+		}
+	}
+	next := after
+	if len(out) > 0 {
+		next = out[len(out)-1]["seq"].(int)
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"events": out, "next": next, "more": false})
+}
+
+const payoutContract = `id: payout
+kind: action
+subject: account
+settlement: 10m
+watch: 72h
+sources: [ledger]
+policy:
+  - id: active
+    rule: state.ledger.status == 'active'
+limits:
+  - id: daily
+    per: agent
+    window: 24h
+    effect: payout
+    sum: effect.amount
+    max: 1000
+effects:
+  - id: payout
+    source: ledger
+    type: payout_sent
+    count: 1
+    expect: effect.amount == params.amount
+`
+
+type fixture struct {
+	db     *postgres.DB
+	tenant string
+	feed   *feed
+	srv    *httptest.Server
+	acts   *activities.Activities
+	env    *testsuite.TestActivityEnvironment
+	now    time.Time
+	notes  *notifier
+}
+
+type notifier struct {
+	mu    sync.Mutex
+	calls [][]commitlayer.Subject
+}
+
+func (n *notifier) NotifyFacts(_ context.Context, _ string, subjects []commitlayer.Subject, except string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.calls = append(n.calls, subjects)
+	return nil
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	d := store(t)
+	ctx := context.Background()
+	tn, _, err := d.CreateTenant(ctx, t.Name())
+	require.NoError(t, err)
+	f := &feed{}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	_, _, err = d.PutContract(ctx, tn.ID, "payout", []byte(payoutContract))
+	require.NoError(t, err)
+	_, err = d.CreateConnector(ctx, tn.ID, postgres.Connector{Source: "ledger", Kind: "http_events", URL: srv.URL})
+	require.NoError(t, err)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	n := &notifier{}
+	acts := &activities.Activities{Store: d, Notify: n, Now: func() time.Time { return now }}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(acts)
+	return &fixture{db: d, tenant: tn.ID, feed: f, srv: srv, acts: acts, env: env, now: now, notes: n}
+}
+
+func (fx *fixture) action(t *testing.T, agent, subject string, amount int64, at time.Time) string {
+	t.Helper()
+	a := commitlayer.Action{Contract: "payout", ContractVersion: 1, Agent: agent, Subject: commitlayer.Subject(subject),
+		Params: commitlayer.Attrs{"amount": amount}, RequestedAt: at, Claim: commitlayer.Claim{Status: "success"}}
+	rec, _, err := fx.db.CreateAction(context.Background(), fx.tenant, a, at.Add(10*time.Minute), at.Add(72*time.Hour), "", []byte(subject+at.String()))
+	require.NoError(t, err)
+	return rec.ID
+}
+
+func (fx *fixture) extract(t *testing.T) activities.ExtractResult {
+	t.Helper()
+	val, err := fx.env.ExecuteActivity(fx.acts.Extract, activities.ExtractInput{TenantID: fx.tenant})
+	require.NoError(t, err)
+	var res activities.ExtractResult
+	require.NoError(t, val.Get(&res))
+	return res
+}
+
+func (fx *fixture) evaluate(t *testing.T, id string, in activities.EvaluateInput) activities.EvaluateResult {
+	t.Helper()
+	in.TenantID, in.ActionID = fx.tenant, id
+	val, err := fx.env.ExecuteActivity(fx.acts.Evaluate, in)
+	require.NoError(t, err)
+	var res activities.EvaluateResult
+	require.NoError(t, val.Get(&res))
+	return res
+}
+
+func TestExtractPullsFromCursorAndNotifies(t *testing.T) {
+	fx := newFixture(t)
+	fx.feed.add("account_opened", "account:acc_1", fx.now.Add(-time.Hour), map[string]any{"status": "active"})
+	res := fx.extract(t)
+	require.Equal(t, 1, res.Inserted)
+	require.Empty(t, res.Unreachable)
+	require.Equal(t, []commitlayer.Subject{"account:acc_1"}, res.Subjects)
+
+	// The cursor moved: a second pull reads only what is new.
+	fx.feed.add("payout_sent", "account:acc_1", fx.now, map[string]any{"payout_id": "p1", "amount": 500})
+	res = fx.extract(t)
+	require.Equal(t, 1, res.Inserted)
+	require.Equal(t, 0, res.Duplicates, "the second pull re-read old events")
+	conns, err := fx.db.ListConnectors(context.Background(), fx.tenant)
+	require.NoError(t, err)
+	require.Equal(t, "2", conns[0].Cursor)
+	require.Len(t, fx.notes.calls, 2)
+
+	// Nothing new: no notification.
+	res = fx.extract(t)
+	require.Zero(t, res.Inserted)
+	require.Len(t, fx.notes.calls, 2)
+}
+
+func TestExtractReportsUnreachableAndRecordsIt(t *testing.T) {
+	fx := newFixture(t)
+	fx.feed.down = true
+	res := fx.extract(t)
+	require.Contains(t, res.Unreachable, "ledger")
+	src, err := fx.db.Sources(context.Background(), fx.tenant)
+	require.NoError(t, err)
+	require.Len(t, src, 1)
+	require.NotEmpty(t, src[0].LastError)
+
+	// A closed port is unreachable too.
+	fx.srv.Close()
+	fx.feed.down = false
+	res = fx.extract(t)
+	require.Contains(t, res.Unreachable, "ledger")
+}
+
+func TestEvaluateStoresVerdictsOnlyWhenTheyChange(t *testing.T) {
+	fx := newFixture(t)
+	fx.feed.add("account_opened", "account:acc_1", fx.now.Add(-time.Hour), map[string]any{"status": "active"})
+	fx.feed.add("payout_sent", "account:acc_1", fx.now.Add(-time.Minute), map[string]any{"payout_id": "p1", "amount": 500})
+	fx.extract(t)
+	id := fx.action(t, "agent-1", "account:acc_1", 500, fx.now.Add(-2*time.Minute))
+
+	first := fx.evaluate(t, id, activities.EvaluateInput{Provisional: true})
+	require.True(t, first.Changed)
+	require.Equal(t, 1, first.Verdict.Version)
+	require.True(t, first.Verdict.Provisional)
+	require.Equal(t, commitlayer.StatusPass, first.Verdict.Status)
+	require.Equal(t, 1, first.Verdict.ContractVersion)
+
+	// A retried activity stores nothing new.
+	again := fx.evaluate(t, id, activities.EvaluateInput{Provisional: true})
+	require.False(t, again.Changed)
+	require.Equal(t, 1, again.Verdict.Version)
+
+	// Unreachable for this pass: the lens is UNKNOWN, a new version.
+	unk := fx.evaluate(t, id, activities.EvaluateInput{Unreachable: map[string]string{"ledger": "refused"}})
+	require.True(t, unk.Changed)
+	require.Equal(t, commitlayer.StatusUnknown, unk.Verdict.Status)
+	require.Equal(t, []string{"ledger"}, unk.Verdict.UnavailableSources)
+}
+
+func TestEvaluateCountsPriorActionsForLimits(t *testing.T) {
+	fx := newFixture(t)
+	fx.feed.add("account_opened", "account:acc_1", fx.now.Add(-3*time.Hour), map[string]any{"status": "active"})
+	fx.feed.add("account_opened", "account:acc_2", fx.now.Add(-3*time.Hour), map[string]any{"status": "active"})
+	fx.feed.add("payout_sent", "account:acc_2", fx.now.Add(-2*time.Hour), map[string]any{"payout_id": "p1", "amount": 700})
+	fx.feed.add("payout_sent", "account:acc_1", fx.now.Add(-time.Minute), map[string]any{"payout_id": "p2", "amount": 500})
+	fx.extract(t)
+	fx.action(t, "agent-1", "account:acc_2", 700, fx.now.Add(-2*time.Hour-time.Minute))
+	id := fx.action(t, "agent-1", "account:acc_1", 500, fx.now.Add(-2*time.Minute))
+	res := fx.evaluate(t, id, activities.EvaluateInput{})
+	require.Equal(t, commitlayer.StatusFail, res.Verdict.Lenses.Policy)
+	require.Equal(t, commitlayer.StatusPass, res.Verdict.Lenses.Outcome)
+	require.Equal(t, commitlayer.CodeLimitExceeded, res.Verdict.Findings[0].Code)
+
+	// Another agent's earlier payout does not count.
+	other := fx.action(t, "agent-2", "account:acc_1", 500, fx.now.Add(-90*time.Second))
+	res = fx.evaluate(t, other, activities.EvaluateInput{})
+	require.Equal(t, commitlayer.StatusPass, res.Verdict.Lenses.Policy, "%+v", res.Verdict.Findings)
+}
+
+func TestEvaluateBadInputIsNotRetried(t *testing.T) {
+	fx := newFixture(t)
+	for name, in := range map[string]activities.EvaluateInput{
+		"no tenant":      {ActionID: "a"},
+		"no action":      {TenantID: fx.tenant},
+		"unknown action": {TenantID: fx.tenant, ActionID: "act_missing"},
+		"other tenant":   {TenantID: "t_nobody", ActionID: "act_missing"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := fx.env.ExecuteActivity(fx.acts.Evaluate, in)
+			require.Error(t, err)
+			var appErr *temporal.ApplicationError
+			require.True(t, errors.As(err, &appErr), "%v", err)
+			require.True(t, appErr.NonRetryable(), "%v", err)
+			require.Equal(t, activities.ErrInvalidInput, appErr.Type())
+		})
+	}
+}
+
+func TestEndWatchAndOpenVerifications(t *testing.T) {
+	fx := newFixture(t)
+	id := fx.action(t, "agent-1", "account:acc_1", 1, fx.now)
+	val, err := fx.env.ExecuteActivity(fx.acts.OpenVerifications, fx.tenant)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, val.Get(&n))
+	require.Equal(t, 1, n)
+	_, err = fx.env.ExecuteActivity(fx.acts.EndWatch, activities.EndWatchInput{TenantID: fx.tenant, ActionID: id})
+	require.NoError(t, err)
+	val, err = fx.env.ExecuteActivity(fx.acts.OpenVerifications, fx.tenant)
+	require.NoError(t, err)
+	require.NoError(t, val.Get(&n))
+	require.Zero(t, n)
+	// Ending an unknown action's watch is not an error (a retried cancel).
+	_, err = fx.env.ExecuteActivity(fx.acts.EndWatch, activities.EndWatchInput{TenantID: fx.tenant, ActionID: "act_gone"})
+	require.NoError(t, err, fmt.Sprint(err))
+}
