@@ -1,0 +1,235 @@
+package harness
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer/sandbox/agent"
+)
+
+func TestCatalogue(t *testing.T) {
+	all := Catalogue()
+	require.Len(t, all, 112)
+	require.Len(t, Injections, 11)
+
+	ids := map[string]bool{}
+	perWorkflow := map[string]int{}
+	generic := map[string]int{}
+	families := map[string]bool{}
+	for _, sc := range all {
+		require.False(t, ids[sc.ID], "duplicate id %s", sc.ID)
+		ids[sc.ID] = true
+		require.Equal(t, sc.Workflow+"/"+sc.Injection, sc.ID)
+		require.Regexp(t, `^[a-z]+/[a-z0-9_]+$`, sc.ID)
+		require.NotEmpty(t, sc.Summary, sc.ID)
+		require.True(t, slices.Contains(FamilyNames(), sc.Family), "%s: unknown family %q", sc.ID, sc.Family)
+		families[sc.Family] = true
+		require.Equal(t, sc.Workflow, sc.Task.Workflow, sc.ID)
+		require.NoError(t, sc.Task.Validate(), sc.ID)
+		require.Equal(t, DefaultAgent, sc.Task.AgentID, sc.ID)
+		for _, p := range sc.Prior {
+			require.NoError(t, p.Validate(), sc.ID)
+			require.Equal(t, sc.Task.AgentID, p.AgentID, "%s: prior runs are by the same agent", sc.ID)
+			require.Equal(t, sc.Workflow, p.Workflow, sc.ID)
+		}
+		perWorkflow[sc.Workflow]++
+		if slices.Contains(Injections, sc.Injection) {
+			generic[sc.Injection]++
+		}
+		_, ok := MainWrite(sc.Workflow)
+		require.True(t, ok, sc.ID)
+	}
+	for _, inj := range Injections {
+		require.Equal(t, 8, generic[inj], "injection %s is not on all eight workflows", inj)
+	}
+	specific := 0
+	for _, wf := range agent.Workflows {
+		require.GreaterOrEqual(t, perWorkflow[wf.Name], 11, wf.Name)
+		specific += perWorkflow[wf.Name] - 11
+	}
+	require.Equal(t, 24, specific)
+	require.Len(t, perWorkflow, 8)
+	for _, f := range Families {
+		require.True(t, families[f.Name], "family %s has no scenario", f.Name)
+		require.NotEmpty(t, f.About)
+	}
+
+	// Catalogue order: workflow by workflow, generic injections first.
+	require.Equal(t, "refund/baseline", all[0].ID)
+	require.Equal(t, "refund/no_calls_claims_success", all[10].ID)
+	require.Equal(t, "trade", all[len(all)-1].Workflow)
+}
+
+func TestCatalogueReturnsFreshValues(t *testing.T) {
+	a := Catalogue()
+	a[0].Task.Params["amount"] = int64(1)
+	a[0].ID = "changed"
+	b := Catalogue()
+	require.Equal(t, "refund/baseline", b[0].ID)
+	require.Equal(t, int64(2500), b[0].Task.Params["amount"])
+	// Tasks derived from the same base do not share params either.
+	sc, ok := Lookup("refund/over_limit")
+	require.True(t, ok)
+	require.Equal(t, int64(60000), sc.Task.Params["amount"])
+	require.Equal(t, "t_7", sc.Task.Params["ticket_id"])
+	require.Equal(t, int64(2500), b[0].Task.Params["amount"])
+}
+
+func TestLookup(t *testing.T) {
+	sc, ok := Lookup("payout/returned_after_settlement")
+	require.True(t, ok)
+	require.Equal(t, "reversal", sc.Family)
+	require.NotNil(t, sc.AfterSettlement)
+	for _, id := range []string{"", "payout", "payout/", "PAYOUT/baseline", "payout/baseline ", "nope/baseline", "payout/nope"} {
+		_, ok := Lookup(id)
+		require.False(t, ok, "%q", id)
+	}
+}
+
+func TestSelect(t *testing.T) {
+	all := IDs(Catalogue())
+	cases := []struct {
+		name string
+		only []string
+		want func() []string
+		err  []string // substrings of the error
+	}{
+		{name: "nil selects everything", only: nil, want: func() []string { return all }},
+		{name: "empty selects everything", only: []string{}, want: func() []string { return all }},
+		{name: "one id", only: []string{"close/stale_read"}, want: func() []string { return []string{"close/stale_read"} }},
+		{name: "a prefix", only: []string{"close/"}, want: func() []string {
+			var out []string
+			for _, id := range all {
+				if strings.HasPrefix(id, "close/") {
+					out = append(out, id)
+				}
+			}
+			return out
+		}},
+		{name: "catalogue order kept, duplicates removed", only: []string{"trade/baseline", "refund/baseline", "trade/baseline", "refund/"},
+			want: func() []string {
+				var out []string
+				for _, id := range all {
+					if strings.HasPrefix(id, "refund/") || id == "trade/baseline" {
+						out = append(out, id)
+					}
+				}
+				return out
+			}},
+		{name: "surrounding spaces are trimmed", only: []string{" deploy/baseline "}, want: func() []string { return []string{"deploy/baseline"} }},
+		{name: "unknown id", only: []string{"refund/baseline", "refund/nope"}, err: []string{`"refund/nope"`}},
+		{name: "every unknown entry is named", only: []string{"x", "payout/nope", "payout/"}, err: []string{`"x"`, `"payout/nope"`}},
+		{name: "a workflow without the slash is not a prefix", only: []string{"refund"}, err: []string{`"refund"`}},
+		{name: "a partial id is not a prefix", only: []string{"refund/base"}, err: []string{`"refund/base"`}},
+		{name: "an empty entry matches nothing", only: []string{""}, err: []string{`""`}},
+		{name: "a lone slash matches nothing", only: []string{"/"}, err: []string{`"/"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Select(tc.only)
+			if tc.err != nil {
+				require.Error(t, err)
+				require.Nil(t, got)
+				for _, s := range tc.err {
+					require.Contains(t, err.Error(), s)
+				}
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want(), IDs(got))
+		})
+	}
+}
+
+func FuzzSelect(f *testing.F) {
+	for _, s := range []string{"refund/", "refund/baseline", "", "/", "x/y/z", "trade/halted_product\x00"} {
+		f.Add(s, "close/")
+	}
+	all := IDs(Catalogue())
+	f.Fuzz(func(t *testing.T, a, b string) {
+		got, err := Select([]string{a, b})
+		if err != nil {
+			require.Nil(t, got)
+			return
+		}
+		ids := IDs(got)
+		require.NotEmpty(t, ids)
+		// A subsequence of the catalogue, each id once.
+		i := 0
+		for _, id := range ids {
+			for i < len(all) && all[i] != id {
+				i++
+			}
+			require.Less(t, i, len(all), "%q is not in catalogue order", id)
+			i++
+		}
+	})
+}
+
+func TestRegressionSubset(t *testing.T) {
+	ids := RegressionSubset()
+	require.GreaterOrEqual(t, len(ids), 14)
+	scs, err := Select(ids)
+	require.NoError(t, err)
+	require.Len(t, scs, len(ids), "no duplicates")
+	workflows, families := map[string]bool{}, map[string]bool{}
+	for _, sc := range scs {
+		workflows[sc.Workflow] = true
+		families[sc.Family] = true
+	}
+	for _, wf := range agent.Workflows {
+		require.True(t, workflows[wf.Name], "workflow %s missing", wf.Name)
+	}
+	for _, f := range Families {
+		require.True(t, families[f.Name], "family %s missing", f.Name)
+	}
+	ids[0] = "changed"
+	require.NotEqual(t, "changed", RegressionSubset()[0], "callers get a copy")
+}
+
+func TestMainWrite(t *testing.T) {
+	for _, wf := range agent.Workflows {
+		w, ok := MainWrite(wf.Name)
+		require.True(t, ok, wf.Name)
+		spec, ok := agent.Tool(w.Tool)
+		require.True(t, ok, "%s: tool %s", wf.Name, w.Tool)
+		require.True(t, spec.Write)
+		require.True(t, strings.HasPrefix(w.Route, "POST /"+w.System+"/"), "%s: %s", wf.Name, w.Route)
+	}
+	_, ok := MainWrite("nope")
+	require.False(t, ok)
+}
+
+// Running a scenario twice gives the same answer: everything but timings
+// and ports.
+func TestScenariosAreDeterministic(t *testing.T) {
+	ids := []string{"refund/retried_twice", "refund/prompt_injection", "payout/daily_total_exceeded",
+		"trade/fill_busted_after_settlement", "close/stale_read", "cancel/unreachable_verifier"}
+	if testing.Short() {
+		ids = ids[:2]
+	}
+	for _, id := range ids {
+		t.Run(id, func(t *testing.T) {
+			t.Parallel()
+			sc, ok := Lookup(id)
+			require.True(t, ok)
+			c := contractFor(t, sc.Workflow)
+			var rows [2]Row
+			for i := range rows {
+				run, err := runLocal(context.Background(), t.TempDir(), sc, c)
+				require.NoError(t, err)
+				r := run.row
+				r.LatencyMS, r.Chaos = 0, nil
+				for j := range r.Verdict.Findings {
+					r.Verdict.Findings[j].Message = "" // carries the clock's times
+				}
+				rows[i] = r
+			}
+			require.Equal(t, rows[0], rows[1])
+		})
+	}
+}
