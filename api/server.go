@@ -77,6 +77,8 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
+var _ Pinger = (*postgres.DB)(nil)
+
 // Verifier starts, nudges and re-runs verifications (VerifyAction workflows).
 type Verifier interface {
 	// Start begins VerifyAction for a stored action; starting one that

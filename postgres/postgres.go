@@ -61,6 +61,14 @@ func (db *DB) Close() { db.pool.Close() }
 // Pool returns the underlying pool.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
+// Ping checks that the database answers (for health checks).
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
+
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 

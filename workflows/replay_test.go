@@ -36,10 +36,8 @@ func TestReplayRecordedHistories(t *testing.T) {
 // TestReplayDetectsNonDeterminism makes sure the replayer would notice: a
 // history whose recorded step does not match the code fails.
 func TestReplayDetectsNonDeterminism(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "histories", "verify_*.json"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	raw, err := os.ReadFile(files[0])
+	// The v0 history schedules Extract as a (remote) activity.
+	raw, err := os.ReadFile(filepath.Join("testdata", "histories", "verify_lifecycle_v0_remote_activities.json"))
 	require.NoError(t, err)
 	// Rename the first activity the history scheduled: Extract → Evaluate.
 	tampered := filepath.Join(t.TempDir(), "tampered.json")

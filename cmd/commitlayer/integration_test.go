@@ -27,6 +27,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/testenv"
+	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
@@ -375,3 +376,70 @@ func tenantOfKey(s *stack, key string) string {
 	require.NoError(s.t, err)
 	return tn.ID
 }
+
+// TestRegressionSubsetThroughAdminAPI runs the regression subset of the
+// failure matrix (one scenario per workflow and per family) through the
+// admin API: Benchmark → Scenario children → VerifyAction grandchildren on
+// the dev server, every row compared with the oracle.
+func TestRegressionSubsetThroughAdminAPI(t *testing.T) {
+	s := newStack(t, Roles{API: true, Worker: true})
+	subset := harness.RegressionSubset()
+	require.GreaterOrEqual(t, len(subset), 14)
+
+	var started struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	s.do(s.adminKey, "POST", "/v1/admin/benchmark", map[string]any{"only": subset, "concurrency": 4}, 202, &started)
+	require.Equal(t, "running", started.Status)
+
+	var run struct {
+		ID       string          `json:"id"`
+		Status   string          `json:"status"`
+		Summary  harness.Summary `json:"summary"`
+		Results  []harness.Row   `json:"results"`
+		Markdown string          `json:"markdown"`
+		LogTail  string          `json:"log_tail"`
+	}
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		s.do(s.adminKey, "GET", "/v1/admin/benchmark/"+started.ID, nil, 200, &run)
+		if run.Status != "running" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "benchmark still running: %s", run.LogTail)
+		time.Sleep(500 * time.Millisecond)
+	}
+	require.Equal(t, "done", run.Status, run.LogTail)
+	require.Len(t, run.Results, len(subset))
+	for _, r := range run.Results {
+		require.Empty(t, r.Error, r.ID)
+		require.True(t, r.Agree.Both(), "%s: truth %s/%s, verdict %s/%s %+v", r.ID, r.Truth.Outcome, r.Truth.Policy,
+			r.Verdict.Lenses.Outcome, r.Verdict.Lenses.Policy, r.Verdict.Findings)
+	}
+	require.Equal(t, len(subset), run.Summary.Scenarios)
+	require.Zero(t, run.Summary.FalseNegatives.N)
+	require.Zero(t, run.Summary.FalsePositives.N)
+	require.Contains(t, run.Markdown, "| Metric | Value |")
+
+	// Listed, and tenant keys may not see it.
+	var list struct {
+		Runs []struct {
+			ID string `json:"id"`
+		} `json:"runs"`
+	}
+	s.do(s.adminKey, "GET", "/v1/admin/benchmark", nil, 200, &list)
+	found := false
+	for _, r := range list.Runs {
+		found = found || r.ID == started.ID
+	}
+	require.True(t, found)
+	s.do(s.tenant(), "GET", "/v1/admin/benchmark/"+started.ID, nil, 403, nil)
+
+	if *recordHistories {
+		recordHistory(t, s, workflows.BenchmarkWorkflowID(started.ID), "benchmark_subset.json")
+		recordHistory(t, s, workflows.ScenarioWorkflowID(started.ID, subset[0]), "scenario_"+sanitizeName(subset[0])+".json")
+	}
+}
+
+func sanitizeName(id string) string { return strings.NewReplacer("/", "_").Replace(id) }
