@@ -236,6 +236,9 @@ func TestMatrix(t *testing.T) {
 			require.Positive(t, c.Of, "%s: nothing to count", name)
 		}
 		require.Positive(t, s.TruePasses)
+		res := NewResults("local", time.Now(), time.Now(), 0, rows)
+		require.Equal(t, IDs(scs), IDs(scenariosOf(res.Scenarios)), "rows in catalogue order")
+		require.Contains(t, Markdown(res), fmt.Sprintf("both: %d/%d", len(scs), len(scs)))
 		t.Logf("summary: %+v", s)
 	}
 }
@@ -437,4 +440,13 @@ func reversed(t *testing.T, sc Scenario, run *localRun) {
 	require.Equal(t, commitlayer.StatusPass, run.settled.Status, "settled as PASS before the reversal%s", run.explain())
 	require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
 	require.Greater(t, run.row.Verdict.Versions, 1)
+}
+
+// scenariosOf turns rows back into scenario ids, for IDs.
+func scenariosOf(rows []Row) []Scenario {
+	out := make([]Scenario, len(rows))
+	for i, r := range rows {
+		out[i] = Scenario{ID: r.ID}
+	}
+	return out
 }

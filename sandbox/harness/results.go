@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/oracle"
 )
 
@@ -271,10 +272,14 @@ func Summarize(rows []Row) Summary {
 	if ran > 0 {
 		s.LatencyMeanMS = latencySum / float64(ran)
 	}
-	for _, name := range wfOrder {
+	var knownWorkflows []string
+	for _, wf := range agent.Workflows {
+		knownWorkflows = append(knownWorkflows, wf.Name)
+	}
+	for _, name := range ordered(wfOrder, knownWorkflows) {
 		s.ByWorkflow = append(s.ByWorkflow, Group{Name: name, Agree: *workflows[name]})
 	}
-	for _, name := range famOrder {
+	for _, name := range ordered(famOrder, FamilyNames()) {
 		s.ByFamily = append(s.ByFamily, Group{Name: name, Agree: *families[name]})
 	}
 	if s.ByWorkflow == nil {
@@ -284,6 +289,23 @@ func Summarize(rows []Row) Summary {
 		s.ByFamily = []Group{}
 	}
 	return s
+}
+
+// ordered returns names in the order of known, then the others in the
+// order seen.
+func ordered(seen, known []string) []string {
+	out := make([]string, 0, len(seen))
+	for _, k := range known {
+		if slices.Contains(seen, k) {
+			out = append(out, k)
+		}
+	}
+	for _, n := range seen {
+		if !slices.Contains(known, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Results is a run's results: the latest.json shape.
@@ -297,13 +319,27 @@ type Results struct {
 	Scenarios   []Row     `json:"scenarios"`
 }
 
-// NewResults builds a run's results from its rows, summary included.
+// NewResults builds a run's results from its rows, summary included. The
+// rows are put in catalogue order (rows of ids the catalogue does not know
+// last, as given), whatever order the scenarios finished in.
 func NewResults(commit string, started, finished time.Time, concurrency int, rows []Row) Results {
-	res := Results{Commit: commit, StartedAt: started.UTC(), Concurrency: concurrency,
-		Summary: Summarize(rows), Scenarios: slices.Clone(rows)}
-	if res.Scenarios == nil {
-		res.Scenarios = []Row{}
+	sorted := slices.Clone(rows)
+	if sorted == nil {
+		sorted = []Row{}
 	}
+	index := map[string]int{}
+	for i, sc := range Catalogue() {
+		index[sc.ID] = i
+	}
+	pos := func(r Row) int {
+		if i, ok := index[r.ID]; ok {
+			return i
+		}
+		return len(index)
+	}
+	slices.SortStableFunc(sorted, func(a, b Row) int { return pos(a) - pos(b) })
+	res := Results{Commit: commit, StartedAt: started.UTC(), Concurrency: concurrency,
+		Summary: Summarize(sorted), Scenarios: sorted}
 	if !finished.IsZero() {
 		res.FinishedAt = finished.UTC()
 		res.WallSeconds = finished.Sub(started).Seconds()

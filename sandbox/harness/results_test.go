@@ -191,9 +191,17 @@ func TestSummarize(t *testing.T) {
 	require.Equal(t, 1, s.Errors)
 	require.InDelta(t, (10+30+20+20+5+5+15+40+25+50)/10.0, s.LatencyMeanMS, 1e-9, "errors are left out of the latency")
 	require.Equal(t, 50.0, s.LatencyMaxMS)
-	require.Equal(t, []Group{{"refund", Count{2, 3}}, {"cancel", Count{0, 2}}, {"payout", Count{1, 2}}, {"deploy", Count{0, 1}},
-		{"close", Count{1, 1}}, {"trade", Count{2, 2}}}, s.ByWorkflow)
-	require.Equal(t, "baseline", s.ByFamily[0].Name)
+	require.Equal(t, []Group{{"refund", Count{2, 3}}, {"cancel", Count{0, 2}}, {"close", Count{1, 1}}, {"payout", Count{1, 2}},
+		{"deploy", Count{0, 1}}, {"trade", Count{2, 2}}}, s.ByWorkflow, "in agent.Workflows order")
+	var fams []string
+	for _, g := range s.ByFamily {
+		fams = append(fams, g.Name)
+	}
+	require.Equal(t, []string{"baseline", "transport", "system_error", "verifier", "limits", "reversal", "wrong_subject"}, fams,
+		"in Families order")
+	odd := Summarize([]Row{{ID: "x/y", Workflow: "zeta", Family: "new"}, {ID: "refund/baseline", Workflow: "refund", Family: "baseline"}})
+	require.Equal(t, "zeta", odd.ByWorkflow[1].Name, "unknown names come last")
+	require.Equal(t, "new", odd.ByFamily[1].Name)
 
 	empty := Summarize(nil)
 	require.Equal(t, Summary{Disagreements: []string{}, ByWorkflow: []Group{}, ByFamily: []Group{}}, empty)
@@ -251,6 +259,15 @@ func TestResultsJSONShape(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, res.Summary, back.Summary)
 	require.Equal(t, res.Scenarios[2].Stray, back.Scenarios[2].Stray)
+
+	// Rows come out in catalogue order, unknown ids last.
+	shuffled := []Row{{ID: "zz/unknown"}, {ID: "trade/baseline"}, {ID: "refund/stale_read"}, {ID: "refund/baseline"}}
+	var got []string
+	for _, r := range NewResults("", res.StartedAt, time.Time{}, 1, shuffled).Scenarios {
+		got = append(got, r.ID)
+	}
+	require.Equal(t, []string{"refund/baseline", "refund/stale_read", "trade/baseline", "zz/unknown"}, got)
+	require.Equal(t, "zz/unknown", shuffled[0].ID, "the caller's slice is left alone")
 
 	// A run still going has no finish.
 	running := NewResults("", res.StartedAt, time.Time{}, 2, nil)
