@@ -24,7 +24,16 @@ type Input struct {
 	Facts []commitlayer.Fact
 	// Prior are earlier actions of this contract, for limits; actions of
 	// other contracts, outside the window or repeated are ignored.
-	Prior    []commitlayer.Action
+	Prior []commitlayer.Action
+	// Later are the actions of this contract on the action's subject
+	// requested after it. The earliest one ends the action's effect window
+	// (effects, duplicates, expect, forbids, limits) at its requested_at,
+	// exclusive, when that is not after requested_at + settlement + watch:
+	// facts from then on are its own. It also ends the search for a signal
+	// of an outcome contract. Reversals stay unbounded. Entries of other
+	// contracts or subjects, not after the action, or with its id are
+	// ignored.
+	Later    []commitlayer.Action
 	Coverage Coverage
 	Now      time.Time
 }
@@ -96,12 +105,45 @@ func typeName(v ref.Val) string {
 }
 
 // actionCtx is one action (the one verified, or a prior one for limits)
-// with its subject set and variables.
+// with its subject set, effect window and variables.
 type actionCtx struct {
-	action  *commitlayer.Action
-	ss      *subjectSet
+	action *commitlayer.Action
+	ss     *subjectSet
+	// next is the following action of the contract on the subject, if
+	// known. The effect window is [action.RequestedAt, end], or
+	// [action.RequestedAt, end) when bounded: next was requested before
+	// the usual end, and end is its requested_at.
+	next    *commitlayer.Action
+	end     time.Time
+	bounded bool
 	act     activation
 	matches map[*effect]*match
+}
+
+// inWindow reports whether t falls in x's effect window.
+func (x *actionCtx) inWindow(t time.Time) bool {
+	if t.Before(x.action.RequestedAt) {
+		return false
+	}
+	if x.bounded {
+		return t.Before(x.end)
+	}
+	return !t.After(x.end)
+}
+
+// windowText describes the window's end for messages.
+func (x *actionCtx) windowText() string {
+	if x.bounded {
+		return fmt.Sprintf("from %s until %s, when the next action%s was requested", stamp(x.action.RequestedAt), stamp(x.end), idText(x.next.ID))
+	}
+	return fmt.Sprintf("from %s to %s", stamp(x.action.RequestedAt), stamp(x.end))
+}
+
+func idText(id string) string {
+	if id == "" {
+		return ""
+	}
+	return " " + id
 }
 
 // match is the outcome of looking for one effect's facts for one action.
@@ -117,6 +159,10 @@ type evaluation struct {
 	ix    *factIndex
 	avail map[string]bool
 	found []finding
+	// following holds, per subject, the actions that can end a prior
+	// action's window (the action, Prior and Later of this contract), by
+	// requested_at then id; built on first use.
+	following map[commitlayer.Subject][]*commitlayer.Action
 }
 
 type finding struct {
@@ -145,6 +191,7 @@ func (c *Contract) Evaluate(in Input) commitlayer.Verdict {
 	sort.Strings(unavailable)
 
 	priors := ev.priors()
+	later := ev.laterOf(a)
 	roots := []commitlayer.Subject{a.Subject}
 	for _, list := range priors {
 		for _, p := range list {
@@ -153,15 +200,16 @@ func (c *Contract) Evaluate(in Input) commitlayer.Verdict {
 	}
 	ev.ix = newFactIndex(in.Facts, roots)
 	ctxs := map[*commitlayer.Action]*actionCtx{}
-	ctxOf := func(a *commitlayer.Action) *actionCtx {
-		if x, ok := ctxs[a]; ok {
+	ctxOf := func(p *commitlayer.Action) *actionCtx {
+		if x, ok := ctxs[p]; ok {
 			return x
 		}
-		x := ev.newActionCtx(a)
-		ctxs[a] = x
+		x := ev.newActionCtx(p, ev.followingOf(p))
+		ctxs[p] = x
 		return x
 	}
-	main := ctxOf(a)
+	main := ev.newActionCtx(a, later)
+	ctxs[a] = main
 
 	ev.checkSubjectType()
 	ev.checkPolicy(main)
@@ -173,8 +221,12 @@ func (c *Contract) Evaluate(in Input) commitlayer.Verdict {
 		ev.checkLimit(l, acts)
 	}
 	if c.Spec.Kind == KindOutcome && !ev.anySignal(main) {
+		until := ""
+		if main.next != nil {
+			until = fmt.Sprintf(" until the next action%s at %s", idText(main.next.ID), stamp(main.next.RequestedAt))
+		}
 		ev.add(commitlayer.CodeNoSignal, "effects", commitlayer.LensOutcome, c.effects[0].order, nil,
-			"no fact of any effect's kind (%s) on %s or its linked subjects since the action", ev.kindList(), a.Subject)
+			"no fact of any effect's kind (%s) on %s or its linked subjects since the action%s", ev.kindList(), a.Subject, until)
 	} else {
 		for _, e := range c.effects {
 			ev.checkEffect(main, e)
@@ -260,8 +312,73 @@ func (ev *evaluation) priors() [][]*commitlayer.Action {
 	return out
 }
 
-func (ev *evaluation) newActionCtx(a *commitlayer.Action) *actionCtx {
-	x := &actionCtx{action: a, ss: ev.ix.subjectSet(a.Subject), matches: map[*effect]*match{}}
+// laterOf returns the earliest action of in.Later that ends a's window: of
+// this contract, on a's subject, requested after a, not a itself.
+func (ev *evaluation) laterOf(a *commitlayer.Action) *commitlayer.Action {
+	var next *commitlayer.Action
+	for i := range ev.in.Later {
+		l := &ev.in.Later[i]
+		if l.Contract != ev.c.Spec.ID || l.Subject != a.Subject || !l.RequestedAt.After(a.RequestedAt) ||
+			l.ID != "" && l.ID == a.ID {
+			continue
+		}
+		if next == nil || actionCmp(l, next) < 0 {
+			next = l
+		}
+	}
+	return next
+}
+
+// followingOf returns the earliest known action that ends prior action p's
+// window: the verified action, an entry of Prior or of Later, of this
+// contract, on p's subject, requested after p, not p itself.
+func (ev *evaluation) followingOf(p *commitlayer.Action) *commitlayer.Action {
+	if ev.following == nil {
+		ev.following = map[commitlayer.Subject][]*commitlayer.Action{}
+		add := func(x *commitlayer.Action) {
+			ev.following[x.Subject] = append(ev.following[x.Subject], x)
+		}
+		add(&ev.in.Action)
+		for _, list := range [][]commitlayer.Action{ev.in.Prior, ev.in.Later} {
+			for i := range list {
+				if list[i].Contract == ev.c.Spec.ID {
+					add(&list[i])
+				}
+			}
+		}
+		for _, list := range ev.following {
+			slices.SortStableFunc(list, actionCmp)
+		}
+	}
+	list := ev.following[p.Subject]
+	i, _ := slices.BinarySearchFunc(list, p.RequestedAt, func(x *commitlayer.Action, t time.Time) int {
+		if !x.RequestedAt.After(t) {
+			return -1
+		}
+		return 1
+	})
+	for ; i < len(list); i++ {
+		if x := list[i]; x != p && (x.ID == "" || x.ID != p.ID) {
+			return x
+		}
+	}
+	return nil
+}
+
+func actionCmp(x, y *commitlayer.Action) int {
+	if c := x.RequestedAt.Compare(y.RequestedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(x.ID, y.ID)
+}
+
+// newActionCtx prepares action a, whose window next (when not nil) ends.
+func (ev *evaluation) newActionCtx(a *commitlayer.Action, next *commitlayer.Action) *actionCtx {
+	x := &actionCtx{action: a, ss: ev.ix.subjectSet(a.Subject), next: next, end: ev.c.WatchUntil(a.RequestedAt),
+		matches: map[*effect]*match{}}
+	if next != nil && !next.RequestedAt.After(x.end) {
+		x.end, x.bounded = next.RequestedAt, true
+	}
 	params := map[string]any(a.Params)
 	if params == nil {
 		params = map[string]any{}
@@ -359,17 +476,15 @@ func (ev *evaluation) checkPolicy(x *actionCtx) {
 }
 
 // matchEffect finds the facts of effect e for action x: on its subject set,
-// of e's source and type, in [requested_at, requested_at + settlement +
-// watch], where e.where holds. Cached per action and effect.
+// of e's source and type, in x's window, where e.where holds. Cached per
+// action and effect.
 func (ev *evaluation) matchEffect(x *actionCtx, e *effect) *match {
 	if m, ok := x.matches[e]; ok {
 		return m
 	}
 	m := &match{}
-	start, end := x.action.RequestedAt, ev.c.WatchUntil(x.action.RequestedAt)
 	for _, pos := range x.ss.byKind[e.kind] {
-		f := ev.ix.fact(pos)
-		if f.OccurredAt.Before(start) || f.OccurredAt.After(end) {
+		if !x.inWindow(ev.ix.fact(pos).OccurredAt) {
 			continue
 		}
 		if e.where != nil {
@@ -406,8 +521,8 @@ func (ev *evaluation) checkEffect(x *actionCtx, e *effect) {
 			ev.addUnavailable(id, lens, order, down)
 			return
 		}
-		msg := fmt.Sprintf("no %s %s fact on %s or its linked subjects from %s to %s", e.kind.Source, e.kind.Type,
-			x.action.Subject, stamp(x.action.RequestedAt), stamp(ev.c.WatchUntil(x.action.RequestedAt)))
+		msg := fmt.Sprintf("no %s %s fact on %s or its linked subjects %s", e.kind.Source, e.kind.Type,
+			x.action.Subject, x.windowText())
 		if n := len(m.unevaluable); n > 0 {
 			msg += fmt.Sprintf(" where %s; %d candidate %s could not be evaluated: %s",
 				oneLine(e.spec.Where), n, plural(n, "fact", "facts"), m.reason)
@@ -478,11 +593,9 @@ func (ev *evaluation) checkEffect(x *actionCtx, e *effect) {
 }
 
 func (ev *evaluation) checkForbid(x *actionCtx, f *forbid) {
-	start, end := x.action.RequestedAt, ev.c.WatchUntil(x.action.RequestedAt)
 	var hits []int32
 	for _, pos := range x.ss.byKind[f.kind] {
-		fact := ev.ix.fact(pos)
-		if fact.OccurredAt.Before(start) || fact.OccurredAt.After(end) {
+		if !x.inWindow(ev.ix.fact(pos).OccurredAt) {
 			continue
 		}
 		if f.where != nil {
@@ -626,11 +739,13 @@ func (ev *evaluation) checkLimit(l *limit, acts []*actionCtx) {
 }
 
 // anySignal reports whether any fact of any effect's kind exists on the
-// subject set at or after requested_at.
+// subject set at or after requested_at and before the next action's
+// requested_at (with no upper bound when there is no next action).
 func (ev *evaluation) anySignal(x *actionCtx) bool {
 	for _, e := range ev.c.effects {
 		for _, pos := range x.ss.byKind[e.kind] {
-			if !ev.ix.fact(pos).OccurredAt.Before(x.action.RequestedAt) {
+			at := ev.ix.fact(pos).OccurredAt
+			if !at.Before(x.action.RequestedAt) && (x.next == nil || at.Before(x.next.RequestedAt)) {
 				return true
 			}
 		}
