@@ -26,6 +26,10 @@ type Options struct {
 	// the SDK defaults.
 	MaxConcurrentActivities    int
 	MaxConcurrentWorkflowTasks int
+	// WorkflowTaskPollers and ActivityTaskPollers: zero means 4 each (the
+	// SDK's 2 leave the worker idle while timers fire in bursts).
+	WorkflowTaskPollers int
+	ActivityTaskPollers int
 	// MoreActivities are more activity structs to register (the sandbox
 	// harness's).
 	MoreActivities []any
@@ -38,9 +42,18 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 	if tq == "" {
 		tq = workflows.TaskQueue
 	}
+	wfPollers, actPollers := opts.WorkflowTaskPollers, opts.ActivityTaskPollers
+	if wfPollers <= 0 {
+		wfPollers = 4
+	}
+	if actPollers <= 0 {
+		actPollers = 4
+	}
 	w := sdkworker.New(c, tq, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:     opts.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: opts.MaxConcurrentWorkflowTasks,
+		MaxConcurrentWorkflowTaskPollers:       wfPollers,
+		MaxConcurrentActivityTaskPollers:       actPollers,
 	})
 	RegisterWorkflows(w)
 	w.RegisterActivity(acts)

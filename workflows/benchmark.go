@@ -317,8 +317,10 @@ func (s *scenarioRun) startVerification(ctx workflow.Context, r harness.Recorded
 	return nil
 }
 
-// awaitFinal waits for the verification to publish its first verdict and
-// its final (non-provisional) one.
+// awaitFinal waits for the verification to publish a final
+// (non-provisional) verdict. Published verdicts may arrive in any order: the
+// first one seen is only a stand-in for the provisional verdict, which the
+// Judge step reads from the stored history.
 func (s *scenarioRun) awaitFinal(ctx workflow.Context, actionID string) (provisional, final commitlayer.Verdict, err error) {
 	timer := workflow.NewTimer(ctx, finalVerdictTimeout)
 	first := true

@@ -7,6 +7,7 @@
 //	commitlayer contracts lint F…   check contract files
 //	commitlayer sandbox [flags]     run the failure matrix
 //	commitlayer demo                the main job on the embedded defaults
+//	commitlayer bench verify|settle measure latency and throughput
 //
 // Configuration comes from the environment: COMMITLAYER_ADDR, DATABASE_URL,
 // COMMITLAYER_ADMIN_KEY and the standard TEMPORAL_* variables.
@@ -42,6 +43,7 @@ commands:
   contracts lint F...  check contract files (exit 1 when one is invalid)
   sandbox [flags]      run the sandbox failure matrix (see commitlayer sandbox -h)
   demo                 start everything on the embedded defaults and run the matrix
+  bench verify|settle  measure POST → verdict latency and settlement throughput on the local services
 
 environment:
   COMMITLAYER_ADDR       listen address (default 127.0.0.1:8080)
@@ -81,6 +83,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return sandboxCmd(ctx, logger, args[1:], stdout, stderr)
 	case "demo":
 		return demoCmd(ctx, logger, args[1:], stdout, stderr)
+	case "bench":
+		return benchCmd(ctx, logger, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

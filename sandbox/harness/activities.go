@@ -336,11 +336,17 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 		}
 	}
 	sort.Slice(subjects, func(i, j int) bool { return subjects[i] < subjects[j] })
+	// The stored history is the authority on which verdict came first and
+	// which is the last; signals may arrive in any order.
 	history, err := a.Store.VerdictHistory(ctx, in.TenantID, in.ActionID)
 	if err != nil {
 		return Row{}, fmt.Errorf("verdict history: %w", err)
 	}
-	return BuildRow(l.Scenario, truth, stray, in.Provisional, in.Final, len(history), subjects,
+	provisional, final := in.Provisional, in.Final
+	if len(history) > 0 {
+		provisional, final = history[0], history[len(history)-1]
+	}
+	return BuildRow(l.Scenario, truth, stray, provisional, final, len(history), subjects,
 		in.Claim, in.Calls, in.LatencyMS, l.ChaosLog()), nil
 }
 

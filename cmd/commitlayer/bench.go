@@ -1,0 +1,510 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// benchCmd measures CommitLayer end to end on the local services:
+//
+//	commitlayer bench verify [-actions 200] [-concurrency 1]
+//	    POST /v1/actions → first verdict stored and → final verdict stored,
+//	    for actions whose settlement window has already closed.
+//	commitlayer bench settle [-actions 500] [-window 5s]
+//	    that many verifications at once, each waiting on a settlement timer:
+//	    POST → final verdict, throughput, and the CPU each process used.
+//
+// It starts the API and one worker in this process on a task queue of its
+// own, and a fresh tenant.
+func benchCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "verify" && args[0] != "settle") {
+		fmt.Fprint(stderr, "usage: commitlayer bench verify|settle [flags]\n")
+		return 2
+	}
+	mode := args[0]
+	fs := flag.NewFlagSet("commitlayer bench "+mode, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	actions := fs.Int("actions", map[string]int{"verify": 200, "settle": 500}[mode], "actions to verify")
+	conc := fs.Int("concurrency", map[string]int{"verify": 1, "settle": 32}[mode], "POSTs in flight")
+	window := fs.Duration("window", 5*time.Second, "settlement window (settle)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if *actions < 1 || *conc < 1 || *window <= 0 {
+		fmt.Fprint(stderr, "actions and concurrency must be at least 1, window positive\n")
+		return 2
+	}
+	b, err := newBench(ctx, logger)
+	if err != nil {
+		logger.Error("bench", "error", err)
+		return 1
+	}
+	defer b.m.Close()
+	switch mode {
+	case "verify":
+		err = b.verify(ctx, stdout, *actions, *conc)
+	default:
+		err = b.settle(ctx, stdout, *actions, *conc, *window)
+	}
+	if err != nil {
+		logger.Error("bench "+mode, "error", err)
+		return 1
+	}
+	return 0
+}
+
+type bench struct {
+	m    *Main
+	key  string
+	http *http.Client
+}
+
+func newBench(ctx context.Context, logger *slog.Logger) (*bench, error) {
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	os.Setenv("COMMITLAYER_ADDR", "127.0.0.1:0")
+	os.Setenv("COMMITLAYER_TASK_QUEUE", "commitlayer-bench-"+hex.EncodeToString(r[:4]))
+	if os.Getenv("COMMITLAYER_ADMIN_KEY") == "" {
+		os.Setenv("COMMITLAYER_ADMIN_KEY", "bench-"+hex.EncodeToString(r[:]))
+	}
+	roles := Roles{API: true, Worker: true}
+	cfg, err := ConfigFromEnv(roles)
+	if err != nil {
+		return nil, err
+	}
+	m := &Main{Config: cfg, Logger: quiet(logger)}
+	m.WorkerOptions.MaxConcurrentActivities = 200
+	if err := m.Open(ctx, roles); err != nil {
+		m.Close()
+		return nil, err
+	}
+	b := &bench{m: m, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	var t struct {
+		APIKey string `json:"api_key"`
+	}
+	if err := b.call(cfg.AdminKey, "POST", "/v1/admin/tenants", map[string]string{"name": "bench"}, 201, &t); err != nil {
+		m.Close()
+		return nil, err
+	}
+	b.key = t.APIKey
+	return b, nil
+}
+
+func (b *bench) call(key, method, path string, body any, want int, out any) error {
+	var rd io.Reader
+	ctype := "application/json"
+	if s, ok := body.(string); ok {
+		rd, ctype = strings.NewReader(s), "application/yaml"
+	} else if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, b.m.URL()+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", ctype)
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	if out != nil {
+		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+const benchContract = `id: bench_payout
+kind: action
+subject: account
+settlement: %s
+watch: 0s
+sources: [ledger]
+policy:
+  - id: active
+    rule: state.ledger.status == 'active'
+effects:
+  - id: payout
+    source: ledger
+    type: payout_sent
+    count: 1
+    expect: effect.amount == params.amount
+`
+
+// setup posts the contract and, per account, its opening and its payout.
+func (b *bench) setup(n int, settlement time.Duration, requestedAt time.Time) error {
+	if err := b.call(b.key, "POST", "/v1/contracts", fmt.Sprintf(benchContract, settlement), 201, nil); err != nil {
+		return err
+	}
+	var facts []any
+	for i := range n {
+		acc := fmt.Sprintf("account:acc_%d", i)
+		facts = append(facts,
+			map[string]any{"source": "ledger", "type": "account_opened", "subject": acc, "external_id": "open-" + strconv.Itoa(i),
+				"occurred_at": requestedAt.Add(-time.Hour).Format(time.RFC3339Nano), "attrs": map[string]any{"status": "active"}},
+			map[string]any{"source": "ledger", "type": "payout_sent", "subject": acc, "external_id": "po-" + strconv.Itoa(i),
+				"occurred_at": requestedAt.Add(time.Second).Format(time.RFC3339Nano), "attrs": map[string]any{"amount": 100}})
+		if len(facts) >= 1000 || i == n-1 {
+			if err := b.call(b.key, "POST", "/v1/facts", map[string]any{"facts": facts}, 200, nil); err != nil {
+				return err
+			}
+			facts = facts[:0]
+		}
+	}
+	return nil
+}
+
+type sample struct {
+	id          string
+	posted      time.Time
+	first, last time.Time // first verdict, final verdict seen
+}
+
+// closedLoop runs conc clients, each posting an action and waiting for its
+// final verdict before posting the next: latency without a queue in front.
+func (b *bench) closedLoop(ctx context.Context, n, conc int, requestedAt time.Time) ([]*sample, error) {
+	tenant, err := b.m.DB.TenantByAPIKey(ctx, b.key)
+	if err != nil {
+		return nil, err
+	}
+	samples := make([]*sample, n)
+	next := make(chan int)
+	errc := make(chan error, conc)
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				s := &sample{posted: time.Now()}
+				var created struct {
+					ID string `json:"id"`
+				}
+				if err := b.call(b.key, "POST", "/v1/actions", map[string]any{
+					"contract": "bench_payout", "agent": "bench", "subject": fmt.Sprintf("account:acc_%d", i),
+					"params": map[string]any{"amount": 100}, "requested_at": requestedAt.Format(time.RFC3339Nano),
+					"claim": map[string]string{"status": "success"},
+				}, 202, &created); err != nil {
+					errc <- err
+					return
+				}
+				s.id = created.ID
+				deadline := time.Now().Add(time.Minute)
+				for s.last.IsZero() {
+					vs, err := b.m.DB.LatestVerdicts(ctx, tenant.ID, []string{s.id})
+					if err != nil {
+						errc <- err
+						return
+					}
+					if v, ok := vs[s.id]; ok {
+						if s.first.IsZero() {
+							s.first = time.Now()
+						}
+						if !v.Provisional {
+							s.last = time.Now()
+						}
+					}
+					if time.Now().After(deadline) {
+						errc <- fmt.Errorf("action %s: no final verdict within a minute", s.id)
+						return
+					}
+					time.Sleep(time.Millisecond)
+				}
+				samples[i] = s
+			}
+		}()
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case err := <-errc:
+			close(next)
+			wg.Wait()
+			return nil, err
+		}
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return nil, err
+	default:
+	}
+	return samples, nil
+}
+
+// run posts n actions (conc at a time) and watches the store until each
+// has a final verdict.
+func (b *bench) run(ctx context.Context, n, conc int, requestedAt time.Time) ([]*sample, error) {
+	tenant, err := b.m.DB.TenantByAPIKey(ctx, b.key)
+	if err != nil {
+		return nil, err
+	}
+	samples := make([]*sample, n)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	sem := make(chan struct{}, conc)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s := &sample{posted: time.Now()}
+			var created struct {
+				ID string `json:"id"`
+			}
+			err := b.call(b.key, "POST", "/v1/actions", map[string]any{
+				"contract": "bench_payout", "agent": "bench", "subject": fmt.Sprintf("account:acc_%d", i),
+				"params": map[string]any{"amount": 100}, "requested_at": requestedAt.Format(time.RFC3339Nano),
+				"claim": map[string]string{"status": "success"},
+			}, 202, &created)
+			s.id = created.ID
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			samples[i] = s
+		}()
+	}
+	// Watch the verdicts while the POSTs go.
+	done := make(chan error, 1)
+	go func() {
+		deadline := time.Now().Add(5 * time.Minute)
+		for {
+			mu.Lock()
+			var ids []string
+			for _, s := range samples {
+				if s != nil && s.id != "" && s.last.IsZero() {
+					ids = append(ids, s.id)
+				}
+			}
+			posted := 0
+			for _, s := range samples {
+				if s != nil {
+					posted++
+				}
+			}
+			mu.Unlock()
+			if posted == n && len(ids) == 0 {
+				done <- nil
+				return
+			}
+			if len(ids) > 0 {
+				vs, err := b.m.DB.LatestVerdicts(ctx, tenant.ID, ids)
+				if err != nil {
+					done <- err
+					return
+				}
+				now := time.Now()
+				mu.Lock()
+				for _, s := range samples {
+					if s == nil {
+						continue
+					}
+					if v, ok := vs[s.id]; ok {
+						if s.first.IsZero() {
+							s.first = now
+						}
+						if !v.Provisional {
+							s.last = now
+						}
+					}
+				}
+				mu.Unlock()
+			}
+			if time.Now().After(deadline) {
+				done <- fmt.Errorf("verdicts not final within 5 minutes")
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+	if err := <-done; err != nil {
+		return nil, err
+	}
+	return samples, nil
+}
+
+func (b *bench) verify(ctx context.Context, w io.Writer, n, conc int) error {
+	// The window closed ten minutes ago: provisional and final at once.
+	requestedAt := time.Now().UTC().Add(-11 * time.Minute)
+	if err := b.setup(n, 10*time.Minute, requestedAt); err != nil {
+		return err
+	}
+	cpu := startCPU()
+	start := time.Now()
+	samples, err := b.closedLoop(ctx, n, conc, requestedAt)
+	if err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	var first, final []time.Duration
+	for _, s := range samples {
+		first = append(first, s.first.Sub(s.posted))
+		final = append(final, s.last.Sub(s.posted))
+	}
+	fmt.Fprintf(w, "bench verify: %d actions, %d client(s) each waiting for its verdict, one worker, %s\n", n, conc, benchEnv())
+	fmt.Fprintf(w, "  POST → first verdict stored:  p50 %s  p99 %s  max %s\n", pct(first, 50), pct(first, 99), pct(first, 100))
+	fmt.Fprintf(w, "  POST → final verdict stored:  p50 %s  p99 %s  max %s\n", pct(final, 50), pct(final, 99), pct(final, 100))
+	fmt.Fprintf(w, "  throughput %.1f verifications/s over %s\n", float64(n)/wall.Seconds(), wall.Round(time.Millisecond))
+	cpu.report(w, wall)
+	return nil
+}
+
+func (b *bench) settle(ctx context.Context, w io.Writer, n, conc int, window time.Duration) error {
+	requestedAt := time.Now().UTC()
+	if err := b.setup(n, window, requestedAt); err != nil {
+		return err
+	}
+	// The window runs from requested_at; POSTs start now.
+	requestedAt = time.Now().UTC()
+	cpu := startCPU()
+	start := time.Now()
+	samples, err := b.run(ctx, n, conc, requestedAt)
+	if err != nil {
+		return err
+	}
+	wall := time.Since(start)
+	settles := requestedAt.Add(window)
+	var total, lag []time.Duration
+	var lastPost time.Time
+	for _, s := range samples {
+		total = append(total, s.last.Sub(s.posted))
+		lag = append(lag, s.last.Sub(settles))
+		if s.posted.After(lastPost) {
+			lastPost = s.posted
+		}
+	}
+	fmt.Fprintf(w, "bench settle: %d verifications at once, %s window, one worker, %s\n", n, window, benchEnv())
+	fmt.Fprintf(w, "  all %d POSTed in %s\n", n, lastPost.Sub(start).Round(time.Millisecond))
+	fmt.Fprintf(w, "  POST → final verdict:              p50 %s  p99 %s  max %s\n", pct(total, 50), pct(total, 99), pct(total, 100))
+	fmt.Fprintf(w, "  window close → final verdict:      p50 %s  p99 %s  max %s\n", pct(lag, 50), pct(lag, 99), pct(lag, 100))
+	fmt.Fprintf(w, "  throughput %.1f final verdicts/s (first POST to last final, %s)\n", float64(n)/wall.Seconds(), wall.Round(time.Millisecond))
+	cpu.report(w, wall)
+	return nil
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	if i < 1 {
+		i = 1
+	}
+	if i > len(s) {
+		i = len(s)
+	}
+	return s[i-1].Round(100 * time.Microsecond)
+}
+
+func benchEnv() string {
+	load, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(load))
+	if len(f) > 0 {
+		return "load average " + f[0]
+	}
+	return ""
+}
+
+// cpuMeter reads the CPU time of this process, the Temporal dev server and
+// PostgreSQL from /proc.
+type cpuMeter struct{ before map[string]float64 }
+
+func startCPU() *cpuMeter { return &cpuMeter{before: cpuByRole()} }
+
+func (c *cpuMeter) report(w io.Writer, wall time.Duration) {
+	after := cpuByRole()
+	fmt.Fprintf(w, "  CPU over %s (2 cores = 200%%):", wall.Round(time.Millisecond))
+	total := 0.0
+	for _, role := range []string{"commitlayer", "temporal", "postgres"} {
+		d := after[role] - c.before[role]
+		total += d
+		fmt.Fprintf(w, " %s %.1fs (%.0f%%)", role, d, 100*d/wall.Seconds())
+	}
+	if total > 0 {
+		fmt.Fprintf(w, "; Temporal's share of the three: %.0f%%", 100*(after["temporal"]-c.before["temporal"])/total)
+	}
+	fmt.Fprintln(w)
+}
+
+// cpuByRole sums utime+stime (seconds) per role over /proc.
+func cpuByRole() map[string]float64 {
+	out := map[string]float64{}
+	tick := 100.0 // USER_HZ on Linux
+	self := os.Getpid()
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join(d, "cmdline"))
+		c := string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))
+		role := ""
+		switch {
+		case pid == self:
+			role = "commitlayer"
+		case strings.Contains(c, "temporal") && strings.Contains(c, "start-dev"):
+			role = "temporal"
+		case strings.HasPrefix(c, "postgres") || strings.Contains(c, "/postgres "):
+			role = "postgres"
+		default:
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		out[role] += (ut + st) / tick
+	}
+	return out
+}
