@@ -136,13 +136,16 @@ func (r *fuzzInput) fact(i int) commitlayer.Fact {
 }
 
 // FuzzEvaluate: fuzzed facts (attrs, types, subjects, links, times), priors,
-// params and coverage against a fixed contract never panic, give a
-// consistent verdict, and give the same verdict whatever the facts' order.
+// later actions, params and coverage against a fixed contract never panic,
+// give a consistent verdict, and give the same verdict whatever the order of
+// the facts and of the later actions.
 func FuzzEvaluate(f *testing.F) {
 	f.Add([]byte{}, `{"amount": 2500}`, byte(0xff), int64(15))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 1, 0, 3, 0, 7, 1, 2, 0, 1, 2, 2, 3, 4, 5, 6}, `{"amount": 2500, "currency": "USD"}`, byte(7), int64(600))
 	f.Add([]byte("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12"), `{"amount": 1e400}`, byte(3), int64(-5))
 	f.Add([]byte("refund payments order ticket note status cancelled"), `{"amount": "2500"}`, byte(1), int64(100000))
+	// A refund, a later action on the subject before it, another refund.
+	f.Add([]byte{0, 0, 0, 2, 30, 100, 1, 0, 0, 2, 0, 1, 0, 0, 0, 20, 0, 0, 0, 0, 0, 40, 101, 0, 0, 3}, `{"amount": 2000}`, byte(7), int64(6000))
 	c := mustParse(f, refundSrc)
 	f.Fuzz(func(t *testing.T, data []byte, params string, coverage byte, nowMinutes int64) {
 		r := &fuzzInput{data: data}
@@ -164,10 +167,19 @@ func FuzzEvaluate(f *testing.F) {
 		in.Now = t0.Add(time.Duration(nowMinutes%(1<<30)) * time.Minute)
 		for i := 0; len(r.data) > 0 && i < 64; i++ {
 			in.Facts = append(in.Facts, r.fact(i))
-			if r.next()%4 == 0 {
+			switch r.next() % 4 {
+			case 0:
 				in.Prior = append(in.Prior, act(string(rune('p'+i%8)), "refund", []string{"bot", "other"}[r.next()%2],
 					string(fuzzSubjects[int(r.next())%len(fuzzSubjects)]), time.Duration(-int(r.next()))*10*time.Minute,
 					commitlayer.Attrs{"amount": r.value()}))
+			case 1:
+				// Mostly well-formed later actions on the subject, some not.
+				l := act([]string{"l1", "l2", "a_1", ""}[r.next()%4], []string{"refund", "refund", "other"}[r.next()%3], "bot",
+					string(fuzzSubjects[int(r.next())%len(fuzzSubjects)]), time.Duration(int8(r.next()))*37*time.Minute, nil)
+				if r.next()%2 == 0 {
+					l.Subject = in.Action.Subject
+				}
+				in.Later = append(in.Later, l)
 			}
 		}
 		v := c.Evaluate(in)
@@ -180,6 +192,9 @@ func FuzzEvaluate(f *testing.F) {
 			slices.Reverse(in.Facts)
 			require.Equal(t, v, c.Evaluate(in))
 		}
+		// Nor on the order of Later.
+		slices.Reverse(in.Later)
+		require.Equal(t, v, c.Evaluate(in))
 		_ = contracts.Orphans(c, append(in.Prior, in.Action), in.Facts)
 	})
 }

@@ -85,7 +85,14 @@ type Effect struct {
 	Count      int       `json:"count,omitempty"`
 	Expect     string    `json:"expect,omitempty"`
 	ReversedBy *Reversal `json:"reversed_by,omitempty"`
+	// Orphans, when set to false, keeps the facts this effect matches out
+	// of Orphans. Nil (left out) means true.
+	Orphans *bool `json:"orphans,omitempty"`
 }
+
+// ReportsOrphans reports whether facts matching e can be orphans (Orphans
+// is nil or true).
+func (e *Effect) ReportsOrphans() bool { return e.Orphans == nil || *e.Orphans }
 
 // Reversal is a later fact that undoes a matched effect. In its Where,
 // `effect` is the reversal's attrs and `original` the matched effect's.
@@ -101,7 +108,14 @@ type Forbid struct {
 	Source string `json:"source"`
 	Type   string `json:"type"`
 	Where  string `json:"where,omitempty"`
+	// Orphans, when set to false, keeps the facts this forbid matches out
+	// of Orphans. Nil (left out) means true.
+	Orphans *bool `json:"orphans,omitempty"`
 }
+
+// ReportsOrphans reports whether facts matching f can be orphans (Orphans
+// is nil or true).
+func (f *Forbid) ReportsOrphans() bool { return f.Orphans == nil || *f.Orphans }
 
 // Duration is a time.Duration written in Go syntax with an optional leading
 // whole or decimal day count: "10m", "72h", "3d", "1d12h".

@@ -19,10 +19,12 @@ type Orphan struct {
 
 // Orphans lists the facts matching one of c's effects or forbids (source,
 // type, and `where` evaluated with empty params and state; a `where` that
-// cannot be evaluated counts as a match) that no action of c covers. An
-// action covers a fact when its subject is the fact's subject, one of the
-// fact's links, or a subject linked one hop to the fact's subject (through
-// any of the given facts), and the fact occurred in [requested_at,
+// cannot be evaluated counts as a match) that no action of c covers. A check
+// written with `orphans: false` matches nothing here, though its facts still
+// link subjects; a fact of its kind that another check matches can still be
+// an orphan. An action covers a fact when its subject is the fact's subject,
+// one of the fact's links, or a subject linked one hop to the fact's subject
+// (through any of the given facts), and the fact occurred in [requested_at,
 // requested_at + settlement + watch]. Each orphan names the first matching
 // check in contract order (effects, then forbids); orphans are in time order.
 func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact) []Orphan {
@@ -33,10 +35,14 @@ func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact
 	}
 	var checks []check
 	for _, e := range c.effects {
-		checks = append(checks, check{e.spec.ID, e.kind, e.where})
+		if e.spec.ReportsOrphans() {
+			checks = append(checks, check{e.spec.ID, e.kind, e.where})
+		}
 	}
 	for _, f := range c.forbids {
-		checks = append(checks, check{f.spec.ID, f.kind, f.where})
+		if f.spec.ReportsOrphans() {
+			checks = append(checks, check{f.spec.ID, f.kind, f.where})
+		}
 	}
 	byKind := map[Kind][]int{}
 	for i, ch := range checks {

@@ -2,6 +2,7 @@ package contracts_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,4 +101,102 @@ func TestOrphans(t *testing.T) {
 		require.JSONEq(t, `{"contract_id":"refund","check":"refund","fact":{"source":"payments","type":"refund_created",
 			"subject":"order:o_7","external_id":"re_x","occurred_at":"2026-11-29T10:00:00Z","attrs":{"refund_id":"re_x","amount":100}}}`, string(b))
 	})
+}
+
+func TestOrphansOptOut(t *testing.T) {
+	// Notes and closes on tickets: a note happens for many reasons, so its
+	// effect is left out of orphans; a close is not. The forbidden reopen
+	// shares its kind with the close.
+	c := mustParse(t, `
+id: close
+subject: ticket
+settlement: 10m
+watch: 72h
+sources: [tickets]
+effects:
+  - {id: note, source: tickets, type: note_added, orphans: false}
+  - {id: closed, source: tickets, type: ticket_status_changed, where: "effect.status == 'closed'", orphans: false}
+  - {id: tagged, source: tickets, type: tagged}
+forbids:
+  - {id: no_reopen, source: tickets, type: ticket_status_changed, where: "effect.status == 'open'"}
+  - {id: no_delete, source: tickets, type: deleted, orphans: false}
+  - {id: no_spam, source: tickets, type: tagged, where: "effect.tag == 'spam'", orphans: false}
+`)
+	actions := []commitlayer.Action{act("a1", "close", "bot", "ticket:t_1", 0, attrs{})}
+	status := func(id, ticket, s string, links ...string) commitlayer.Fact {
+		return fact("tickets", "ticket_status_changed", "ticket:"+ticket, id, time.Minute, attrs{"status": s}, links...)
+	}
+	cases := []struct {
+		name  string
+		facts []commitlayer.Fact
+		want  []string
+	}{
+		{"an effect with orphans: false is never an orphan", []commitlayer.Fact{
+			fact("tickets", "note_added", "ticket:t_5", "n_5", time.Minute, attrs{}),
+		}, nil},
+		{"a forbid with orphans: false is never an orphan", []commitlayer.Fact{
+			fact("tickets", "deleted", "ticket:t_5", "d_5", time.Minute, attrs{}),
+		}, nil},
+		{"another check of the same kind still reports its facts", []commitlayer.Fact{
+			status("s_c", "t_5", "closed"), status("s_o", "t_6", "open"),
+		}, []string{"no_reopen s_o"}},
+		{"a fact that both an opted-out check and another check match is reported under the other", []commitlayer.Fact{
+			fact("tickets", "tagged", "ticket:t_5", "tg_5", time.Minute, attrs{"tag": "spam"}),
+		}, []string{"tagged tg_5"}},
+		{"an opted-out fact still links subjects for coverage", []commitlayer.Fact{
+			// The note on t_7 names t_1; the reopen on t_7 is covered by a1.
+			fact("tickets", "note_added", "ticket:t_7", "n_7", time.Minute, attrs{}, "ticket:t_1"),
+			status("s_7", "t_7", "open"),
+		}, nil},
+		{"without the linking note the reopen is an orphan", []commitlayer.Fact{
+			status("s_7", "t_7", "open"),
+		}, []string{"no_reopen s_7"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			gotOrphans := []string{}
+			for _, o := range contracts.Orphans(c, actions, tc.facts) {
+				gotOrphans = append(gotOrphans, o.Check+" "+o.Fact.ExternalID)
+			}
+			want := tc.want
+			if want == nil {
+				want = []string{}
+			}
+			require.Equal(t, want, gotOrphans)
+		})
+	}
+
+	t.Run("opting out changes nothing in a verdict", func(t *testing.T) {
+		on := mustParse(t, refundSrc)
+		off := mustParse(t, strings.Replace(refundSrc, "    type: note_added\n", "    type: note_added\n    orphans: false\n", 1))
+		require.False(t, off.Spec.Effects[2].ReportsOrphans())
+		in := refundWorld()
+		in.Facts = without(in.Facts, "n_1")
+		require.Equal(t, on.Evaluate(in), off.Evaluate(in))
+		require.Equal(t, []string{"missing_effect customer_notified"}, got(off.Evaluate(in)))
+	})
+}
+
+// TestSandboxNotesAreNotOrphans: in a tenant running several workflows a
+// note on a ticket is no sandbox contract's orphan, while the effects that
+// say what was done (a refund, a close) still are.
+func TestSandboxNotesAreNotOrphans(t *testing.T) {
+	stray := []commitlayer.Fact{
+		note("tickets-n", "t_99", "order:o_1099", "c_99", time.Minute),
+		fact("tickets", "note_added", "ticket:t_98", "tickets-n2", time.Minute, attrs{"body": "fyi"}),
+	}
+	for _, id := range []string{"refund_customer", "cancel_subscription", "change_shipping_address", "approve_discount", "close_support_case"} {
+		t.Run(id, func(t *testing.T) {
+			c := sandboxContract(t, id)
+			require.Equal(t, []contracts.Orphan{}, contracts.Orphans(c, nil, stray))
+		})
+	}
+	refund := fact("payments", "refund_created", "order:o_1099", "payments-re", time.Minute, attrs{"refund_id": "re_9", "amount": int64(100)})
+	out := contracts.Orphans(sandboxContract(t, "refund_customer"), nil, append(stray, refund))
+	require.Len(t, out, 1)
+	require.Equal(t, "refund", out[0].Check)
+	closed := fact("tickets", "ticket_status_changed", "ticket:t_98", "tickets-c", 2*time.Minute, attrs{"status": "closed"})
+	out = contracts.Orphans(sandboxContract(t, "close_support_case"), nil, append(stray, closed))
+	require.Len(t, out, 1)
+	require.Equal(t, "closed", out[0].Check)
 }

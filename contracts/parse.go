@@ -264,6 +264,20 @@ func (p *parser) boolean(n *yaml.Node, path string) bool {
 	return v
 }
 
+// optBool reads an optional boolean: nil when the field is left out (or is
+// not a boolean, which is reported).
+func (p *parser) optBool(n *yaml.Node, path string) *bool {
+	if n == nil {
+		return nil
+	}
+	before := len(p.errs)
+	v := p.boolean(n, path)
+	if len(p.errs) > before {
+		return nil
+	}
+	return &v
+}
+
 func (p *parser) duration(n *yaml.Node, path string) (Duration, bool) {
 	if !p.usable(n, path) {
 		return 0, false
@@ -347,7 +361,7 @@ func (p *parser) spec(root *yaml.Node) Spec {
 	}
 	for i, n := range p.list(f["effects"], "effects") {
 		path := fmt.Sprintf("effects[%d]", i)
-		g := p.fields(n, path, "id", "source", "type", "where", "count", "expect", "reversed_by")
+		g := p.fields(n, path, "id", "source", "type", "where", "count", "expect", "reversed_by", "orphans")
 		e := Effect{
 			ID:     p.str(g["id"], path+".id"),
 			Source: p.str(g["source"], path+".source"),
@@ -355,6 +369,7 @@ func (p *parser) spec(root *yaml.Node) Spec {
 			Where:  p.str(g["where"], path+".where"),
 			Expect: p.str(g["expect"], path+".expect"),
 		}
+		e.Orphans = p.optBool(g["orphans"], path+".orphans")
 		if cn := g["count"]; cn != nil {
 			if v, ok := p.integer(cn, path+".count"); ok {
 				if v < 1 || v > 1_000_000 {
@@ -379,12 +394,13 @@ func (p *parser) spec(root *yaml.Node) Spec {
 	}
 	for i, n := range p.list(f["forbids"], "forbids") {
 		path := fmt.Sprintf("forbids[%d]", i)
-		g := p.fields(n, path, "id", "source", "type", "where")
+		g := p.fields(n, path, "id", "source", "type", "where", "orphans")
 		s.Forbids = append(s.Forbids, Forbid{
-			ID:     p.str(g["id"], path+".id"),
-			Source: p.str(g["source"], path+".source"),
-			Type:   p.str(g["type"], path+".type"),
-			Where:  p.str(g["where"], path+".where"),
+			ID:      p.str(g["id"], path+".id"),
+			Source:  p.str(g["source"], path+".source"),
+			Type:    p.str(g["type"], path+".type"),
+			Where:   p.str(g["where"], path+".where"),
+			Orphans: p.optBool(g["orphans"], path+".orphans"),
 		})
 	}
 	return s

@@ -132,6 +132,13 @@ func TestParseErrors(t *testing.T) {
 		{"outcome without effects", "id: o\nkind: outcome\nsettlement: 1h\nsources: [a]\n", "effects", 1, "at least one effect"},
 		{"YAML alias", edit("sources: [payments, orders]", "sources: &s [payments, orders]\ndescription: *s"), "description", 4, "aliases are not supported"},
 		{"CEL error on a later line of a block", edit("rule: state.orders.status == 'paid'", "rule: |\n      state.orders.status == 'paid' &&\n      nope > 1"), "policy[0].rule", 8, "undeclared reference to 'nope'"},
+		{"orphans not a bool", edit("    type: refund_created", "    type: refund_created\n    orphans: no"), "effects[0].orphans", 18, `must be true or false, got "no"`},
+		{"orphans null", edit("    type: order_status_changed", "    type: order_status_changed\n    orphans:"), "forbids[0].orphans", 23, "must be true or false, got null"},
+		{"orphans as a number", edit("    type: order_status_changed", "    type: order_status_changed\n    orphans: 0"), "forbids[0].orphans", 23, "must be true or false"},
+		{"orphans is not a reversal field", edit("    type: refund_created", "    type: refund_created\n    reversed_by: {source: payments, type: x, orphans: false}"), "effects[0].reversed_by.orphans", 18, "unknown field"},
+		{"orphans is not a policy field", edit("    rule: state.orders.status == 'paid'", "    rule: state.orders.status == 'paid'\n    orphans: false"), "policy[0].orphans", 7, "unknown field"},
+		{"orphans is not a limit field", edit("    max: 100", "    max: 100\n    orphans: false"), "limits[0].orphans", 14, "unknown field"},
+		{"orphans is not a top-level field", edit("id: c1", "id: c1\norphans: false"), "orphans", 2, "unknown field"},
 		{"JSON unknown field", `{"id": "j", "settlement": "10m", "sources": ["a"],
  "effects": [{"id": "e", "source": "a", "type": "t", "bogus": true}]}`, "effects[0].bogus", 2, "unknown field"},
 		{"JSON syntax", `{"id": "j", "settlement": "10m",` + "\n" + `"sources": ["a"]`, "yaml", 2, ""},
@@ -227,6 +234,33 @@ effects:
 	require.Equal(t, contracts.Duration(36*time.Hour), c.Spec.Limits[0].Window)
 	require.Equal(t, 2, c.Spec.Effects[0].Count)
 	require.Equal(t, contracts.KindAction, c.Spec.Kind)
+}
+
+func TestParseOrphans(t *testing.T) {
+	c := mustParse(t, `
+id: o
+settlement: 10m
+sources: [a]
+effects:
+  - {id: left_out, source: a, type: t}
+  - {id: off, source: a, type: n, orphans: false}
+  - {id: on, source: a, type: u, orphans: true}
+forbids:
+  - {id: f_left_out, source: a, type: x}
+  - {id: f_off, source: a, type: y, orphans: false}
+`)
+	yes, no := true, false
+	e, f := c.Spec.Effects, c.Spec.Forbids
+	require.Equal(t, []*bool{nil, &no, &yes}, []*bool{e[0].Orphans, e[1].Orphans, e[2].Orphans})
+	require.Equal(t, []*bool{nil, &no}, []*bool{f[0].Orphans, f[1].Orphans})
+	require.Equal(t, []bool{true, false, true, true, false},
+		[]bool{e[0].ReportsOrphans(), e[1].ReportsOrphans(), e[2].ReportsOrphans(), f[0].ReportsOrphans(), f[1].ReportsOrphans()})
+
+	// Left out stays left out through JSON; given values survive.
+	b, err := json.Marshal(c.Spec)
+	require.NoError(t, err)
+	require.Equal(t, 3, strings.Count(string(b), `"orphans"`), "%s", b)
+	require.Equal(t, c.Spec, mustParse(t, string(b)).Spec)
 }
 
 func TestParseDuration(t *testing.T) {
