@@ -226,6 +226,11 @@ func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
 	if err == nil {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, SAAgree.ValueSet(agreeWord(row)))
 	}
+	// Verdicts published after the final one (the after-settlement
+	// re-check's) are in the store and the row; consume their signals.
+	var v commitlayer.Verdict
+	for s.verdicts.ReceiveAsync(&v) {
+	}
 	return row, err
 }
 

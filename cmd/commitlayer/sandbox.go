@@ -166,12 +166,13 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	return 0
 }
 
-// quiet lowers the SDK's chatter for interactive runs.
+// quiet keeps interactive runs to errors: the matrix makes systems
+// unreachable on purpose, and each such pull is a warning.
 func quiet(l *slog.Logger) *slog.Logger {
 	if os.Getenv("COMMITLAYER_LOG_LEVEL") != "" {
 		return l
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
 func temporalUI(cfg Config) string {

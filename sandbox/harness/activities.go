@@ -32,6 +32,7 @@ type Store interface {
 	PutContract(ctx context.Context, tenantID, contractID string, source []byte) (postgres.ContractRecord, bool, error)
 	CreateConnector(ctx context.Context, tenantID string, c postgres.Connector) (postgres.Connector, error)
 	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
+	GetAction(ctx context.Context, tenantID, actionID string) (postgres.ActionRecord, error)
 	GetBenchmarkRun(ctx context.Context, id string) (postgres.BenchmarkRun, error)
 	UpdateBenchmarkRun(ctx context.Context, r postgres.BenchmarkRun) error
 }
@@ -343,11 +344,24 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 		return Row{}, fmt.Errorf("verdict history: %w", err)
 	}
 	provisional, final := in.Provisional, in.Final
+	latency := in.LatencyMS
 	if len(history) > 0 {
 		provisional, final = history[0], history[len(history)-1]
+		// Verify latency: from the action's row being written to the
+		// evaluation of its first final verdict, both on the store's clock.
+		rec, err := a.Store.GetAction(ctx, in.TenantID, in.ActionID)
+		if err != nil {
+			return Row{}, fmt.Errorf("load action: %w", err)
+		}
+		for _, v := range history {
+			if !v.Provisional {
+				latency = float64(v.EvaluatedAt.Sub(rec.CreatedAt)) / float64(time.Millisecond)
+				break
+			}
+		}
 	}
 	return BuildRow(l.Scenario, truth, stray, provisional, final, len(history), subjects,
-		in.Claim, in.Calls, in.LatencyMS, l.ChaosLog()), nil
+		in.Claim, in.Calls, latency, l.ChaosLog()), nil
 }
 
 // Cleanup closes the scenario's enterprise and removes its files. The
