@@ -336,6 +336,11 @@ func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act 
 			facts = append(facts, extra...)
 		}
 	}
+	// A later action of the contract on the subject ends this one's window.
+	later, err := a.Store.PriorActions(ctx, in.TenantID, act.Contract, "", act.Subject, act.RequestedAt, act.WatchUntil, act.ID)
+	if err != nil {
+		return contracts.Input{}, fmt.Errorf("evaluate: later actions: %w", err)
+	}
 	connected, err := a.Store.ConnectedSources(ctx, in.TenantID)
 	if err != nil {
 		return contracts.Input{}, fmt.Errorf("evaluate: coverage: %w", err)
@@ -344,6 +349,7 @@ func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act 
 		Action: act.Action,
 		Facts:  facts,
 		Prior:  prior,
+		Later:  later,
 		Coverage: contracts.Coverage{
 			Connected:   connected,
 			Unreachable: in.Unreachable,

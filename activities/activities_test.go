@@ -303,3 +303,20 @@ func TestEndWatchAndOpenVerifications(t *testing.T) {
 	_, err = fx.env.ExecuteActivity(fx.acts.EndWatch, activities.EndWatchInput{TenantID: fx.tenant, ActionID: "act_gone"})
 	require.NoError(t, err, fmt.Sprint(err))
 }
+
+func TestEvaluateALaterActionEndsTheWindow(t *testing.T) {
+	fx := newFixture(t)
+	fx.feed.add("account_opened", "account:acc_1", fx.now.Add(-3*time.Hour), map[string]any{"status": "active"})
+	fx.feed.add("payout_sent", "account:acc_1", fx.now.Add(-2*time.Hour), map[string]any{"payout_id": "p1", "amount": 100})
+	fx.feed.add("payout_sent", "account:acc_1", fx.now.Add(-time.Hour), map[string]any{"payout_id": "p2", "amount": 200})
+	fx.extract(t)
+	first := fx.action(t, "agent-1", "account:acc_1", 100, fx.now.Add(-2*time.Hour-time.Minute))
+	res := fx.evaluate(t, first, activities.EvaluateInput{})
+	require.Equal(t, commitlayer.StatusFail, res.Verdict.Status, "without the later action both payouts are this one's")
+	require.Equal(t, commitlayer.CodeDuplicateEffect, res.Verdict.Findings[0].Code)
+
+	// The second payout was another action's: the first one stands alone.
+	fx.action(t, "agent-1", "account:acc_1", 200, fx.now.Add(-time.Hour-time.Minute))
+	res = fx.evaluate(t, first, activities.EvaluateInput{})
+	require.Equal(t, commitlayer.StatusPass, res.Verdict.Status, "%+v", res.Verdict.Findings)
+}

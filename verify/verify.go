@@ -98,6 +98,11 @@ func (c *Client) Start(ctx context.Context, tenantID string, a postgres.ActionRe
 	if err != nil && !errors.As(err, &started) {
 		return fmt.Errorf("start verification of %s: %w", a.ID, err)
 	}
+	// A new action on a subject ends the effect window of earlier ones on
+	// it: let their verifications look again.
+	if err := c.NotifyFacts(ctx, tenantID, []commitlayer.Subject{a.Subject}, a.ID); err != nil {
+		c.logger().Warn("notify earlier verifications", "action", a.ID, "error", err)
+	}
 	return c.ensurePoller(ctx, tenantID)
 }
 
