@@ -1,0 +1,40 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/api"
+)
+
+func TestStartRejectsBadRequestsBeforeTouchingAnything(t *testing.T) {
+	// No store and no Temporal client: a bad request must be refused
+	// before either is used.
+	r := &Runner{}
+	for name, req := range map[string]api.BenchmarkRequest{
+		"unknown scenario":     {Only: []string{"refund/nope"}},
+		"unknown workflow":     {Only: []string{"teleport/"}},
+		"negative concurrency": {Concurrency: -1},
+		"too much concurrency": {Concurrency: MaxConcurrency + 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := r.Start(context.Background(), req)
+			require.Error(t, err)
+			var fe *commitlayer.FieldError
+			require.True(t, errors.As(err, &fe), "want a field error (the API answers 422), got %v", err)
+		})
+	}
+}
+
+func TestRunIDsAreUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := newRunID()
+		require.False(t, seen[id], id)
+		seen[id] = true
+	}
+}
