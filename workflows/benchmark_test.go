@@ -117,4 +117,3 @@ func TestBenchmarkRejectsEmptyRun(t *testing.T) {
 	env.ExecuteWorkflow(Benchmark, BenchmarkInput{RunID: "r4"})
 	require.Error(t, env.GetWorkflowError())
 }
-
