@@ -137,7 +137,7 @@ func (f *Fact) Validate() error {
 	switch {
 	case f.Source == "":
 		return fieldError("source", "is required")
-	case !isName(f.Source):
+	case !ValidName(f.Source):
 		return fieldError("source", fmt.Sprintf("%q may only hold letters, digits, '_', '-' and '.'", f.Source))
 	case f.Type == "":
 		return fieldError("type", "is required")
@@ -197,7 +197,7 @@ func (a *Action) Validate() error {
 	case len(a.ID) > 128:
 		return fieldError("id", "is longer than 128 bytes")
 	}
-	if a.ID != "" && !isName(a.ID) {
+	if a.ID != "" && !ValidName(a.ID) {
 		return fieldError("id", fmt.Sprintf("%q may only hold letters, digits, '_', '-' and '.'", a.ID))
 	}
 	if _, err := ParseSubject(string(a.Subject)); err != nil {
@@ -301,8 +301,10 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 func fieldError(field, reason string) error { return &FieldError{Field: field, Reason: reason} }
 
-func isName(s string) bool {
-	if s == "" {
+// ValidName reports whether s can name a source, a connector's source or a
+// client-chosen id: 1 to 128 letters, digits, '_', '-' and '.'.
+func ValidName(s string) bool {
+	if s == "" || len(s) > 128 {
 		return false
 	}
 	for _, r := range s {

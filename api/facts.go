@@ -126,7 +126,7 @@ func (in *connectorIn) validate() *apiError {
 	switch {
 	case in.Source == "":
 		return bad("source: is required")
-	case !isName(in.Source):
+	case !commitlayer.ValidName(in.Source):
 		return bad("source: %q may only hold letters, digits, '_', '-' and '.'", truncate(in.Source, 64))
 	case in.Kind == "":
 		return bad("kind: is required")
@@ -145,17 +145,6 @@ func (in *connectorIn) validate() *apiError {
 	return nil
 }
 
-func isName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return false
-		}
-	}
-	return true
-}
 
 func (s *Server) listConnectors(w http.ResponseWriter, r *http.Request) {
 	cs, err := s.store.ListConnectors(r.Context(), tenantOf(r.Context()).ID)

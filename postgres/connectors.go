@@ -38,7 +38,7 @@ const connectorColumns = `id, tenant_id, source, kind, url, cursor, last_pull_at
 // a second one for the source, or a client-given id that exists, gives
 // ErrConflict. An empty c.ID gets "conn_" + random; c.TenantID is ignored.
 func (db *DB) CreateConnector(ctx context.Context, tenantID string, c Connector) (Connector, error) {
-	if !isName(c.Source) || c.Kind == "" {
+	if !commitlayer.ValidName(c.Source) || c.Kind == "" {
 		return Connector{}, fmt.Errorf("create connector for %q: %w: a source name and a kind are required", c.Source, ErrInvalid)
 	}
 	if c.ID == "" {
@@ -208,16 +208,3 @@ func scanConnector(row pgx.CollectableRow) (Connector, error) {
 	return c, err
 }
 
-// isName reports whether s is a non-empty name of letters, digits, '_', '-'
-// and '.' (as commitlayer requires of fact sources).
-func isName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return false
-		}
-	}
-	return true
-}
