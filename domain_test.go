@@ -108,7 +108,7 @@ func TestNormalizeValue(t *testing.T) {
 func TestVerdictSameAnswerAndSummary(t *testing.T) {
 	v := commitlayer.Verdict{Status: commitlayer.StatusFail, Lenses: commitlayer.Lenses{Outcome: "FAIL", Policy: "PASS"},
 		Findings: []commitlayer.Finding{{Code: commitlayer.CodeMissingEffect, Check: "refund", Lens: commitlayer.LensOutcome}},
-		Version: 1, EvaluatedAt: time.Now()}
+		Version:  1, EvaluatedAt: time.Now()}
 	w := v
 	w.Version, w.EvaluatedAt = 2, time.Now().Add(time.Hour)
 	require.True(t, v.SameAnswer(w), "times and version do not change the answer")

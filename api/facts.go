@@ -145,7 +145,6 @@ func (in *connectorIn) validate() *apiError {
 	return nil
 }
 
-
 func (s *Server) listConnectors(w http.ResponseWriter, r *http.Request) {
 	cs, err := s.store.ListConnectors(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {

@@ -207,4 +207,3 @@ func scanConnector(row pgx.CollectableRow) (Connector, error) {
 	c.CreatedAt = c.CreatedAt.UTC()
 	return c, err
 }
-
