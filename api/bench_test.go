@@ -9,16 +9,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitlayer/commitlayer/internal/proccpu"
 	"github.com/commitlayer/commitlayer/postgres"
 )
 
@@ -136,38 +133,16 @@ type cpuSample struct {
 // server processes connected to the test database (from /proc; ok is false
 // where that cannot be read).
 func cpuTimes(d *postgres.DB) cpuSample {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return cpuSample{}
-	}
-	s := cpuSample{self: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), ok: true}
 	rows, err := d.Pool().Query(context.Background(), `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
 	if err != nil {
 		return cpuSample{}
 	}
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
 	if err != nil {
 		return cpuSample{}
 	}
-	const ticksPerSecond = 100 // USER_HZ on Linux
-	for _, pid := range pids {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return cpuSample{}
-		}
-		// Fields after the command (which may hold spaces) start after ')'.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 13 {
-			return cpuSample{}
-		}
-		ut, err1 := strconv.ParseInt(f[11], 10, 64)
-		st, err2 := strconv.ParseInt(f[12], 10, 64)
-		if err1 != nil || err2 != nil {
-			return cpuSample{}
-		}
-		s.db += time.Duration(ut+st) * time.Second / ticksPerSecond
-	}
-	return s
+	db, ok := proccpu.Sum(pids)
+	return cpuSample{self: proccpu.Self(), db: db, ok: ok}
 }
 
 // BenchmarkDecodeFacts is the API's own share of a batch of 1 000: decoding

@@ -1,17 +1,13 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/proccpu"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
@@ -58,36 +54,13 @@ type cpuSample struct {
 // Postgres backends connected to the test database (Linux, same host only;
 // ok is false otherwise).
 func cpuTimes(b *testing.B) cpuSample {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return cpuSample{}
-	}
-	s := cpuSample{client: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
 	rows, err := testDB.Pool().Query(context.Background(),
 		`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
 	require.NoError(b, err)
-	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
 	require.NoError(b, err)
-	for _, pid := range pids {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return cpuSample{}
-		}
-		// Fields 14 and 15 (utime, stime) in clock ticks, after the
-		// parenthesized command name.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) < 13 {
-			return cpuSample{}
-		}
-		ut, err1 := strconv.ParseInt(f[11], 10, 64)
-		st, err2 := strconv.ParseInt(f[12], 10, 64)
-		if err1 != nil || err2 != nil {
-			return cpuSample{}
-		}
-		s.server += time.Duration(ut+st) * time.Second / 100 // USER_HZ is 100 on Linux
-	}
-	s.ok = true
-	return s
+	server, ok := proccpu.Sum(pids)
+	return cpuSample{client: proccpu.Self(), server: server, ok: ok}
 }
 
 // BenchmarkInsertFactsDuplicates re-posts one batch of 1 000 already stored

@@ -12,12 +12,13 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/commitlayer/commitlayer/internal/proccpu"
 )
 
 // benchCmd measures CommitLayer end to end on the local services:
@@ -465,46 +466,19 @@ func (c *cpuMeter) report(w io.Writer, wall time.Duration) {
 	fmt.Fprintln(w)
 }
 
-// cpuByRole sums utime+stime (seconds) per role over /proc.
+// cpuByRole sums the CPU time (seconds) of this process, the Temporal dev
+// server and PostgreSQL.
 func cpuByRole() map[string]float64 {
-	out := map[string]float64{}
-	tick := 100.0 // USER_HZ on Linux
 	self := os.Getpid()
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(filepath.Base(d))
-		if err != nil {
-			continue
+	temporal := proccpu.Find(func(c string) bool { return strings.Contains(c, "temporal") && strings.Contains(c, "start-dev") })
+	pg := proccpu.Find(func(c string) bool { return strings.HasPrefix(c, "postgres") || strings.Contains(c, "/postgres ") })
+	out := map[string]float64{}
+	for role, pids := range map[string][]int{"commitlayer": {self}, "temporal": temporal, "postgres": pg} {
+		for _, pid := range pids {
+			if d, err := proccpu.Of(pid); err == nil { // a backend may exit meanwhile
+				out[role] += d.Seconds()
+			}
 		}
-		cmd, _ := os.ReadFile(filepath.Join(d, "cmdline"))
-		c := string(bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))
-		role := ""
-		switch {
-		case pid == self:
-			role = "commitlayer"
-		case strings.Contains(c, "temporal") && strings.Contains(c, "start-dev"):
-			role = "temporal"
-		case strings.HasPrefix(c, "postgres") || strings.Contains(c, "/postgres "):
-			role = "postgres"
-		default:
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join(d, "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		out[role] += (ut + st) / tick
 	}
 	return out
 }
