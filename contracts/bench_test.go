@@ -119,6 +119,43 @@ func BenchmarkEvaluateLimit(b *testing.B) {
 	}
 }
 
+// BenchmarkEvaluateThrough: cancel_subscription (no_refund through the
+// customer) for a customer with n orders (an order_created linking the
+// customer and a charge on each, a refund on one), among 10 000 facts of
+// other customers.
+func BenchmarkEvaluateThrough(b *testing.B) {
+	c := sandboxContract(b, "cancel_subscription")
+	for _, n := range []int{1, 10, 100, 1000} {
+		facts := benchTenant(10000)
+		facts = append(facts,
+			fact("crm", "subscription_created", "subscription:sub_1", "crm-sub1", seeded, attrs{"status": "active"}, "customer:c_17"),
+			fact("crm", "subscription_status_changed", "subscription:sub_1", "crm-sub1-c", time.Second, attrs{"status": "cancelled"}, "customer:c_17"),
+			fact("payments", "billing_stopped", "subscription:sub_1", "payments-bs", 2*time.Second, attrs{}),
+			fact("tickets", "note_added", "ticket:t_4", "tickets-n4", 3*time.Second, attrs{"body": "cancelled"}, "subscription:sub_1", "customer:c_17"))
+		for i := range n {
+			order := fmt.Sprintf("order:o_c17_%d", i)
+			facts = append(facts,
+				fact("orders", "order_created", order, "oc-"+order, seeded, attrs{"status": "paid"}, "customer:c_17"),
+				fact("payments", "charge_captured", order, "ch-"+order, seeded, attrs{"amount": int64(100)}))
+		}
+		facts = append(facts, fact("payments", "refund_created", "order:o_c17_0", "re-c17", 4*time.Second, attrs{"amount": int64(100)}))
+		in := contracts.Input{
+			Action:   act("a_1", "cancel_subscription", "agent_1", "subscription:sub_1", 0, attrs{"ticket_id": "t_4"}),
+			Facts:    facts,
+			Coverage: connected("crm", "payments", "tickets"),
+			Now:      t0.Add(20 * time.Minute),
+		}
+		require.Equal(b, []string{"forbidden_effect no_refund"}, got(c.Evaluate(in)))
+		b.Run(fmt.Sprintf("orders=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			for b.Loop() {
+				c.Evaluate(in)
+			}
+		})
+	}
+}
+
 // reportCPU adds a cpu-ns/op metric: the process's CPU time (all threads,
 // GC included) per iteration. Unlike ns/op it does not grow when other
 // processes take the machine's cores, so it is the figure to compare on a

@@ -241,7 +241,7 @@ func (p *parser) build(spec Spec) *Contract {
 		path := fmt.Sprintf("forbids[%d]", i)
 		c.forbids = append(c.forbids, &forbid{spec: &c.Spec.Forbids[i], order: order,
 			where: p.compile(envs.effect, path+".where", f.Where, boolResult, sources),
-			kind:  Kind{Source: f.Source, Type: f.Type}})
+			kind:  Kind{Source: f.Source, Type: f.Type}, through: f.Through})
 		order++
 	}
 	return c

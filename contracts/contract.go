@@ -1,7 +1,11 @@
 package contracts
 
 import (
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/commitlayer/commitlayer"
 )
 
 // Contract is a parsed, validated and compiled contract. It is immutable and
@@ -42,10 +46,11 @@ type effect struct {
 }
 
 type forbid struct {
-	spec  *Forbid
-	order int
-	kind  Kind
-	where *program
+	spec    *Forbid
+	order   int
+	kind    Kind
+	where   *program
+	through string // a subject type, or ""
 }
 
 // ID is the contract id.
@@ -96,4 +101,61 @@ func (c *Contract) EffectKinds() []Kind {
 		add(f.kind)
 	}
 	return out
+}
+
+// throughTypes returns the subject types the forbids name in `through`, in
+// contract order without repeats.
+func (c *Contract) throughTypes() []string {
+	var out []string
+	for _, f := range c.forbids {
+		if f.through != "" && !contains(out, f.through) {
+			out = append(out, f.through)
+		}
+	}
+	return out
+}
+
+// ThroughSubjects returns the subjects whose one-hop facts the contract's
+// `through` forbids read for action a: the subjects of a `through` type
+// linked one hop to a's subject in facts (a fact on the subject links them,
+// or a fact on them links the subject), sorted, each once. The action's own
+// subject is never returned (its one-hop facts are the ones the caller
+// already fetches). It is empty when no forbid has `through`. The caller
+// fetches the facts on each returned subject, on the subjects linked to it
+// one hop, and the facts linking it, and passes them to Evaluate along with
+// the action's own facts; a fact given twice counts once.
+func (c *Contract) ThroughSubjects(a commitlayer.Action, facts []commitlayer.Fact) []commitlayer.Subject {
+	types := c.throughTypes()
+	if len(types) == 0 {
+		return nil
+	}
+	seen := map[commitlayer.Subject]bool{}
+	var out []commitlayer.Subject
+	add := func(s commitlayer.Subject) {
+		if s != a.Subject && !seen[s] && ofType(s, types) {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	for i := range facts {
+		f := &facts[i]
+		if f.Subject == a.Subject {
+			for _, l := range f.Links {
+				add(l)
+			}
+			continue
+		}
+		if slices.Contains(f.Links, a.Subject) {
+			add(f.Subject)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ofType reports whether s is "type:id" with a non-empty id and a type in
+// types (a malformed subject is of no type).
+func ofType(s commitlayer.Subject, types []string) bool {
+	typ, id, ok := strings.Cut(string(s), ":")
+	return ok && id != "" && contains(types, typ)
 }

@@ -12,22 +12,31 @@ import (
 )
 
 // factIndex holds, for one evaluation, the facts on the subjects that matter
-// (the roots and the subjects linked to them one hop away), grouped by
-// subject in time order. It is built with two passes over the input and
-// never rescanned.
+// (the roots, the subjects linked to them one hop away and, for `through`
+// forbids, the subjects linked one hop to the first root's hubs), grouped by
+// subject in time order. It is built with two passes over the input (three
+// when the contract has a `through` forbid) and never rescanned.
 type factIndex struct {
 	facts []commitlayer.Fact
 	// rel are the positions (in facts) of the facts kept; vals caches each
 	// kept fact's `effect` value, built on first use.
 	rel  []int32
 	vals []ref.Val
-	// bySubject maps a subject to positions in rel, sorted by factLess.
+	// bySubject maps a subject to positions in rel, sorted by factLess, the
+	// same fact given twice kept once.
 	bySubject map[commitlayer.Subject][]int32
-	// linked maps each root to the subjects linked to it, sorted.
+	// linked maps each root, and each hub, to the subjects linked to it,
+	// sorted.
 	linked map[commitlayer.Subject][]commitlayer.Subject
+	// hubs are the subjects of a `through` type linked one hop to the
+	// first root (or that root itself), sorted.
+	hubs []commitlayer.Subject
 }
 
-func newFactIndex(facts []commitlayer.Fact, roots []commitlayer.Subject) *factIndex {
+// newFactIndex indexes facts around roots. When throughTypes is not empty,
+// the subjects of those types in roots[0]'s subject set are hubs, and the
+// subjects linked one hop to a hub are kept too.
+func newFactIndex(facts []commitlayer.Fact, roots []commitlayer.Subject, throughTypes []string) *factIndex {
 	ix := &factIndex{
 		facts:     facts,
 		bySubject: make(map[commitlayer.Subject][]int32, len(roots)*4),
@@ -38,46 +47,74 @@ func newFactIndex(facts []commitlayer.Fact, roots []commitlayer.Subject) *factIn
 		isRoot[r] = true
 	}
 	sets := make(map[commitlayer.Subject]map[commitlayer.Subject]bool, len(roots))
-	link := func(root, other commitlayer.Subject) {
-		if root == other {
+	link := func(center, other commitlayer.Subject) {
+		if center == other {
 			return
 		}
-		s := sets[root]
+		s := sets[center]
 		if s == nil {
 			s = map[commitlayer.Subject]bool{}
-			sets[root] = s
+			sets[center] = s
 		}
 		s[other] = true
 	}
-	// Pass 1: who is linked to a root, in either direction (one hop only).
-	for i := range facts {
-		f := &facts[i]
-		if len(f.Links) == 0 {
-			continue
-		}
-		if isRoot[f.Subject] {
+	// neighbours links every center to the subjects one hop away from it,
+	// in either direction.
+	neighbours := func(isCenter map[commitlayer.Subject]bool) {
+		for i := range facts {
+			f := &facts[i]
+			if len(f.Links) == 0 {
+				continue
+			}
+			if isCenter[f.Subject] {
+				for _, l := range f.Links {
+					link(f.Subject, l)
+				}
+			}
 			for _, l := range f.Links {
-				link(f.Subject, l)
+				if isCenter[l] {
+					link(l, f.Subject)
+				}
 			}
 		}
-		for _, l := range f.Links {
-			if isRoot[l] {
-				link(l, f.Subject)
+	}
+	// Pass 1: who is linked to a root (one hop only).
+	neighbours(isRoot)
+	// Pass 1b: the hubs of `through` forbids and who is linked to them.
+	if len(throughTypes) > 0 && len(roots) > 0 {
+		isHub := map[commitlayer.Subject]bool{}
+		if ofType(roots[0], throughTypes) {
+			isHub[roots[0]] = true
+		}
+		for s := range sets[roots[0]] {
+			if ofType(s, throughTypes) {
+				isHub[s] = true
 			}
+		}
+		fresh := map[commitlayer.Subject]bool{}
+		for h := range isHub {
+			ix.hubs = append(ix.hubs, h)
+			if !isRoot[h] {
+				fresh[h] = true
+			}
+		}
+		slices.Sort(ix.hubs)
+		if len(fresh) > 0 {
+			neighbours(fresh)
 		}
 	}
 	wanted := make(map[commitlayer.Subject]bool, len(roots)*4)
 	for r := range isRoot {
 		wanted[r] = true
 	}
-	for root, s := range sets {
+	for center, s := range sets {
 		list := make([]commitlayer.Subject, 0, len(s))
 		for other := range s {
 			list = append(list, other)
 			wanted[other] = true
 		}
 		slices.Sort(list)
-		ix.linked[root] = list
+		ix.linked[center] = list
 	}
 	// Pass 2: keep the facts on wanted subjects.
 	for i := range facts {
@@ -89,11 +126,34 @@ func newFactIndex(facts []commitlayer.Fact, roots []commitlayer.Subject) *factIn
 	ix.vals = make([]ref.Val, len(ix.rel))
 	for s, list := range ix.bySubject {
 		if !slices.IsSortedFunc(list, ix.cmp) {
-			slices.SortFunc(list, ix.cmp)
-			ix.bySubject[s] = list
+			// Stable: of a fact given twice, the first is kept.
+			slices.SortStableFunc(list, ix.cmp)
 		}
+		ix.bySubject[s] = ix.dedup(list)
 	}
 	return ix
+}
+
+// dedup drops, from a sorted list, the repeats of a fact given twice (same
+// occurred_at, seq, source and non-empty external id, as two overlapping
+// fetches return it); such repeats are adjacent.
+func (ix *factIndex) dedup(list []int32) []int32 {
+	var out []int32
+	for i, pos := range list {
+		if i > 0 && ix.fact(pos).ExternalID != "" && ix.cmp(list[i-1], pos) == 0 {
+			if out == nil {
+				out = append(make([]int32, 0, len(list)-1), list[:i]...)
+			}
+			continue
+		}
+		if out != nil {
+			out = append(out, pos)
+		}
+	}
+	if out == nil {
+		return list
+	}
+	return out
 }
 
 func (ix *factIndex) fact(pos int32) *commitlayer.Fact { return &ix.facts[ix.rel[pos]] }

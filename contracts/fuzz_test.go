@@ -136,9 +136,11 @@ func (r *fuzzInput) fact(i int) commitlayer.Fact {
 }
 
 // FuzzEvaluate: fuzzed facts (attrs, types, subjects, links, times), priors,
-// later actions, params and coverage against a fixed contract never panic,
-// give a consistent verdict, and give the same verdict whatever the order of
-// the facts and of the later actions.
+// later actions, params and coverage against a fixed contract (and one with
+// a `through` forbid) never panic, give a consistent verdict, and give the
+// same verdict whatever the order of the facts and of the later actions;
+// for the through contract, also from the facts a caller fetches with
+// ThroughSubjects.
 func FuzzEvaluate(f *testing.F) {
 	f.Add([]byte{}, `{"amount": 2500}`, byte(0xff), int64(15))
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 1, 0, 3, 0, 7, 1, 2, 0, 1, 2, 2, 3, 4, 5, 6}, `{"amount": 2500, "currency": "USD"}`, byte(7), int64(600))
@@ -146,7 +148,12 @@ func FuzzEvaluate(f *testing.F) {
 	f.Add([]byte("refund payments order ticket note status cancelled"), `{"amount": "2500"}`, byte(1), int64(100000))
 	// A refund, a later action on the subject before it, another refund.
 	f.Add([]byte{0, 0, 0, 2, 30, 100, 1, 0, 0, 2, 0, 1, 0, 0, 0, 20, 0, 0, 0, 0, 0, 40, 101, 0, 0, 3}, `{"amount": 2000}`, byte(7), int64(6000))
+	// A refund of 5000 on order:o_1 at t0+37m, reached through customer:c_1
+	// by the through contract (facts 0 and 1 link o_2 and o_1 to c_1).
+	// The action is on order:o_2 (coverage 0x0f: every source connected).
+	f.Add([]byte{3, 4, 1, 0, 0, 0, 0, 1, 3, 3, 3, 4, 0, 1, 0, 0, 0, 1, 3, 3, 0, 0, 0, 2, 1, 0, 1, 0, 0, 5, 0, 3}, `{"amount": 2500}`, byte(0x0f), int64(60))
 	c := mustParse(f, refundSrc)
+	through := mustParse(f, throughSrc)
 	f.Fuzz(func(t *testing.T, data []byte, params string, coverage byte, nowMinutes int64) {
 		r := &fuzzInput{data: data}
 		in := refundWorld()
@@ -196,6 +203,30 @@ func FuzzEvaluate(f *testing.F) {
 		slices.Reverse(in.Later)
 		require.Equal(t, v, c.Evaluate(in))
 		_ = contracts.Orphans(c, append(in.Prior, in.Action), in.Facts)
+
+		// The through contract on the same world: a consistent verdict,
+		// whatever the order of the facts, and the facts about the subject
+		// plus the facts about its ThroughSubjects give the verdict all the
+		// facts give.
+		tin := in
+		tin.Action.Contract = through.ID()
+		tin.Later = slices.Clone(in.Later)
+		for i := range tin.Later {
+			if tin.Later[i].Contract == "refund" {
+				tin.Later[i].Contract = through.ID()
+			}
+		}
+		tv := through.Evaluate(tin)
+		requireConsistent(t, tv)
+		if distinctOrder(tin.Facts) {
+			own := aboutFacts(tin.Facts, []commitlayer.Subject{tin.Action.Subject})
+			fetched := tin
+			fetched.Facts = append(own, aboutFacts(tin.Facts, through.ThroughSubjects(tin.Action, own))...)
+			require.Equal(t, tv, through.Evaluate(fetched))
+			slices.Reverse(tin.Facts)
+			require.Equal(t, tv, through.Evaluate(tin))
+		}
+		_ = contracts.Orphans(through, []commitlayer.Action{tin.Action}, tin.Facts)
 	})
 }
 

@@ -108,6 +108,10 @@ type Forbid struct {
 	Source string `json:"source"`
 	Type   string `json:"type"`
 	Where  string `json:"where,omitempty"`
+	// Through, when set, is a subject type ("customer"): the forbid also
+	// looks at facts on the subjects linked one hop to any subject of that
+	// type in the action's subject set (a subscription's customer's orders).
+	Through string `json:"through,omitempty"`
 	// Orphans, when set to false, keeps the facts this forbid matches out
 	// of Orphans. Nil (left out) means true.
 	Orphans *bool `json:"orphans,omitempty"`

@@ -394,12 +394,13 @@ func (p *parser) spec(root *yaml.Node) Spec {
 	}
 	for i, n := range p.list(f["forbids"], "forbids") {
 		path := fmt.Sprintf("forbids[%d]", i)
-		g := p.fields(n, path, "id", "source", "type", "where", "orphans")
+		g := p.fields(n, path, "id", "source", "type", "where", "through", "orphans")
 		s.Forbids = append(s.Forbids, Forbid{
 			ID:      p.str(g["id"], path+".id"),
 			Source:  p.str(g["source"], path+".source"),
 			Type:    p.str(g["type"], path+".type"),
 			Where:   p.str(g["where"], path+".where"),
+			Through: p.str(g["through"], path+".through"),
 			Orphans: p.optBool(g["orphans"], path+".orphans"),
 		})
 	}
@@ -570,6 +571,14 @@ func (p *parser) validate(s *Spec) {
 		checkID(path+".id", f.ID)
 		source(path+".source", f.Source)
 		typ(path+".type", f.Type)
+		if n, given := p.nodes[path+".through"]; given && n.Kind == yaml.ScalarNode && n.ShortTag() != "!!null" {
+			switch {
+			case f.Through == "":
+				p.fail(path+".through", n.Line, "must not be empty (leave it out to look only at the action's subject set)")
+			case !isIdent(f.Through):
+				p.fail(path+".through", n.Line, "%q is not a subject type (a-z, 0-9 and _, as in customer:c_1)", f.Through)
+			}
+		}
 	}
 	if s.Kind == KindOutcome && len(s.Effects) == 0 {
 		p.fail("effects", p.line("effects"), "an outcome contract needs at least one effect")
