@@ -142,8 +142,11 @@ func TestSandboxCancelSubscription(t *testing.T) {
 				attrs{"customer_id": "c_17", "plan": "pro", "status": "active", "price": int64(2900), "currency": usd}, "customer:c_17"),
 			fact("tickets", "ticket_opened", "ticket:t_10", "tickets-10", seeded+time.Minute,
 				attrs{"customer_id": "c_17", "about": "subscription:sub_3", "status": "open"}, "subscription:sub_3", "customer:c_17"),
-			// The customer's order, two hops away: its refund is not this action's.
+			// The customer's order, two hops away (subscription -> customer
+			// -> order): no_refund reaches it through the customer.
 			fact("orders", "order_created", "order:o_1001", "orders-1", seeded, attrs{"status": "paid"}, "customer:c_17"),
+			// Another customer's order.
+			fact("orders", "order_created", "order:o_1002", "orders-2", seeded, attrs{"status": "paid"}, "customer:c_18"),
 		)
 		if status != "active" {
 			facts = append(facts, fact("crm", "subscription_status_changed", "subscription:sub_3", "crm-4", -5*time.Minute,
@@ -168,11 +171,38 @@ func TestSandboxCancelSubscription(t *testing.T) {
 			in.Facts = without(in.Facts, "payments-20")
 			return in
 		}, F, P, []string{"missing_effect billing_stopped"}},
-		{"a refund on the customer's order is not this action's", func() contracts.Input {
+		{"refunding the customer's order while cancelling is forbidden (through the customer)", func() contracts.Input {
 			in := world("active")
 			in.Facts = append(in.Facts, fact("payments", "refund_created", "order:o_1001", "payments-21", 4*time.Second, attrs{"amount": int64(100)}))
 			return in
+		}, P, F, []string{"forbidden_effect no_refund"}},
+		{"a refund of another customer's order is not this action's", func() contracts.Input {
+			in := world("active")
+			in.Facts = append(in.Facts, fact("payments", "refund_created", "order:o_1002", "payments-21", 4*time.Second, attrs{"amount": int64(100)}))
+			return in
 		}, P, P, nil},
+		{"a refund of the customer's order before the action is not this action's", func() contracts.Input {
+			in := world("active")
+			in.Facts = append(in.Facts, fact("payments", "refund_created", "order:o_1001", "payments-21", -time.Minute, attrs{"amount": int64(100)}))
+			return in
+		}, P, P, nil},
+		{"a refund of the customer's order after the watch is not this action's", func() contracts.Input {
+			in := world("active")
+			in.Facts = append(in.Facts, fact("payments", "refund_created", "order:o_1001", "payments-21", 73*time.Hour, attrs{"amount": int64(100)}))
+			in.Now = t0.Add(80 * time.Hour)
+			return in
+		}, P, P, nil},
+		{"payments unreachable: a refund the store holds still proves the FAIL", func() contracts.Input {
+			in := world("active")
+			in.Facts = append(in.Facts, fact("payments", "refund_created", "order:o_1001", "payments-21", 4*time.Second, attrs{"amount": int64(100)}))
+			in.Coverage.Unreachable = map[string]string{"payments": "connection refused"}
+			return in
+		}, U, F, []string{"source_unavailable billing_stopped", "forbidden_effect no_refund"}},
+		{"payments unreachable and no refund: UNKNOWN", func() contracts.Input {
+			in := world("active")
+			in.Coverage.Unreachable = map[string]string{"payments": "connection refused"}
+			return in
+		}, U, U, []string{"source_unavailable billing_stopped", "source_unavailable no_refund"}},
 		{"refunding the subscription is forbidden", func() contracts.Input {
 			in := world("active")
 			in.Facts = append(in.Facts, fact("payments", "refund_created", "subscription:sub_3", "payments-21", 4*time.Second, attrs{"amount": int64(2900)}))

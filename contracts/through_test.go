@@ -395,3 +395,22 @@ func TestParseThrough(t *testing.T) {
 		require.Equal(t, ok, c.Spec.Forbids[0].Through)
 	}
 }
+
+// Orphans do not follow `through`: a refund of the customer's order is
+// forbidden for the cancel action (its verdict FAILs) and is still an
+// orphan of the contract, since no cancel action is about the order or a
+// subject linked to it. A refund the cancel action's subject set holds
+// (one hop) is covered as before.
+func TestOrphansIgnoreThrough(t *testing.T) {
+	c := sandboxContract(t, "cancel_subscription")
+	in := throughWorld()
+	in.Action.Contract = c.ID()
+	in.Facts = append(in.Facts,
+		refundOn("order:o_1", "re_1", 2*time.Minute, 100),
+		refundOn("subscription:s_1", "re_s", 2*time.Minute, 100))
+	require.Contains(t, got(c.Evaluate(in)), "forbidden_effect no_refund")
+	out := contracts.Orphans(c, []commitlayer.Action{in.Action}, in.Facts)
+	require.Len(t, out, 1)
+	require.Equal(t, commitlayer.Subject("order:o_1"), out[0].Fact.Subject)
+	require.Equal(t, "no_refund", out[0].Check)
+}

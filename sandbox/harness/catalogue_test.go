@@ -13,7 +13,7 @@ import (
 
 func TestCatalogue(t *testing.T) {
 	all := Catalogue()
-	require.Len(t, all, 112)
+	require.Len(t, all, 113)
 	require.Len(t, Injections, 11)
 
 	ids := map[string]bool{}
@@ -51,7 +51,7 @@ func TestCatalogue(t *testing.T) {
 		require.GreaterOrEqual(t, perWorkflow[wf.Name], 11, wf.Name)
 		specific += perWorkflow[wf.Name] - 11
 	}
-	require.Equal(t, 24, specific)
+	require.Equal(t, 25, specific)
 	require.Len(t, perWorkflow, 8)
 	for _, f := range Families {
 		require.True(t, families[f.Name], "family %s has no scenario", f.Name)

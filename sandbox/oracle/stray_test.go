@@ -50,6 +50,12 @@ func TestStray(t *testing.T) {
 				must[systems.BillingStop](v.t)(v.op.StopBilling(ctx, "sub_2"))
 				must[systems.Note](v.t)(v.op.AddNote(ctx, "t_4", "done", ""))
 			}, want: subjects("subscription:sub_2")},
+		{name: "cancel: a refund of the customer's order is forbidden and about no recorded subject, so stray",
+			workflow: "cancel", recorded: subjects("subscription:sub_1"),
+			act: func(v *env) {
+				must[systems.Subscription](v.t)(v.op.CancelSubscription(ctx, "sub_1", "x"))
+				must[systems.Refund](v.t)(v.op.Refund(ctx, "o_1001", 12000, "USD", "x"))
+			}, want: subjects("order:o_1001")},
 		{name: "close: another ticket closed", workflow: "close", recorded: subjects("ticket:t_6"),
 			act: func(v *env) {
 				must[systems.Note](v.t)(v.op.AddNote(ctx, "t_6", "Resolution: x", ""))
