@@ -314,6 +314,16 @@ func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act 
 	if err != nil {
 		return contracts.Input{}, fmt.Errorf("evaluate: facts about %s: %w", act.Subject, err)
 	}
+	// Forbids that look through a related record (the subscription's
+	// customer) need the facts one hop from it too; the engine counts a
+	// fact given twice once.
+	if subs := c.ThroughSubjects(act.Action, facts); len(subs) > 0 {
+		extra, err := a.Store.FactsAbout(ctx, in.TenantID, subs)
+		if err != nil {
+			return contracts.Input{}, fmt.Errorf("evaluate: facts through %v: %w", subs, err)
+		}
+		facts = append(facts, extra...)
+	}
 	prior, err := a.priorActions(ctx, in.TenantID, act, c)
 	if err != nil {
 		return contracts.Input{}, err

@@ -320,3 +320,44 @@ func TestEvaluateALaterActionEndsTheWindow(t *testing.T) {
 	res = fx.evaluate(t, first, activities.EvaluateInput{})
 	require.Equal(t, commitlayer.StatusPass, res.Verdict.Status, "%+v", res.Verdict.Findings)
 }
+
+func TestEvaluateFetchesFactsThroughARelatedRecord(t *testing.T) {
+	fx := newFixture(t)
+	ctx := context.Background()
+	_, _, err := fx.db.PutContract(ctx, fx.tenant, "cancel", []byte(`id: cancel
+subject: subscription
+settlement: 10m
+sources: [crm, payments]
+effects:
+  - id: cancelled
+    source: crm
+    type: subscription_status_changed
+forbids:
+  - id: no_refund
+    source: payments
+    type: refund_created
+    through: customer
+`))
+	require.NoError(t, err)
+	at := fx.now.Add(-time.Hour)
+	fact := func(src, typ, subject, id string, when time.Time, links ...commitlayer.Subject) commitlayer.Fact {
+		return commitlayer.Fact{Source: src, Type: typ, Subject: commitlayer.Subject(subject), ExternalID: id,
+			OccurredAt: when, Attrs: commitlayer.Attrs{"status": "x"}, Links: links}
+	}
+	_, err = fx.db.InsertFacts(ctx, fx.tenant, []commitlayer.Fact{
+		fact("crm", "subscription_created", "subscription:sub_1", "s1", at.Add(-time.Hour), "customer:c_1"),
+		fact("payments", "charge_captured", "order:o_1", "ch1", at.Add(-time.Hour), "customer:c_1"),
+		fact("crm", "subscription_status_changed", "subscription:sub_1", "s2", at.Add(time.Minute)),
+		// The agent also refunded the customer's order: two hops away.
+		fact("payments", "refund_created", "order:o_1", "re1", at.Add(2*time.Minute)),
+	})
+	require.NoError(t, err)
+	rec, _, err := fx.db.CreateAction(ctx, fx.tenant, commitlayer.Action{Contract: "cancel", ContractVersion: 1, Agent: "a",
+		Subject: "subscription:sub_1", RequestedAt: at, Claim: commitlayer.Claim{Status: "success"}},
+		at.Add(10*time.Minute), at.Add(10*time.Minute), "", []byte("cancel"))
+	require.NoError(t, err)
+	res := fx.evaluate(t, rec.ID, activities.EvaluateInput{})
+	require.Equal(t, commitlayer.StatusFail, res.Verdict.Lenses.Policy, "%+v", res.Verdict.Findings)
+	require.Equal(t, commitlayer.CodeForbiddenEffect, res.Verdict.Findings[0].Code)
+	require.Equal(t, []string{"re1"}, res.Verdict.Findings[0].Facts)
+}
