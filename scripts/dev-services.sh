@@ -53,6 +53,11 @@ DYNAMIC_CONFIG=(
 	history.transferProcessorMaxPollRPS=1000
 	history.timerProcessorMaxPollRPS=1000
 	history.visibilityProcessorMaxPollRPS=1000
+	# A queue reader that misses a new task's notification after a burst
+	# otherwise waits its max poll interval (about a minute) to find it.
+	'history.transferProcessorMaxPollInterval="1s"'
+	'history.timerProcessorMaxPollInterval="1s"'
+	'history.visibilityProcessorMaxPollInterval="1s"'
 	matching.numTaskqueueReadPartitions=1
 	matching.numTaskqueueWritePartitions=1
 )

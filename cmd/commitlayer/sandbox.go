@@ -47,7 +47,7 @@ func (l listFlag) Set(s string) error {
 }
 
 func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOptions, error) {
-	o := sandboxOptions{concurrency: 8, out: "sandbox/results"}
+	o := sandboxOptions{concurrency: 4, out: "sandbox/results"}
 	fs := flag.NewFlagSet("commitlayer "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(listFlag{&o.only}, "only", "run only scenarios with these ids or id prefixes (comma-separated or repeated), e.g. refund/")
