@@ -170,3 +170,31 @@ func (s *Server) getBenchmark(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, viewBenchmark(run, true))
 }
+
+// purgeBenchmark deletes the tenants a finished run created, with all their
+// data; the run's own results stay. A running run is 409.
+func (s *Server) purgeBenchmark(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !storable(id) {
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no benchmark run %q", truncate(id, 128)))
+		return
+	}
+	run, err := s.store.GetBenchmarkRun(r.Context(), id)
+	switch {
+	case isNotFound(err):
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no benchmark run %q", truncate(id, 128)))
+		return
+	case err != nil:
+		s.writeError(w, r, fmt.Errorf("get benchmark run: %w", err))
+		return
+	case run.Status == "running":
+		s.writeError(w, r, errorf(http.StatusConflict, codeBenchmarkRunning, "benchmark run %s is still running; purge it when it is done", id))
+		return
+	}
+	n, err := s.store.PurgeBenchmarkTenants(r.Context(), run.ID)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("purge benchmark tenants: %w", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": run.ID, "purged_tenants": n})
+}

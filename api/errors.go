@@ -27,6 +27,7 @@ const (
 	codeVerificationEnded = "verification_ended"
 	codeUnavailable       = "unavailable"
 	codeInvalidBenchmark  = "invalid_benchmark"
+	codeBenchmarkRunning  = "benchmark_running"
 	codeInternal          = "internal"
 )
 

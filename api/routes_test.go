@@ -883,6 +883,30 @@ func TestAdminBenchmark(t *testing.T) {
 	res = e.do(req{method: "GET", path: "/v1/admin/benchmark/bench_nope", key: adminKey})
 	require.Equal(t, http.StatusNotFound, res.Status)
 
+	// Purging a finished run deletes the tenants it made, not others.
+	ctx := context.Background()
+	for _, sc := range []string{"refund/a", "refund/b"} {
+		_, _, err := e.db.CreateTenant(ctx, postgres.BenchmarkTenantName(id, sc))
+		require.NoError(t, err)
+	}
+	bystander, _, err := e.db.CreateTenant(ctx, "benchmark bystander")
+	require.NoError(t, err)
+	res = e.do(req{method: "DELETE", path: "/v1/admin/benchmark/" + id + "/tenants", key: adminKey})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, map[string]any{"id": id, "purged_tenants": float64(2)}, res.json(t))
+	tenants, err := e.db.ListTenants(ctx)
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, tn := range tenants {
+		names[tn.ID] = true
+	}
+	require.True(t, names[bystander.ID])
+	res = e.do(req{method: "DELETE", path: "/v1/admin/benchmark/bench_nope/tenants", key: adminKey})
+	require.Equal(t, http.StatusNotFound, res.Status)
+	_, tenantKey := e.tenant("purger")
+	res = e.do(req{method: "DELETE", path: "/v1/admin/benchmark/" + id + "/tenants", key: tenantKey})
+	require.Equal(t, http.StatusForbidden, res.Status)
+
 	for _, tc := range []struct {
 		name string
 		body any
@@ -902,6 +926,13 @@ func TestAdminBenchmark(t *testing.T) {
 			require.Equal(t, tc.code, res.errCode(t))
 		})
 	}
+
+	// A running run is not purged.
+	res = e.do(req{method: "POST", path: "/v1/admin/benchmark", key: adminKey, body: `{}`})
+	require.Equal(t, http.StatusAccepted, res.Status)
+	res = e.do(req{method: "DELETE", path: "/v1/admin/benchmark/" + res.json(t)["id"].(string) + "/tenants", key: adminKey})
+	require.Equal(t, http.StatusConflict, res.Status, "%s", res.Body)
+	require.Equal(t, codeBenchmarkRunning, res.errCode(t))
 
 	// The runner refuses a request it cannot run: 422.
 	e.bench.err = fmt.Errorf("start: %w", &commitlayer.FieldError{Field: "only[0]", Reason: "matches no scenario"})

@@ -68,6 +68,7 @@ type Store interface {
 
 	GetBenchmarkRun(ctx context.Context, id string) (postgres.BenchmarkRun, error)
 	ListBenchmarkRuns(ctx context.Context) ([]postgres.BenchmarkRun, error)
+	PurgeBenchmarkTenants(ctx context.Context, runID string) (int, error)
 }
 
 var _ Store = (*postgres.DB)(nil)
@@ -204,6 +205,7 @@ func New(cfg Config) *Server {
 	s.handle("POST /v1/admin/benchmark", authAdmin, s.postBenchmark)
 	s.handle("GET /v1/admin/benchmark", authAdmin, s.listBenchmarks)
 	s.handle("GET /v1/admin/benchmark/{id}", authAdmin, s.getBenchmark)
+	s.handle("DELETE /v1/admin/benchmark/{id}/tenants", authAdmin, s.purgeBenchmark)
 
 	s.mux.Handle("/", s.instrument("unmatched", http.HandlerFunc(s.unmatched)))
 	return s

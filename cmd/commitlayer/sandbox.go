@@ -148,8 +148,10 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	fmt.Fprint(stdout, md)
 	fmt.Fprintf(stdout, "\nwall time %.1fs · Temporal UI: %s\n", results.WallSeconds, temporalUI(cfg))
 	if o.purge {
-		if err := purgeRun(ctx, m, runID); err != nil {
+		if n, err := m.DB.PurgeBenchmarkTenants(ctx, runID); err != nil {
 			logger.Error("purge", "run", runID, "error", err)
+		} else {
+			fmt.Fprintf(stdout, "purged the run's %d tenants\n", n)
 		}
 	}
 	disagree := 0
@@ -201,21 +203,4 @@ func gitCommit() string {
 		c += "+dirty"
 	}
 	return c
-}
-
-// purgeRun deletes the tenants a run created.
-func purgeRun(ctx context.Context, m *Main, runID string) error {
-	tenants, err := m.DB.ListTenants(ctx)
-	if err != nil {
-		return err
-	}
-	prefix := "benchmark " + runID + " "
-	for _, t := range tenants {
-		if strings.HasPrefix(t.Name, prefix) {
-			if err := m.DB.DeleteTenant(ctx, t.ID); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

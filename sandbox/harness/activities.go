@@ -28,7 +28,6 @@ import (
 // Store is what the harness needs from the database.
 type Store interface {
 	CreateTenant(ctx context.Context, name string) (postgres.Tenant, string, error)
-	DeleteTenant(ctx context.Context, tenantID string) error
 	PutContract(ctx context.Context, tenantID, contractID string, source []byte) (postgres.ContractRecord, bool, error)
 	CreateConnector(ctx context.Context, tenantID string, c postgres.Connector) (postgres.Connector, error)
 	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
@@ -150,7 +149,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	if err != nil {
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError("read contract "+wf.Contract, "InvalidInput", err)
 	}
-	tenant, _, err := a.Store.CreateTenant(ctx, fmt.Sprintf("benchmark %s %s", in.RunID, in.ScenarioID))
+	tenant, _, err := a.Store.CreateTenant(ctx, postgres.BenchmarkTenantName(in.RunID, in.ScenarioID))
 	if err != nil {
 		return PrepareResult{}, fmt.Errorf("create tenant: %w", err)
 	}
