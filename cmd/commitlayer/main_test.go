@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCLIUsage(t *testing.T) {
+	code, _, stderr := runCLI(t)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "usage: commitlayer")
+	code, stdout, _ := runCLI(t, "help")
+	require.Zero(t, code)
+	require.Contains(t, stdout, "contracts lint")
+	code, _, stderr = runCLI(t, "teleport")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `unknown command "teleport"`)
+	code, _, stderr = runCLI(t, "contracts", "check", "x.yaml")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "contracts lint FILE")
+	code, _, _ = runCLI(t, "sandbox", "-concurrency", "0")
+	require.Equal(t, 2, code)
+	code, _, _ = runCLI(t, "sandbox", "extra")
+	require.Equal(t, 2, code)
+	code, _, _ = runCLI(t, "bench", "fly")
+	require.Equal(t, 2, code)
+}
+
+func TestCLIContractsLint(t *testing.T) {
+	good, err := filepath.Glob(filepath.Join("..", "..", "sandbox", "contracts", "*.yaml"))
+	require.NoError(t, err)
+	require.Len(t, good, 8)
+	code, stdout, _ := runCLI(t, append([]string{"contracts", "lint"}, good...)...)
+	require.Zero(t, code, stdout)
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("id: bad\nsettlement: 0s\nsources: [x]\nbogus: 1\n"), 0o644))
+	code, stdout, _ = runCLI(t, "contracts", "lint", good[0], bad)
+	require.Equal(t, 1, code)
+	require.Contains(t, stdout, bad+":2: settlement:")
+	require.Contains(t, stdout, bad+":4: bogus: unknown field")
+	require.False(t, strings.Contains(stdout, good[0]), "a valid file prints nothing")
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Setenv("COMMITLAYER_ADMIN_KEY", "")
+	_, err := ConfigFromEnv(Roles{API: true})
+	require.ErrorContains(t, err, "COMMITLAYER_ADMIN_KEY")
+	cfg, err := ConfigFromEnv(Roles{Worker: true})
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8080", cfg.Addr)
+	require.Equal(t, "commitlayer", cfg.TaskQueue)
+
+	t.Setenv("COMMITLAYER_ADMIN_KEY", "0123456789abcdef")
+	t.Setenv("COMMITLAYER_POLL_INTERVAL", "soon")
+	_, err = ConfigFromEnv(Roles{API: true})
+	require.ErrorContains(t, err, "COMMITLAYER_POLL_INTERVAL")
+	t.Setenv("COMMITLAYER_POLL_INTERVAL", "30s")
+	t.Setenv("COMMITLAYER_ADDR", "0.0.0.0:9999")
+	t.Setenv("TEMPORAL_ADDRESS", "temporal.example:7233")
+	t.Setenv("TEMPORAL_NAMESPACE", "prod")
+	cfg, err = ConfigFromEnv(Roles{API: true})
+	require.NoError(t, err)
+	require.Equal(t, "0.0.0.0:9999", cfg.Addr)
+	require.Equal(t, "temporal.example:7233", cfg.Temporal.HostPort)
+	require.Equal(t, "prod", cfg.Temporal.Namespace)
+	require.Equal(t, "30s", cfg.PollInterval.String())
+}
