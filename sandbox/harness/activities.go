@@ -28,6 +28,7 @@ import (
 // Store is what the harness needs from the database.
 type Store interface {
 	CreateTenant(ctx context.Context, name string) (postgres.Tenant, string, error)
+	DeleteTenant(ctx context.Context, tenantID string) error
 	PutContract(ctx context.Context, tenantID, contractID string, source []byte) (postgres.ContractRecord, bool, error)
 	CreateConnector(ctx context.Context, tenantID string, c postgres.Connector) (postgres.Connector, error)
 	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
@@ -74,8 +75,9 @@ type Activities struct {
 // Host holds the live enterprises of the scenarios running in this
 // process, by tenant. Its methods are not activities.
 type Host struct {
-	mu   sync.Mutex
-	live map[string]*live // by tenant id
+	mu       sync.Mutex
+	live     map[string]*live         // by tenant id
+	prepared map[string]PrepareResult // by run/scenario: a retried Prepare answers the same
 }
 
 type live struct {
@@ -83,6 +85,7 @@ type live struct {
 	tenantID string
 	dir      string
 	started  time.Time
+	key      string // run/scenario
 }
 
 // HTTPClient returns the client a tenant's connectors are pulled with: the
@@ -149,6 +152,17 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	if err != nil {
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError("read contract "+wf.Contract, "InvalidInput", err)
 	}
+	// A retry of this activity in this process (its first attempt timed
+	// out after finishing) answers what the first attempt built. A retry in
+	// another process builds afresh; the first attempt's tenant goes with
+	// the run's purge.
+	key := in.RunID + "/" + in.ScenarioID
+	a.Host.mu.Lock()
+	if prep, ok := a.Host.prepared[key]; ok {
+		a.Host.mu.Unlock()
+		return prep, nil
+	}
+	a.Host.mu.Unlock()
 	tenant, _, err := a.Store.CreateTenant(ctx, postgres.BenchmarkTenantName(in.RunID, in.ScenarioID))
 	if err != nil {
 		return PrepareResult{}, fmt.Errorf("create tenant: %w", err)
@@ -156,11 +170,13 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	dir := filepath.Join(a.Dir, in.RunID, sanitize(in.ScenarioID)+"-"+tenant.ID)
 	l, err := Start(ctx, dir, sc)
 	if err != nil {
+		_ = a.Store.DeleteTenant(ctx, tenant.ID)
 		return PrepareResult{}, fmt.Errorf("start enterprise: %w", err)
 	}
 	fail := func(err error) (PrepareResult, error) {
 		_ = l.Close()
 		_ = os.RemoveAll(dir)
+		_ = a.Store.DeleteTenant(ctx, tenant.ID)
 		return PrepareResult{}, err
 	}
 	if _, _, err := a.Store.PutContract(ctx, tenant.ID, wf.Contract, src); err != nil {
@@ -173,14 +189,17 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 			return fail(fmt.Errorf("create connector %s: %w", sys, err))
 		}
 	}
+	prep := PrepareResult{TaskQueue: a.TaskQueue, TenantID: tenant.ID, ContractID: wf.Contract,
+		Since: l.Env.Enterprise.Clock().Start()}
 	a.Host.mu.Lock()
 	if a.Host.live == nil {
 		a.Host.live = map[string]*live{}
+		a.Host.prepared = map[string]PrepareResult{}
 	}
-	a.Host.live[tenant.ID] = &live{Live: l, tenantID: tenant.ID, dir: dir, started: time.Now()}
+	a.Host.live[tenant.ID] = &live{Live: l, tenantID: tenant.ID, dir: dir, started: time.Now(), key: key}
+	a.Host.prepared[key] = prep
 	a.Host.mu.Unlock()
-	return PrepareResult{TaskQueue: a.TaskQueue, TenantID: tenant.ID, ContractID: wf.Contract,
-		Since: l.Env.Enterprise.Clock().Start()}, nil
+	return prep, nil
 }
 
 func sanitize(id string) string {
@@ -369,6 +388,9 @@ func (a *Activities) Cleanup(ctx context.Context, in StepInput) error {
 	a.Host.mu.Lock()
 	l, ok := a.Host.live[in.TenantID]
 	delete(a.Host.live, in.TenantID)
+	if ok {
+		delete(a.Host.prepared, l.key)
+	}
 	a.Host.mu.Unlock()
 	if !ok {
 		return nil // already cleaned up (a retried activity)
@@ -391,6 +413,7 @@ func (h *Host) CloseAll() {
 		_ = l.Close()
 		_ = os.RemoveAll(l.dir)
 		delete(h.live, id)
+		delete(h.prepared, l.key)
 	}
 }
 
