@@ -216,8 +216,12 @@ func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
 			NonRetryableErrorTypes: []string{activities.ErrInvalidInput, "ScenarioLost"}},
 	})
 	step := harness.StepInput{RunID: in.RunID, ScenarioID: in.ScenarioID, TenantID: prep.TenantID}
-	s := &scenarioRun{in: in, prep: prep, step: step, verdicts: workflow.GetSignalChannel(ctx, SignalVerdictPublished)}
+	s := &scenarioRun{in: in, prep: prep, step: step, verdicts: workflow.GetSignalChannel(ctx, SignalVerdictPublished),
+		// Version 1 ends its verifications' watches with a signal, so they
+		// complete; before, they were cancelled when the scenario closed.
+		endWatches: workflow.GetVersion(ctx, "end-watch-children", workflow.DefaultVersion, 1) >= 1}
 	row, err := s.run(ctx, local)
+	s.endChildWatches(ctx)
 	// The enterprise goes away whatever happened.
 	dctx, _ := workflow.NewDisconnectedContext(local)
 	if cerr := workflow.ExecuteActivity(dctx, harnessActs.Cleanup, step).Get(dctx, nil); cerr != nil {
@@ -235,11 +239,44 @@ func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
 }
 
 type scenarioRun struct {
-	in       ScenarioInput
-	prep     harness.PrepareResult
-	step     harness.StepInput
-	verdicts workflow.ReceiveChannel
-	children []workflow.ChildWorkflowFuture
+	in         ScenarioInput
+	prep       harness.PrepareResult
+	step       harness.StepInput
+	verdicts   workflow.ReceiveChannel
+	children   []workflow.ChildWorkflowFuture
+	endWatches bool
+}
+
+// endChildWatches tells the scenario's verifications that nobody watches
+// them any more: each completes with its final verdict (and records the end
+// of its watch) instead of waiting out 72 hours.
+func (s *scenarioRun) endChildWatches(ctx workflow.Context) {
+	if !s.endWatches {
+		return
+	}
+	var sent []workflow.Future
+	for _, c := range s.children {
+		sent = append(sent, c.SignalChildWorkflow(ctx, SignalEndWatch, EndWatch{Reason: "scenario " + s.in.ScenarioID + " done"}))
+	}
+	for _, f := range sent {
+		if err := f.Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Warn("end watch of a verification", "error", err)
+		}
+	}
+	// Wait for them to complete while this worker (whose queue they run
+	// on) is surely alive, but not for ever.
+	timeout := workflow.NewTimer(ctx, time.Minute)
+	for _, c := range s.children {
+		timedOut := false
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(c, func(workflow.Future) {})
+		sel.AddFuture(timeout, func(workflow.Future) { timedOut = true })
+		sel.Select(ctx)
+		if timedOut {
+			workflow.GetLogger(ctx).Warn("verifications did not complete after their watch ended")
+			return
+		}
+	}
 }
 
 func agreeWord(r harness.Row) string {
@@ -303,11 +340,15 @@ func (s *scenarioRun) startVerification(ctx workflow.Context, r harness.Recorded
 	if report {
 		in.ReportTo = workflow.GetInfo(ctx).WorkflowExecution.ID
 	}
+	closePolicy := enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL
+	if s.endWatches {
+		closePolicy = enumspb.PARENT_CLOSE_POLICY_ABANDON // ended by signal, completes on its own
+	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            VerifyWorkflowID(s.prep.TenantID, a.ID),
 		TaskQueue:             s.prep.TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+		ParentClosePolicy:     closePolicy,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			SAContract.ValueSet(a.Contract), SAAgent.ValueSet(a.Agent), SASubject.ValueSet(string(a.Subject)),
 			SATenant.ValueSet(s.prep.TenantID), SAProvisional.ValueSet(true),

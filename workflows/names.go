@@ -23,6 +23,9 @@ const (
 	// SignalVerdictPublished carries a commitlayer.Verdict to the workflow
 	// named in VerifyActionInput.ReportTo each time a new version is out.
 	SignalVerdictPublished = "verdict-published"
+	// SignalEndWatch ends a verification's watch early: once its verdict
+	// is final, it records the end and completes. Payload: EndWatch.
+	SignalEndWatch = "end-watch"
 )
 
 // Search attributes that make verifications findable in the Temporal UI:

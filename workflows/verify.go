@@ -45,6 +45,9 @@ type VerifyState struct {
 	Verdict     commitlayer.Verdict
 	Unreachable map[string]string
 	Passes      int
+	// Ended is set by an end-watch signal: complete once the verdict is
+	// final.
+	Ended bool `json:",omitempty"`
 }
 
 // VerifyActionResult is the verdict the verification ended with.
@@ -58,10 +61,18 @@ type FactsArrived struct {
 	Subjects []commitlayer.Subject
 }
 
+// EndWatch is the payload of SignalEndWatch.
+type EndWatch struct {
+	Reason string
+}
+
 // RecheckResult answers UpdateRecheck.
 type RecheckResult struct {
 	Verdict commitlayer.Verdict
 }
+
+// errWatchEnded stops a watch that an end-watch signal ended.
+var errWatchEnded = errors.New("watch ended by signal")
 
 // maxPassesPerRun bounds the passes one run makes before it continues as
 // new, keeping long watches well inside Temporal's history limits.
@@ -82,7 +93,8 @@ func VerifyAction(ctx workflow.Context, in VerifyActionInput) (VerifyActionResul
 			fmt.Sprintf("settles_at %s and watch_until %s are not a valid window", in.SettlesAt, in.WatchUntil),
 			activities.ErrInvalidInput, nil)
 	}
-	v := &verification{in: in, signals: workflow.GetSignalChannel(ctx, SignalFactsArrived), mu: workflow.NewMutex(ctx)}
+	v := &verification{in: in, signals: workflow.GetSignalChannel(ctx, SignalFactsArrived),
+		endWatch: workflow.GetSignalChannel(ctx, SignalEndWatch), mu: workflow.NewMutex(ctx)}
 	if in.Resume != nil {
 		v.state = *in.Resume
 	}
@@ -106,11 +118,12 @@ func VerifyAction(ctx workflow.Context, in VerifyActionInput) (VerifyActionResul
 }
 
 type verification struct {
-	in      VerifyActionInput
-	state   VerifyState
-	signals workflow.ReceiveChannel
-	mu      workflow.Mutex
-	runPass int // passes in this run (for continue-as-new)
+	in       VerifyActionInput
+	state    VerifyState
+	signals  workflow.ReceiveChannel
+	endWatch workflow.ReceiveChannel
+	mu       workflow.Mutex
+	runPass  int // passes in this run (for continue-as-new)
 }
 
 func (v *verification) setup(ctx workflow.Context) error {
@@ -146,8 +159,19 @@ func (v *verification) run(ctx workflow.Context) (VerifyActionResult, error) {
 			return VerifyActionResult{}, err
 		}
 	}
-	if err := v.waitUntil(ctx, v.in.WatchUntil); err != nil {
-		return VerifyActionResult{}, err
+	if !v.state.Ended {
+		if err := v.waitUntil(ctx, v.in.WatchUntil); err != nil && !errors.Is(err, errWatchEnded) {
+			return VerifyActionResult{}, err
+		}
+	}
+	if v.state.Ended {
+		// Ended early: record it so pollers and ingestion stop nudging.
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second})
+		if err := workflow.ExecuteActivity(actx, act.EndWatch, activities.EndWatchInput{
+			TenantID: v.in.TenantID, ActionID: v.in.ActionID,
+		}).Get(ctx, nil); err != nil {
+			return VerifyActionResult{}, fmt.Errorf("end watch: %w", err)
+		}
 	}
 	// Let a recheck that is in flight finish before completing.
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
@@ -176,7 +200,15 @@ func (v *verification) waitUntil(ctx workflow.Context, deadline time.Time) error
 			c.Receive(ctx, &fa)
 			nudged = true
 		})
+		sel.AddReceive(v.endWatch, func(c workflow.ReceiveChannel, more bool) {
+			var ew EndWatch
+			c.Receive(ctx, &ew)
+			v.state.Ended = true
+		})
 		sel.Select(ctx)
+		if v.state.Ended && v.state.Phase == PhaseWatching {
+			return errWatchEnded
+		}
 		if nudged {
 			v.receivePending(ctx)
 			if err := v.pass(ctx, false); err != nil {

@@ -315,3 +315,25 @@ func TestVerifyRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestVerifyEndWatchSignalCompletesOnceFinal(t *testing.T) {
+	w, env, in := newWorld(t, pass)
+	// Sent during the settlement window: the final verdict still comes,
+	// then the verification completes instead of watching 72 hours.
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalEndWatch, EndWatch{Reason: "scenario done"}) }, time.Minute)
+	env.ExecuteWorkflow(VerifyAction, in)
+	res := result(t, env)
+	require.False(t, res.Verdict.Provisional)
+	require.Len(t, w.evals, 2)
+	require.Equal(t, 1, w.endWatch)
+	require.True(t, env.Now().Before(in.SettlesAt.Add(time.Minute)), "it watched on after the end-watch signal")
+}
+
+func TestVerifyEndWatchSignalDuringWatch(t *testing.T) {
+	w, env, in := newWorld(t, pass)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalEndWatch, EndWatch{}) }, settlement+time.Hour)
+	env.ExecuteWorkflow(VerifyAction, in)
+	result(t, env)
+	require.Equal(t, 1, w.endWatch)
+	require.True(t, env.Now().Before(in.SettlesAt.Add(2*time.Hour)))
+}
