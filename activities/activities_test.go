@@ -19,30 +19,11 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/internal/testenv"
+	"github.com/commitlayer/commitlayer/internal/teststore"
 	"github.com/commitlayer/commitlayer/postgres"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-var (
-	dbOnce sync.Once
-	db     *postgres.DB
-	dbErr  error
-)
-
-func store(t *testing.T) *postgres.DB {
-	t.Helper()
-	url := testenv.Postgres(t)
-	dbOnce.Do(func() {
-		ctx := context.Background()
-		db, dbErr = postgres.Open(ctx, url)
-		if dbErr == nil {
-			dbErr = db.Migrate(ctx)
-		}
-	})
-	require.NoError(t, dbErr)
-	return db
-}
 
 // feed is an http_events feed whose events the test controls.
 type feed struct {
@@ -131,7 +112,7 @@ func (n *notifier) NotifyFacts(_ context.Context, _ string, subjects []commitlay
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	d := store(t)
+	d := teststore.DB(t)
 	ctx := context.Background()
 	tn, _, err := d.CreateTenant(ctx, t.Name())
 	require.NoError(t, err)

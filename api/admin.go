@@ -154,41 +154,40 @@ func (s *Server) listBenchmarks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getBenchmark(w http.ResponseWriter, r *http.Request) {
+	if run, ok := s.benchmarkRun(w, r); ok {
+		writeJSON(w, http.StatusOK, viewBenchmark(run, true))
+	}
+}
+
+// benchmarkRun loads the run named in the path, answering 404 when there is
+// none by that id.
+func (s *Server) benchmarkRun(w http.ResponseWriter, r *http.Request) (postgres.BenchmarkRun, bool) {
 	id := r.PathValue("id")
 	if !storable(id) {
 		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no benchmark run %q", truncate(id, 128)))
-		return
+		return postgres.BenchmarkRun{}, false
 	}
 	run, err := s.store.GetBenchmarkRun(r.Context(), id)
 	switch {
 	case isNotFound(err):
 		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no benchmark run %q", truncate(id, 128)))
-		return
+		return run, false
 	case err != nil:
 		s.writeError(w, r, fmt.Errorf("get benchmark run: %w", err))
-		return
+		return run, false
 	}
-	writeJSON(w, http.StatusOK, viewBenchmark(run, true))
+	return run, true
 }
 
 // purgeBenchmark deletes the tenants a finished run created, with all their
 // data; the run's own results stay. A running run is 409.
 func (s *Server) purgeBenchmark(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no benchmark run %q", truncate(id, 128)))
+	run, ok := s.benchmarkRun(w, r)
+	if !ok {
 		return
 	}
-	run, err := s.store.GetBenchmarkRun(r.Context(), id)
-	switch {
-	case isNotFound(err):
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no benchmark run %q", truncate(id, 128)))
-		return
-	case err != nil:
-		s.writeError(w, r, fmt.Errorf("get benchmark run: %w", err))
-		return
-	case run.Status == "running":
-		s.writeError(w, r, errorf(http.StatusConflict, codeBenchmarkRunning, "benchmark run %s is still running; purge it when it is done", id))
+	if run.Status == "running" {
+		s.writeError(w, r, errorf(http.StatusConflict, codeBenchmarkRunning, "benchmark run %s is still running; purge it when it is done", run.ID))
 		return
 	}
 	n, err := s.store.PurgeBenchmarkTenants(r.Context(), run.ID)

@@ -3,7 +3,6 @@ package harness_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,31 +13,12 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/internal/testenv"
-	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/internal/teststore"
 	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-var (
-	dbOnce sync.Once
-	db     *postgres.DB
-	dbErr  error
-)
-
-func store(t *testing.T) *postgres.DB {
-	t.Helper()
-	url := testenv.Postgres(t)
-	dbOnce.Do(func() {
-		db, dbErr = postgres.Open(context.Background(), url)
-		if dbErr == nil {
-			dbErr = db.Migrate(context.Background())
-		}
-	})
-	require.NoError(t, dbErr)
-	return db
-}
 
 type noRecheck struct{}
 
@@ -51,7 +31,7 @@ func (noRecheck) Recheck(context.Context, string, string) (commitlayer.Verdict, 
 // answers the same enterprise and tenant, the agent's action is recorded
 // through the API's path, the row is built, and cleanup releases all.
 func TestActivitiesStepsOfOneScenario(t *testing.T) {
-	d := store(t)
+	d := teststore.DB(t)
 	acts := &harness.Activities{
 		Store: d, API: api.New(api.Config{Store: d}), Rechecker: noRecheck{},
 		Contracts: sbcontracts.FS, Dir: t.TempDir(), TaskQueue: "local-q", Host: &harness.Host{},
