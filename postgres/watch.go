@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/commitlayer/commitlayer"
 )
 
 // CountWatchedActions counts the tenant's actions whose watch has not ended
@@ -37,4 +41,35 @@ func (db *DB) EndWatch(ctx context.Context, tenantID, actionID string, at time.T
 		return fmt.Errorf("end watch of %s: %w", actionID, ErrNotFound)
 	}
 	return nil
+}
+
+// LinkedSubjects returns the subjects linked one hop to any of subjects,
+// in either direction: those named in the links of facts on them, and the
+// subjects of facts whose links name them. The given subjects are left
+// out; the result is sorted.
+func (db *DB) LinkedSubjects(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Subject, error) {
+	if len(subjects) == 0 {
+		return nil, nil
+	}
+	subs := make([]string, len(subjects))
+	for i, s := range subjects {
+		subs[i] = string(s)
+	}
+	rows, err := db.pool.Query(ctx, `SELECT DISTINCT s FROM (
+			SELECT unnest(links) AS s FROM facts WHERE tenant_id = $1 AND subject = ANY($2::text[])
+			UNION
+			SELECT subject AS s FROM facts WHERE tenant_id = $1 AND link_keys && $3::text[]
+		) x WHERE NOT (s = ANY($2::text[])) ORDER BY s`, tenantID, subs, linkKeys(tenantID, subs))
+	if err != nil {
+		return nil, fmt.Errorf("linked subjects: %w", classify(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.Subject, error) {
+		var s string
+		err := row.Scan(&s)
+		return commitlayer.Subject(s), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("linked subjects: %w", classify(err))
+	}
+	return out, nil
 }

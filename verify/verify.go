@@ -30,7 +30,12 @@ var ErrNotRunning = errors.New("verification is not running")
 type Store interface {
 	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]postgres.ActionRecord, error)
 	ListConnectors(ctx context.Context, tenantID string) ([]postgres.Connector, error)
+	LinkedSubjects(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Subject, error)
 }
+
+// maxNudgeSubjects bounds how far NotifyFacts widens a batch's subjects
+// through links (a customer linked to every one of its orders).
+const maxNudgeSubjects = 2000
 
 // Client starts, signals and updates verifications.
 type Client struct {
@@ -176,12 +181,18 @@ func (c *Client) FactsArrived(ctx context.Context, tenantID string, subjects []c
 	return c.NotifyFacts(ctx, tenantID, subjects, "")
 }
 
-// NotifyFacts signals the verifications still watching any of the subjects
-// (directly; links are resolved by the store), except exceptActionID. A
+// NotifyFacts signals the verifications still watching any of the
+// subjects, or a subject up to two links away from one (a refund on an
+// order reaches the cancellation of its customer's subscription, which
+// forbids refunds through the customer), except exceptActionID. A
 // verification that has just ended is not an error.
 func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, exceptActionID string) error {
 	if len(subjects) == 0 {
 		return nil
+	}
+	subjects, err := c.reach(ctx, tenantID, subjects)
+	if err != nil {
+		return err
 	}
 	watched, err := c.Store.WatchedActions(ctx, tenantID, subjects, time.Now())
 	if err != nil {
@@ -216,4 +227,31 @@ func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []co
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// reach widens subjects by two hops of links, as far as maxNudgeSubjects.
+func (c *Client) reach(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Subject, error) {
+	all := append([]commitlayer.Subject(nil), subjects...)
+	frontier := subjects
+	for range 2 {
+		if len(all) >= maxNudgeSubjects || len(frontier) == 0 {
+			break
+		}
+		next, err := c.Store.LinkedSubjects(ctx, tenantID, frontier)
+		if err != nil {
+			return nil, fmt.Errorf("subjects linked to the new facts: %w", err)
+		}
+		frontier = nil
+		seen := make(map[commitlayer.Subject]bool, len(all))
+		for _, s := range all {
+			seen[s] = true
+		}
+		for _, s := range next {
+			if !seen[s] && len(all) < maxNudgeSubjects {
+				all = append(all, s)
+				frontier = append(frontier, s)
+			}
+		}
+	}
+	return all, nil
 }

@@ -18,11 +18,27 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// noStore answers as a tenant with no watched actions and no connectors.
-type noStore struct{ watched []postgres.ActionRecord }
+// noStore answers as a tenant with no watched actions and no connectors;
+// links, when set, maps a subject to the subjects linked to it.
+type noStore struct {
+	watched []postgres.ActionRecord
+	links   map[commitlayer.Subject][]commitlayer.Subject
+	asked   *[]commitlayer.Subject
+}
 
-func (s noStore) WatchedActions(context.Context, string, []commitlayer.Subject, time.Time) ([]postgres.ActionRecord, error) {
+func (s noStore) WatchedActions(_ context.Context, _ string, subjects []commitlayer.Subject, _ time.Time) ([]postgres.ActionRecord, error) {
+	if s.asked != nil {
+		*s.asked = append([]commitlayer.Subject(nil), subjects...)
+	}
 	return s.watched, nil
+}
+
+func (s noStore) LinkedSubjects(_ context.Context, _ string, subjects []commitlayer.Subject) ([]commitlayer.Subject, error) {
+	var out []commitlayer.Subject
+	for _, sub := range subjects {
+		out = append(out, s.links[sub]...)
+	}
+	return out, nil
 }
 func (noStore) ListConnectors(context.Context, string) ([]postgres.Connector, error) { return nil, nil }
 
@@ -68,4 +84,20 @@ func TestNotifyFactsIgnoresEndedVerifications(t *testing.T) {
 	}}}
 	require.NoError(t, vc.FactsArrived(context.Background(), "t_nobody", []commitlayer.Subject{"order:o_1"}))
 	require.NoError(t, vc.NotifyFacts(context.Background(), "t_nobody", nil, ""))
+}
+
+func TestNotifyFactsReachesTwoHops(t *testing.T) {
+	// No workflow is signalled (none watched); what matters is which
+	// subjects the watched actions are looked up for.
+	var asked []commitlayer.Subject
+	st := noStore{asked: &asked, links: map[commitlayer.Subject][]commitlayer.Subject{
+		"order:o_1":    {"customer:c_1", "ticket:t_1"},
+		"customer:c_1": {"order:o_1", "subscription:sub_1"},
+		"ticket:t_1":   {"order:o_1"},
+		// three hops: not reached
+		"subscription:sub_1": {"plan:p_9"},
+	}}
+	vc := &verify.Client{Store: st}
+	require.NoError(t, vc.NotifyFacts(context.Background(), "t_1", []commitlayer.Subject{"order:o_1"}, ""))
+	require.ElementsMatch(t, []commitlayer.Subject{"order:o_1", "customer:c_1", "ticket:t_1", "subscription:sub_1"}, asked)
 }
