@@ -23,6 +23,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/testenv"
+	"github.com/commitlayer/commitlayer/internal/teststore"
 	"github.com/commitlayer/commitlayer/postgres"
 )
 
@@ -65,27 +66,9 @@ effects:
     type: note_added
 `
 
-var (
-	dbOnce sync.Once
-	testDB *postgres.DB
-	dbErr  error
-)
-
 // db is the migrated store shared by the package's tests; each test makes
 // its own tenants.
-func db(t testing.TB) *postgres.DB {
-	t.Helper()
-	u := testenv.Postgres(t)
-	dbOnce.Do(func() {
-		ctx := context.Background()
-		testDB, dbErr = postgres.Open(ctx, u)
-		if dbErr == nil {
-			dbErr = testDB.Migrate(ctx)
-		}
-	})
-	require.NoError(t, dbErr)
-	return testDB
-}
+func db(t testing.TB) *postgres.DB { return teststore.DB(t) }
 
 // fakeVerifier records what the API asks of Temporal.
 type fakeVerifier struct {

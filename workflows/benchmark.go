@@ -300,31 +300,24 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 	if err := workflow.ExecuteActivity(local, harnessActs.RunAgent, s.step).Get(ctx, &agentRes); err != nil {
 		return harness.Row{}, fmt.Errorf("agent: %w", err)
 	}
-	recordedAt := workflow.Now(ctx)
 	if err := s.startVerification(ctx, agentRes.Recorded, true); err != nil {
 		return harness.Row{}, err
 	}
 	actionID := agentRes.Recorded.Action.ID
-	provisional, final, err := s.awaitFinal(ctx, actionID)
-	if err != nil {
+	if err := s.awaitFinal(ctx, actionID); err != nil {
 		return harness.Row{}, err
 	}
-	latency := workflow.Now(ctx).Sub(recordedAt)
-
-	var after *commitlayer.Verdict
+	// The injection's re-check stores its verdict; Judge reads the
+	// provisional, final and latest verdicts from the stored history.
 	if err := workflow.ExecuteActivity(local, harnessActs.AfterSettlement, harness.RecheckInput{
 		RunID: s.in.RunID, ScenarioID: s.in.ScenarioID, TenantID: s.prep.TenantID, ActionID: actionID,
-	}).Get(ctx, &after); err != nil {
+	}).Get(ctx, nil); err != nil {
 		return harness.Row{}, fmt.Errorf("after settlement: %w", err)
-	}
-	if after != nil {
-		final = *after
 	}
 	var row harness.Row
 	if err := workflow.ExecuteActivity(local, harnessActs.Judge, harness.JudgeInput{
 		StepInput: s.step, ContractID: s.prep.ContractID, Since: s.prep.Since, ActionID: actionID,
-		Claim: agentRes.Claim, Calls: agentRes.Calls, Provisional: provisional, Final: final,
-		LatencyMS: float64(latency) / float64(time.Millisecond),
+		Claim: agentRes.Claim, Calls: agentRes.Calls,
 	}).Get(ctx, &row); err != nil {
 		return harness.Row{}, fmt.Errorf("judge: %w", err)
 	}
@@ -349,11 +342,9 @@ func (s *scenarioRun) startVerification(ctx workflow.Context, r harness.Recorded
 		TaskQueue:             s.prep.TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		ParentClosePolicy:     closePolicy,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			SAContract.ValueSet(a.Contract), SAAgent.ValueSet(a.Agent), SASubject.ValueSet(string(a.Subject)),
-			SATenant.ValueSet(s.prep.TenantID), SAProvisional.ValueSet(true),
+		TypedSearchAttributes: VerifySearchAttributes(s.prep.TenantID, a,
 			SARun.ValueSet(s.in.RunID), SAScenario.ValueSet(s.in.ScenarioID)),
-		StaticSummary: fmt.Sprintf("verify %s by %s on %s", a.Contract, a.Agent, a.Subject),
+		StaticSummary: VerifySummary(a),
 	})
 	f := workflow.ExecuteChildWorkflow(cctx, VerifyAction, in)
 	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
@@ -364,12 +355,10 @@ func (s *scenarioRun) startVerification(ctx workflow.Context, r harness.Recorded
 }
 
 // awaitFinal waits for the verification to publish a final
-// (non-provisional) verdict. Published verdicts may arrive in any order: the
-// first one seen is only a stand-in for the provisional verdict, which the
-// Judge step reads from the stored history.
-func (s *scenarioRun) awaitFinal(ctx workflow.Context, actionID string) (provisional, final commitlayer.Verdict, err error) {
+// (non-provisional) verdict. Published verdicts may arrive in any order;
+// the Judge step reads them from the stored history.
+func (s *scenarioRun) awaitFinal(ctx workflow.Context, actionID string) error {
 	timer := workflow.NewTimer(ctx, finalVerdictTimeout)
-	first := true
 	for {
 		var v commitlayer.Verdict
 		timedOut := false
@@ -378,16 +367,10 @@ func (s *scenarioRun) awaitFinal(ctx workflow.Context, actionID string) (provisi
 		sel.AddFuture(timer, func(workflow.Future) { timedOut = true })
 		sel.Select(ctx)
 		if timedOut {
-			return provisional, final, fmt.Errorf("no final verdict for %s within %s", actionID, finalVerdictTimeout)
+			return fmt.Errorf("no final verdict for %s within %s", actionID, finalVerdictTimeout)
 		}
-		if v.ActionID != actionID {
-			continue
-		}
-		if first {
-			provisional, first = v, false
-		}
-		if !v.Provisional {
-			return provisional, v, nil
+		if v.ActionID == actionID && !v.Provisional {
+			return nil
 		}
 	}
 }

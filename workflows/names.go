@@ -5,6 +5,8 @@ package workflows
 
 import (
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/commitlayer/commitlayer"
 )
 
 // TaskQueue is the task queue the CommitLayer worker polls.
@@ -48,6 +50,23 @@ var (
 // registration at worker start.
 var SearchAttributes = []temporal.SearchAttributeKey{
 	SAVerdict, SAContract, SAAgent, SASubject, SATenant, SAProvisional, SARun, SAScenario, SAAgree,
+}
+
+// VerifySearchAttributes are the search attributes a verification starts
+// with (the verdict ones are upserted as verdicts come), plus extra.
+func VerifySearchAttributes(tenantID string, a commitlayer.Action, extra ...temporal.SearchAttributeUpdate) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(append([]temporal.SearchAttributeUpdate{
+		SAContract.ValueSet(a.Contract),
+		SAAgent.ValueSet(a.Agent),
+		SASubject.ValueSet(string(a.Subject)),
+		SATenant.ValueSet(tenantID),
+		SAProvisional.ValueSet(true),
+	}, extra...)...)
+}
+
+// VerifySummary is a verification's one-line summary in the Temporal UI.
+func VerifySummary(a commitlayer.Action) string {
+	return "verify " + a.Contract + " by " + a.Agent + " on " + string(a.Subject)
 }
 
 // VerifyWorkflowID is the workflow ID of an action's verification.

@@ -182,6 +182,19 @@ func (b *bench) setup(n int, settlement time.Duration, requestedAt time.Time) er
 	return nil
 }
 
+// postAction records the bench payout on account acc_i.
+func (b *bench) postAction(i int, requestedAt time.Time) (string, error) {
+	var created struct {
+		ID string `json:"id"`
+	}
+	err := b.call(b.key, "POST", "/v1/actions", map[string]any{
+		"contract": "bench_payout", "agent": "bench", "subject": fmt.Sprintf("account:acc_%d", i),
+		"params": map[string]any{"amount": 100}, "requested_at": requestedAt.UTC().Format(time.RFC3339Nano),
+		"claim": map[string]string{"status": "success"},
+	}, 202, &created)
+	return created.ID, err
+}
+
 type sample struct {
 	id          string
 	posted      time.Time
@@ -205,18 +218,12 @@ func (b *bench) closedLoop(ctx context.Context, n, conc int, requestedAt time.Ti
 			defer wg.Done()
 			for i := range next {
 				s := &sample{posted: time.Now()}
-				var created struct {
-					ID string `json:"id"`
-				}
-				if err := b.call(b.key, "POST", "/v1/actions", map[string]any{
-					"contract": "bench_payout", "agent": "bench", "subject": fmt.Sprintf("account:acc_%d", i),
-					"params": map[string]any{"amount": 100}, "requested_at": requestedAt.Format(time.RFC3339Nano),
-					"claim": map[string]string{"status": "success"},
-				}, 202, &created); err != nil {
+				id, err := b.postAction(i, requestedAt)
+				if err != nil {
 					errc <- err
 					return
 				}
-				s.id = created.ID
+				s.id = id
 				deadline := time.Now().Add(time.Minute)
 				for s.last.IsZero() {
 					vs, err := b.m.DB.LatestVerdicts(ctx, tenant.ID, []string{s.id})
@@ -281,15 +288,8 @@ func (b *bench) run(ctx context.Context, n, conc int) ([]*sample, error) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			s := &sample{posted: time.Now()}
-			var created struct {
-				ID string `json:"id"`
-			}
-			err := b.call(b.key, "POST", "/v1/actions", map[string]any{
-				"contract": "bench_payout", "agent": "bench", "subject": fmt.Sprintf("account:acc_%d", i),
-				"params": map[string]any{"amount": 100}, "requested_at": s.posted.UTC().Format(time.RFC3339Nano),
-				"claim": map[string]string{"status": "success"},
-			}, 202, &created)
-			s.id = created.ID
+			id, err := b.postAction(i, s.posted)
+			s.id = id
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -318,17 +318,15 @@ type RecheckInput struct {
 	ActionID   string
 }
 
-// JudgeInput is everything a row is built from besides the oracle.
+// JudgeInput is what a row is built from besides the oracle and the
+// stored verdicts.
 type JudgeInput struct {
 	StepInput
-	ContractID  string
-	Since       time.Time
-	ActionID    string
-	Claim       string
-	Calls       int
-	Provisional commitlayer.Verdict
-	Final       commitlayer.Verdict
-	LatencyMS   float64
+	ContractID string
+	Since      time.Time
+	ActionID   string
+	Claim      string
+	Calls      int
 }
 
 // Judge reads the truth from the enterprise's files (the oracle), lists the
@@ -361,24 +359,24 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 	if err != nil {
 		return Row{}, fmt.Errorf("verdict history: %w", err)
 	}
-	provisional, final := in.Provisional, in.Final
-	latency := in.LatencyMS
-	if len(history) > 0 {
-		provisional, final = history[0], history[len(history)-1]
-		// Verify latency: from the action's row being written to the
-		// evaluation of its first final verdict, both on the store's clock.
-		rec, err := a.Store.GetAction(ctx, in.TenantID, in.ActionID)
-		if err != nil {
-			return Row{}, fmt.Errorf("load action: %w", err)
-		}
-		for _, v := range history {
-			if !v.Provisional {
-				latency = float64(v.EvaluatedAt.Sub(rec.CreatedAt)) / float64(time.Millisecond)
-				break
-			}
+	var final *commitlayer.Verdict
+	for i := range history {
+		if !history[i].Provisional {
+			final = &history[i]
+			break
 		}
 	}
-	return BuildRow(l.Scenario, truth, stray, provisional, final, len(history), subjects,
+	if final == nil {
+		return Row{}, fmt.Errorf("action %s has no final verdict stored", in.ActionID)
+	}
+	// Verify latency: from the action's row being written to the
+	// evaluation of its first final verdict, both on the store's clock.
+	rec, err := a.Store.GetAction(ctx, in.TenantID, in.ActionID)
+	if err != nil {
+		return Row{}, fmt.Errorf("load action: %w", err)
+	}
+	latency := float64(final.EvaluatedAt.Sub(rec.CreatedAt)) / float64(time.Millisecond)
+	return BuildRow(l.Scenario, truth, stray, history[0], history[len(history)-1], len(history), subjects,
 		in.Claim, in.Calls, latency, l.ChaosLog()), nil
 }
 

@@ -81,11 +81,22 @@ func TestActivitiesStepsOfOneScenario(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, val.HasValue(), "no verdict: nothing was re-checked")
 
-	final := commitlayer.Verdict{ActionID: rec.ID, Status: commitlayer.StatusPass,
-		Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}}
+	// Judge reads the verdicts from the store, as VerifyAction leaves them.
 	var row harness.Row
+	require.Error(t, do(acts.Judge, harness.JudgeInput{StepInput: step, ContractID: prep.ContractID, Since: prep.Since,
+		ActionID: rec.ID, Claim: res.Claim, Calls: res.Calls}, &row), "no final verdict stored yet")
+	final := commitlayer.Verdict{ActionID: rec.ID, Status: commitlayer.StatusPass,
+		Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass},
+		EvaluatedAt: time.Now()}
+	provisional := final
+	provisional.Provisional = true
+	for _, v := range []commitlayer.Verdict{provisional, final} {
+		_, _, err := d.AppendVerdict(context.Background(), prep.TenantID, v)
+		require.NoError(t, err)
+	}
 	require.NoError(t, do(acts.Judge, harness.JudgeInput{StepInput: step, ContractID: prep.ContractID, Since: prep.Since,
-		ActionID: rec.ID, Claim: res.Claim, Calls: res.Calls, Provisional: final, Final: final}, &row))
+		ActionID: rec.ID, Claim: res.Claim, Calls: res.Calls}, &row))
+	require.Equal(t, 2, row.Verdict.Versions)
 	require.Equal(t, "payout/baseline", row.ID)
 	require.True(t, row.Agree.Both(), "%+v", row.Truth)
 	require.Empty(t, row.Orphans)
