@@ -86,7 +86,7 @@ func TestActivitiesStepsOfOneScenario(t *testing.T) {
 	require.Error(t, do(acts.Judge, harness.JudgeInput{StepInput: step, ContractID: prep.ContractID, Since: prep.Since,
 		ActionID: rec.ID, Claim: res.Claim, Calls: res.Calls}, &row), "no final verdict stored yet")
 	final := commitlayer.Verdict{ActionID: rec.ID, Status: commitlayer.StatusPass,
-		Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass},
+		Lenses:      commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass},
 		EvaluatedAt: time.Now()}
 	provisional := final
 	provisional.Provisional = true
