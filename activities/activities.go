@@ -29,16 +29,16 @@ import (
 
 // Store is what the activities need from the database; *postgres.DB has it.
 type Store interface {
-	GetAction(ctx context.Context, tenantID, actionID string) (postgres.ActionRecord, error)
-	GetContract(ctx context.Context, tenantID, contractID string, version int) (postgres.ContractRecord, error)
+	GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error)
+	GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error)
 	FactsAbout(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Fact, error)
 	PriorActions(ctx context.Context, tenantID, contractID, agent string, subject commitlayer.Subject, from, to time.Time, excludeID string) ([]commitlayer.Action, error)
 	ConnectedSources(ctx context.Context, tenantID string) ([]string, error)
 	AppendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error)
-	ListConnectors(ctx context.Context, tenantID string) ([]postgres.Connector, error)
-	RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (postgres.InsertResult, error)
+	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
+	RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (commitlayer.InsertResult, error)
 	RecordPullError(ctx context.Context, tenantID, connectorID string, msg string, at time.Time) error
-	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]postgres.ActionRecord, error)
+	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]commitlayer.ActionRecord, error)
 	CountWatchedActions(ctx context.Context, tenantID string, now time.Time) (int, error)
 	EndWatch(ctx context.Context, tenantID, actionID string, at time.Time) error
 }
@@ -130,7 +130,7 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 	}
 	// Pull the connectors at once: each is a separate system.
 	type pulled struct {
-		ins postgres.InsertResult
+		ins commitlayer.InsertResult
 		err error
 	}
 	results := make([]pulled, len(conns))
@@ -191,8 +191,8 @@ func (e *storeError) Unwrap() error { return e.err }
 
 // pullConnector reads one connector from its cursor until the feed has no
 // more pages (bounded), storing each page with its cursor.
-func (a *Activities) pullConnector(ctx context.Context, tenantID string, c postgres.Connector) (postgres.InsertResult, error) {
-	var total postgres.InsertResult
+func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.InsertResult, error) {
+	var total commitlayer.InsertResult
 	if c.Kind != "http_events" {
 		return total, fmt.Errorf("connector %s: kind %q is not supported", c.ID, c.Kind)
 	}
@@ -283,7 +283,7 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 		return EvaluateResult{}, nonRetryable("evaluate: tenant and action ids are required")
 	}
 	act, err := a.Store.GetAction(ctx, in.TenantID, in.ActionID)
-	if errors.Is(err, postgres.ErrNotFound) {
+	if errors.Is(err, commitlayer.ErrNotFound) {
 		return EvaluateResult{}, nonRetryable("evaluate: action %s not found", in.ActionID)
 	} else if err != nil {
 		return EvaluateResult{}, fmt.Errorf("evaluate: load action %s: %w", in.ActionID, err)
@@ -309,7 +309,7 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 }
 
 // evaluationInput gathers what the engine needs for one action.
-func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act postgres.ActionRecord, c *contracts.Contract) (contracts.Input, error) {
+func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract) (contracts.Input, error) {
 	facts, err := a.Store.FactsAbout(ctx, in.TenantID, []commitlayer.Subject{act.Subject})
 	if err != nil {
 		return contracts.Input{}, fmt.Errorf("evaluate: facts about %s: %w", act.Subject, err)
@@ -370,7 +370,7 @@ func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act 
 
 // priorActions loads the earlier actions each of the contract's limits
 // counts, once per distinct (per, window).
-func (a *Activities) priorActions(ctx context.Context, tenantID string, act postgres.ActionRecord, c *contracts.Contract) ([]commitlayer.Action, error) {
+func (a *Activities) priorActions(ctx context.Context, tenantID string, act commitlayer.ActionRecord, c *contracts.Contract) ([]commitlayer.Action, error) {
 	var out []commitlayer.Action
 	seen := map[string]bool{}
 	for _, l := range c.Spec.Limits {
@@ -405,7 +405,7 @@ func (a *Activities) contract(ctx context.Context, tenantID, id string, version 
 		return c.(*contracts.Contract), nil
 	}
 	rec, err := a.Store.GetContract(ctx, tenantID, id, version)
-	if errors.Is(err, postgres.ErrNotFound) {
+	if errors.Is(err, commitlayer.ErrNotFound) {
 		return nil, nonRetryable("evaluate: contract %s version %d not found", id, version)
 	} else if err != nil {
 		return nil, fmt.Errorf("evaluate: load contract %s: %w", id, err)
@@ -439,7 +439,7 @@ type EndWatchInput struct {
 
 // EndWatch records that the action is no longer watched.
 func (a *Activities) EndWatch(ctx context.Context, in EndWatchInput) error {
-	if err := a.Store.EndWatch(ctx, in.TenantID, in.ActionID, a.now()); err != nil && !errors.Is(err, postgres.ErrNotFound) {
+	if err := a.Store.EndWatch(ctx, in.TenantID, in.ActionID, a.now()); err != nil && !errors.Is(err, commitlayer.ErrNotFound) {
 		return fmt.Errorf("end watch of %s: %w", in.ActionID, err)
 	}
 	return nil

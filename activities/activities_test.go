@@ -121,7 +121,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Cleanup(srv.Close)
 	_, _, err = d.PutContract(ctx, tn.ID, "payout", []byte(payoutContract))
 	require.NoError(t, err)
-	_, err = d.CreateConnector(ctx, tn.ID, postgres.Connector{Source: "ledger", Kind: "http_events", URL: srv.URL})
+	_, err = d.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "ledger", Kind: "http_events", URL: srv.URL})
 	require.NoError(t, err)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	n := &notifier{}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
-	"github.com/commitlayer/commitlayer/postgres"
 )
 
 // maxIdempotencyKey bounds an Idempotency-Key header.
@@ -91,18 +90,18 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 // watch_until come from the contract, and the idempotency key (with the
 // request's hash) makes a retry return the same action (created false). The
 // sandbox harness records its agents' actions through it. Errors for the
-// caller's input are *apiError values (422) or wrap postgres.ErrConflict /
-// postgres.ErrInvalid.
-func (s *Server) RecordAction(ctx context.Context, tenantID string, a commitlayer.Action, idempotencyKey string, requestHash []byte) (postgres.ActionRecord, bool, error) {
+// caller's input are *apiError values (422) or wrap commitlayer.ErrConflict /
+// commitlayer.ErrInvalid.
+func (s *Server) RecordAction(ctx context.Context, tenantID string, a commitlayer.Action, idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error) {
 	if a.RequestedAt.IsZero() {
 		a.RequestedAt = s.now().UTC()
 	}
 	rec, c, err := s.loadContract(ctx, tenantID, a.Contract, a.ContractVersion)
 	if err != nil {
-		return postgres.ActionRecord{}, false, err
+		return commitlayer.ActionRecord{}, false, err
 	}
 	if want := c.Spec.Subject; want != "" && a.Subject.Type() != want {
-		return postgres.ActionRecord{}, false, errorf(http.StatusUnprocessableEntity, codeSubjectMismatch,
+		return commitlayer.ActionRecord{}, false, errorf(http.StatusUnprocessableEntity, codeSubjectMismatch,
 			"subject: contract %s acts on %q subjects, not %q", c.ID(), want, a.Subject.Type())
 	}
 	a.ContractVersion = rec.Version
@@ -110,13 +109,13 @@ func (s *Server) RecordAction(ctx context.Context, tenantID string, a commitlaye
 	watchUntil := c.WatchUntil(a.RequestedAt)
 	stored, created, err := s.store.CreateAction(ctx, tenantID, a, settlesAt, watchUntil, idempotencyKey, requestHash)
 	if err != nil {
-		return postgres.ActionRecord{}, false, fmt.Errorf("create action: %w", err)
+		return commitlayer.ActionRecord{}, false, fmt.Errorf("create action: %w", err)
 	}
 	return stored, created, nil
 }
 
 // start starts the verification of a stored action.
-func (s *Server) start(ctx context.Context, tenantID string, a postgres.ActionRecord) error {
+func (s *Server) start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
 	if s.verifier == nil {
 		return errors.New("no verifier configured")
 	}
@@ -141,7 +140,7 @@ type actionView struct {
 	CreatedAt  time.Time `json:"created_at"`
 }
 
-func viewAction(rec postgres.ActionRecord) actionView {
+func viewAction(rec commitlayer.ActionRecord) actionView {
 	a := rec.Action
 	if a.Params == nil {
 		a.Params = commitlayer.Attrs{}
@@ -198,11 +197,11 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 
 // action loads the action named in the path, answering 404 when the tenant
 // has none by that id.
-func (s *Server) action(w http.ResponseWriter, r *http.Request) (postgres.ActionRecord, bool) {
+func (s *Server) action(w http.ResponseWriter, r *http.Request) (commitlayer.ActionRecord, bool) {
 	id := r.PathValue("id")
 	if !storable(id) {
 		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no action %q", truncate(id, 128)))
-		return postgres.ActionRecord{}, false
+		return commitlayer.ActionRecord{}, false
 	}
 	rec, err := s.store.GetAction(r.Context(), tenantOf(r.Context()).ID, id)
 	switch {
@@ -296,9 +295,9 @@ func (s *Server) Orphans(ctx context.Context, tenantID, contractID string, since
 	if err != nil {
 		return nil, err
 	}
-	var kinds []postgres.Kind
+	var kinds []commitlayer.FactType
 	for _, k := range c.EffectKinds() {
-		kinds = append(kinds, postgres.Kind{Source: k.Source, Type: k.Type})
+		kinds = append(kinds, commitlayer.FactType{Source: k.Source, Type: k.Type})
 	}
 	facts, err := s.store.FactsOfKinds(ctx, tenantID, kinds, since, until)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/postgres"
 )
 
 // maxBenchmarkConcurrency bounds the concurrency a run may ask for.
@@ -83,7 +82,7 @@ type benchmarkView struct {
 
 // viewBenchmark shows a run; full adds the per-scenario results, the
 // markdown and the log tail.
-func viewBenchmark(b postgres.BenchmarkRun, full bool) benchmarkView {
+func viewBenchmark(b commitlayer.BenchmarkRun, full bool) benchmarkView {
 	v := benchmarkView{
 		ID: b.ID, Status: b.Status, Request: rawOrNull(b.Request), Summary: rawOrNull(b.Summary),
 		TenantID: b.TenantID, StartedAt: b.StartedAt, FinishedAt: timePtr(b.FinishedAt),
@@ -161,11 +160,11 @@ func (s *Server) getBenchmark(w http.ResponseWriter, r *http.Request) {
 
 // benchmarkRun loads the run named in the path, answering 404 when there is
 // none by that id.
-func (s *Server) benchmarkRun(w http.ResponseWriter, r *http.Request) (postgres.BenchmarkRun, bool) {
+func (s *Server) benchmarkRun(w http.ResponseWriter, r *http.Request) (commitlayer.BenchmarkRun, bool) {
 	id := r.PathValue("id")
 	if !storable(id) {
 		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no benchmark run %q", truncate(id, 128)))
-		return postgres.BenchmarkRun{}, false
+		return commitlayer.BenchmarkRun{}, false
 	}
 	run, err := s.store.GetBenchmarkRun(r.Context(), id)
 	switch {

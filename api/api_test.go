@@ -84,7 +84,7 @@ type fakeVerifier struct {
 
 var _ Verifier = (*fakeVerifier)(nil)
 
-func (f *fakeVerifier) Start(_ context.Context, tenantID string, a postgres.ActionRecord) error {
+func (f *fakeVerifier) Start(_ context.Context, tenantID string, a commitlayer.ActionRecord) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.starts = append(f.starts, tenantID+"/"+a.ID)
@@ -122,16 +122,16 @@ type fakeBenchmarks struct {
 
 var _ Benchmarks = (*fakeBenchmarks)(nil)
 
-func (f *fakeBenchmarks) Start(ctx context.Context, req BenchmarkRequest) (postgres.BenchmarkRun, error) {
+func (f *fakeBenchmarks) Start(ctx context.Context, req BenchmarkRequest) (commitlayer.BenchmarkRun, error) {
 	f.reqs = append(f.reqs, req)
 	if f.err != nil {
-		return postgres.BenchmarkRun{}, f.err
+		return commitlayer.BenchmarkRun{}, f.err
 	}
 	b, err := json.Marshal(req)
 	if err != nil {
-		return postgres.BenchmarkRun{}, err
+		return commitlayer.BenchmarkRun{}, err
 	}
-	return f.db.CreateBenchmarkRun(ctx, postgres.BenchmarkRun{Status: "running", Request: b})
+	return f.db.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{Status: "running", Request: b})
 }
 
 // syncBuffer is a log sink safe for concurrent handlers.
@@ -499,51 +499,51 @@ func (f failingStore) fail(m string) error {
 	return nil
 }
 
-func (f failingStore) ListContracts(ctx context.Context, tenantID string) ([]postgres.ContractRecord, error) {
+func (f failingStore) ListContracts(ctx context.Context, tenantID string) ([]commitlayer.ContractRecord, error) {
 	if err := f.fail("ListContracts"); err != nil {
 		return nil, err
 	}
 	return f.Store.ListContracts(ctx, tenantID)
 }
 
-func (f failingStore) GetContract(ctx context.Context, tenantID, id string, version int) (postgres.ContractRecord, error) {
+func (f failingStore) GetContract(ctx context.Context, tenantID, id string, version int) (commitlayer.ContractRecord, error) {
 	if err := f.fail("GetContract"); err != nil {
-		return postgres.ContractRecord{}, err
+		return commitlayer.ContractRecord{}, err
 	}
 	return f.Store.GetContract(ctx, tenantID, id, version)
 }
 
-func (f failingStore) PutContract(ctx context.Context, tenantID, id string, src []byte) (postgres.ContractRecord, bool, error) {
+func (f failingStore) PutContract(ctx context.Context, tenantID, id string, src []byte) (commitlayer.ContractRecord, bool, error) {
 	if err := f.fail("PutContract"); err != nil {
-		return postgres.ContractRecord{}, false, err
+		return commitlayer.ContractRecord{}, false, err
 	}
 	return f.Store.PutContract(ctx, tenantID, id, src)
 }
 
-func (f failingStore) InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (postgres.InsertResult, error) {
+func (f failingStore) InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (commitlayer.InsertResult, error) {
 	if err := f.fail("InsertFacts"); err != nil {
-		return postgres.InsertResult{}, err
+		return commitlayer.InsertResult{}, err
 	}
 	return f.Store.InsertFacts(ctx, tenantID, facts)
 }
 
-func (f failingStore) FactsOfKinds(ctx context.Context, tenantID string, kinds []postgres.Kind, from, to time.Time) ([]commitlayer.Fact, error) {
+func (f failingStore) FactsOfKinds(ctx context.Context, tenantID string, kinds []commitlayer.FactType, from, to time.Time) ([]commitlayer.Fact, error) {
 	if err := f.fail("FactsOfKinds"); err != nil {
 		return nil, err
 	}
 	return f.Store.FactsOfKinds(ctx, tenantID, kinds, from, to)
 }
 
-func (f failingStore) CreateAction(ctx context.Context, tenantID string, a commitlayer.Action, s, w time.Time, key string, h []byte) (postgres.ActionRecord, bool, error) {
+func (f failingStore) CreateAction(ctx context.Context, tenantID string, a commitlayer.Action, s, w time.Time, key string, h []byte) (commitlayer.ActionRecord, bool, error) {
 	if err := f.fail("CreateAction"); err != nil {
-		return postgres.ActionRecord{}, false, err
+		return commitlayer.ActionRecord{}, false, err
 	}
 	return f.Store.CreateAction(ctx, tenantID, a, s, w, key, h)
 }
 
-func (f failingStore) GetAction(ctx context.Context, tenantID, id string) (postgres.ActionRecord, error) {
+func (f failingStore) GetAction(ctx context.Context, tenantID, id string) (commitlayer.ActionRecord, error) {
 	if err := f.fail("GetAction"); err != nil {
-		return postgres.ActionRecord{}, err
+		return commitlayer.ActionRecord{}, err
 	}
 	return f.Store.GetAction(ctx, tenantID, id)
 }
@@ -555,21 +555,21 @@ func (f failingStore) VerdictHistory(ctx context.Context, tenantID, id string) (
 	return f.Store.VerdictHistory(ctx, tenantID, id)
 }
 
-func (f failingStore) CreateConnector(ctx context.Context, tenantID string, c postgres.Connector) (postgres.Connector, error) {
+func (f failingStore) CreateConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.Connector, error) {
 	if err := f.fail("CreateConnector"); err != nil {
-		return postgres.Connector{}, err
+		return commitlayer.Connector{}, err
 	}
 	return f.Store.CreateConnector(ctx, tenantID, c)
 }
 
-func (f failingStore) ListConnectors(ctx context.Context, tenantID string) ([]postgres.Connector, error) {
+func (f failingStore) ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error) {
 	if err := f.fail("ListConnectors"); err != nil {
 		return nil, err
 	}
 	return f.Store.ListConnectors(ctx, tenantID)
 }
 
-func (f failingStore) Sources(ctx context.Context, tenantID string) ([]postgres.SourceCoverage, error) {
+func (f failingStore) Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error) {
 	if err := f.fail("Sources"); err != nil {
 		return nil, err
 	}
@@ -583,35 +583,35 @@ func (f failingStore) ActionsOfContract(ctx context.Context, tenantID, id string
 	return f.Store.ActionsOfContract(ctx, tenantID, id, since)
 }
 
-func (f failingStore) CreateTenant(ctx context.Context, name string) (postgres.Tenant, string, error) {
+func (f failingStore) CreateTenant(ctx context.Context, name string) (commitlayer.Tenant, string, error) {
 	if err := f.fail("CreateTenant"); err != nil {
-		return postgres.Tenant{}, "", err
+		return commitlayer.Tenant{}, "", err
 	}
 	return f.Store.CreateTenant(ctx, name)
 }
 
-func (f failingStore) ListTenants(ctx context.Context) ([]postgres.Tenant, error) {
+func (f failingStore) ListTenants(ctx context.Context) ([]commitlayer.Tenant, error) {
 	if err := f.fail("ListTenants"); err != nil {
 		return nil, err
 	}
 	return f.Store.ListTenants(ctx)
 }
 
-func (f failingStore) TenantByAPIKey(ctx context.Context, key string) (postgres.Tenant, error) {
+func (f failingStore) TenantByAPIKey(ctx context.Context, key string) (commitlayer.Tenant, error) {
 	if err := f.fail("TenantByAPIKey"); err != nil {
-		return postgres.Tenant{}, err
+		return commitlayer.Tenant{}, err
 	}
 	return f.Store.TenantByAPIKey(ctx, key)
 }
 
-func (f failingStore) GetBenchmarkRun(ctx context.Context, id string) (postgres.BenchmarkRun, error) {
+func (f failingStore) GetBenchmarkRun(ctx context.Context, id string) (commitlayer.BenchmarkRun, error) {
 	if err := f.fail("GetBenchmarkRun"); err != nil {
-		return postgres.BenchmarkRun{}, err
+		return commitlayer.BenchmarkRun{}, err
 	}
 	return f.Store.GetBenchmarkRun(ctx, id)
 }
 
-func (f failingStore) ListBenchmarkRuns(ctx context.Context) ([]postgres.BenchmarkRun, error) {
+func (f failingStore) ListBenchmarkRuns(ctx context.Context) ([]commitlayer.BenchmarkRun, error) {
 	if err := f.fail("ListBenchmarkRuns"); err != nil {
 		return nil, err
 	}

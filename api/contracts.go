@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
-	"github.com/commitlayer/commitlayer/postgres"
 )
 
 // contractView is a contract version on the wire.
@@ -23,7 +23,7 @@ type contractView struct {
 	Source *string `json:"source,omitempty"`
 }
 
-func viewContract(rec postgres.ContractRecord, withSource bool) contractView {
+func viewContract(rec commitlayer.ContractRecord, withSource bool) contractView {
 	v := contractView{ID: rec.ID, Version: rec.Version, CreatedAt: rec.CreatedAt}
 	if withSource {
 		src := string(rec.Source)
@@ -141,7 +141,7 @@ func contractKey(tenantID, id string, version int) string {
 // when it was compiled before): 422 unknown_contract when the tenant has no
 // such contract, 422 invalid_contract when the stored source no longer
 // compiles.
-func (s *Server) loadContract(ctx context.Context, tenantID, id string, version int) (postgres.ContractRecord, *contracts.Contract, error) {
+func (s *Server) loadContract(ctx context.Context, tenantID, id string, version int) (commitlayer.ContractRecord, *contracts.Contract, error) {
 	rec, err := s.store.GetContract(ctx, tenantID, id, version)
 	switch {
 	case isNotFound(err) && version > 0:

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer"
 )
 
 // Error codes sent in {"error":{"code"}}.
@@ -104,6 +104,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-func isNotFound(err error) bool { return errors.Is(err, postgres.ErrNotFound) }
-func isConflict(err error) bool { return errors.Is(err, postgres.ErrConflict) }
-func isInvalid(err error) bool  { return errors.Is(err, postgres.ErrInvalid) }
+func isNotFound(err error) bool { return errors.Is(err, commitlayer.ErrNotFound) }
+func isConflict(err error) bool { return errors.Is(err, commitlayer.ErrConflict) }
+func isInvalid(err error) bool  { return errors.Is(err, commitlayer.ErrInvalid) }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/postgres"
 )
 
 // postFacts ingests a batch: every fact validated, the batch stored whole
@@ -75,7 +74,7 @@ type connectorView struct {
 	CreatedAt   time.Time  `json:"created_at"`
 }
 
-func viewConnector(c postgres.Connector) connectorView {
+func viewConnector(c commitlayer.Connector) connectorView {
 	return connectorView{
 		ID: c.ID, Source: c.Source, Kind: c.Kind, URL: c.URL, Cursor: c.Cursor,
 		LastPullAt: timePtr(c.LastPullAt), LastError: c.LastError, LastErrorAt: timePtr(c.LastErrorAt),
@@ -102,7 +101,7 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, err := s.store.CreateConnector(r.Context(), tenantOf(r.Context()).ID,
-		postgres.Connector{Source: in.Source, Kind: in.Kind, URL: in.URL})
+		commitlayer.Connector{Source: in.Source, Kind: in.Kind, URL: in.URL})
 	switch {
 	case isConflict(err):
 		s.writeError(w, r, errorf(http.StatusConflict, codeConflict, "source %q already has a connector", in.Source))

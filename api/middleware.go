@@ -15,9 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/commitlayer/commitlayer/postgres"
 )
 
 type ctxKey int
@@ -32,8 +31,8 @@ func requestIDOf(ctx context.Context) string {
 	return id
 }
 
-func tenantOf(ctx context.Context) postgres.Tenant {
-	t, _ := ctx.Value(ctxTenant).(postgres.Tenant)
+func tenantOf(ctx context.Context) commitlayer.Tenant {
+	t, _ := ctx.Value(ctxTenant).(commitlayer.Tenant)
 	return t
 }
 

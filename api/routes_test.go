@@ -223,7 +223,7 @@ func TestFacts(t *testing.T) {
 	require.Equal(t, []commitlayer.Subject{"account:acc_1", "account:acc_2", "order:o_1", "ticket:t_9"}, e.ver.arrived[0])
 
 	// Stored as given, attrs normalized (2500.0 is the integer 2500), time in UTC.
-	got, err := e.db.FactsOfKinds(context.Background(), tenantID(t, e, key), []postgres.Kind{{Source: "tickets", Type: "note_added"}}, time.Time{}, time.Time{})
+	got, err := e.db.FactsOfKinds(context.Background(), tenantID(t, e, key), []commitlayer.FactType{{Source: "tickets", Type: "note_added"}}, time.Time{}, time.Time{})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, int64(2500), got[0].Attrs["amount"])
@@ -955,7 +955,7 @@ func TestInternalErrors(t *testing.T) {
 	tid, key := e.tenant("internal")
 	e.contract(key, payoutContract)
 	id := e.action(key, "account:acc_1", nil)
-	run, err := e.db.CreateBenchmarkRun(context.Background(), postgres.BenchmarkRun{Status: "running"})
+	run, err := e.db.CreateBenchmarkRun(context.Background(), commitlayer.BenchmarkRun{Status: "running"})
 	require.NoError(t, err)
 	_ = tid
 
@@ -1002,7 +1002,7 @@ func TestInternalErrors(t *testing.T) {
 // panicVerifier panics on Start.
 type panicVerifier struct{ fakeVerifier }
 
-func (p *panicVerifier) Start(context.Context, string, postgres.ActionRecord) error {
+func (p *panicVerifier) Start(context.Context, string, commitlayer.ActionRecord) error {
 	panic("verifier exploded")
 }
 

@@ -41,33 +41,33 @@ const (
 )
 
 // Store is what the API needs from the database. *postgres.DB satisfies it.
-// Errors wrap postgres.ErrNotFound, postgres.ErrConflict and
-// postgres.ErrInvalid where the input is at fault.
+// Errors wrap commitlayer.ErrNotFound, commitlayer.ErrConflict and
+// commitlayer.ErrInvalid where the input is at fault.
 type Store interface {
-	CreateTenant(ctx context.Context, name string) (postgres.Tenant, string, error)
-	ListTenants(ctx context.Context) ([]postgres.Tenant, error)
-	TenantByAPIKey(ctx context.Context, key string) (postgres.Tenant, error)
+	CreateTenant(ctx context.Context, name string) (commitlayer.Tenant, string, error)
+	ListTenants(ctx context.Context) ([]commitlayer.Tenant, error)
+	TenantByAPIKey(ctx context.Context, key string) (commitlayer.Tenant, error)
 
-	PutContract(ctx context.Context, tenantID, contractID string, source []byte) (postgres.ContractRecord, bool, error)
-	GetContract(ctx context.Context, tenantID, contractID string, version int) (postgres.ContractRecord, error)
-	ListContracts(ctx context.Context, tenantID string) ([]postgres.ContractRecord, error)
+	PutContract(ctx context.Context, tenantID, contractID string, source []byte) (commitlayer.ContractRecord, bool, error)
+	GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error)
+	ListContracts(ctx context.Context, tenantID string) ([]commitlayer.ContractRecord, error)
 
-	InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (postgres.InsertResult, error)
-	FactsOfKinds(ctx context.Context, tenantID string, kinds []postgres.Kind, from, to time.Time) ([]commitlayer.Fact, error)
+	InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (commitlayer.InsertResult, error)
+	FactsOfKinds(ctx context.Context, tenantID string, kinds []commitlayer.FactType, from, to time.Time) ([]commitlayer.Fact, error)
 
 	CreateAction(ctx context.Context, tenantID string, a commitlayer.Action, settlesAt, watchUntil time.Time,
-		idempotencyKey string, requestHash []byte) (postgres.ActionRecord, bool, error)
-	GetAction(ctx context.Context, tenantID, actionID string) (postgres.ActionRecord, error)
+		idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error)
+	GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error)
 	ActionsOfContract(ctx context.Context, tenantID, contractID string, since time.Time) ([]commitlayer.Action, error)
 	LatestVerdict(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
 	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
 
-	CreateConnector(ctx context.Context, tenantID string, c postgres.Connector) (postgres.Connector, error)
-	ListConnectors(ctx context.Context, tenantID string) ([]postgres.Connector, error)
-	Sources(ctx context.Context, tenantID string) ([]postgres.SourceCoverage, error)
+	CreateConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.Connector, error)
+	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
+	Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error)
 
-	GetBenchmarkRun(ctx context.Context, id string) (postgres.BenchmarkRun, error)
-	ListBenchmarkRuns(ctx context.Context) ([]postgres.BenchmarkRun, error)
+	GetBenchmarkRun(ctx context.Context, id string) (commitlayer.BenchmarkRun, error)
+	ListBenchmarkRuns(ctx context.Context) ([]commitlayer.BenchmarkRun, error)
 	PurgeBenchmarkTenants(ctx context.Context, runID string) (int, error)
 }
 
@@ -84,7 +84,7 @@ var _ Pinger = (*postgres.DB)(nil)
 type Verifier interface {
 	// Start begins VerifyAction for a stored action; starting one that
 	// already runs is not an error.
-	Start(ctx context.Context, tenantID string, a postgres.ActionRecord) error
+	Start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error
 	// Recheck forces a re-verification now and returns the new current
 	// verdict. The API answers a failure with 409 when the action's watch
 	// is over and 503 otherwise.
@@ -107,7 +107,7 @@ type BenchmarkRequest struct {
 // Benchmarks starts benchmark runs. A Start error wrapping a
 // *commitlayer.FieldError is the request's fault (422); others are 500.
 type Benchmarks interface {
-	Start(ctx context.Context, req BenchmarkRequest) (postgres.BenchmarkRun, error)
+	Start(ctx context.Context, req BenchmarkRequest) (commitlayer.BenchmarkRun, error)
 }
 
 // Config holds the API's dependencies.

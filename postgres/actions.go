@@ -12,57 +12,48 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ActionRecord is a stored action.
-type ActionRecord struct {
-	commitlayer.Action
-	TenantID   string
-	SettlesAt  time.Time
-	WatchUntil time.Time
-	CreatedAt  time.Time
-}
-
 const actionColumns = `tenant_id, id, contract_id, contract_version, agent, subject, params, requested_at,
 	claim_status, claim_message, trace, settles_at, watch_until, created_at`
 
 // CreateAction records an action. It is idempotent in two ways:
 //   - with a non-empty idempotencyKey, a key already used for the tenant
 //     returns the action it created (created = false) when requestHash is the
-//     same, and ErrConflict when it is not;
+//     same, and commitlayer.ErrConflict when it is not;
 //   - an action id given by the client that already exists returns that
-//     action (created = false) when requestHash is the same, and ErrConflict
+//     action (created = false) when requestHash is the same, and commitlayer.ErrConflict
 //     when it is not.
 //
-// An empty a.ID gets "act_" + random. Invalid actions give ErrInvalid (with a
-// *commitlayer.FieldError); an unknown tenant gives ErrNotFound.
+// An empty a.ID gets "act_" + random. Invalid actions give commitlayer.ErrInvalid (with a
+// *commitlayer.FieldError); an unknown tenant gives commitlayer.ErrNotFound.
 func (db *DB) CreateAction(ctx context.Context, tenantID string, a commitlayer.Action, settlesAt, watchUntil time.Time,
-	idempotencyKey string, requestHash []byte) (ActionRecord, bool, error) {
+	idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error) {
 	rec, created, err := db.createAction(ctx, tenantID, a, settlesAt, watchUntil, idempotencyKey, requestHash)
 	if err != nil {
-		return ActionRecord{}, false, fmt.Errorf("create action %q: %w", a.ID, classify(err))
+		return commitlayer.ActionRecord{}, false, fmt.Errorf("create action %q: %w", a.ID, classify(err))
 	}
 	return rec, created, nil
 }
 
 func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.Action, settlesAt, watchUntil time.Time,
-	idempotencyKey string, requestHash []byte) (ActionRecord, bool, error) {
+	idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error) {
 	if err := a.Validate(); err != nil {
-		return ActionRecord{}, false, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return commitlayer.ActionRecord{}, false, fmt.Errorf("%w: %w", commitlayer.ErrInvalid, err)
 	}
 	if err := checkTimes("requested_at", a.RequestedAt, "settles_at", settlesAt, "watch_until", watchUntil); err != nil {
-		return ActionRecord{}, false, err
+		return commitlayer.ActionRecord{}, false, err
 	}
 	params := []byte("{}")
 	if len(a.Params) > 0 {
 		b, err := json.Marshal(a.Params)
 		if err != nil {
-			return ActionRecord{}, false, fmt.Errorf("%w: params: %w", ErrInvalid, err)
+			return commitlayer.ActionRecord{}, false, fmt.Errorf("%w: params: %w", commitlayer.ErrInvalid, err)
 		}
 		params = b
 	}
 	var trace []byte
 	if len(bytes.TrimSpace(a.Trace)) > 0 && !bytes.Equal(bytes.TrimSpace(a.Trace), []byte("null")) {
 		if !json.Valid(a.Trace) {
-			return ActionRecord{}, false, fmt.Errorf("%w: trace is not valid JSON", ErrInvalid)
+			return commitlayer.ActionRecord{}, false, fmt.Errorf("%w: trace is not valid JSON", commitlayer.ErrInvalid)
 		}
 		trace = a.Trace
 	}
@@ -74,7 +65,7 @@ func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.A
 		key = &idempotencyKey
 	}
 	var (
-		rec     ActionRecord
+		rec     commitlayer.ActionRecord
 		created bool
 	)
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
@@ -83,7 +74,7 @@ func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.A
 			existing, hash, err := actionByKey(ctx, tx, tenantID, idempotencyKey)
 			if err == nil {
 				if !bytes.Equal(hash, requestHash) {
-					return fmt.Errorf("%w: idempotency key reused with another request", ErrConflict)
+					return fmt.Errorf("%w: idempotency key reused with another request", commitlayer.ErrConflict)
 				}
 				rec = existing
 				return nil
@@ -117,7 +108,7 @@ func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.A
 			existing, hash, err := actionByKey(ctx, tx, tenantID, idempotencyKey)
 			if err == nil {
 				if !bytes.Equal(hash, requestHash) {
-					return fmt.Errorf("%w: idempotency key reused with another request", ErrConflict)
+					return fmt.Errorf("%w: idempotency key reused with another request", commitlayer.ErrConflict)
 				}
 				rec = existing
 				return nil
@@ -131,47 +122,47 @@ func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.A
 			return err
 		}
 		if !bytes.Equal(hash, requestHash) {
-			return fmt.Errorf("%w: action id exists with another request", ErrConflict)
+			return fmt.Errorf("%w: action id exists with another request", commitlayer.ErrConflict)
 		}
 		rec = existing
 		return nil
 	})
 	if err != nil {
-		return ActionRecord{}, false, err
+		return commitlayer.ActionRecord{}, false, err
 	}
 	return rec, created, nil
 }
 
-func actionByKey(ctx context.Context, q querier, tenantID, key string) (ActionRecord, []byte, error) {
+func actionByKey(ctx context.Context, q querier, tenantID, key string) (commitlayer.ActionRecord, []byte, error) {
 	return actionWhere(ctx, q, `tenant_id = $1 AND idempotency_key = $2`, tenantID, key)
 }
 
-func actionByID(ctx context.Context, q querier, tenantID, id string) (ActionRecord, []byte, error) {
+func actionByID(ctx context.Context, q querier, tenantID, id string) (commitlayer.ActionRecord, []byte, error) {
 	return actionWhere(ctx, q, `tenant_id = $1 AND id = $2`, tenantID, id)
 }
 
 // actionWhere returns the one action matching cond and its request hash;
 // pgx.ErrNoRows when none.
-func actionWhere(ctx context.Context, q querier, cond string, args ...any) (ActionRecord, []byte, error) {
+func actionWhere(ctx context.Context, q querier, cond string, args ...any) (commitlayer.ActionRecord, []byte, error) {
 	rows, err := q.Query(ctx, `SELECT `+actionColumns+`, request_hash FROM actions WHERE `+cond, args...)
 	if err != nil {
-		return ActionRecord{}, nil, err
+		return commitlayer.ActionRecord{}, nil, err
 	}
 	var hash []byte
-	rec, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (ActionRecord, error) {
+	rec, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (commitlayer.ActionRecord, error) {
 		return scanActionInto(row, &hash)
 	})
 	return rec, hash, err
 }
 
-// GetAction returns one action, ErrNotFound if the tenant has none by that id.
-func (db *DB) GetAction(ctx context.Context, tenantID, actionID string) (ActionRecord, error) {
+// GetAction returns one action, commitlayer.ErrNotFound if the tenant has none by that id.
+func (db *DB) GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error) {
 	rec, _, err := actionByID(ctx, db.pool, tenantID, actionID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ActionRecord{}, fmt.Errorf("get action %q: %w", actionID, ErrNotFound)
+		return commitlayer.ActionRecord{}, fmt.Errorf("get action %q: %w", actionID, commitlayer.ErrNotFound)
 	}
 	if err != nil {
-		return ActionRecord{}, fmt.Errorf("get action %q: %w", actionID, classify(err))
+		return commitlayer.ActionRecord{}, fmt.Errorf("get action %q: %w", actionID, classify(err))
 	}
 	return rec, nil
 }
@@ -223,7 +214,7 @@ func (db *DB) queryActions(ctx context.Context, cond string, args ...any) ([]com
 // WatchedActions returns the actions on any of subjects whose watch_until is
 // after now: the open verifications to signal when facts arrive for them.
 // Ordered by requested_at then id.
-func (db *DB) WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]ActionRecord, error) {
+func (db *DB) WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]commitlayer.ActionRecord, error) {
 	if len(subjects) == 0 {
 		return nil, nil
 	}
@@ -247,12 +238,12 @@ func (db *DB) WatchedActions(ctx context.Context, tenantID string, subjects []co
 	return recs, nil
 }
 
-func scanAction(row pgx.CollectableRow) (ActionRecord, error) { return scanActionInto(row) }
+func scanAction(row pgx.CollectableRow) (commitlayer.ActionRecord, error) { return scanActionInto(row) }
 
 // scanActionInto scans actionColumns, then any extra columns into extra.
-func scanActionInto(row pgx.CollectableRow, extra ...any) (ActionRecord, error) {
+func scanActionInto(row pgx.CollectableRow, extra ...any) (commitlayer.ActionRecord, error) {
 	var (
-		r       ActionRecord
+		r       commitlayer.ActionRecord
 		subject string
 		params  []byte
 		trace   []byte

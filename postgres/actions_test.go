@@ -48,7 +48,7 @@ func TestCreateActionRoundTrip(t *testing.T) {
 	require.Equal(t, commitlayer.Attrs{}, rec.Params)
 
 	_, err = testDB.GetAction(ctx, tn.ID, "act_missing")
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 }
 
 func TestCreateActionBadInput(t *testing.T) {
@@ -75,7 +75,7 @@ func TestCreateActionBadInput(t *testing.T) {
 			a := mkAction("act_bad", "order:o1", t0)
 			tc.mut(&a)
 			_, created, err := testDB.CreateAction(ctx, tn.ID, a, t0, t0, "key-"+tc.name, []byte("h"))
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, commitlayer.ErrInvalid)
 			require.False(t, created)
 			var fe *commitlayer.FieldError
 			require.Equal(t, tc.fieldErr, errors.As(err, &fe), "%v", err)
@@ -84,7 +84,7 @@ func TestCreateActionBadInput(t *testing.T) {
 	require.Zero(t, rowCounts(t, tn.ID)["actions"])
 
 	_, _, err := testDB.CreateAction(ctx, "t_missing", mkAction("", "order:o1", t0), t0, t0, "", nil)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 }
 
 func TestCreateActionIdempotencyKey(t *testing.T) {
@@ -105,7 +105,7 @@ func TestCreateActionIdempotencyKey(t *testing.T) {
 	b := a
 	b.Params = commitlayer.Attrs{"amount": int64(1)}
 	_, created, err = testDB.CreateAction(ctx, tn.ID, b, t0, t0, "idem-1", []byte("hash-b"))
-	require.ErrorIs(t, err, ErrConflict)
+	require.ErrorIs(t, err, commitlayer.ErrConflict)
 	require.False(t, created)
 
 	// Another key: another action.
@@ -145,9 +145,9 @@ func TestCreateActionClientID(t *testing.T) {
 	require.Equal(t, "act_client_1", rec.ID)
 
 	_, _, err = testDB.CreateAction(ctx, tn.ID, a, t0, t0, "", []byte("other"))
-	require.ErrorIs(t, err, ErrConflict)
+	require.ErrorIs(t, err, commitlayer.ErrConflict)
 	_, _, err = testDB.CreateAction(ctx, tn.ID, a, t0, t0, "another-key", []byte("other"))
-	require.ErrorIs(t, err, ErrConflict)
+	require.ErrorIs(t, err, commitlayer.ErrConflict)
 	require.Equal(t, 1, rowCounts(t, tn.ID)["actions"])
 }
 
@@ -157,7 +157,7 @@ func TestCreateActionConcurrentKey(t *testing.T) {
 	ctx := context.Background()
 	tn := newTenant(t)
 	const n = 8
-	recs := make([]ActionRecord, n)
+	recs := make([]commitlayer.ActionRecord, n)
 	createds := make([]bool, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup

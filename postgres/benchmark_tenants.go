@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/commitlayer/commitlayer"
 )
 
 // BenchmarkTenantName names the tenant a benchmark run creates for one of
@@ -17,7 +19,7 @@ func BenchmarkTenantName(runID, scenarioID string) string {
 // returning how many. The run's own row and results stay.
 func (db *DB) PurgeBenchmarkTenants(ctx context.Context, runID string) (int, error) {
 	if runID == "" || strings.ContainsAny(runID, " \x00") {
-		return 0, fmt.Errorf("purge benchmark tenants: run id %q: %w", runID, ErrInvalid)
+		return 0, fmt.Errorf("purge benchmark tenants: run id %q: %w", runID, commitlayer.ErrInvalid)
 	}
 	escaped := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(runID)
 	tag, err := db.pool.Exec(ctx, `DELETE FROM tenants WHERE name LIKE $1 ESCAPE '\'`, "benchmark "+escaped+" %")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,6 +49,6 @@ func TestPurgeBenchmarkTenants(t *testing.T) {
 
 	for _, bad := range []string{"", "a b", "x\x00"} {
 		_, err := d.PurgeBenchmarkTenants(ctx, bad)
-		require.True(t, errors.Is(err, ErrInvalid), "%q: %v", bad, err)
+		require.True(t, errors.Is(err, commitlayer.ErrInvalid), "%q: %v", bad, err)
 	}
 }

@@ -7,30 +7,20 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/jackc/pgx/v5"
 )
-
-// BenchmarkRun is one benchmark run (admin). Request, Summary and Results
-// are opaque JSON, stored and returned byte for byte. TenantID names the
-// tenant the run used; the run outlives it.
-type BenchmarkRun struct {
-	ID, Status                string
-	Request, Summary, Results json.RawMessage
-	Markdown, LogTail         string
-	TenantID                  string
-	StartedAt, FinishedAt     time.Time
-}
 
 const benchmarkColumns = `id, status, request, summary, results, markdown, log_tail, tenant_id, started_at, finished_at`
 
 // CreateBenchmarkRun stores a new run. An empty ID gets "bench_" + random, a
-// zero StartedAt the current time; an existing ID gives ErrConflict.
-func (db *DB) CreateBenchmarkRun(ctx context.Context, r BenchmarkRun) (BenchmarkRun, error) {
+// zero StartedAt the current time; an existing ID gives commitlayer.ErrConflict.
+func (db *DB) CreateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) (commitlayer.BenchmarkRun, error) {
 	if r.ID == "" {
 		r.ID = newID("bench_")
 	}
 	if err := validateRun(r); err != nil {
-		return BenchmarkRun{}, fmt.Errorf("create benchmark run: %w", classify(err))
+		return commitlayer.BenchmarkRun{}, fmt.Errorf("create benchmark run: %w", classify(err))
 	}
 	rows, err := db.pool.Query(ctx, `INSERT INTO benchmark_runs
 			(id, status, request, summary, results, markdown, log_tail, tenant_id, started_at, finished_at)
@@ -40,21 +30,21 @@ func (db *DB) CreateBenchmarkRun(ctx context.Context, r BenchmarkRun) (Benchmark
 		r.ID, r.Status, rawOrNull(r.Request), rawOrNull(r.Summary), rawOrNull(r.Results), r.Markdown, r.LogTail,
 		r.TenantID, nullTime(r.StartedAt), nullTime(r.FinishedAt))
 	if err != nil {
-		return BenchmarkRun{}, fmt.Errorf("create benchmark run: %w", classify(err))
+		return commitlayer.BenchmarkRun{}, fmt.Errorf("create benchmark run: %w", classify(err))
 	}
 	out, err := pgx.CollectExactlyOneRow(rows, scanRun)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return BenchmarkRun{}, fmt.Errorf("create benchmark run %q: %w", r.ID, ErrConflict)
+		return commitlayer.BenchmarkRun{}, fmt.Errorf("create benchmark run %q: %w", r.ID, commitlayer.ErrConflict)
 	}
 	if err != nil {
-		return BenchmarkRun{}, fmt.Errorf("create benchmark run: %w", classify(err))
+		return commitlayer.BenchmarkRun{}, fmt.Errorf("create benchmark run: %w", classify(err))
 	}
 	return out, nil
 }
 
 // UpdateBenchmarkRun replaces every field of the run r.ID except StartedAt
-// (a zero StartedAt keeps the stored one). ErrNotFound if there is none.
-func (db *DB) UpdateBenchmarkRun(ctx context.Context, r BenchmarkRun) error {
+// (a zero StartedAt keeps the stored one). commitlayer.ErrNotFound if there is none.
+func (db *DB) UpdateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) error {
 	if err := validateRun(r); err != nil {
 		return fmt.Errorf("update benchmark run %q: %w", r.ID, classify(err))
 	}
@@ -67,29 +57,29 @@ func (db *DB) UpdateBenchmarkRun(ctx context.Context, r BenchmarkRun) error {
 		return fmt.Errorf("update benchmark run %q: %w", r.ID, classify(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("update benchmark run %q: %w", r.ID, ErrNotFound)
+		return fmt.Errorf("update benchmark run %q: %w", r.ID, commitlayer.ErrNotFound)
 	}
 	return nil
 }
 
-// GetBenchmarkRun returns one run, ErrNotFound if there is none.
-func (db *DB) GetBenchmarkRun(ctx context.Context, id string) (BenchmarkRun, error) {
+// GetBenchmarkRun returns one run, commitlayer.ErrNotFound if there is none.
+func (db *DB) GetBenchmarkRun(ctx context.Context, id string) (commitlayer.BenchmarkRun, error) {
 	rows, err := db.pool.Query(ctx, `SELECT `+benchmarkColumns+` FROM benchmark_runs WHERE id = $1`, id)
 	if err != nil {
-		return BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, classify(err))
+		return commitlayer.BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, classify(err))
 	}
 	r, err := pgx.CollectExactlyOneRow(rows, scanRun)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, ErrNotFound)
+		return commitlayer.BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, commitlayer.ErrNotFound)
 	}
 	if err != nil {
-		return BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, classify(err))
+		return commitlayer.BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, classify(err))
 	}
 	return r, nil
 }
 
 // ListBenchmarkRuns lists every run, newest first, with all its fields.
-func (db *DB) ListBenchmarkRuns(ctx context.Context) ([]BenchmarkRun, error) {
+func (db *DB) ListBenchmarkRuns(ctx context.Context) ([]commitlayer.BenchmarkRun, error) {
 	rows, err := db.pool.Query(ctx, `SELECT `+benchmarkColumns+` FROM benchmark_runs ORDER BY started_at DESC, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list benchmark runs: %w", classify(err))
@@ -101,16 +91,16 @@ func (db *DB) ListBenchmarkRuns(ctx context.Context) ([]BenchmarkRun, error) {
 	return rs, nil
 }
 
-func validateRun(r BenchmarkRun) error {
+func validateRun(r commitlayer.BenchmarkRun) error {
 	if r.ID == "" || r.Status == "" {
-		return fmt.Errorf("%w: id and status are required", ErrInvalid)
+		return fmt.Errorf("%w: id and status are required", commitlayer.ErrInvalid)
 	}
 	if err := checkTimes("started_at", r.StartedAt, "finished_at", r.FinishedAt); err != nil {
 		return err
 	}
 	for name, raw := range map[string]json.RawMessage{"request": r.Request, "summary": r.Summary, "results": r.Results} {
 		if len(raw) > 0 && !json.Valid(raw) {
-			return fmt.Errorf("%w: %s is not valid JSON", ErrInvalid, name)
+			return fmt.Errorf("%w: %s is not valid JSON", commitlayer.ErrInvalid, name)
 		}
 	}
 	return nil
@@ -124,9 +114,9 @@ func rawOrNull(b json.RawMessage) any {
 	return string(b)
 }
 
-func scanRun(row pgx.CollectableRow) (BenchmarkRun, error) {
+func scanRun(row pgx.CollectableRow) (commitlayer.BenchmarkRun, error) {
 	var (
-		r                         BenchmarkRun
+		r                         commitlayer.BenchmarkRun
 		request, summary, results *string
 		finished                  *time.Time
 	)

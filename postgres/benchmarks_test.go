@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/stretchr/testify/require"
 )
 
 func TestBenchmarkRuns(t *testing.T) {
 	ctx := context.Background()
 	req := json.RawMessage(`{"only": ["refund/"],  "concurrency": 4}`) // spacing kept byte for byte
-	r, err := testDB.CreateBenchmarkRun(ctx, BenchmarkRun{Status: "running", Request: req, TenantID: "t_x"})
+	r, err := testDB.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{Status: "running", Request: req, TenantID: "t_x"})
 	require.NoError(t, err)
 	require.Regexp(t, `^bench_[a-z2-7]{16}$`, r.ID)
 	require.Equal(t, req, r.Request)
@@ -36,11 +37,11 @@ func TestBenchmarkRuns(t *testing.T) {
 	require.Equal(t, r, got)
 
 	olderID := "bench_older_" + randomToken(5)
-	older, err := testDB.CreateBenchmarkRun(ctx, BenchmarkRun{ID: olderID, Status: "done",
+	older, err := testDB.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{ID: olderID, Status: "done",
 		StartedAt: r.StartedAt.Add(-time.Hour)})
 	require.NoError(t, err)
-	_, err = testDB.CreateBenchmarkRun(ctx, BenchmarkRun{ID: olderID, Status: "done"})
-	require.ErrorIs(t, err, ErrConflict)
+	_, err = testDB.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{ID: olderID, Status: "done"})
+	require.ErrorIs(t, err, commitlayer.ErrConflict)
 
 	all, err := testDB.ListBenchmarkRuns(ctx)
 	require.NoError(t, err)
@@ -51,30 +52,30 @@ func TestBenchmarkRuns(t *testing.T) {
 	require.Less(t, indexOf(ids, r.ID), indexOf(ids, older.ID), "newest first")
 
 	_, err = testDB.GetBenchmarkRun(ctx, "bench_missing")
-	require.ErrorIs(t, err, ErrNotFound)
-	require.ErrorIs(t, testDB.UpdateBenchmarkRun(ctx, BenchmarkRun{ID: "bench_missing", Status: "x"}), ErrNotFound)
+	require.ErrorIs(t, err, commitlayer.ErrNotFound)
+	require.ErrorIs(t, testDB.UpdateBenchmarkRun(ctx, commitlayer.BenchmarkRun{ID: "bench_missing", Status: "x"}), commitlayer.ErrNotFound)
 }
 
 func TestBenchmarkRunBadInput(t *testing.T) {
 	ctx := context.Background()
-	for name, r := range map[string]BenchmarkRun{
+	for name, r := range map[string]commitlayer.BenchmarkRun{
 		"no status":        {ID: "bench_bad1"},
 		"bad request json": {ID: "bench_bad2", Status: "x", Request: json.RawMessage(`{`)},
 		"bad summary json": {ID: "bench_bad3", Status: "x", Summary: json.RawMessage(`nope`)},
 		"NUL in markdown":  {ID: "bench_bad4", Status: "x", Markdown: "\x00"},
 	} {
 		_, err := testDB.CreateBenchmarkRun(ctx, r)
-		require.ErrorIs(t, err, ErrInvalid, name)
+		require.ErrorIs(t, err, commitlayer.ErrInvalid, name)
 		_, err = testDB.GetBenchmarkRun(ctx, r.ID)
-		require.ErrorIs(t, err, ErrNotFound, name)
+		require.ErrorIs(t, err, commitlayer.ErrNotFound, name)
 	}
-	ok, err := testDB.CreateBenchmarkRun(ctx, BenchmarkRun{Status: "running"})
+	ok, err := testDB.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{Status: "running"})
 	require.NoError(t, err)
 	ok.Results = json.RawMessage(`[`)
-	require.ErrorIs(t, testDB.UpdateBenchmarkRun(ctx, ok), ErrInvalid)
+	require.ErrorIs(t, testDB.UpdateBenchmarkRun(ctx, ok), commitlayer.ErrInvalid)
 	ok.Results = nil
 	ok.Status = ""
-	require.ErrorIs(t, testDB.UpdateBenchmarkRun(ctx, ok), ErrInvalid)
+	require.ErrorIs(t, testDB.UpdateBenchmarkRun(ctx, ok), commitlayer.ErrInvalid)
 }
 
 func indexOf(s []string, x string) int {

@@ -10,36 +10,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Connector pulls facts for one source of a tenant.
-type Connector struct {
-	ID, TenantID, Source, Kind, URL string
-	Cursor                          string
-	LastPullAt                      time.Time // last successful pull
-	LastError                       string
-	LastErrorAt                     time.Time
-	CreatedAt                       time.Time
-}
-
-// SourceCoverage says what the store knows of one source of a tenant.
-type SourceCoverage struct {
-	Source       string
-	EverReported bool
-	FactCount    int64
-	LastFactAt   time.Time // latest occurred_at among its facts
-	LastSeenAt   time.Time // last ingestion: a batch pushed or a successful pull
-	ConnectorID  string
-	LastError    string
-	LastErrorAt  time.Time
-}
-
 const connectorColumns = `id, tenant_id, source, kind, url, cursor, last_pull_at, last_error, last_error_at, created_at`
 
 // CreateConnector creates a connector. There is one per (tenant, source):
 // a second one for the source, or a client-given id that exists, gives
-// ErrConflict. An empty c.ID gets "conn_" + random; c.TenantID is ignored.
-func (db *DB) CreateConnector(ctx context.Context, tenantID string, c Connector) (Connector, error) {
+// commitlayer.ErrConflict. An empty c.ID gets "conn_" + random; c.TenantID is ignored.
+func (db *DB) CreateConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.Connector, error) {
 	if !commitlayer.ValidName(c.Source) || c.Kind == "" {
-		return Connector{}, fmt.Errorf("create connector for %q: %w: a source name and a kind are required", c.Source, ErrInvalid)
+		return commitlayer.Connector{}, fmt.Errorf("create connector for %q: %w: a source name and a kind are required", c.Source, commitlayer.ErrInvalid)
 	}
 	if c.ID == "" {
 		c.ID = newID("conn_")
@@ -49,20 +27,20 @@ func (db *DB) CreateConnector(ctx context.Context, tenantID string, c Connector)
 		ON CONFLICT DO NOTHING
 		RETURNING `+connectorColumns, tenantID, c.ID, c.Source, c.Kind, c.URL, c.Cursor)
 	if err != nil {
-		return Connector{}, fmt.Errorf("create connector for %q: %w", c.Source, classify(err))
+		return commitlayer.Connector{}, fmt.Errorf("create connector for %q: %w", c.Source, classify(err))
 	}
 	out, err := pgx.CollectExactlyOneRow(rows, scanConnector)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Connector{}, fmt.Errorf("create connector for %q: %w: the source or id already has one", c.Source, ErrConflict)
+		return commitlayer.Connector{}, fmt.Errorf("create connector for %q: %w: the source or id already has one", c.Source, commitlayer.ErrConflict)
 	}
 	if err != nil {
-		return Connector{}, fmt.Errorf("create connector for %q: %w", c.Source, classify(err))
+		return commitlayer.Connector{}, fmt.Errorf("create connector for %q: %w", c.Source, classify(err))
 	}
 	return out, nil
 }
 
 // ListConnectors lists a tenant's connectors by source.
-func (db *DB) ListConnectors(ctx context.Context, tenantID string) ([]Connector, error) {
+func (db *DB) ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error) {
 	rows, err := db.pool.Query(ctx, `SELECT `+connectorColumns+` FROM connectors WHERE tenant_id = $1 ORDER BY source`, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("list connectors: %w", classify(err))
@@ -74,28 +52,28 @@ func (db *DB) ListConnectors(ctx context.Context, tenantID string) ([]Connector,
 	return cs, nil
 }
 
-// GetConnector returns one connector, ErrNotFound if the tenant has none by
+// GetConnector returns one connector, commitlayer.ErrNotFound if the tenant has none by
 // that id.
-func (db *DB) GetConnector(ctx context.Context, tenantID, id string) (Connector, error) {
+func (db *DB) GetConnector(ctx context.Context, tenantID, id string) (commitlayer.Connector, error) {
 	c, err := getConnector(ctx, db.pool, tenantID, id, false)
 	if err != nil {
-		return Connector{}, fmt.Errorf("get connector %q: %w", id, classify(err))
+		return commitlayer.Connector{}, fmt.Errorf("get connector %q: %w", id, classify(err))
 	}
 	return c, nil
 }
 
-func getConnector(ctx context.Context, q querier, tenantID, id string, forUpdate bool) (Connector, error) {
+func getConnector(ctx context.Context, q querier, tenantID, id string, forUpdate bool) (commitlayer.Connector, error) {
 	sql := `SELECT ` + connectorColumns + ` FROM connectors WHERE tenant_id = $1 AND id = $2`
 	if forUpdate {
 		sql += ` FOR UPDATE`
 	}
 	rows, err := q.Query(ctx, sql, tenantID, id)
 	if err != nil {
-		return Connector{}, err
+		return commitlayer.Connector{}, err
 	}
 	c, err := pgx.CollectExactlyOneRow(rows, scanConnector)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Connector{}, ErrNotFound
+		return commitlayer.Connector{}, commitlayer.ErrNotFound
 	}
 	return c, err
 }
@@ -103,16 +81,16 @@ func getConnector(ctx context.Context, q querier, tenantID, id string, forUpdate
 // RecordPull stores the facts a connector pulled and advances its cursor in
 // one transaction: the cursor moves only when the facts landed. It clears
 // the connector's last error and sets its last pull time to at. Every fact
-// must carry the connector's source (ErrInvalid otherwise).
-func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (InsertResult, error) {
+// must carry the connector's source (commitlayer.ErrInvalid otherwise).
+func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (commitlayer.InsertResult, error) {
 	rows, err := encodeFacts(facts)
 	if err == nil {
 		err = checkTimes("at", at)
 	}
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, err)
+		return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, err)
 	}
-	var res InsertResult
+	var res commitlayer.InsertResult
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		c, err := getConnector(ctx, tx, tenantID, connectorID, true)
 		if err != nil {
@@ -121,7 +99,7 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 		for i := range facts {
 			if facts[i].Source != c.Source {
 				return fmt.Errorf("%w: facts[%d]: source %q is not the connector's %q",
-					ErrInvalid, i, facts[i].Source, c.Source)
+					commitlayer.ErrInvalid, i, facts[i].Source, c.Source)
 			}
 		}
 		if res, err = insertFacts(ctx, tx, tenantID, rows); err != nil {
@@ -132,7 +110,7 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 		return err
 	})
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
+		return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
 	}
 	res.Duplicates = len(facts) - res.Inserted
 	return res, nil
@@ -150,14 +128,14 @@ func (db *DB) RecordPullError(ctx context.Context, tenantID, connectorID string,
 		return fmt.Errorf("record pull error of %q: %w", connectorID, classify(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("record pull error of %q: %w", connectorID, ErrNotFound)
+		return fmt.Errorf("record pull error of %q: %w", connectorID, commitlayer.ErrNotFound)
 	}
 	return nil
 }
 
 // Sources returns the coverage of every source that sent facts or has a
 // connector, by source name.
-func (db *DB) Sources(ctx context.Context, tenantID string) ([]SourceCoverage, error) {
+func (db *DB) Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error) {
 	rows, err := db.pool.Query(ctx, `SELECT coalesce(c.source, k.source), coalesce(c.fact_count, 0), c.last_fact_at,
 			greatest(c.last_seen_at, k.last_pull_at), -- greatest ignores NULLs
 			coalesce(k.id, ''), coalesce(k.last_error, ''), k.last_error_at
@@ -167,9 +145,9 @@ func (db *DB) Sources(ctx context.Context, tenantID string) ([]SourceCoverage, e
 	if err != nil {
 		return nil, fmt.Errorf("sources: %w", classify(err))
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SourceCoverage, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.SourceCoverage, error) {
 		var (
-			s                          SourceCoverage
+			s                          commitlayer.SourceCoverage
 			lastFact, lastSeen, lastEr *time.Time
 		)
 		err := row.Scan(&s.Source, &s.FactCount, &lastFact, &lastSeen, &s.ConnectorID, &s.LastError, &lastEr)
@@ -197,9 +175,9 @@ func (db *DB) ConnectedSources(ctx context.Context, tenantID string) ([]string, 
 	return out, nil
 }
 
-func scanConnector(row pgx.CollectableRow) (Connector, error) {
+func scanConnector(row pgx.CollectableRow) (commitlayer.Connector, error) {
 	var (
-		c                   Connector
+		c                   commitlayer.Connector
 		lastPull, lastError *time.Time
 	)
 	err := row.Scan(&c.ID, &c.TenantID, &c.Source, &c.Kind, &c.URL, &c.Cursor, &lastPull, &c.LastError, &lastError, &c.CreatedAt)

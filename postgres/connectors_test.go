@@ -12,7 +12,7 @@ import (
 func TestConnectors(t *testing.T) {
 	ctx := context.Background()
 	tn := newTenant(t)
-	c, err := testDB.CreateConnector(ctx, tn.ID, Connector{Source: "payments", Kind: "http_events", URL: "http://x/payments",
+	c, err := testDB.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "payments", Kind: "http_events", URL: "http://x/payments",
 		TenantID: "ignored"})
 	require.NoError(t, err)
 	require.Regexp(t, `^conn_[a-z2-7]{16}$`, c.ID)
@@ -29,20 +29,20 @@ func TestConnectors(t *testing.T) {
 	require.Equal(t, c, got)
 
 	// One per source; a taken id conflicts too.
-	_, err = testDB.CreateConnector(ctx, tn.ID, Connector{Source: "payments", Kind: "stripe"})
-	require.ErrorIs(t, err, ErrConflict)
-	_, err = testDB.CreateConnector(ctx, tn.ID, Connector{ID: c.ID, Source: "orders", Kind: "http_events"})
-	require.ErrorIs(t, err, ErrConflict)
-	c2, err := testDB.CreateConnector(ctx, tn.ID, Connector{ID: "conn_orders", Source: "orders", Kind: "http_events", Cursor: "5"})
+	_, err = testDB.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "payments", Kind: "stripe"})
+	require.ErrorIs(t, err, commitlayer.ErrConflict)
+	_, err = testDB.CreateConnector(ctx, tn.ID, commitlayer.Connector{ID: c.ID, Source: "orders", Kind: "http_events"})
+	require.ErrorIs(t, err, commitlayer.ErrConflict)
+	c2, err := testDB.CreateConnector(ctx, tn.ID, commitlayer.Connector{ID: "conn_orders", Source: "orders", Kind: "http_events", Cursor: "5"})
 	require.NoError(t, err)
 	require.Equal(t, "5", c2.Cursor)
 
 	list, err := testDB.ListConnectors(ctx, tn.ID)
 	require.NoError(t, err)
-	require.Equal(t, []Connector{c2, c}, list)
+	require.Equal(t, []commitlayer.Connector{c2, c}, list)
 
 	_, err = testDB.GetConnector(ctx, tn.ID, "conn_missing")
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 }
 
 func TestCreateConnectorBadInput(t *testing.T) {
@@ -51,14 +51,14 @@ func TestCreateConnectorBadInput(t *testing.T) {
 	cases := []struct {
 		name   string
 		tenant string
-		c      Connector
+		c      commitlayer.Connector
 		want   error
 	}{
-		{"no source", tn.ID, Connector{Kind: "http_events"}, ErrInvalid},
-		{"source with space", tn.ID, Connector{Source: "pay ments", Kind: "http_events"}, ErrInvalid},
-		{"no kind", tn.ID, Connector{Source: "payments"}, ErrInvalid},
-		{"NUL in url", tn.ID, Connector{Source: "payments", Kind: "http_events", URL: "http://\x00"}, ErrInvalid},
-		{"unknown tenant", "t_missing", Connector{Source: "payments", Kind: "http_events"}, ErrNotFound},
+		{"no source", tn.ID, commitlayer.Connector{Kind: "http_events"}, commitlayer.ErrInvalid},
+		{"source with space", tn.ID, commitlayer.Connector{Source: "pay ments", Kind: "http_events"}, commitlayer.ErrInvalid},
+		{"no kind", tn.ID, commitlayer.Connector{Source: "payments"}, commitlayer.ErrInvalid},
+		{"NUL in url", tn.ID, commitlayer.Connector{Source: "payments", Kind: "http_events", URL: "http://\x00"}, commitlayer.ErrInvalid},
+		{"unknown tenant", "t_missing", commitlayer.Connector{Source: "payments", Kind: "http_events"}, commitlayer.ErrNotFound},
 	}
 	for _, tc := range cases {
 		_, err := testDB.CreateConnector(ctx, tc.tenant, tc.c)
@@ -72,7 +72,7 @@ func TestCreateConnectorBadInput(t *testing.T) {
 func TestRecordPull(t *testing.T) {
 	ctx := context.Background()
 	tn := newTenant(t)
-	c, err := testDB.CreateConnector(ctx, tn.ID, Connector{Source: "payments", Kind: "http_events", URL: "http://x"})
+	c, err := testDB.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "payments", Kind: "http_events", URL: "http://x"})
 	require.NoError(t, err)
 	pulledAt := t0.Add(time.Minute)
 
@@ -85,14 +85,14 @@ func TestRecordPull(t *testing.T) {
 	require.True(t, got.LastPullAt.IsZero())
 	srcs, err := testDB.Sources(ctx, tn.ID)
 	require.NoError(t, err)
-	require.Equal(t, []SourceCoverage{{Source: "payments", ConnectorID: c.ID, LastError: "connection refused", LastErrorAt: t0}}, srcs)
+	require.Equal(t, []commitlayer.SourceCoverage{{Source: "payments", ConnectorID: c.ID, LastError: "connection refused", LastErrorAt: t0}}, srcs)
 
 	res, err := testDB.RecordPull(ctx, tn.ID, c.ID, []commitlayer.Fact{
 		mkFact("payments", "refund_created", "order:o1", "payments-1", t0, nil),
 		mkFact("payments", "refund_created", "order:o2", "payments-2", t0, nil, "ticket:t1"),
 	}, "2", pulledAt)
 	require.NoError(t, err)
-	require.Equal(t, InsertResult{Inserted: 2, Subjects: []commitlayer.Subject{"order:o1", "order:o2", "ticket:t1"}}, res)
+	require.Equal(t, commitlayer.InsertResult{Inserted: 2, Subjects: []commitlayer.Subject{"order:o1", "order:o2", "ticket:t1"}}, res)
 	got, err = testDB.GetConnector(ctx, tn.ID, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, "2", got.Cursor)
@@ -132,9 +132,9 @@ func TestRecordPull(t *testing.T) {
 	require.Equal(t, pulledAt.Add(2*time.Minute), got.LastPullAt)
 	require.Equal(t, "timeout", got.LastError)
 
-	require.ErrorIs(t, testDB.RecordPullError(ctx, tn.ID, "conn_missing", "x", t0), ErrNotFound)
+	require.ErrorIs(t, testDB.RecordPullError(ctx, tn.ID, "conn_missing", "x", t0), commitlayer.ErrNotFound)
 	_, err = testDB.RecordPull(ctx, tn.ID, "conn_missing", nil, "9", t0)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 }
 
 // TestRecordPullAtomic: when the facts cannot be stored, the cursor, the
@@ -156,7 +156,7 @@ func TestRecordPullAtomic(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tn := newTenant(t)
-			c, err := testDB.CreateConnector(ctx, tn.ID, Connector{Source: "payments", Kind: "http_events"})
+			c, err := testDB.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "payments", Kind: "http_events"})
 			require.NoError(t, err)
 			_, err = testDB.RecordPull(ctx, tn.ID, c.ID, []commitlayer.Fact{good("p-1")}, "1", t0)
 			require.NoError(t, err)
@@ -166,14 +166,14 @@ func TestRecordPullAtomic(t *testing.T) {
 			counts := rowCounts(t, tn.ID)
 
 			_, err = testDB.RecordPull(ctx, tn.ID, c.ID, tc.facts, "3", t0.Add(time.Minute))
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, commitlayer.ErrInvalid)
 
 			after, err := testDB.GetConnector(ctx, tn.ID, c.ID)
 			require.NoError(t, err)
 			require.Equal(t, before, after)
 			require.Equal(t, counts, rowCounts(t, tn.ID))
 			_, err = testDB.FactsByExternalID(ctx, tn.ID, "payments", "p-2")
-			require.ErrorIs(t, err, ErrNotFound)
+			require.ErrorIs(t, err, commitlayer.ErrNotFound)
 		})
 	}
 }

@@ -5,30 +5,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/jackc/pgx/v5"
 )
-
-// ContractRecord is one stored version of a contract.
-type ContractRecord struct {
-	ID        string
-	Version   int
-	Source    []byte // YAML or JSON as posted
-	CreatedAt time.Time
-}
 
 // PutContract stores source as a new version of contractID when it differs
 // from the latest version's source, and returns it with created = true;
 // posting the latest source again returns the latest version (created =
 // false). Versions count from 1. Callers validate and compile the source
 // first; concurrent puts of one contract are serialized.
-func (db *DB) PutContract(ctx context.Context, tenantID, contractID string, source []byte) (ContractRecord, bool, error) {
+func (db *DB) PutContract(ctx context.Context, tenantID, contractID string, source []byte) (commitlayer.ContractRecord, bool, error) {
 	if contractID == "" || len(source) == 0 {
-		return ContractRecord{}, false, fmt.Errorf("put contract %q: %w: id and source are required", contractID, ErrInvalid)
+		return commitlayer.ContractRecord{}, false, fmt.Errorf("put contract %q: %w: id and source are required", contractID, commitlayer.ErrInvalid)
 	}
 	var (
-		rec     ContractRecord
+		rec     commitlayer.ContractRecord
 		created bool
 	)
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
@@ -45,7 +37,7 @@ func (db *DB) PutContract(ctx context.Context, tenantID, contractID string, sour
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
 			return err
 		}
-		rec = ContractRecord{ID: contractID, Version: latest.Version + 1, Source: bytes.Clone(source)}
+		rec = commitlayer.ContractRecord{ID: contractID, Version: latest.Version + 1, Source: bytes.Clone(source)}
 		if err := tx.QueryRow(ctx, `INSERT INTO contracts (tenant_id, id, version, source)
 			VALUES ($1, $2, $3, $4) RETURNING created_at`,
 			tenantID, contractID, rec.Version, source).Scan(&rec.CreatedAt); err != nil {
@@ -56,19 +48,19 @@ func (db *DB) PutContract(ctx context.Context, tenantID, contractID string, sour
 		return nil
 	})
 	if err != nil {
-		return ContractRecord{}, false, fmt.Errorf("put contract %q: %w", contractID, classify(err))
+		return commitlayer.ContractRecord{}, false, fmt.Errorf("put contract %q: %w", contractID, classify(err))
 	}
 	return rec, created, nil
 }
 
 // GetContract returns one version of a contract; version 0 means the latest.
-func (db *DB) GetContract(ctx context.Context, tenantID, contractID string, version int) (ContractRecord, error) {
+func (db *DB) GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error) {
 	rec, err := getContract(ctx, db.pool, tenantID, contractID, version)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ContractRecord{}, fmt.Errorf("get contract %q version %d: %w", contractID, version, ErrNotFound)
+		return commitlayer.ContractRecord{}, fmt.Errorf("get contract %q version %d: %w", contractID, version, commitlayer.ErrNotFound)
 	}
 	if err != nil {
-		return ContractRecord{}, fmt.Errorf("get contract %q version %d: %w", contractID, version, classify(err))
+		return commitlayer.ContractRecord{}, fmt.Errorf("get contract %q version %d: %w", contractID, version, classify(err))
 	}
 	return rec, nil
 }
@@ -80,18 +72,18 @@ type querier interface {
 }
 
 // getContract returns pgx.ErrNoRows when there is no such version.
-func getContract(ctx context.Context, q querier, tenantID, contractID string, version int) (ContractRecord, error) {
+func getContract(ctx context.Context, q querier, tenantID, contractID string, version int) (commitlayer.ContractRecord, error) {
 	rows, err := q.Query(ctx, `SELECT id, version, source, created_at FROM contracts
 		WHERE tenant_id = $1 AND id = $2 AND ($3 = 0 OR version = $3)
 		ORDER BY version DESC LIMIT 1`, tenantID, contractID, version)
 	if err != nil {
-		return ContractRecord{}, err
+		return commitlayer.ContractRecord{}, err
 	}
 	return pgx.CollectExactlyOneRow(rows, scanContract)
 }
 
 // ListContracts returns the latest version of each contract, by id.
-func (db *DB) ListContracts(ctx context.Context, tenantID string) ([]ContractRecord, error) {
+func (db *DB) ListContracts(ctx context.Context, tenantID string) ([]commitlayer.ContractRecord, error) {
 	rows, err := db.pool.Query(ctx, `SELECT DISTINCT ON (id) id, version, source, created_at
 		FROM contracts WHERE tenant_id = $1 ORDER BY id, version DESC`, tenantID)
 	if err != nil {
@@ -104,8 +96,8 @@ func (db *DB) ListContracts(ctx context.Context, tenantID string) ([]ContractRec
 	return recs, nil
 }
 
-func scanContract(row pgx.CollectableRow) (ContractRecord, error) {
-	var r ContractRecord
+func scanContract(row pgx.CollectableRow) (commitlayer.ContractRecord, error) {
+	var r commitlayer.ContractRecord
 	err := row.Scan(&r.ID, &r.Version, &r.Source, &r.CreatedAt)
 	r.CreatedAt = r.CreatedAt.UTC()
 	return r, err

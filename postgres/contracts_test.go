@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/stretchr/testify/require"
 )
 
@@ -38,17 +39,17 @@ func TestContractVersions(t *testing.T) {
 	require.True(t, created)
 	require.Equal(t, 3, r3.Version)
 
-	for v, want := range map[int]ContractRecord{0: r3, 1: r1, 2: r2, 3: r3} {
+	for v, want := range map[int]commitlayer.ContractRecord{0: r3, 1: r1, 2: r2, 3: r3} {
 		got, err := testDB.GetContract(ctx, tn.ID, "refund", v)
 		require.NoError(t, err)
 		require.Equal(t, want, got, "version %d", v)
 	}
 	for _, v := range []int{4, -1} {
 		_, err := testDB.GetContract(ctx, tn.ID, "refund", v)
-		require.ErrorIs(t, err, ErrNotFound)
+		require.ErrorIs(t, err, commitlayer.ErrNotFound)
 	}
 	_, err = testDB.GetContract(ctx, tn.ID, "payout", 0)
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 
 	_, _, err = testDB.PutContract(ctx, tn.ID, "payout", []byte("id: payout\n"))
 	require.NoError(t, err)
@@ -67,10 +68,10 @@ func TestPutContractBadInput(t *testing.T) {
 		src              []byte
 		want             error
 	}{
-		{"empty id", tn.ID, "", []byte("x"), ErrInvalid},
-		{"empty source", tn.ID, "c", nil, ErrInvalid},
-		{"NUL in id", tn.ID, "c\x00", []byte("x"), ErrInvalid},
-		{"unknown tenant", "t_missing", "c", []byte("x"), ErrNotFound},
+		{"empty id", tn.ID, "", []byte("x"), commitlayer.ErrInvalid},
+		{"empty source", tn.ID, "c", nil, commitlayer.ErrInvalid},
+		{"NUL in id", tn.ID, "c\x00", []byte("x"), commitlayer.ErrInvalid},
+		{"unknown tenant", "t_missing", "c", []byte("x"), commitlayer.ErrNotFound},
 	}
 	for _, tc := range cases {
 		_, created, err := testDB.PutContract(ctx, tc.tenant, tc.id, tc.src)
@@ -90,7 +91,7 @@ func TestPutContractConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			var r ContractRecord
+			var r commitlayer.ContractRecord
 			r, _, errs[i] = testDB.PutContract(ctx, tn.ID, "c", []byte(fmt.Sprintf("v: %d", i)))
 			versions[i] = r.Version
 		})

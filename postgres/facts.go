@@ -14,39 +14,28 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// InsertResult counts a batch of facts.
-type InsertResult struct {
-	Inserted, Duplicates int
-	// Subjects are the distinct subjects and links of the inserted facts,
-	// sorted: the subjects whose open verifications should hear of them.
-	Subjects []commitlayer.Subject
-}
-
-// Kind names a fact kind.
-type Kind struct{ Source, Type string }
-
 // InsertFacts stores a batch whole or not at all. A fact whose (source,
 // external_id) is already stored for the tenant, or appears earlier in the
 // same batch, is a duplicate and is skipped (the first one wins). Each
 // stored fact gets the next sequence number, in batch order. The coverage
 // of each source in the batch is updated in the same transaction.
 //
-// An invalid fact fails the whole batch with an error wrapping ErrInvalid
+// An invalid fact fails the whole batch with an error wrapping commitlayer.ErrInvalid
 // (and a *commitlayer.FieldError when Validate caught it); an unknown tenant
-// gives ErrNotFound.
-func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (InsertResult, error) {
+// gives commitlayer.ErrNotFound.
+func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (commitlayer.InsertResult, error) {
 	rows, err := encodeFacts(facts)
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("insert facts: %w", classify(err))
+		return commitlayer.InsertResult{}, fmt.Errorf("insert facts: %w", classify(err))
 	}
-	var res InsertResult
+	var res commitlayer.InsertResult
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		res, err = insertFacts(ctx, tx, tenantID, rows)
 		return err
 	})
 	if err != nil {
-		return InsertResult{}, fmt.Errorf("insert facts: %w", classify(err))
+		return commitlayer.InsertResult{}, fmt.Errorf("insert facts: %w", classify(err))
 	}
 	res.Duplicates = len(facts) - res.Inserted
 	return res, nil
@@ -68,7 +57,7 @@ func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
 	for i := range facts {
 		f := &facts[i]
 		if err := f.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: facts[%d]: %w", ErrInvalid, i, err)
+			return nil, fmt.Errorf("%w: facts[%d]: %w", commitlayer.ErrInvalid, i, err)
 		}
 		if err := checkTimes("occurred_at", f.OccurredAt); err != nil {
 			return nil, fmt.Errorf("facts[%d]: %w", i, err)
@@ -82,7 +71,7 @@ func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
 		if len(f.Attrs) > 0 {
 			b, err := json.Marshal(f.Attrs)
 			if err != nil {
-				return nil, fmt.Errorf("%w: facts[%d].attrs: %w", ErrInvalid, i, err)
+				return nil, fmt.Errorf("%w: facts[%d].attrs: %w", commitlayer.ErrInvalid, i, err)
 			}
 			attrs = b
 		}
@@ -106,9 +95,9 @@ func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
 // one round trip, and unlike COPY into a temporary table it leaves no
 // catalog churn behind at thousands of batches a minute. Links travel as one
 // space-separated string per fact (a subject holds no whitespace).
-func insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow) (InsertResult, error) {
+func insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow) (commitlayer.InsertResult, error) {
 	if len(rows) == 0 {
-		return InsertResult{}, nil
+		return commitlayer.InsertResult{}, nil
 	}
 	n := len(rows)
 	var (
@@ -150,10 +139,10 @@ func insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow
 		)
 		SELECT subject, links FROM ins`, tenantID, sources, types, subjects, externalIDs, occurred, attrs, links, keys)
 	if err != nil {
-		return InsertResult{}, classify(err)
+		return commitlayer.InsertResult{}, classify(err)
 	}
 	var (
-		res      InsertResult
+		res      commitlayer.InsertResult
 		seen     = map[commitlayer.Subject]bool{}
 		subject  string
 		outLinks []string
@@ -167,7 +156,7 @@ func insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow
 		return nil
 	})
 	if err != nil {
-		return InsertResult{}, classify(err)
+		return commitlayer.InsertResult{}, classify(err)
 	}
 	for s := range seen {
 		res.Subjects = append(res.Subjects, s)
@@ -217,7 +206,7 @@ func (db *DB) FactsAbout(ctx context.Context, tenantID string, subjects []commit
 // FactsOfKinds returns the facts of the given kinds that occurred in [from,
 // to], ordered by occurred_at then seq. A zero from or to leaves that end
 // open.
-func (db *DB) FactsOfKinds(ctx context.Context, tenantID string, kinds []Kind, from, to time.Time) ([]commitlayer.Fact, error) {
+func (db *DB) FactsOfKinds(ctx context.Context, tenantID string, kinds []commitlayer.FactType, from, to time.Time) ([]commitlayer.Fact, error) {
 	if len(kinds) == 0 {
 		return nil, nil
 	}
@@ -244,7 +233,7 @@ func (db *DB) FactsOfKinds(ctx context.Context, tenantID string, kinds []Kind, f
 	return facts, nil
 }
 
-// FactsByExternalID returns one fact, ErrNotFound if the tenant has none
+// FactsByExternalID returns one fact, commitlayer.ErrNotFound if the tenant has none
 // with that source and external id.
 func (db *DB) FactsByExternalID(ctx context.Context, tenantID, source, externalID string) (commitlayer.Fact, error) {
 	rows, err := db.pool.Query(ctx, `SELECT `+factColumns+` FROM facts
@@ -254,7 +243,7 @@ func (db *DB) FactsByExternalID(ctx context.Context, tenantID, source, externalI
 	}
 	f, err := pgx.CollectExactlyOneRow(rows, scanFact)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, ErrNotFound)
+		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, commitlayer.ErrNotFound)
 	}
 	if err != nil {
 		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, classify(err))

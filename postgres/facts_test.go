@@ -22,14 +22,14 @@ func TestInsertFactsIdempotent(t *testing.T) {
 
 	res, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{f})
 	require.NoError(t, err)
-	require.Equal(t, InsertResult{Inserted: 1, Subjects: []commitlayer.Subject{"order:o1"}}, res)
+	require.Equal(t, commitlayer.InsertResult{Inserted: 1, Subjects: []commitlayer.Subject{"order:o1"}}, res)
 
 	// The same external id again, even with other content: a duplicate.
 	g := f
 	g.Attrs = commitlayer.Attrs{"amount": int64(9999)}
 	res, err = testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{g})
 	require.NoError(t, err)
-	require.Equal(t, InsertResult{Duplicates: 1}, res)
+	require.Equal(t, commitlayer.InsertResult{Duplicates: 1}, res)
 
 	// The same external id from another source is another fact.
 	h := f
@@ -65,7 +65,7 @@ func TestInsertFactsDuplicateWithinBatch(t *testing.T) {
 	// Empty batches are fine and change nothing.
 	res, err = testDB.InsertFacts(ctx, tn.ID, nil)
 	require.NoError(t, err)
-	require.Equal(t, InsertResult{}, res)
+	require.Equal(t, commitlayer.InsertResult{}, res)
 }
 
 // TestInsertFactsBadBatchLandsNothing puts one bad fact among good ones and
@@ -107,8 +107,8 @@ func TestInsertFactsBadBatchLandsNothing(t *testing.T) {
 			tn := newTenant(t)
 			batch := []commitlayer.Fact{good("g1"), good("g2"), tc.bad(), good("g3")}
 			res, err := testDB.InsertFacts(ctx, tn.ID, batch)
-			require.ErrorIs(t, err, ErrInvalid)
-			require.Equal(t, InsertResult{}, res)
+			require.ErrorIs(t, err, commitlayer.ErrInvalid)
+			require.Equal(t, commitlayer.InsertResult{}, res)
 			var fe *commitlayer.FieldError
 			require.Equal(t, tc.fieldErr, errors.As(err, &fe), "%v", err)
 			require.Equal(t, map[string]int{"tenants": 1, "contracts": 0, "facts": 0, "source_coverage": 0,
@@ -125,7 +125,7 @@ func TestInsertFactsBadBatchLandsNothing(t *testing.T) {
 func TestInsertFactsUnknownTenant(t *testing.T) {
 	_, err := testDB.InsertFacts(context.Background(), "t_missing",
 		[]commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "re_1", t0, nil)})
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 }
 
 func TestFactSeqIncreasing(t *testing.T) {
@@ -229,9 +229,9 @@ func TestFactsByExternalIDNotFound(t *testing.T) {
 	tn := newTenant(t)
 	_, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("payments", "x", "order:o1", "re_1", t0, nil)})
 	require.NoError(t, err)
-	for _, k := range [][2]string{{"payments", "re_2"}, {"orders", "re_1"}, {"", ""}, {"payments", "RE_1"}} {
+	for _, k := range [][2]string{{Source: "payments", Type: "re_2"}, {Source: "orders", Type: "re_1"}, {Source: "", Type: ""}, {Source: "payments", Type: "RE_1"}} {
 		_, err := testDB.FactsByExternalID(ctx, tn.ID, k[0], k[1])
-		require.ErrorIs(t, err, ErrNotFound, "%v", k)
+		require.ErrorIs(t, err, commitlayer.ErrNotFound, "%v", k)
 	}
 }
 
@@ -300,9 +300,9 @@ func TestFactsOfKinds(t *testing.T) {
 		mkFact("payments", "payout_sent", "payout:p1", "e", at(5), nil),
 	})
 	require.NoError(t, err)
-	refunds := []Kind{{"payments", "refund_created"}}
+	refunds := []commitlayer.FactType{{Source: "payments", Type: "refund_created"}}
 	cases := []struct {
-		kinds    []Kind
+		kinds    []commitlayer.FactType
 		from, to time.Time
 		want     []string
 	}{
@@ -311,9 +311,9 @@ func TestFactsOfKinds(t *testing.T) {
 		{refunds, time.Time{}, at(3), []string{"a"}},
 		{refunds, at(1), at(4), []string{"a", "d"}}, // inclusive
 		{refunds, at(5), at(6), nil},
-		{[]Kind{{"payments", "refund_created"}, {"payments", "refund_reversed"}, {"orders", "refund_created"}},
+		{[]commitlayer.FactType{{Source: "payments", Type: "refund_created"}, {Source: "payments", Type: "refund_reversed"}, {Source: "orders", Type: "refund_created"}},
 			time.Time{}, time.Time{}, []string{"a", "b", "c", "d"}},
-		{[]Kind{{"payments", "nope"}}, time.Time{}, time.Time{}, nil},
+		{[]commitlayer.FactType{{Source: "payments", Type: "nope"}}, time.Time{}, time.Time{}, nil},
 		{nil, time.Time{}, time.Time{}, nil},
 	}
 	for _, tc := range cases {
@@ -350,7 +350,7 @@ func TestCoverage(t *testing.T) {
 		mkFact("payments", "x", "order:o1", "d", t0.Add(-time.Hour), nil),
 	})
 	require.NoError(t, err)
-	conn, err := testDB.CreateConnector(ctx, tn.ID, Connector{Source: "tickets", Kind: "http_events", URL: "http://t"})
+	conn, err := testDB.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "tickets", Kind: "http_events", URL: "http://t"})
 	require.NoError(t, err)
 
 	srcs, err = testDB.Sources(ctx, tn.ID)
@@ -368,7 +368,7 @@ func TestCoverage(t *testing.T) {
 	require.Equal(t, t0.Add(time.Hour), srcs[1].LastFactAt)
 	require.False(t, srcs[1].LastSeenAt.IsZero())
 
-	require.Equal(t, SourceCoverage{Source: "tickets", ConnectorID: conn.ID}, srcs[2])
+	require.Equal(t, commitlayer.SourceCoverage{Source: "tickets", ConnectorID: conn.ID}, srcs[2])
 
 	connected, err = testDB.ConnectedSources(ctx, tn.ID)
 	require.NoError(t, err)
@@ -394,7 +394,7 @@ func TestInsertFactsConcurrentOverlap(t *testing.T) {
 	slices.Reverse(backward)
 
 	const workers = 6
-	results := make([]InsertResult, workers)
+	results := make([]commitlayer.InsertResult, workers)
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {

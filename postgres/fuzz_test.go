@@ -35,7 +35,7 @@ func FuzzDecodeAttrs(f *testing.F) {
 var fuzzSeq atomic.Int64
 
 // FuzzFactRoundTrip stores one arbitrary fact: the store either refuses it
-// with ErrInvalid (and stores nothing) or returns it exactly as it would
+// with commitlayer.ErrInvalid (and stores nothing) or returns it exactly as it would
 // come back through JSON with commitlayer.Attrs semantics, its time to the
 // microsecond. It never panics and never fails with another kind of error.
 func FuzzFactRoundTrip(f *testing.F) {
@@ -65,7 +65,7 @@ func FuzzFactRoundTrip(f *testing.F) {
 		}
 		res, err := testDB.InsertFacts(ctx, tenantID, []commitlayer.Fact{fact})
 		if err != nil {
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, commitlayer.ErrInvalid)
 			_, err := testDB.FactsByExternalID(ctx, tenantID, source, externalID)
 			require.Error(t, err)
 			return

@@ -40,37 +40,37 @@ func TestTenantIsolation(t *testing.T) {
 		// wantErr is what B gets; nil means B gets an empty result.
 		wantErr error
 	}{
-		{"GetContract", func(id string) (any, error) { return testDB.GetContract(ctx, id, "refund_customer", 0) }, ErrNotFound},
-		{"GetContract v1", func(id string) (any, error) { return testDB.GetContract(ctx, id, "refund_customer", 1) }, ErrNotFound},
+		{"GetContract", func(id string) (any, error) { return testDB.GetContract(ctx, id, "refund_customer", 0) }, commitlayer.ErrNotFound},
+		{"GetContract v1", func(id string) (any, error) { return testDB.GetContract(ctx, id, "refund_customer", 1) }, commitlayer.ErrNotFound},
 		{"ListContracts", func(id string) (any, error) { return testDB.ListContracts(ctx, id) }, nil},
 		{"FactsAbout", func(id string) (any, error) { return testDB.FactsAbout(ctx, id, subjects) }, nil},
 		{"FactsOfKinds", func(id string) (any, error) {
-			return testDB.FactsOfKinds(ctx, id, []Kind{{"payments", "refund_created"}, {"tickets", "opened"}}, time.Time{}, time.Time{})
+			return testDB.FactsOfKinds(ctx, id, []commitlayer.FactType{{Source: "payments", Type: "refund_created"}, {Source: "tickets", Type: "opened"}}, time.Time{}, time.Time{})
 		}, nil},
-		{"FactsByExternalID", func(id string) (any, error) { return testDB.FactsByExternalID(ctx, id, "payments", "re_1") }, ErrNotFound},
-		{"GetAction", func(id string) (any, error) { return testDB.GetAction(ctx, id, "act_fill") }, ErrNotFound},
+		{"FactsByExternalID", func(id string) (any, error) { return testDB.FactsByExternalID(ctx, id, "payments", "re_1") }, commitlayer.ErrNotFound},
+		{"GetAction", func(id string) (any, error) { return testDB.GetAction(ctx, id, "act_fill") }, commitlayer.ErrNotFound},
 		{"PriorActions", func(id string) (any, error) {
 			return testDB.PriorActions(ctx, id, "refund_customer", "agent-1", "order:o1", time.Time{}, time.Time{}, "")
 		}, nil},
 		{"ActionsOfContract", func(id string) (any, error) { return testDB.ActionsOfContract(ctx, id, "refund_customer", time.Time{}) }, nil},
 		{"WatchedActions", func(id string) (any, error) { return testDB.WatchedActions(ctx, id, subjects, t0) }, nil},
 		{"CountWatchedActions", func(id string) (any, error) { return testDB.CountWatchedActions(ctx, id, t0) }, nil},
-		{"EndWatch", func(id string) (any, error) { return nil, testDB.EndWatch(ctx, id, "act_fill", t0) }, ErrNotFound},
-		{"LatestVerdict", func(id string) (any, error) { return testDB.LatestVerdict(ctx, id, "act_fill") }, ErrNotFound},
+		{"EndWatch", func(id string) (any, error) { return nil, testDB.EndWatch(ctx, id, "act_fill", t0) }, commitlayer.ErrNotFound},
+		{"LatestVerdict", func(id string) (any, error) { return testDB.LatestVerdict(ctx, id, "act_fill") }, commitlayer.ErrNotFound},
 		{"VerdictHistory", func(id string) (any, error) { return testDB.VerdictHistory(ctx, id, "act_fill") }, nil},
 		{"LatestVerdicts", func(id string) (any, error) { return testDB.LatestVerdicts(ctx, id, []string{"act_fill"}) }, nil},
 		{"AppendVerdict", func(id string) (any, error) {
 			v, _, err := testDB.AppendVerdict(ctx, id, mkVerdict("act_fill", commitlayer.StatusFail, t0))
 			return v, err
-		}, ErrNotFound},
+		}, commitlayer.ErrNotFound},
 		{"ListConnectors", func(id string) (any, error) { return testDB.ListConnectors(ctx, id) }, nil},
-		{"GetConnector", func(id string) (any, error) { return testDB.GetConnector(ctx, id, connA[0].ID) }, ErrNotFound},
+		{"GetConnector", func(id string) (any, error) { return testDB.GetConnector(ctx, id, connA[0].ID) }, commitlayer.ErrNotFound},
 		{"RecordPull", func(id string) (any, error) {
 			return testDB.RecordPull(ctx, id, connA[0].ID, nil, "99", t0)
-		}, ErrNotFound},
+		}, commitlayer.ErrNotFound},
 		{"RecordPullError", func(id string) (any, error) {
 			return nil, testDB.RecordPullError(ctx, id, connA[0].ID, "boom", t0)
-		}, ErrNotFound},
+		}, commitlayer.ErrNotFound},
 		{"Sources", func(id string) (any, error) { return testDB.Sources(ctx, id) }, nil},
 		{"ConnectedSources", func(id string) (any, error) { return testDB.ConnectedSources(ctx, id) }, nil},
 	}
@@ -106,7 +106,7 @@ func TestTenantIsolation(t *testing.T) {
 	require.NoError(t, err, "A's action id and idempotency key are free for B")
 	require.True(t, created)
 	require.Equal(t, b.ID, actB.TenantID)
-	_, err = testDB.CreateConnector(ctx, b.ID, Connector{Source: "orders", Kind: "http_events", ID: connA[0].ID})
+	_, err = testDB.CreateConnector(ctx, b.ID, commitlayer.Connector{Source: "orders", Kind: "http_events", ID: connA[0].ID})
 	require.NoError(t, err, "A's connector id and source are free for B")
 	// B's facts on A's subjects do not show up for A.
 	facts, err := testDB.FactsAbout(ctx, a.ID, subjects)

@@ -81,7 +81,7 @@ func dropDatabase(ctx context.Context, databaseURL string) {
 }
 
 // newTenant creates a tenant for one test.
-func newTenant(t testing.TB) Tenant {
+func newTenant(t testing.TB) commitlayer.Tenant {
 	t.Helper()
 	tn, _, err := testDB.CreateTenant(context.Background(), t.Name())
 	require.NoError(t, err)

@@ -16,22 +16,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// ErrNotFound is returned (wrapped) when a row does not exist for the tenant.
-var ErrNotFound = errors.New("not found")
-
-// ErrConflict is returned (wrapped) when a write collides with an existing row,
-// e.g. an idempotency key reused with another body.
-var ErrConflict = errors.New("conflict")
-
-// ErrInvalid is returned (wrapped) when the input cannot be stored: a field
-// fails validation, or Postgres rejects a value (a NUL byte in text, a time
-// out of range, a constraint). Nothing of the call's writes is kept.
-var ErrInvalid = errors.New("invalid input")
 
 // DB is the store. It is safe for concurrent use.
 type DB struct {
@@ -251,20 +240,20 @@ func isRetryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
-// classify turns Postgres errors caused by the input into ErrInvalid, and a
-// foreign key to a missing tenant or action into ErrNotFound, so callers can
+// classify turns Postgres errors caused by the input into commitlayer.ErrInvalid, and a
+// foreign key to a missing tenant or action into commitlayer.ErrNotFound, so callers can
 // answer 4xx without reading Postgres codes. Other errors pass unchanged.
 func classify(err error) error {
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || errors.Is(err, ErrInvalid) || errors.Is(err, ErrNotFound) {
+	if !errors.As(err, &pe) || errors.Is(err, commitlayer.ErrInvalid) || errors.Is(err, commitlayer.ErrNotFound) {
 		return err
 	}
 	switch {
 	case pe.Code == "23503": // foreign_key_violation
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
+		return fmt.Errorf("%w: %w", commitlayer.ErrNotFound, err)
 	case strings.HasPrefix(pe.Code, "22"), // data exception: NUL byte, bad json, time out of range
 		pe.Code == "23502", pe.Code == "23514": // not null, check
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", commitlayer.ErrInvalid, err)
 	}
 	return err
 }
@@ -296,7 +285,7 @@ func checkTimes(named ...any) error {
 	for i := 0; i+1 < len(named); i += 2 {
 		t := named[i+1].(time.Time)
 		if y := t.UTC().Year(); y < 1 || y > 9999 {
-			return fmt.Errorf("%w: %s: year %d is outside 1 to 9999", ErrInvalid, named[i], y)
+			return fmt.Errorf("%w: %s: year %d is outside 1 to 9999", commitlayer.ErrInvalid, named[i], y)
 		}
 	}
 	return nil

@@ -6,46 +6,39 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/jackc/pgx/v5"
 )
-
-// Tenant is one customer workspace.
-type Tenant struct {
-	ID        string
-	Name      string
-	CreatedAt time.Time
-}
 
 // apiKeyPrefix starts every tenant API key.
 const apiKeyPrefix = "cl_"
 
 // CreateTenant creates a tenant and its API key. The key is returned once;
-// only its SHA-256 is stored. Tenant ids are "t_" + 16 base32 characters;
+// only its SHA-256 is stored. commitlayer.Tenant ids are "t_" + 16 base32 characters;
 // keys are "cl_<first 8 characters of the id's random part>_<32 random bytes
 // in base32>".
-func (db *DB) CreateTenant(ctx context.Context, name string) (Tenant, string, error) {
+func (db *DB) CreateTenant(ctx context.Context, name string) (commitlayer.Tenant, string, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
-		return Tenant{}, "", fmt.Errorf("create tenant: %w: name is required", ErrInvalid)
+		return commitlayer.Tenant{}, "", fmt.Errorf("create tenant: %w: name is required", commitlayer.ErrInvalid)
 	}
 	id := newID("t_")
 	key := apiKeyPrefix + strings.TrimPrefix(id, "t_")[:8] + "_" + randomToken(32)
 	hash := sha256.Sum256([]byte(key))
-	t := Tenant{ID: id, Name: name}
+	t := commitlayer.Tenant{ID: id, Name: name}
 	err := db.pool.QueryRow(ctx,
 		`INSERT INTO tenants (id, name, api_key_hash) VALUES ($1, $2, $3) RETURNING created_at`,
 		id, name, hash[:]).Scan(&t.CreatedAt)
 	if err != nil {
-		return Tenant{}, "", fmt.Errorf("create tenant: %w", classify(err))
+		return commitlayer.Tenant{}, "", fmt.Errorf("create tenant: %w", classify(err))
 	}
 	t.CreatedAt = t.CreatedAt.UTC()
 	return t, key, nil
 }
 
 // ListTenants lists every tenant, oldest first.
-func (db *DB) ListTenants(ctx context.Context) ([]Tenant, error) {
+func (db *DB) ListTenants(ctx context.Context) ([]commitlayer.Tenant, error) {
 	rows, err := db.pool.Query(ctx, `SELECT id, name, created_at FROM tenants ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list tenants: %w", classify(err))
@@ -57,24 +50,24 @@ func (db *DB) ListTenants(ctx context.Context) ([]Tenant, error) {
 	return ts, nil
 }
 
-// TenantByAPIKey returns the tenant owning key, ErrNotFound for an unknown
+// TenantByAPIKey returns the tenant owning key, commitlayer.ErrNotFound for an unknown
 // key. Keys are looked up by their SHA-256, so the comparison leaks nothing
 // useful about stored keys through timing.
-func (db *DB) TenantByAPIKey(ctx context.Context, key string) (Tenant, error) {
+func (db *DB) TenantByAPIKey(ctx context.Context, key string) (commitlayer.Tenant, error) {
 	if !strings.HasPrefix(key, apiKeyPrefix) {
-		return Tenant{}, fmt.Errorf("tenant by api key: %w", ErrNotFound)
+		return commitlayer.Tenant{}, fmt.Errorf("tenant by api key: %w", commitlayer.ErrNotFound)
 	}
 	hash := sha256.Sum256([]byte(key))
 	rows, err := db.pool.Query(ctx, `SELECT id, name, created_at FROM tenants WHERE api_key_hash = $1`, hash[:])
 	if err != nil {
-		return Tenant{}, fmt.Errorf("tenant by api key: %w", classify(err))
+		return commitlayer.Tenant{}, fmt.Errorf("tenant by api key: %w", classify(err))
 	}
 	t, err := pgx.CollectExactlyOneRow(rows, scanTenant)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Tenant{}, fmt.Errorf("tenant by api key: %w", ErrNotFound)
+		return commitlayer.Tenant{}, fmt.Errorf("tenant by api key: %w", commitlayer.ErrNotFound)
 	}
 	if err != nil {
-		return Tenant{}, fmt.Errorf("tenant by api key: %w", classify(err))
+		return commitlayer.Tenant{}, fmt.Errorf("tenant by api key: %w", classify(err))
 	}
 	return t, nil
 }
@@ -88,13 +81,13 @@ func (db *DB) DeleteTenant(ctx context.Context, tenantID string) error {
 		return fmt.Errorf("delete tenant %q: %w", tenantID, classify(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("delete tenant %q: %w", tenantID, ErrNotFound)
+		return fmt.Errorf("delete tenant %q: %w", tenantID, commitlayer.ErrNotFound)
 	}
 	return nil
 }
 
-func scanTenant(row pgx.CollectableRow) (Tenant, error) {
-	var t Tenant
+func scanTenant(row pgx.CollectableRow) (commitlayer.Tenant, error) {
+	var t commitlayer.Tenant
 	err := row.Scan(&t.ID, &t.Name, &t.CreatedAt)
 	t.CreatedAt = t.CreatedAt.UTC()
 	return t, err

@@ -54,7 +54,7 @@ func TestCreateTenantBadInput(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{"", "   ", "\t\n", "nul\x00byte"} {
 		_, key, err := testDB.CreateTenant(ctx, name)
-		require.ErrorIs(t, err, ErrInvalid, "%q", name)
+		require.ErrorIs(t, err, commitlayer.ErrInvalid, "%q", name)
 		require.Empty(t, key)
 	}
 }
@@ -65,7 +65,7 @@ func TestTenantByAPIKeyUnknown(t *testing.T) {
 	require.NoError(t, err)
 	for _, k := range []string{"", "cl_", key[:len(key)-1], key + "a", "Bearer " + key, "x" + key[1:], "cl_\x00"} {
 		_, err := testDB.TenantByAPIKey(ctx, k)
-		require.ErrorIs(t, err, ErrNotFound, "%q", k)
+		require.ErrorIs(t, err, commitlayer.ErrNotFound, "%q", k)
 	}
 }
 
@@ -88,10 +88,10 @@ func TestDeleteTenantPurgesAll(t *testing.T) {
 	}
 	require.Equal(t, before, rowCounts(t, b.ID))
 	_, err := testDB.GetAction(ctx, a.ID, "act_fill")
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 
-	require.ErrorIs(t, testDB.DeleteTenant(ctx, a.ID), ErrNotFound)
-	require.ErrorIs(t, testDB.DeleteTenant(ctx, "t_nope"), ErrNotFound)
+	require.ErrorIs(t, testDB.DeleteTenant(ctx, a.ID), commitlayer.ErrNotFound)
+	require.ErrorIs(t, testDB.DeleteTenant(ctx, "t_nope"), commitlayer.ErrNotFound)
 }
 
 // tenantTables lists every table holding tenant rows; TestEveryTableIsListed
@@ -144,6 +144,6 @@ func fillTenant(t *testing.T, tenantID string) {
 	require.NoError(t, err)
 	_, _, err = testDB.AppendVerdict(ctx, tenantID, mkVerdict("act_fill", commitlayer.StatusPass, at))
 	require.NoError(t, err)
-	_, err = testDB.CreateConnector(ctx, tenantID, Connector{Source: "orders", Kind: "http_events", URL: "http://x/orders"})
+	_, err = testDB.CreateConnector(ctx, tenantID, commitlayer.Connector{Source: "orders", Kind: "http_events", URL: "http://x/orders"})
 	require.NoError(t, err)
 }

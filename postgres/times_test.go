@@ -17,7 +17,7 @@ func TestTimesOutOfRange(t *testing.T) {
 	tn := newTenant(t)
 	_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_1", "order:o1", t0), t0, t0, "", nil)
 	require.NoError(t, err)
-	conn, err := testDB.CreateConnector(ctx, tn.ID, Connector{Source: "payments", Kind: "http_events"})
+	conn, err := testDB.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "payments", Kind: "http_events"})
 	require.NoError(t, err)
 	before := rowCounts(t, tn.ID)
 
@@ -56,7 +56,7 @@ func TestTimesOutOfRange(t *testing.T) {
 		},
 		"RecordPullError": func(at time.Time) error { return testDB.RecordPullError(ctx, tn.ID, conn.ID, "x", at) },
 		"FactsOfKinds": func(at time.Time) error {
-			_, err := testDB.FactsOfKinds(ctx, tn.ID, []Kind{{"payments", "x"}}, time.Time{}, at)
+			_, err := testDB.FactsOfKinds(ctx, tn.ID, []commitlayer.FactType{{Source: "payments", Type: "x"}}, time.Time{}, at)
 			return err
 		},
 		"PriorActions": func(at time.Time) error {
@@ -72,7 +72,7 @@ func TestTimesOutOfRange(t *testing.T) {
 			return err
 		},
 		"CreateBenchmarkRun": func(at time.Time) error {
-			_, err := testDB.CreateBenchmarkRun(ctx, BenchmarkRun{Status: "x", StartedAt: at})
+			_, err := testDB.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{Status: "x", StartedAt: at})
 			return err
 		},
 	}
@@ -83,7 +83,7 @@ func TestTimesOutOfRange(t *testing.T) {
 				require.NoError(t, err, "%s %s", name, what)
 				continue
 			}
-			require.ErrorIs(t, err, ErrInvalid, "%s %s", name, what)
+			require.ErrorIs(t, err, commitlayer.ErrInvalid, "%s %s", name, what)
 		}
 	}
 	after := rowCounts(t, tn.ID)

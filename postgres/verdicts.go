@@ -15,11 +15,11 @@ import (
 // (commitlayer.Verdict.SameAnswer), nothing is stored and the latest is
 // returned with appended = false; otherwise v is stored as version latest+1
 // and returned with that Version. Appends for one action are serialized. An
-// unknown action gives ErrNotFound.
+// unknown action gives commitlayer.ErrNotFound.
 func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
 	if v.ActionID == "" || !v.Status.Valid() {
 		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w: action id and a valid status are required",
-			v.ActionID, ErrInvalid)
+			v.ActionID, commitlayer.ErrInvalid)
 	}
 	if err := checkTimes("evaluated_at", v.EvaluatedAt, "settles_at", v.SettlesAt); err != nil {
 		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, err)
@@ -35,7 +35,7 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 		err := tx.QueryRow(ctx, `SELECT 1 FROM actions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`,
 			tenantID, v.ActionID).Scan(&one)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("action: %w", ErrNotFound)
+			return fmt.Errorf("action: %w", commitlayer.ErrNotFound)
 		}
 		if err != nil {
 			return err
@@ -52,7 +52,7 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 		out.Version = latest.Version + 1
 		body, err := json.Marshal(out)
 		if err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalid, err)
+			return fmt.Errorf("%w: %w", commitlayer.ErrInvalid, err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO verdicts (tenant_id, action_id, version, status, provisional, body, evaluated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)`,
@@ -68,12 +68,12 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 	return out, appended, nil
 }
 
-// LatestVerdict returns the latest verdict of an action, ErrNotFound if it
+// LatestVerdict returns the latest verdict of an action, commitlayer.ErrNotFound if it
 // has none (or the tenant has no such action).
 func (db *DB) LatestVerdict(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error) {
 	v, err := latestVerdict(ctx, db.pool, tenantID, actionID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return commitlayer.Verdict{}, fmt.Errorf("latest verdict of %q: %w", actionID, ErrNotFound)
+		return commitlayer.Verdict{}, fmt.Errorf("latest verdict of %q: %w", actionID, commitlayer.ErrNotFound)
 	}
 	if err != nil {
 		return commitlayer.Verdict{}, fmt.Errorf("latest verdict of %q: %w", actionID, classify(err))

@@ -17,7 +17,7 @@ func TestVerdictHistory(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = testDB.LatestVerdict(ctx, tn.ID, "act_1")
-	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 	hist, err := testDB.VerdictHistory(ctx, tn.ID, "act_1")
 	require.NoError(t, err)
 	require.Empty(t, hist)
@@ -87,15 +87,15 @@ func TestAppendVerdictBadInput(t *testing.T) {
 		v    commitlayer.Verdict
 		want error
 	}{
-		{"no action id", mkVerdict("", commitlayer.StatusPass, t0), ErrInvalid},
-		{"bad status", mkVerdict("act_1", "MAYBE", t0), ErrInvalid},
-		{"empty status", mkVerdict("act_1", "", t0), ErrInvalid},
-		{"unknown action", mkVerdict("act_2", commitlayer.StatusPass, t0), ErrNotFound},
+		{"no action id", mkVerdict("", commitlayer.StatusPass, t0), commitlayer.ErrInvalid},
+		{"bad status", mkVerdict("act_1", "MAYBE", t0), commitlayer.ErrInvalid},
+		{"empty status", mkVerdict("act_1", "", t0), commitlayer.ErrInvalid},
+		{"unknown action", mkVerdict("act_2", commitlayer.StatusPass, t0), commitlayer.ErrNotFound},
 		{"NUL in message", func() commitlayer.Verdict {
 			v := mkVerdict("act_1", commitlayer.StatusFail, t0)
 			v.Findings = []commitlayer.Finding{{Code: commitlayer.CodeMissingEffect, Message: "a\x00"}}
 			return v
-		}(), ErrInvalid},
+		}(), commitlayer.ErrInvalid},
 	}
 	for _, tc := range cases {
 		_, appended, err := testDB.AppendVerdict(ctx, tn.ID, tc.v)

@@ -38,7 +38,7 @@ func (db *DB) EndWatch(ctx context.Context, tenantID, actionID string, at time.T
 		return fmt.Errorf("end watch of %s: %w", actionID, classify(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("end watch of %s: %w", actionID, ErrNotFound)
+		return fmt.Errorf("end watch of %s: %w", actionID, commitlayer.ErrNotFound)
 	}
 	return nil
 }

@@ -18,7 +18,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/postgres"
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
@@ -28,8 +27,8 @@ var ErrNotRunning = errors.New("verification is not running")
 
 // Store is what the client needs from the database.
 type Store interface {
-	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]postgres.ActionRecord, error)
-	ListConnectors(ctx context.Context, tenantID string) ([]postgres.Connector, error)
+	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]commitlayer.ActionRecord, error)
+	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
 	LinkedSubjects(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Subject, error)
 }
 
@@ -67,7 +66,7 @@ func (c *Client) logger() *slog.Logger {
 // StartOptions are the workflow options of an action's verification:
 // a deterministic ID, reject-duplicate reuse, and the search attributes that
 // make it findable.
-func StartOptions(taskQueue, tenantID string, a postgres.ActionRecord) client.StartWorkflowOptions {
+func StartOptions(taskQueue, tenantID string, a commitlayer.ActionRecord) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       workflows.VerifyWorkflowID(tenantID, a.ID),
 		TaskQueue:                taskQueue,
@@ -82,7 +81,7 @@ func StartOptions(taskQueue, tenantID string, a postgres.ActionRecord) client.St
 }
 
 // Input is the VerifyAction input for a stored action.
-func Input(tenantID string, a postgres.ActionRecord) workflows.VerifyActionInput {
+func Input(tenantID string, a commitlayer.ActionRecord) workflows.VerifyActionInput {
 	return workflows.VerifyActionInput{
 		TenantID: tenantID, ActionID: a.ID, SettlesAt: a.SettlesAt, WatchUntil: a.WatchUntil,
 	}
@@ -91,7 +90,7 @@ func Input(tenantID string, a postgres.ActionRecord) workflows.VerifyActionInput
 // Start begins the verification of a stored action. Starting one that
 // already exists (running or finished) is not an error: the action's
 // verification is unique.
-func (c *Client) Start(ctx context.Context, tenantID string, a postgres.ActionRecord) error {
+func (c *Client) Start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
 	_, err := c.Temporal.ExecuteWorkflow(ctx, StartOptions(c.taskQueue(), tenantID, a), workflows.VerifyAction, Input(tenantID, a))
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {
@@ -208,7 +207,7 @@ func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []co
 		}
 		wg.Add(1)
 		sem <- struct{}{}
-		go func(a postgres.ActionRecord) {
+		go func(a commitlayer.ActionRecord) {
 			defer func() { <-sem; wg.Done() }()
 			err := c.Temporal.SignalWorkflow(ctx, workflows.VerifyWorkflowID(tenantID, a.ID), "",
 				workflows.SignalFactsArrived, workflows.FactsArrived{Subjects: subjects})

@@ -11,7 +11,6 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/testenv"
-	"github.com/commitlayer/commitlayer/postgres"
 	"github.com/commitlayer/commitlayer/verify"
 	"github.com/commitlayer/commitlayer/workflows"
 )
@@ -21,12 +20,12 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // noStore answers as a tenant with no watched actions and no connectors;
 // links, when set, maps a subject to the subjects linked to it.
 type noStore struct {
-	watched []postgres.ActionRecord
+	watched []commitlayer.ActionRecord
 	links   map[commitlayer.Subject][]commitlayer.Subject
 	asked   *[]commitlayer.Subject
 }
 
-func (s noStore) WatchedActions(_ context.Context, _ string, subjects []commitlayer.Subject, _ time.Time) ([]postgres.ActionRecord, error) {
+func (s noStore) WatchedActions(_ context.Context, _ string, subjects []commitlayer.Subject, _ time.Time) ([]commitlayer.ActionRecord, error) {
 	if s.asked != nil {
 		*s.asked = append([]commitlayer.Subject(nil), subjects...)
 	}
@@ -40,7 +39,9 @@ func (s noStore) LinkedSubjects(_ context.Context, _ string, subjects []commitla
 	}
 	return out, nil
 }
-func (noStore) ListConnectors(context.Context, string) ([]postgres.Connector, error) { return nil, nil }
+func (noStore) ListConnectors(context.Context, string) ([]commitlayer.Connector, error) {
+	return nil, nil
+}
 
 func dial(t *testing.T) client.Client {
 	t.Helper()
@@ -58,7 +59,7 @@ func TestStartIsIdempotentAndRecheckOfUnknownIsNotRunning(t *testing.T) {
 	vc := &verify.Client{Temporal: c, Store: noStore{}, TaskQueue: "verify-test-nobody-polls"}
 	ctx := context.Background()
 	tenant := "t_verifytest" + time.Now().Format("150405.000000")
-	rec := postgres.ActionRecord{Action: commitlayer.Action{ID: "act_1", Contract: "c", Agent: "a", Subject: "order:o_1",
+	rec := commitlayer.ActionRecord{Action: commitlayer.Action{ID: "act_1", Contract: "c", Agent: "a", Subject: "order:o_1",
 		RequestedAt: time.Now()}, SettlesAt: time.Now().Add(time.Minute), WatchUntil: time.Now().Add(time.Hour)}
 	require.NoError(t, vc.Start(ctx, tenant, rec))
 	require.NoError(t, vc.Start(ctx, tenant, rec), "starting an existing verification is not an error")
@@ -79,7 +80,7 @@ func TestNotifyFactsIgnoresEndedVerifications(t *testing.T) {
 	c := dial(t)
 	// The store says an action is watched, but no workflow exists for it
 	// (its verification ended): nudging it is not an error.
-	vc := &verify.Client{Temporal: c, Store: noStore{watched: []postgres.ActionRecord{
+	vc := &verify.Client{Temporal: c, Store: noStore{watched: []commitlayer.ActionRecord{
 		{Action: commitlayer.Action{ID: "act_gone"}},
 	}}}
 	require.NoError(t, vc.FactsArrived(context.Background(), "t_nobody", []commitlayer.Subject{"order:o_1"}))

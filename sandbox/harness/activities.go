@@ -27,20 +27,20 @@ import (
 
 // Store is what the harness needs from the database.
 type Store interface {
-	CreateTenant(ctx context.Context, name string) (postgres.Tenant, string, error)
+	CreateTenant(ctx context.Context, name string) (commitlayer.Tenant, string, error)
 	DeleteTenant(ctx context.Context, tenantID string) error
-	PutContract(ctx context.Context, tenantID, contractID string, source []byte) (postgres.ContractRecord, bool, error)
-	CreateConnector(ctx context.Context, tenantID string, c postgres.Connector) (postgres.Connector, error)
+	PutContract(ctx context.Context, tenantID, contractID string, source []byte) (commitlayer.ContractRecord, bool, error)
+	CreateConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.Connector, error)
 	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
-	GetAction(ctx context.Context, tenantID, actionID string) (postgres.ActionRecord, error)
-	GetBenchmarkRun(ctx context.Context, id string) (postgres.BenchmarkRun, error)
-	UpdateBenchmarkRun(ctx context.Context, r postgres.BenchmarkRun) error
+	GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error)
+	GetBenchmarkRun(ctx context.Context, id string) (commitlayer.BenchmarkRun, error)
+	UpdateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) error
 }
 
 // API is the API's own path for recording actions and listing orphans: the
 // harness records the agent's action exactly as POST /v1/actions does.
 type API interface {
-	RecordAction(ctx context.Context, tenantID string, a commitlayer.Action, idempotencyKey string, requestHash []byte) (postgres.ActionRecord, bool, error)
+	RecordAction(ctx context.Context, tenantID string, a commitlayer.Action, idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error)
 	Orphans(ctx context.Context, tenantID, contractID string, since, until time.Time) ([]contracts.Orphan, error)
 }
 
@@ -183,7 +183,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		return fail(fmt.Errorf("put contract: %w", err))
 	}
 	for _, sys := range systems.Names {
-		if _, err := a.Store.CreateConnector(ctx, tenant.ID, postgres.Connector{
+		if _, err := a.Store.CreateConnector(ctx, tenant.ID, commitlayer.Connector{
 			Source: sys, Kind: "http_events", URL: l.Env.Enterprise.SystemURL(sys),
 		}); err != nil {
 			return fail(fmt.Errorf("create connector %s: %w", sys, err))
@@ -431,7 +431,7 @@ type RunInput struct {
 func (a *Activities) RecordRun(ctx context.Context, in RunInput) (Summary, error) {
 	res := NewResults("", in.StartedAt, in.FinishedAt, in.Concurrency, in.Rows)
 	run, err := a.Store.GetBenchmarkRun(ctx, in.RunID)
-	if errors.Is(err, postgres.ErrNotFound) {
+	if errors.Is(err, commitlayer.ErrNotFound) {
 		return res.Summary, nil // a run started without a stored row keeps no bookkeeping
 	} else if err != nil {
 		return Summary{}, fmt.Errorf("load run %s: %w", in.RunID, err)

@@ -18,16 +18,15 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/api"
-	"github.com/commitlayer/commitlayer/postgres"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
 // Store is what the runner needs from the database.
 type Store interface {
-	CreateBenchmarkRun(ctx context.Context, r postgres.BenchmarkRun) (postgres.BenchmarkRun, error)
-	GetBenchmarkRun(ctx context.Context, id string) (postgres.BenchmarkRun, error)
-	UpdateBenchmarkRun(ctx context.Context, r postgres.BenchmarkRun) error
+	CreateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) (commitlayer.BenchmarkRun, error)
+	GetBenchmarkRun(ctx context.Context, id string) (commitlayer.BenchmarkRun, error)
+	UpdateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) error
 }
 
 // Runner starts benchmark runs.
@@ -46,14 +45,14 @@ const MaxConcurrency = 64
 
 // Start validates the request, stores the run and starts its Benchmark
 // workflow.
-func (r *Runner) Start(ctx context.Context, req api.BenchmarkRequest) (postgres.BenchmarkRun, error) {
+func (r *Runner) Start(ctx context.Context, req api.BenchmarkRequest) (commitlayer.BenchmarkRun, error) {
 	run, _, err := r.start(ctx, req)
 	return run, err
 }
 
 // Started is a run just started.
 type Started struct {
-	Run       postgres.BenchmarkRun
+	Run       commitlayer.BenchmarkRun
 	Scenarios []string
 	Workflow  client.WorkflowRun
 }
@@ -71,18 +70,18 @@ func (r *Runner) StartRun(ctx context.Context, req api.BenchmarkRequest) (Starte
 	return Started{Run: run, Scenarios: ids, Workflow: wr}, nil
 }
 
-func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (postgres.BenchmarkRun, client.WorkflowRun, error) {
+func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlayer.BenchmarkRun, client.WorkflowRun, error) {
 	scenarios, err := harness.Select(req.Only)
 	if err != nil {
-		return postgres.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "only", Reason: err.Error()}
+		return commitlayer.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "only", Reason: err.Error()}
 	}
 	if len(scenarios) == 0 {
-		return postgres.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "only", Reason: "selects no scenario"}
+		return commitlayer.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "only", Reason: "selects no scenario"}
 	}
 	conc := req.Concurrency
 	switch {
 	case conc < 0 || conc > MaxConcurrency:
-		return postgres.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "concurrency",
+		return commitlayer.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "concurrency",
 			Reason: fmt.Sprintf("must be between 1 and %d", MaxConcurrency)}
 	case conc == 0:
 		conc = r.DefaultConcurrency
@@ -101,14 +100,14 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (postgres.
 		Scenarios   []string `json:"scenarios"`
 	}{req.Only, conc, ids})
 	if err != nil {
-		return postgres.BenchmarkRun{}, nil, fmt.Errorf("encode run request: %w", err)
+		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("encode run request: %w", err)
 	}
 	now := time.Now().UTC()
-	run, err := r.Store.CreateBenchmarkRun(ctx, postgres.BenchmarkRun{
+	run, err := r.Store.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{
 		ID: runID, Status: "running", Request: reqJSON, StartedAt: now,
 	})
 	if err != nil {
-		return postgres.BenchmarkRun{}, nil, fmt.Errorf("store run: %w", err)
+		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("store run: %w", err)
 	}
 	tq := r.TaskQueue
 	if tq == "" {
@@ -126,7 +125,7 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (postgres.
 		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
-		return postgres.BenchmarkRun{}, nil, fmt.Errorf("start benchmark workflow: %w", err)
+		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("start benchmark workflow: %w", err)
 	}
 	return run, wr, nil
 }

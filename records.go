@@ -1,0 +1,83 @@
+package commitlayer
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The records below are what every layer passes around once the store has
+// them. The postgres package stores and loads them; the API, the
+// activities, the verification client and the sandbox harness take them
+// from there without depending on the store.
+
+// Tenant is one customer workspace.
+type Tenant struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+// ActionRecord is a stored action: the action as recorded (its contract
+// version pinned) and the window its verification runs in.
+type ActionRecord struct {
+	Action
+	TenantID   string
+	SettlesAt  time.Time
+	WatchUntil time.Time
+	CreatedAt  time.Time
+}
+
+// ContractRecord is one stored version of a contract.
+type ContractRecord struct {
+	ID        string
+	Version   int
+	Source    []byte // YAML or JSON as posted
+	CreatedAt time.Time
+}
+
+// Connector pulls facts for one source of a tenant; Kind says how
+// (http_events, …).
+type Connector struct {
+	ID, TenantID, Source string
+	Kind                 string
+	URL                  string
+	Cursor               string
+	LastPullAt           time.Time // last successful pull
+	LastError            string
+	LastErrorAt          time.Time
+	CreatedAt            time.Time
+}
+
+// SourceCoverage says what the store knows of one source of a tenant.
+type SourceCoverage struct {
+	Source       string
+	EverReported bool
+	FactCount    int64
+	LastFactAt   time.Time // latest occurred_at among its facts
+	LastSeenAt   time.Time // last ingestion: a batch pushed or a successful pull
+	ConnectorID  string
+	LastError    string
+	LastErrorAt  time.Time
+}
+
+// FactType names a kind of fact: a type from a source.
+type FactType struct{ Source, Type string }
+
+// InsertResult counts a batch of facts.
+type InsertResult struct {
+	Inserted, Duplicates int
+	// Subjects are the distinct subjects and links of the inserted facts,
+	// sorted: the subjects whose open verifications should hear of them.
+	Subjects []Subject
+}
+
+// BenchmarkRun is one benchmark run (admin). Request, Summary and Results
+// are opaque JSON, stored and returned byte for byte. TenantID names the
+// tenant the run used; the run outlives it.
+type BenchmarkRun struct {
+	ID, Status                string
+	Request, Summary, Results json.RawMessage
+	Markdown, LogTail         string
+	TenantID                  string
+	StartedAt, FinishedAt     time.Time
+}
