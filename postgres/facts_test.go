@@ -229,7 +229,7 @@ func TestFactsByExternalIDNotFound(t *testing.T) {
 	tn := newTenant(t)
 	_, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("payments", "x", "order:o1", "re_1", t0, nil)})
 	require.NoError(t, err)
-	for _, k := range [][2]string{{Source: "payments", Type: "re_2"}, {Source: "orders", Type: "re_1"}, {Source: "", Type: ""}, {Source: "payments", Type: "RE_1"}} {
+	for _, k := range [][2]string{{"payments", "re_2"}, {"orders", "re_1"}, {"", ""}, {"payments", "RE_1"}} {
 		_, err := testDB.FactsByExternalID(ctx, tn.ID, k[0], k[1])
 		require.ErrorIs(t, err, commitlayer.ErrNotFound, "%v", k)
 	}

@@ -240,9 +240,10 @@ func isRetryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
-// classify turns Postgres errors caused by the input into commitlayer.ErrInvalid, and a
-// foreign key to a missing tenant or action into commitlayer.ErrNotFound, so callers can
-// answer 4xx without reading Postgres codes. Other errors pass unchanged.
+// classify turns Postgres errors caused by the input into
+// commitlayer.ErrInvalid, and a foreign key to a missing tenant or action
+// into commitlayer.ErrNotFound, so callers can answer 4xx without reading
+// Postgres codes. Other errors pass unchanged.
 func classify(err error) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || errors.Is(err, commitlayer.ErrInvalid) || errors.Is(err, commitlayer.ErrNotFound) {
