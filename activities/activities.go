@@ -24,10 +24,11 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/connectors/httpevents"
 	"github.com/commitlayer/commitlayer/contracts"
-	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/service"
 )
 
-// Store is what the activities need from the database; *postgres.DB has it.
+// Store is what the activities need from the database; *postgres.DB has it
+// (checked in the tests).
 type Store interface {
 	GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error)
 	GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error)
@@ -43,8 +44,6 @@ type Store interface {
 	EndWatch(ctx context.Context, tenantID, actionID string, at time.Time) error
 }
 
-var _ Store = (*postgres.DB)(nil)
-
 // Notifier tells open verifications that subjects got new facts.
 type Notifier interface {
 	NotifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, exceptActionID string) error
@@ -55,10 +54,15 @@ type Activities struct {
 	Store  Store
 	Notify Notifier // may be nil: nobody is told about pulled facts
 	Logger *slog.Logger
-	// HTTPClient returns the client a tenant's connectors are pulled with.
-	// Nil means a shared client with a 30 s timeout. The sandbox uses it to
-	// put its chaos transport between the connectors and its systems.
-	HTTPClient func(tenantID string) *http.Client
+	// HTTPClient pulls the connectors; nil means a client with a 30 s
+	// timeout.
+	HTTPClient *http.Client
+	// TenantHTTPClient, when set, may give a tenant a client of its own
+	// (nil: HTTPClient). Only the sandbox benchmark sets it, to put its
+	// chaos transport between its tenants' connectors and its systems.
+	TenantHTTPClient func(tenantID string) *http.Client
+	// Contracts loads compiled contracts (shared with the API in one
+	// process); nil makes one on Store.
 	// Now is the clock verdicts are evaluated at; nil means time.Now.
 	Now func() time.Time
 	// PageLimit bounds the events asked for per page; 0 means 1000.
@@ -66,7 +70,9 @@ type Activities struct {
 	// MaxPagesPerPull bounds one pull of one connector; 0 means 100.
 	MaxPagesPerPull int
 
-	contracts sync.Map // "tenant/contract/version" → *contracts.Contract
+	Contracts *service.Contracts
+
+	contractsOnce sync.Once
 }
 
 var defaultHTTPClient = &http.Client{Timeout: 30 * time.Second}
@@ -198,7 +204,10 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 	}
 	hc := defaultHTTPClient
 	if a.HTTPClient != nil {
-		if h := a.HTTPClient(tenantID); h != nil {
+		hc = a.HTTPClient
+	}
+	if a.TenantHTTPClient != nil {
+		if h := a.TenantHTTPClient(tenantID); h != nil {
 			hc = h
 		}
 	}
@@ -368,24 +377,15 @@ func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act 
 	}, nil
 }
 
-// priorActions loads the earlier actions each of the contract's limits
-// counts, once per distinct (per, window).
+// priorActions loads the earlier actions the contract's limits count
+// (contracts.PriorQueries says which).
 func (a *Activities) priorActions(ctx context.Context, tenantID string, act commitlayer.ActionRecord, c *contracts.Contract) ([]commitlayer.Action, error) {
 	var out []commitlayer.Action
 	seen := map[string]bool{}
-	for _, l := range c.Spec.Limits {
-		var agent string
-		var subject commitlayer.Subject
-		switch l.Per {
-		case contracts.PerSubject:
-			subject = act.Subject
-		default:
-			agent = act.Agent
-		}
-		from := act.RequestedAt.Add(-time.Duration(l.Window))
-		got, err := a.Store.PriorActions(ctx, tenantID, act.Contract, agent, subject, from, act.RequestedAt, act.ID)
+	for _, q := range c.PriorQueries(act.Action) {
+		got, err := a.Store.PriorActions(ctx, tenantID, act.Contract, q.Agent, q.Subject, q.From, q.To, act.ID)
 		if err != nil {
-			return nil, fmt.Errorf("evaluate: prior actions for limit %s: %w", l.ID, err)
+			return nil, fmt.Errorf("evaluate: prior actions for limit %s: %w", q.Limit, err)
 		}
 		for _, p := range got {
 			if !seen[p.ID] {
@@ -397,28 +397,25 @@ func (a *Activities) priorActions(ctx context.Context, tenantID string, act comm
 	return out, nil
 }
 
-// contract returns the compiled contract version, compiling it once per
-// process.
+// contract returns the compiled contract version through the process's
+// loader (one bounded cache for the API and the worker).
 func (a *Activities) contract(ctx context.Context, tenantID, id string, version int) (*contracts.Contract, error) {
-	key := fmt.Sprintf("%s/%s/%d", tenantID, id, version)
-	if c, ok := a.contracts.Load(key); ok {
-		return c.(*contracts.Contract), nil
-	}
-	rec, err := a.Store.GetContract(ctx, tenantID, id, version)
-	if errors.Is(err, commitlayer.ErrNotFound) {
-		return nil, nonRetryable("evaluate: contract %s version %d not found", id, version)
+	_, c, err := a.loader().Load(ctx, tenantID, id, version)
+	if errors.Is(err, commitlayer.ErrInvalid) {
+		return nil, nonRetryable("evaluate: contract %s version %d: %v", id, version, err)
 	} else if err != nil {
-		return nil, fmt.Errorf("evaluate: load contract %s: %w", id, err)
+		return nil, fmt.Errorf("evaluate: %w", err)
 	}
-	c, err := contracts.Parse(rec.Source)
-	if err != nil {
-		return nil, nonRetryable("evaluate: compile contract %s version %d: %v", id, rec.Version, err)
-	}
-	if version == 0 {
-		key = fmt.Sprintf("%s/%s/%d", tenantID, id, rec.Version)
-	}
-	a.contracts.Store(key, c)
 	return c, nil
+}
+
+func (a *Activities) loader() *service.Contracts {
+	a.contractsOnce.Do(func() {
+		if a.Contracts == nil {
+			a.Contracts = service.NewContracts(a.Store, 0)
+		}
+	})
+	return a.Contracts
 }
 
 // OpenVerifications counts the tenant's actions whose watch has not ended.

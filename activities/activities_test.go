@@ -342,3 +342,5 @@ forbids:
 	require.Equal(t, commitlayer.CodeForbiddenEffect, res.Verdict.Findings[0].Code)
 	require.Equal(t, []string{"re1"}, res.Verdict.Findings[0].Facts)
 }
+
+var _ activities.Store = (*postgres.DB)(nil)

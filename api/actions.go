@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // maxIdempotencyKey bounds an Idempotency-Key header.
@@ -36,12 +36,14 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	stored, created, err := s.RecordAction(r.Context(), t.ID, req.Action, key, req.Hash)
+	stored, created, err := s.actions.Record(r.Context(), t.ID, req.Action, key, req.Hash)
 	if err != nil {
 		var fe *commitlayer.FieldError
 		var ae *apiError
+		var ce *commitlayer.Error
+		var stale *service.StaleContractError
 		switch {
-		case errors.As(err, &ae):
+		case errors.As(err, &ae), errors.As(err, &ce), errors.As(err, &stale):
 			s.writeError(w, r, err)
 		case isConflict(err) && key != "":
 			s.writeError(w, r, errorf(http.StatusConflict, codeIdempotency,
@@ -84,36 +86,6 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]string{"id": stored.ID, "verdict_url": url})
 }
 
-// RecordAction records an action the way POST /v1/actions does, without
-// starting its verification: requested_at defaults to now, the contract's
-// latest version is pinned, the subject type is checked, settles_at and
-// watch_until come from the contract, and the idempotency key (with the
-// request's hash) makes a retry return the same action (created false). The
-// sandbox harness records its agents' actions through it. Errors for the
-// caller's input are *apiError values (422) or wrap commitlayer.ErrConflict /
-// commitlayer.ErrInvalid.
-func (s *Server) RecordAction(ctx context.Context, tenantID string, a commitlayer.Action, idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error) {
-	if a.RequestedAt.IsZero() {
-		a.RequestedAt = s.now().UTC()
-	}
-	rec, c, err := s.loadContract(ctx, tenantID, a.Contract, a.ContractVersion)
-	if err != nil {
-		return commitlayer.ActionRecord{}, false, err
-	}
-	if want := c.Spec.Subject; want != "" && a.Subject.Type() != want {
-		return commitlayer.ActionRecord{}, false, errorf(http.StatusUnprocessableEntity, codeSubjectMismatch,
-			"subject: contract %s acts on %q subjects, not %q", c.ID(), want, a.Subject.Type())
-	}
-	a.ContractVersion = rec.Version
-	settlesAt := c.SettlesAt(a.RequestedAt)
-	watchUntil := c.WatchUntil(a.RequestedAt)
-	stored, created, err := s.store.CreateAction(ctx, tenantID, a, settlesAt, watchUntil, idempotencyKey, requestHash)
-	if err != nil {
-		return commitlayer.ActionRecord{}, false, fmt.Errorf("create action: %w", err)
-	}
-	return stored, created, nil
-}
-
 // start starts the verification of a stored action.
 func (s *Server) start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
 	if s.verifier == nil {
@@ -128,7 +100,7 @@ func (s *Server) needsStart(ctx context.Context, tenantID, actionID, startKey st
 	if s.started.has(startKey) {
 		return false
 	}
-	_, err := s.store.LatestVerdict(ctx, tenantID, actionID)
+	_, err := s.actionDB.LatestVerdict(ctx, tenantID, actionID)
 	return isNotFound(err)
 }
 
@@ -175,7 +147,7 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	history, err := s.store.VerdictHistory(r.Context(), t.ID, rec.ID)
+	history, err := s.actionDB.VerdictHistory(r.Context(), t.ID, rec.ID)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("verdict history: %w", err))
 		return
@@ -203,7 +175,7 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) (commitlayer.Act
 		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no action %q", truncate(id, 128)))
 		return commitlayer.ActionRecord{}, false
 	}
-	rec, err := s.store.GetAction(r.Context(), tenantOf(r.Context()).ID, id)
+	rec, err := s.actionDB.GetAction(r.Context(), tenantOf(r.Context()).ID, id)
 	switch {
 	case isNotFound(err):
 		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no action %q", truncate(id, 128)))
@@ -274,7 +246,7 @@ func (s *Server) orphans(w http.ResponseWriter, r *http.Request) {
 		}
 		since = ts
 	}
-	orphans, err := s.Orphans(r.Context(), t.ID, id, since, now)
+	orphans, err := s.actions.Orphans(r.Context(), t.ID, id, since, now)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -284,30 +256,4 @@ func (s *Server) orphans(w http.ResponseWriter, r *http.Request) {
 		out = append(out, orphanView{ContractID: o.Contract, Check: o.Check, Fact: o.Fact})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"orphans": out, "since": since, "until": now})
-}
-
-// Orphans lists the effects of the kinds a contract expects or forbids that
-// occurred in [since, until] on subjects with no recorded action of it
-// (directly or through links), as GET /v1/actions/orphans does. The sandbox
-// harness uses it too.
-func (s *Server) Orphans(ctx context.Context, tenantID, contractID string, since, until time.Time) ([]contracts.Orphan, error) {
-	_, c, err := s.loadContract(ctx, tenantID, contractID, 0)
-	if err != nil {
-		return nil, err
-	}
-	var kinds []commitlayer.FactType
-	for _, k := range c.EffectKinds() {
-		kinds = append(kinds, commitlayer.FactType{Source: k.Source, Type: k.Type})
-	}
-	facts, err := s.store.FactsOfKinds(ctx, tenantID, kinds, since, until)
-	if err != nil {
-		return nil, fmt.Errorf("orphans: facts: %w", err)
-	}
-	// An effect at since may belong to an action requested up to
-	// settlement + watch before it.
-	actions, err := s.store.ActionsOfContract(ctx, tenantID, c.ID(), since.Add(-(c.Settlement() + c.Watch())))
-	if err != nil {
-		return nil, fmt.Errorf("orphans: actions: %w", err)
-	}
-	return contracts.Orphans(c, actions, facts), nil
 }

@@ -44,7 +44,7 @@ func (s *Server) postTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()))
 		return
 	}
-	t, key, err := s.store.CreateTenant(r.Context(), name)
+	t, key, err := s.tenants.CreateTenant(r.Context(), name)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("create tenant: %w", err))
 		return
@@ -53,7 +53,7 @@ func (s *Server) postTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
-	ts, err := s.store.ListTenants(r.Context())
+	ts, err := s.tenants.ListTenants(r.Context())
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("list tenants: %w", err))
 		return
@@ -140,7 +140,7 @@ func (s *Server) postBenchmark(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listBenchmarks(w http.ResponseWriter, r *http.Request) {
-	runs, err := s.store.ListBenchmarkRuns(r.Context())
+	runs, err := s.benchRuns.ListBenchmarkRuns(r.Context())
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("list benchmark runs: %w", err))
 		return
@@ -166,7 +166,7 @@ func (s *Server) benchmarkRun(w http.ResponseWriter, r *http.Request) (commitlay
 		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no benchmark run %q", truncate(id, 128)))
 		return commitlayer.BenchmarkRun{}, false
 	}
-	run, err := s.store.GetBenchmarkRun(r.Context(), id)
+	run, err := s.benchRuns.GetBenchmarkRun(r.Context(), id)
 	switch {
 	case isNotFound(err):
 		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no benchmark run %q", truncate(id, 128)))
@@ -189,7 +189,7 @@ func (s *Server) purgeBenchmark(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusConflict, codeBenchmarkRunning, "benchmark run %s is still running; purge it when it is done", run.ID))
 		return
 	}
-	n, err := s.store.PurgeBenchmarkTenants(r.Context(), run.ID)
+	n, err := s.benchRuns.PurgeBenchmarkTenants(r.Context(), run.ID)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("purge benchmark tenants: %w", err))
 		return

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -56,7 +55,7 @@ func (s *Server) postContract(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, contractError(err))
 		return
 	}
-	rec, created, err := s.store.PutContract(r.Context(), t.ID, c.ID(), src)
+	rec, created, err := s.contractDB.PutContract(r.Context(), t.ID, c.ID(), src)
 	switch {
 	case isInvalid(err):
 		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeInvalidContract, "contract %s cannot be stored", c.ID()))
@@ -66,7 +65,7 @@ func (s *Server) postContract(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("store contract: %w", err))
 		return
 	}
-	s.contracts.put(contractKey(t.ID, rec.ID, rec.Version), c)
+	s.contracts.Remember(t.ID, rec, c)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -89,7 +88,7 @@ func contractError(err error) *apiError {
 }
 
 func (s *Server) listContracts(w http.ResponseWriter, r *http.Request) {
-	recs, err := s.store.ListContracts(r.Context(), tenantOf(r.Context()).ID)
+	recs, err := s.contractDB.ListContracts(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("list contracts: %w", err))
 		return
@@ -117,7 +116,7 @@ func (s *Server) getContract(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no contract %q", truncate(id, 128)))
 		return
 	}
-	rec, err := s.store.GetContract(r.Context(), tenantOf(r.Context()).ID, id, version)
+	rec, err := s.contractDB.GetContract(r.Context(), tenantOf(r.Context()).ID, id, version)
 	switch {
 	case isNotFound(err):
 		if version > 0 {
@@ -135,32 +134,4 @@ func (s *Server) getContract(w http.ResponseWriter, r *http.Request) {
 
 func contractKey(tenantID, id string, version int) string {
 	return tenantID + "\x00" + id + "\x00" + strconv.Itoa(version)
-}
-
-// loadContract returns a version of a contract compiled (from the cache
-// when it was compiled before): 422 unknown_contract when the tenant has no
-// such contract, 422 invalid_contract when the stored source no longer
-// compiles.
-func (s *Server) loadContract(ctx context.Context, tenantID, id string, version int) (commitlayer.ContractRecord, *contracts.Contract, error) {
-	rec, err := s.store.GetContract(ctx, tenantID, id, version)
-	switch {
-	case isNotFound(err) && version > 0:
-		return rec, nil, errorf(http.StatusUnprocessableEntity, codeUnknownContract, "contract %q has no version %d", truncate(id, 128), version)
-	case isNotFound(err):
-		return rec, nil, errorf(http.StatusUnprocessableEntity, codeUnknownContract, "no contract %q; post it to /v1/contracts first", truncate(id, 128))
-	case err != nil:
-		return rec, nil, fmt.Errorf("load contract: %w", err)
-	}
-	key := contractKey(tenantID, rec.ID, rec.Version)
-	if c, ok := s.contracts.get(key); ok {
-		return rec, c.(*contracts.Contract), nil
-	}
-	c, err := contracts.Parse(rec.Source)
-	if err != nil {
-		ae := contractError(err)
-		ae.Message = fmt.Sprintf("stored contract %s version %d no longer compiles: %s", rec.ID, rec.Version, ae.Message)
-		return rec, nil, ae
-	}
-	s.contracts.put(key, c)
-	return rec, c, nil
 }

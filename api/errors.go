@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // Error codes sent in {"error":{"code"}}.
@@ -67,8 +68,8 @@ type errorBody struct {
 // with a generic message, the detail going only to the log with the
 // request id.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var ae *apiError
-	if !errors.As(err, &ae) {
+	ae := clientError(err)
+	if ae == nil {
 		s.logError(r, "internal error", err)
 		ae = &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error"}
 	}
@@ -107,3 +108,32 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func isNotFound(err error) bool { return errors.Is(err, commitlayer.ErrNotFound) }
 func isConflict(err error) bool { return errors.Is(err, commitlayer.ErrConflict) }
 func isInvalid(err error) bool  { return errors.Is(err, commitlayer.ErrInvalid) }
+
+// clientError maps an error meant for the client to its answer: an
+// *apiError as it is, a *commitlayer.Error by its kind (ErrInvalid 422,
+// ErrNotFound 404, ErrConflict 409), a stored contract that no longer
+// compiles as a 422 with every problem; nil for anything else.
+func clientError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var stale *service.StaleContractError
+	if errors.As(err, &stale) {
+		ae := contractError(stale.Err)
+		ae.Message = stale.Error()
+		return ae
+	}
+	var ce *commitlayer.Error
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	status := http.StatusUnprocessableEntity
+	switch {
+	case errors.Is(ce.Kind, commitlayer.ErrNotFound):
+		status = http.StatusNotFound
+	case errors.Is(ce.Kind, commitlayer.ErrConflict):
+		status = http.StatusConflict
+	}
+	return &apiError{Status: status, Code: ce.Code, Message: ce.Message}
+}

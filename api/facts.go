@@ -23,7 +23,7 @@ func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.store.InsertFacts(r.Context(), t.ID, facts)
+	res, err := s.facts.InsertFacts(r.Context(), t.ID, facts)
 	if err != nil {
 		var fe *commitlayer.FieldError
 		switch {
@@ -100,7 +100,7 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.store.CreateConnector(r.Context(), tenantOf(r.Context()).ID,
+	c, err := s.connectors.CreateConnector(r.Context(), tenantOf(r.Context()).ID,
 		commitlayer.Connector{Source: in.Source, Kind: in.Kind, URL: in.URL})
 	switch {
 	case isConflict(err):
@@ -145,7 +145,7 @@ func (in *connectorIn) validate() *apiError {
 }
 
 func (s *Server) listConnectors(w http.ResponseWriter, r *http.Request) {
-	cs, err := s.store.ListConnectors(r.Context(), tenantOf(r.Context()).ID)
+	cs, err := s.connectors.ListConnectors(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("list connectors: %w", err))
 		return
@@ -169,7 +169,7 @@ type sourceView struct {
 }
 
 func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
-	srcs, err := s.store.Sources(r.Context(), tenantOf(r.Context()).ID)
+	srcs, err := s.connectors.Sources(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("list sources: %w", err))
 		return

@@ -225,7 +225,7 @@ func (s *Server) tenantOnly(next http.Handler) http.Handler {
 			s.writeError(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "the admin key is not a tenant API key"))
 			return
 		}
-		t, err := s.store.TenantByAPIKey(r.Context(), key)
+		t, err := s.tenants.TenantByAPIKey(r.Context(), key)
 		if isNotFound(err) {
 			s.writeError(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "invalid API key"))
 			return
@@ -251,7 +251,7 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		_, err := s.store.TenantByAPIKey(r.Context(), key)
+		_, err := s.tenants.TenantByAPIKey(r.Context(), key)
 		switch {
 		case err == nil:
 			s.writeError(w, r, errorf(http.StatusForbidden, codeForbidden, "admin routes need the admin key, not a tenant key"))

@@ -6,7 +6,8 @@
 //
 // The package declares what it uses from the store (Store), from Temporal
 // (Verifier) and from the benchmark runner (Benchmarks); *postgres.DB
-// satisfies Store, and cmd/commitlayer wires the rest.
+// satisfies Store, and cmd/commitlayer wires the rest. Recording actions and
+// listing orphans go through service.Actions, as in the sandbox harness.
 package api
 
 import (
@@ -22,7 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // Body limits.
@@ -40,45 +41,69 @@ const (
 	recheckTimeout = 60 * time.Second
 )
 
-// Store is what the API needs from the database. *postgres.DB satisfies it.
-// Errors wrap commitlayer.ErrNotFound, commitlayer.ErrConflict and
+// The API's needs from the store, one small interface per resource. Errors
+// wrap commitlayer.ErrNotFound, commitlayer.ErrConflict and
 // commitlayer.ErrInvalid where the input is at fault.
-type Store interface {
+
+// TenantStore serves tenants and authenticates their keys.
+type TenantStore interface {
 	CreateTenant(ctx context.Context, name string) (commitlayer.Tenant, string, error)
 	ListTenants(ctx context.Context) ([]commitlayer.Tenant, error)
 	TenantByAPIKey(ctx context.Context, key string) (commitlayer.Tenant, error)
+}
 
+// ContractStore serves contract versions.
+type ContractStore interface {
 	PutContract(ctx context.Context, tenantID, contractID string, source []byte) (commitlayer.ContractRecord, bool, error)
 	GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error)
 	ListContracts(ctx context.Context, tenantID string) ([]commitlayer.ContractRecord, error)
+}
 
+// FactStore takes pushed facts.
+type FactStore interface {
 	InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (commitlayer.InsertResult, error)
-	FactsOfKinds(ctx context.Context, tenantID string, kinds []commitlayer.FactType, from, to time.Time) ([]commitlayer.Fact, error)
+}
 
-	CreateAction(ctx context.Context, tenantID string, a commitlayer.Action, settlesAt, watchUntil time.Time,
-		idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error)
+// ActionStore serves recorded actions and their verdicts (recording goes
+// through service.Actions).
+type ActionStore interface {
 	GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error)
-	ActionsOfContract(ctx context.Context, tenantID, contractID string, since time.Time) ([]commitlayer.Action, error)
 	LatestVerdict(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
 	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
+}
 
+// ConnectorStore serves connectors and the coverage of sources.
+type ConnectorStore interface {
 	CreateConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.Connector, error)
 	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
 	Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error)
+}
 
+// BenchmarkStore serves stored benchmark runs (admin).
+type BenchmarkStore interface {
 	GetBenchmarkRun(ctx context.Context, id string) (commitlayer.BenchmarkRun, error)
 	ListBenchmarkRuns(ctx context.Context) ([]commitlayer.BenchmarkRun, error)
 	PurgeBenchmarkTenants(ctx context.Context, runID string) (int, error)
 }
 
-var _ Store = (*postgres.DB)(nil)
+// Store is every resource's store together, what Config takes; the
+// recording service's needs (service.ActionStore) are part of it.
+// *postgres.DB satisfies it (checked in the tests, so this package does
+// not import the adapter).
+type Store interface {
+	TenantStore
+	ContractStore
+	FactStore
+	ActionStore
+	ConnectorStore
+	BenchmarkStore
+	service.ActionStore
+}
 
 // Pinger is optionally implemented by a Store; /healthz uses it when present.
 type Pinger interface {
 	Ping(ctx context.Context) error
 }
-
-var _ Pinger = (*postgres.DB)(nil)
 
 // Verifier starts, nudges and re-runs verifications (VerifyAction workflows).
 type Verifier interface {
@@ -127,11 +152,21 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Contracts loads compiled contracts; the process shares one with its
+	// activities. Nil makes one on Store.
+	Contracts *service.Contracts
 }
 
 // Server is the HTTP API. Build it with New.
 type Server struct {
-	store      Store
+	tenants    TenantStore
+	contractDB ContractStore
+	facts      FactStore
+	actionDB   ActionStore
+	connectors ConnectorStore
+	benchRuns  BenchmarkStore
+	pinger     Pinger // nil when the store cannot be pinged
+	actions    *service.Actions
 	verifier   Verifier
 	benchmarks Benchmarks
 	adminKey   string
@@ -140,7 +175,7 @@ type Server struct {
 	now        func() time.Time
 	metrics    *httpMetrics
 
-	contracts contractCache
+	contracts *service.Contracts
 	started   startedSet
 
 	mux    *http.ServeMux
@@ -161,7 +196,13 @@ func (r Route) Pattern() string { return r.Method + " " + r.Path }
 // New builds the server.
 func New(cfg Config) *Server {
 	s := &Server{
-		store:      cfg.Store,
+		tenants:    cfg.Store,
+		contractDB: cfg.Store,
+		facts:      cfg.Store,
+		actionDB:   cfg.Store,
+		connectors: cfg.Store,
+		benchRuns:  cfg.Store,
+		contracts:  cfg.Contracts,
 		verifier:   cfg.Verifier,
 		benchmarks: cfg.Benchmarks,
 		adminKey:   cfg.AdminKey,
@@ -181,7 +222,11 @@ func New(cfg Config) *Server {
 		s.now = time.Now
 	}
 	s.metrics = newHTTPMetrics(s.registry)
-	s.contracts.max = 1024
+	if s.contracts == nil {
+		s.contracts = service.NewContracts(cfg.Store, 0)
+	}
+	s.actions = service.NewActions(cfg.Store, s.contracts, s.now)
+	s.pinger, _ = cfg.Store.(Pinger)
 	s.started.max = 1 << 14
 
 	s.handle("GET /healthz", authNone, s.healthz)
@@ -263,12 +308,12 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 	defer cancel()
 	var err error
-	if p, ok := s.store.(Pinger); ok {
+	if p := s.pinger; p != nil {
 		err = p.Ping(ctx)
 	} else {
 		// A lookup of a key that cannot exist: a round trip to the
 		// database that answers "not found" when the store is healthy.
-		_, err = s.store.TenantByAPIKey(ctx, "cl_healthz_probe")
+		_, err = s.tenants.TenantByAPIKey(ctx, "cl_healthz_probe")
 		if isNotFound(err) {
 			err = nil
 		}
@@ -279,30 +324,6 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// contractCache keeps compiled contracts by (tenant, id, version): a stored
-// version never changes, so an entry never goes stale.
-type contractCache struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]any // *contracts.Contract
-}
-
-func (c *contractCache) get(key string) (any, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.m[key]
-	return v, ok
-}
-
-func (c *contractCache) put(key string, v any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= c.max {
-		c.m = make(map[string]any)
-	}
-	c.m[key] = v
 }
 
 // startedSet remembers the actions this process started a verification

@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -30,13 +32,11 @@ type Options struct {
 	// SDK's 2 leave the worker idle while timers fire in bursts).
 	WorkflowTaskPollers int
 	ActivityTaskPollers int
-	// MoreActivities are more activity structs to register (the sandbox
-	// harness's).
-	MoreActivities []any
 }
 
-// New builds a worker polling the task queue, with every CommitLayer
-// workflow and the activities' methods registered.
+// New builds a worker polling the task queue, with the product's workflows
+// and the activities' methods registered. It is not started: cmd may
+// register more on it first (the sandbox benchmark, when enabled).
 func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.Worker {
 	tq := opts.TaskQueue
 	if tq == "" {
@@ -57,31 +57,26 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 	})
 	RegisterWorkflows(w)
 	w.RegisterActivity(acts)
-	for _, a := range opts.MoreActivities {
-		w.RegisterActivity(a)
-	}
 	return w
 }
 
-// RegisterWorkflows registers CommitLayer's workflows on a worker or a
-// replayer, under stable names.
+// RegisterWorkflows registers the product's workflows (VerifyAction,
+// PollConnectors) on a worker or a replayer, under stable names.
 func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.VerifyAction, workflow.RegisterOptions{Name: "VerifyAction"})
 	r.RegisterWorkflowWithOptions(workflows.PollConnectors, workflow.RegisterOptions{Name: "PollConnectors"})
-	r.RegisterWorkflowWithOptions(workflows.Benchmark, workflow.RegisterOptions{Name: "Benchmark"})
-	r.RegisterWorkflowWithOptions(workflows.Scenario, workflow.RegisterOptions{Name: "Scenario"})
 }
 
-// EnsureSearchAttributes registers CommitLayer's search attributes in the
-// namespace unless they exist. It is idempotent and safe to run from every
-// worker at start.
-func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string) error {
+// EnsureSearchAttributes registers the product's search attributes, and
+// more (the benchmark's, when it runs here), in the namespace unless they
+// exist. It is idempotent and safe to run from every worker at start.
+func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string, more ...temporal.SearchAttributeKey) error {
 	existing, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	if err != nil {
 		return fmt.Errorf("list search attributes: %w", err)
 	}
 	missing := map[string]enumspb.IndexedValueType{}
-	for _, k := range workflows.SearchAttributes {
+	for _, k := range append(slices.Clone(workflows.SearchAttributes), more...) {
 		if _, ok := existing.GetCustomAttributes()[k.GetName()]; ok {
 			continue
 		}

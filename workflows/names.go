@@ -40,16 +40,12 @@ var (
 	SASubject     = temporal.NewSearchAttributeKeyKeyword("CommitLayerSubject")
 	SATenant      = temporal.NewSearchAttributeKeyKeyword("CommitLayerTenant")
 	SAProvisional = temporal.NewSearchAttributeKeyBool("CommitLayerProvisional")
-	// For benchmark runs and their scenarios.
-	SARun      = temporal.NewSearchAttributeKeyKeyword("CommitLayerRun")
-	SAScenario = temporal.NewSearchAttributeKeyKeyword("CommitLayerScenario")
-	SAAgree    = temporal.NewSearchAttributeKeyKeyword("CommitLayerAgree")
 )
 
-// SearchAttributes lists every search attribute CommitLayer uses, for
-// registration at worker start.
+// SearchAttributes lists every search attribute the product's workflows
+// use, for registration at worker start.
 var SearchAttributes = []temporal.SearchAttributeKey{
-	SAVerdict, SAContract, SAAgent, SASubject, SATenant, SAProvisional, SARun, SAScenario, SAAgree,
+	SAVerdict, SAContract, SAAgent, SASubject, SATenant, SAProvisional,
 }
 
 // VerifySearchAttributes are the search attributes a verification starts
@@ -77,14 +73,4 @@ func VerifyWorkflowID(tenantID, actionID string) string {
 // PollWorkflowID is the workflow ID of a tenant's connector poller.
 func PollWorkflowID(tenantID string) string {
 	return "connectors/" + tenantID
-}
-
-// BenchmarkWorkflowID is the workflow ID of a benchmark run.
-func BenchmarkWorkflowID(runID string) string {
-	return "benchmark/" + runID
-}
-
-// ScenarioWorkflowID is the workflow ID of one scenario of a benchmark run.
-func ScenarioWorkflowID(runID, scenarioID string) string {
-	return "benchmark/" + runID + "/" + scenarioID
 }

@@ -19,15 +19,17 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/metrics"
 	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/sandbox/bench"
 	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
-	"github.com/commitlayer/commitlayer/sandbox/runner"
+	"github.com/commitlayer/commitlayer/service"
 	"github.com/commitlayer/commitlayer/verify"
 	"github.com/commitlayer/commitlayer/worker"
 	"github.com/commitlayer/commitlayer/workflows"
@@ -37,6 +39,11 @@ import (
 type Roles struct {
 	API    bool
 	Worker bool
+	// Benchmark puts the sandbox benchmark in the process: its workflows
+	// and the harness's activities on the worker, the runner behind the
+	// API's admin benchmark routes. `demo` and `sandbox` set it; `api`,
+	// `worker` and `dev` do when COMMITLAYER_BENCHMARKS=1.
+	Benchmark bool
 }
 
 // Config is the process configuration, read from the environment.
@@ -111,12 +118,17 @@ type Main struct {
 	Activities *activities.Activities
 	// WorkerOptions tune the worker.
 	WorkerOptions worker.Options
+	// Contracts loads compiled contracts for the API and the worker.
+	Contracts *service.Contracts
+	// Actions records actions and lists orphans (the API's and the
+	// harness's one path).
+	Actions *service.Actions
 	// Runner starts benchmark runs (the admin routes and the sandbox
-	// command); Harness runs their scenarios in a worker process.
-	Runner  *runner.Runner
+	// command); Harness runs their scenarios in a worker process. Both are
+	// nil unless the process has the Benchmark role.
+	Runner  *bench.Runner
 	Harness *harness.Activities
-	// API is the HTTP API's server (also the harness's path for recording
-	// actions).
+	// API is the HTTP API's server.
 	API *api.Server
 
 	worker   sdkworker.Worker
@@ -143,17 +155,24 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		Temporal: m.Temporal, Store: m.DB, TaskQueue: m.Config.TaskQueue,
 		PollInterval: m.Config.PollInterval, Logger: m.Logger,
 	}
-	m.Runner = &runner.Runner{Temporal: m.Temporal, Store: m.DB, TaskQueue: m.Config.TaskQueue}
+	m.Contracts = service.NewContracts(m.DB, 0)
+	m.Actions = service.NewActions(m.DB, m.Contracts, nil)
+	var benchmarks api.Benchmarks
+	if roles.Benchmark {
+		m.Runner = &bench.Runner{Temporal: m.Temporal, Store: m.DB, TaskQueue: m.Config.TaskQueue}
+		benchmarks = m.Runner
+	}
 	m.API = api.New(api.Config{
 		Store:      m.DB,
 		Verifier:   m.Verifier,
-		Benchmarks: m.Runner,
+		Benchmarks: benchmarks,
 		AdminKey:   m.Config.AdminKey,
 		Logger:     m.Logger,
 		Registry:   m.Registry,
+		Contracts:  m.Contracts,
 	})
 	if roles.Worker {
-		if err := m.startWorker(ctx); err != nil {
+		if err := m.startWorker(ctx, roles.Benchmark); err != nil {
 			return err
 		}
 	}
@@ -200,43 +219,63 @@ func (m *Main) openTemporal(ctx context.Context) error {
 	return nil
 }
 
-func (m *Main) startWorker(ctx context.Context) error {
-	if err := worker.EnsureSearchAttributes(ctx, m.Temporal, m.Config.Temporal.Namespace); err != nil {
-		return err
+// connectorTimeout bounds one request of a production connector pull.
+const connectorTimeout = 30 * time.Second
+
+func (m *Main) startWorker(ctx context.Context, withBenchmark bool) error {
+	var moreAttrs []temporal.SearchAttributeKey
+	if withBenchmark {
+		moreAttrs = bench.SearchAttributes
 	}
-	localQueue := localTaskQueue(m.Config.TaskQueue)
-	m.Harness = &harness.Activities{
-		Store:     m.DB,
-		API:       m.API,
-		Rechecker: m.Verifier,
-		Contracts: sbcontracts.FS,
-		Dir:       m.Config.SandboxDir,
-		TaskQueue: localQueue,
-		Logger:    m.Logger,
-		Host:      &harness.Host{},
+	if err := worker.EnsureSearchAttributes(ctx, m.Temporal, m.Config.Temporal.Namespace, moreAttrs...); err != nil {
+		return err
 	}
 	m.Activities = &activities.Activities{
 		Store:      m.DB,
 		Notify:     m.Verifier,
 		Logger:     m.Logger,
-		HTTPClient: m.Harness.Host.HTTPClient,
+		HTTPClient: &http.Client{Timeout: connectorTimeout},
+		Contracts:  m.Contracts,
 	}
 	opts := m.WorkerOptions
 	if opts.TaskQueue == "" {
 		opts.TaskQueue = m.Config.TaskQueue
 	}
-	opts.MoreActivities = append(opts.MoreActivities, m.Harness)
 	m.worker = worker.New(m.Temporal, m.Activities, opts)
+	var localQueue string
+	if withBenchmark {
+		// Steps bound to one scenario's enterprise run on this process's
+		// own queue; its tenants' connectors pull through the scenario's
+		// chaos transport.
+		localQueue = localTaskQueue(m.Config.TaskQueue)
+		m.Harness = &harness.Activities{
+			Store:     m.DB,
+			Recorder:  m.Actions,
+			Rechecker: m.Verifier,
+			Contracts: sbcontracts.FS,
+			Dir:       m.Config.SandboxDir,
+			TaskQueue: localQueue,
+			Logger:    m.Logger,
+			Host:      &harness.Host{},
+		}
+		m.Activities.TenantHTTPClient = m.Harness.Host.HTTPClient
+		bench.Register(m.worker)
+		m.worker.RegisterActivity(m.Harness)
+		lopts := opts
+		lopts.TaskQueue = localQueue
+		m.local = worker.New(m.Temporal, m.Activities, lopts)
+		bench.Register(m.local)
+		m.local.RegisterActivity(m.Harness)
+	}
 	if err := m.worker.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
-	lopts := opts
-	lopts.TaskQueue = localQueue
-	m.local = worker.New(m.Temporal, m.Activities, lopts)
-	if err := m.local.Start(); err != nil {
-		return fmt.Errorf("start local worker: %w", err)
+	if m.local != nil {
+		if err := m.local.Start(); err != nil {
+			return fmt.Errorf("start local worker: %w", err)
+		}
 	}
-	m.Logger.Info("worker started", "task_queue", opts.TaskQueue, "local_queue", localQueue,
+	m.Logger.Info("worker started", "task_queue", opts.TaskQueue, "local_queue", localQueue, "benchmark", withBenchmark,
 		"temporal", m.Config.Temporal.HostPort, "namespace", m.Config.Temporal.Namespace)
 	return nil
 }

@@ -69,13 +69,13 @@ func benchCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, s
 	return 0
 }
 
-type bench struct {
+type benchmarker struct {
 	m    *Main
 	key  string
 	http *http.Client
 }
 
-func newBench(ctx context.Context, logger *slog.Logger) (*bench, error) {
+func newBench(ctx context.Context, logger *slog.Logger) (*benchmarker, error) {
 	var r [8]byte
 	_, _ = rand.Read(r[:])
 	os.Setenv("COMMITLAYER_ADDR", "127.0.0.1:0")
@@ -94,7 +94,7 @@ func newBench(ctx context.Context, logger *slog.Logger) (*bench, error) {
 		m.Close()
 		return nil, err
 	}
-	b := &bench{m: m, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	b := &benchmarker{m: m, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	var t struct {
 		APIKey string `json:"api_key"`
 	}
@@ -106,7 +106,7 @@ func newBench(ctx context.Context, logger *slog.Logger) (*bench, error) {
 	return b, nil
 }
 
-func (b *bench) call(key, method, path string, body any, want int, out any) error {
+func (b *benchmarker) call(key, method, path string, body any, want int, out any) error {
 	var rd io.Reader
 	ctype := "application/json"
 	if s, ok := body.(string); ok {
@@ -160,7 +160,7 @@ effects:
 `
 
 // setup posts the contract and, per account, its opening and its payout.
-func (b *bench) setup(n int, settlement time.Duration, requestedAt time.Time) error {
+func (b *benchmarker) setup(n int, settlement time.Duration, requestedAt time.Time) error {
 	if err := b.call(b.key, "POST", "/v1/contracts", fmt.Sprintf(benchContract, settlement), 201, nil); err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (b *bench) setup(n int, settlement time.Duration, requestedAt time.Time) er
 }
 
 // postAction records the bench payout on account acc_i.
-func (b *bench) postAction(i int, requestedAt time.Time) (string, error) {
+func (b *benchmarker) postAction(i int, requestedAt time.Time) (string, error) {
 	var created struct {
 		ID string `json:"id"`
 	}
@@ -203,7 +203,7 @@ type sample struct {
 
 // closedLoop runs conc clients, each posting an action and waiting for its
 // final verdict before posting the next: latency without a queue in front.
-func (b *bench) closedLoop(ctx context.Context, n, conc int, requestedAt time.Time) ([]*sample, error) {
+func (b *benchmarker) closedLoop(ctx context.Context, n, conc int, requestedAt time.Time) ([]*sample, error) {
 	tenant, err := b.m.DB.TenantByAPIKey(ctx, b.key)
 	if err != nil {
 		return nil, err
@@ -270,7 +270,7 @@ func (b *bench) closedLoop(ctx context.Context, n, conc int, requestedAt time.Ti
 
 // run posts n actions (conc at a time), each requested at the moment it is
 // posted, and watches the store until each has a final verdict.
-func (b *bench) run(ctx context.Context, n, conc int) ([]*sample, error) {
+func (b *benchmarker) run(ctx context.Context, n, conc int) ([]*sample, error) {
 	tenant, err := b.m.DB.TenantByAPIKey(ctx, b.key)
 	if err != nil {
 		return nil, err
@@ -363,7 +363,7 @@ func (b *bench) run(ctx context.Context, n, conc int) ([]*sample, error) {
 	return samples, nil
 }
 
-func (b *bench) verify(ctx context.Context, w io.Writer, n, conc int) error {
+func (b *benchmarker) verify(ctx context.Context, w io.Writer, n, conc int) error {
 	// The window closed ten minutes ago: provisional and final at once.
 	requestedAt := time.Now().UTC().Add(-11 * time.Minute)
 	if err := b.setup(n, 10*time.Minute, requestedAt); err != nil {
@@ -389,7 +389,7 @@ func (b *bench) verify(ctx context.Context, w io.Writer, n, conc int) error {
 	return nil
 }
 
-func (b *bench) settle(ctx context.Context, w io.Writer, n, conc int, window time.Duration) error {
+func (b *benchmarker) settle(ctx context.Context, w io.Writer, n, conc int, window time.Duration) error {
 	// Facts of each payout a second into its window.
 	if err := b.setup(n, window, time.Now().UTC()); err != nil {
 		return err

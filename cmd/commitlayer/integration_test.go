@@ -27,6 +27,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/testenv"
+	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/workflows"
 )
@@ -242,7 +243,7 @@ func TestVerifyLifecycleOnDevServer(t *testing.T) {
 	require.NoError(t, s.m.Temporal.GetWorkflow(ctx, wfID, "").Get(ctx, &res))
 	require.Equal(t, commitlayer.StatusFail, res.Verdict.Status)
 	if *recordHistories {
-		recordHistory(t, s, wfID, "verify_lifecycle.json")
+		recordHistory(t, s, wfID, "workflows", "verify_lifecycle.json")
 	}
 }
 
@@ -250,7 +251,7 @@ var recordHistories = flag.Bool("record-histories", false, "write the workflows'
 
 // recordHistory writes a closed workflow's history where the replay test
 // reads it.
-func recordHistory(t *testing.T, s *stack, workflowID, name string) {
+func recordHistory(t *testing.T, s *stack, workflowID, dir, name string) {
 	t.Helper()
 	it := s.m.Temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	var h historypb.History
@@ -261,7 +262,7 @@ func recordHistory(t *testing.T, s *stack, workflowID, name string) {
 	}
 	raw, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
 	require.NoError(t, err)
-	path := filepath.Join("..", "..", "workflows", "testdata", "histories", name)
+	path := filepath.Join("..", "..", dir, "testdata", "histories", name)
 	require.NoError(t, os.WriteFile(path, raw, 0o644))
 	t.Logf("recorded %d events to %s", len(h.Events), path)
 }
@@ -388,7 +389,7 @@ func tenantOfKey(s *stack, key string) string {
 // admin API: Benchmark → Scenario children → VerifyAction grandchildren on
 // the dev server, every row compared with the oracle.
 func TestRegressionSubsetThroughAdminAPI(t *testing.T) {
-	s := newStack(t, Roles{API: true, Worker: true})
+	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true})
 	subset := harness.RegressionSubset()
 	require.GreaterOrEqual(t, len(subset), 14)
 
@@ -443,8 +444,8 @@ func TestRegressionSubsetThroughAdminAPI(t *testing.T) {
 	s.do(s.tenant(), "GET", "/v1/admin/benchmark/"+started.ID, nil, 403, nil)
 
 	if *recordHistories {
-		recordHistory(t, s, workflows.BenchmarkWorkflowID(started.ID), "benchmark_subset.json")
-		recordHistory(t, s, workflows.ScenarioWorkflowID(started.ID, subset[0]), "scenario_"+sanitizeName(subset[0])+".json")
+		recordHistory(t, s, bench.BenchmarkWorkflowID(started.ID), "sandbox/bench", "benchmark_subset.json")
+		recordHistory(t, s, bench.ScenarioWorkflowID(started.ID, subset[0]), "sandbox/bench", "scenario_"+sanitizeName(subset[0])+".json")
 	}
 }
 

@@ -49,6 +49,7 @@ environment:
   COMMITLAYER_ADDR       listen address (default 127.0.0.1:8080)
   DATABASE_URL           PostgreSQL URL (default postgres://postgres@127.0.0.1:5432/commitlayer?sslmode=disable)
   COMMITLAYER_ADMIN_KEY  key for /v1/admin routes (required by api and dev)
+  COMMITLAYER_BENCHMARKS 1: api, worker and dev also run sandbox benchmark runs (demo and sandbox always do)
   TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_* (see docs/operations.md)
 `
 
@@ -63,11 +64,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var err error
 	switch args[0] {
 	case "api":
-		err = serve(ctx, logger, Roles{API: true})
+		err = serve(ctx, logger, Roles{API: true, Benchmark: benchmarksEnabled()})
 	case "worker":
-		err = serve(ctx, logger, Roles{Worker: true})
+		err = serve(ctx, logger, Roles{Worker: true, Benchmark: benchmarksEnabled()})
 	case "dev":
-		err = serve(ctx, logger, Roles{API: true, Worker: true})
+		err = serve(ctx, logger, Roles{API: true, Worker: true, Benchmark: benchmarksEnabled()})
 	case "migrate":
 		err = migrate(ctx, logger)
 	case "contracts":
@@ -98,6 +99,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// benchmarksEnabled reports COMMITLAYER_BENCHMARKS=1: the api, worker and
+// dev commands then also serve and run sandbox benchmark runs.
+func benchmarksEnabled() bool { return os.Getenv("COMMITLAYER_BENCHMARKS") == "1" }
 
 func logLevel() slog.Level {
 	var l slog.Level

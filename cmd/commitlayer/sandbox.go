@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
-	"github.com/commitlayer/commitlayer/workflows"
 )
 
 // sandboxOptions are the flags of `commitlayer sandbox` and `demo`.
@@ -94,7 +94,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		_, _ = rand.Read(b[:])
 		os.Setenv("COMMITLAYER_ADMIN_KEY", "demo-"+hex.EncodeToString(b[:]))
 	}
-	roles := Roles{Worker: true, API: o.serve}
+	roles := Roles{Worker: true, API: o.serve, Benchmark: true}
 	cfg, err := ConfigFromEnv(roles)
 	if err != nil {
 		logger.Error("configuration", "error", err)
@@ -120,7 +120,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		fmt.Fprintf(stdout, "API: %s (admin key in COMMITLAYER_ADMIN_KEY=%s)\n", m.URL(), cfg.AdminKey)
 	}
 	last := -1
-	res, err := m.Runner.Wait(ctx, runID, time.Second, func(p workflows.Progress) {
+	res, err := m.Runner.Wait(ctx, runID, time.Second, func(p bench.Progress) {
 		if p.Done == last {
 			return
 		}

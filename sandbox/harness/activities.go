@@ -37,10 +37,11 @@ type Store interface {
 	UpdateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) error
 }
 
-// API is the API's own path for recording actions and listing orphans: the
-// harness records the agent's action exactly as POST /v1/actions does.
-type API interface {
-	RecordAction(ctx context.Context, tenantID string, a commitlayer.Action, idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error)
+// Recorder records actions and lists orphans: service.Actions, the path
+// POST /v1/actions and GET /v1/actions/orphans take, so the harness records
+// the agent's action exactly as the API does.
+type Recorder interface {
+	Record(ctx context.Context, tenantID string, a commitlayer.Action, idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error)
 	Orphans(ctx context.Context, tenantID, contractID string, since, until time.Time) ([]contracts.Orphan, error)
 }
 
@@ -59,7 +60,7 @@ type ContractsFS interface {
 // the process's own task queue and every later step is scheduled there.
 type Activities struct {
 	Store     Store
-	API       API
+	Recorder  Recorder
 	Rechecker Rechecker
 	// Contracts reads "<contract id>.yaml".
 	Contracts ContractsFS
@@ -282,7 +283,7 @@ func (a *Activities) record(ctx context.Context, in StepInput, act commitlayer.A
 	act.ID = "" // the store names it
 	hash := sha256.Sum256([]byte(fmt.Sprintf("%s|%s|%s|%s|%v|%s", act.Contract, act.Agent, act.Subject,
 		act.RequestedAt.UTC().Format(time.RFC3339Nano), act.Params, act.Claim.Status)))
-	rec, _, err := a.API.RecordAction(ctx, in.TenantID, act, key, hash[:])
+	rec, _, err := a.Recorder.Record(ctx, in.TenantID, act, key, hash[:])
 	if err != nil {
 		return Recorded{}, fmt.Errorf("record %s action: %w", step, err)
 	}
@@ -340,7 +341,7 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 	if err != nil {
 		return Row{}, fmt.Errorf("oracle: %w", err)
 	}
-	orphans, err := a.API.Orphans(ctx, in.TenantID, in.ContractID, in.Since, time.Now())
+	orphans, err := a.Recorder.Orphans(ctx, in.TenantID, in.ContractID, in.Since, time.Now())
 	if err != nil {
 		return Row{}, fmt.Errorf("orphans: %w", err)
 	}

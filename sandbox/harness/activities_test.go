@@ -11,11 +11,11 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/internal/teststore"
 	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -33,7 +33,7 @@ func (noRecheck) Recheck(context.Context, string, string) (commitlayer.Verdict, 
 func TestActivitiesStepsOfOneScenario(t *testing.T) {
 	d := teststore.DB(t)
 	acts := &harness.Activities{
-		Store: d, API: api.New(api.Config{Store: d}), Rechecker: noRecheck{},
+		Store: d, Recorder: service.NewActions(d, service.NewContracts(d, 0), nil), Rechecker: noRecheck{},
 		Contracts: sbcontracts.FS, Dir: t.TempDir(), TaskQueue: "local-q", Host: &harness.Host{},
 	}
 	var suite testsuite.WorkflowTestSuite

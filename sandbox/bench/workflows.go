@@ -1,4 +1,10 @@
-package workflows
+// Package bench is the sandbox's benchmark on Temporal: the Benchmark
+// workflow fans out one Scenario child per scenario of the failure matrix,
+// each running the harness's steps as activities and the product's
+// workflows.VerifyAction as its child; Runner starts and follows runs. The product
+// never imports it: cmd/commitlayer registers it on a worker (Register)
+// only for `demo`, `sandbox` and a worker started with benchmarks enabled.
+package bench
 
 import (
 	"fmt"
@@ -11,6 +17,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/workflows"
 )
 
 // harnessActs is the nil receiver the benchmark workflows call the sandbox
@@ -189,7 +196,7 @@ const finalVerdictTimeout = 5 * time.Minute
 
 // Scenario runs one scenario: a fresh enterprise and tenant; earlier runs by
 // the same agent; the agent under chaos; its action recorded through the API
-// path; VerifyAction as a child (its connector pulls go through the
+// path; workflows.VerifyAction as a child (its connector pulls go through the
 // scenario's extractor chaos); the after-settlement injection and re-check;
 // the oracle; a row comparing both lenses.
 func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
@@ -216,7 +223,7 @@ func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
 			NonRetryableErrorTypes: []string{activities.ErrInvalidInput, "ScenarioLost"}},
 	})
 	step := harness.StepInput{RunID: in.RunID, ScenarioID: in.ScenarioID, TenantID: prep.TenantID}
-	s := &scenarioRun{in: in, prep: prep, step: step, verdicts: workflow.GetSignalChannel(ctx, SignalVerdictPublished),
+	s := &scenarioRun{in: in, prep: prep, step: step, verdicts: workflow.GetSignalChannel(ctx, workflows.SignalVerdictPublished),
 		// Version 1 ends its verifications' watches with a signal, so they
 		// complete; before, they were cancelled when the scenario closed.
 		endWatches: workflow.GetVersion(ctx, "end-watch-children", workflow.DefaultVersion, 1) >= 1}
@@ -256,7 +263,7 @@ func (s *scenarioRun) endChildWatches(ctx workflow.Context) {
 	}
 	var sent []workflow.Future
 	for _, c := range s.children {
-		sent = append(sent, c.SignalChildWorkflow(ctx, SignalEndWatch, EndWatch{Reason: "scenario " + s.in.ScenarioID + " done"}))
+		sent = append(sent, c.SignalChildWorkflow(ctx, workflows.SignalEndWatch, workflows.EndWatch{Reason: "scenario " + s.in.ScenarioID + " done"}))
 	}
 	for _, f := range sent {
 		if err := f.Get(ctx, nil); err != nil {
@@ -324,12 +331,12 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 	return row, nil
 }
 
-// startVerification starts VerifyAction for a recorded action as a child,
+// startVerification starts workflows.VerifyAction for a recorded action as a child,
 // on this scenario's worker (its connector pulls go through the scenario's
 // chaos), reporting its verdicts to this workflow when report is set.
 func (s *scenarioRun) startVerification(ctx workflow.Context, r harness.Recorded, report bool) error {
 	a := r.Action
-	in := VerifyActionInput{TenantID: s.prep.TenantID, ActionID: a.ID, SettlesAt: r.SettlesAt, WatchUntil: r.WatchUntil}
+	in := workflows.VerifyActionInput{TenantID: s.prep.TenantID, ActionID: a.ID, SettlesAt: r.SettlesAt, WatchUntil: r.WatchUntil}
 	if report {
 		in.ReportTo = workflow.GetInfo(ctx).WorkflowExecution.ID
 	}
@@ -338,15 +345,15 @@ func (s *scenarioRun) startVerification(ctx workflow.Context, r harness.Recorded
 		closePolicy = enumspb.PARENT_CLOSE_POLICY_ABANDON // ended by signal, completes on its own
 	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            VerifyWorkflowID(s.prep.TenantID, a.ID),
+		WorkflowID:            workflows.VerifyWorkflowID(s.prep.TenantID, a.ID),
 		TaskQueue:             s.prep.TaskQueue,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		ParentClosePolicy:     closePolicy,
-		TypedSearchAttributes: VerifySearchAttributes(s.prep.TenantID, a,
+		TypedSearchAttributes: workflows.VerifySearchAttributes(s.prep.TenantID, a,
 			SARun.ValueSet(s.in.RunID), SAScenario.ValueSet(s.in.ScenarioID)),
-		StaticSummary: VerifySummary(a),
+		StaticSummary: workflows.VerifySummary(a),
 	})
-	f := workflow.ExecuteChildWorkflow(cctx, VerifyAction, in)
+	f := workflow.ExecuteChildWorkflow(cctx, workflows.VerifyAction, in)
 	if err := f.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		return fmt.Errorf("start verification of %s: %w", a.ID, err)
 	}

@@ -1,7 +1,4 @@
-// Package runner starts and follows benchmark runs of the failure matrix:
-// a stored run row plus a Benchmark workflow. The API's admin routes and the
-// `commitlayer sandbox` command use it.
-package runner
+package bench
 
 import (
 	"context"
@@ -29,7 +26,9 @@ type Store interface {
 	UpdateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) error
 }
 
-// Runner starts benchmark runs.
+// Runner starts and follows benchmark runs of the failure matrix: a
+// stored run row plus a Benchmark workflow. The API's admin routes and the
+// `commitlayer sandbox` command use it.
 type Runner struct {
 	Temporal  client.Client
 	Store     Store
@@ -114,12 +113,12 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		tq = workflows.TaskQueue
 	}
 	wr, err := r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                    workflows.BenchmarkWorkflowID(runID),
+		ID:                    BenchmarkWorkflowID(runID),
 		TaskQueue:             tq,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.SARun.ValueSet(runID)),
+		TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(runID)),
 		StaticSummary:         fmt.Sprintf("benchmark %s: %d scenarios, %d at a time", runID, len(ids), conc),
-	}, workflows.Benchmark, workflows.BenchmarkInput{RunID: runID, ScenarioIDs: ids, Concurrency: conc, StartedAt: now})
+	}, Benchmark, BenchmarkInput{RunID: runID, ScenarioIDs: ids, Concurrency: conc, StartedAt: now})
 	if err != nil {
 		run.Status, run.LogTail, run.FinishedAt = "failed", "could not start the Benchmark workflow", time.Now().UTC()
 		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {
@@ -137,30 +136,30 @@ func newRunID() string {
 }
 
 // Progress asks a running benchmark how far it is.
-func (r *Runner) Progress(ctx context.Context, runID string) (workflows.Progress, error) {
-	val, err := r.Temporal.QueryWorkflow(ctx, workflows.BenchmarkWorkflowID(runID), "", workflows.QueryProgress)
+func (r *Runner) Progress(ctx context.Context, runID string) (Progress, error) {
+	val, err := r.Temporal.QueryWorkflow(ctx, BenchmarkWorkflowID(runID), "", QueryProgress)
 	if err != nil {
-		return workflows.Progress{}, fmt.Errorf("query progress of %s: %w", runID, err)
+		return Progress{}, fmt.Errorf("query progress of %s: %w", runID, err)
 	}
-	var p workflows.Progress
+	var p Progress
 	if err := val.Get(&p); err != nil {
-		return workflows.Progress{}, fmt.Errorf("decode progress of %s: %w", runID, err)
+		return Progress{}, fmt.Errorf("decode progress of %s: %w", runID, err)
 	}
 	return p, nil
 }
 
 // Wait follows a run to its end, calling progress (when not nil) every
 // interval with the run's progress, and returns its result.
-func (r *Runner) Wait(ctx context.Context, runID string, interval time.Duration, progress func(workflows.Progress)) (workflows.BenchmarkResult, error) {
+func (r *Runner) Wait(ctx context.Context, runID string, interval time.Duration, progress func(Progress)) (BenchmarkResult, error) {
 	done := make(chan struct{})
 	var (
-		res workflows.BenchmarkResult
+		res BenchmarkResult
 		err error
 	)
 	go func() {
 		defer close(done)
 		// GetWorkflow follows continue-as-new to the run that completes.
-		err = r.Temporal.GetWorkflow(ctx, workflows.BenchmarkWorkflowID(runID), "").Get(ctx, &res)
+		err = r.Temporal.GetWorkflow(ctx, BenchmarkWorkflowID(runID), "").Get(ctx, &res)
 	}()
 	t := time.NewTicker(interval)
 	defer t.Stop()

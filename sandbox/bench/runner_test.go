@@ -1,4 +1,4 @@
-package runner
+package bench
 
 import (
 	"context"

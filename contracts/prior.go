@@ -1,0 +1,55 @@
+package contracts
+
+import (
+	"time"
+
+	"github.com/commitlayer/commitlayer"
+)
+
+// PriorQuery names earlier actions of the contract that a limit counts:
+// those by Agent (per: agent) or on Subject (per: subject), requested in
+// [From, To), the action itself excluded.
+type PriorQuery struct {
+	Limit   string // the first limit that asks for them
+	Agent   string
+	Subject commitlayer.Subject
+	From    time.Time
+	To      time.Time
+}
+
+// PriorQueries says which earlier actions the contract's limits count for
+// action a: one query per distinct (per, window). Whoever evaluates (the
+// verification's activities, `commitlayer check`) fetches them and passes
+// them, with their subjects' facts, as Input.Prior, like ThroughSubjects
+// says which related facts to fetch.
+func (c *Contract) PriorQueries(a commitlayer.Action) []PriorQuery {
+	var out []PriorQuery
+	seen := map[PriorQuery]bool{}
+	for _, l := range c.Spec.Limits {
+		q := PriorQuery{From: a.RequestedAt.Add(-time.Duration(l.Window)), To: a.RequestedAt}
+		if l.Per == PerSubject {
+			q.Subject = a.Subject
+		} else {
+			q.Agent = a.Agent
+		}
+		if seen[q] {
+			continue
+		}
+		seen[q] = true
+		q.Limit = l.ID
+		out = append(out, q)
+	}
+	return out
+}
+
+// Matches reports whether p is one of the actions q names (the action being
+// evaluated, with id self, excluded).
+func (q PriorQuery) Matches(p commitlayer.Action, self string) bool {
+	switch {
+	case p.ID == self,
+		q.Agent != "" && p.Agent != q.Agent,
+		q.Subject != "" && p.Subject != q.Subject:
+		return false
+	}
+	return !p.RequestedAt.Before(q.From) && p.RequestedAt.Before(q.To)
+}
