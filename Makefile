@@ -37,7 +37,7 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: help build up down status test testdb lint vet fmt-check demo bench fuzz clean distclean
+.PHONY: help build up down status test testdb lint vet fmt-check demo bench fuzz readme-results clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -77,12 +77,16 @@ test: testdb lint ## services up, fresh test database, vet, gofmt, go test -race
 demo: up build ## services up, build, run the demo
 	COMMITLAYER_ADMIN_KEY="$${COMMITLAYER_ADMIN_KEY:-$$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}" \
 		$(BIN) demo
+	scripts/readme-results.sh
 
 bench: testdb ## benchmarks (against the dev services), BENCH=regexp BENCHTIME=1s BENCHCOUNT=1
 	$(TEST_ENV) $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) $(PKGS)
 
 fuzz: ## run each Fuzz target for FUZZTIME (default 10s)
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(PKGS)
+
+readme-results: ## copy the headline of sandbox/results/latest.md into README.md
+	scripts/readme-results.sh
 
 clean: ## remove build output and cached test results
 	rm -rf bin

@@ -1,5 +1,4 @@
-// Package deps holds tests of the module's import graph.
-package deps
+package repotest
 
 import (
 	"os/exec"
