@@ -37,7 +37,7 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: help build up down status test testdb lint vet fmt-check demo bench fuzz clean distclean
+.PHONY: help build up down status test testdb lint vet fmt-check demo bench fuzz report-screenshot clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -83,6 +83,9 @@ bench: testdb ## benchmarks (against the dev services), BENCH=regexp BENCHTIME=1
 
 fuzz: ## run each Fuzz target for FUZZTIME (default 10s)
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(PKGS)
+
+report-screenshot: ## render the HTML report (REPORT_IN=results.json) and screenshot it in headless Chromium
+	GO=$(GO) scripts/report-screenshot.sh $(REPORT_IN)
 
 clean: ## remove build output and cached test results
 	rm -rf bin
