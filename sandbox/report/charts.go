@@ -82,11 +82,11 @@ func agreementChart(c Comparison) chart {
 func latencyChart(rows []Row) chart {
 	ch := chart{Title: "Verify latency (action recorded → final verdict)", Width: 760, Height: 240}
 	var vals []float64
-	maxV := 0.0
+	minV, maxV := math.Inf(1), 0.0
 	for _, r := range rows {
 		if r.Error == "" && r.LatencyMS > 0 {
 			vals = append(vals, r.LatencyMS)
-			maxV = max(maxV, r.LatencyMS)
+			minV, maxV = min(minV, r.LatencyMS), max(maxV, r.LatencyMS)
 		}
 	}
 	if len(vals) == 0 {
@@ -94,11 +94,14 @@ func latencyChart(rows []Row) chart {
 		ch.Height = 40
 		return ch
 	}
-	step := niceStep(maxV / 12)
-	bins := int(math.Floor(maxV/step)) + 1
+	// About 20 bins of a round width, from a round value at or below the
+	// fastest.
+	step := niceStep((maxV - minV) / 20)
+	from := math.Floor(minV/step) * step
+	bins := int(math.Floor((maxV-from)/step)) + 1
 	counts := make([]int, bins)
 	for _, v := range vals {
-		counts[min(int(math.Floor(v/step)), bins-1)]++
+		counts[min(int(math.Floor((v-from)/step)), bins-1)]++
 	}
 	top := 0
 	for _, n := range counts {
@@ -116,14 +119,14 @@ func latencyChart(rows []Row) chart {
 	for i, n := range counts {
 		x := left + float64(i)*bw
 		h := plotH * float64(n) / float64(top)
-		lo, hi := float64(i)*step, float64(i+1)*step
+		lo, hi := from+float64(i)*step, from+float64(i+1)*step
 		ch.Rects = append(ch.Rects, rect{X: x + 1, Y: base - h, W: bw - 2, H: h, Class: "s0",
 			Tip: fmt.Sprintf("%s–%s ms: %d scenarios", fmtMS(lo), fmtMS(hi), n)})
 		if i%every == 0 {
 			ch.Texts = append(ch.Texts, text{X: x, Y: base + 16, Anchor: "middle", Class: "axis", Text: fmtMS(lo)})
 		}
 	}
-	ch.Texts = append(ch.Texts, text{X: left + plotW, Y: base + 16, Anchor: "end", Class: "axis", Text: "ms"})
+	ch.Texts = append(ch.Texts, text{X: left + plotW, Y: base + 16, Anchor: "middle", Class: "axis", Text: fmtMS(from+float64(bins)*step) + " ms"})
 	ch.Lines = append(ch.Lines, line{left, base, left + plotW, base})
 	return ch
 }

@@ -30,9 +30,6 @@ var pageTemplate string
 var tmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"pct":    pct,
 	"status": statusClass,
-	"ms":     func(v float64) string { return fmt.Sprintf("%.0f ms", v) },
-	"add":    func(a, b float64) float64 { return a + b },
-	"sub":    func(a, b float64) float64 { return a - b },
 }).Parse(pageTemplate))
 
 type kv struct{ Label, Value string }
