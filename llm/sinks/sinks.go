@@ -79,9 +79,23 @@ type Run struct {
 	Agent    string `json:"agent,omitempty"`
 	Provider string `json:"provider,omitempty"`
 	Model    string `json:"model,omitempty"`
-	// Summary holds the run's headline figures (e.g. "agree_both": 0.98),
+	// Figures are the run's headline figures (e.g. "agree_both": 0.98),
 	// logged as the experiment's metadata.
-	Summary map[string]float64 `json:"summary,omitempty"`
+	Figures map[string]float64 `json:"figures,omitempty"`
+}
+
+// DecodeResults reads a results file (latest.json's shape: the run's
+// fields at the top, its rows under "scenarios"), e.g. to deliver a run
+// again after a sink was down.
+func DecodeResults(data []byte) (Run, []Row, error) {
+	var res struct {
+		Run
+		Scenarios []Row `json:"scenarios"`
+	}
+	if err := json.Unmarshal(data, &res); err != nil {
+		return Run{}, nil, fmt.Errorf("decode results: %w", err)
+	}
+	return res.Run, res.Scenarios, nil
 }
 
 // Row is one scenario's result.
@@ -281,8 +295,8 @@ func runMetadata(run Run) map[string]any {
 			m[k] = v
 		}
 	}
-	if len(run.Summary) > 0 {
-		m["summary"] = run.Summary
+	if len(run.Figures) > 0 {
+		m["figures"] = run.Figures
 	}
 	return m
 }

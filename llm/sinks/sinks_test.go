@@ -22,7 +22,7 @@ const testKey = "sk-test-7f3a9c1e-DO-NOT-LEAK"
 var testRun = sinks.Run{
 	ID: "bench-20261130-1", Commit: "bcaee90343c4024a0f816fe72f100e881a30a9b9",
 	StartedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Payments: "sandbox", Agent: "scripted",
-	Summary: map[string]float64{"agree_both": 1},
+	Figures: map[string]float64{"agree_both": 1},
 }
 
 // testRows are n rows: even ones a phantom success the rule judge passed,
@@ -381,4 +381,53 @@ func TestDeliverAll(t *testing.T) {
 	require.True(t, reps[0].OK(), reps[0].String())
 	require.False(t, reps[1].OK())
 	require.Equal(t, "langsmith: 0/3 rows, 0/6 scores (langsmith create session: HTTP 503: maintenance)", reps[1].String())
+}
+
+// A results file (latest.json's shape) decodes as it is, fields the sinks
+// do not read ignored.
+func TestDecodeResults(t *testing.T) {
+	data := []byte(`{"id":"run-9","commit":"abc","started_at":"2026-11-29T12:48:53.77Z","concurrency":4,
+	 "summary":{"scenarios":1,"agree_both":{"n":1,"of":1}},
+	 "scenarios":[{"id":"refund/phantom_success","workflow":"refund","injection":"phantom_success","family":"system_error",
+	  "truth":{"outcome":"FAIL","policy":"PASS","knowable":true,"outcome_knowable":true,"reasons":["x"]},
+	  "verdict":{"status":"FAIL","provisional_status":"FAIL","lenses":{"outcome":"FAIL","policy":"PASS"},
+	   "findings":[{"code":"missing_effect","check":"refund","lens":"outcome","message":"no refund","facts":[]}],"versions":2},
+	  "agree":{"outcome":true,"policy":true},"claim":"success","latency_ms":207.5,
+	  "judges":[{"name":"rule","verdict":"PASS","reason":"200"}],"trajectory":{"task":"refund"},
+	  "workflow_id":"bench/run-9/refund/phantom_success","run_id":"r-1"}]}`)
+	run, rows, err := sinks.DecodeResults(data)
+	require.NoError(t, err)
+	require.Equal(t, "run-9", run.ID)
+	require.Equal(t, time.Date(2026, 11, 29, 12, 48, 53, 770000000, time.UTC), run.StartedAt)
+	require.Len(t, rows, 1)
+	require.Equal(t, sinks.Row{ID: "refund/phantom_success", Workflow: "refund", Injection: "phantom_success", Family: "system_error",
+		Truth: sinks.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true},
+		Verdict: sinks.Verdict{Status: "FAIL", ProvisionalStatus: "FAIL", Lenses: sinks.Lenses{Outcome: "FAIL", Policy: "PASS"},
+			Findings: []sinks.Finding{{Code: "missing_effect", Check: "refund", Lens: "outcome", Message: "no refund"}}},
+		Agree: sinks.Agree{Outcome: true, Policy: true}, Judges: []sinks.Judge{{Name: "rule", Verdict: "PASS", Reason: "200"}},
+		Trajectory: json.RawMessage(`{"task":"refund"}`), LatencyMS: 207.5,
+		WorkflowID: "bench/run-9/refund/phantom_success", RunID: "r-1"}, rows[0])
+
+	_, _, err = sinks.DecodeResults([]byte(`{"scenarios":{}}`))
+	require.ErrorContains(t, err, "decode results")
+}
+
+func TestLangSmithWorkspace(t *testing.T) {
+	fake := sinkstest.NewLangSmith(testKey)
+	defer fake.Close()
+	fake.RequireWorkspace("ws-42")
+	for _, tc := range []struct {
+		workspace string
+		ok        bool
+	}{{"ws-42", true}, {"", false}, {"ws-1", false}} {
+		t.Run(tc.workspace, func(t *testing.T) {
+			ls, err := sinks.NewLangSmith(fastOptions(fake.URL, discard()), tc.workspace)
+			require.NoError(t, err)
+			rep := ls.Deliver(t.Context(), testRun, testRows(2))
+			require.Equal(t, tc.ok, rep.OK(), rep.String())
+			if !tc.ok {
+				require.Contains(t, strings.Join(rep.Reasons, ""), "HTTP 403")
+			}
+		})
+	}
 }

@@ -19,6 +19,7 @@ type LangSmith struct {
 	key string
 
 	mu       sync.Mutex
+	tenant   string
 	sessions map[string]*LangSmithSession // by id
 	runs     map[string]map[string]any
 	feedback map[string]map[string]any
@@ -51,12 +52,27 @@ func (f *LangSmith) auth(next http.Handler) http.Handler {
 			f.reject(w, http.StatusUnauthorized, "%s %s: x-api-key is not the key", r.Method, r.URL.Path)
 			return
 		}
+		f.mu.Lock()
+		tenant := f.tenant
+		f.mu.Unlock()
+		if got := r.Header.Get("X-Tenant-Id"); tenant != "" && got != tenant {
+			f.reject(w, http.StatusForbidden, "%s %s: x-tenant-id is %q, want %q", r.Method, r.URL.Path, got, tenant)
+			return
+		}
 		if r.Header.Get("Authorization") != "" {
 			f.reject(w, http.StatusBadRequest, "%s %s: an Authorization header was sent too", r.Method, r.URL.Path)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// RequireWorkspace makes the fake refuse requests whose x-tenant-id is not
+// id (as LangSmith does for a key linked to several workspaces).
+func (f *LangSmith) RequireWorkspace(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tenant = id
 }
 
 func (f *LangSmith) createSession(w http.ResponseWriter, r *http.Request) {
