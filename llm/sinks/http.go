@@ -93,7 +93,7 @@ func newClient(sink string, o Options, defaultBase string, headers func(key stri
 	}
 	base, err := url.Parse(raw)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("%s sink: base URL %q is not an http(s) URL", sink, raw)
+		return nil, fmt.Errorf("%s sink: base URL %q is not an http(s) URL", sink, strings.ReplaceAll(raw, o.APIKey, "[redacted]"))
 	}
 	base.Path = strings.TrimRight(base.Path, "/")
 	key := o.APIKey
@@ -131,7 +131,8 @@ func (c *client) do(ctx context.Context, op, method, path string, query url.Valu
 	u.Path = c.base.Path + path
 	u.RawQuery = query.Encode()
 	var last error
-	for attempt := 1; ; attempt++ {
+	attempt := 1
+	for ; ; attempt++ {
 		wait, err := c.once(ctx, op, method, u.String(), payload, out)
 		if err == nil {
 			return nil
@@ -153,6 +154,9 @@ func (c *client) do(ctx context.Context, op, method, path string, query url.Valu
 			return fmt.Errorf("%s: gave up: %s (%w)", op, c.redact(last.Error()), ctx.Err())
 		case <-t.C:
 		}
+	}
+	if attempt > 1 {
+		return fmt.Errorf("%s (%d attempts)", c.redact(last.Error()), attempt)
 	}
 	return errors.New(c.redact(last.Error()))
 }

@@ -380,7 +380,7 @@ func TestDeliverAll(t *testing.T) {
 	require.Len(t, reps, 2)
 	require.True(t, reps[0].OK(), reps[0].String())
 	require.False(t, reps[1].OK())
-	require.Equal(t, "langsmith: 0/3 rows, 0/6 scores (langsmith create session: HTTP 503: maintenance)", reps[1].String())
+	require.Equal(t, "langsmith: 0/3 rows, 0/6 scores (langsmith create session: HTTP 503: maintenance (4 attempts))", reps[1].String())
 }
 
 // A results file (latest.json's shape) decodes as it is, fields the sinks
