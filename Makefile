@@ -37,7 +37,7 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: help build up down status test testdb lint vet fmt-check demo bench fuzz readme-results clean distclean
+.PHONY: help build up down status test testdb lint vet fmt-check demo bench fuzz readme-results report-screenshot clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -87,6 +87,9 @@ fuzz: ## run each Fuzz target for FUZZTIME (default 10s)
 
 readme-results: ## copy the headline of sandbox/results/latest.md into README.md
 	scripts/readme-results.sh
+
+report-screenshot: ## render the HTML report (REPORT_IN=results.json) and screenshot it in headless Chromium
+	GO=$(GO) scripts/report-screenshot.sh $(REPORT_IN)
 
 clean: ## remove build output and cached test results
 	rm -rf bin

@@ -1,0 +1,212 @@
+// Package report renders a benchmark run for people: one self-contained
+// HTML file (inline CSS and SVG, no external assets) with the summary, the
+// trace-only judges versus CommitLayer as the headline, charts (agreement
+// by failure family, verify latency, pass^k) and every scenario with its
+// findings and a link to its workflow in the Temporal UI; and the
+// judge-versus-CommitLayer table in markdown, which opens latest.md.
+//
+// Its input types mirror latest.json (the same JSON names), so a results
+// file decodes into a [Run] as it is; the benchmark maps its own rows into
+// them.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Statuses of verdicts, truths and judges.
+const (
+	StatusPass    = "PASS"
+	StatusFail    = "FAIL"
+	StatusUnknown = "UNKNOWN"
+)
+
+// Run is one benchmark run's results.
+type Run struct {
+	// ID is the run's id (its benchmark workflow's).
+	ID          string    `json:"id,omitempty"`
+	Commit      string    `json:"commit"`
+	StartedAt   time.Time `json:"started_at"`
+	FinishedAt  time.Time `json:"finished_at"`
+	WallSeconds float64   `json:"wall_seconds"`
+	Concurrency int       `json:"concurrency"`
+	// Payments is the payments backend (sandbox, stripe, stripe-fake).
+	Payments string `json:"payments,omitempty"`
+	Agent    string `json:"agent,omitempty"`
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// Repeat is k when each scenario ran k times.
+	Repeat int `json:"repeat,omitempty"`
+	// ReplayOf is the run this one replays, if any.
+	ReplayOf  string  `json:"replay_of,omitempty"`
+	Summary   Summary `json:"summary"`
+	Scenarios []Row   `json:"scenarios"`
+}
+
+// Count is n out of a total.
+type Count struct {
+	N  int `json:"n"`
+	Of int `json:"of"`
+}
+
+func (c Count) String() string { return fmt.Sprintf("%d/%d", c.N, c.Of) }
+
+// Rate is N/Of, 0 when Of is 0.
+func (c Count) Rate() float64 {
+	if c.Of == 0 {
+		return 0
+	}
+	return float64(c.N) / float64(c.Of)
+}
+
+func (c *Count) add(in, hit bool) {
+	if in {
+		c.Of++
+		if hit {
+			c.N++
+		}
+	}
+}
+
+// Group is the agreement of a group of rows (a workflow or a family).
+type Group struct {
+	Name  string `json:"name"`
+	Agree Count  `json:"agree"`
+}
+
+// Summary is a run's figures (latest.json's "summary").
+type Summary struct {
+	Scenarios             int      `json:"scenarios"`
+	AgreeOutcome          Count    `json:"agree_outcome"`
+	AgreePolicy           Count    `json:"agree_policy"`
+	AgreeBoth             Count    `json:"agree_both"`
+	TrueFailures          Count    `json:"true_failures_detected"`
+	FalseNegatives        Count    `json:"false_negatives"`
+	FalsePositives        Count    `json:"false_positives"`
+	TruePasses            int      `json:"true_passes"`
+	UnknownWhenUnknowable Count    `json:"unknown_when_unknowable"`
+	FalseClaimsCaught     Count    `json:"false_claims_caught"`
+	DuplicatesDetected    Count    `json:"duplicates_detected"`
+	CorrectedAtRecheck    Count    `json:"corrected_at_recheck"`
+	ReversalsCaught       Count    `json:"reversals_caught"`
+	OrphansFlagged        Count    `json:"orphans_flagged"`
+	OrphanFalseAlarms     int      `json:"orphan_false_alarms"`
+	LatencyMeanMS         float64  `json:"latency_mean_ms"`
+	LatencyMaxMS          float64  `json:"latency_max_ms"`
+	Errors                int      `json:"errors"`
+	Disagreements         []string `json:"disagreements"`
+	ByWorkflow            []Group  `json:"by_workflow"`
+	ByFamily              []Group  `json:"by_family"`
+	// PassK is pass^k per workflow (and "all" overall) when the run
+	// repeated its scenarios.
+	PassK []PassK `json:"pass_k,omitempty"`
+}
+
+// PassK is one workflow's pass^k over k attempts per scenario.
+type PassK struct {
+	// Workflow is a workflow's name, or "all".
+	Workflow string `json:"workflow"`
+	K        int    `json:"k"`
+	// Agent counts scenarios whose k attempts all truly succeeded.
+	Agent Count `json:"agent_pass_k"`
+	// CommitLayer counts scenarios where CommitLayer gave the same verdict
+	// and agreed with the oracle in all k attempts.
+	CommitLayer Count `json:"commitlayer_consistent"`
+}
+
+// Row is one scenario's result.
+type Row struct {
+	ID        string `json:"id"`
+	Workflow  string `json:"workflow"`
+	Injection string `json:"injection"`
+	Family    string `json:"family"`
+	Summary   string `json:"summary,omitempty"`
+	// Attempt numbers repeated runs of a scenario, from 1 (0: ran once).
+	Attempt int `json:"attempt,omitempty"`
+
+	Truth   Truth   `json:"truth"`
+	Verdict Verdict `json:"verdict"`
+	Agree   Agree   `json:"agree"`
+	// Claim is the agent's report (success, failure).
+	Claim  string  `json:"claim"`
+	Judges []Judge `json:"judges,omitempty"`
+	// Trajectory is what the agent did; the report does not read it.
+	Trajectory json.RawMessage `json:"trajectory,omitempty"`
+	LatencyMS  float64         `json:"latency_ms"`
+	Error      string          `json:"error,omitempty"`
+	// WorkflowID and RunID name the scenario's Temporal workflow.
+	WorkflowID string `json:"workflow_id,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
+}
+
+// Truth is the oracle's truth for a row.
+type Truth struct {
+	Outcome         string   `json:"outcome"`
+	Policy          string   `json:"policy"`
+	Knowable        bool     `json:"knowable"`
+	OutcomeKnowable bool     `json:"outcome_knowable"`
+	PolicyKnowable  bool     `json:"policy_knowable"`
+	Reasons         []string `json:"reasons,omitempty"`
+}
+
+// Status is the truth of the action as a whole: FAIL when a lens fails,
+// PASS when both pass, UNKNOWN otherwise.
+func (t Truth) Status() string {
+	switch {
+	case t.Outcome == StatusFail || t.Policy == StatusFail:
+		return StatusFail
+	case t.Outcome == StatusPass && t.Policy == StatusPass:
+		return StatusPass
+	}
+	return StatusUnknown
+}
+
+// Verdict is CommitLayer's verdict for a row.
+type Verdict struct {
+	Status            string    `json:"status"`
+	ProvisionalStatus string    `json:"provisional_status"`
+	Lenses            Lenses    `json:"lenses"`
+	Findings          []Finding `json:"findings"`
+}
+
+// Lenses are a verdict's per-lens statuses.
+type Lenses struct {
+	Outcome string `json:"outcome"`
+	Policy  string `json:"policy"`
+}
+
+// Finding is one finding of a verdict.
+type Finding struct {
+	Code    string `json:"code"`
+	Check   string `json:"check"`
+	Lens    string `json:"lens"`
+	Message string `json:"message"`
+}
+
+// Agree says, per lens, whether CommitLayer agreed with the oracle (the
+// truth where knowable, UNKNOWN where not).
+type Agree struct {
+	Outcome bool `json:"outcome"`
+	Policy  bool `json:"policy"`
+}
+
+// Judge is one trace-only judge's verdict on a row.
+type Judge struct {
+	Name    string `json:"name"`
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason"`
+}
+
+// Agrees is true when the row ran to the end and both lenses agree.
+func (r Row) Agrees() bool { return r.Error == "" && r.Agree.Outcome && r.Agree.Policy }
+
+// Decode reads a run from its JSON (latest.json's shape).
+func Decode(data []byte) (Run, error) {
+	var run Run
+	if err := json.Unmarshal(data, &run); err != nil {
+		return Run{}, fmt.Errorf("decode run: %w", err)
+	}
+	return run, nil
+}
