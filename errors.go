@@ -17,6 +17,10 @@ var (
 	// ErrInvalid: the input cannot be accepted: a field fails validation,
 	// or the store rejects a value. Nothing of the call's writes is kept.
 	ErrInvalid = errors.New("invalid input")
+	// ErrUnavailable: a dependency (the database) cannot be reached now;
+	// the same call may succeed later (the API answers 503 with
+	// Retry-After).
+	ErrUnavailable = errors.New("unavailable")
 )
 
 // Error is an error meant for the caller: a kind (one of the Err values),

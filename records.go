@@ -69,6 +69,10 @@ type InsertResult struct {
 	// Subjects are the distinct subjects and links of the inserted facts,
 	// sorted: the subjects whose open verifications should hear of them.
 	Subjects []Subject
+	// NotificationID is the outbox row that tells them, written with the
+	// facts (0 when nothing was inserted). Whoever delivers the notice
+	// deletes it; until then a deliverer retries it.
+	NotificationID int64
 }
 
 // BenchmarkRun is one benchmark run (admin). Request, Summary and Results
@@ -80,4 +84,15 @@ type BenchmarkRun struct {
 	Markdown, LogTail         string
 	TenantID                  string
 	StartedAt, FinishedAt     time.Time
+}
+
+// FactNotification is a notice of new facts still to deliver to the
+// verifications watching its subjects.
+type FactNotification struct {
+	ID             int64
+	TenantID       string
+	Subjects       []Subject
+	ExceptActionID string
+	Attempts       int
+	CreatedAt      time.Time
 }

@@ -42,6 +42,8 @@ type Store interface {
 	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]commitlayer.ActionRecord, error)
 	CountWatchedActions(ctx context.Context, tenantID string, now time.Time) (int, error)
 	EndWatch(ctx context.Context, tenantID, actionID string, at time.Time) error
+	NotificationDelivered(ctx context.Context, id int64) error
+	Identity(ctx context.Context) (string, error)
 }
 
 // Notifier tells open verifications that subjects got new facts.
@@ -73,6 +75,8 @@ type Activities struct {
 	Contracts *service.Contracts
 
 	contractsOnce sync.Once
+	identityMu    sync.Mutex
+	identity      string
 }
 
 var defaultHTTPClient = &http.Client{Timeout: 30 * time.Second}
@@ -155,6 +159,7 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 	}
 	res := ExtractResult{Unreachable: map[string]string{}}
 	seen := map[commitlayer.Subject]bool{}
+	var notices []int64
 	for i, c := range conns {
 		ins, err := results[i].ins, results[i].err
 		if err != nil {
@@ -172,6 +177,9 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 		}
 		res.Inserted += ins.Inserted
 		res.Duplicates += ins.Duplicates
+		if ins.NotificationID != 0 {
+			notices = append(notices, ins.NotificationID)
+		}
 		for _, s := range ins.Subjects {
 			seen[s] = true
 		}
@@ -181,10 +189,16 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 	}
 	sort.Slice(res.Subjects, func(i, j int) bool { return res.Subjects[i] < res.Subjects[j] })
 	if a.Notify != nil && res.Inserted > 0 && len(res.Subjects) > 0 {
+		// The facts were stored with their notices (an outbox): deliver
+		// them now; one Temporal does not take stays for the reconciler.
 		if err := a.Notify.NotifyFacts(ctx, in.TenantID, res.Subjects, in.ActionID); err != nil {
-			// The facts are stored; a verification that misses this nudge
-			// still reads them at its next pass. Log, don't fail the pull.
-			a.logger(ctx).Warn("notify verifications", "tenant", in.TenantID, "error", err)
+			a.logger(ctx).Warn("notice of new facts left to the reconciler", "tenant", in.TenantID, "error", err)
+		} else {
+			for _, id := range notices {
+				if err := a.Store.NotificationDelivered(ctx, id); err != nil {
+					a.logger(ctx).Warn("delete delivered notice", "tenant", in.TenantID, "error", err)
+				}
+			}
 		}
 	}
 	return res, nil
@@ -268,6 +282,10 @@ func parseCursor(s string) (int64, error) {
 type EvaluateInput struct {
 	TenantID string
 	ActionID string
+	// StoreID is the identity of the database the action was recorded in
+	// (empty in histories from before it was carried): a worker on another
+	// database refuses the pass, loudly, and it is retried.
+	StoreID string
 	// Unreachable sources from the latest pull: not connected for this pass.
 	Unreachable map[string]string
 	// Provisional forces the verdict to be provisional (the settlement
@@ -291,9 +309,18 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 	if in.TenantID == "" || in.ActionID == "" {
 		return EvaluateResult{}, nonRetryable("evaluate: tenant and action ids are required")
 	}
+	if err := a.checkStore(ctx, in.StoreID); err != nil {
+		return EvaluateResult{}, err
+	}
 	act, err := a.Store.GetAction(ctx, in.TenantID, in.ActionID)
 	if errors.Is(err, commitlayer.ErrNotFound) {
-		return EvaluateResult{}, nonRetryable("evaluate: action %s not found", in.ActionID)
+		// The action was recorded before its verification started, so this
+		// store must have it: a replica that lags, or a worker on another
+		// database. Retried with backoff (the workflow's retry policy), and
+		// loud: nothing resolves it but time or an operator.
+		a.logger(ctx).Error("evaluate: action not found in this worker's database; retrying",
+			"tenant", in.TenantID, "action", in.ActionID)
+		return EvaluateResult{}, fmt.Errorf("evaluate: action %s not found (a lagging replica, or a worker on another database than the API's?)", in.ActionID)
 	} else if err != nil {
 		return EvaluateResult{}, fmt.Errorf("evaluate: load action %s: %w", in.ActionID, err)
 	}
@@ -395,6 +422,31 @@ func (a *Activities) priorActions(ctx context.Context, tenantID string, act comm
 		}
 	}
 	return out, nil
+}
+
+// checkStore fails (retryably, logged as an error) when want names a
+// database other than this worker's.
+func (a *Activities) checkStore(ctx context.Context, want string) error {
+	if want == "" {
+		return nil
+	}
+	a.identityMu.Lock()
+	have := a.identity
+	if have == "" {
+		id, err := a.Store.Identity(ctx)
+		if err != nil {
+			a.identityMu.Unlock()
+			return fmt.Errorf("evaluate: store identity: %w", err)
+		}
+		a.identity, have = id, id
+	}
+	a.identityMu.Unlock()
+	if have != want {
+		a.logger(ctx).Error("evaluate: this worker reads another database than the one the action was recorded in",
+			"worker_store", have, "action_store", want)
+		return fmt.Errorf("evaluate: worker database %s is not the API's %s", have, want)
+	}
+	return nil
 }
 
 // contract returns the compiled contract version through the process's

@@ -36,7 +36,9 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	stored, created, err := s.actions.Record(r.Context(), t.ID, req.Action, key, req.Hash)
+	rctx, cancel := context.WithTimeout(r.Context(), recordTimeout)
+	stored, created, err := s.actions.Record(rctx, t.ID, req.Action, key, req.Hash)
+	cancel()
 	if err != nil {
 		var fe *commitlayer.FieldError
 		var ae *apiError
@@ -68,22 +70,30 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		s.metrics.actions.WithLabelValues("replayed").Inc()
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
+	pending := false
 	if created || s.needsStart(r.Context(), t.ID, stored.ID, startKey) {
-		if err := s.start(r.Context(), t.ID, stored); err != nil {
-			// The action is stored; a retry with the same key (or id)
-			// starts it, since no verdict exists and this process has no
-			// record of a start.
-			s.logError(r, "start verification", err)
-			w.Header().Set("Retry-After", "1")
-			s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
-				"action %s is recorded but its verification could not be started; retry the same request", stored.ID))
-			return
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), startTimeout)
+		err := s.start(ctx, t.ID, stored)
+		cancel()
+		if err != nil {
+			// The action is stored with its start pending: the reconciler
+			// starts it as soon as Temporal answers. The client need not
+			// resend.
+			s.log.WarnContext(r.Context(), "verification start left to the reconciler", "err", err,
+				"request_id", requestIDOf(r.Context()), "tenant", t.ID, "action", stored.ID)
+			s.kickReconciler()
+			pending = true
+		} else {
+			s.started.add(startKey)
 		}
-		s.started.add(startKey)
 	}
 	url := "/v1/actions/" + stored.ID
 	w.Header().Set("Location", url)
-	writeJSON(w, http.StatusAccepted, map[string]string{"id": stored.ID, "verdict_url": url})
+	body := map[string]string{"id": stored.ID, "verdict_url": url, "verification": "started"}
+	if pending {
+		body["verification"] = "pending"
+	}
+	writeJSON(w, http.StatusAccepted, body)
 }
 
 // start starts the verification of a stored action.

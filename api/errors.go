@@ -69,6 +69,11 @@ type errorBody struct {
 // request id.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := clientError(err)
+	if ae == nil && errors.Is(err, commitlayer.ErrUnavailable) {
+		s.logError(r, "unavailable", err)
+		w.Header().Set("Retry-After", "1")
+		ae = &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Message: "the service cannot reach its database now; retry shortly"}
+	}
 	if ae == nil {
 		s.logError(r, "internal error", err)
 		ae = &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error"}

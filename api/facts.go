@@ -12,10 +12,11 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// postFacts ingests a batch: every fact validated, the batch stored whole
-// or not at all, then open verifications of the subjects told. A failed
-// notification is logged; the write stands (the connector poller and the
-// settlement re-check read the facts anyway).
+// postFacts ingests a batch: every fact validated, the batch and the
+// notice to the open verifications of its subjects stored whole or not at
+// all, then the notice delivered. A notice Temporal does not take now stays
+// in the outbox and the reconciler delivers it later: accepted facts always
+// reach their verifications.
 func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
 	facts, err := decodeFacts(http.MaxBytesReader(w, r.Body, MaxFactsBody))
@@ -39,14 +40,20 @@ func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.facts.WithLabelValues("inserted").Add(float64(res.Inserted))
 	s.metrics.facts.WithLabelValues("duplicate").Add(float64(res.Duplicates))
-	if len(res.Subjects) > 0 && s.verifier != nil {
-		// The facts are stored: the notification must not be lost to a
-		// client that hangs up now.
+	if res.NotificationID != 0 && s.verifier != nil {
+		// The facts and their notice are stored together: deliver the
+		// notice now, and leave it to the reconciler when Temporal does
+		// not answer (it retries until delivered).
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), notifyTimeout)
 		err := s.verifier.FactsArrived(ctx, t.ID, res.Subjects)
 		cancel()
+		if err == nil {
+			err = s.facts.NotificationDelivered(context.WithoutCancel(r.Context()), res.NotificationID)
+		}
 		if err != nil {
-			s.logError(r, "notify verifications of new facts", err)
+			s.log.WarnContext(r.Context(), "notice of new facts left to the reconciler", "err", err,
+				"request_id", requestIDOf(r.Context()), "tenant", t.ID)
+			s.kickReconciler()
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"inserted": res.Inserted, "duplicates": res.Duplicates})

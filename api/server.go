@@ -36,8 +36,15 @@ const (
 
 // Timeouts of calls the API makes on a request's behalf.
 const (
-	healthTimeout  = 2 * time.Second
-	notifyTimeout  = 10 * time.Second
+	healthTimeout = 2 * time.Second
+	// notifyTimeout and startTimeout bound telling Temporal at once; past
+	// them the reconciler finishes the job, so a request never stalls on a
+	// Temporal that is away.
+	notifyTimeout = 2 * time.Second
+	startTimeout  = 2 * time.Second
+	// recordTimeout bounds storing an action: a database that hangs
+	// answers 503 with Retry-After instead of holding the client.
+	recordTimeout  = 3 * time.Second
 	recheckTimeout = 60 * time.Second
 )
 
@@ -59,9 +66,11 @@ type ContractStore interface {
 	ListContracts(ctx context.Context, tenantID string) ([]commitlayer.ContractRecord, error)
 }
 
-// FactStore takes pushed facts.
+// FactStore takes pushed facts; NotificationDelivered deletes the outbox
+// row of a notice delivered at once.
 type FactStore interface {
 	InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (commitlayer.InsertResult, error)
+	NotificationDelivered(ctx context.Context, id int64) error
 }
 
 // ActionStore serves recorded actions and their verdicts (recording goes
@@ -155,7 +164,14 @@ type Config struct {
 	// Contracts loads compiled contracts; the process shares one with its
 	// activities. Nil makes one on Store.
 	Contracts *service.Contracts
+	// Reconciler, when set, is kicked when a verification could not be
+	// started or a notice of facts not delivered at once: it finishes them
+	// as soon as Temporal answers.
+	Reconciler Kicker
 }
+
+// Kicker asks for a reconciliation round now.
+type Kicker interface{ Kick() }
 
 // Server is the HTTP API. Build it with New.
 type Server struct {
@@ -168,6 +184,7 @@ type Server struct {
 	pinger     Pinger // nil when the store cannot be pinged
 	actions    *service.Actions
 	verifier   Verifier
+	reconciler Kicker
 	benchmarks Benchmarks
 	adminKey   string
 	log        *slog.Logger
@@ -204,6 +221,7 @@ func New(cfg Config) *Server {
 		benchRuns:  cfg.Store,
 		contracts:  cfg.Contracts,
 		verifier:   cfg.Verifier,
+		reconciler: cfg.Reconciler,
 		benchmarks: cfg.Benchmarks,
 		adminKey:   cfg.AdminKey,
 		log:        cfg.Logger,
@@ -324,6 +342,12 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) kickReconciler() {
+	if s.reconciler != nil {
+		s.reconciler.Kick()
+	}
 }
 
 // startedSet remembers the actions this process started a verification

@@ -37,7 +37,7 @@ func (db *DB) CreateAction(ctx context.Context, tenantID string, a commitlayer.A
 func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.Action, settlesAt, watchUntil time.Time,
 	idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error) {
 	if err := a.Validate(); err != nil {
-		return commitlayer.ActionRecord{}, false, fmt.Errorf("%w: %w", commitlayer.ErrInvalid, err)
+		return commitlayer.ActionRecord{}, false, fmt.Errorf("%w: %w", commitlayer.ErrInvalid, classify(err))
 	}
 	if err := checkTimes("requested_at", a.RequestedAt, "settles_at", settlesAt, "watch_until", watchUntil); err != nil {
 		return commitlayer.ActionRecord{}, false, err
@@ -46,7 +46,7 @@ func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.A
 	if len(a.Params) > 0 {
 		b, err := json.Marshal(a.Params)
 		if err != nil {
-			return commitlayer.ActionRecord{}, false, fmt.Errorf("%w: params: %w", commitlayer.ErrInvalid, err)
+			return commitlayer.ActionRecord{}, false, fmt.Errorf("%w: params: %w", commitlayer.ErrInvalid, classify(err))
 		}
 		params = b
 	}
@@ -173,7 +173,7 @@ func (db *DB) GetAction(ctx context.Context, tenantID, actionID string) (commitl
 // leaves that end open.
 func (db *DB) PriorActions(ctx context.Context, tenantID, contractID, agent string, subject commitlayer.Subject, from, to time.Time, excludeID string) ([]commitlayer.Action, error) {
 	if err := checkTimes("from", from, "to", to); err != nil {
-		return nil, fmt.Errorf("prior actions of %q: %w", contractID, err)
+		return nil, fmt.Errorf("prior actions of %q: %w", contractID, classify(err))
 	}
 	acts, err := db.queryActions(ctx, `tenant_id = $1 AND contract_id = $2
 		AND ($3 = '' OR agent = $3) AND ($4 = '' OR subject = $4)
@@ -190,7 +190,7 @@ func (db *DB) PriorActions(ctx context.Context, tenantID, contractID, agent stri
 // since, ordered by requested_at then id.
 func (db *DB) ActionsOfContract(ctx context.Context, tenantID, contractID string, since time.Time) ([]commitlayer.Action, error) {
 	if err := checkTimes("since", since); err != nil {
-		return nil, fmt.Errorf("actions of %q: %w", contractID, err)
+		return nil, fmt.Errorf("actions of %q: %w", contractID, classify(err))
 	}
 	acts, err := db.queryActions(ctx, `tenant_id = $1 AND contract_id = $2 AND requested_at >= $3
 		ORDER BY requested_at, id`, tenantID, contractID, since)
@@ -219,7 +219,7 @@ func (db *DB) WatchedActions(ctx context.Context, tenantID string, subjects []co
 		return nil, nil
 	}
 	if err := checkTimes("now", now); err != nil {
-		return nil, fmt.Errorf("watched actions: %w", err)
+		return nil, fmt.Errorf("watched actions: %w", classify(err))
 	}
 	subs := make([]string, len(subjects))
 	for i, s := range subjects {

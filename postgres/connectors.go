@@ -88,7 +88,7 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 		err = checkTimes("at", at)
 	}
 	if err != nil {
-		return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, err)
+		return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
 	}
 	var res commitlayer.InsertResult
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
@@ -103,6 +103,9 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 			}
 		}
 		if res, err = insertFacts(ctx, tx, tenantID, rows); err != nil {
+			return err
+		}
+		if res.NotificationID, err = enqueueNotification(ctx, tx, tenantID, res.Subjects, ""); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE connectors SET cursor = $3, last_pull_at = $4, last_error = '', last_error_at = NULL
@@ -120,7 +123,7 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 // successful pull time stay.
 func (db *DB) RecordPullError(ctx context.Context, tenantID, connectorID string, msg string, at time.Time) error {
 	if err := checkTimes("at", at); err != nil {
-		return fmt.Errorf("record pull error of %q: %w", connectorID, err)
+		return fmt.Errorf("record pull error of %q: %w", connectorID, classify(err))
 	}
 	tag, err := db.pool.Exec(ctx, `UPDATE connectors SET last_error = $3, last_error_at = $4
 		WHERE tenant_id = $1 AND id = $2`, tenantID, connectorID, msg, at)

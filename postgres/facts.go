@@ -31,7 +31,10 @@ func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitla
 	var res commitlayer.InsertResult
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		res, err = insertFacts(ctx, tx, tenantID, rows)
+		if res, err = insertFacts(ctx, tx, tenantID, rows); err != nil {
+			return err
+		}
+		res.NotificationID, err = enqueueNotification(ctx, tx, tenantID, res.Subjects, "")
 		return err
 	})
 	if err != nil {
@@ -57,10 +60,10 @@ func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
 	for i := range facts {
 		f := &facts[i]
 		if err := f.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: facts[%d]: %w", commitlayer.ErrInvalid, i, err)
+			return nil, fmt.Errorf("%w: facts[%d]: %w", commitlayer.ErrInvalid, i, classify(err))
 		}
 		if err := checkTimes("occurred_at", f.OccurredAt); err != nil {
-			return nil, fmt.Errorf("facts[%d]: %w", i, err)
+			return nil, fmt.Errorf("facts[%d]: %w", i, classify(err))
 		}
 		k := key{f.Source, f.ExternalID}
 		if seen[k] {
@@ -71,7 +74,7 @@ func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
 		if len(f.Attrs) > 0 {
 			b, err := json.Marshal(f.Attrs)
 			if err != nil {
-				return nil, fmt.Errorf("%w: facts[%d].attrs: %w", commitlayer.ErrInvalid, i, err)
+				return nil, fmt.Errorf("%w: facts[%d].attrs: %w", commitlayer.ErrInvalid, i, classify(err))
 			}
 			attrs = b
 		}
@@ -211,7 +214,7 @@ func (db *DB) FactsOfKinds(ctx context.Context, tenantID string, kinds []commitl
 		return nil, nil
 	}
 	if err := checkTimes("from", from, "to", to); err != nil {
-		return nil, fmt.Errorf("facts of kinds: %w", err)
+		return nil, fmt.Errorf("facts of kinds: %w", classify(err))
 	}
 	sources := make([]string, len(kinds))
 	types := make([]string, len(kinds))

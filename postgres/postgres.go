@@ -11,7 +11,9 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net"
 	"sort"
 	"strings"
 	"time"
@@ -31,15 +33,15 @@ type DB struct {
 func Open(ctx context.Context, databaseURL string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("open database: parse url: %w", err)
+		return nil, fmt.Errorf("open database: parse url: %w", classify(err))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+		return nil, fmt.Errorf("open database: %w", classify(err))
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("open database: ping: %w", err)
+		return nil, fmt.Errorf("open database: ping: %w", classify(err))
 	}
 	return &DB{pool: pool}, nil
 }
@@ -53,7 +55,7 @@ func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 // Ping checks that the database answers (for health checks).
 func (db *DB) Ping(ctx context.Context) error {
 	if err := db.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("ping database: %w", err)
+		return fmt.Errorf("ping database: %w", classify(err))
 	}
 	return nil
 }
@@ -100,7 +102,7 @@ func loadMigrations() ([]migration, error) {
 // may start at once); the ones that wait find the work done.
 func (db *DB) Migrate(ctx context.Context) error {
 	if err := db.migrate(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return fmt.Errorf("migrate: %w", classify(err))
 	}
 	return nil
 }
@@ -116,7 +118,7 @@ func (db *DB) migrate(ctx context.Context) (err error) {
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, lockSpace, lockMigrate); err != nil {
-		return fmt.Errorf("take lock: %w", err)
+		return fmt.Errorf("take lock: %w", classify(err))
 	}
 	defer func() {
 		// Unlock even when ctx is done; if that fails, close the
@@ -133,16 +135,16 @@ func (db *DB) migrate(ctx context.Context) (err error) {
 	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version text PRIMARY KEY,
 		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", err)
+		return fmt.Errorf("create schema_migrations: %w", classify(err))
 	}
 	applied := map[string]bool{}
 	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations`)
 	if err != nil {
-		return fmt.Errorf("read schema_migrations: %w", err)
+		return fmt.Errorf("read schema_migrations: %w", classify(err))
 	}
 	versions, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("read schema_migrations: %w", err)
+		return fmt.Errorf("read schema_migrations: %w", classify(err))
 	}
 	for _, v := range versions {
 		applied[v] = true
@@ -152,7 +154,7 @@ func (db *DB) migrate(ctx context.Context) (err error) {
 			continue
 		}
 		if err := applyMigration(ctx, conn.Conn(), m); err != nil {
-			return fmt.Errorf("apply %s: %w", m.version, err)
+			return fmt.Errorf("apply %s: %w", m.version, classify(err))
 		}
 	}
 	return nil
@@ -179,7 +181,7 @@ func applyMigration(ctx context.Context, conn *pgx.Conn, m migration) error {
 func CreateDatabaseIfMissing(ctx context.Context, databaseURL string) error {
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
-		return fmt.Errorf("create database: parse url: %w", err)
+		return fmt.Errorf("create database: parse url: %w", classify(err))
 	}
 	name := cfg.Database
 	if name == "" {
@@ -188,12 +190,12 @@ func CreateDatabaseIfMissing(ctx context.Context, databaseURL string) error {
 	cfg.Database = "postgres"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("create database %q: connect: %w", name, err)
+		return fmt.Errorf("create database %q: connect: %w", name, classify(err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-		return fmt.Errorf("create database %q: %w", name, err)
+		return fmt.Errorf("create database %q: %w", name, classify(err))
 	}
 	if exists {
 		return nil
@@ -204,7 +206,7 @@ func CreateDatabaseIfMissing(ctx context.Context, databaseURL string) error {
 		return nil // created meanwhile by someone else
 	}
 	if err != nil {
-		return fmt.Errorf("create database %q: %w", name, err)
+		return fmt.Errorf("create database %q: %w", name, classify(err))
 	}
 	return nil
 }
@@ -241,22 +243,45 @@ func isRetryable(err error) bool {
 }
 
 // classify turns Postgres errors caused by the input into
-// commitlayer.ErrInvalid, and a foreign key to a missing tenant or action
-// into commitlayer.ErrNotFound, so callers can answer 4xx without reading
-// Postgres codes. Other errors pass unchanged.
+// commitlayer.ErrInvalid, a foreign key to a missing tenant or action into
+// commitlayer.ErrNotFound, and a database that cannot be reached (refused,
+// shut down, connection lost, timed out) into commitlayer.ErrUnavailable,
+// so callers can answer 4xx or 503 without reading Postgres codes. Other
+// errors pass unchanged.
 func classify(err error) error {
+	if err == nil || errors.Is(err, commitlayer.ErrInvalid) || errors.Is(err, commitlayer.ErrNotFound) ||
+		errors.Is(err, commitlayer.ErrUnavailable) {
+		return err
+	}
+	if isUnavailable(err) {
+		return fmt.Errorf("%w: %w", commitlayer.ErrUnavailable, classify(err))
+	}
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || errors.Is(err, commitlayer.ErrInvalid) || errors.Is(err, commitlayer.ErrNotFound) {
+	if !errors.As(err, &pe) {
 		return err
 	}
 	switch {
 	case pe.Code == "23503": // foreign_key_violation
-		return fmt.Errorf("%w: %w", commitlayer.ErrNotFound, err)
+		return fmt.Errorf("%w: %w", commitlayer.ErrNotFound, classify(err))
 	case strings.HasPrefix(pe.Code, "22"), // data exception: NUL byte, bad json, time out of range
 		pe.Code == "23502", pe.Code == "23514": // not null, check
-		return fmt.Errorf("%w: %w", commitlayer.ErrInvalid, err)
+		return fmt.Errorf("%w: %w", commitlayer.ErrInvalid, classify(err))
 	}
 	return err
+}
+
+// isUnavailable reports a database that cannot be reached now: the
+// connection could not be made or was lost, the server is shutting down or
+// starting (57P01–57P03, class 08), or the call ran out of time.
+func isUnavailable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) ||
+		pgconn.SafeToRetry(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)

@@ -58,11 +58,22 @@ func (db *DB) TenantByAPIKey(ctx context.Context, key string) (commitlayer.Tenan
 		return commitlayer.Tenant{}, fmt.Errorf("tenant by api key: %w", commitlayer.ErrNotFound)
 	}
 	hash := sha256.Sum256([]byte(key))
-	rows, err := db.pool.Query(ctx, `SELECT id, name, created_at FROM tenants WHERE api_key_hash = $1`, hash[:])
-	if err != nil {
-		return commitlayer.Tenant{}, fmt.Errorf("tenant by api key: %w", classify(err))
+	var (
+		t   commitlayer.Tenant
+		err error
+	)
+	// A connection the server killed (a restart, a failover) fails the
+	// first use of it; the pool drops it, and a second try gets a live one.
+	for attempt := 0; attempt < 2; attempt++ {
+		var rows pgx.Rows
+		rows, err = db.pool.Query(ctx, `SELECT id, name, created_at FROM tenants WHERE api_key_hash = $1`, hash[:])
+		if err == nil {
+			t, err = pgx.CollectExactlyOneRow(rows, scanTenant)
+		}
+		if err == nil || !isUnavailable(err) || ctx.Err() != nil {
+			break
+		}
 	}
-	t, err := pgx.CollectExactlyOneRow(rows, scanTenant)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return commitlayer.Tenant{}, fmt.Errorf("tenant by api key: %w", commitlayer.ErrNotFound)
 	}

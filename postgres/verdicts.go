@@ -22,7 +22,7 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 			v.ActionID, commitlayer.ErrInvalid)
 	}
 	if err := checkTimes("evaluated_at", v.EvaluatedAt, "settles_at", v.SettlesAt); err != nil {
-		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, err)
+		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, classify(err))
 	}
 	var (
 		out      commitlayer.Verdict
@@ -52,7 +52,7 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 		out.Version = latest.Version + 1
 		body, err := json.Marshal(out)
 		if err != nil {
-			return fmt.Errorf("%w: %w", commitlayer.ErrInvalid, err)
+			return fmt.Errorf("%w: %w", commitlayer.ErrInvalid, classify(err))
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO verdicts (tenant_id, action_id, version, status, provisional, body, evaluated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)`,

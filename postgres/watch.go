@@ -14,7 +14,7 @@ import (
 // at now: the verifications a connector poller still serves.
 func (db *DB) CountWatchedActions(ctx context.Context, tenantID string, now time.Time) (int, error) {
 	if err := checkTimes("now", now); err != nil {
-		return 0, fmt.Errorf("count watched actions: %w", err)
+		return 0, fmt.Errorf("count watched actions: %w", classify(err))
 	}
 	var n int
 	err := db.pool.QueryRow(ctx,
@@ -29,7 +29,7 @@ func (db *DB) CountWatchedActions(ctx context.Context, tenantID string, now time
 // was cancelled before the watch ran out). It never extends a watch.
 func (db *DB) EndWatch(ctx context.Context, tenantID, actionID string, at time.Time) error {
 	if err := checkTimes("at", at); err != nil {
-		return fmt.Errorf("end watch of %s: %w", actionID, err)
+		return fmt.Errorf("end watch of %s: %w", actionID, classify(err))
 	}
 	tag, err := db.pool.Exec(ctx,
 		`UPDATE actions SET watch_until = LEAST(watch_until, $3) WHERE tenant_id = $1 AND id = $2`,

@@ -30,6 +30,7 @@ type Store interface {
 	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]commitlayer.ActionRecord, error)
 	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
 	LinkedSubjects(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Subject, error)
+	VerificationStarted(ctx context.Context, tenantID, actionID string) error
 }
 
 // maxNudgeSubjects bounds how far NotifyFacts widens a batch's subjects
@@ -47,6 +48,10 @@ type Client struct {
 	Logger       *slog.Logger
 	// SignalConcurrency bounds signals sent at once by FactsArrived.
 	SignalConcurrency int
+	// StoreID is the identity of the database actions are recorded in
+	// (postgres.DB.Identity), carried to the workers so one on another
+	// database refuses to verify instead of failing on "not found".
+	StoreID string
 }
 
 func (c *Client) taskQueue() string {
@@ -80,21 +85,26 @@ func StartOptions(taskQueue, tenantID string, a commitlayer.ActionRecord) client
 	}
 }
 
-// Input is the VerifyAction input for a stored action.
-func Input(tenantID string, a commitlayer.ActionRecord) workflows.VerifyActionInput {
+// Input is the VerifyAction input for a stored action recorded in the
+// database named storeID (Store's Identity; empty skips the worker's check).
+func Input(tenantID string, a commitlayer.ActionRecord, storeID string) workflows.VerifyActionInput {
 	return workflows.VerifyActionInput{
-		TenantID: tenantID, ActionID: a.ID, SettlesAt: a.SettlesAt, WatchUntil: a.WatchUntil,
+		TenantID: tenantID, ActionID: a.ID, SettlesAt: a.SettlesAt, WatchUntil: a.WatchUntil, StoreID: storeID,
 	}
 }
 
-// Start begins the verification of a stored action. Starting one that
-// already exists (running or finished) is not an error: the action's
-// verification is unique.
+// Start begins the verification of a stored action and marks it started
+// in the store (the reconciler starts the actions never marked). Starting
+// one that already exists (running or finished) is not an error: the
+// action's verification is unique.
 func (c *Client) Start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
-	_, err := c.Temporal.ExecuteWorkflow(ctx, StartOptions(c.taskQueue(), tenantID, a), workflows.VerifyAction, Input(tenantID, a))
+	_, err := c.Temporal.ExecuteWorkflow(ctx, StartOptions(c.taskQueue(), tenantID, a), workflows.VerifyAction, Input(tenantID, a, c.StoreID))
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {
 		return fmt.Errorf("start verification of %s: %w", a.ID, err)
+	}
+	if err := c.Store.VerificationStarted(ctx, tenantID, a.ID); err != nil {
+		return err
 	}
 	// A new action on a subject ends the effect window of earlier ones on
 	// it: let their verifications look again.

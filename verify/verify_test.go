@@ -39,6 +39,8 @@ func (s noStore) LinkedSubjects(_ context.Context, _ string, subjects []commitla
 	}
 	return out, nil
 }
+func (noStore) VerificationStarted(context.Context, string, string) error { return nil }
+
 func (noStore) ListConnectors(context.Context, string) ([]commitlayer.Connector, error) {
 	return nil, nil
 }

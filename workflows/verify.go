@@ -37,6 +37,9 @@ type VerifyActionInput struct {
 	ReportTo string `json:",omitempty"`
 	// Resume carries the state of a verification across continue-as-new.
 	Resume *VerifyState `json:",omitempty"`
+	// StoreID names the database the action was recorded in; Evaluate
+	// refuses to run on a worker that reads another one.
+	StoreID string `json:",omitempty"`
 }
 
 // VerifyState is what a verification remembers between passes.
@@ -161,6 +164,14 @@ func (v *verification) run(ctx workflow.Context) (VerifyActionResult, error) {
 	}
 	if !v.state.Ended {
 		if err := v.waitUntil(ctx, v.in.WatchUntil); err != nil && !errors.Is(err, errWatchEnded) {
+			return VerifyActionResult{}, err
+		}
+	}
+	// Version 1 ends with a pass over everything stored: facts whose notice
+	// was lost (Temporal away when they were ingested, a signal dropped)
+	// still count before the verification completes.
+	if workflow.GetVersion(ctx, "final-pass-before-complete", workflow.DefaultVersion, 1) >= 1 {
+		if err := v.pass(ctx, false); err != nil {
 			return VerifyActionResult{}, err
 		}
 	}
@@ -315,6 +326,7 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 	}, act.Evaluate, activities.EvaluateInput{
 		TenantID:    v.in.TenantID,
 		ActionID:    v.in.ActionID,
+		StoreID:     v.in.StoreID,
 		Unreachable: v.state.Unreachable,
 		Provisional: v.state.Phase != PhaseWatching,
 	}, &res); err != nil {

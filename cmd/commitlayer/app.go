@@ -130,6 +130,12 @@ type Main struct {
 	Harness *harness.Activities
 	// API is the HTTP API's server.
 	API *api.Server
+	// Reconciler starts pending verifications and delivers pending notices
+	// of facts, in the background while the process runs.
+	Reconciler *verify.Reconciler
+
+	stopReconciler func()
+	reconcilerDone chan struct{}
 
 	worker   sdkworker.Worker
 	local    sdkworker.Worker // this process's own queue: steps bound to its enterprises
@@ -151,10 +157,24 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 	if err := m.openTemporal(ctx); err != nil {
 		return err
 	}
+	storeID, err := m.DB.Identity(ctx)
+	if err != nil {
+		return err
+	}
 	m.Verifier = &verify.Client{
 		Temporal: m.Temporal, Store: m.DB, TaskQueue: m.Config.TaskQueue,
-		PollInterval: m.Config.PollInterval, Logger: m.Logger,
+		PollInterval: m.Config.PollInterval, Logger: m.Logger, StoreID: storeID,
 	}
+	// What was accepted while Temporal was away is finished by the
+	// reconciler: every API and worker process runs one.
+	m.Reconciler = verify.NewReconciler(m.Verifier, m.DB, m.Logger.With("component", "reconciler"))
+	rctx, stopReconciler := context.WithCancel(context.WithoutCancel(ctx))
+	m.stopReconciler = stopReconciler
+	m.reconcilerDone = make(chan struct{})
+	go func() {
+		defer close(m.reconcilerDone)
+		m.Reconciler.Run(rctx)
+	}()
 	m.Contracts = service.NewContracts(m.DB, 0)
 	m.Actions = service.NewActions(m.DB, m.Contracts, nil)
 	var benchmarks api.Benchmarks
@@ -170,6 +190,7 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		Logger:     m.Logger,
 		Registry:   m.Registry,
 		Contracts:  m.Contracts,
+		Reconciler: m.Reconciler,
 	})
 	if roles.Worker {
 		if err := m.startWorker(ctx, roles.Benchmark); err != nil {
@@ -276,6 +297,7 @@ func (m *Main) startWorker(ctx context.Context, withBenchmark bool) error {
 		}
 	}
 	m.Logger.Info("worker started", "task_queue", opts.TaskQueue, "local_queue", localQueue, "benchmark", withBenchmark,
+		"store", m.Verifier.StoreID,
 		"temporal", m.Config.Temporal.HostPort, "namespace", m.Config.Temporal.Namespace)
 	return nil
 }
@@ -337,6 +359,10 @@ func (m *Main) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = m.server.Shutdown(ctx)
 		cancel()
+	}
+	if m.stopReconciler != nil {
+		m.stopReconciler()
+		<-m.reconcilerDone
 	}
 	if m.local != nil {
 		m.local.Stop()

@@ -35,6 +35,7 @@ type Store interface {
 	GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error)
 	GetBenchmarkRun(ctx context.Context, id string) (commitlayer.BenchmarkRun, error)
 	UpdateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) error
+	VerificationStarted(ctx context.Context, tenantID, actionID string) error
 }
 
 // Recorder records actions and lists orphans: service.Actions, the path
@@ -285,6 +286,11 @@ func (a *Activities) record(ctx context.Context, in StepInput, act commitlayer.A
 		act.RequestedAt.UTC().Format(time.RFC3339Nano), act.Params, act.Claim.Status)))
 	rec, _, err := a.Recorder.Record(ctx, in.TenantID, act, key, hash[:])
 	if err != nil {
+		return Recorded{}, fmt.Errorf("record %s action: %w", step, err)
+	}
+	// The Scenario starts this verification as its child: keep the
+	// reconciler from starting it first.
+	if err := a.Store.VerificationStarted(ctx, in.TenantID, rec.ID); err != nil {
 		return Recorded{}, fmt.Errorf("record %s action: %w", step, err)
 	}
 	return Recorded{Action: rec.Action, SettlesAt: rec.SettlesAt, WatchUntil: rec.WatchUntil}, nil
