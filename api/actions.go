@@ -72,9 +72,17 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 	}
 	pending := false
 	if created || s.needsStart(r.Context(), t.ID, stored.ID, startKey) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), startTimeout)
-		err := s.start(ctx, t.ID, stored)
-		cancel()
+		err := errTemporalAway
+		if !s.temporalAway() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), startTimeout)
+			err = s.start(ctx, t.ID, stored)
+			cancel()
+			if err != nil {
+				s.temporalFailed()
+			} else {
+				s.temporalAnswered()
+			}
+		}
 		if err != nil {
 			// The action is stored with its start pending: the reconciler
 			// starts it as soon as Temporal answers. The client need not
@@ -95,6 +103,9 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusAccepted, body)
 }
+
+// errTemporalAway stands for a call not made: Temporal failed moments ago.
+var errTemporalAway = errors.New("temporal did not answer moments ago; left to the reconciler")
 
 // start starts the verification of a stored action.
 func (s *Server) start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {

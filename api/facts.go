@@ -44,11 +44,17 @@ func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 		// The facts and their notice are stored together: deliver the
 		// notice now, and leave it to the reconciler when Temporal does
 		// not answer (it retries until delivered).
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), notifyTimeout)
-		err := s.verifier.FactsArrived(ctx, t.ID, res.Subjects)
-		cancel()
-		if err == nil {
-			err = s.facts.NotificationDelivered(context.WithoutCancel(r.Context()), res.NotificationID)
+		err := errTemporalAway
+		if !s.temporalAway() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), notifyTimeout)
+			err = s.verifier.FactsArrived(ctx, t.ID, res.Subjects)
+			cancel()
+			if err != nil {
+				s.temporalFailed()
+			} else {
+				s.temporalAnswered()
+				err = s.facts.NotificationDelivered(context.WithoutCancel(r.Context()), res.NotificationID)
+			}
 		}
 		if err != nil {
 			s.log.WarnContext(r.Context(), "notice of new facts left to the reconciler", "err", err,

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -194,6 +195,7 @@ type Server struct {
 
 	contracts *service.Contracts
 	started   startedSet
+	awayUntil atomic.Int64 // unix ns until which Temporal counts as away
 
 	mux    *http.ServeMux
 	paths  *http.ServeMux // path patterns only, to tell 405 from 404
@@ -349,6 +351,21 @@ func (s *Server) kickReconciler() {
 		s.reconciler.Kick()
 	}
 }
+
+// temporalAwayFor is how long, after a start or a notice timed out, the API
+// leaves new ones to the reconciler at once instead of waiting on Temporal
+// again: requests answer in milliseconds during an outage. Only with a
+// reconciler, which retries every second.
+const temporalAwayFor = 5 * time.Second
+
+// temporalAway reports whether a recent call to Temporal failed.
+func (s *Server) temporalAway() bool {
+	return s.reconciler != nil && s.now().UnixNano() < s.awayUntil.Load()
+}
+
+// temporalFailed and temporalAnswered keep the record temporalAway reads.
+func (s *Server) temporalFailed()   { s.awayUntil.Store(s.now().Add(temporalAwayFor).UnixNano()) }
+func (s *Server) temporalAnswered() { s.awayUntil.Store(0) }
 
 // startedSet remembers the actions this process started a verification
 // for, so an idempotent replay does not start it again; a replay that finds

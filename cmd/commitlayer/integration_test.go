@@ -54,9 +54,15 @@ func randHex(n int) string {
 // so no other worker takes its tasks.
 func newStack(t *testing.T, roles Roles) *stack {
 	t.Helper()
+	return newStackOn(t, roles, testenv.TemporalAddress(t))
+}
+
+// newStackOn is newStack on the Temporal server at temporalAddr.
+func newStackOn(t *testing.T, roles Roles, temporalAddr string) *stack {
+	t.Helper()
 	env := map[string]string{
 		"DATABASE_URL":            testenv.Postgres(t),
-		"TEMPORAL_ADDRESS":        testenv.TemporalAddress(t),
+		"TEMPORAL_ADDRESS":        temporalAddr,
 		"TEMPORAL_NAMESPACE":      testenv.Namespace(),
 		"COMMITLAYER_ADDR":        "127.0.0.1:0",
 		"COMMITLAYER_ADMIN_KEY":   "test-admin-" + randHex(12),
