@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	stripe "github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
-	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer/internal/stripeapi"
 	"github.com/commitlayer/commitlayer/sandbox/stripefake"
