@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	stripego "github.com/stripe/stripe-go/v79"
 	"github.com/stretchr/testify/require"
+	stripego "github.com/stripe/stripe-go/v79"
 
 	"github.com/commitlayer/commitlayer"
 	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
