@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"testing"
 
-	stripe "github.com/stripe/stripe-go/v79"
 	"github.com/stretchr/testify/require"
+	stripe "github.com/stripe/stripe-go/v79"
 
 	"github.com/commitlayer/commitlayer/internal/stripeapi"
 )
