@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/postgres"
 )
 
 // fillPath puts a value in each {wildcard} of a route path.
@@ -887,7 +886,7 @@ func TestAdminBenchmark(t *testing.T) {
 	// Purging a finished run deletes the tenants it made, not others.
 	ctx := context.Background()
 	for _, sc := range []string{"refund/a", "refund/b"} {
-		_, _, err := e.db.CreateTenant(ctx, postgres.BenchmarkTenantName(id, sc))
+		_, _, err := e.db.CreateBenchmarkTenant(ctx, id, sc)
 		require.NoError(t, err)
 	}
 	bystander, _, err := e.db.CreateTenant(ctx, "benchmark bystander")
