@@ -17,6 +17,7 @@ import (
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/sandbox"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/chaos"
 	"github.com/commitlayer/commitlayer/sandbox/extract"
 	"github.com/commitlayer/commitlayer/sandbox/oracle"
@@ -252,7 +253,7 @@ func TestEndToEnd(t *testing.T) {
 		seen[tc.task.Workflow] = true
 		t.Run(tc.name, func(t *testing.T) { runE2E(t, tc) })
 	}
-	for _, wf := range agent.Workflows {
+	for _, wf := range business.All() {
 		require.True(t, seen[wf.Name], "workflow %s has no end-to-end case", wf.Name)
 	}
 }
@@ -266,7 +267,7 @@ func runE2E(t *testing.T, tc e2eCase) {
 	e, err := sandbox.New(ctx, t.TempDir(), sandbox.Options{Seed: &seed})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, e.Close()) }()
-	wf, ok := agent.LookupWorkflow(tc.task.Workflow)
+	wf, ok := business.Lookup(tc.task.Workflow)
 	require.True(t, ok)
 	c := loadContract(t, wf.Contract)
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/business"
 )
 
 func TestCatalogue(t *testing.T) {
@@ -47,7 +48,7 @@ func TestCatalogue(t *testing.T) {
 		require.Equal(t, 8, generic[inj], "injection %s is not on all eight workflows", inj)
 	}
 	specific := 0
-	for _, wf := range agent.Workflows {
+	for _, wf := range business.All() {
 		require.GreaterOrEqual(t, perWorkflow[wf.Name], 11, wf.Name)
 		specific += perWorkflow[wf.Name] - 11
 	}
@@ -181,7 +182,7 @@ func TestRegressionSubset(t *testing.T) {
 		workflows[sc.Workflow] = true
 		families[sc.Family] = true
 	}
-	for _, wf := range agent.Workflows {
+	for _, wf := range business.All() {
 		require.True(t, workflows[wf.Name], "workflow %s missing", wf.Name)
 	}
 	for _, f := range Families {
@@ -192,7 +193,7 @@ func TestRegressionSubset(t *testing.T) {
 }
 
 func TestMainWrite(t *testing.T) {
-	for _, wf := range agent.Workflows {
+	for _, wf := range business.All() {
 		w, ok := MainWrite(wf.Name)
 		require.True(t, ok, wf.Name)
 		spec, ok := agent.Tool(w.Tool)

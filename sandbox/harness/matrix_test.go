@@ -16,6 +16,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/extract"
 )
 
@@ -36,7 +37,7 @@ func contractFor(t *testing.T, workflow string) *contracts.Contract {
 	t.Helper()
 	contractsOnce.Do(func() {
 		contractSet = map[string]*contracts.Contract{}
-		for _, wf := range agent.Workflows {
+		for _, wf := range business.All() {
 			src, err := os.ReadFile(filepath.Join("..", "contracts", wf.Contract+".yaml"))
 			if err != nil {
 				contractErr = err

@@ -11,6 +11,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/chaos"
 )
 
@@ -407,11 +408,11 @@ func specific(workflow string) []Scenario {
 // cases. Every call builds fresh values, so callers may change them.
 func Catalogue() []Scenario {
 	out := make([]Scenario, 0, 113)
-	for _, wf := range agent.Workflows {
+	for _, name := range business.Names() {
 		for _, inj := range Injections {
-			out = append(out, generic(wf.Name, inj))
+			out = append(out, generic(name, inj))
 		}
-		out = append(out, specific(wf.Name)...)
+		out = append(out, specific(name)...)
 	}
 	return out
 }
