@@ -20,7 +20,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
-	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
 
@@ -145,7 +145,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	if !ok {
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError("unknown scenario "+in.ScenarioID, "InvalidInput", nil)
 	}
-	wf, ok := agent.LookupWorkflow(sc.Workflow)
+	wf, ok := business.Lookup(sc.Workflow)
 	if !ok {
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError("unknown workflow "+sc.Workflow, "InvalidInput", nil)
 	}
