@@ -297,4 +297,3 @@ func ids[T any](list []T, id func(T) string) []string {
 	}
 	return out
 }
-
