@@ -62,9 +62,8 @@ func LoadContracts(paths []string) (Contracts, error) {
 		}
 		c, err := contracts.Parse(src)
 		if err != nil {
-			errs := contracts.Errors(err)
-			first := errs[0]
-			return nil, &InputError{File: p, Line: first.Line, Err: err}
+			// The contract's errors name their own lines, one a line.
+			return nil, &InputError{File: p, Err: err}
 		}
 		if prev, ok := from[c.ID()]; ok {
 			return nil, inputErr(p, 0, "contract %s is also defined in %s", c.ID(), prev)
