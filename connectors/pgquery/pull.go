@@ -61,7 +61,11 @@ func (c *Client) Pull(ctx context.Context, source, cursor string) (Page, error) 
 	if err != nil {
 		return Page{}, fmt.Errorf("pull %s: %w", source, err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
 	page := Page{}
 	for _, q := range c.Config.Queries {
 		facts, last, more, err := c.pullQuery(ctx, conn, source, q, pos[q.Type])
@@ -129,7 +133,11 @@ func (c *Client) pullQuery(ctx context.Context, conn *pgx.Conn, source string, q
 	if err != nil {
 		return nil, "", false, classify(err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
 	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true)", strconv.FormatInt(timeout.Milliseconds(), 10)); err != nil {
 		return nil, "", false, classify(err)
 	}
