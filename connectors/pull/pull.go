@@ -16,6 +16,7 @@ import (
 	"github.com/commitlayer/commitlayer/connectors/httpevents"
 	"github.com/commitlayer/commitlayer/connectors/httpjson"
 	"github.com/commitlayer/commitlayer/connectors/pgquery"
+	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
 )
 
 // Kinds of connector.
@@ -23,10 +24,11 @@ const (
 	KindHTTPEvents = "http_events"
 	KindPostgres   = pgquery.Kind
 	KindHTTPJSON   = httpjson.Kind
+	KindStripe     = stripeconn.Kind
 )
 
 // Kinds lists the connector kinds Open knows.
-var Kinds = []string{KindHTTPEvents, KindPostgres, KindHTTPJSON}
+var Kinds = []string{KindHTTPEvents, KindPostgres, KindHTTPJSON, KindStripe}
 
 // Page is what one pull read.
 type Page struct {
@@ -56,6 +58,9 @@ type Options struct {
 	DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 	// PageLimit is the page size asked of http_events feeds (0: its default).
 	PageLimit int
+	// Secret is the connector's credential, opened (the stripe kind's API
+	// key); set per connector, never logged.
+	Secret string
 }
 
 // Open returns the Puller of a connector: url for http_events, the JSON
@@ -77,8 +82,33 @@ func Open(kind, url string, config []byte, opts Options) (Puller, error) {
 			return nil, err
 		}
 		return &jsonPuller{c: &httpjson.Client{Config: cfg, HTTP: opts.HTTP}}, nil
+	case KindStripe:
+		if opts.Secret == "" {
+			return nil, errors.New("stripe connector: no api key")
+		}
+		return &stripePuller{c: &stripeconn.Client{HTTP: opts.HTTP, BaseURL: url, Key: opts.Secret}, limit: opts.PageLimit}, nil
 	}
 	return nil, fmt.Errorf("connector kind %q is not supported (known: %v)", kind, Kinds)
+}
+
+type stripePuller struct {
+	c     *stripeconn.Client
+	limit int
+}
+
+func (p *stripePuller) Pull(ctx context.Context, source, cursor string) (Page, error) {
+	limit := p.limit
+	if limit <= 0 || limit > 100 {
+		limit = 100 // Stripe's largest page
+	}
+	pg, err := p.c.Pull(ctx, source, cursor, limit)
+	if err != nil {
+		if stripeconn.Retryable(err) {
+			return Page{}, fmt.Errorf("%w: %w", ErrUnreachable, err)
+		}
+		return Page{}, err
+	}
+	return Page{Facts: pg.Facts, Next: pg.Next, More: pg.More}, nil
 }
 
 // unreachable marks a kind's own unreachable error with ErrUnreachable.
