@@ -268,7 +268,7 @@ func TestSeedAdjustments(t *testing.T) {
 	require.Equal(t, "open", m["status"], "the price is above the limit: no fill")
 	status, body = get(t, e, "/payments/charges/o_1003")
 	require.Equal(t, http.StatusOK, status, "a paid order has a charge: %s", body)
-	status, m = post(t, e, "/payments/refunds", `{"order_id":"o_1001","amount":4201,"currency":"USD"}`)
+	status, _ = post(t, e, "/payments/refunds", `{"order_id":"o_1001","amount":4201,"currency":"USD"}`)
 	require.Equal(t, http.StatusPaymentRequired, status)
 	status, _ = post(t, e, "/ledger/payouts", `{"account_id":"acc_1","amount":1,"currency":"USD"}`)
 	require.Equal(t, http.StatusForbidden, status)
