@@ -9,6 +9,7 @@ import (
 )
 
 func TestPurgeBenchmarkTenants(t *testing.T) {
+	testDB := testStore(t)
 	d := testDB
 	ctx := context.Background()
 	mine1, _, err := d.CreateTenant(ctx, BenchmarkTenantName("run-a", "refund/baseline"))

@@ -10,6 +10,7 @@ import (
 )
 
 func TestContractVersions(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	v1src := []byte("id: refund\nkind: action\n")
@@ -60,6 +61,7 @@ func TestContractVersions(t *testing.T) {
 }
 
 func TestPutContractBadInput(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	cases := []struct {
@@ -82,6 +84,7 @@ func TestPutContractBadInput(t *testing.T) {
 // TestPutContractConcurrent posts distinct sources of one contract at once:
 // every post gets its own version, 1..n, with no conflict.
 func TestPutContractConcurrent(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	const n = 6
