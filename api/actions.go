@@ -296,9 +296,9 @@ func (s *Server) Orphans(ctx context.Context, tenantID, contractID string, since
 	if err != nil {
 		return nil, err
 	}
-	var kinds []postgres.Kind
+	var kinds []postgres.FactKind
 	for _, k := range c.EffectKinds() {
-		kinds = append(kinds, postgres.Kind{Source: k.Source, Type: k.Type})
+		kinds = append(kinds, postgres.FactKind{Source: k.Source, Type: k.Type})
 	}
 	facts, err := s.store.FactsOfKinds(ctx, tenantID, kinds, since, until)
 	if err != nil {

@@ -327,7 +327,7 @@ func (f failingStore) InsertFacts(ctx context.Context, tenantID string, facts []
 	return f.Store.InsertFacts(ctx, tenantID, facts)
 }
 
-func (f failingStore) FactsOfKinds(ctx context.Context, tenantID string, kinds []postgres.Kind, from, to time.Time) ([]commitlayer.Fact, error) {
+func (f failingStore) FactsOfKinds(ctx context.Context, tenantID string, kinds []postgres.FactKind, from, to time.Time) ([]commitlayer.Fact, error) {
 	if err := f.fail("FactsOfKinds"); err != nil {
 		return nil, err
 	}

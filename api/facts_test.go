@@ -33,7 +33,7 @@ func TestFacts(t *testing.T) {
 	require.Equal(t, []commitlayer.Subject{"account:acc_1", "account:acc_2", "order:o_1", "ticket:t_9"}, e.ver.arrived[0])
 
 	// Stored as given, attrs normalized (2500.0 is the integer 2500), time in UTC.
-	got, err := e.db.FactsOfKinds(context.Background(), tenantID(t, e, key), []postgres.Kind{{Source: "tickets", Type: "note_added"}}, time.Time{}, time.Time{})
+	got, err := e.db.FactsOfKinds(context.Background(), tenantID(t, e, key), []postgres.FactKind{{Source: "tickets", Type: "note_added"}}, time.Time{}, time.Time{})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, int64(2500), got[0].Attrs["amount"])

@@ -53,7 +53,7 @@ type Store interface {
 	ListContracts(ctx context.Context, tenantID string) ([]postgres.ContractRecord, error)
 
 	InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (postgres.InsertResult, error)
-	FactsOfKinds(ctx context.Context, tenantID string, kinds []postgres.Kind, from, to time.Time) ([]commitlayer.Fact, error)
+	FactsOfKinds(ctx context.Context, tenantID string, kinds []postgres.FactKind, from, to time.Time) ([]commitlayer.Fact, error)
 
 	CreateAction(ctx context.Context, tenantID string, a commitlayer.Action, settlesAt, watchUntil time.Time,
 		idempotencyKey string, requestHash []byte) (postgres.ActionRecord, bool, error)
@@ -152,7 +152,7 @@ type Server struct {
 type Route struct {
 	Method string // GET, POST
 	Path   string // a ServeMux path pattern: /v1/actions/{id}
-	auth   authKind
+	auth   authLevel
 }
 
 // Pattern is the ServeMux pattern, "METHOD /path".
@@ -220,7 +220,7 @@ func (s *Server) Handler() http.Handler {
 // Routes lists the registered routes in registration order.
 func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
 
-func (s *Server) handle(pattern string, auth authKind, h http.HandlerFunc) {
+func (s *Server) handle(pattern string, auth authLevel, h http.HandlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
 	s.routes = append(s.routes, Route{Method: method, Path: path, auth: auth})
 	var next http.Handler = h

@@ -22,8 +22,8 @@ type InsertResult struct {
 	Subjects []commitlayer.Subject
 }
 
-// Kind names a fact kind.
-type Kind struct{ Source, Type string }
+// FactKind names a fact kind.
+type FactKind struct{ Source, Type string }
 
 // InsertFacts stores a batch whole or not at all. A fact whose (source,
 // external_id) is already stored for the tenant, or appears earlier in the
@@ -217,7 +217,7 @@ func (db *DB) FactsAbout(ctx context.Context, tenantID string, subjects []commit
 // FactsOfKinds returns the facts of the given kinds that occurred in [from,
 // to], ordered by occurred_at then seq. A zero from or to leaves that end
 // open.
-func (db *DB) FactsOfKinds(ctx context.Context, tenantID string, kinds []Kind, from, to time.Time) ([]commitlayer.Fact, error) {
+func (db *DB) FactsOfKinds(ctx context.Context, tenantID string, kinds []FactKind, from, to time.Time) ([]commitlayer.Fact, error) {
 	if len(kinds) == 0 {
 		return nil, nil
 	}

@@ -309,9 +309,9 @@ func TestFactsOfKinds(t *testing.T) {
 		mkFact("payments", "payout_sent", "payout:p1", "e", at(5), nil),
 	})
 	require.NoError(t, err)
-	refunds := []Kind{{"payments", "refund_created"}}
+	refunds := []FactKind{{"payments", "refund_created"}}
 	cases := []struct {
-		kinds    []Kind
+		kinds    []FactKind
 		from, to time.Time
 		want     []string
 	}{
@@ -320,9 +320,9 @@ func TestFactsOfKinds(t *testing.T) {
 		{refunds, time.Time{}, at(3), []string{"a"}},
 		{refunds, at(1), at(4), []string{"a", "d"}}, // inclusive
 		{refunds, at(5), at(6), nil},
-		{[]Kind{{"payments", "refund_created"}, {"payments", "refund_reversed"}, {"orders", "refund_created"}},
+		{[]FactKind{{"payments", "refund_created"}, {"payments", "refund_reversed"}, {"orders", "refund_created"}},
 			time.Time{}, time.Time{}, []string{"a", "b", "c", "d"}},
-		{[]Kind{{"payments", "nope"}}, time.Time{}, time.Time{}, nil},
+		{[]FactKind{{"payments", "nope"}}, time.Time{}, time.Time{}, nil},
 		{nil, time.Time{}, time.Time{}, nil},
 	}
 	for _, tc := range cases {

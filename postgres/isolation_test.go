@@ -46,7 +46,7 @@ func TestTenantIsolation(t *testing.T) {
 		{"ListContracts", func(id string) (any, error) { return testDB.ListContracts(ctx, id) }, nil},
 		{"FactsAbout", func(id string) (any, error) { return testDB.FactsAbout(ctx, id, subjects) }, nil},
 		{"FactsOfKinds", func(id string) (any, error) {
-			return testDB.FactsOfKinds(ctx, id, []Kind{{"payments", "refund_created"}, {"tickets", "opened"}}, time.Time{}, time.Time{})
+			return testDB.FactsOfKinds(ctx, id, []FactKind{{"payments", "refund_created"}, {"tickets", "opened"}}, time.Time{}, time.Time{})
 		}, nil},
 		{"FactsByExternalID", func(id string) (any, error) { return testDB.FactsByExternalID(ctx, id, "payments", "re_1") }, ErrNotFound},
 		{"GetAction", func(id string) (any, error) { return testDB.GetAction(ctx, id, "act_fill") }, ErrNotFound},

@@ -57,7 +57,7 @@ func TestTimesOutOfRange(t *testing.T) {
 		},
 		"RecordPullError": func(at time.Time) error { return testDB.RecordPullError(ctx, tn.ID, conn.ID, "x", at) },
 		"FactsOfKinds": func(at time.Time) error {
-			_, err := testDB.FactsOfKinds(ctx, tn.ID, []Kind{{"payments", "x"}}, time.Time{}, at)
+			_, err := testDB.FactsOfKinds(ctx, tn.ID, []FactKind{{"payments", "x"}}, time.Time{}, at)
 			return err
 		},
 		"PriorActions": func(at time.Time) error {
