@@ -1,7 +1,8 @@
 # CommitLayer: build, local services, tests.
 #   make up      start the Temporal dev server and PostgreSQL (idempotent)
 #   make demo    up + build + bin/commitlayer demo
-#   make test    up + fresh test database + vet + gofmt check + go test -race ./...
+#   make test    up + fresh test database + lint + go test -race ./...
+#   make lint    gofmt, go vet, staticcheck, workflowcheck, go mod tidy check
 #   make down    stop what `make up` started
 # `make help` lists every target. Variables below can be overridden: `make test PKGS=./contracts/...`.
 
@@ -32,12 +33,15 @@ TEST_TEMPORAL_ADDRESS ?= 127.0.0.1:$(TEMPORAL_PORT)
 TEST_ENV := COMMITLAYER_TEST_DATABASE_URL='$(TEST_DATABASE_URL)' COMMITLAYER_INTEGRATION=1 \
 	TEMPORAL_ADDRESS='$(TEST_TEMPORAL_ADDRESS)' TEMPORAL_NAMESPACE=default
 
+# Packages holding workflow code, for workflowcheck (determinism).
+WORKFLOW_PKGS ?= ./workflows/... ./sandbox/bench/...
+
 FUZZTIME ?= 10s
 BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: help build up down status test testdb lint vet fmt-check demo bench fuzz readme-results report-screenshot clean distclean
+.PHONY: help build up down status test testdb lint vet fmt-check staticcheck workflowcheck tidy-check demo bench fuzz readme-results report-screenshot clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -69,7 +73,18 @@ fmt-check: ## fail when a Go file is not gofmt-formatted
 	if [[ -n $$bad ]]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi; \
 	echo "gofmt: ok"
 
-lint: fmt-check vet ## gofmt check and go vet
+# staticcheck and workflowcheck are `tool` directives in go.mod: `go tool` builds the
+# pinned versions, nothing to install.
+staticcheck: ## staticcheck (honnef.co/go/tools, version pinned in go.mod)
+	$(GO) tool staticcheck $(PKGS)
+
+workflowcheck: ## Temporal's workflowcheck on the workflow packages (exceptions: workflowcheck.yaml)
+	$(GO) tool workflowcheck -config workflowcheck.yaml $(WORKFLOW_PKGS)
+
+tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum
+	$(GO) mod tidy -diff
+
+lint: fmt-check vet staticcheck workflowcheck tidy-check ## gofmt, go vet, staticcheck, workflowcheck, go mod tidy check
 
 test: testdb lint ## services up, fresh test database, vet, gofmt, go test -race
 	$(TEST_ENV) $(GO) test -race -count=1 $(PKGS)

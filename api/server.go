@@ -212,7 +212,7 @@ type Server struct {
 type Route struct {
 	Method string // GET, POST
 	Path   string // a ServeMux path pattern: /v1/actions/{id}
-	auth   authKind
+	auth   authLevel
 }
 
 // Pattern is the ServeMux pattern, "METHOD /path".
@@ -293,7 +293,7 @@ func (s *Server) Handler() http.Handler {
 // Routes lists the registered routes in registration order.
 func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
 
-func (s *Server) handle(pattern string, auth authKind, h http.HandlerFunc) {
+func (s *Server) handle(pattern string, auth authLevel, h http.HandlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
 	s.routes = append(s.routes, Route{Method: method, Path: path, auth: auth})
 	var next http.Handler = h

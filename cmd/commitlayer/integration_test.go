@@ -369,8 +369,8 @@ func TestWorkerKilledWhileVerificationsWait(t *testing.T) {
 	// And every workflow completed (watch 0s).
 	require.Eventually(t, func() bool {
 		for _, id := range ids {
-			d, err := s.m.Temporal.DescribeWorkflowExecution(context.Background(), workflowIDFor(s, key, id), "")
-			if err != nil || d.WorkflowExecutionInfo.GetCloseTime() == nil {
+			d, err := s.m.Temporal.DescribeWorkflow(context.Background(), workflowIDFor(s, key, id), "")
+			if err != nil || d.WorkflowCloseTime == nil {
 				return false
 			}
 		}
