@@ -72,14 +72,28 @@ func FromEnv() (Options, error) {
 // Guard checks URLs and the addresses they lead to. It is safe for
 // concurrent use.
 type Guard struct {
-	opts   Options
-	dialer *net.Dialer
+	opts      Options
+	dialer    *net.Dialer
+	transport *http.Transport
 }
 
-// New returns a Guard with the options.
+// New returns a Guard with the options. Make one per process (or per
+// policy): its Transport and Clients share one connection pool.
 func New(opts Options) *Guard {
 	g := &Guard{opts: opts}
 	g.dialer = &net.Dialer{Timeout: DefaultDialTimeout, KeepAlive: 30 * time.Second, Control: g.control}
+	g.transport = &http.Transport{
+		Proxy:                 nil,
+		DialContext:           g.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   10,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 20 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+	}
 	return g
 }
 
@@ -275,24 +289,12 @@ func (g *Guard) Dialer() *net.Dialer {
 	return &d
 }
 
-// Transport returns an http.Transport that dials through the guard and
-// ignores proxy settings (a proxy would dial for us, unchecked).
-func (g *Guard) Transport() *http.Transport {
-	return &http.Transport{
-		Proxy:                 nil,
-		DialContext:           g.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   10,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: 20 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
-	}
-}
+// Transport returns the guard's http.Transport (one per Guard): it dials
+// through DialContext and ignores proxy settings (a proxy would dial for us,
+// unchecked). Wrap it, don't copy it.
+func (g *Guard) Transport() *http.Transport { return g.transport }
 
-// Client returns an http.Client on Transport whose redirects are re-checked
+// Client returns an http.Client on the guard's Transport whose redirects are re-checked
 // (scheme, credentials, host) and capped at Options.MaxRedirects, with
 // Options.Timeout.
 func (g *Guard) Client() *http.Client {
