@@ -52,6 +52,7 @@ CLUSTER_CONFIG=$CLUSTER_DIR/config.yaml
 CLUSTER_DYNCONFIG=$CLUSTER_DIR/dynamicconfig.yaml
 CLUSTER_LOG=$CLUSTER_DIR/temporal-server.log
 CLUSTER_PID=$CLUSTER_DIR/temporal-server.pid
+CLUSTER_SCHEMA_LOG=$CLUSTER_DIR/schema.log
 CLUSTER_ADDR=127.0.0.1:$TEMPORAL_CLUSTER_PORT
 
 # The ports the server listens on (frontend first).
@@ -126,9 +127,17 @@ cluster_pg() {
 	[[ $PG_PASSWORD != *%* ]] || die "DATABASE_URL: a percent-encoded password is not supported for the Temporal server; use one without %"
 }
 
+# sql_tool runs Temporal's SQL tool; its (verbose) output goes to CLUSTER_SCHEMA_LOG, and its end to
+# standard error when it fails.
 sql_tool() {
-	SQL_PASSWORD=$PG_PASSWORD "$CLUSTER_SQL_TOOL" --plugin postgres12 \
-		--endpoint "$PG_HOST" --port "$PG_PORT" --user "$PG_USER" "$@"
+	mkdir -p "$CLUSTER_DIR"
+	printf '\n=== %s sql %s\n' "$(date -u +%FT%TZ)" "$*" >>"$CLUSTER_SCHEMA_LOG"
+	if ! SQL_PASSWORD=$PG_PASSWORD "$CLUSTER_SQL_TOOL" --plugin postgres12 \
+		--endpoint "$PG_HOST" --port "$PG_PORT" --user "$PG_USER" "$@" >>"$CLUSTER_SCHEMA_LOG" 2>&1; then
+		echo "--- last lines of $CLUSTER_SCHEMA_LOG ---" >&2
+		tail -n 5 "$CLUSTER_SCHEMA_LOG" >&2 || true
+		return 1
+	fi
 }
 
 # pg_query DB SQL: one value from a database on the same server (psql reads the URL's password).
@@ -147,17 +156,17 @@ cluster_schema() {
 	local db=$1 schema=$2
 	if ! db_exists_named "$db"; then
 		say "temporal-server: creating database $db"
-		sql_tool --database "$db" create-database >/dev/null || db_exists_named "$db" ||
+		sql_tool --database "$db" create-database || db_exists_named "$db" ||
 			die "temporal-server: cannot create database $db"
 	fi
 	# setup-schema sets the version to 0.0: only on a database that has no version table yet.
 	if [[ $(pg_query "$db" "SELECT to_regclass('public.schema_version') IS NOT NULL") != t ]]; then
 		say "temporal-server: setting up the schema version table in $db"
-		sql_tool --database "$db" setup-schema -v 0.0 >/dev/null || die "temporal-server: setup-schema on $db failed"
+		sql_tool --database "$db" setup-schema -v 0.0 || die "temporal-server: setup-schema on $db failed"
 	fi
 	local before after
 	before=$(pg_query "$db" "SELECT curr_version FROM schema_version LIMIT 1" 2>/dev/null || true)
-	sql_tool --database "$db" update-schema --schema-name "$schema" >/dev/null ||
+	sql_tool --database "$db" update-schema --schema-name "$schema" ||
 		die "temporal-server: update-schema $schema on $db failed"
 	after=$(pg_query "$db" "SELECT curr_version FROM schema_version LIMIT 1")
 	if [[ $before == "$after" ]]; then
