@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/netguard"
 	"github.com/commitlayer/commitlayer/internal/secrets"
 	"github.com/commitlayer/commitlayer/service"
 )
@@ -170,6 +171,9 @@ type Config struct {
 	// Secrets seals connector credentials (the stripe kind's key); nil
 	// refuses the kinds that need one.
 	Secrets *secrets.Box
+	// Guard checks connector URLs at registration (internal addresses
+	// refused unless allowed); nil checks only their form.
+	Guard *netguard.Guard
 	// Reconciler, when set, is kicked when a verification could not be
 	// started or a notice of facts not delivered at once: it finishes them
 	// as soon as Temporal answers.
@@ -192,6 +196,7 @@ type Server struct {
 	verifier   Verifier
 	reconciler Kicker
 	secrets    *secrets.Box
+	guard      *netguard.Guard
 	benchmarks Benchmarks
 	adminKey   string
 	log        *slog.Logger
@@ -231,6 +236,7 @@ func New(cfg Config) *Server {
 		verifier:   cfg.Verifier,
 		reconciler: cfg.Reconciler,
 		secrets:    cfg.Secrets,
+		guard:      cfg.Guard,
 		benchmarks: cfg.Benchmarks,
 		adminKey:   cfg.AdminKey,
 		log:        cfg.Logger,
