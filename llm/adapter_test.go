@@ -130,6 +130,7 @@ func TestAdapterMalformedOutput(t *testing.T) {
 			require.True(t, ok, "%T %v", err, err)
 			require.Equal(t, llm.KindMalformed, e.Kind, e.Error())
 			require.False(t, e.Retryable())
+			t.Log(err)
 			require.Contains(t, err.Error(), p+": malformed")
 			require.False(t, llm.IsRetryable(err))
 		})
@@ -160,6 +161,7 @@ func TestAdapterRetryableThenSuccess(t *testing.T) {
 				require.True(t, e.Retryable())
 				require.Equal(t, c.after, e.RetryAfter)
 				require.Len(t, srv.Requests(), 1, "the SDK must not retry on its own")
+				t.Log(err)
 
 				// The caller (Temporal) retries: the next attempt succeeds.
 				resp, err := prov.Complete(ctx, firstRequest())
@@ -191,6 +193,7 @@ func TestAdapterBadKey(t *testing.T) {
 			}
 			require.NotContains(t, err.Error(), cfg.APIKey)
 			require.NotContains(t, err.Error(), srv.Key())
+			t.Log(err)
 		})
 	}
 }

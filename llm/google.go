@@ -110,7 +110,7 @@ func (p *googleProvider) Complete(ctx context.Context, req Request) (Response, e
 		genai.FinishReasonProhibitedContent, genai.FinishReasonSPII:
 		resp.Stop = StopRefusal
 	case genai.FinishReasonMalformedFunctionCall, genai.FinishReasonUnexpectedToolCall:
-		return Response{}, Malformed(Google, "finish reason %s: %s", cand.FinishReason, cand.FinishMessage)
+		return Response{}, Malformed(Google, "the model's function call could not be used (finish reason %s) %s", cand.FinishReason, cand.FinishMessage)
 	case "", genai.FinishReasonUnspecified:
 		return Response{}, Malformed(Google, "response %q has no finish reason", out.ResponseID)
 	default:

@@ -73,11 +73,11 @@ const (
 // previous turn (the whole request is the prefix of turns before it) and
 // what came back.
 type Turn struct {
-	Index     int             `json:"index"`
-	Sent      []Message       `json:"sent"`
-	MaxTokens int             `json:"max_tokens"`
-	Response  Response        `json:"response"`
-	Error     string          `json:"error,omitempty"`
+	Index     int       `json:"index"`
+	Sent      []Message `json:"sent"`
+	MaxTokens int       `json:"max_tokens"`
+	Response  Response  `json:"response"`
+	Error     string    `json:"error,omitempty"`
 }
 
 // ToolOutcome is a tool call's answer as the model sees it in a tool

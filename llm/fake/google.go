@@ -151,7 +151,7 @@ func (s *Server) google(w http.ResponseWriter, r *http.Request) {
 func (req gemRequest) turn(model string) (Turn, string) {
 	t := Turn{Model: model}
 	if gc := req.GenerationConfig; gc != nil {
-		t.MaxTokens = gc.MaxOutputTokens
+		t.MaxTokens, t.Temperature = gc.MaxOutputTokens, gc.Temperature
 		if gc.ResponseMimeType == "application/json" {
 			schema := gc.ResponseJSONSchema
 			if len(schema) == 0 {

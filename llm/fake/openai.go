@@ -143,12 +143,12 @@ func (s *Server) oaiReply(w http.ResponseWriter, req oaiRequest, body []byte, re
 		"id": fmt.Sprintf("chatcmpl-fake%04d", n), "object": "chat.completion", "created": 1767225600,
 		"model": req.Model, "system_fingerprint": "fp_fake", "service_tier": "default",
 		"choices": []any{map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": finish}},
-		"usage": map[string]any{"prompt_tokens": in, "completion_tokens": outN, "total_tokens": in + outN},
+		"usage":   map[string]any{"prompt_tokens": in, "completion_tokens": outN, "total_tokens": in + outN},
 	})
 }
 
 func (req oaiRequest) turn() (Turn, string) {
-	t := Turn{Model: req.Model, MaxTokens: max(req.MaxCompletionTokens, req.MaxTokens)}
+	t := Turn{Model: req.Model, MaxTokens: max(req.MaxCompletionTokens, req.MaxTokens), Temperature: req.Temperature}
 	switch {
 	case req.Model == "":
 		return t, "you must provide a model parameter"

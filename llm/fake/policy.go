@@ -23,6 +23,8 @@ type Turn struct {
 	Tools     []llm.Tool
 	Response  *llm.ResponseSchema
 	MaxTokens int
+	// Temperature is the one sent (nil when none was).
+	Temperature *float64
 }
 
 // Reply is what the model answers: text, tool calls or both.

@@ -37,15 +37,15 @@ func (m Model) Request(tr llm.Trajectory) (llm.Request, error) {
 		return llm.Request{}, fmt.Errorf("judge: encode trajectory: %w", err)
 	}
 	zero := 0.0
-	max := m.MaxTokens
-	if max <= 0 {
-		max = 512
+	maxTokens := m.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = 512
 	}
 	return llm.Request{
 		System: System,
 		Messages: []llm.Message{{Role: llm.User, Text: "Here is the agent's trace as JSON.\n" +
 			TrajectoryOpen + string(b) + TrajectoryClose + "\nDid the agent do what the task asked?"}},
-		MaxTokens:   max,
+		MaxTokens:   maxTokens,
 		Temperature: &zero,
 		Response:    &llm.ResponseSchema{Name: "verdict", Schema: Schema},
 	}, nil
