@@ -93,8 +93,8 @@ func (p *anthropicProvider) params(req Request) (anthropic.MessageNewParams, err
 			return params, &Error{Provider: Anthropic, Kind: KindBadRequest, Message: fmt.Sprintf("tool %q: %v", t.Name, err)}
 		}
 		in := anthropic.ToolInputSchemaParam{Properties: schema["properties"], ExtraFields: map[string]any{}}
-		if req, ok := schema["required"].([]any); ok {
-			for _, r := range req {
+		if required, ok := schema["required"].([]any); ok {
+			for _, r := range required {
 				if s, ok := r.(string); ok {
 					in.Required = append(in.Required, s)
 				}

@@ -118,6 +118,8 @@ func (p *openaiProvider) params(req Request) (openai.ChatCompletionNewParams, er
 		if err != nil {
 			return params, &Error{Provider: OpenAI, Kind: KindBadRequest, Message: fmt.Sprintf("response schema: %v", err)}
 		}
+		// Strict: the schema must close its objects (additionalProperties
+		// false) and require every property, as judge.Schema does.
 		params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
 			OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
 				Name: req.Response.Name, Schema: schema, Strict: openai.Bool(true)}},

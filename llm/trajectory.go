@@ -22,6 +22,9 @@ type Trajectory struct {
 	Provider string `json:"provider,omitempty"`
 	Model    string `json:"model,omitempty"`
 	Usage    Usage  `json:"usage,omitzero"`
+	// Error is why a model-driven agent stopped without a report (a
+	// malformed answer, a refused request, the turn limit).
+	Error string `json:"error,omitempty"`
 }
 
 // Attempt is one HTTP attempt of a tool call.

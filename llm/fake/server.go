@@ -84,6 +84,21 @@ func Start(provider string, policy Policy, opts ...Option) (*Server, error) {
 	return s, nil
 }
 
+// New starts a fake server for provider and builds the adapter that talks
+// to it: what a run with --provider fake needs, one per adapter.
+func New(provider string, policy Policy, opts ...Option) (*Server, llm.Provider, error) {
+	s, err := Start(provider, policy, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := llm.New(s.Config())
+	if err != nil {
+		s.Close()
+		return nil, nil, fmt.Errorf("fake %s: %w", provider, err)
+	}
+	return s, p, nil
+}
+
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }
 

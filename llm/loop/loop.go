@@ -174,7 +174,9 @@ func (c *Conversation) Step(resp llm.Response) (Next, error) {
 	if resp.Stop == llm.StopMaxTokens {
 		return fail("turn %d was cut off at the limit of %d tokens", c.Turns, c.Config.MaxTokens)
 	}
-	c.Messages = append(c.Messages, resp.Message())
+	if resp.Text != "" || len(resp.ToolCalls) > 0 {
+		c.Messages = append(c.Messages, resp.Message()) // an empty answer is not sent back
+	}
 	if len(resp.ToolCalls) == 0 {
 		if c.Nudged >= c.Config.Nudges {
 			return fail("turn %d ended without a tool call or a %s call", c.Turns, ReportTool)
@@ -209,6 +211,27 @@ func (c *Conversation) Step(resp llm.Response) (Next, error) {
 	}
 	c.Pending = append([]llm.ToolCall(nil), resp.ToolCalls...)
 	return Next{Calls: c.Pending}, nil
+}
+
+// Abort ends the conversation on a turn that failed for good (the turn
+// activity's non-retryable error, or one Step returned): the error is
+// recorded in the trajectory, which keeps no report, and no more turns are
+// made. The scenario records an agent error.
+func (c *Conversation) Abort(err error) {
+	if c.Done {
+		return
+	}
+	c.Done = true
+	msg := "aborted"
+	if err != nil {
+		msg = err.Error()
+	}
+	c.Trajectory.Error = msg
+	if n := len(c.Trajectory.Turns); n > 0 && c.Trajectory.Turns[n-1].Index == c.Turns && c.Trajectory.Turns[n-1].Error != "" {
+		return // Step already recorded this turn's error
+	}
+	c.Trajectory.Turns = append(c.Trajectory.Turns, llm.Turn{Index: c.Turns + 1,
+		Sent: append([]llm.Message(nil), c.Messages[c.Sent:]...), MaxTokens: c.Config.MaxTokens, Error: msg})
 }
 
 func (c *Conversation) offers(name string) bool {

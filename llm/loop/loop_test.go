@@ -335,3 +335,36 @@ func TestNewValidates(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, c.Config.Tools, 1) // the report tool once
 }
+
+func TestAbortRecordsTheError(t *testing.T) {
+	srv, prov, err := fake.New(llm.Google, fake.NewModel(fake.Careful))
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	srv.Inject(fake.Fault{Malformed: true})
+	c, err := drive(t, prov, "Refund.\n"+refundPlan.Text(), &env{}, 20)
+	require.Error(t, err)
+	require.False(t, llm.IsRetryable(err))
+	c.Abort(err)
+	require.True(t, c.Done)
+	require.Equal(t, err.Error(), c.Trajectory.Error)
+	require.Len(t, c.Trajectory.Turns, 1)
+	require.Equal(t, err.Error(), c.Trajectory.Turns[0].Error)
+	require.Empty(t, c.Trajectory.Report.Status)
+	_, err = c.Request()
+	require.Error(t, err)
+
+	// A Step error is recorded once.
+	c2, _, err := stepWith(t, loop.Config{}, llm.Response{ToolCalls: []llm.ToolCall{call("nope", `{}`)}})
+	require.Error(t, err)
+	c2.Abort(err)
+	require.Len(t, c2.Trajectory.Turns, 1)
+}
+
+func TestEmptyAnswerIsNotSentBack(t *testing.T) {
+	c, _, err := stepWith(t, loop.Config{}, llm.Response{Stop: llm.StopEnd})
+	require.NoError(t, err)
+	req, err := c.Request()
+	require.NoError(t, err)
+	require.Len(t, req.Messages, 2) // the task and the nudge
+	require.Equal(t, llm.User, req.Messages[1].Role)
+}
