@@ -88,7 +88,7 @@ func (s *Server) google(w http.ResponseWriter, r *http.Request) {
 	}
 	var turn Turn
 	if bad == "" {
-		turn, bad = req.turn(model)
+		turn, bad = req.turn(s, model)
 	}
 	if bad != "" {
 		gemError(w, http.StatusBadRequest, "INVALID_ARGUMENT", bad)
@@ -136,7 +136,11 @@ func (s *Server) google(w http.ResponseWriter, r *http.Request) {
 	}
 	for i, c := range reply.Calls {
 		// Gemini gives function calls ids; ask the adapter to send them back.
-		parts = append(parts, map[string]any{"functionCall": map[string]any{"id": fmt.Sprintf("fc_fake%04d_%d", n, i), "name": c.Name, "args": c.args()}})
+		fc := map[string]any{"id": fmt.Sprintf("fc_fake%04d_%d", n, i), "name": c.Name, "args": c.args()}
+		if s.noIDs {
+			delete(fc, "id")
+		}
+		parts = append(parts, map[string]any{"functionCall": fc})
 	}
 	out, _ := json.Marshal(parts)
 	in, outN := tokens(len(body)), tokens(len(out))
@@ -148,7 +152,7 @@ func (s *Server) google(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (req gemRequest) turn(model string) (Turn, string) {
+func (req gemRequest) turn(s *Server, model string) (Turn, string) {
 	t := Turn{Model: model}
 	if gc := req.GenerationConfig; gc != nil {
 		t.MaxTokens, t.Temperature = gc.MaxOutputTokens, gc.Temperature
@@ -183,6 +187,7 @@ func (req gemRequest) turn(model string) (Turn, string) {
 		}
 	}
 	var called map[string]bool // function names the previous model turn called
+	var prev []llm.ToolCall    // its calls, to match responses that carry no id
 	for i, c := range req.Contents {
 		msg := llm.Message{}
 		switch c.Role {
@@ -197,6 +202,7 @@ func (req gemRequest) turn(model string) (Turn, string) {
 			return t, fmt.Sprintf("* GenerateContentRequest.contents[%d].parts: contents.parts must not be empty.", i)
 		}
 		next := map[string]bool{}
+		var calls []llm.ToolCall
 		for j, p := range c.Parts {
 			switch {
 			case p.FunctionCall != nil:
@@ -210,20 +216,40 @@ func (req gemRequest) turn(model string) (Turn, string) {
 				} else if json.Unmarshal(args, &obj) != nil {
 					return t, fmt.Sprintf("* GenerateContentRequest.contents[%d].parts[%d].function_call.args: must be an object", i, j)
 				}
+				if p.FunctionCall.ID != "" && s.noIDs {
+					return t, fmt.Sprintf("* GenerateContentRequest.contents[%d].parts[%d].function_call.id: %q was never given", i, j, p.FunctionCall.ID)
+				}
+				id := p.FunctionCall.ID
+				if id == "" { // the policy pairs calls and results by id
+					id = fmt.Sprintf("fc#%d#%d", i, j)
+				}
 				next[p.FunctionCall.Name] = true
-				msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: p.FunctionCall.ID, Name: p.FunctionCall.Name, Args: args})
+				calls = append(calls, llm.ToolCall{ID: id, Name: p.FunctionCall.Name})
+				msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: id, Name: p.FunctionCall.Name, Args: args})
 			case p.FunctionResponse != nil:
 				fr := p.FunctionResponse
 				if !called[fr.Name] {
 					return t, fmt.Sprintf("* GenerateContentRequest.contents[%d].parts[%d].function_response.name: %q answers no function call of the previous model turn", i, j, fr.Name)
 				}
 				content, isErr := gemResponse(fr.Response)
-				msg.ToolResults = append(msg.ToolResults, llm.ToolResult{CallID: fr.ID, Name: fr.Name, Content: content, IsError: isErr})
+				if fr.ID != "" && s.noIDs {
+					return t, fmt.Sprintf("* GenerateContentRequest.contents[%d].parts[%d].function_response.id: %q names no function call", i, j, fr.ID)
+				}
+				id := fr.ID
+				if id == "" { // matched by name, in order
+					for k, c := range prev {
+						if c.Name == fr.Name && c.ID != "" {
+							id, prev[k].ID = c.ID, ""
+							break
+						}
+					}
+				}
+				msg.ToolResults = append(msg.ToolResults, llm.ToolResult{CallID: id, Name: fr.Name, Content: content, IsError: isErr})
 			default:
 				msg.Text += p.Text
 			}
 		}
-		called = next
+		called, prev = next, calls
 		t.Messages = append(t.Messages, msg)
 	}
 	return t, ""

@@ -44,6 +44,8 @@ type Server struct {
 	policy   Policy
 	srv      *httptest.Server
 
+	noIDs bool
+
 	mu       sync.Mutex
 	faults   []Fault
 	requests []Request
@@ -58,6 +60,10 @@ func WithKey(key string) Option { return func(s *Server) { s.key = key } }
 
 // WithModel sets the model the server answers as (default "fake-<provider>").
 func WithModel(model string) Option { return func(s *Server) { s.model = model } }
+
+// WithoutCallIDs makes the Gemini fake give function calls no id, as some
+// Gemini models do; function responses are then matched by name.
+func WithoutCallIDs() Option { return func(s *Server) { s.noIDs = true } }
 
 // Start starts a fake server for provider (llm.Anthropic, llm.OpenAI or
 // llm.Google) answering with policy. Close it when done.

@@ -368,3 +368,21 @@ func TestEmptyAnswerIsNotSentBack(t *testing.T) {
 	require.Len(t, req.Messages, 2) // the task and the nudge
 	require.Equal(t, llm.User, req.Messages[1].Role)
 }
+
+// Gemini models that give function calls no id: the adapter makes local ids
+// up, does not send them back, and responses are matched by name.
+func TestLoopGeminiWithoutCallIDs(t *testing.T) {
+	srv, err := fake.Start(llm.Google, fake.NewModel(fake.Careful), fake.WithoutCallIDs())
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	prov, err := llm.New(srv.Config())
+	require.NoError(t, err)
+	c, err := drive(t, prov, "Refund.\n"+refundPlan.Text(), &env{statuses: map[string][]int{"refund": {503}}}, 20)
+	require.NoError(t, err)
+	require.Equal(t, llm.ClaimSuccess, c.Trajectory.Report.Status)
+	require.Len(t, c.Trajectory.Calls, 5)
+	require.Equal(t, c.Trajectory.Calls[2].IdempotencyKey, c.Trajectory.Calls[3].IdempotencyKey)
+	for _, r := range srv.Requests() {
+		require.Equal(t, 200, r.Status)
+	}
+}
