@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# readme-results.sh: copies the headline of sandbox/results/latest.md (the run line, the agreement line
-# and the summary table) into README.md between the results markers. `make readme-results` runs it
+# readme-results.sh: copies the headline of sandbox/results/latest.md (the judge table, the run line,
+# the agreement line and the summary table) into README.md between the results markers. `make readme-results` runs it
 # after `make demo`; internal/repotest fails when the two differ, so the README never drifts.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-block=$(awk '/^Commit `/{on=1} on{print} on && /^\| Errors \|/{exit}' sandbox/results/latest.md)
+# From the line after the title (the judge-versus-CommitLayer table, then the run line, the agreement
+# line and the summary table) to the summary's last row.
+block=$(awk 'NR>2{print} NR>2 && /^\| Errors \|/{exit}' sandbox/results/latest.md)
 [[ -n $block ]] || { echo "readme-results: no summary in sandbox/results/latest.md" >&2; exit 1; }
 python3 - "$block" <<'PY'
 import sys, re

@@ -382,8 +382,14 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 		return Row{}, fmt.Errorf("load action: %w", err)
 	}
 	latency := float64(final.EvaluatedAt.Sub(rec.CreatedAt)) / float64(time.Millisecond)
-	return BuildRow(l.Scenario, truth, stray, history[0], history[len(history)-1], len(history), subjects,
-		in.Claim, in.Calls, latency, l.ChaosLog()), nil
+	row := BuildRow(l.Scenario, truth, stray, history[0], history[len(history)-1], len(history), subjects,
+		in.Claim, in.Calls, latency, l.ChaosLog())
+	rule, err := ruleJudge(l.Env.Result.Trajectory)
+	if err != nil {
+		return Row{}, err
+	}
+	row.Judges = []JudgeVerdict{rule}
+	return row, nil
 }
 
 // Cleanup closes the scenario's enterprise and removes its files. The

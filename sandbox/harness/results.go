@@ -12,6 +12,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/oracle"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // BuildRow turns one scenario's run into its row: the oracle's truth and
@@ -349,6 +350,12 @@ func Markdown(res Results) string {
 	s := res.Summary
 	var b strings.Builder
 	b.WriteString("# Failure matrix results\n\n")
+	// The headline: what reading the systems of record caught that reading
+	// the trace did not.
+	if run, err := reportRun(res); err == nil {
+		b.WriteString(report.JudgeMarkdown(run.Scenarios))
+		b.WriteString("\n## CommitLayer against the oracle\n\n")
+	}
 	commit := res.Commit
 	if commit == "" {
 		commit = "(unknown)"
@@ -442,7 +449,7 @@ func cell(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// WriteFiles writes latest.json and latest.md into dir (created when
+// WriteFiles writes latest.json, latest.md and latest.html into dir (created when
 // missing). Each file is written whole or not at all.
 func WriteFiles(dir string, res Results) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -456,6 +463,17 @@ func WriteFiles(dir string, res Results) error {
 		return fmt.Errorf("write results: %w", err)
 	}
 	if err := writeAtomic(filepath.Join(dir, "latest.md"), []byte(Markdown(res))); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	run, err := reportRun(res)
+	if err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	page, err := report.HTML(run, report.Options{})
+	if err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	if err := writeAtomic(filepath.Join(dir, "latest.html"), page); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
 	return nil

@@ -78,6 +78,9 @@ type Row struct {
 	Claim string `json:"claim"`
 	// AgentCalls counts the agent's tool call attempts.
 	AgentCalls int `json:"agent_calls"`
+	// Judges are the trace-only judges' verdicts on the agent's trajectory
+	// (the rule judge on every row).
+	Judges []JudgeVerdict `json:"judges,omitempty"`
 	// Orphans are the subjects CommitLayer listed as orphan effects of the
 	// scenario's contract; Stray are the subjects the oracle found effects
 	// on without a recorded action (the truth for orphans).

@@ -1,0 +1,57 @@
+package harness
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
+)
+
+// TestRuleJudgeOnScriptedTrajectories: the scripted agent's trajectory
+// reaches the rule judge intact — a phantom success (200, nothing done) is
+// believed, a visible 500 with no later success fails, a retry that
+// succeeded is believed, a report of failure fails.
+func TestRuleJudgeOnScriptedTrajectories(t *testing.T) {
+	refund := func(status int, errText string) agent.Call {
+		return agent.Call{Tool: "refund", Args: map[string]any{"order_id": "o_1001", "amount": 2500}, Attempt: 1,
+			Method: "POST", Path: "/payments/refunds", Status: status, Error: errText}
+	}
+	success := commitlayer.Claim{Status: "success", Message: "refunded"}
+	for name, tc := range map[string]struct {
+		tr   agent.Trajectory
+		want string
+	}{
+		"phantom success is believed": {agent.Trajectory{Calls: []agent.Call{refund(200, "")}, Report: success}, "PASS"},
+		"a visible 500 fails":         {agent.Trajectory{Calls: []agent.Call{refund(500, "")}, Report: success}, "FAIL"},
+		"a lost response retried":     {agent.Trajectory{Calls: []agent.Call{refund(0, "timeout"), refund(201, "")}, Report: success}, "PASS"},
+		"a report of failure":         {agent.Trajectory{Calls: []agent.Call{refund(403, "")}, Report: commitlayer.Claim{Status: "failure"}}, "FAIL"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v, err := ruleJudge(tc.tr)
+			require.NoError(t, err)
+			require.Equal(t, "rule", v.Name)
+			require.Equal(t, tc.want, v.Verdict, v.Reason)
+			require.NotEmpty(t, v.Reason)
+		})
+	}
+}
+
+// TestMarkdownOpensWithTheJudgeTable: latest.md's headline is the
+// judge-versus-CommitLayer table, with the judge's misses by family.
+func TestMarkdownOpensWithTheJudgeTable(t *testing.T) {
+	missed := Row{ID: "refund/phantom_success", Workflow: "refund", Injection: "phantom_success", Family: "agent",
+		Truth:   RowTruth{Outcome: commitlayer.StatusFail, Policy: commitlayer.StatusPass, Knowable: true, OutcomeKnowable: true, PolicyKnowable: true},
+		Verdict: RowVerdict{Status: commitlayer.StatusFail, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusFail, Policy: commitlayer.StatusPass}},
+		Agree:   RowAgree{Outcome: true, Policy: true},
+		Judges:  []JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "believed the 200"}}}
+	res := NewResults("abc", time.Unix(0, 0), time.Unix(10, 0), 1, []Row{missed})
+	md := Markdown(res)
+	i := strings.Index(md, "## Trace-only judges versus CommitLayer")
+	j := strings.Index(md, "Commit `abc`")
+	require.True(t, i > 0 && j > i, "the judge table comes first:\n%s", md)
+	require.Contains(t, md, "refund/phantom_success")
+}
