@@ -118,6 +118,21 @@ ensure_temporal_cli() {
 	[[ -n $TEMPORAL ]] || die "go install succeeded but no temporal binary is in PATH, GOBIN or GOPATH/bin"
 }
 
+# ensure_stripe_mock: stripe-mock (Stripe's spec-checking mock, for the wire test of the Stripe backend
+# and connector) is installed with go install when missing. Tests start their own on free ports.
+STRIPE_MOCK_VERSION=${STRIPE_MOCK_VERSION:-v0.203.0}
+ensure_stripe_mock() {
+	local gobin
+	gobin=$(go env GOBIN 2>/dev/null || true)
+	[[ -n $gobin ]] || gobin=$(go env GOPATH 2>/dev/null)/bin
+	if command -v stripe-mock >/dev/null 2>&1 || [[ -x $gobin/stripe-mock ]]; then
+		return
+	fi
+	say "installing stripe-mock $STRIPE_MOCK_VERSION with go install"
+	(cd "$ROOT" && go install "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION") ||
+		die "go install github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION failed"
+}
+
 # tcp_open HOST PORT: something accepts connections there.
 tcp_open() {
 	(exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
@@ -393,6 +408,7 @@ esac
 case $1 in
 up)
 	postgres_up
+	ensure_stripe_mock
 	if [[ $mode == server ]]; then
 		cluster_up
 	else
