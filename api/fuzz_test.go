@@ -34,7 +34,7 @@ func FuzzDecodeFacts(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		facts, err := decodeFacts(bytes.NewReader(body))
+		facts, err := decodeFacts(bytes.NewReader(body), futureBound{})
 		if err != nil {
 			requireClientError(t, err)
 			return
