@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -243,4 +244,65 @@ func TestFactsFromTheFuture(t *testing.T) {
 		res = e.do(req{method: "POST", path: "/v1/facts", key: key, body: batch(e, 30*time.Second)})
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	})
+}
+
+func TestCheckDuplicateKeys(t *testing.T) {
+	many := func(dupAt int) string {
+		var b strings.Builder
+		b.WriteString(`{"o":{`)
+		for i := range 40 {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			k := i
+			if i == dupAt {
+				k = 3
+			}
+			b.WriteString(`"k` + strconv.Itoa(k) + `":[1,{"x":null}]`)
+		}
+		b.WriteString(`}}`)
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name, in, want string // want: the message, "" when none
+	}{
+		{"none", `{"a":1,"b":{"a":1},"c":[{"a":1},{"a":1}]}`, ""},
+		{"top", `{"a":1,"b":2,"a":3}`, `key "a" is given twice`},
+		{"escaped", `{"a":1,"\u0061":2}`, `key "a" is given twice`},
+		{"case differs", `{"a":1,"A":2}`, ""},
+		{"in array in object", `{"x":[0,[{"k":1}],{"k":1,"k":2}]}`, `key "k" is given twice in x[2]`},
+		{"top-level array", `[{"k":1},{"k":1,"k":1}]`, `key "k" is given twice in [1]`},
+		{"after a value object", `{"a":{"b":1},"c":{"b":1},"a":0}`, `key "a" is given twice`},
+		{"many keys, none twice", many(-1), ""},
+		{"many keys, the 31st twice", many(30), `key "k3" is given twice in o`},
+		{"a duplicate before malformed input", `{"a":1,"a"`, `key "a" is given twice`},
+		{"malformed before a duplicate", `{"a":1,]"a":2}`, ""},
+		{"scalars", `5`, ""},
+		{"empty", ``, ""},
+		{"deep", strings.Repeat(`[`, 20000) + strings.Repeat(`]`, 20000), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkDuplicateKeys([]byte(tc.in))
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			requireClientError(t, err)
+			var ae *apiError
+			require.ErrorAs(t, err, &ae)
+			require.Equal(t, codeInvalidJSON, ae.Code)
+			require.Equal(t, tc.want, ae.Message)
+		})
+	}
+}
+
+func TestIsJSONMediaType(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/json": true, "application/json;charset=UTF-8": true, "application/json; charset=utf8": true,
+		"application/problem+json": true, "APPLICATION/JSON": true,
+		"application/+json": false, "application/json; charset=utf-16": false, "text/json": false,
+		"application/json-seq": false, "application/x-ndjson": false, "json": false, "": false, ";": false,
+	} {
+		require.Equal(t, want, isJSONMediaType(ct), ct)
+	}
 }
