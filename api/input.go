@@ -3,11 +3,13 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // Request bodies are read whole (within their http.MaxBytesReader limit)
@@ -34,121 +36,234 @@ const maxKeyScanDepth = 10000
 // object in data that holds a key twice. Keys are compared as decoded
 // ("amount" and "am\u006funt" are one key), exactly (case matters, as it
 // does for a map). Malformed JSON is left to the decoder, which reports it
-// with its position.
+// with its position: the scan stops where it stops making sense.
+//
+// The scan walks the bytes itself, without allocating for unescaped keys
+// or for paths (built only for the error): json.Decoder.Token allocates
+// for every token and would cost more than the decoding it guards.
 func checkDuplicateKeys(data []byte) error {
-	var stack []*jsonFrame
-	// childPath names the value about to be read.
-	childPath := func() string {
-		if len(stack) == 0 {
-			return ""
+	s := keyScan{data: data}
+	for {
+		s.space()
+		if s.i >= len(s.data) {
+			return nil
 		}
-		top := stack[len(stack)-1]
-		if top.object {
-			if top.path == "" {
-				return top.key
+		if err := s.value(0); err != nil {
+			if errors.Is(err, errScanStop) {
+				return nil
 			}
-			return top.path + "." + top.key
+			return err
 		}
-		return fmt.Sprintf("%s[%d]", top.path, top.index)
 	}
-	// valueDone moves the enclosing container past the value just read.
-	valueDone := func() {
-		if len(stack) == 0 {
+}
+
+// keyScan is the state of checkDuplicateKeys.
+type keyScan struct {
+	data []byte
+	i    int
+	path []pathSeg // from the body to the value being read
+	keys [][]byte  // the keys of the open objects, innermost last
+}
+
+// pathSeg is a step of a path: an object key, or an array index.
+type pathSeg struct {
+	key   []byte
+	index int
+	isKey bool
+}
+
+// pathString formats the path: "facts[3].attrs".
+func (s *keyScan) pathString() string {
+	var b strings.Builder
+	for _, p := range s.path {
+		if p.isKey {
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.Write(p.key)
+		} else {
+			fmt.Fprintf(&b, "[%d]", p.index)
+		}
+	}
+	return b.String()
+}
+
+func (s *keyScan) space() {
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
 			return
 		}
-		top := stack[len(stack)-1]
-		if top.object {
-			top.wantKey = true
-		} else {
-			top.index++
-		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if err != nil || len(stack) > maxKeyScanDepth {
-			return nil // the end, or malformed: the decoder says which
-		}
-		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
-			top := stack[n-1]
-			if tok == json.Delim('}') {
-				stack = stack[:n-1]
-				valueDone()
-				continue
-			}
-			key, ok := tok.(string)
-			if !ok {
-				return nil
-			}
-			if top.has(key) {
-				where := ""
-				if top.path != "" {
-					where = " in " + truncate(top.path, 128)
-				}
-				return errorf(http.StatusBadRequest, codeInvalidJSON, "key %q is given twice%s", truncate(key, 64), where)
-			}
-			top.add(key)
-			top.key, top.wantKey = key, false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &jsonFrame{object: true, path: childPath(), wantKey: true})
-		case json.Delim('['):
-			stack = append(stack, &jsonFrame{path: childPath()})
-		case json.Delim(']'):
-			if len(stack) == 0 {
-				return nil
-			}
-			stack = stack[:len(stack)-1]
-			valueDone()
+}
+
+// errScanStop ends a scan where the input stops making sense.
+var errScanStop = errors.New("not JSON the scan can follow")
+
+// value scans one value.
+func (s *keyScan) value(depth int) error {
+	if depth > maxKeyScanDepth || s.i >= len(s.data) {
+		return errScanStop
+	}
+	switch s.data[s.i] {
+	case '{':
+		return s.object(depth + 1)
+	case '[':
+		return s.array(depth + 1)
+	case '"':
+		_, err := s.str()
+		return err
+	}
+	// A number, true, false or null: up to the next delimiter.
+	start := s.i
+	for s.i < len(s.data) && !strings.ContainsRune(" \t\n\r,:{}[]\"", rune(s.data[s.i])) {
+		s.i++
+	}
+	if s.i == start {
+		return errScanStop
+	}
+	return nil
+}
+
+// str scans a string and returns its raw bytes, between the quotes.
+func (s *keyScan) str() ([]byte, error) {
+	s.i++ // "
+	start := s.i
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case '"':
+			s.i++
+			return s.data[start : s.i-1], nil
+		case '\\':
+			s.i += 2
 		default:
-			valueDone()
+			s.i++
+		}
+	}
+	return nil, errScanStop
+}
+
+// keyScanMax is how many keys of one object are compared one by one;
+// past it they go in a map.
+const keyScanMax = 16
+
+func (s *keyScan) object(depth int) error {
+	s.i++ // {
+	s.space()
+	if s.i < len(s.data) && s.data[s.i] == '}' {
+		s.i++
+		return nil
+	}
+	first := len(s.keys)
+	defer func() { s.keys = s.keys[:first] }()
+	var set map[string]struct{}
+	for {
+		s.space()
+		if s.i >= len(s.data) || s.data[s.i] != '"' {
+			return errScanStop
+		}
+		key, err := s.str()
+		if err != nil {
+			return err
+		}
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			// Compare as decoded: escapes resolved, invalid UTF-8 as
+			// U+FFFD, as encoding/json reads it.
+			var k string
+			if json.Unmarshal(s.data[s.i-len(key)-2:s.i], &k) != nil {
+				return errScanStop
+			}
+			key = []byte(k)
+		}
+		seen := false
+		if set != nil {
+			_, seen = set[string(key)]
+		} else {
+			for _, k := range s.keys[first:] {
+				if bytes.Equal(k, key) {
+					seen = true
+					break
+				}
+			}
+		}
+		if seen {
+			where := ""
+			if p := s.pathString(); p != "" {
+				where = " in " + truncate(p, 128)
+			}
+			return errorf(http.StatusBadRequest, codeInvalidJSON, "key %q is given twice%s", truncate(string(key), 64), where)
+		}
+		switch {
+		case set != nil:
+			set[string(key)] = struct{}{}
+		case len(s.keys)-first < keyScanMax:
+			s.keys = append(s.keys, key)
+		default:
+			set = make(map[string]struct{}, 2*keyScanMax)
+			for _, k := range s.keys[first:] {
+				set[string(k)] = struct{}{}
+			}
+			set[string(key)] = struct{}{}
+		}
+		s.space()
+		if s.i >= len(s.data) || s.data[s.i] != ':' {
+			return errScanStop
+		}
+		s.i++
+		s.space()
+		s.path = append(s.path, pathSeg{key: key, isKey: true})
+		err = s.value(depth)
+		s.path = s.path[:len(s.path)-1]
+		if err != nil {
+			return err
+		}
+		s.space()
+		if s.i >= len(s.data) {
+			return errScanStop
+		}
+		switch s.data[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return errScanStop
 		}
 	}
 }
 
-// jsonFrame is an object or array open in checkDuplicateKeys.
-type jsonFrame struct {
-	object  bool
-	path    string              // where it is: "", "params", "facts[3].attrs"
-	keys    []string            // the object's keys so far, while few
-	set     map[string]struct{} // then a set
-	key     string              // the key whose value comes next
-	wantKey bool
-	index   int // the next element of an array
-}
-
-// keySetMax is how many keys an object holds before they go in a map.
-const keySetMax = 16
-
-func (f *jsonFrame) has(k string) bool {
-	if f.set != nil {
-		_, ok := f.set[k]
-		return ok
+func (s *keyScan) array(depth int) error {
+	s.i++ // [
+	s.space()
+	if s.i < len(s.data) && s.data[s.i] == ']' {
+		s.i++
+		return nil
 	}
-	for _, x := range f.keys {
-		if x == k {
-			return true
+	for n := 0; ; n++ {
+		s.space()
+		s.path = append(s.path, pathSeg{index: n})
+		err := s.value(depth)
+		s.path = s.path[:len(s.path)-1]
+		if err != nil {
+			return err
+		}
+		s.space()
+		if s.i >= len(s.data) {
+			return errScanStop
+		}
+		switch s.data[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return nil
+		default:
+			return errScanStop
 		}
 	}
-	return false
-}
-
-func (f *jsonFrame) add(k string) {
-	if f.set == nil && len(f.keys) < keySetMax {
-		f.keys = append(f.keys, k)
-		return
-	}
-	if f.set == nil {
-		f.set = make(map[string]struct{}, 2*keySetMax)
-		for _, x := range f.keys {
-			f.set[x] = struct{}{}
-		}
-		f.keys = nil
-	}
-	f.set[k] = struct{}{}
 }
 
 // JSON request bodies (facts, actions, connectors, admin tenants and
