@@ -371,19 +371,18 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// actionIn is an action on the wire.
+// actionIn is an action on the wire. RequestedAt is nil when absent or
+// null (the server sets it); a value present is checked, even "" or year 1.
 type actionIn struct {
-	ID              string `json:"id"`
-	Contract        string `json:"contract"`
-	ContractVersion int    `json:"contract_version"`
-	Agent           string `json:"agent"`
-	Subject         string `json:"subject"`
-	Params          any    `json:"params"`
-	// RequestedAt is nil when absent or null (the server sets it); a
-	// value present is checked, even "" or year 1.
-	RequestedAt *string         `json:"requested_at"`
-	Claim       *claimIn        `json:"claim"`
-	Trace       json.RawMessage `json:"trace"`
+	ID              string          `json:"id"`
+	Contract        string          `json:"contract"`
+	ContractVersion int             `json:"contract_version"`
+	Agent           string          `json:"agent"`
+	Subject         string          `json:"subject"`
+	Params          any             `json:"params"`
+	RequestedAt     *string         `json:"requested_at"`
+	Claim           *claimIn        `json:"claim"`
+	Trace           json.RawMessage `json:"trace"`
 }
 
 type claimIn struct {
