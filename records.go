@@ -41,11 +41,17 @@ type Connector struct {
 	ID, TenantID, Source string
 	Kind                 string
 	URL                  string
-	Cursor               string
-	LastPullAt           time.Time // last successful pull
-	LastError            string
-	LastErrorAt          time.Time
-	CreatedAt            time.Time
+	// Config holds kind-specific settings (JSON); Secret is a credential
+	// sealed with the process's secrets key (never in clear), SecretHint
+	// what may be shown of it (its last 4).
+	Config      json.RawMessage
+	Secret      string
+	SecretHint  string
+	Cursor      string
+	LastPullAt  time.Time // last successful pull
+	LastError   string
+	LastErrorAt time.Time
+	CreatedAt   time.Time
 }
 
 // SourceCoverage says what the store knows of one source of a tenant.

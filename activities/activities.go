@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sort"
 	"sync"
@@ -22,8 +23,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/connectors/httpevents"
+	"github.com/commitlayer/commitlayer/connectors/pull"
+	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
 	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/internal/secrets"
 	"github.com/commitlayer/commitlayer/service"
 )
 
@@ -63,6 +66,12 @@ type Activities struct {
 	// (nil: HTTPClient). Only the sandbox benchmark sets it, to put its
 	// chaos transport between its tenants' connectors and its systems.
 	TenantHTTPClient func(tenantID string) *http.Client
+	// Secrets opens connectors' sealed credentials (COMMITLAYER_SECRETS_KEY);
+	// nil: connectors that need one fail their pulls, reported on the source.
+	Secrets *secrets.Box
+	// DialFunc makes the database connections of postgres connectors (the
+	// address rules); nil: a plain dialer.
+	DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Contracts loads compiled contracts (shared with the API in one
 	// process); nil makes one on Store.
 	// Now is the clock verdicts are evaluated at; nil means time.Now.
@@ -140,8 +149,9 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 	}
 	// Pull the connectors at once: each is a separate system.
 	type pulled struct {
-		ins commitlayer.InsertResult
-		err error
+		ins     commitlayer.InsertResult
+		notices []int64
+		err     error
 	}
 	results := make([]pulled, len(conns))
 	var wg sync.WaitGroup
@@ -149,8 +159,8 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ins, err := a.pullConnector(ctx, in.TenantID, c)
-			results[i] = pulled{ins, err}
+			ins, notices, err := a.pullConnector(ctx, in.TenantID, c)
+			results[i] = pulled{ins, notices, err}
 		}()
 	}
 	wg.Wait()
@@ -177,9 +187,7 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 		}
 		res.Inserted += ins.Inserted
 		res.Duplicates += ins.Duplicates
-		if ins.NotificationID != 0 {
-			notices = append(notices, ins.NotificationID)
-		}
+		notices = append(notices, results[i].notices...)
 		for _, s := range ins.Subjects {
 			seen[s] = true
 		}
@@ -211,11 +219,11 @@ func (e *storeError) Unwrap() error { return e.err }
 
 // pullConnector reads one connector from its cursor until the feed has no
 // more pages (bounded), storing each page with its cursor.
-func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.InsertResult, error) {
+// It also returns the outbox notices its pages wrote, for Extract to delete
+// once it has delivered them.
+func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.InsertResult, []int64, error) {
 	var total commitlayer.InsertResult
-	if c.Kind != "http_events" {
-		return total, fmt.Errorf("connector %s: kind %q is not supported", c.ID, c.Kind)
-	}
+	var notices []int64
 	hc := defaultHTTPClient
 	if a.HTTPClient != nil {
 		hc = a.HTTPClient
@@ -225,57 +233,57 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 			hc = h
 		}
 	}
-	client := &httpevents.Client{HTTP: hc, BaseURL: c.URL}
-	after, err := parseCursor(c.Cursor)
-	if err != nil {
-		return total, fmt.Errorf("connector %s: %w", c.ID, err)
-	}
 	limit := a.PageLimit
 	if limit <= 0 {
 		limit = 1000
+	}
+	opts := pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit}
+	if c.Kind == pull.KindStripe {
+		key, err := stripeconn.OpenKey(a.Secrets, tenantID, c.ID, c.Secret)
+		if err != nil {
+			return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
+		}
+		opts.Secret = key
+	}
+	puller, err := pull.Open(c.Kind, c.URL, c.Config, opts)
+	if err != nil {
+		return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
 	}
 	maxPages := a.MaxPagesPerPull
 	if maxPages <= 0 {
 		maxPages = 100
 	}
+	cursor := c.Cursor
 	subjects := map[commitlayer.Subject]bool{}
 	for range maxPages {
 		if activity.IsActivity(ctx) && !activity.GetInfo(ctx).IsLocalActivity {
 			activity.RecordHeartbeat(ctx, c.Source)
 		}
-		page, err := client.Pull(ctx, c.Source, after, limit)
+		page, err := puller.Pull(ctx, c.Source, cursor)
 		if err != nil {
-			return total, fmt.Errorf("pull %s: %w", c.Source, err)
+			return total, notices, fmt.Errorf("pull %s: %w", c.Source, err)
 		}
-		ins, err := a.Store.RecordPull(ctx, tenantID, c.ID, page.Facts, fmt.Sprint(page.Next), a.now())
+		ins, err := a.Store.RecordPull(ctx, tenantID, c.ID, page.Facts, page.Next, a.now())
 		if err != nil {
-			return total, &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}
+			return total, notices, &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}
 		}
 		total.Inserted += ins.Inserted
 		total.Duplicates += ins.Duplicates
+		if ins.NotificationID != 0 {
+			notices = append(notices, ins.NotificationID)
+		}
 		for _, s := range ins.Subjects {
 			subjects[s] = true
 		}
-		if !page.More || page.Next <= after {
+		if !page.More || page.Next == cursor {
 			break
 		}
-		after = page.Next
+		cursor = page.Next
 	}
 	for s := range subjects {
 		total.Subjects = append(total.Subjects, s)
 	}
-	return total, nil
-}
-
-func parseCursor(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	var n int64
-	if _, err := fmt.Sscan(s, &n); err != nil || n < 0 {
-		return 0, fmt.Errorf("cursor %q is not a non-negative integer", s)
-	}
-	return n, nil
+	return total, notices, nil
 }
 
 // EvaluateInput asks for one verification pass over stored facts.

@@ -1,10 +1,12 @@
 package activities_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -96,6 +98,25 @@ type fixture struct {
 	env    *testsuite.TestActivityEnvironment
 	now    time.Time
 	notes  *notifier
+	logs   *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 type notifier struct {
@@ -125,11 +146,13 @@ func newFixture(t *testing.T) *fixture {
 	require.NoError(t, err)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	n := &notifier{}
-	acts := &activities.Activities{Store: d, Notify: n, Now: func() time.Time { return now }}
+	logs := &syncBuffer{}
+	acts := &activities.Activities{Store: d, Notify: n, Now: func() time.Time { return now },
+		Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)
-	return &fixture{db: d, tenant: tn.ID, feed: f, srv: srv, acts: acts, env: env, now: now, notes: n}
+	return &fixture{db: d, tenant: tn.ID, feed: f, srv: srv, acts: acts, env: env, now: now, notes: n, logs: logs}
 }
 
 func (fx *fixture) action(t *testing.T, agent, subject string, amount int64, at time.Time) string {
@@ -250,10 +273,8 @@ func TestEvaluateCountsPriorActionsForLimits(t *testing.T) {
 func TestEvaluateBadInputIsNotRetried(t *testing.T) {
 	fx := newFixture(t)
 	for name, in := range map[string]activities.EvaluateInput{
-		"no tenant":      {ActionID: "a"},
-		"no action":      {TenantID: fx.tenant},
-		"unknown action": {TenantID: fx.tenant, ActionID: "act_missing"},
-		"other tenant":   {TenantID: "t_nobody", ActionID: "act_missing"},
+		"no tenant": {ActionID: "a"},
+		"no action": {TenantID: fx.tenant},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := fx.env.ExecuteActivity(fx.acts.Evaluate, in)
@@ -264,6 +285,30 @@ func TestEvaluateBadInputIsNotRetried(t *testing.T) {
 			require.Equal(t, activities.ErrInvalidInput, appErr.Type())
 		})
 	}
+}
+
+// TestEvaluateActionNotFoundIsRetried: a verification starts only for a
+// recorded action, so "not found" means this worker reads another database
+// or a lagging replica: retried with backoff (not failed for good), and
+// logged as an error. A worker whose database is not the one named in the
+// input refuses, retryably, and says so.
+func TestEvaluateActionNotFoundIsRetried(t *testing.T) {
+	fx := newFixture(t)
+	for name, in := range map[string]activities.EvaluateInput{
+		"unknown action":   {TenantID: fx.tenant, ActionID: "act_missing"},
+		"other tenant":     {TenantID: "t_nobody", ActionID: "act_missing"},
+		"another database": {TenantID: fx.tenant, ActionID: "act_missing", StoreID: "not-this-store"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := fx.env.ExecuteActivity(fx.acts.Evaluate, in)
+			require.Error(t, err)
+			var appErr *temporal.ApplicationError
+			require.True(t, errors.As(err, &appErr), "%v", err)
+			require.False(t, appErr.NonRetryable(), "%v", err)
+		})
+	}
+	require.Contains(t, fx.logs.String(), "level=ERROR")
+	require.Contains(t, fx.logs.String(), "another database than the one the action was recorded in")
 }
 
 func TestEndWatchAndOpenVerifications(t *testing.T) {

@@ -2,14 +2,20 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/connectors/pull"
+	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
 )
 
 // postFacts ingests a batch: every fact validated (one dated more than
@@ -72,16 +78,19 @@ type connectorIn struct {
 	Source string `json:"source"`
 	Kind   string `json:"kind"`
 	URL    string `json:"url"`
+	// Config holds the settings of the postgres and http_json kinds.
+	Config json.RawMessage `json:"config,omitempty"`
+	// APIKey is the stripe kind's key (restricted rk_… or sk_test_…);
+	// stored sealed, never answered (only its last 4).
+	APIKey string `json:"api_key,omitempty"`
 }
-
-// Connector kinds the API accepts.
-const kindHTTPEvents = "http_events"
 
 type connectorView struct {
 	ID          string     `json:"id"`
 	Source      string     `json:"source"`
 	Kind        string     `json:"kind"`
 	URL         string     `json:"url"`
+	KeyLast4    string     `json:"api_key_last4,omitempty"`
 	Cursor      string     `json:"cursor"`
 	LastPullAt  *time.Time `json:"last_pull_at"`
 	LastError   string     `json:"last_error,omitempty"`
@@ -91,7 +100,7 @@ type connectorView struct {
 
 func viewConnector(c commitlayer.Connector) connectorView {
 	return connectorView{
-		ID: c.ID, Source: c.Source, Kind: c.Kind, URL: c.URL, Cursor: c.Cursor,
+		ID: c.ID, Source: c.Source, Kind: c.Kind, URL: c.URL, KeyLast4: c.SecretHint, Cursor: c.Cursor,
 		LastPullAt: timePtr(c.LastPullAt), LastError: c.LastError, LastErrorAt: timePtr(c.LastErrorAt),
 		CreatedAt: c.CreatedAt,
 	}
@@ -115,8 +124,18 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.connectors.CreateConnector(r.Context(), tenantOf(r.Context()).ID,
-		commitlayer.Connector{Source: in.Source, Kind: in.Kind, URL: in.URL})
+	tenantID := tenantOf(r.Context()).ID
+	conn := commitlayer.Connector{ID: newConnectorID(), Source: in.Source, Kind: in.Kind, URL: in.URL, Config: in.Config}
+	if in.Kind == pull.KindStripe {
+		sealed, hint, err := stripeconn.SealKey(s.secrets, tenantID, conn.ID, in.APIKey)
+		if err != nil {
+			// The messages name the rule broken, never the key.
+			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "api_key: %s", err.Error()))
+			return
+		}
+		conn.Secret, conn.SecretHint = sealed, hint
+	}
+	c, err := s.connectors.CreateConnector(r.Context(), tenantID, conn)
 	switch {
 	case isConflict(err):
 		s.writeError(w, r, errorf(http.StatusConflict, codeConflict, "source %q already has a connector", in.Source))
@@ -144,12 +163,26 @@ func (in *connectorIn) validate() *apiError {
 		return bad("source: %q may only hold letters, digits, '_', '-' and '.'", truncate(in.Source, 64))
 	case in.Kind == "":
 		return bad("kind: is required")
-	case in.Kind != kindHTTPEvents:
-		return errorf(http.StatusUnprocessableEntity, codeUnsupportedKind, "kind: %q is not supported; use %q", truncate(in.Kind, 64), kindHTTPEvents)
-	case in.URL == "":
+	case !slices.Contains(pull.Kinds, in.Kind):
+		return errorf(http.StatusUnprocessableEntity, codeUnsupportedKind, "kind: %q is not supported; use one of %s",
+			truncate(in.Kind, 64), strings.Join(pull.Kinds, ", "))
+	case in.URL == "" && in.Kind == pull.KindHTTPEvents:
 		return bad("url: is required")
 	case len(in.URL) > 2048:
 		return bad("url: is longer than 2048 bytes")
+	case in.APIKey != "" && in.Kind != pull.KindStripe:
+		return bad("api_key: only the %s kind takes one", pull.KindStripe)
+	case in.Kind == pull.KindStripe && in.APIKey == "":
+		return bad("api_key: is required for the %s kind", pull.KindStripe)
+	}
+	if in.Kind != pull.KindStripe {
+		// Settings are checked without connecting (errors name the field).
+		if _, err := pull.Open(in.Kind, in.URL, in.Config, pull.Options{}); err != nil {
+			return bad("config: %s", err.Error())
+		}
+	}
+	if in.URL == "" {
+		return nil
 	}
 	u, err := url.Parse(in.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" ||
@@ -198,4 +231,31 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sources": out})
+}
+
+// newConnectorID names a connector before it is stored, so its sealed
+// secret can be bound to it.
+func newConnectorID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return "conn_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// deleteConnector removes a connector: its pulls stop; the facts it brought
+// stay.
+func (s *Server) deleteConnector(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !storable(id) {
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no connector %q", truncate(id, 128)))
+		return
+	}
+	err := s.connectors.DeleteConnector(r.Context(), tenantOf(r.Context()).ID, id)
+	switch {
+	case isNotFound(err):
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no connector %q", truncate(id, 128)))
+	case err != nil:
+		s.writeError(w, r, fmt.Errorf("delete connector: %w", err))
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
 }

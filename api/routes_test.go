@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/postgres"
 )
 
 // fillPath puts a value in each {wildcard} of a route path.
@@ -592,12 +591,13 @@ func TestActionsIdempotency(t *testing.T) {
 	require.Equal(t, http.StatusConflict, res.Status)
 	require.Equal(t, codeIdempotency, res.errCode(t))
 
-	// A start that fails answers 503; the retry with the same key starts it.
+	// A start that fails answers 202 "pending" (the action is kept, and the
+	// reconciler starts it); a retry with the same key starts it too.
 	e.ver.startErr = fmt.Errorf("temporal unavailable")
 	idem2 := map[string]string{"Idempotency-Key": "k-2"}
 	res = e.do(req{method: "POST", path: "/v1/actions", key: key, header: idem2, body: body})
-	require.Equal(t, http.StatusServiceUnavailable, res.Status)
-	require.Equal(t, codeUnavailable, res.errCode(t))
+	require.Equal(t, http.StatusAccepted, res.Status)
+	require.Equal(t, "pending", res.json(t)["verification"])
 	require.Contains(t, e.logs.String(), "temporal unavailable")
 	e.ver.startErr = nil
 	n = len(e.ver.startCalls())
@@ -886,7 +886,7 @@ func TestAdminBenchmark(t *testing.T) {
 	// Purging a finished run deletes the tenants it made, not others.
 	ctx := context.Background()
 	for _, sc := range []string{"refund/a", "refund/b"} {
-		_, _, err := e.db.CreateTenant(ctx, postgres.BenchmarkTenantName(id, sc))
+		_, _, err := e.db.CreateBenchmarkTenant(ctx, id, sc)
 		require.NoError(t, err)
 	}
 	bystander, _, err := e.db.CreateTenant(ctx, "benchmark bystander")
@@ -1181,7 +1181,8 @@ func TestWithoutVerifier(t *testing.T) {
 	e.contract(key, payoutContract)
 	res := e.do(req{method: "POST", path: "/v1/actions", key: key, header: map[string]string{"Idempotency-Key": "nv"},
 		body: map[string]any{"contract": "send_payout", "agent": "a", "subject": "account:acc_1"}})
-	require.Equal(t, http.StatusServiceUnavailable, res.Status, "%s", res.Body)
+	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
+	require.Equal(t, "pending", res.json(t)["verification"], "kept; a reconciler starts it")
 	require.Contains(t, e.logs.String(), "no verifier configured")
 	res = e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{fact(1, "account:acc_1")}}})
 	require.Equal(t, http.StatusOK, res.Status)

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/secrets"
 	"github.com/commitlayer/commitlayer/service"
 )
 
@@ -90,6 +91,7 @@ type ActionStore interface {
 // ConnectorStore serves connectors and the coverage of sources.
 type ConnectorStore interface {
 	CreateConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.Connector, error)
+	DeleteConnector(ctx context.Context, tenantID, id string) error
 	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
 	Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error)
 }
@@ -174,6 +176,9 @@ type Config struct {
 	// fact's occurred_at may be (a later one is refused with 400); 0 or
 	// less means DefaultMaxFutureSkew.
 	MaxFutureSkew time.Duration
+	// Secrets seals connector credentials (the stripe kind's key); nil
+	// refuses the kinds that need one.
+	Secrets *secrets.Box
 	// Reconciler, when set, is kicked when a verification could not be
 	// started or a notice of facts not delivered at once: it finishes them
 	// as soon as Temporal answers.
@@ -195,6 +200,7 @@ type Server struct {
 	actions    *service.Actions
 	verifier   Verifier
 	reconciler Kicker
+	secrets    *secrets.Box
 	benchmarks Benchmarks
 	adminKey   string
 	log        *slog.Logger
@@ -235,6 +241,7 @@ func New(cfg Config) *Server {
 		contracts:  cfg.Contracts,
 		verifier:   cfg.Verifier,
 		reconciler: cfg.Reconciler,
+		secrets:    cfg.Secrets,
 		benchmarks: cfg.Benchmarks,
 		adminKey:   cfg.AdminKey,
 		log:        cfg.Logger,
@@ -274,6 +281,7 @@ func New(cfg Config) *Server {
 	s.handle("POST /v1/facts", authTenant, s.jsonOnly(s.postFacts))
 	s.handle("POST /v1/connectors", authTenant, s.jsonOnly(s.postConnector))
 	s.handle("GET /v1/connectors", authTenant, s.listConnectors)
+	s.handle("DELETE /v1/connectors/{id}", authTenant, s.deleteConnector)
 	s.handle("GET /v1/sources", authTenant, s.listSources)
 	s.handle("POST /v1/actions", authTenant, s.jsonOnly(s.postAction))
 	s.handle("GET /v1/actions/orphans", authTenant, s.orphans)

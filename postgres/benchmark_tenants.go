@@ -3,26 +3,29 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/commitlayer/commitlayer"
 )
 
-// BenchmarkTenantName names the tenant a benchmark run creates for one of
-// its scenarios; PurgeBenchmarkTenants finds them by it.
-func BenchmarkTenantName(runID, scenarioID string) string {
-	return "benchmark " + runID + " " + scenarioID
+// CreateBenchmarkTenant creates the tenant a benchmark run uses for one of
+// its scenarios (named "benchmark <run> <scenario>"), marked with the run's
+// id so PurgeBenchmarkTenants finds it by that column, never by its name.
+func (db *DB) CreateBenchmarkTenant(ctx context.Context, runID, scenarioID string) (commitlayer.Tenant, string, error) {
+	if runID == "" {
+		return commitlayer.Tenant{}, "", fmt.Errorf("create benchmark tenant: %w: run id is required", commitlayer.ErrInvalid)
+	}
+	return db.createTenant(ctx, "benchmark "+runID+" "+scenarioID, &runID)
 }
 
 // PurgeBenchmarkTenants deletes the tenants a benchmark run created (and,
 // through them, their contracts, facts, actions, verdicts and connectors),
-// returning how many. The run's own row and results stay.
+// returning how many. The run's own row and results stay; a tenant merely
+// named like the run is not one of them.
 func (db *DB) PurgeBenchmarkTenants(ctx context.Context, runID string) (int, error) {
-	if runID == "" || strings.ContainsAny(runID, " \x00") {
-		return 0, fmt.Errorf("purge benchmark tenants: run id %q: %w", runID, commitlayer.ErrInvalid)
+	if runID == "" {
+		return 0, fmt.Errorf("purge benchmark tenants: %w: run id is required", commitlayer.ErrInvalid)
 	}
-	escaped := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(runID)
-	tag, err := db.pool.Exec(ctx, `DELETE FROM tenants WHERE name LIKE $1 ESCAPE '\'`, "benchmark "+escaped+" %")
+	tag, err := db.pool.Exec(ctx, `DELETE FROM tenants WHERE benchmark_run_id = $1`, runID)
 	if err != nil {
 		return 0, fmt.Errorf("purge benchmark tenants of %s: %w", runID, classify(err))
 	}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"testing"
 
 	"github.com/commitlayer/commitlayer"
@@ -12,20 +11,21 @@ import (
 func TestPurgeBenchmarkTenants(t *testing.T) {
 	d := testDB
 	ctx := context.Background()
-	mine1, _, err := d.CreateTenant(ctx, BenchmarkTenantName("run-a", "refund/baseline"))
+	mine1, _, err := d.CreateBenchmarkTenant(ctx, "run-a", "refund/baseline")
 	require.NoError(t, err)
-	_, _, err = d.CreateTenant(ctx, BenchmarkTenantName("run-a", "payout/baseline"))
+	_, _, err = d.CreateBenchmarkTenant(ctx, "run-a", "payout/baseline")
 	require.NoError(t, err)
-	other, _, err := d.CreateTenant(ctx, BenchmarkTenantName("run-ab", "refund/baseline"))
+	other, _, err := d.CreateBenchmarkTenant(ctx, "run-ab", "refund/baseline")
 	require.NoError(t, err)
-	customer, _, err := d.CreateTenant(ctx, "benchmark run-a")
+	// Named exactly as the run's tenants are, but not created by it.
+	customer, _, err := d.CreateTenant(ctx, "benchmark run-a refund/baseline")
+	require.NoError(t, err)
+	wild, _, err := d.CreateBenchmarkTenant(ctx, "runXa", "refund/baseline")
 	require.NoError(t, err)
 
 	n, err := d.PurgeBenchmarkTenants(ctx, "run-a")
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	_, err = d.ListConnectors(ctx, mine1.ID)
-	require.NoError(t, err)
 	tenants, err := d.ListTenants(ctx)
 	require.NoError(t, err)
 	ids := map[string]bool{}
@@ -34,21 +34,30 @@ func TestPurgeBenchmarkTenants(t *testing.T) {
 	}
 	require.False(t, ids[mine1.ID])
 	require.True(t, ids[other.ID], "another run whose id starts the same stays")
-	require.True(t, ids[customer.ID], "a tenant merely named like the run stays")
+	require.True(t, ids[customer.ID], "a tenant merely named like the run's stays")
 
-	// LIKE wildcards in a run id match only themselves.
-	wild, _, err := d.CreateTenant(ctx, BenchmarkTenantName("runXa", "refund/baseline"))
-	require.NoError(t, err)
-	n, err = d.PurgeBenchmarkTenants(ctx, "run_a")
-	require.NoError(t, err)
-	require.Zero(t, n)
-	n, err = d.PurgeBenchmarkTenants(ctx, "run%")
-	require.NoError(t, err)
-	require.Zero(t, n)
-	require.NoError(t, d.DeleteTenant(ctx, wild.ID))
-
-	for _, bad := range []string{"", "a b", "x\x00"} {
-		_, err := d.PurgeBenchmarkTenants(ctx, bad)
-		require.True(t, errors.Is(err, commitlayer.ErrInvalid), "%q: %v", bad, err)
+	// Pattern characters in a run id match only themselves.
+	for _, pattern := range []string{"run_a", "run%", "%"} {
+		n, err = d.PurgeBenchmarkTenants(ctx, pattern)
+		require.NoError(t, err)
+		require.Zero(t, n, pattern)
 	}
+	require.True(t, tenantExists(t, wild.ID))
+
+	_, err = d.PurgeBenchmarkTenants(ctx, "")
+	require.ErrorIs(t, err, commitlayer.ErrInvalid)
+	_, _, err = d.CreateBenchmarkTenant(ctx, "", "x")
+	require.ErrorIs(t, err, commitlayer.ErrInvalid)
+}
+
+func tenantExists(t *testing.T, id string) bool {
+	t.Helper()
+	tenants, err := testDB.ListTenants(context.Background())
+	require.NoError(t, err)
+	for _, tn := range tenants {
+		if tn.ID == id {
+			return true
+		}
+	}
+	return false
 }

@@ -10,7 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-const connectorColumns = `id, tenant_id, source, kind, url, cursor, last_pull_at, last_error, last_error_at, created_at`
+const connectorColumns = `id, tenant_id, source, kind, url, cursor, last_pull_at, last_error, last_error_at, created_at,
+	config, secret, secret_hint`
 
 // CreateConnector creates a connector. There is one per (tenant, source):
 // a second one for the source, or a client-given id that exists, gives
@@ -22,10 +23,14 @@ func (db *DB) CreateConnector(ctx context.Context, tenantID string, c commitlaye
 	if c.ID == "" {
 		c.ID = newID("conn_")
 	}
-	rows, err := db.pool.Query(ctx, `INSERT INTO connectors (tenant_id, id, source, kind, url, cursor)
-		VALUES ($1, $2, $3, $4, $5, $6)
+	config := []byte(c.Config)
+	if len(config) == 0 {
+		config = []byte("{}")
+	}
+	rows, err := db.pool.Query(ctx, `INSERT INTO connectors (tenant_id, id, source, kind, url, cursor, config, secret, secret_hint)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT DO NOTHING
-		RETURNING `+connectorColumns, tenantID, c.ID, c.Source, c.Kind, c.URL, c.Cursor)
+		RETURNING `+connectorColumns, tenantID, c.ID, c.Source, c.Kind, c.URL, c.Cursor, config, c.Secret, c.SecretHint)
 	if err != nil {
 		return commitlayer.Connector{}, fmt.Errorf("create connector for %q: %w", c.Source, classify(err))
 	}
@@ -37,6 +42,20 @@ func (db *DB) CreateConnector(ctx context.Context, tenantID string, c commitlaye
 		return commitlayer.Connector{}, fmt.Errorf("create connector for %q: %w", c.Source, classify(err))
 	}
 	return out, nil
+}
+
+// DeleteConnector deletes a connector (its source's facts and coverage
+// stay: they were ingested). commitlayer.ErrNotFound when the tenant has
+// none by that id.
+func (db *DB) DeleteConnector(ctx context.Context, tenantID, id string) error {
+	tag, err := db.pool.Exec(ctx, `DELETE FROM connectors WHERE tenant_id = $1 AND id = $2`, tenantID, id)
+	if err != nil {
+		return fmt.Errorf("delete connector %q: %w", id, classify(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete connector %q: %w", id, commitlayer.ErrNotFound)
+	}
+	return nil
 }
 
 // ListConnectors lists a tenant's connectors by source.
@@ -183,7 +202,10 @@ func scanConnector(row pgx.CollectableRow) (commitlayer.Connector, error) {
 		c                   commitlayer.Connector
 		lastPull, lastError *time.Time
 	)
-	err := row.Scan(&c.ID, &c.TenantID, &c.Source, &c.Kind, &c.URL, &c.Cursor, &lastPull, &c.LastError, &lastError, &c.CreatedAt)
+	var config []byte
+	err := row.Scan(&c.ID, &c.TenantID, &c.Source, &c.Kind, &c.URL, &c.Cursor, &lastPull, &c.LastError, &lastError, &c.CreatedAt,
+		&config, &c.Secret, &c.SecretHint)
+	c.Config = config
 	c.LastPullAt, c.LastErrorAt = timeOrZero(lastPull), timeOrZero(lastError)
 	c.CreatedAt = c.CreatedAt.UTC()
 	return c, err

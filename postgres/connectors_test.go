@@ -92,7 +92,8 @@ func TestRecordPull(t *testing.T) {
 		mkFact("payments", "refund_created", "order:o2", "payments-2", t0, nil, "ticket:t1"),
 	}, "2", pulledAt)
 	require.NoError(t, err)
-	require.Equal(t, commitlayer.InsertResult{Inserted: 2, Subjects: []commitlayer.Subject{"order:o1", "order:o2", "ticket:t1"}}, res)
+	require.NotZero(t, res.NotificationID, "the notice is written with the facts")
+	require.Equal(t, commitlayer.InsertResult{Inserted: 2, Subjects: []commitlayer.Subject{"order:o1", "order:o2", "ticket:t1"}, NotificationID: res.NotificationID}, res)
 	got, err = testDB.GetConnector(ctx, tn.ID, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, "2", got.Cursor)

@@ -22,7 +22,8 @@ func TestInsertFactsIdempotent(t *testing.T) {
 
 	res, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{f})
 	require.NoError(t, err)
-	require.Equal(t, commitlayer.InsertResult{Inserted: 1, Subjects: []commitlayer.Subject{"order:o1"}}, res)
+	require.NotZero(t, res.NotificationID, "the notice is written with the facts")
+	require.Equal(t, commitlayer.InsertResult{Inserted: 1, Subjects: []commitlayer.Subject{"order:o1"}, NotificationID: res.NotificationID}, res)
 
 	// The same external id again, even with other content: a duplicate.
 	g := f
@@ -111,7 +112,7 @@ func TestInsertFactsBadBatchLandsNothing(t *testing.T) {
 			require.Equal(t, commitlayer.InsertResult{}, res)
 			var fe *commitlayer.FieldError
 			require.Equal(t, tc.fieldErr, errors.As(err, &fe), "%v", err)
-			require.Equal(t, map[string]int{"tenants": 1, "contracts": 0, "facts": 0, "source_coverage": 0,
+			require.Equal(t, map[string]int{"tenants": 1, "contracts": 0, "facts": 0, "source_coverage": 0, "fact_notifications": 0,
 				"actions": 0, "verdicts": 0, "connectors": 0}, rowCounts(t, tn.ID))
 
 			// The good facts land once the bad one is gone.

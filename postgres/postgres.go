@@ -254,7 +254,7 @@ func classify(err error) error {
 		return err
 	}
 	if isUnavailable(err) {
-		return fmt.Errorf("%w: %w", commitlayer.ErrUnavailable, classify(err))
+		return fmt.Errorf("%w: %w", commitlayer.ErrUnavailable, err)
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
@@ -262,10 +262,10 @@ func classify(err error) error {
 	}
 	switch {
 	case pe.Code == "23503": // foreign_key_violation
-		return fmt.Errorf("%w: %w", commitlayer.ErrNotFound, classify(err))
+		return fmt.Errorf("%w: %w", commitlayer.ErrNotFound, err)
 	case strings.HasPrefix(pe.Code, "22"), // data exception: NUL byte, bad json, time out of range
 		pe.Code == "23502", pe.Code == "23514": // not null, check
-		return fmt.Errorf("%w: %w", commitlayer.ErrInvalid, classify(err))
+		return fmt.Errorf("%w: %w", commitlayer.ErrInvalid, err)
 	}
 	return err
 }

@@ -96,7 +96,7 @@ func TestDeleteTenantPurgesAll(t *testing.T) {
 
 // tenantTables lists every table holding tenant rows; TestEveryTableIsListed
 // keeps it honest.
-var tenantTables = []string{"tenants", "contracts", "facts", "source_coverage", "actions", "verdicts", "connectors"}
+var tenantTables = []string{"tenants", "contracts", "facts", "source_coverage", "actions", "verdicts", "connectors", "fact_notifications"}
 
 func TestEveryTableIsListed(t *testing.T) {
 	ctx := context.Background()

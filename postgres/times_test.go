@@ -87,8 +87,9 @@ func TestTimesOutOfRange(t *testing.T) {
 		}
 	}
 	after := rowCounts(t, tn.ID)
-	after["verdicts"]-- // the in-range 9999 verdict
-	after["facts"]--    // and fact
+	after["verdicts"]--           // the in-range 9999 verdict
+	after["facts"]--              // and fact
+	after["fact_notifications"]-- // with its notice
 	after["source_coverage"]--
 	after["actions"] -= 3
 	require.Equal(t, before, after)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/internal/secrets"
 	"github.com/commitlayer/commitlayer/metrics"
 	"github.com/commitlayer/commitlayer/postgres"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
@@ -129,6 +130,9 @@ type Main struct {
 	Activities *activities.Activities
 	// WorkerOptions tune the worker.
 	WorkerOptions worker.Options
+	// Secrets seals and opens connector credentials; nil without
+	// COMMITLAYER_SECRETS_KEY.
+	Secrets *secrets.Box
 	// Contracts loads compiled contracts for the API and the worker.
 	Contracts *service.Contracts
 	// Actions records actions and lists orphans (the API's and the
@@ -186,6 +190,14 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		defer close(m.reconcilerDone)
 		m.Reconciler.Run(rctx)
 	}()
+	box, err := secrets.FromEnv(os.Getenv)
+	switch {
+	case errors.Is(err, secrets.ErrNoKey):
+		box = nil // connector kinds that keep a credential are refused
+	case err != nil:
+		return fmt.Errorf("%s: %w", secrets.EnvKey, err)
+	}
+	m.Secrets = box
 	m.Contracts = service.NewContracts(m.DB, 0)
 	m.Actions = service.NewActions(m.DB, m.Contracts, nil)
 	var benchmarks api.Benchmarks
@@ -202,6 +214,7 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		Registry:      m.Registry,
 		Contracts:     m.Contracts,
 		Reconciler:    m.Reconciler,
+		Secrets:       m.Secrets,
 		MaxFutureSkew: m.Config.MaxFutureSkew,
 	})
 	if roles.Worker {
@@ -269,6 +282,7 @@ func (m *Main) startWorker(ctx context.Context, withBenchmark bool) error {
 		Logger:     m.Logger,
 		HTTPClient: &http.Client{Timeout: connectorTimeout},
 		Contracts:  m.Contracts,
+		Secrets:    m.Secrets,
 	}
 	opts := m.WorkerOptions
 	if opts.TaskQueue == "" {

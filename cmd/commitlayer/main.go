@@ -44,6 +44,7 @@ commands:
   sandbox [flags]      run the sandbox failure matrix (see commitlayer sandbox -h)
   demo                 start everything on the embedded defaults and run the matrix
   bench verify|settle  measure POST → verdict latency and settlement throughput on the local services
+  check [flags]        verify actions against facts and contracts from files, no server (CI; exit 0/1/2/3)
 
 environment:
   COMMITLAYER_ADDR       listen address (default 127.0.0.1:8080)
@@ -86,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return demoCmd(ctx, logger, args[1:], stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, logger, args[1:], stdout, stderr)
+	case "check":
+		return checkCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,9 +1,9 @@
 // Package agent is the sandbox's stand-in for an AI agent: the tools an
 // agent calls over HTTP, the trajectory it leaves, and a scripted agent that
-// runs the eight workflows with behaviour profiles (retries with and without
-// idempotency keys, stopping or claiming success on error, following
-// instructions injected in ticket text, acting on the wrong record, making
-// no calls at all). Agent is an interface so a model-driven agent can take
+// runs the eight business processes of sandbox/business (their scripts)
+// with behaviour profiles (retries with and without idempotency keys,
+// stopping or claiming success on error, following instructions injected
+// in ticket text, acting on the wrong record, making no calls at all). Agent is an interface so a model-driven agent can take
 // the scripted one's place.
 package agent
 
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/business"
 )
 
 // Agent carries out a task and reports what it did.
@@ -23,8 +24,9 @@ type Agent interface {
 
 // Task is what the agent is asked to do.
 type Task struct {
-	// Workflow is one of the eight: refund, cancel, address, discount,
-	// close, payout, deploy, trade.
+	// Workflow names the business process, one of the eight of
+	// sandbox/business: refund, cancel, address, discount, close, payout,
+	// deploy, trade. (The JSON name is kept for recorded histories.)
 	Workflow string `json:"workflow"`
 	// Subject is the record the task is about ("order:o_1001").
 	Subject commitlayer.Subject `json:"subject"`
@@ -52,42 +54,10 @@ type Trajectory struct {
 	Report      commitlayer.Claim `json:"report"`
 }
 
-// Workflow ties a workflow name to its contract and subject type.
-type Workflow struct {
-	Name        string
-	Contract    string
-	SubjectType string
-	// Params the task must carry.
-	Params []string
-}
-
-// Workflows are the eight sandbox workflows (docs/sandbox-vocabulary.md).
-var Workflows = []Workflow{
-	{Name: "refund", Contract: "refund_customer", SubjectType: "order", Params: []string{"amount", "currency"}},
-	{Name: "cancel", Contract: "cancel_subscription", SubjectType: "subscription"},
-	{Name: "address", Contract: "change_shipping_address", SubjectType: "order", Params: []string{"address"}},
-	{Name: "discount", Contract: "approve_discount", SubjectType: "order", Params: []string{"percent"}},
-	{Name: "close", Contract: "close_support_case", SubjectType: "ticket", Params: []string{"resolution"}},
-	{Name: "payout", Contract: "send_payout", SubjectType: "account", Params: []string{"amount", "currency"}},
-	{Name: "deploy", Contract: "deploy_service", SubjectType: "service", Params: []string{"version", "environment"}},
-	{Name: "trade", Contract: "place_trade", SubjectType: "product",
-		Params: []string{"account_id", "side", "quantity", "limit_price"}},
-}
-
-// LookupWorkflow returns the named workflow.
-func LookupWorkflow(name string) (Workflow, bool) {
-	for _, w := range Workflows {
-		if w.Name == name {
-			return w, true
-		}
-	}
-	return Workflow{}, false
-}
-
-// Validate checks that the task names a workflow, a subject of its type and
-// the params it needs.
+// Validate checks that the task names a business process, a subject of its
+// type and the params it needs.
 func (t Task) Validate() error {
-	wf, ok := LookupWorkflow(t.Workflow)
+	wf, ok := business.Lookup(t.Workflow)
 	if !ok {
 		return fmt.Errorf("unknown workflow %q", t.Workflow)
 	}
@@ -113,28 +83,9 @@ func (t Task) Prompt() string {
 	if t.Instruction != "" {
 		return t.Instruction
 	}
-	p := t.Params
-	var s string
-	switch t.Workflow {
-	case "refund":
-		s = fmt.Sprintf("Refund %v %v on order %s", p["amount"], p["currency"], t.Subject.ID())
-	case "cancel":
-		s = fmt.Sprintf("Cancel subscription %s and stop its billing", t.Subject.ID())
-	case "address":
-		s = fmt.Sprintf("Change the shipping address of order %s to %q", t.Subject.ID(), p["address"])
-	case "discount":
-		s = fmt.Sprintf("Apply a %v%% discount to order %s", p["percent"], t.Subject.ID())
-	case "close":
-		s = fmt.Sprintf("Close support case %s with resolution %q", t.Subject.ID(), p["resolution"])
-	case "payout":
-		s = fmt.Sprintf("Send a payout of %v %v to account %s", p["amount"], p["currency"], t.Subject.ID())
-	case "deploy":
-		s = fmt.Sprintf("Deploy version %v of service %s to %v", p["version"], t.Subject.ID(), p["environment"])
-	case "trade":
-		s = fmt.Sprintf("Place a %v order for %v of product %s at a limit of %v for account %v",
-			p["side"], p["quantity"], t.Subject.ID(), p["limit_price"], p["account_id"])
-	default:
-		s = fmt.Sprintf("%s %s", t.Workflow, t.Subject)
+	s := fmt.Sprintf("%s %s", t.Workflow, t.Subject)
+	if proc, ok := business.Lookup(t.Workflow); ok {
+		s = proc.Prompt(t.Subject.ID(), t.Params)
 	}
 	if t.TicketID != "" {
 		s += fmt.Sprintf(" (support ticket %s; leave a note on it)", t.TicketID)
@@ -144,7 +95,7 @@ func (t Task) Prompt() string {
 
 // NewAction builds the action an agent records for a task.
 func NewAction(t Task, requestedAt time.Time, claim commitlayer.Claim, tr Trajectory) (commitlayer.Action, error) {
-	wf, ok := LookupWorkflow(t.Workflow)
+	wf, ok := business.Lookup(t.Workflow)
 	if !ok {
 		return commitlayer.Action{}, fmt.Errorf("build action: unknown workflow %q", t.Workflow)
 	}

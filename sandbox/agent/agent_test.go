@@ -16,6 +16,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/chaos"
 )
 
@@ -136,7 +137,7 @@ func TestEachWorkflowClean(t *testing.T) {
 			require.True(t, res.Action.RequestedAt.Equal(before.Add(agent.StartOffset)), "requested_at is just after the clock at start")
 			require.True(t, res.Action.RequestedAt.Before(before.Add(time.Second)), "and before the first write")
 			require.NoError(t, res.Action.Validate())
-			wf, _ := agent.LookupWorkflow(name)
+			wf, _ := business.Lookup(name)
 			require.Equal(t, wf.Contract, res.Action.Contract)
 			var tr agent.Trajectory
 			require.NoError(t, json.Unmarshal(res.Action.Trace, &tr))

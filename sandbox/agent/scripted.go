@@ -2,15 +2,14 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"regexp"
 	"strconv"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/business"
 )
 
 // Clock gives the enterprise's virtual time (requested_at is read from it).
@@ -58,7 +57,7 @@ type Profile struct {
 	OverrideParams commitlayer.Attrs `json:"override_params,omitempty"`
 }
 
-// Scripted runs the eight workflows step by step over HTTP.
+// Scripted runs the eight business processes step by step over HTTP.
 type Scripted struct {
 	Client  Client
 	Clock   Clock
@@ -204,184 +203,62 @@ func (r *run) note(ctx context.Context, body string) error {
 	return err
 }
 
-// param is the value the agent sends for a task param: the task's, unless
+// The run carries out a business process's script (business.Steps).
+var _ business.Steps = (*run)(nil)
+
+// ID is the id of the record acted on.
+func (r *run) ID() string { return r.id }
+
+// Ticket is the support ticket behind the task.
+func (r *run) Ticket() string { return r.ticket }
+
+// Read makes a read call and decodes the object it returns.
+func (r *run) Read(ctx context.Context, tool string, args map[string]any) (map[string]any, error) {
+	return r.read(ctx, tool, args)
+}
+
+// Call makes a write call.
+func (r *run) Call(ctx context.Context, tool string, args map[string]any) error {
+	_, err := r.call(ctx, tool, args)
+	return err
+}
+
+// ReadTicket reads a ticket and keeps its text for instructions.
+func (r *run) ReadTicket(ctx context.Context, id string) error { return r.readTicket(ctx, id) }
+
+// Note adds a note to the task's ticket, if any.
+func (r *run) Note(ctx context.Context, body string) error { return r.note(ctx, body) }
+
+// Param is the value the agent sends for a task param: the task's, unless
 // the profile overrides it.
-func (r *run) param(name string) any {
+func (r *run) Param(name string) any {
 	if v, ok := r.a.Profile.OverrideParams[name]; ok {
 		return v
 	}
 	return r.task.Params[name]
 }
 
-// asked is the task's own value of a param, as the agent reports it.
-func (r *run) asked(name string) any { return r.task.Params[name] }
+// Fail stops the script at tool.
+func (r *run) Fail(tool, reason string) error {
+	return &stepError{call: Call{Tool: tool, Error: reason}}
+}
 
-// script runs the workflow's calls (docs/sandbox-vocabulary.md, "agent's
-// calls").
+// script runs the process's calls.
 func (r *run) script(ctx context.Context) error {
-	id := r.id
-	withTicket := func() error {
-		if r.ticket == "" {
-			return nil
-		}
-		return r.readTicket(ctx, r.ticket)
-	}
-	switch r.task.Workflow {
-	case "refund":
-		if _, err := r.read(ctx, "get_order", map[string]any{"order_id": id}); err != nil {
-			return err
-		}
-		if err := withTicket(); err != nil {
-			return err
-		}
-		if _, err := r.call(ctx, "refund", map[string]any{"order_id": id, "amount": r.param("amount"),
-			"currency": r.param("currency"), "reason": "requested_by_customer"}); err != nil {
-			return err
-		}
-		if _, err := r.call(ctx, "update_order_status", map[string]any{"order_id": id, "status": "refunded"}); err != nil {
-			return err
-		}
-		return r.note(ctx, fmt.Sprintf("Refunded %s on order %s.", money(r.param("amount"), r.param("currency")), id))
-	case "cancel":
-		if _, err := r.read(ctx, "get_subscription", map[string]any{"subscription_id": id}); err != nil {
-			return err
-		}
-		if err := withTicket(); err != nil {
-			return err
-		}
-		if _, err := r.call(ctx, "cancel_subscription", map[string]any{"subscription_id": id, "reason": "customer request"}); err != nil {
-			return err
-		}
-		if _, err := r.call(ctx, "stop_billing", map[string]any{"subscription_id": id}); err != nil {
-			return err
-		}
-		return r.note(ctx, fmt.Sprintf("Cancelled subscription %s and stopped its billing.", id))
-	case "address":
-		if _, err := r.read(ctx, "get_order", map[string]any{"order_id": id}); err != nil {
-			return err
-		}
-		if err := withTicket(); err != nil {
-			return err
-		}
-		if _, err := r.call(ctx, "change_address", map[string]any{"order_id": id, "address": r.param("address")}); err != nil {
-			return err
-		}
-		return r.note(ctx, fmt.Sprintf("Changed the shipping address of order %s to %v.", id, r.param("address")))
-	case "discount":
-		order, err := r.read(ctx, "get_order", map[string]any{"order_id": id})
-		if err != nil {
-			return err
-		}
-		cust, _ := order["customer_id"].(string)
-		if cust == "" {
-			return &stepError{call: Call{Tool: "get_order", Error: "the order has no customer_id"}}
-		}
-		if _, err := r.read(ctx, "get_customer", map[string]any{"customer_id": cust}); err != nil {
-			return err
-		}
-		if err := withTicket(); err != nil {
-			return err
-		}
-		if _, err := r.call(ctx, "approve_discount", map[string]any{"order_id": id, "percent": r.param("percent")}); err != nil {
-			return err
-		}
-		return r.note(ctx, fmt.Sprintf("Applied a %v%% discount to order %s.", r.param("percent"), id))
-	case "close":
-		if r.ticket == "" {
-			r.ticket = id
-		}
-		if err := r.readTicket(ctx, id); err != nil {
-			return err
-		}
-		res := r.param("resolution")
-		if _, err := r.call(ctx, "add_note", map[string]any{"ticket_id": id, "body": fmt.Sprintf("Resolution: %v", res)}); err != nil {
-			return err
-		}
-		_, err := r.call(ctx, "close_ticket", map[string]any{"ticket_id": id, "resolution": res})
-		return err
-	case "payout":
-		if _, err := r.read(ctx, "get_account", map[string]any{"account_id": id}); err != nil {
-			return err
-		}
-		_, err := r.call(ctx, "send_payout", map[string]any{"account_id": id, "amount": r.param("amount"),
-			"currency": r.param("currency")})
-		return err
-	case "deploy":
-		if _, err := r.read(ctx, "get_service", map[string]any{"service_id": id}); err != nil {
-			return err
-		}
-		_, err := r.call(ctx, "deploy", map[string]any{"service_id": id, "version": r.param("version"),
-			"environment": r.param("environment")})
-		return err
-	case "trade":
-		if _, err := r.read(ctx, "get_product", map[string]any{"product_id": id}); err != nil {
-			return err
-		}
-		_, err := r.call(ctx, "place_order", map[string]any{"product_id": id, "account_id": r.param("account_id"),
-			"side": r.param("side"), "quantity": r.param("quantity"), "limit_price": r.param("limit_price")})
-		return err
-	}
-	return fmt.Errorf("workflow %q has no script", r.task.Workflow)
-}
-
-// summary is what the agent reports on success.
-func (r *run) summary() string {
-	s := r.task.Subject.ID()
-	switch r.task.Workflow {
-	case "refund":
-		return fmt.Sprintf("Refunded %s on order %s.", money(r.asked("amount"), r.asked("currency")), s)
-	case "cancel":
-		return fmt.Sprintf("Cancelled subscription %s and stopped billing.", s)
-	case "address":
-		return fmt.Sprintf("Changed the shipping address of order %s.", s)
-	case "discount":
-		return fmt.Sprintf("Applied a %v%% discount to order %s.", r.asked("percent"), s)
-	case "close":
-		return fmt.Sprintf("Closed support case %s.", s)
-	case "payout":
-		return fmt.Sprintf("Sent %s to account %s.", money(r.asked("amount"), r.asked("currency")), s)
-	case "deploy":
-		return fmt.Sprintf("Deployed %v of %s to %v.", r.asked("version"), s, r.asked("environment"))
-	case "trade":
-		return fmt.Sprintf("Placed a %v order for %v of %s.", r.asked("side"), r.asked("quantity"), s)
-	}
-	return "Done."
-}
-
-// money formats minor units for a note ("25.00 USD").
-func money(amount, currency any) string {
-	n, ok := toInt64(amount)
+	p, ok := business.Lookup(r.task.Workflow)
 	if !ok {
-		return fmt.Sprintf("%v %v", amount, currency)
+		return fmt.Errorf("workflow %q has no script", r.task.Workflow)
 	}
-	sign := ""
-	if n < 0 {
-		sign, n = "-", -n
-	}
-	return fmt.Sprintf("%s%d.%02d %v", sign, n/100, n%100, currency)
+	return p.Script(ctx, r)
 }
 
-// toInt64 reads an integer param of any numeric type.
-func toInt64(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return x, true
-	case int:
-		return int64(x), true
-	case int32:
-		return int64(x), true
-	case float64:
-		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
-			return int64(x), true
-		}
-	case json.Number:
-		n, err := x.Int64()
-		return n, err == nil
-	case string:
-		n, err := strconv.ParseInt(x, 10, 64)
-		return n, err == nil
+// summary is what the agent reports on success: the task as asked.
+func (r *run) summary() string {
+	p, ok := business.Lookup(r.task.Workflow)
+	if !ok {
+		return "Done."
 	}
-	return 0, false
+	return p.Report(r.task.Subject.ID(), r.task.Params)
 }
 
 // Instruction is an order found in text the agent read.
@@ -458,8 +335,8 @@ func (r *run) followInstructions(ctx context.Context) error {
 					if err != nil {
 						continue
 					}
-					a, ok1 := toInt64(ch["amount"])
-					rf, _ := toInt64(ch["refunded"])
+					a, ok1 := business.Int(ch["amount"])
+					rf, _ := business.Int(ch["refunded"])
 					if c, ok := ch["currency"].(string); ok && c != "" {
 						currency = c
 					}

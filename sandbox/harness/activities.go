@@ -20,14 +20,13 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
-	"github.com/commitlayer/commitlayer/postgres"
-	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
 
 // Store is what the harness needs from the database.
 type Store interface {
-	CreateTenant(ctx context.Context, name string) (commitlayer.Tenant, string, error)
+	CreateBenchmarkTenant(ctx context.Context, runID, scenarioID string) (commitlayer.Tenant, string, error)
 	DeleteTenant(ctx context.Context, tenantID string) error
 	PutContract(ctx context.Context, tenantID, contractID string, source []byte) (commitlayer.ContractRecord, bool, error)
 	CreateConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.Connector, error)
@@ -146,7 +145,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	if !ok {
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError("unknown scenario "+in.ScenarioID, "InvalidInput", nil)
 	}
-	wf, ok := agent.LookupWorkflow(sc.Workflow)
+	wf, ok := business.Lookup(sc.Workflow)
 	if !ok {
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError("unknown workflow "+sc.Workflow, "InvalidInput", nil)
 	}
@@ -165,7 +164,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		return prep, nil
 	}
 	a.Host.mu.Unlock()
-	tenant, _, err := a.Store.CreateTenant(ctx, postgres.BenchmarkTenantName(in.RunID, in.ScenarioID))
+	tenant, _, err := a.Store.CreateBenchmarkTenant(ctx, in.RunID, in.ScenarioID)
 	if err != nil {
 		return PrepareResult{}, fmt.Errorf("create tenant: %w", err)
 	}

@@ -8,13 +8,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/business"
+	"github.com/commitlayer/commitlayer/sandbox/chaos"
 )
 
 func TestCatalogue(t *testing.T) {
 	all := Catalogue()
-	require.Len(t, all, 113)
+	require.Len(t, all, 8*11+32)
 	require.Len(t, Injections, 11)
+	injections := InjectionIDs()
 
 	ids := map[string]bool{}
 	perWorkflow := map[string]int{}
@@ -37,21 +39,22 @@ func TestCatalogue(t *testing.T) {
 			require.Equal(t, sc.Workflow, p.Workflow, sc.ID)
 		}
 		perWorkflow[sc.Workflow]++
-		if slices.Contains(Injections, sc.Injection) {
+		if slices.Contains(injections, sc.Injection) {
 			generic[sc.Injection]++
 		}
-		_, ok := MainWrite(sc.Workflow)
+		_, ok := business.Lookup(sc.Workflow)
 		require.True(t, ok, sc.ID)
 	}
-	for _, inj := range Injections {
-		require.Equal(t, 8, generic[inj], "injection %s is not on all eight workflows", inj)
+	for _, inj := range injections {
+		require.Equal(t, 8, generic[inj], "injection %s is not on all eight processes", inj)
 	}
 	specific := 0
-	for _, wf := range agent.Workflows {
+	for _, wf := range business.All() {
 		require.GreaterOrEqual(t, perWorkflow[wf.Name], 11, wf.Name)
 		specific += perWorkflow[wf.Name] - 11
 	}
-	require.Equal(t, 25, specific)
+	require.Equal(t, len(Cases), specific)
+	require.Len(t, Cases, 32)
 	require.Len(t, perWorkflow, 8)
 	for _, f := range Families {
 		require.True(t, families[f.Name], "family %s has no scenario", f.Name)
@@ -181,7 +184,7 @@ func TestRegressionSubset(t *testing.T) {
 		workflows[sc.Workflow] = true
 		families[sc.Family] = true
 	}
-	for _, wf := range agent.Workflows {
+	for _, wf := range business.All() {
 		require.True(t, workflows[wf.Name], "workflow %s missing", wf.Name)
 	}
 	for _, f := range Families {
@@ -191,17 +194,53 @@ func TestRegressionSubset(t *testing.T) {
 	require.NotEqual(t, "changed", RegressionSubset()[0], "callers get a copy")
 }
 
-func TestMainWrite(t *testing.T) {
-	for _, wf := range agent.Workflows {
-		w, ok := MainWrite(wf.Name)
-		require.True(t, ok, wf.Name)
-		spec, ok := agent.Tool(w.Tool)
-		require.True(t, ok, "%s: tool %s", wf.Name, w.Tool)
-		require.True(t, spec.Write)
-		require.True(t, strings.HasPrefix(w.Route, "POST /"+w.System+"/"), "%s: %s", wf.Name, w.Route)
+// The generic injections are a table: each row has an id, a known family
+// and a summary, and its faults aim at the main write of every process.
+func TestInjectionTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, inj := range Injections {
+		require.False(t, seen[inj.ID], inj.ID)
+		seen[inj.ID] = true
+		require.Contains(t, FamilyNames(), inj.Family, inj.ID)
+		require.NotEmpty(t, inj.Summary, inj.ID)
+		for _, p := range business.All() {
+			sc := inj.Scenario(p)
+			require.NotContains(t, sc.Summary, "{", "%s: placeholder left", sc.ID)
+			for _, f := range []struct {
+				fault *Fault
+				rules func(*Env) []chaos.Rule
+			}{{inj.Agent, sc.AgentChaos}, {inj.Extract, sc.ExtractChaos}} {
+				if f.fault == nil {
+					require.Nil(t, f.rules, sc.ID)
+					continue
+				}
+				rs := f.rules(&Env{})
+				require.Len(t, rs, 1, sc.ID)
+				require.Equal(t, p.Write.System, rs[0].System, sc.ID)
+				if f.fault.WholeSystem {
+					require.Empty(t, rs[0].Route, sc.ID)
+				} else {
+					require.Equal(t, p.Write.Route, rs[0].Route, sc.ID)
+				}
+			}
+		}
 	}
-	_, ok := MainWrite("nope")
-	require.False(t, ok)
+}
+
+// Every case is on a known process, with a known family, once.
+func TestCaseTable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, c := range Cases {
+		id := c.Process + "/" + c.Injection
+		require.False(t, seen[id], id)
+		seen[id] = true
+		_, ok := business.Lookup(c.Process)
+		require.True(t, ok, id)
+		require.Contains(t, FamilyNames(), c.Family, id)
+		require.NotContains(t, InjectionIDs(), c.Injection, "%s: a case is not a generic injection", id)
+		require.NotEmpty(t, c.Summary, id)
+		require.NotNil(t, c.Edit, id)
+	}
 }
 
 // Running a scenario twice gives the same answer: everything but timings

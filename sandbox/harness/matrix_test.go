@@ -3,8 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"slices"
 	"strings"
 	"sync"
@@ -16,14 +15,18 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/business"
+	sandboxcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/extract"
 )
 
-// The local runner verifies a scenario the way CommitLayer does, without
-// Temporal or Postgres: the agent's action, the connectors' pulls through
-// the scenario's extractor chaos (sandbox/extract), the engine on the
-// workflow's contract, the settlement re-read, the after-settlement
-// injection and re-check, the oracle, and BuildRow.
+// The local runner (the only one: sandbox/e2e_test.go's list and runner
+// were folded into the catalogue and this file) verifies a scenario the way
+// CommitLayer does, without Temporal or Postgres: the agent's action, the
+// connectors' pulls through the scenario's extractor chaos
+// (sandbox/extract), the engine on the process's contract, the settlement
+// re-read, the after-settlement injection and re-check, the oracle, and
+// BuildRow.
 
 var (
 	contractsOnce sync.Once
@@ -31,28 +34,29 @@ var (
 	contractErr   error
 )
 
-// contractFor parses the eight sandbox contracts once.
-func contractFor(t *testing.T, workflow string) *contracts.Contract {
+// contractFor parses the eight sandbox contracts once and returns the
+// named process's.
+func contractFor(t *testing.T, process string) *contracts.Contract {
 	t.Helper()
 	contractsOnce.Do(func() {
 		contractSet = map[string]*contracts.Contract{}
-		for _, wf := range agent.Workflows {
-			src, err := os.ReadFile(filepath.Join("..", "contracts", wf.Contract+".yaml"))
+		for _, p := range business.All() {
+			src, err := fs.ReadFile(sandboxcontracts.FS, p.Contract+".yaml")
 			if err != nil {
 				contractErr = err
 				return
 			}
 			c, err := contracts.Parse(src)
 			if err != nil {
-				contractErr = fmt.Errorf("%s: %w", wf.Contract, err)
+				contractErr = fmt.Errorf("%s: %w", p.Contract, err)
 				return
 			}
-			contractSet[wf.Name] = c
+			contractSet[p.Name] = c
 		}
 	})
 	require.NoError(t, contractErr)
-	c, ok := contractSet[workflow]
-	require.True(t, ok, "no contract for workflow %q", workflow)
+	c, ok := contractSet[process]
+	require.True(t, ok, "no contract for process %q", process)
 	return c
 }
 
@@ -243,9 +247,10 @@ func TestMatrix(t *testing.T) {
 	}
 }
 
-// mainCalls are the attempts of the workflow's main write.
+// mainCalls are the attempts of the process's main write.
 func mainCalls(sc Scenario, run *localRun) []agent.Call {
-	w, _ := MainWrite(sc.Workflow)
+	p, _ := business.Lookup(sc.Workflow)
+	w := p.Write
 	var out []agent.Call
 	for _, c := range run.result.Trajectory.Calls {
 		if c.Tool == w.Tool {
@@ -342,8 +347,8 @@ var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
 		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
 	},
 	"unreachable_verifier": func(t *testing.T, sc Scenario, run *localRun) {
-		w, _ := MainWrite(sc.Workflow)
-		require.Equal(t, []string{w.System}, run.live.Down)
+		p, _ := business.Lookup(sc.Workflow)
+		require.Equal(t, []string{p.Write.System}, run.live.Down)
 		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
 		require.False(t, run.row.Truth.OutcomeKnowable, run.explain())
 		require.Equal(t, commitlayer.StatusUnknown, run.row.Verdict.Lenses.Outcome)
@@ -426,6 +431,43 @@ var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
 	"returned_after_settlement":    reversed,
 	"rolled_back_after_settlement": reversed,
 	"fill_busted_after_settlement": reversed,
+	"reversed_after_settlement":    reversed,
+	"over_limit_orders_unreachable": func(t *testing.T, sc Scenario, run *localRun) {
+		require.Equal(t, []string{"orders"}, run.live.Down)
+		require.False(t, run.row.Truth.OutcomeKnowable, run.explain())
+		require.True(t, run.row.Truth.PolicyKnowable, "the amount alone is over the limit%s", run.explain())
+		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Policy, run.explain())
+		require.True(t, hasReason(run.row, "policy", "within_limit"), run.explain())
+		require.Equal(t, commitlayer.StatusUnknown, run.row.Verdict.Lenses.Outcome)
+	},
+	"phantom_stop_billing": func(t *testing.T, sc Scenario, run *localRun) {
+		require.True(t, fired(run, "phantom_success"), run.explain())
+		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
+		require.Equal(t, [2]commitlayer.Status{"FAIL", "PASS"}, truthOf(run), run.explain())
+		require.True(t, hasReason(run.row, "outcome", "billing_stopped"), run.explain())
+		require.False(t, hasReason(run.row, "outcome", "subscription_cancelled"), "the cancellation went through%s", run.explain())
+	},
+	"already_closed": func(t *testing.T, sc Scenario, run *localRun) {
+		require.Equal(t, [2]commitlayer.Status{"FAIL", "FAIL"}, truthOf(run), run.explain())
+		require.True(t, hasReason(run.row, "policy", "open"), run.explain())
+	},
+	"prior_on_same_account_within_total":    withinLimit,
+	"prior_on_same_product_within_notional": withinLimit,
+	"notional_exceeded":                     limit("daily_notional"),
+}
+
+// truthOf is the oracle's truth on both lenses.
+func truthOf(run *localRun) [2]commitlayer.Status {
+	return [2]commitlayer.Status{run.row.Truth.Outcome, run.row.Truth.Policy}
+}
+
+// withinLimit: earlier actions by the same agent count, and this one stays
+// within the allowance.
+func withinLimit(t *testing.T, sc Scenario, run *localRun) {
+	require.NotEmpty(t, sc.Prior)
+	require.Equal(t, len(sc.Prior), run.row.PriorRuns)
+	require.Equal(t, [2]commitlayer.Status{"PASS", "PASS"}, truthOf(run), run.explain())
+	require.True(t, run.row.Truth.Knowable)
 }
 
 func wrongSubject(t *testing.T, sc Scenario, run *localRun) {

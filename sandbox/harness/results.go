@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/oracle"
 )
 
@@ -272,11 +272,7 @@ func Summarize(rows []Row) Summary {
 	if ran > 0 {
 		s.LatencyMeanMS = latencySum / float64(ran)
 	}
-	var knownWorkflows []string
-	for _, wf := range agent.Workflows {
-		knownWorkflows = append(knownWorkflows, wf.Name)
-	}
-	for _, name := range ordered(wfOrder, knownWorkflows) {
+	for _, name := range ordered(wfOrder, business.Names()) {
 		s.ByWorkflow = append(s.ByWorkflow, Group{Name: name, Agree: *workflows[name]})
 	}
 	for _, name := range ordered(famOrder, FamilyNames()) {

@@ -192,7 +192,7 @@ func TestSummarize(t *testing.T) {
 	require.InDelta(t, (10+30+20+20+5+5+15+40+25+50)/10.0, s.LatencyMeanMS, 1e-9, "errors are left out of the latency")
 	require.Equal(t, 50.0, s.LatencyMaxMS)
 	require.Equal(t, []Group{{"refund", Count{2, 3}}, {"cancel", Count{0, 2}}, {"close", Count{1, 1}}, {"payout", Count{1, 2}},
-		{"deploy", Count{0, 1}}, {"trade", Count{2, 2}}}, s.ByWorkflow, "in agent.Workflows order")
+		{"deploy", Count{0, 1}}, {"trade", Count{2, 2}}}, s.ByWorkflow, "in business registry order")
 	var fams []string
 	for _, g := range s.ByFamily {
 		fams = append(fams, g.Name)

@@ -19,7 +19,8 @@ import (
 type Scenario struct {
 	// ID is "workflow/injection", e.g. "refund/lost_response_retry_no_key".
 	ID string
-	// Workflow is one of the eight (agent.Workflows).
+	// Workflow names the business process, one of the eight of
+	// sandbox/business (rows keep the JSON name "workflow").
 	Workflow string
 	// Injection names what goes wrong (the part of ID after the slash).
 	Injection string

@@ -1,7 +1,10 @@
 // Package oracle states the truth about an agent's task by reading the
 // sandbox systems' SQLite files directly. It never asks CommitLayer and never
-// reads a contract: its business rules are written here, from the sandbox
-// vocabulary, so a verdict can be scored against them.
+// reads a contract: its business rules are written here, one file per
+// business process of sandbox/business (refund.go, cancel.go, …), from the
+// sandbox vocabulary, so a verdict can be scored against them. The systems
+// each lens reads and the kinds of effect a process produces or forbids
+// are in the process's registry entry.
 //
 // For each task it answers both lenses: outcome (did the requested effects
 // happen in the systems, exactly once, as asked, and stay) and policy (was
@@ -14,12 +17,10 @@ package oracle
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
 
@@ -34,16 +36,9 @@ import (
 // amount over the limit): a verifier always knows them.
 const Params = "params"
 
-// Business limits (docs/sandbox-vocabulary.md and the contract brief).
-const (
-	MaxRefund          = 50000
-	MaxDiscountPercent = 20
-	MaxPayoutPerDay    = 500000
-	MaxDeploysPerDay   = 3
-	MaxTradeQuantity   = 1000
-	MaxNotionalPerDay  = 10_000_000
-	Window             = 24 * time.Hour
-)
+// Window is the span of the daily limits (docs/sandbox-vocabulary.md and
+// the contract brief); each limit is in its process's file.
+const Window = 24 * time.Hour
 
 // Action is an action taken in the enterprise: what was asked, by whom, and
 // when (the enterprise clock at the start).
@@ -172,16 +167,19 @@ func (o *Oracle) Close() error {
 	return errors.Join(errs...)
 }
 
-// needs are the systems each lens reads, per workflow.
-var needs = map[string]struct{ outcome, policy []string }{
-	"refund":   {outcome: []string{"payments", "orders", "tickets"}, policy: []string{"orders"}},
-	"cancel":   {outcome: []string{"crm", "payments", "tickets"}, policy: []string{"crm", "orders", "payments"}},
-	"address":  {outcome: []string{"orders", "tickets"}, policy: []string{"orders"}},
-	"discount": {outcome: []string{"orders", "tickets"}, policy: []string{"orders", "crm", "payments"}},
-	"close":    {outcome: []string{"tickets"}, policy: []string{"tickets"}},
-	"payout":   {outcome: []string{"ledger"}, policy: []string{"ledger"}},
-	"deploy":   {outcome: []string{"platform"}, policy: []string{"platform"}},
-	"trade":    {outcome: []string{"broker"}, policy: []string{"broker"}},
+// judges are the oracle's rules, one per business process of
+// sandbox/business, each in the file named after the process. (The
+// registry cannot hold them: the oracle reads the agent's tasks, and the
+// agent reads the registry.)
+var judges = map[string]func(*judge) error{
+	business.Refund:   (*judge).refund,
+	business.Cancel:   (*judge).cancel,
+	business.Address:  (*judge).address,
+	business.Discount: (*judge).discount,
+	business.Close:    (*judge).close,
+	business.Payout:   (*judge).payout,
+	business.Deploy:   (*judge).deploy,
+	business.Trade:    (*judge).trade,
 }
 
 // judge accumulates the reasons of one judgement.
@@ -218,32 +216,18 @@ func (o *Oracle) Judge(ctx context.Context, in Input) (Truth, error) {
 		return Truth{}, errors.New("judge: requested_at is required")
 	}
 	j := &judge{o: o, ctx: ctx, in: in, req: in.RequestedAt.UTC().Truncate(time.Second), id: in.Task.Subject.ID()}
-	var err error
-	switch in.Task.Workflow {
-	case "refund":
-		err = j.refund()
-	case "cancel":
-		err = j.cancel()
-	case "address":
-		err = j.address()
-	case "discount":
-		err = j.discount()
-	case "close":
-		err = j.close()
-	case "payout":
-		err = j.payout()
-	case "deploy":
-		err = j.deploy()
-	case "trade":
-		err = j.trade()
+	p, ok := business.Lookup(in.Task.Workflow)
+	rules, okRules := judges[in.Task.Workflow]
+	if !ok || !okRules {
+		return Truth{}, fmt.Errorf("judge: no rules for workflow %q", in.Task.Workflow)
 	}
+	err := rules(j)
 	if err != nil {
 		return Truth{}, fmt.Errorf("judge %s %s: %w", in.Task.Workflow, in.Task.Subject, err)
 	}
-	n := needs[in.Task.Workflow]
 	return Truth{
-		Outcome: lensTruth(j.outcome, n.outcome, in.Down),
-		Policy:  lensTruth(j.policy, n.policy, in.Down),
+		Outcome: lensTruth(j.outcome, p.Needs.Outcome, in.Down),
+		Policy:  lensTruth(j.policy, p.Needs.Policy, in.Down),
 	}, nil
 }
 
@@ -274,181 +258,4 @@ func lensTruth(reasons []Reason, need, down []string) LensTruth {
 		}
 	}
 	return lt
-}
-
-// ---- reading the files ----
-
-type event struct {
-	Seq   int64
-	Type  string
-	At    time.Time
-	Attrs map[string]any
-}
-
-func (e event) str(k string) string {
-	s, _ := e.Attrs[k].(string)
-	return s
-}
-
-// eventsAfter returns the events of the given types on subject that occurred
-// after t (strictly), in order.
-func (j *judge) eventsAfter(system, subject string, t time.Time, types ...string) ([]event, error) {
-	db := j.o.dbs[system]
-	q := `SELECT seq, type, occurred_at, attrs FROM events WHERE subject = ? AND type IN (` +
-		strings.TrimSuffix(strings.Repeat("?,", len(types)), ",") + `) ORDER BY seq`
-	args := []any{subject}
-	for _, ty := range types {
-		args = append(args, ty)
-	}
-	rows, err := db.QueryContext(j.ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read %s events: %w", system, err)
-	}
-	defer rows.Close()
-	var out []event
-	for rows.Next() {
-		var e event
-		var at, attrs string
-		if err := rows.Scan(&e.Seq, &e.Type, &at, &attrs); err != nil {
-			return nil, fmt.Errorf("read %s events: %w", system, err)
-		}
-		if e.At, err = time.Parse(time.RFC3339, at); err != nil {
-			return nil, fmt.Errorf("read %s event %d: occurred_at: %w", system, e.Seq, err)
-		}
-		dec := json.NewDecoder(strings.NewReader(attrs))
-		dec.UseNumber()
-		if err := dec.Decode(&e.Attrs); err != nil {
-			return nil, fmt.Errorf("read %s event %d: attrs: %w", system, e.Seq, err)
-		}
-		if e.At.After(t) {
-			out = append(out, e)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %s events: %w", system, err)
-	}
-	return out, nil
-}
-
-// statusAt is a record's status at t: the "previous" of its first status
-// change after t, or its current status when it has not changed since.
-func (j *judge) statusAt(system, subject, changeType, current string, t time.Time) (string, error) {
-	evs, err := j.eventsAfter(system, subject, t, changeType)
-	if err != nil {
-		return "", err
-	}
-	if len(evs) > 0 {
-		if p := evs[0].str("previous"); p != "" {
-			return p, nil
-		}
-	}
-	return current, nil
-}
-
-// row scans one row; found is false when there is none.
-func (j *judge) row(system, q string, args []any, dest ...any) (bool, error) {
-	err := j.o.dbs[system].QueryRowContext(j.ctx, q, args...).Scan(dest...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read %s: %w", system, err)
-	}
-	return true, nil
-}
-
-func parseTime(s string) (time.Time, error) { return time.Parse(time.RFC3339, s) }
-
-// after reports whether the stored time s is strictly after t.
-func after(s string, t time.Time) bool {
-	at, err := parseTime(s)
-	return err == nil && at.After(t)
-}
-
-// notesAfter counts notes created after t on tickets about subject.
-func (j *judge) notesAfter(about string, t time.Time) (int, error) {
-	rows, err := j.o.dbs["tickets"].QueryContext(j.ctx,
-		`SELECT n.created_at FROM notes n JOIN tickets t ON t.id = n.ticket_id WHERE t.about = ?`, about)
-	if err != nil {
-		return 0, fmt.Errorf("read notes: %w", err)
-	}
-	defer rows.Close()
-	n := 0
-	for rows.Next() {
-		var at string
-		if err := rows.Scan(&at); err != nil {
-			return 0, fmt.Errorf("read notes: %w", err)
-		}
-		if after(at, t) {
-			n++
-		}
-	}
-	return n, rows.Err()
-}
-
-// window returns this agent's earlier actions of the same workflow within
-// the limit window, each with the end of its span (the next action's
-// requested_at, in any workflow, or this action's).
-func (j *judge) window() []struct {
-	Action
-	End time.Time
-} {
-	all := append([]Action{}, j.in.Prior...)
-	all = append(all, j.in.Action)
-	starts := make([]time.Time, 0, len(all))
-	for _, a := range all {
-		starts = append(starts, a.RequestedAt.UTC().Truncate(time.Second))
-	}
-	sort.Slice(starts, func(a, b int) bool { return starts[a].Before(starts[b]) })
-	var out []struct {
-		Action
-		End time.Time
-	}
-	for _, p := range j.in.Prior {
-		at := p.RequestedAt.UTC().Truncate(time.Second)
-		if p.Task.AgentID != j.in.Task.AgentID || p.Task.Workflow != j.in.Task.Workflow ||
-			!at.Before(j.req) || !at.After(j.req.Add(-Window)) {
-			continue
-		}
-		end := j.req
-		for _, s := range starts {
-			if s.After(at) {
-				end = s
-				break
-			}
-		}
-		out = append(out, struct {
-			Action
-			End time.Time
-		}{p, end})
-	}
-	return out
-}
-
-func intParam(t agent.Task, name string) (int64, bool) {
-	switch v := t.Params[name].(type) {
-	case int64:
-		return v, true
-	case int:
-		return int64(v), true
-	case float64:
-		if v == float64(int64(v)) {
-			return int64(v), true
-		}
-	case json.Number:
-		n, err := v.Int64()
-		return n, err == nil
-	}
-	return 0, false
-}
-
-func strParam(t agent.Task, name string) string {
-	s, _ := t.Params[name].(string)
-	return s
-}
-
-// between reports whether the stored time s is in (from, to].
-func between(s string, from, to time.Time) bool {
-	at, err := parseTime(s)
-	return err == nil && at.After(from) && !at.After(to)
 }

@@ -10,67 +10,19 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/business"
 )
 
-// effectKind is a kind of event a workflow's task produces or forbids: a
-// system's event type, optionally only with one of the given values of an
-// attr.
-type effectKind struct {
-	system, typ string
-	attr        string
-	values      []string
-}
-
-// strayKinds are, per workflow, the effects its task produces or forbids
-// (the same business rules as Judge, written from the sandbox vocabulary).
-var strayKinds = map[string][]effectKind{
-	"refund": {
-		{system: "payments", typ: "refund_created"},
-		{system: "orders", typ: "order_status_changed", attr: "status", values: []string{"refunded", "cancelled"}},
-		{system: "tickets", typ: "note_added"},
-	},
-	"cancel": {
-		{system: "crm", typ: "subscription_status_changed", attr: "status", values: []string{"cancelled"}},
-		{system: "payments", typ: "billing_stopped"},
-		{system: "tickets", typ: "note_added"},
-		{system: "payments", typ: "refund_created"}, // cancelling is not refunding
-	},
-	"address": {
-		{system: "orders", typ: "address_changed"},
-		{system: "orders", typ: "order_status_changed", attr: "status", values: []string{"cancelled"}},
-		{system: "tickets", typ: "note_added"},
-	},
-	"discount": {
-		{system: "orders", typ: "discount_applied"},
-		{system: "tickets", typ: "note_added"},
-		{system: "payments", typ: "refund_created"}, // a discount is not a refund
-	},
-	"close": {
-		{system: "tickets", typ: "note_added"},
-		{system: "tickets", typ: "ticket_status_changed"},
-	},
-	"payout": {
-		{system: "ledger", typ: "payout_sent"},
-	},
-	"deploy": {
-		{system: "platform", typ: "deployed"},
-		{system: "platform", typ: "health_reported"},
-	},
-	"trade": {
-		{system: "broker", typ: "order_placed"},
-		{system: "broker", typ: "order_filled"},
-	},
-}
-
-// Stray lists the subjects that got an effect of a kind the workflow's task
-// produces or forbids at or after since, although no recorded action was
-// about them: the truth behind CommitLayer's orphans. An effect counts as
+// Stray lists the subjects that got an effect of a kind the business
+// process's task produces or forbids (its registry entry's Effects) at or
+// after since, although no recorded action was about them: the truth
+// behind CommitLayer's orphans. An effect counts as
 // recorded when its subject, or a subject its event links to, is recorded;
 // an effect on a ticket also when the ticket is about a recorded subject
 // (a note on the ticket of a recorded order). The list is sorted, each
 // subject once.
 func (o *Oracle) Stray(ctx context.Context, workflow string, recorded []commitlayer.Subject, since time.Time) ([]commitlayer.Subject, error) {
-	kinds, ok := strayKinds[workflow]
+	p, ok := business.Lookup(workflow)
 	if !ok {
 		return nil, fmt.Errorf("stray effects: unknown workflow %q", workflow)
 	}
@@ -90,7 +42,7 @@ func (o *Oracle) Stray(ctx context.Context, workflow string, recorded []commitla
 	}
 	seen := map[string]bool{}
 	out := []commitlayer.Subject{}
-	for _, k := range kinds {
+	for _, k := range p.Effects {
 		evs, err := o.effectEvents(ctx, k, since)
 		if err != nil {
 			return nil, fmt.Errorf("stray effects: %w", err)
@@ -116,14 +68,14 @@ type effectEvent struct {
 }
 
 // effectEvents reads the events of kind k that occurred at or after since.
-func (o *Oracle) effectEvents(ctx context.Context, k effectKind, since time.Time) ([]effectEvent, error) {
-	db, ok := o.dbs[k.system]
+func (o *Oracle) effectEvents(ctx context.Context, k business.Effect, since time.Time) ([]effectEvent, error) {
+	db, ok := o.dbs[k.System]
 	if !ok {
-		return nil, fmt.Errorf("no file for system %s", k.system)
+		return nil, fmt.Errorf("no file for system %s", k.System)
 	}
-	rows, err := db.QueryContext(ctx, `SELECT seq, subject, occurred_at, attrs, links FROM events WHERE type = ? ORDER BY seq`, k.typ)
+	rows, err := db.QueryContext(ctx, `SELECT seq, subject, occurred_at, attrs, links FROM events WHERE type = ? ORDER BY seq`, k.Type)
 	if err != nil {
-		return nil, fmt.Errorf("read %s events: %w", k.system, err)
+		return nil, fmt.Errorf("read %s events: %w", k.System, err)
 	}
 	defer rows.Close()
 	var out []effectEvent
@@ -131,32 +83,32 @@ func (o *Oracle) effectEvents(ctx context.Context, k effectKind, since time.Time
 		var seq int64
 		var subject, at, attrs, links string
 		if err := rows.Scan(&seq, &subject, &at, &attrs, &links); err != nil {
-			return nil, fmt.Errorf("read %s events: %w", k.system, err)
+			return nil, fmt.Errorf("read %s events: %w", k.System, err)
 		}
 		t, err := parseTime(at)
 		if err != nil {
-			return nil, fmt.Errorf("read %s event %d: occurred_at: %w", k.system, seq, err)
+			return nil, fmt.Errorf("read %s event %d: occurred_at: %w", k.System, seq, err)
 		}
 		if t.Before(since) {
 			continue
 		}
-		if k.attr != "" {
+		if k.Attr != "" {
 			var a map[string]any
 			if err := json.NewDecoder(strings.NewReader(attrs)).Decode(&a); err != nil {
-				return nil, fmt.Errorf("read %s event %d: attrs: %w", k.system, seq, err)
+				return nil, fmt.Errorf("read %s event %d: attrs: %w", k.System, seq, err)
 			}
-			if v, _ := a[k.attr].(string); !slices.Contains(k.values, v) {
+			if v, _ := a[k.Attr].(string); !slices.Contains(k.Values, v) {
 				continue
 			}
 		}
 		ev := effectEvent{subject: subject}
 		if err := json.Unmarshal([]byte(links), &ev.links); err != nil {
-			return nil, fmt.Errorf("read %s event %d: links: %w", k.system, seq, err)
+			return nil, fmt.Errorf("read %s event %d: links: %w", k.System, seq, err)
 		}
 		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %s events: %w", k.system, err)
+		return nil, fmt.Errorf("read %s events: %w", k.System, err)
 	}
 	return out, nil
 }

@@ -33,6 +33,10 @@ type APIError struct {
 	Status  int    `json:"-"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// declined marks a 400 that is a refusal of the request given the
+	// state (a spent charge), not bad input: like any business refusal it
+	// is stored under the request's Idempotency-Key, as Stripe does.
+	declined bool
 }
 
 func (e *APIError) Error() string {
@@ -49,6 +53,13 @@ func invalid(format string, args ...any) *APIError {
 
 func refuse(status int, code, format string, args ...any) *APIError {
 	return &APIError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Decline is a 400 refusal of a well-formed request because of the state
+// it meets (Stripe's charge_already_refunded, amount_too_large): unlike bad
+// input it is stored under the request's Idempotency-Key and replayed.
+func Decline(code, format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...), declined: true}
 }
 
 // missing turns sql.ErrNoRows into a 404 for kind/id.
@@ -175,7 +186,8 @@ type op func(tx *Tx) (any, error)
 // business refusal) stored in the same transaction; a later request with the
 // same key and the same method, path and body gets the stored response and
 // changes nothing; the same key with another method, path or body is 409.
-// Bad input (400) is never stored, so it can be corrected and retried.
+// Bad input (400) is never stored, so it can be corrected and retried; a
+// 400 from Decline is a business refusal and is stored.
 func (s *System) serveWrite(w http.ResponseWriter, r *http.Request, req any, fn op) {
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) > maxKey {
@@ -235,7 +247,7 @@ func (s *System) runWrite(r *http.Request, key, fp string, fn op) (status int, b
 	res, opErr := fn(tx)
 	if opErr != nil {
 		var ae *APIError
-		if !errors.As(opErr, &ae) || ae.Status == http.StatusBadRequest || key == "" {
+		if !errors.As(opErr, &ae) || (ae.Status == http.StatusBadRequest && !ae.declined) || key == "" {
 			return 0, nil, false, opErr
 		}
 		// A business refusal is the request's result: store it under the key
@@ -382,6 +394,13 @@ type API interface {
 	Routes(mux *http.ServeMux)
 }
 
+// Reconciler is a system whose event log follows an outside system of
+// record (the payments system over Stripe): Reconcile appends what happened
+// there since the last call, before each answer of its event feed.
+type Reconciler interface {
+	Reconcile(ctx context.Context) error
+}
+
 // Handler serves the given systems on one mux, each under /{name}/, with
 // the event feed of each, and JSON errors for unknown routes (404) and
 // wrong methods (405).
@@ -389,7 +408,17 @@ func Handler(services ...API) http.Handler {
 	mux := http.NewServeMux()
 	for _, svc := range services {
 		sys := svc.System()
-		mux.HandleFunc("GET /"+sys.name+"/events", sys.serveEvents)
+		events := sys.serveEvents
+		if rc, ok := svc.(Reconciler); ok {
+			events = func(w http.ResponseWriter, r *http.Request) {
+				if err := rc.Reconcile(r.Context()); err != nil {
+					writeError(w, r, err)
+					return
+				}
+				sys.serveEvents(w, r)
+			}
+		}
+		mux.HandleFunc("GET /"+sys.name+"/events", events)
 		svc.Routes(mux)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

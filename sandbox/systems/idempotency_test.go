@@ -137,7 +137,7 @@ func TestIdempotencyStoresRefusals(t *testing.T) {
 	e := newEnterprise(t)
 	tooMuch := `{"order_id":"o_1001","amount":99999,"currency":"USD"}`
 	r := call(t, e, "POST", "/payments/refunds", tooMuch, "k")
-	require.Equal(t, http.StatusPaymentRequired, r.status)
+	require.Equal(t, http.StatusBadRequest, r.status)
 	require.Equal(t, "amount_too_large", r.errCode(t))
 	r2 := call(t, e, "POST", "/payments/refunds", tooMuch, "k")
 	require.Equal(t, string(r.body), string(r2.body))

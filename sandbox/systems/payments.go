@@ -98,6 +98,15 @@ type PaymentsBackend interface {
 	StopBilling(tx *Tx, req StopBillingRequest) (BillingStop, error)
 }
 
+// ChargeSeeder is a PaymentsBackend that places the seeded charges in an
+// outside system before they are written locally (Stripe: one confirmed
+// PaymentIntent per charge). It returns the charge's id there, which the
+// local charge row and its charge_captured event then carry. It is called
+// outside any local write.
+type ChargeSeeder interface {
+	SeedCharge(ctx context.Context, c SeedCharge) (chargeID string, err error)
+}
+
 // FakePayments is the SQLite-backed PaymentsBackend.
 type FakePayments struct {
 	sys *System
@@ -119,9 +128,11 @@ func (f *FakePayments) Charge(ctx context.Context, orderID string) (Charge, erro
 	return c, nil
 }
 
-// CreateRefund refunds part or all of an order's charge.
+// CreateRefund refunds part or all of an order's charge. Like Stripe, it
+// answers 400 (stored under an Idempotency-Key) for a charge already fully
+// refunded and for an amount above what is left on the charge.
 func (f *FakePayments) CreateRefund(tx *Tx, req RefundRequest) (Refund, error) {
-	if err := validateRefund(req); err != nil {
+	if err := ValidateRefund(req); err != nil {
 		return Refund{}, err
 	}
 	var c Charge
@@ -135,10 +146,9 @@ func (f *FakePayments) CreateRefund(tx *Tx, req RefundRequest) (Refund, error) {
 		return Refund{}, refuse(http.StatusBadRequest, CodeCurrencyMismatch,
 			"refund currency %s does not match the charge's %s", req.Currency, c.Currency)
 	case c.Refunded >= c.Amount:
-		return Refund{}, refuse(http.StatusPaymentRequired, CodeChargeAlreadyRefunded,
-			"charge %s has already been refunded", c.ID)
+		return Refund{}, Decline(CodeChargeAlreadyRefunded, "charge %s has already been refunded", c.ID)
 	case req.Amount > c.Amount-c.Refunded:
-		return Refund{}, refuse(http.StatusPaymentRequired, CodeAmountTooLarge,
+		return Refund{}, Decline(CodeAmountTooLarge,
 			"refund of %d is greater than the %d left on charge %s", req.Amount, c.Amount-c.Refunded, c.ID)
 	}
 	id, err := tx.NextID("re_", "refunds")
@@ -162,7 +172,9 @@ func (f *FakePayments) CreateRefund(tx *Tx, req RefundRequest) (Refund, error) {
 		Reason: req.Reason, Status: refundStatusSucceeded}, nil
 }
 
-func validateRefund(req RefundRequest) error {
+// ValidateRefund checks a refund request's fields (400 invalid_request or
+// invalid_amount), for every backend.
+func ValidateRefund(req RefundRequest) error {
 	switch {
 	case req.OrderID == "":
 		return invalid("order_id is required")
@@ -235,6 +247,17 @@ func (p *PaymentsSystem) Routes(mux *http.ServeMux) {
 	}))
 }
 
+// Reconcile brings the event log up to date with the backend when the
+// backend is a Reconciler (Stripe); it is a no-op for the SQLite fake.
+func (p *PaymentsSystem) Reconcile(ctx context.Context) error {
+	if rc, ok := p.backend.(Reconciler); ok {
+		return rc.Reconcile(ctx)
+	}
+	return nil
+}
+
+var _ Reconciler = (*PaymentsSystem)(nil)
+
 // Charge reads an order's charge.
 func (p *PaymentsSystem) Charge(ctx context.Context, orderID string) (Charge, error) {
 	return p.backend.Charge(ctx, orderID)
@@ -296,12 +319,24 @@ type SeedBilling struct {
 	Active         bool
 }
 
-// Seed inserts charges (emitting charge_captured) and billing rows.
+// Seed inserts charges (emitting charge_captured) and billing rows. A
+// ChargeSeeder backend places each charge first and names it.
 func (p *PaymentsSystem) Seed(ctx context.Context, s *Seeder, charges []SeedCharge, billing []SeedBilling) error {
+	ids := make([]string, len(charges))
+	for i, c := range charges {
+		ids[i] = "ch_" + c.OrderID
+		if cs, ok := p.backend.(ChargeSeeder); ok {
+			id, err := cs.SeedCharge(ctx, c)
+			if err != nil {
+				return fmt.Errorf("seed %s: charge for order %s: %w", p.sys.name, c.OrderID, err)
+			}
+			ids[i] = id
+		}
+	}
 	return p.sys.seed(ctx, func(tx *Tx) error {
-		for _, c := range charges {
+		for i, c := range charges {
 			at := s.Stamp()
-			id := "ch_" + c.OrderID
+			id := ids[i]
 			if _, err := tx.Exec(`INSERT INTO charges(id, order_id, amount, refunded, currency, created_at) VALUES (?, ?, ?, 0, ?, ?)`,
 				id, c.OrderID, c.Amount, c.Currency, fmtTime(at)); err != nil {
 				return fmt.Errorf("charge %s: %w", id, err)

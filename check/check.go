@@ -1,0 +1,133 @@
+package check
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
+)
+
+// Result is one action's verdict.
+type Result struct {
+	Action  commitlayer.Action
+	Line    int // the action's line in its file
+	Verdict commitlayer.Verdict
+}
+
+// Options tune Verify.
+type Options struct {
+	// At is the time the actions are evaluated at. Zero means "settled":
+	// each action at the later of now and its settlement, since the files
+	// are the whole record and nothing more will arrive. A verdict of an
+	// action not settled at At is provisional.
+	At time.Time
+	// Connected are sources to count as connected besides those that have
+	// a fact in the facts file (a source that reported nothing in the run).
+	Connected []string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Verify evaluates each action with its contract. An action naming an
+// unknown contract, or a subject of another type than its contract's, is
+// bad input (the API refuses such an action with 422).
+func Verify(cs Contracts, actionsFile string, actions []Line[commitlayer.Action], facts []commitlayer.Fact, opts Options) ([]Result, error) {
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	all := make([]commitlayer.Action, len(actions))
+	for i, l := range actions {
+		a := l.Value
+		c, ok := cs[a.Contract]
+		if !ok {
+			return nil, inputErr(actionsFile, l.Line, "contract %q is not among the --contract files (%s)", a.Contract, known(cs))
+		}
+		if want := c.Spec.Subject; want != "" && a.Subject.Type() != want {
+			return nil, inputErr(actionsFile, l.Line, "subject: contract %s acts on %q subjects, not %q", c.ID(), want, a.Subject.Type())
+		}
+		all[i] = a
+	}
+	connected := coverage(facts, opts.Connected)
+	out := make([]Result, 0, len(actions))
+	for i, l := range actions {
+		a := all[i]
+		c := cs[a.Contract]
+		at := opts.At
+		if at.IsZero() {
+			at = now().UTC()
+			if s := c.SettlesAt(a.RequestedAt); s.After(at) {
+				at = s
+			}
+		}
+		in := contracts.Input{
+			Action: a,
+			Facts:  facts,
+			// The engine keeps, of these, the prior actions each limit
+			// counts and the later action that ends this one's window.
+			Prior:    all,
+			Later:    all,
+			Coverage: contracts.Coverage{Connected: connected},
+			Now:      at,
+		}
+		v := c.Evaluate(in)
+		v.ContractVersion = a.ContractVersion
+		out = append(out, Result{Action: a, Line: l.Line, Verdict: v})
+	}
+	return out, nil
+}
+
+// coverage is the sources with a fact, and those declared, sorted.
+func coverage(facts []commitlayer.Fact, declared []string) []string {
+	set := map[string]bool{}
+	for _, s := range declared {
+		set[s] = true
+	}
+	for i := range facts {
+		set[facts[i].Source] = true
+	}
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func known(cs Contracts) string {
+	ids := make([]string, 0, len(cs))
+	for id := range cs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	if len(ids) == 0 {
+		return "none given"
+	}
+	return fmt.Sprintf("given: %v", ids)
+}
+
+// Exit codes of `commitlayer check`.
+const (
+	ExitPass     = 0
+	ExitFail     = 1
+	ExitUnknown  = 2
+	ExitBadInput = 3
+)
+
+// ExitCode is 1 when any verdict is FAIL, else 2 when any is UNKNOWN, else
+// 0.
+func ExitCode(results []Result) int {
+	worst := commitlayer.StatusPass
+	for _, r := range results {
+		worst = commitlayer.Worse(worst, r.Verdict.Status)
+	}
+	switch worst {
+	case commitlayer.StatusFail:
+		return ExitFail
+	case commitlayer.StatusUnknown:
+		return ExitUnknown
+	}
+	return ExitPass
+}

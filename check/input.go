@@ -1,0 +1,187 @@
+// Package check verifies actions against facts and contracts read from
+// files, with no server: the core of `commitlayer check`, a CI gate. It
+// evaluates each action with the same engine the service uses
+// (contracts.Contract.Evaluate), giving it what the Evaluate activity
+// gathers from the store: the facts (all of them; the engine keeps those
+// on the action's subject, its linked subjects and, for `through` forbids
+// and limits, the subjects they reach), the other actions as prior and later
+// actions (the engine keeps those of the same contract, agent or subject
+// and window), and the coverage (the sources that reported in the facts
+// file, plus any declared connected).
+package check
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
+)
+
+// MaxLineBytes bounds one NDJSON line.
+const MaxLineBytes = 8 << 20
+
+// InputError is bad input: which file, which line (0 for the whole file)
+// and what is wrong. `commitlayer check` exits 3 on it.
+type InputError struct {
+	File string
+	Line int
+	Err  error
+}
+
+func (e *InputError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.File, e.Err)
+}
+
+func (e *InputError) Unwrap() error { return e.Err }
+
+func inputErr(file string, line int, format string, args ...any) *InputError {
+	return &InputError{File: file, Line: line, Err: fmt.Errorf(format, args...)}
+}
+
+// Contracts are compiled contracts by id.
+type Contracts map[string]*contracts.Contract
+
+// LoadContracts parses each contract file (YAML or JSON). Two files with
+// the same contract id are bad input.
+func LoadContracts(paths []string) (Contracts, error) {
+	out := Contracts{}
+	from := map[string]string{}
+	for _, p := range paths {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return nil, &InputError{File: p, Err: err}
+		}
+		c, err := contracts.Parse(src)
+		if err != nil {
+			// The contract's errors name their own lines, one a line.
+			return nil, &InputError{File: p, Err: err}
+		}
+		if prev, ok := from[c.ID()]; ok {
+			return nil, inputErr(p, 0, "contract %s is also defined in %s", c.ID(), prev)
+		}
+		from[c.ID()] = p
+		out[c.ID()] = c
+	}
+	return out, nil
+}
+
+// Line is a value read from line N of an NDJSON file.
+type Line[T any] struct {
+	Value T
+	Line  int
+}
+
+// readNDJSON decodes each non-blank line of r strictly (unknown fields are
+// errors) and calls check on it.
+func readNDJSON[T any](r io.Reader, file string, check func(*T) error) ([]Line[T], error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), MaxLineBytes)
+	var out []Line[T]
+	n := 0
+	for sc.Scan() {
+		n++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var v T
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&v); err != nil {
+			return nil, inputErr(file, n, "not a JSON object of the expected shape: %v", err)
+		}
+		if dec.More() {
+			return nil, inputErr(file, n, "more than one JSON value on the line")
+		}
+		if err := check(&v); err != nil {
+			return nil, &InputError{File: file, Line: n, Err: err}
+		}
+		out = append(out, Line[T]{Value: v, Line: n})
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, inputErr(file, n+1, "line is longer than %d bytes", MaxLineBytes)
+		}
+		return nil, &InputError{File: file, Line: n + 1, Err: err}
+	}
+	return out, nil
+}
+
+// ReadFacts reads facts, one JSON object a line, in the shape POST
+// /v1/facts takes (source, type, subject, external_id, occurred_at, attrs,
+// links). A fact repeating an earlier (source, external_id) is dropped, as
+// the store keeps the first.
+func ReadFacts(r io.Reader, file string) ([]commitlayer.Fact, error) {
+	lines, err := readNDJSON(r, file, func(f *commitlayer.Fact) error {
+		f.Seq = 0
+		if err := f.Validate(); err != nil {
+			return err
+		}
+		if f.Attrs == nil {
+			f.Attrs = commitlayer.Attrs{}
+		}
+		f.OccurredAt = f.OccurredAt.UTC()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	out := make([]commitlayer.Fact, 0, len(lines))
+	for _, l := range lines {
+		k := l.Value.Source + "\x00" + l.Value.ExternalID
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, l.Value)
+	}
+	return out, nil
+}
+
+// ReadActions reads actions, one JSON object a line, in the shape POST
+// /v1/actions takes, with requested_at required (there is no server to
+// default it). An action without an id gets "line-N"; two actions with the
+// same id are bad input.
+func ReadActions(r io.Reader, file string) ([]Line[commitlayer.Action], error) {
+	lines, err := readNDJSON(r, file, func(a *commitlayer.Action) error { return a.Validate() })
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]int{}
+	for i := range lines {
+		a := &lines[i].Value
+		if a.ID == "" {
+			a.ID = fmt.Sprintf("line-%d", lines[i].Line)
+		}
+		if prev, ok := seen[a.ID]; ok {
+			return nil, inputErr(file, lines[i].Line, "id %q is also the id of the action on line %d", a.ID, prev)
+		}
+		seen[a.ID] = lines[i].Line
+		a.RequestedAt = a.RequestedAt.UTC()
+		if a.Params == nil {
+			a.Params = commitlayer.Attrs{}
+		}
+	}
+	return lines, nil
+}
+
+// readFile opens path and reads it with read.
+func readFile[T any](path string, read func(io.Reader, string) (T, error)) (T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var zero T
+		return zero, &InputError{File: path, Err: err}
+	}
+	defer f.Close()
+	return read(f, path)
+}

@@ -1,0 +1,283 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/commitlayer/commitlayer"
+)
+
+// Health calls GET /healthz: nil when the server and its store answer.
+func (c *Client) Health(ctx context.Context) error {
+	var out struct {
+		Status string `json:"status"`
+	}
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/healthz", safe: true}, &out); err != nil {
+		return err
+	}
+	if out.Status != "ok" {
+		return fmt.Errorf("GET /healthz: status %q", out.Status)
+	}
+	return nil
+}
+
+// CreateTenant creates a tenant (admin key). Its APIKey is shown only here.
+// It is retried only when the server surely did not act (429, no
+// connection), so a retry cannot create two tenants.
+func (c *Client) CreateTenant(ctx context.Context, name string) (Tenant, error) {
+	b, err := jsonBody(map[string]string{"name": name})
+	if err != nil {
+		return Tenant{}, err
+	}
+	var t Tenant
+	_, err = c.do(ctx, c.post("/v1/admin/tenants", b, false), &t)
+	return t, err
+}
+
+// ListTenants lists every tenant (admin key).
+func (c *Client) ListTenants(ctx context.Context) ([]Tenant, error) {
+	var out struct {
+		Tenants []Tenant `json:"tenants"`
+	}
+	_, err := c.do(ctx, get("/v1/admin/tenants", nil), &out)
+	return out.Tenants, err
+}
+
+// PutContract stores a contract (YAML or JSON source) as a new version.
+// created is false when the source equals the latest version's and nothing
+// was stored. Posting the same source twice is harmless, so it is retried.
+func (c *Client) PutContract(ctx context.Context, source []byte) (Contract, bool, error) {
+	ct := "application/yaml"
+	if t := bytes.TrimSpace(source); len(t) > 0 && t[0] == '{' {
+		ct = "application/json"
+	}
+	r := c.post("/v1/contracts", source, true)
+	r.contentType = ct
+	var out Contract
+	res, err := c.do(ctx, r, &out)
+	return out, err == nil && res.status == http.StatusCreated, err
+}
+
+// ListContracts lists the latest version of each contract.
+func (c *Client) ListContracts(ctx context.Context) ([]Contract, error) {
+	var out struct {
+		Contracts []Contract `json:"contracts"`
+	}
+	_, err := c.do(ctx, get("/v1/contracts", nil), &out)
+	return out.Contracts, err
+}
+
+// GetContract returns a contract with its source: version 0 means the
+// latest.
+func (c *Client) GetContract(ctx context.Context, id string, version int) (Contract, error) {
+	var q url.Values
+	if version > 0 {
+		q = url.Values{"version": {strconv.Itoa(version)}}
+	}
+	var out Contract
+	_, err := c.do(ctx, get("/v1/contracts/"+url.PathEscape(id), q), &out)
+	return out, err
+}
+
+// PostFacts ingests a batch of facts, whole or not at all. Facts are
+// idempotent on (source, external id), so the call is retried.
+func (c *Client) PostFacts(ctx context.Context, facts []commitlayer.Fact) (FactsResult, error) {
+	b, err := jsonBody(map[string]any{"facts": facts})
+	if err != nil {
+		return FactsResult{}, err
+	}
+	var out FactsResult
+	_, err = c.do(ctx, c.post("/v1/facts", b, true), &out)
+	return out, err
+}
+
+// CreateConnector creates a connector for a source. A source has one
+// connector, so it is retried only when the server surely did not act.
+func (c *Client) CreateConnector(ctx context.Context, in ConnectorInput) (Connector, error) {
+	b, err := jsonBody(in)
+	if err != nil {
+		return Connector{}, err
+	}
+	var out Connector
+	_, err = c.do(ctx, c.post("/v1/connectors", b, false), &out)
+	return out, err
+}
+
+// ListConnectors lists the tenant's connectors.
+func (c *Client) ListConnectors(ctx context.Context) ([]Connector, error) {
+	var out struct {
+		Connectors []Connector `json:"connectors"`
+	}
+	_, err := c.do(ctx, get("/v1/connectors", nil), &out)
+	return out.Connectors, err
+}
+
+// ListSources lists each source's coverage.
+func (c *Client) ListSources(ctx context.Context) ([]Source, error) {
+	var out struct {
+		Sources []Source `json:"sources"`
+	}
+	_, err := c.do(ctx, get("/v1/sources", nil), &out)
+	return out.Sources, err
+}
+
+// RecordOptions tune RecordAction.
+type RecordOptions struct {
+	// IdempotencyKey is sent on every attempt; empty means a new random key
+	// for this call. Give your own (derived from the agent's step) to make
+	// a retry of the whole step, in another process, answer the same action.
+	IdempotencyKey string
+}
+
+// RecordAction records an action and starts its verification. Every
+// attempt of the call carries the same Idempotency-Key, so a retry after a
+// lost answer returns the same action and starts nothing new
+// (Accepted.Replayed).
+func (c *Client) RecordAction(ctx context.Context, a commitlayer.Action, opts ...RecordOptions) (Accepted, error) {
+	var o RecordOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	b, err := jsonBody(actionInput(a))
+	if err != nil {
+		return Accepted{}, err
+	}
+	r := c.post("/v1/actions", b, true)
+	if o.IdempotencyKey != "" {
+		r.idempotencyKey = o.IdempotencyKey
+	}
+	var out Accepted
+	res, err := c.do(ctx, r, &out)
+	if err != nil {
+		return Accepted{}, err
+	}
+	out.Replayed = res.header.Get("Idempotent-Replayed") == "true"
+	return out, nil
+}
+
+// wireAction is ActionInput: zero optional fields are left out so the
+// server applies its defaults (latest contract version, requested_at now).
+type wireAction struct {
+	ID              string             `json:"id,omitempty"`
+	Contract        string             `json:"contract"`
+	ContractVersion int                `json:"contract_version,omitempty"`
+	Agent           string             `json:"agent"`
+	Subject         string             `json:"subject"`
+	Params          commitlayer.Attrs  `json:"params,omitempty"`
+	RequestedAt     *time.Time         `json:"requested_at,omitempty"`
+	Claim           *commitlayer.Claim `json:"claim,omitempty"`
+}
+
+func actionInput(a commitlayer.Action) any {
+	w := wireAction{
+		ID: a.ID, Contract: a.Contract, ContractVersion: a.ContractVersion, Agent: a.Agent,
+		Subject: string(a.Subject), Params: a.Params,
+	}
+	if !a.RequestedAt.IsZero() {
+		t := a.RequestedAt.UTC()
+		w.RequestedAt = &t
+	}
+	if a.Claim != (commitlayer.Claim{}) {
+		w.Claim = &a.Claim
+	}
+	if len(a.Trace) == 0 {
+		return w
+	}
+	return struct {
+		wireAction
+		Trace any `json:"trace"`
+	}{w, a.Trace}
+}
+
+// GetAction returns the action, its current verdict and its history.
+func (c *Client) GetAction(ctx context.Context, id string) (ActionDetail, error) {
+	return c.getAction(ctx, id, nil)
+}
+
+func (c *Client) getAction(ctx context.Context, id string, q url.Values) (ActionDetail, error) {
+	var out ActionDetail
+	_, err := c.do(ctx, get("/v1/actions/"+url.PathEscape(id), q), &out)
+	return out, err
+}
+
+// Recheck forces a re-verification now and returns the new current
+// verdict. A verification whose watch has ended answers an *APIError with
+// code verification_ended.
+func (c *Client) Recheck(ctx context.Context, id string) (commitlayer.Verdict, error) {
+	var out struct {
+		Verdict commitlayer.Verdict `json:"verdict"`
+	}
+	_, err := c.do(ctx, c.post("/v1/actions/"+url.PathEscape(id)+"/recheck", nil, true), &out)
+	return out.Verdict, err
+}
+
+// ListOrphans lists the effects of a contract's kinds, since the given time
+// (zero: the server's default of 7 days), that no recorded action accounts
+// for.
+func (c *Client) ListOrphans(ctx context.Context, contractID string, since time.Time) (OrphanList, error) {
+	q := url.Values{"contract_id": {contractID}}
+	if !since.IsZero() {
+		q.Set("since", since.UTC().Format(time.RFC3339Nano))
+	}
+	var out OrphanList
+	_, err := c.do(ctx, get("/v1/actions/orphans", q), &out)
+	return out, err
+}
+
+// StartBenchmark starts a benchmark run (admin key). It is retried only
+// when the server surely did not act.
+func (c *Client) StartBenchmark(ctx context.Context, req BenchmarkRequest) (BenchmarkRun, error) {
+	b, err := jsonBody(req)
+	if err != nil {
+		return BenchmarkRun{}, err
+	}
+	var out BenchmarkRun
+	_, err = c.do(ctx, c.post("/v1/admin/benchmark", b, false), &out)
+	return out, err
+}
+
+// ListBenchmarks lists every run, newest first (admin key).
+func (c *Client) ListBenchmarks(ctx context.Context) ([]BenchmarkRun, error) {
+	var out struct {
+		Runs []BenchmarkRun `json:"runs"`
+	}
+	_, err := c.do(ctx, get("/v1/admin/benchmark", nil), &out)
+	return out.Runs, err
+}
+
+// GetBenchmark returns a run with its results, markdown and log tail
+// (admin key).
+func (c *Client) GetBenchmark(ctx context.Context, id string) (BenchmarkRun, error) {
+	var out BenchmarkRun
+	_, err := c.do(ctx, get("/v1/admin/benchmark/"+url.PathEscape(id), nil), &out)
+	return out, err
+}
+
+// PurgeBenchmarkTenants deletes the tenants a finished run created (admin
+// key). Deleting twice deletes nothing more, so it is retried.
+func (c *Client) PurgeBenchmarkTenants(ctx context.Context, id string) (PurgeResult, error) {
+	var out PurgeResult
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/admin/benchmark/" + url.PathEscape(id) + "/tenants", safe: true}, &out)
+	return out, err
+}
+
+func get(path string, q url.Values) request {
+	return request{method: http.MethodGet, path: path, query: q, safe: true}
+}
+
+// post builds a POST. A safe one gets a fresh idempotency key for this
+// logical call, reused by each of its attempts. An unsafe one (the server
+// keeps no key for it) gets none: net/http would take the header as leave
+// to resend it on a broken keep-alive connection.
+func (c *Client) post(path string, body []byte, safe bool) request {
+	r := request{method: http.MethodPost, path: path, body: body, contentType: "application/json", safe: safe}
+	if safe {
+		r.idempotencyKey = c.newKey()
+	}
+	return r
+}

@@ -1,0 +1,410 @@
+// Package client is a Go client for the CommitLayer HTTP API: typed calls
+// for every route in api/openapi.json, an idempotency key per logical call
+// that is reused on every retry, bounded retries with exponential backoff
+// and jitter on 429 (honouring Retry-After), 5xx and network errors, typed
+// *APIError values carrying the JSON error code, and WaitForVerdict to gate
+// an agent's next step on a verdict.
+//
+// It depends only on the root package for the domain's wire types (Action,
+// Fact, Verdict, Finding); it imports nothing of the server.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults.
+const (
+	// DefaultTimeout bounds one HTTP attempt when no http.Client is given.
+	DefaultTimeout = 30 * time.Second
+	// MaxResponseBytes bounds a response body read by the client.
+	MaxResponseBytes = 64 << 20
+)
+
+// RetryPolicy bounds the retries of one call.
+type RetryPolicy struct {
+	// MaxAttempts is the number of attempts, the first included (1 means no
+	// retry). Zero means 5.
+	MaxAttempts int
+	// BaseDelay is the backoff before the second attempt; each further one
+	// doubles it, up to MaxDelay, and a random part of it is waited (full
+	// jitter). Zero means 200 ms.
+	BaseDelay time.Duration
+	// MaxDelay caps one backoff and one Retry-After. Zero means 10 s.
+	MaxDelay time.Duration
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 5
+	}
+	if p.BaseDelay <= 0 {
+		p.BaseDelay = 200 * time.Millisecond
+	}
+	if p.MaxDelay <= 0 {
+		p.MaxDelay = 10 * time.Second
+	}
+	return p
+}
+
+// backoff is the wait before attempt n+1 (n ≥ 1): a uniform random duration
+// in [d/2, d] with d = min(MaxDelay, BaseDelay·2^(n-1)).
+func (p RetryPolicy) backoff(n int) time.Duration {
+	d := float64(p.BaseDelay) * math.Pow(2, float64(n-1))
+	if d > float64(p.MaxDelay) {
+		d = float64(p.MaxDelay)
+	}
+	half := d / 2
+	return time.Duration(half + mrand.Float64()*half)
+}
+
+// Client calls one CommitLayer API with one key. It is safe for concurrent
+// use. Build it with New.
+type Client struct {
+	base       *url.URL
+	key        string
+	http       *http.Client
+	retry      RetryPolicy
+	userAgent  string
+	newKey     func() string
+	sleep      func(ctx context.Context, d time.Duration) error
+	serverWait bool
+	poll       PollPolicy
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient sets the http.Client; give it a Timeout (one attempt's
+// bound). The default has DefaultTimeout.
+func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
+
+// WithRetry sets the retry policy.
+func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.retry = p.withDefaults() } }
+
+// WithUserAgent sets the User-Agent header.
+func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
+
+// WithIdempotencyKeys replaces the generator of idempotency keys (one per
+// logical call); for tests and for callers that derive keys from their own
+// step ids.
+func WithIdempotencyKeys(gen func() string) Option { return func(c *Client) { c.newKey = gen } }
+
+// WithPolling sets how WaitForVerdict polls.
+func WithPolling(p PollPolicy) Option { return func(c *Client) { c.poll = p.withDefaults() } }
+
+// WithServerWait makes WaitForVerdict ask the server to hold each GET until
+// the verdict reaches the stage (GET /v1/actions/{id}?wait=provisional|final);
+// a server without that support answers at once and the client keeps
+// polling, so it is safe to turn on early. The http.Client's timeout must
+// then exceed the server's wait.
+func WithServerWait(on bool) Option { return func(c *Client) { c.serverWait = on } }
+
+// New returns a client for the API at baseURL ("http://127.0.0.1:8080")
+// authenticating with key (a tenant key, or the admin key for the admin
+// calls). The key is sent only in the Authorization header and never
+// appears in errors.
+func New(baseURL, key string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("client: base URL %q is not an absolute http or https URL", baseURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("client: base URL %q must not have a query or fragment", baseURL)
+	}
+	c := &Client{
+		base:      u,
+		key:       key,
+		http:      &http.Client{Timeout: DefaultTimeout},
+		retry:     RetryPolicy{}.withDefaults(),
+		userAgent: "commitlayer-go-client/1",
+		newKey:    NewIdempotencyKey,
+		sleep:     sleepCtx,
+		poll:      PollPolicy{}.withDefaults(),
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.http == nil {
+		c.http = &http.Client{Timeout: DefaultTimeout}
+	}
+	return c, nil
+}
+
+// NewIdempotencyKey returns a random key (128 bits, hex).
+func NewIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return "cl-" + hex.EncodeToString(b[:])
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// APIError is an answer of the API outside 2xx.
+type APIError struct {
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// Code is the error code from {"error":{"code"}} (invalid_request,
+	// not_found, idempotency_conflict, …); empty when the body had none.
+	Code string
+	// Message is the server's message.
+	Message string
+	// Details are the contract compiler's problems on invalid_contract.
+	Details []ErrorDetail
+	// RequestID is the X-Request-Id of the answer, for the server's log.
+	RequestID string
+	// RetryAfter is the server's Retry-After, when it sent one.
+	RetryAfter time.Duration
+}
+
+// ErrorDetail is one problem in an invalid_contract error.
+type ErrorDetail struct {
+	Field   string `json:"field,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+func (e *APIError) Error() string {
+	msg := fmt.Sprintf("commitlayer: %d", e.StatusCode)
+	if e.Code != "" {
+		msg += " " + e.Code
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}
+
+// Temporary reports whether the same request may succeed later (429, 5xx).
+func (e *APIError) Temporary() bool {
+	return e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500
+}
+
+// IsCode reports whether err is an *APIError with the given code.
+func IsCode(err error, code string) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Code == code
+}
+
+// IsNotFound reports whether err is a 404 from the API.
+func IsNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.StatusCode == http.StatusNotFound
+}
+
+// request is one logical call.
+type request struct {
+	method      string
+	path        string // escaped path, from the API root
+	query       url.Values
+	body        []byte
+	contentType string
+	// safe marks a call that can be repeated whatever happened to an
+	// earlier attempt (GETs, POSTs the server de-duplicates). Other calls
+	// are retried only when the server surely did not act: a 429 or a
+	// connection that was never made.
+	safe bool
+	// idempotencyKey is sent as Idempotency-Key on every attempt.
+	idempotencyKey string
+}
+
+// response is a 2xx answer.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do runs a call with retries and decodes a 2xx body into out (when not
+// nil).
+func (c *Client) do(ctx context.Context, r request, out any) (response, error) {
+	op := r.method + " " + r.path
+	var last error
+	for attempt := 1; ; attempt++ {
+		res, err := c.once(ctx, r)
+		if err == nil {
+			if out != nil && len(res.body) > 0 {
+				if err := json.Unmarshal(res.body, out); err != nil {
+					return res, fmt.Errorf("%s: decode answer: %w", op, err)
+				}
+			}
+			return res, nil
+		}
+		last = err
+		wait, retry := c.retryable(r, err, attempt)
+		if !retry || attempt >= c.retry.MaxAttempts || ctx.Err() != nil {
+			break
+		}
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			break
+		}
+		if err := c.sleep(ctx, wait); err != nil {
+			break
+		}
+	}
+	var ae *APIError
+	if errors.As(last, &ae) {
+		return response{}, last
+	}
+	return response{}, fmt.Errorf("%s: %w", op, last)
+}
+
+// retryable says whether err (from attempt n) may be retried and after how
+// long.
+func (c *Client) retryable(r request, err error, n int) (time.Duration, bool) {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		switch {
+		case ae.StatusCode == http.StatusTooManyRequests:
+		case ae.StatusCode >= 500 && r.safe:
+		case ae.StatusCode == http.StatusServiceUnavailable && ae.RetryAfter > 0:
+			// The server said when to come back: it did not act.
+		default:
+			return 0, false
+		}
+		if ae.RetryAfter > 0 {
+			return min(ae.RetryAfter, c.retry.MaxDelay), true
+		}
+		return c.retry.backoff(n), true
+	}
+	// A transport error: the caller's context ending is caught by do;
+	// an attempt's own timeout is a network error like any other.
+	if r.safe || notSent(err) {
+		return c.retry.backoff(n), true
+	}
+	return 0, false
+}
+
+// notSent reports whether a transport error happened before the request
+// could reach the server (the connection was never made).
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// once makes one attempt.
+func (c *Client) once(ctx context.Context, r request) (response, error) {
+	u := *c.base
+	u.Path = c.base.Path + r.path
+	u.RawPath = ""
+	if strings.Contains(r.path, "%") {
+		u.RawPath = c.base.EscapedPath() + r.path
+		p, err := url.PathUnescape(u.RawPath)
+		if err != nil {
+			return response{}, fmt.Errorf("bad path %q: %w", r.path, err)
+		}
+		u.Path = p
+	}
+	if len(r.query) > 0 {
+		u.RawQuery = r.query.Encode()
+	}
+	var body io.Reader
+	if r.body != nil {
+		body = bytes.NewReader(r.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
+	if err != nil {
+		return response{}, err
+	}
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
+	if r.body != nil {
+		req.Header.Set("Content-Type", r.contentType)
+	}
+	if r.idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", r.idempotencyKey)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
+	if err != nil {
+		return response{}, fmt.Errorf("read answer: %w", err)
+	}
+	if len(b) > MaxResponseBytes {
+		return response{}, fmt.Errorf("answer is larger than %d bytes", MaxResponseBytes)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return response{}, apiError(resp, b)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// apiError decodes a non-2xx answer.
+func apiError(resp *http.Response, body []byte) *APIError {
+	e := &APIError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
+	var eb struct {
+		Error struct {
+			Code    string        `json:"code"`
+			Message string        `json:"message"`
+			Details []ErrorDetail `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
+		e.Code, e.Message, e.Details = eb.Error.Code, eb.Error.Message, eb.Error.Details
+	} else {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	return e
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date; zero when absent or
+// unreadable.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(v); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// jsonBody marshals v for a request body.
+func jsonBody(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	return b, nil
+}

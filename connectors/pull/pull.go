@@ -1,0 +1,161 @@
+// Package pull opens a tenant's connector by kind and pulls it the same way
+// whatever the kind: Pull(ctx, source, cursor) returns facts, the cursor to
+// store and whether more is waiting. The worker's pull activity can call
+// it instead of switching on kinds.
+package pull
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/connectors/httpevents"
+	"github.com/commitlayer/commitlayer/connectors/httpjson"
+	"github.com/commitlayer/commitlayer/connectors/pgquery"
+	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
+)
+
+// Kinds of connector.
+const (
+	KindHTTPEvents = "http_events"
+	KindPostgres   = pgquery.Kind
+	KindHTTPJSON   = httpjson.Kind
+	KindStripe     = stripeconn.Kind
+)
+
+// Kinds lists the connector kinds Open knows.
+var Kinds = []string{KindHTTPEvents, KindPostgres, KindHTTPJSON, KindStripe}
+
+// Page is what one pull read.
+type Page struct {
+	Facts []commitlayer.Fact
+	// Next is the connector's cursor after this page.
+	Next string
+	// More is true when the source has more after Next.
+	More bool
+}
+
+// Puller reads facts from one connector.
+type Puller interface {
+	Pull(ctx context.Context, source, cursor string) (Page, error)
+}
+
+// ErrUnreachable is wrapped by every kind's "could not reach the source"
+// errors (the source counts as not connected for this verification).
+var ErrUnreachable = errors.New("source unreachable")
+
+// Options are the process's means of reaching sources: the address rules
+// belong in them.
+type Options struct {
+	// HTTP is the client for http_events and http_json (give it a timeout
+	// and a transport that applies the address rules).
+	HTTP *http.Client
+	// DialFunc makes the database connections of postgres connectors.
+	DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+	// PageLimit is the page size asked of http_events feeds (0: its default).
+	PageLimit int
+	// Secret is the connector's credential, opened (the stripe kind's API
+	// key); set per connector, never logged.
+	Secret string
+}
+
+// Open returns the Puller of a connector: url for http_events, the JSON
+// configuration for postgres and http_json (validated here; errors name the
+// field).
+func Open(kind, url string, config []byte, opts Options) (Puller, error) {
+	switch kind {
+	case KindHTTPEvents:
+		return &eventsPuller{c: &httpevents.Client{HTTP: opts.HTTP, BaseURL: url}, limit: opts.PageLimit}, nil
+	case KindPostgres:
+		cfg, err := pgquery.ParseConfig(config)
+		if err != nil {
+			return nil, err
+		}
+		return &pgPuller{c: &pgquery.Client{Config: cfg, DialFunc: opts.DialFunc}}, nil
+	case KindHTTPJSON:
+		cfg, err := httpjson.ParseConfig(config)
+		if err != nil {
+			return nil, err
+		}
+		return &jsonPuller{c: &httpjson.Client{Config: cfg, HTTP: opts.HTTP}}, nil
+	case KindStripe:
+		if opts.Secret == "" {
+			return nil, errors.New("stripe connector: no api key")
+		}
+		return &stripePuller{c: &stripeconn.Client{HTTP: opts.HTTP, BaseURL: url, Key: opts.Secret}, limit: opts.PageLimit}, nil
+	}
+	return nil, fmt.Errorf("connector kind %q is not supported (known: %v)", kind, Kinds)
+}
+
+type stripePuller struct {
+	c     *stripeconn.Client
+	limit int
+}
+
+func (p *stripePuller) Pull(ctx context.Context, source, cursor string) (Page, error) {
+	limit := p.limit
+	if limit <= 0 || limit > 100 {
+		limit = 100 // Stripe's largest page
+	}
+	pg, err := p.c.Pull(ctx, source, cursor, limit)
+	if err != nil {
+		if stripeconn.Retryable(err) {
+			return Page{}, fmt.Errorf("%w: %w", ErrUnreachable, err)
+		}
+		return Page{}, err
+	}
+	return Page{Facts: pg.Facts, Next: pg.Next, More: pg.More}, nil
+}
+
+// unreachable marks a kind's own unreachable error with ErrUnreachable.
+func unreachable(err, kindErr error) error {
+	if errors.Is(err, kindErr) {
+		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	return err
+}
+
+type eventsPuller struct {
+	c     *httpevents.Client
+	limit int
+}
+
+func (p *eventsPuller) Pull(ctx context.Context, source, cursor string) (Page, error) {
+	var after int64
+	if cursor != "" {
+		n, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil || n < 0 {
+			return Page{}, fmt.Errorf("pull %s: cursor %q is not a non-negative integer", source, cursor)
+		}
+		after = n
+	}
+	pg, err := p.c.Pull(ctx, source, after, p.limit)
+	if err != nil {
+		return Page{}, unreachable(err, httpevents.ErrUnreachable)
+	}
+	return Page{Facts: pg.Facts, Next: strconv.FormatInt(pg.Next, 10), More: pg.More}, nil
+}
+
+type pgPuller struct{ c *pgquery.Client }
+
+func (p *pgPuller) Pull(ctx context.Context, source, cursor string) (Page, error) {
+	pg, err := p.c.Pull(ctx, source, cursor)
+	if err != nil {
+		return Page{}, unreachable(err, pgquery.ErrUnreachable)
+	}
+	return Page(pg), nil
+}
+
+type jsonPuller struct{ c *httpjson.Client }
+
+func (p *jsonPuller) Pull(ctx context.Context, source, cursor string) (Page, error) {
+	pg, err := p.c.Pull(ctx, source, cursor)
+	if err != nil {
+		return Page{}, unreachable(err, httpjson.ErrUnreachable)
+	}
+	return Page(pg), nil
+}

@@ -1,0 +1,66 @@
+package commitlayer
+
+// Remedy is what to do next about a finding.
+type Remedy string
+
+const (
+	// RemedyRetryRead: the answer may change on its own; read the sources
+	// again (a recheck) once they report or after settlement.
+	RemedyRetryRead Remedy = "retry_read"
+	// RemedyHumanReview: a person should look before anything else
+	// happens; nothing automatic is safe.
+	RemedyHumanReview Remedy = "human_review"
+	// RemedyCompensate: an effect happened that must be undone or made
+	// good (refund a duplicate, reverse a forbidden change).
+	RemedyCompensate Remedy = "compensate"
+	// RemedyNone: nothing to do.
+	RemedyNone Remedy = "none"
+)
+
+// Remedies lists every remedy, in documentation order.
+var Remedies = []Remedy{RemedyRetryRead, RemedyHumanReview, RemedyCompensate, RemedyNone}
+
+// Valid reports whether r is one of Remedies.
+func (r Remedy) Valid() bool {
+	switch r {
+	case RemedyRetryRead, RemedyHumanReview, RemedyCompensate, RemedyNone:
+		return true
+	}
+	return false
+}
+
+// hints is the default remedy per finding code. A missing effect may still
+// arrive (or the agent never did it): someone decides. A duplicate or a
+// forbidden effect happened and must be undone. A source that could not be
+// read, or no signal yet, is resolved by reading again.
+var hints = map[Code]Remedy{
+	CodeMissingEffect:     RemedyHumanReview,
+	CodeDuplicateEffect:   RemedyCompensate,
+	CodeForbiddenEffect:   RemedyCompensate,
+	CodeEffectDiffers:     RemedyHumanReview,
+	CodeEffectReversed:    RemedyHumanReview,
+	CodePolicyViolation:   RemedyHumanReview,
+	CodeLimitExceeded:     RemedyCompensate,
+	CodeSourceUnavailable: RemedyRetryRead,
+	CodeNoSignal:          RemedyRetryRead,
+}
+
+// Hint returns the default remedy for a finding code; an unknown code
+// gets human_review, the safe answer when nothing is known.
+func Hint(code Code) Remedy {
+	if r, ok := hints[code]; ok {
+		return r
+	}
+	return RemedyHumanReview
+}
+
+// HintFor returns the remedy for a finding of code on a check: the
+// contract's override for that check when it has a valid one, else
+// Hint(code). overrides maps check ids to remedies (a contract's
+// `remedy:` per effect, rule, limit or forbid).
+func HintFor(code Code, check string, overrides map[string]Remedy) Remedy {
+	if r, ok := overrides[check]; ok && r.Valid() {
+		return r
+	}
+	return Hint(code)
+}

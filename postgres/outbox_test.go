@@ -1,0 +1,93 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer"
+)
+
+// TestOutboxDeliversUntilDelivered: a notice written with its facts is
+// claimed once due, kept with backoff while delivery fails, deleted once
+// delivered; an empty batch writes none.
+func TestOutboxDeliversUntilDelivered(t *testing.T) {
+	ctx := context.Background()
+	tn := newTenant(t)
+	res, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "ob-1", t0, nil)})
+	require.NoError(t, err)
+	require.NotZero(t, res.NotificationID)
+	again, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "ob-1", t0, nil)})
+	require.NoError(t, err)
+	require.Zero(t, again.NotificationID, "a batch of duplicates tells nobody")
+
+	mine := func(n commitlayer.FactNotification) bool { return n.TenantID == tn.ID }
+	deliver := func(fail error, seen *[]commitlayer.FactNotification) func(context.Context, commitlayer.FactNotification) error {
+		return func(_ context.Context, n commitlayer.FactNotification) error {
+			if !mine(n) {
+				return errors.New("another test's notice")
+			}
+			*seen = append(*seen, n)
+			return fail
+		}
+	}
+	var seen []commitlayer.FactNotification
+	_, _, err = testDB.DeliverNotifications(ctx, 100, deliver(nil, &seen))
+	require.NoError(t, err)
+	require.Empty(t, seen, "left to the writer for its grace period")
+
+	_, err = testDB.Pool().Exec(ctx, `UPDATE fact_notifications SET next_attempt_at = now() WHERE id = $1`, res.NotificationID)
+	require.NoError(t, err)
+	_, failed, err := testDB.DeliverNotifications(ctx, 100, deliver(errors.New("temporal down"), &seen))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, failed, 1)
+	require.Len(t, seen, 1)
+	require.Equal(t, []commitlayer.Subject{"order:o1"}, seen[0].Subjects)
+	var attempts int
+	var next time.Time
+	var lastErr string
+	require.NoError(t, testDB.Pool().QueryRow(ctx, `SELECT attempts, next_attempt_at, last_error FROM fact_notifications WHERE id = $1`,
+		res.NotificationID).Scan(&attempts, &next, &lastErr))
+	require.Equal(t, 1, attempts)
+	require.True(t, next.After(time.Now()), "backed off")
+	require.Equal(t, "temporal down", lastErr)
+
+	_, err = testDB.Pool().Exec(ctx, `UPDATE fact_notifications SET next_attempt_at = now() WHERE id = $1`, res.NotificationID)
+	require.NoError(t, err)
+	seen = nil
+	_, _, err = testDB.DeliverNotifications(ctx, 100, deliver(nil, &seen))
+	require.NoError(t, err)
+	require.Len(t, seen, 1)
+	var left int
+	require.NoError(t, testDB.Pool().QueryRow(ctx, `SELECT count(*) FROM fact_notifications WHERE id = $1`, res.NotificationID).Scan(&left))
+	require.Zero(t, left, "delivered: deleted")
+}
+
+// TestPendingStarts: an action is pending until its verification is marked
+// started, and only once it is older than asked.
+func TestPendingStarts(t *testing.T) {
+	ctx := context.Background()
+	tn := newTenant(t)
+	rec, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_pending", "order:o1", t0), t0, t0, "", nil)
+	require.NoError(t, err)
+	has := func(older time.Duration) bool {
+		recs, err := testDB.PendingStarts(ctx, older, 1000)
+		require.NoError(t, err)
+		for _, r := range recs {
+			if r.TenantID == tn.ID && r.ID == rec.ID {
+				return true
+			}
+		}
+		return false
+	}
+	require.True(t, has(0))
+	require.False(t, has(time.Hour), "too new")
+	require.NoError(t, testDB.VerificationStarted(ctx, tn.ID, rec.ID))
+	require.False(t, has(0))
+	id, err := testDB.Identity(ctx)
+	require.NoError(t, err)
+	require.Len(t, id, 32)
+}
