@@ -1,8 +1,11 @@
 # CommitLayer: build, local services, tests.
-#   make up      start the Temporal dev server and PostgreSQL (idempotent)
+#   make up      start the Temporal dev server and PostgreSQL (idempotent);
+#                `make up TEMPORAL=server`: Temporal's own server on PostgreSQL instead (port 7243)
 #   make demo    up + build + bin/commitlayer demo
-#   make test    up + fresh test database + vet + gofmt check + go test -race ./...
+#   make test    up + fresh test database + lint + go test -race ./...
+#   make lint    gofmt, go vet, staticcheck, workflowcheck, go mod tidy check
 #   make down    stop what `make up` started
+#   make test-cluster  the same tests against Temporal's own server on PostgreSQL
 # `make help` lists every target. Variables below can be overridden: `make test PKGS=./contracts/...`.
 
 SHELL := bash
@@ -15,16 +18,33 @@ BIN := bin/commitlayer
 PKGS ?= ./...
 
 # Local services (scripts/dev-services.sh reads the same names).
+# TEMPORAL: which Temporal `make up` starts: dev (the dev server, the default) or server (Temporal's
+# own server binary with PostgreSQL persistence, frontend at TEMPORAL_CLUSTER_PORT). `down` and
+# `status` without it cover both.
+TEMPORAL ?=
+ifneq ($(filter-out dev server,$(TEMPORAL)),)
+$(error TEMPORAL is dev or server, got '$(TEMPORAL)')
+endif
+TEMPORAL_CLUSTER_PORT ?= 7243
+ifeq ($(TEMPORAL),server)
+TEMPORAL_ADDRESS ?= 127.0.0.1:$(TEMPORAL_CLUSTER_PORT)
+TEST_TEMPORAL_ADDRESS ?= 127.0.0.1:$(TEMPORAL_CLUSTER_PORT)
+endif
 TEMPORAL_PORT ?= 7233
 TEMPORAL_UI_PORT ?= 8233
 TEMPORAL_ADDRESS ?= 127.0.0.1:$(TEMPORAL_PORT)
 DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/commitlayer?sslmode=disable
-export TEMPORAL_PORT TEMPORAL_UI_PORT TEMPORAL_ADDRESS DATABASE_URL
+export TEMPORAL_PORT TEMPORAL_UI_PORT TEMPORAL_ADDRESS DATABASE_URL TEMPORAL_CLUSTER_PORT
 
 # The server `make test` creates its test database on, and that database.
 PG_ADMIN_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 TEST_DB ?= commitlayer_test
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/$(TEST_DB)?sslmode=disable
+# `make test-cluster`: its own test database, and the size of the `bench settle` run after the tests
+# (0 skips it).
+CLUSTER_TEST_DB ?= commitlayer_test_cluster
+CLUSTER_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/$(CLUSTER_TEST_DB)?sslmode=disable
+CLUSTER_BENCH_ACTIONS ?= 200
 
 # What tests and benchmarks see: one database for the run, the local dev server (whatever
 # TEMPORAL_ADDRESS says for `make demo`), integration mode.
@@ -32,27 +52,30 @@ TEST_TEMPORAL_ADDRESS ?= 127.0.0.1:$(TEMPORAL_PORT)
 TEST_ENV := COMMITLAYER_TEST_DATABASE_URL='$(TEST_DATABASE_URL)' COMMITLAYER_INTEGRATION=1 \
 	TEMPORAL_ADDRESS='$(TEST_TEMPORAL_ADDRESS)' TEMPORAL_NAMESPACE=default
 
+# Packages holding workflow code, for workflowcheck (determinism).
+WORKFLOW_PKGS ?= ./workflows/... ./sandbox/bench/...
+
 FUZZTIME ?= 10s
 BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: help build up down status test testdb lint vet fmt-check demo bench fuzz readme-results report-screenshot clean distclean
+.PHONY: help build up down status test test-cluster testdb lint vet fmt-check staticcheck workflowcheck tidy-check demo bench fuzz readme-results report-screenshot clean distclean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
 
 build: ## build bin/commitlayer
 	$(GO) build -trimpath -o $(BIN) ./cmd/commitlayer
 
-up: ## start the Temporal dev server and PostgreSQL, create the database (idempotent)
-	scripts/dev-services.sh up
+up: ## start Temporal (TEMPORAL=dev|server) and PostgreSQL, create the database (idempotent)
+	scripts/dev-services.sh up $(TEMPORAL)
 
 down: ## stop what `make up` started
-	scripts/dev-services.sh down
+	scripts/dev-services.sh down $(TEMPORAL)
 
 status: ## show the local services
-	scripts/dev-services.sh status
+	scripts/dev-services.sh status $(TEMPORAL)
 
 testdb: up ## drop and recreate the test database $(TEST_DB)
 	@[[ '$(TEST_DB)' =~ ^[A-Za-z_][A-Za-z0-9_]*$$ ]] || { echo "TEST_DB: letters, digits, underscores" >&2; exit 1; }
@@ -69,14 +92,37 @@ fmt-check: ## fail when a Go file is not gofmt-formatted
 	if [[ -n $$bad ]]; then echo "gofmt needed:"; echo "$$bad"; exit 1; fi; \
 	echo "gofmt: ok"
 
-lint: fmt-check vet ## gofmt check and go vet
+# staticcheck and workflowcheck are `tool` directives in go.mod: `go tool` builds the
+# pinned versions, nothing to install.
+staticcheck: ## staticcheck (honnef.co/go/tools, version pinned in go.mod)
+	$(GO) tool staticcheck $(PKGS)
+
+workflowcheck: ## Temporal's workflowcheck on the workflow packages (exceptions: workflowcheck.yaml)
+	$(GO) tool workflowcheck -config workflowcheck.yaml $(WORKFLOW_PKGS)
+
+tidy-check: ## fail when `go mod tidy` would change go.mod or go.sum
+	$(GO) mod tidy -diff
+
+lint: fmt-check vet staticcheck workflowcheck tidy-check ## gofmt, go vet, staticcheck, workflowcheck, go mod tidy check
 
 test: testdb lint ## services up, fresh test database, vet, gofmt, go test -race
 	$(TEST_ENV) $(GO) test -race -count=1 $(PKGS)
 
+# The same as `make test` on Temporal's own server with PostgreSQL persistence (installed on first use,
+# see docs/operations.md), in a test database of its own, then `bench settle` against it.
+test-cluster: ## `make test` against Temporal's own server on PostgreSQL, then bench settle
+	$(MAKE) --no-print-directory test TEMPORAL=server TEST_DB='$(CLUSTER_TEST_DB)' TEST_DATABASE_URL='$(CLUSTER_TEST_DATABASE_URL)' \
+		TEMPORAL_ADDRESS=127.0.0.1:$(TEMPORAL_CLUSTER_PORT) TEST_TEMPORAL_ADDRESS=127.0.0.1:$(TEMPORAL_CLUSTER_PORT)
+	@if [[ '$(CLUSTER_BENCH_ACTIONS)' != 0 ]]; then \
+		$(MAKE) --no-print-directory build && \
+		echo "bench settle -actions $(CLUSTER_BENCH_ACTIONS) on 127.0.0.1:$(TEMPORAL_CLUSTER_PORT)" && \
+		DATABASE_URL='$(CLUSTER_TEST_DATABASE_URL)' \
+		TEMPORAL_ADDRESS=127.0.0.1:$(TEMPORAL_CLUSTER_PORT) TEMPORAL_NAMESPACE=default \
+			$(BIN) bench settle -actions $(CLUSTER_BENCH_ACTIONS); \
+	fi
+
 demo: up build ## services up, build, run the demo
-	COMMITLAYER_ADMIN_KEY="$${COMMITLAYER_ADMIN_KEY:-$$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')}" \
-		$(BIN) demo
+	COMMITLAYER_ALLOW_PRIVATE_ADDRESSES=1 $(BIN) demo
 	scripts/readme-results.sh
 
 bench: testdb ## benchmarks (against the dev services), BENCH=regexp BENCHTIME=1s BENCHCOUNT=1

@@ -279,14 +279,16 @@ func (v Verdict) Summary() string {
 	if v.Provisional {
 		b.WriteString(" (provisional)")
 	}
-	fmt.Fprintf(&b, " outcome=%s policy=%s", v.Lenses.Outcome, v.Lenses.Policy)
+	// Plain writes, not fmt.Fprintf: VerifyAction calls Summary, and
+	// workflowcheck cannot prove fmt's writer path deterministic.
+	b.WriteString(" outcome=" + string(v.Lenses.Outcome) + " policy=" + string(v.Lenses.Policy))
 	for i, f := range v.Findings {
 		if i == 0 {
 			b.WriteString(": ")
 		} else {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s %s", f.Code, f.Check)
+		b.WriteString(string(f.Code) + " " + f.Check)
 	}
 	return b.String()
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/commitlayer/commitlayer/connectors/pull"
 	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
 	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/internal/netguard"
 	"github.com/commitlayer/commitlayer/internal/secrets"
 	"github.com/commitlayer/commitlayer/service"
 )
@@ -177,12 +178,16 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 			if errors.As(err, &storeErr) {
 				return ExtractResult{}, err // the database failed, not the connector: retry
 			}
-			msg := err.Error()
+			// The tenant sees a short class (timeout, refused, http 503,
+			// address not allowed, …), never network text that tells
+			// internal ports apart; the server log keeps the detail.
+			msg := netguard.Classify(err)
 			res.Unreachable[c.Source] = msg
 			if rerr := a.Store.RecordPullError(ctx, in.TenantID, c.ID, msg, a.now()); rerr != nil {
 				return ExtractResult{}, fmt.Errorf("extract: record pull error for %s: %w", c.Source, rerr)
 			}
-			a.logger(ctx).Warn("connector unreachable", "tenant", in.TenantID, "source", c.Source, "error", msg)
+			a.logger(ctx).Warn("connector unreachable", "tenant", in.TenantID, "source", c.Source,
+				"class", msg, "error", netguard.Redact(err))
 			continue
 		}
 		res.Inserted += ins.Inserted

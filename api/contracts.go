@@ -131,7 +131,3 @@ func (s *Server) getContract(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, viewContract(rec, true))
 }
-
-func contractKey(tenantID, id string, version int) string {
-	return tenantID + "\x00" + id + "\x00" + strconv.Itoa(version)
-}

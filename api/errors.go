@@ -23,6 +23,7 @@ const (
 	codeInvalidContract   = "invalid_contract"
 	codeSubjectMismatch   = "subject_mismatch"
 	codeUnsupportedKind   = "unsupported_connector_kind"
+	codeAddressNotAllowed = "address_not_allowed"
 	codeConflict          = "conflict"
 	codeIdempotency       = "idempotency_conflict"
 	codeVerificationEnded = "verification_ended"

@@ -16,6 +16,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/connectors/pull"
 	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
+	"github.com/commitlayer/commitlayer/internal/netguard"
 )
 
 // postFacts ingests a batch: every fact validated (one dated more than
@@ -123,6 +124,13 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 	if err := in.validate(); err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if in.URL != "" && s.guard != nil {
+		if _, err := s.guard.CheckURL(r.Context(), in.URL); err != nil {
+			// Only the class: the reason may name the address it resolved to.
+			s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeAddressNotAllowed, "url: %s", netguard.Classify(err)))
+			return
+		}
 	}
 	tenantID := tenantOf(r.Context()).ID
 	conn := commitlayer.Connector{ID: newConnectorID(), Source: in.Source, Kind: in.Kind, URL: in.URL, Config: in.Config}

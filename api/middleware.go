@@ -189,10 +189,11 @@ func (s *Server) instrument(route string, next http.Handler) http.Handler {
 	})
 }
 
-type authKind int
+// authLevel is the credential a route requires.
+type authLevel int
 
 const (
-	authNone authKind = iota
+	authNone authLevel = iota
 	authTenant
 	authAdmin
 )

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/netguard"
 	"github.com/commitlayer/commitlayer/internal/secrets"
 	"github.com/commitlayer/commitlayer/service"
 )
@@ -179,6 +180,9 @@ type Config struct {
 	// Secrets seals connector credentials (the stripe kind's key); nil
 	// refuses the kinds that need one.
 	Secrets *secrets.Box
+	// Guard checks connector URLs at registration (internal addresses
+	// refused unless allowed); nil checks only their form.
+	Guard *netguard.Guard
 	// Reconciler, when set, is kicked when a verification could not be
 	// started or a notice of facts not delivered at once: it finishes them
 	// as soon as Temporal answers.
@@ -201,6 +205,7 @@ type Server struct {
 	verifier   Verifier
 	reconciler Kicker
 	secrets    *secrets.Box
+	guard      *netguard.Guard
 	benchmarks Benchmarks
 	adminKey   string
 	log        *slog.Logger
@@ -223,7 +228,7 @@ type Server struct {
 type Route struct {
 	Method string // GET, POST
 	Path   string // a ServeMux path pattern: /v1/actions/{id}
-	auth   authKind
+	auth   authLevel
 }
 
 // Pattern is the ServeMux pattern, "METHOD /path".
@@ -242,6 +247,7 @@ func New(cfg Config) *Server {
 		verifier:   cfg.Verifier,
 		reconciler: cfg.Reconciler,
 		secrets:    cfg.Secrets,
+		guard:      cfg.Guard,
 		benchmarks: cfg.Benchmarks,
 		adminKey:   cfg.AdminKey,
 		log:        cfg.Logger,
@@ -308,7 +314,7 @@ func (s *Server) Handler() http.Handler {
 // Routes lists the registered routes in registration order.
 func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
 
-func (s *Server) handle(pattern string, auth authKind, h http.HandlerFunc) {
+func (s *Server) handle(pattern string, auth authLevel, h http.HandlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")
 	s.routes = append(s.routes, Route{Method: method, Path: path, auth: auth})
 	var next http.Handler = h

@@ -67,16 +67,17 @@ type program struct {
 	effectAttrs, originalAttrs, paramKeys []string
 }
 
-type resultKind int
+// resultType is the CEL type an expression must evaluate to.
+type resultType int
 
 const (
-	boolResult resultKind = iota
+	boolResult resultType = iota
 	numberResult
 )
 
 // compile compiles the expression at field (nil when src is empty),
 // reporting errors with the field's line.
-func (p *parser) compile(env *cel.Env, field, src string, want resultKind, sources map[string]bool) *program {
+func (p *parser) compile(env *cel.Env, field, src string, want resultType, sources map[string]bool) *program {
 	if strings.TrimSpace(src) == "" {
 		return nil
 	}
@@ -219,10 +220,10 @@ func (p *parser) build(spec Spec) *Contract {
 		ce := &effect{spec: &c.Spec.Effects[i], order: order,
 			where:  p.compile(envs.effect, path+".where", e.Where, boolResult, sources),
 			expect: p.compile(envs.effect, path+".expect", e.Expect, boolResult, sources),
-			kind:   Kind{Source: e.Source, Type: e.Type},
+			kind:   FactKind{Source: e.Source, Type: e.Type},
 		}
 		if r := e.ReversedBy; r != nil {
-			ce.reversal = &Kind{Source: r.Source, Type: r.Type}
+			ce.reversal = &FactKind{Source: r.Source, Type: r.Type}
 			ce.reversalWhere = p.compile(envs.reversal, path+".reversed_by.where", r.Where, boolResult, sources)
 		}
 		c.effects = append(c.effects, ce)
@@ -241,7 +242,7 @@ func (p *parser) build(spec Spec) *Contract {
 		path := fmt.Sprintf("forbids[%d]", i)
 		c.forbids = append(c.forbids, &forbid{spec: &c.Spec.Forbids[i], order: order,
 			where: p.compile(envs.effect, path+".where", f.Where, boolResult, sources),
-			kind:  Kind{Source: f.Source, Type: f.Type}, through: f.Through})
+			kind:  FactKind{Source: f.Source, Type: f.Type}, through: f.Through})
 		order++
 	}
 	return c

@@ -39,16 +39,16 @@ type limit struct {
 type effect struct {
 	spec          *Effect
 	order         int
-	kind          Kind
+	kind          FactKind
 	where, expect *program
-	reversal      *Kind
+	reversal      *FactKind
 	reversalWhere *program
 }
 
 type forbid struct {
 	spec    *Forbid
 	order   int
-	kind    Kind
+	kind    FactKind
 	where   *program
 	through string // a subject type, or ""
 }
@@ -82,10 +82,10 @@ func (c *Contract) WatchUntil(requestedAt time.Time) time.Time {
 // EffectKinds returns the (source, type) pairs the contract's effects,
 // reversals and forbids read, in contract order without repeats, so a store
 // can fetch exactly those facts for orphans and limits.
-func (c *Contract) EffectKinds() []Kind {
-	var out []Kind
-	seen := map[Kind]bool{}
-	add := func(k Kind) {
+func (c *Contract) EffectKinds() []FactKind {
+	var out []FactKind
+	seen := map[FactKind]bool{}
+	add := func(k FactKind) {
 		if !seen[k] {
 			seen[k] = true
 			out = append(out, k)

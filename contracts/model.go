@@ -35,8 +35,8 @@ const (
 	PerSubject Per = "subject"
 )
 
-// Kind is a (source, fact type) pair a contract reads.
-type Kind struct {
+// FactKind is a (source, fact type) pair a contract reads.
+type FactKind struct {
 	Source string `json:"source"`
 	Type   string `json:"type"`
 }

@@ -9,6 +9,28 @@
 // WithTags adds keys), which a plain Vec cannot hold, so every (name, sorted
 // label keys) pair gets its own Vec and one unchecked collector exposes them
 // all under the metric's name.
+//
+// Why not the SDK's contrib/opentelemetry MetricsHandler with the
+// OpenTelemetry Prometheus exporter (go.opentelemetry.io/otel/exporters/
+// prometheus v0.69, otel SDK v1.47)? It was tried against this package's
+// tests (issue 9) and cannot serve the same /metrics:
+//   - a name the SDK uses for two kinds of metric (a counter and a gauge)
+//     makes the registry's Gather fail ("invalid metric"), so promhttp
+//     answers 500 and the scrape loses the API's own metrics too; here the
+//     second kind is dropped and counted in
+//     commitlayer_sdk_metric_conflicts_total;
+//   - the contrib's "monotonic" Int64Counter applies negative deltas
+//     (5, then -3, reads 2), which a Prometheus counter must never do; here
+//     they are ignored;
+//   - a second handler on the same registry registers without error, where
+//     NewHandler here fails;
+//   - counter names without _total need the exporter's deprecated
+//     WithoutCounterSuffixes, and tag keys that collide after escaping
+//     ("a-b", "a.b", "a_b") merge into one label with joined values
+//     ("dash;dot;under") instead of one value chosen deterministically.
+//
+// Revisit when the exporter drops conflicting instruments instead of
+// failing the scrape.
 package metrics
 
 import (

@@ -14,6 +14,7 @@ import (
 )
 
 func TestCreateActionRoundTrip(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	a := mkAction("", "order:o1", t0)
@@ -52,6 +53,7 @@ func TestCreateActionRoundTrip(t *testing.T) {
 }
 
 func TestCreateActionBadInput(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	cases := []struct {
@@ -88,6 +90,7 @@ func TestCreateActionBadInput(t *testing.T) {
 }
 
 func TestCreateActionIdempotencyKey(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	a := mkAction("", "order:o1", t0)
@@ -125,6 +128,7 @@ func TestCreateActionIdempotencyKey(t *testing.T) {
 }
 
 func TestCreateActionClientID(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	a := mkAction("act_client_1", "order:o1", t0)
@@ -154,6 +158,7 @@ func TestCreateActionClientID(t *testing.T) {
 // TestCreateActionConcurrentKey races several requests with one key: one
 // creates, the others get the same action back.
 func TestCreateActionConcurrentKey(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	const n = 8
@@ -180,6 +185,7 @@ func TestCreateActionConcurrentKey(t *testing.T) {
 }
 
 func TestPriorAndContractActions(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }

@@ -16,6 +16,7 @@ import (
 // attrs and a link, as a connector pull or POST /v1/facts would, and reports
 // facts/s.
 func BenchmarkInsertFacts(b *testing.B) {
+	testDB := testStore(b)
 	ctx := context.Background()
 	tn := newTenant(b)
 	const batchSize = 1000
@@ -54,6 +55,7 @@ type cpuSample struct {
 // Postgres backends connected to the test database (Linux, same host only;
 // ok is false otherwise).
 func cpuTimes(b *testing.B) cpuSample {
+	testDB := testStore(b)
 	rows, err := testDB.Pool().Query(context.Background(),
 		`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
 	require.NoError(b, err)
@@ -66,6 +68,7 @@ func cpuTimes(b *testing.B) cpuSample {
 // BenchmarkInsertFactsDuplicates re-posts one batch of 1 000 already stored
 // facts: the cost of an idempotent retry.
 func BenchmarkInsertFactsDuplicates(b *testing.B) {
+	testDB := testStore(b)
 	ctx := context.Background()
 	tn := newTenant(b)
 	batch := make([]commitlayer.Fact, 1000)
@@ -86,6 +89,7 @@ func BenchmarkInsertFactsDuplicates(b *testing.B) {
 // BenchmarkFactsAbout reads the history of one order (its facts, the
 // customers they link and those customers' facts) among 20 000 facts.
 func BenchmarkFactsAbout(b *testing.B) {
+	testDB := testStore(b)
 	ctx := context.Background()
 	tn := newTenant(b)
 	batch := make([]commitlayer.Fact, 1000)

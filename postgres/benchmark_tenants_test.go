@@ -9,6 +9,7 @@ import (
 )
 
 func TestPurgeBenchmarkTenants(t *testing.T) {
+	testDB := testStore(t)
 	d := testDB
 	ctx := context.Background()
 	mine1, _, err := d.CreateBenchmarkTenant(ctx, "run-a", "refund/baseline")
@@ -42,7 +43,7 @@ func TestPurgeBenchmarkTenants(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, n, pattern)
 	}
-	require.True(t, tenantExists(t, wild.ID))
+	require.True(t, tenantExists(t, d, wild.ID))
 
 	_, err = d.PurgeBenchmarkTenants(ctx, "")
 	require.ErrorIs(t, err, commitlayer.ErrInvalid)
@@ -50,9 +51,9 @@ func TestPurgeBenchmarkTenants(t *testing.T) {
 	require.ErrorIs(t, err, commitlayer.ErrInvalid)
 }
 
-func tenantExists(t *testing.T, id string) bool {
+func tenantExists(t *testing.T, d *DB, id string) bool {
 	t.Helper()
-	tenants, err := testDB.ListTenants(context.Background())
+	tenants, err := d.ListTenants(context.Background())
 	require.NoError(t, err)
 	for _, tn := range tenants {
 		if tn.ID == id {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestBenchmarkRuns(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	req := json.RawMessage(`{"only": ["refund/"],  "concurrency": 4}`) // spacing kept byte for byte
 	r, err := testDB.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{Status: "running", Request: req, TenantID: "t_x"})
@@ -57,6 +58,7 @@ func TestBenchmarkRuns(t *testing.T) {
 }
 
 func TestBenchmarkRunBadInput(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	for name, r := range map[string]commitlayer.BenchmarkRun{
 		"no status":        {ID: "bench_bad1"},

@@ -10,6 +10,7 @@ import (
 )
 
 func TestConnectors(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	c, err := testDB.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "payments", Kind: "http_events", URL: "http://x/payments",
@@ -46,6 +47,7 @@ func TestConnectors(t *testing.T) {
 }
 
 func TestCreateConnectorBadInput(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	cases := []struct {
@@ -70,6 +72,7 @@ func TestCreateConnectorBadInput(t *testing.T) {
 }
 
 func TestRecordPull(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	c, err := testDB.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "payments", Kind: "http_events", URL: "http://x"})
@@ -141,6 +144,7 @@ func TestRecordPull(t *testing.T) {
 // TestRecordPullAtomic: when the facts cannot be stored, the cursor, the
 // pull time and the last error stay as they were, and no fact lands.
 func TestRecordPullAtomic(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	good := func(id string) commitlayer.Fact {
 		return mkFact("payments", "refund_created", "order:o1", id, t0, nil)

@@ -11,6 +11,7 @@ import (
 )
 
 func TestContractVersions(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	v1src := []byte("id: refund\nkind: action\n")
@@ -61,6 +62,7 @@ func TestContractVersions(t *testing.T) {
 }
 
 func TestPutContractBadInput(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	cases := []struct {
@@ -83,6 +85,7 @@ func TestPutContractBadInput(t *testing.T) {
 // TestPutContractConcurrent posts distinct sources of one contract at once:
 // every post gets its own version, 1..n, with no conflict.
 func TestPutContractConcurrent(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	const n = 6

@@ -16,6 +16,7 @@ import (
 )
 
 func TestInsertFactsIdempotent(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	f := mkFact("payments", "refund_created", "order:o1", "re_1", t0, commitlayer.Attrs{"amount": int64(2500)})
@@ -45,6 +46,7 @@ func TestInsertFactsIdempotent(t *testing.T) {
 }
 
 func TestInsertFactsDuplicateWithinBatch(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	batch := []commitlayer.Fact{
@@ -72,6 +74,7 @@ func TestInsertFactsDuplicateWithinBatch(t *testing.T) {
 // TestInsertFactsBadBatchLandsNothing puts one bad fact among good ones and
 // checks that nothing of the batch is stored, coverage included.
 func TestInsertFactsBadBatchLandsNothing(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	good := func(id string) commitlayer.Fact {
 		return mkFact("payments", "refund_created", "order:o1", id, t0, commitlayer.Attrs{"amount": int64(1)})
@@ -124,12 +127,14 @@ func TestInsertFactsBadBatchLandsNothing(t *testing.T) {
 }
 
 func TestInsertFactsUnknownTenant(t *testing.T) {
+	testDB := testStore(t)
 	_, err := testDB.InsertFacts(context.Background(), "t_missing",
 		[]commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "re_1", t0, nil)})
 	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 }
 
 func TestFactSeqIncreasing(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	// Occurred in reverse order of arrival; seq follows arrival.
@@ -170,6 +175,7 @@ func TestFactSeqIncreasing(t *testing.T) {
 }
 
 func TestAttrsRoundTrip(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	at := time.Date(2026, 3, 1, 12, 0, 0, 123456000, time.FixedZone("CET", 3600))
@@ -226,6 +232,7 @@ func TestAttrsRoundTrip(t *testing.T) {
 }
 
 func TestFactsByExternalIDNotFound(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	_, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("payments", "x", "order:o1", "re_1", t0, nil)})
@@ -245,6 +252,7 @@ func TestFactsByExternalIDNotFound(t *testing.T) {
 //	account:a1 ← f8 (on a1)                        two hops from o1
 //	order:o3  ← f9 (unrelated)
 func TestFactsAbout(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
@@ -290,6 +298,7 @@ func TestFactsAbout(t *testing.T) {
 }
 
 func TestFactsOfKinds(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
@@ -329,6 +338,7 @@ func TestFactsOfKinds(t *testing.T) {
 }
 
 func TestCoverage(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	srcs, err := testDB.Sources(ctx, tn.ID)
@@ -380,6 +390,7 @@ func TestCoverage(t *testing.T) {
 // opposite orders (two pulls of one feed, a push and a pull): every fact is
 // stored once, the counts add up, and no batch fails on a deadlock.
 func TestInsertFactsConcurrentOverlap(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	const n = 200

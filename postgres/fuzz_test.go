@@ -39,6 +39,7 @@ var fuzzSeq atomic.Int64
 // come back through JSON with commitlayer.Attrs semantics, its time to the
 // microsecond. It never panics and never fails with another kind of error.
 func FuzzFactRoundTrip(f *testing.F) {
+	testDB := testStore(f)
 	f.Add("payments", "refund_created", "order:o1", "re_1", `{"amount":2500,"currency":"usd"}`, "ticket:t9", int64(1767225600), int64(123456789))
 	f.Add("p", "t", "a:b", "x", `{"n":9007199254740993,"f":0.1,"l":[1,2.5,"s",null,true]}`, "", int64(0), int64(0))
 	f.Add("p", "t", "a:b", "x", `{"s":"\u0000"}`, "", int64(-62135596800), int64(0))
@@ -93,6 +94,7 @@ var fuzzTenantID atomic.Value
 
 // fuzzTenant returns one tenant for the whole fuzz process.
 func fuzzTenant(t *testing.T) string {
+	testDB := testStore(t)
 	if id, ok := fuzzTenantID.Load().(string); ok {
 		return id
 	}

@@ -14,6 +14,7 @@ import (
 // A's, cannot change A's rows, and B's writes under the same names are B's
 // own. A's rows are unchanged at the end.
 func TestTenantIsolation(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	a, b := newTenant(t), newTenant(t)
 	fillTenant(t, a.ID)

@@ -5,58 +5,54 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
-// testURL is the database this test process created for itself; testDB is
-// a migrated store on it, shared by the tests (each test makes its own
-// tenants, so they do not see each other's rows).
+// The tests follow the project's test-environment rules (internal/testenv):
+// the database is COMMITLAYER_TEST_DATABASE_URL when set, else one created
+// for this process and dropped by testenv.Main; without PostgreSQL the tests
+// skip, or fail with COMMITLAYER_INTEGRATION=1. They share one migrated store
+// on it (each test makes its own tenants, so they do not see each other's
+// rows). internal/teststore cannot serve here: it imports this package.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
 var (
-	testURL string
-	testDB  *DB
+	storeOnce sync.Once
+	storeURL  string
+	storeDB   *DB
+	storeErr  error
 )
 
-const defaultServerURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-
-func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
+// testStore returns the shared migrated store, opening it on first use.
+func testStore(t testing.TB) *DB {
+	t.Helper()
+	u := testenv.Postgres(t)
+	storeOnce.Do(func() {
+		ctx := context.Background()
+		storeURL = u
+		storeDB, storeErr = Open(ctx, u)
+		if storeErr == nil {
+			storeErr = storeDB.Migrate(ctx)
+		}
+	})
+	if storeErr != nil {
+		t.Fatalf("test store: %v", storeErr)
+	}
+	return storeDB
 }
 
-func runTests(m *testing.M) int {
-	ctx := context.Background()
-	server := os.Getenv("DATABASE_URL")
-	if server == "" {
-		server = defaultServerURL
-	}
-	u, err := url.Parse(server)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "postgres tests: DATABASE_URL:", err)
-		return 1
-	}
-	name := "commitlayer_test_" + randomToken(6)
-	u.Path = "/" + name
-	testURL = u.String()
-	if err := CreateDatabaseIfMissing(ctx, testURL); err != nil {
-		fmt.Fprintln(os.Stderr, "postgres tests:", err)
-		return 1
-	}
-	defer dropDatabase(ctx, testURL)
-	testDB, err = Open(ctx, testURL)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "postgres tests:", err)
-		return 1
-	}
-	defer testDB.Close()
-	if err := testDB.Migrate(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "postgres tests:", err)
-		return 1
-	}
-	return m.Run()
+// testDatabaseURL returns the URL of the shared store's database.
+func testDatabaseURL(t testing.TB) string {
+	t.Helper()
+	testStore(t)
+	return storeURL
 }
 
 // dropDatabase drops the database named in databaseURL from the server's
@@ -83,7 +79,7 @@ func dropDatabase(ctx context.Context, databaseURL string) {
 // newTenant creates a tenant for one test.
 func newTenant(t testing.TB) commitlayer.Tenant {
 	t.Helper()
-	tn, _, err := testDB.CreateTenant(context.Background(), t.Name())
+	tn, _, err := testStore(t).CreateTenant(context.Background(), t.Name())
 	require.NoError(t, err)
 	return tn
 }

@@ -9,6 +9,7 @@ import (
 )
 
 func TestMigrateIdempotent(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	require.NoError(t, testDB.Migrate(ctx))
 	require.NoError(t, testDB.Migrate(ctx))
@@ -23,6 +24,7 @@ func TestMigrateIdempotent(t *testing.T) {
 // TestMigrateConcurrent migrates a fresh database from several pools at
 // once, as several processes starting together would.
 func TestMigrateConcurrent(t *testing.T) {
+	testURL := testDatabaseURL(t)
 	ctx := context.Background()
 	url := replaceDBName(t, testURL, dbName(t, testURL)+"_mig")
 	require.NoError(t, CreateDatabaseIfMissing(ctx, url))

@@ -15,6 +15,7 @@ import (
 // claimed once due, kept with backoff while delivery fails, deleted once
 // delivered; an empty batch writes none.
 func TestOutboxDeliversUntilDelivered(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	res, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "ob-1", t0, nil)})
@@ -69,6 +70,7 @@ func TestOutboxDeliversUntilDelivered(t *testing.T) {
 // TestPendingStarts: an action is pending until its verification is marked
 // started, and only once it is older than asked.
 func TestPendingStarts(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	rec, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_pending", "order:o1", t0), t0, t0, "", nil)

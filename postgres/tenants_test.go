@@ -11,6 +11,7 @@ import (
 )
 
 func TestCreateTenant(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn, key, err := testDB.CreateTenant(ctx, "  Acme  ")
 	require.NoError(t, err)
@@ -51,6 +52,7 @@ func TestCreateTenant(t *testing.T) {
 }
 
 func TestCreateTenantBadInput(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	for _, name := range []string{"", "   ", "\t\n", "nul\x00byte"} {
 		_, key, err := testDB.CreateTenant(ctx, name)
@@ -60,6 +62,7 @@ func TestCreateTenantBadInput(t *testing.T) {
 }
 
 func TestTenantByAPIKeyUnknown(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	_, key, err := testDB.CreateTenant(ctx, "k")
 	require.NoError(t, err)
@@ -73,6 +76,7 @@ func TestTenantByAPIKeyUnknown(t *testing.T) {
 // deletes one, and checks that no row of it is left anywhere while the
 // other keeps all of its rows.
 func TestDeleteTenantPurgesAll(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	a, b := newTenant(t), newTenant(t)
 	fillTenant(t, a.ID)
@@ -99,6 +103,7 @@ func TestDeleteTenantPurgesAll(t *testing.T) {
 var tenantTables = []string{"tenants", "contracts", "facts", "source_coverage", "actions", "verdicts", "connectors", "fact_notifications"}
 
 func TestEveryTableIsListed(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	rows, err := testDB.Pool().Query(ctx, `SELECT table_name FROM information_schema.columns
 		WHERE table_schema = 'public' AND column_name = 'tenant_id' AND table_name <> 'benchmark_runs'`)
@@ -114,6 +119,7 @@ func TestEveryTableIsListed(t *testing.T) {
 }
 
 func rowCounts(t *testing.T, tenantID string) map[string]int {
+	testDB := testStore(t)
 	t.Helper()
 	out := map[string]int{}
 	for _, table := range tenantTables {
@@ -131,6 +137,7 @@ func rowCounts(t *testing.T, tenantID string) map[string]int {
 
 // fillTenant writes at least one row of every kind for the tenant.
 func fillTenant(t *testing.T, tenantID string) {
+	testDB := testStore(t)
 	t.Helper()
 	ctx := context.Background()
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -13,6 +13,7 @@ import (
 // range) or RFC 3339 cannot write are refused by every method that takes
 // one, before anything is stored or read.
 func TestTimesOutOfRange(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_1", "order:o1", t0), t0, t0, "", nil)

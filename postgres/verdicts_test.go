@@ -11,6 +11,7 @@ import (
 )
 
 func TestVerdictHistory(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_1", "order:o1", t0), t0, t0, "", nil)
@@ -78,6 +79,7 @@ func TestVerdictHistory(t *testing.T) {
 }
 
 func TestAppendVerdictBadInput(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_1", "order:o1", t0), t0, t0, "", nil)
@@ -108,6 +110,7 @@ func TestAppendVerdictBadInput(t *testing.T) {
 // TestAppendVerdictConcurrent races retries of one activity and distinct
 // answers: versions stay dense and each answer is stored once in a row.
 func TestAppendVerdictConcurrent(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_1", "order:o1", t0), t0, t0, "", nil)
@@ -135,6 +138,7 @@ func TestAppendVerdictConcurrent(t *testing.T) {
 }
 
 func TestLatestVerdicts(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	for _, id := range []string{"a1", "a2", "a3"} {

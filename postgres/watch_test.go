@@ -11,6 +11,7 @@ import (
 )
 
 func TestLinkedSubjects(t *testing.T) {
+	testDB := testStore(t)
 	ctx := context.Background()
 	tn := newTenant(t)
 	at := time.Now().UTC()

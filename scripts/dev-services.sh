@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# dev-services.sh up|down|status
+# dev-services.sh up|down|status [dev|server]
 #
 # Brings up what CommitLayer needs on a developer machine or in CI:
-#   - a Temporal dev server (temporal server start-dev), installed with `go install` when missing,
-#     started in the background with its SQLite file and log under $COMMITLAYER_DATA_DIR;
+#   - dev (the default): a Temporal dev server (temporal server start-dev), installed with `go install`
+#     when missing, started in the background with its SQLite file and log under $COMMITLAYER_DATA_DIR;
+#   - server: Temporal's own server binary with PostgreSQL persistence and visibility, the way a
+#     cluster runs (see scripts/temporal-server.bash; frontend at 127.0.0.1:$TEMPORAL_CLUSTER_PORT,
+#     7243 by default, so it runs beside the dev server);
 #   - PostgreSQL answering, and the database named by DATABASE_URL.
-# Every command is idempotent. `down` stops only what `up` started (it keeps a pid file).
+# Every command is idempotent. `down` stops only what `up` started (it keeps pid files); `down` and
+# `status` without a mode cover both servers. The mode can also come from COMMITLAYER_TEMPORAL.
 #
 # Environment (all optional):
 #   DATABASE_URL              postgres://postgres@127.0.0.1:5432/commitlayer?sslmode=disable
@@ -19,6 +23,8 @@
 set -euo pipefail
 
 export GOTOOLCHAIN=local
+# `make up TEMPORAL=server` exports TEMPORAL; here the name holds the CLI's path.
+unset TEMPORAL
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DATA_DIR=${COMMITLAYER_DATA_DIR:-$ROOT/.data}
@@ -362,26 +368,53 @@ postgres_status() {
 	return 1
 }
 
+# ---------------------------------------------------------------------------- Temporal server
+
+# shellcheck source=temporal-server.bash
+source "$ROOT/scripts/temporal-server.bash"
+
 # ---------------------------------------------------------------------------- main
 
 usage() {
-	echo "usage: $0 up|down|status" >&2
+	echo "usage: $0 up|down|status [dev|server]" >&2
 	exit 2
 }
 
-[[ $# -eq 1 ]] || usage
+[[ $# -eq 1 || $# -eq 2 ]] || usage
+case ${2:-dev} in
+dev | server) ;;
+*) usage ;;
+esac
+mode=${2:-${COMMITLAYER_TEMPORAL:-}}
+case $mode in
+'' | dev | server) ;;
+*) die "COMMITLAYER_TEMPORAL is dev or server, got '$mode'" ;;
+esac
 case $1 in
 up)
 	postgres_up
-	temporal_up
+	if [[ $mode == server ]]; then
+		cluster_up
+	else
+		temporal_up
+	fi
 	;;
 down)
-	temporal_down
+	[[ $mode == server ]] || temporal_down
+	[[ $mode == dev ]] || cluster_down
 	postgres_down
 	;;
 status)
 	rc=0
-	temporal_status || rc=1
+	case $mode in
+	server) cluster_status || rc=1 ;;
+	dev) temporal_status || rc=1 ;;
+	*)
+		temporal_status || rc=1
+		# The real server is reported when this script started it; it does not count otherwise.
+		if our_cluster_pid >/dev/null; then cluster_status || true; fi
+		;;
+	esac
 	postgres_status || rc=1
 	exit $rc
 	;;

@@ -68,9 +68,9 @@ func TestStartIsIdempotentAndRecheckOfUnknownIsNotRunning(t *testing.T) {
 	t.Cleanup(func() {
 		_ = c.TerminateWorkflow(context.Background(), workflows.VerifyWorkflowID(tenant, "act_1"), "", "test done")
 	})
-	d, err := c.DescribeWorkflowExecution(ctx, workflows.VerifyWorkflowID(tenant, "act_1"), "")
+	d, err := c.DescribeWorkflow(ctx, workflows.VerifyWorkflowID(tenant, "act_1"), "")
 	require.NoError(t, err)
-	require.Equal(t, "VerifyAction", d.WorkflowExecutionInfo.Type.Name)
+	require.Equal(t, "VerifyAction", d.WorkflowType.Name)
 
 	_, err = vc.Recheck(ctx, tenant, "act_never_recorded")
 	require.True(t, errors.Is(err, verify.ErrNotRunning), "%v", err)

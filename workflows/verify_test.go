@@ -63,8 +63,6 @@ func (w *world) evaluate(_ context.Context, in activities.EvaluateInput) (activi
 	return activities.EvaluateResult{Verdict: v, Changed: true}, nil
 }
 
-func (w *world) openVerifications(context.Context, string) (int, error) { return 0, nil }
-
 func (w *world) endWatchAct(context.Context, activities.EndWatchInput) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -24,6 +24,7 @@ import (
 
 	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/internal/netguard"
 	"github.com/commitlayer/commitlayer/internal/secrets"
 	"github.com/commitlayer/commitlayer/metrics"
 	"github.com/commitlayer/commitlayer/postgres"
@@ -130,6 +131,8 @@ type Main struct {
 	Activities *activities.Activities
 	// WorkerOptions tune the worker.
 	WorkerOptions worker.Options
+	// Guard keeps connector and webhook addresses off internal networks.
+	Guard *netguard.Guard
 	// Secrets seals and opens connector credentials; nil without
 	// COMMITLAYER_SECRETS_KEY.
 	Secrets *secrets.Box
@@ -198,6 +201,12 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		return fmt.Errorf("%s: %w", secrets.EnvKey, err)
 	}
 	m.Secrets = box
+	gopts, err := netguard.FromEnv()
+	if err != nil {
+		return err
+	}
+	gopts.Timeout = connectorTimeout
+	m.Guard = netguard.New(gopts)
 	m.Contracts = service.NewContracts(m.DB, 0)
 	m.Actions = service.NewActions(m.DB, m.Contracts, nil)
 	var benchmarks api.Benchmarks
@@ -215,6 +224,7 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		Contracts:     m.Contracts,
 		Reconciler:    m.Reconciler,
 		Secrets:       m.Secrets,
+		Guard:         m.Guard,
 		MaxFutureSkew: m.Config.MaxFutureSkew,
 	})
 	if roles.Worker {
@@ -277,10 +287,14 @@ func (m *Main) startWorker(ctx context.Context, withBenchmark bool) error {
 		return err
 	}
 	m.Activities = &activities.Activities{
-		Store:      m.DB,
-		Notify:     m.Verifier,
-		Logger:     m.Logger,
-		HTTPClient: &http.Client{Timeout: connectorTimeout},
+		Store:  m.DB,
+		Notify: m.Verifier,
+		Logger: m.Logger,
+		// Production pulls go through the address guard: no loopback,
+		// private, link-local or metadata address, at dial time and on
+		// every redirect, unless COMMITLAYER_ALLOW_PRIVATE_ADDRESSES=1.
+		HTTPClient: m.Guard.Client(),
+		DialFunc:   m.Guard.DialContext,
 		Contracts:  m.Contracts,
 		Secrets:    m.Secrets,
 	}

@@ -68,6 +68,8 @@ func newStackOn(t *testing.T, roles Roles, temporalAddr string) *stack {
 		"COMMITLAYER_ADMIN_KEY":   "test-admin-" + randHex(12),
 		"COMMITLAYER_TASK_QUEUE":  "commitlayer-test-" + randHex(6),
 		"COMMITLAYER_SANDBOX_DIR": t.TempDir(),
+		// The test's feeds are httptest servers on the loopback.
+		"COMMITLAYER_ALLOW_PRIVATE_ADDRESSES": "1",
 	}
 	for k, v := range env {
 		t.Setenv(k, v)
@@ -369,8 +371,8 @@ func TestWorkerKilledWhileVerificationsWait(t *testing.T) {
 	// And every workflow completed (watch 0s).
 	require.Eventually(t, func() bool {
 		for _, id := range ids {
-			d, err := s.m.Temporal.DescribeWorkflowExecution(context.Background(), workflowIDFor(s, key, id), "")
-			if err != nil || d.WorkflowExecutionInfo.GetCloseTime() == nil {
+			d, err := s.m.Temporal.DescribeWorkflow(context.Background(), workflowIDFor(s, key, id), "")
+			if err != nil || d.WorkflowCloseTime == nil {
 				return false
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/internal/netguard"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 )
@@ -89,10 +90,19 @@ func demoCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, st
 // written and printed. The exit status is 1 when any scenario disagrees
 // with the oracle.
 func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdout, stderr io.Writer) int {
+	// A key the user supplied is never printed; one made here for this run
+	// is, so the user can reach the admin routes while it runs.
+	generatedKey := false
 	if o.serve && os.Getenv("COMMITLAYER_ADMIN_KEY") == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		os.Setenv("COMMITLAYER_ADMIN_KEY", "demo-"+hex.EncodeToString(b[:]))
+		generatedKey = true
+	}
+	// The sandbox's systems listen on the loopback: its runs allow private
+	// addresses (a production process does not, unless told).
+	if os.Getenv(netguard.EnvAllowPrivate) == "" {
+		os.Setenv(netguard.EnvAllowPrivate, "1")
 	}
 	roles := Roles{Worker: true, API: o.serve, Benchmark: true}
 	cfg, err := ConfigFromEnv(roles)
@@ -117,7 +127,11 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	fmt.Fprintf(stdout, "CommitLayer failure matrix: run %s, %d scenarios, %d at a time\n", runID, len(started.Scenarios), o.concurrency)
 	fmt.Fprintf(stdout, "Temporal UI: %s (query: CommitLayerRun=\"%s\")\n", temporalUI(cfg), runID)
 	if o.serve {
-		fmt.Fprintf(stdout, "API: %s (admin key in COMMITLAYER_ADMIN_KEY=%s)\n", m.URL(), cfg.AdminKey)
+		if generatedKey {
+			fmt.Fprintf(stdout, "API: %s (admin key for this run: %s)\n", m.URL(), cfg.AdminKey)
+		} else {
+			fmt.Fprintf(stdout, "API: %s (admin key: the COMMITLAYER_ADMIN_KEY you set)\n", m.URL())
+		}
 	}
 	last := -1
 	res, err := m.Runner.Wait(ctx, runID, time.Second, func(p bench.Progress) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/netguard"
 )
 
 var (
@@ -27,9 +28,19 @@ var (
 	// this verification.
 	ErrUnreachable = errors.New("http_events feed unreachable")
 	// ErrBadResponse means the feed answered, but not with a valid page: a
-	// non-2xx status, or a body that is not a well-formed page.
-	ErrBadResponse = errors.New("http_events feed gave a bad response")
+	// non-2xx status, or a body that is not a well-formed page. It wraps
+	// netguard.ErrBadResponse, so netguard.Classify says "bad response".
+	ErrBadResponse error = &kindError{"http_events feed gave a bad response", netguard.ErrBadResponse}
 )
+
+// kindError is a sentinel with its own text that also is a more general one.
+type kindError struct {
+	msg  string
+	kind error
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
 
 // StatusError is a non-2xx answer from a feed. errors.Is(err,
 // ErrBadResponse) holds for it.
@@ -47,6 +58,9 @@ func (e *StatusError) Error() string {
 	}
 	return fmt.Sprintf("http_events feed answered %d", e.StatusCode)
 }
+
+// HTTPStatus is the status, for netguard.Classify ("http 503").
+func (e *StatusError) HTTPStatus() int { return e.StatusCode }
 
 // Is makes errors.Is(err, ErrBadResponse) hold.
 func (e *StatusError) Is(target error) bool { return target == ErrBadResponse }

@@ -21,13 +21,14 @@ type composeFile struct {
 }
 
 type composeService struct {
-	Image       string            `yaml:"image"`
-	Build       any               `yaml:"build"`
-	Command     []string          `yaml:"command"`
-	Environment map[string]string `yaml:"environment"`
-	Ports       []string          `yaml:"ports"`
-	Volumes     []string          `yaml:"volumes"`
-	DependsOn   map[string]struct {
+	Image         string            `yaml:"image"`
+	ContainerName string            `yaml:"container_name"`
+	Build         any               `yaml:"build"`
+	Command       []string          `yaml:"command"`
+	Environment   map[string]string `yaml:"environment"`
+	Ports         []string          `yaml:"ports"`
+	Volumes       []string          `yaml:"volumes"`
+	DependsOn     map[string]struct {
 		Condition string `yaml:"condition"`
 	} `yaml:"depends_on"`
 	Healthcheck *struct {
@@ -52,35 +53,33 @@ var requiredVar = regexp.MustCompile(`\$\{[A-Z_][A-Z0-9_]*:\?[^}]*\}`)
 
 func TestComposeServices(t *testing.T) {
 	f := loadCompose(t)
-	for _, name := range []string{"temporal", "postgres", "worker", "api"} {
+	for _, name := range []string{"postgres", "temporal-schema", "temporal", "temporal-init", "migrate", "worker", "api"} {
 		require.Contains(t, f.Services, name)
 	}
-
-	temporal := f.Services["temporal"]
-	require.Regexp(t, `^temporalio/temporal:\d+\.\d+\.\d+$`, temporal.Image, "a pinned official CLI image")
-	require.Equal(t, []string{"server", "start-dev"}, temporal.Command[:2])
-	require.Contains(t, temporal.Command, "--ip=0.0.0.0", "reachable from the other containers")
+	require.Regexp(t, `temporalio/server:\d+\.\d+\.\d+\}?$`, f.Services["temporal"].Image, "Temporal's own server, pinned")
+	require.Regexp(t, `temporalio/admin-tools:\d+\.\d+\.\d+\}?$`, f.Services["temporal-schema"].Image)
+	require.Equal(t, "service_completed_successfully", f.Services["temporal"].DependsOn["temporal-schema"].Condition)
+	init := strings.Join(f.Services["temporal-init"].Command, " ")
 	for _, sa := range []string{"CommitLayerVerdict=Keyword", "CommitLayerContract=Keyword", "CommitLayerAgent=Keyword",
 		"CommitLayerSubject=Keyword", "CommitLayerTenant=Keyword", "CommitLayerProvisional=Bool",
 		"CommitLayerRun=Keyword", "CommitLayerScenario=Keyword", "CommitLayerAgree=Keyword"} {
-		require.Contains(t, temporal.Command, "--search-attribute="+sa)
+		require.Contains(t, init, sa)
 	}
-
 	require.Regexp(t, `^postgres:15(\.|$)`, f.Services["postgres"].Image)
 	require.Contains(t, f.Volumes, "postgres-data", "PostgreSQL keeps its data in a named volume")
 	require.Contains(t, f.Services["postgres"].Volumes, "postgres-data:/var/lib/postgresql/data")
-
 	for _, name := range []string{"worker", "api"} {
 		svc := f.Services[name]
 		require.NotNil(t, svc.Build, "%s is built from the Dockerfile", name)
 		require.Equal(t, []string{name}, svc.Command)
-		require.Equal(t, "service_healthy", svc.DependsOn["temporal"].Condition, name)
+		require.Equal(t, "service_completed_successfully", svc.DependsOn["temporal-init"].Condition, name)
 		require.Equal(t, "temporal:7233", svc.Environment["TEMPORAL_ADDRESS"], name)
 		require.Contains(t, svc.Environment, "DATABASE_URL", name)
 	}
+	require.Empty(t, f.Services["worker"].Ports, "a scaled worker publishes no port")
+	require.Empty(t, f.Services["worker"].ContainerName, "a scaled worker has no fixed name")
 	for _, name := range []string{"temporal", "postgres", "api"} {
 		require.NotNil(t, f.Services[name].Healthcheck, "%s has a healthcheck", name)
-		require.NotEmpty(t, f.Services[name].Healthcheck.Test)
 	}
 	require.Equal(t, "service_healthy", f.Services["migrate"].DependsOn["postgres"].Condition)
 	require.Contains(t, f.Services["api"].Environment, "COMMITLAYER_ADMIN_KEY")

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // devServices runs scripts/dev-services.sh with env added to a clean copy of the environment and
@@ -103,7 +104,7 @@ func TestDevServicesUpRefusesForeignPort(t *testing.T) {
 	}
 	admin := adminURL(t)
 	// Something that is not Temporal holds the port: up must say so and start nothing.
-	busy, _, _ := fakeHealthServer(t, answer(healthResponse(2), "0", ""))
+	busy := fakeHealthServer(t, healthpb.HealthCheckResponse_NOT_SERVING)
 	_, port, err := splitHostPort(busy)
 	require.NoError(t, err)
 	dir := t.TempDir()
@@ -212,5 +213,5 @@ func splitHostPort(addr string) (string, string, error) { return net.SplitHostPo
 func temporalReachableNow(addr string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	return grpcHealth(ctx, addr, healthService)
+	return checkHealth(ctx, addr)
 }

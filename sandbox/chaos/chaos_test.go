@@ -341,7 +341,7 @@ func TestArmRejectsBadRules(t *testing.T) {
 
 func TestStaleReadArmFailsWhenFeedDown(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "down", 503)
+		http.Error(w, "down", http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
 	tr := chaos.New(nil, srv.URL)
