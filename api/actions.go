@@ -15,8 +15,13 @@ import (
 // maxIdempotencyKey bounds an Idempotency-Key header.
 const maxIdempotencyKey = 255
 
-// orphanWindow is how far back GET /v1/actions/orphans looks by default.
-const orphanWindow = 7 * 24 * time.Hour
+// orphanWindow is how far back GET /v1/actions/orphans looks by default,
+// and maxOrphanLookback how far back its since may reach: the scan is
+// bounded, and a time the store cannot take (year 1) is a 400, not a 500.
+const (
+	orphanWindow      = 7 * 24 * time.Hour
+	maxOrphanLookback = 366 * 24 * time.Hour
+)
 
 // postAction records an action and starts its verification: 202
 // {"id","verdict_url"} with Location. The same Idempotency-Key (or the same
@@ -244,7 +249,8 @@ type orphanView struct {
 }
 
 // orphans lists effects of the kinds a contract expects or forbids on
-// subjects with no recorded action of it in the window.
+// subjects with no recorded action of it in the window: from since (default
+// 7 days ago; at most 366 days ago, and not after now) until now.
 func (s *Server) orphans(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
 	q := r.URL.Query()
@@ -263,6 +269,16 @@ func (s *Server) orphans(w http.ResponseWriter, r *http.Request) {
 		ts, err := parseTime(v)
 		if err != nil {
 			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "since: %s", err.Error()))
+			return
+		}
+		switch earliest := now.Add(-maxOrphanLookback); {
+		case ts.Before(earliest):
+			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
+				"since: must be at most %d days before now (%s or later)", maxOrphanLookback/(24*time.Hour), earliest.Format(time.RFC3339)))
+			return
+		case ts.After(now):
+			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
+				"since: must not be after now (%s)", now.Format(time.RFC3339)))
 			return
 		}
 		since = ts

@@ -164,7 +164,7 @@ func BenchmarkDecodeFacts(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		facts, err := decodeFacts(bytes.NewReader(body))
+		facts, err := decodeFacts(bytes.NewReader(body), futureBound{})
 		if err != nil || len(facts) != batch {
 			b.Fatal(err)
 		}

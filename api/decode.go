@@ -16,12 +16,20 @@ import (
 )
 
 // decodeJSON decodes exactly one JSON value from body into dst, rejecting
-// unknown fields and trailing data. Numbers in untyped (any) fields stay
-// json.Number, so attrs and params keep exact integers. Errors are *apiError: 413 for a body
-// over its http.MaxBytesReader limit, 400 invalid_json for malformed JSON,
-// 400 invalid_request for a value of the wrong type or an unknown field.
+// unknown fields, keys given twice and trailing data. Numbers in untyped
+// (any) fields stay json.Number, so attrs and params keep exact integers.
+// Errors are *apiError: 413 for a body over its http.MaxBytesReader limit,
+// 400 invalid_json for malformed JSON or a key given twice, 400
+// invalid_request for a value of the wrong type or an unknown field.
 func decodeJSON(body io.Reader, dst any) error {
-	dec := json.NewDecoder(body)
+	data, err := readBody(body)
+	if err != nil {
+		return err
+	}
+	if err := checkDuplicateKeys(data); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	if err := dec.Decode(dst); err != nil {
@@ -124,9 +132,17 @@ type factIn struct {
 // {"facts":[Fact…]}: every fact must pass Fact.Validate, with attrs
 // normalized. The first bad fact rejects the batch, named by index and
 // field ("facts[3].subject: …"). The array is read one fact at a time, so
-// even a JSON type error names the fact.
-func decodeFacts(body io.Reader) ([]commitlayer.Fact, error) {
-	dec := json.NewDecoder(body)
+// even a JSON type error names the fact. A key given twice anywhere is
+// refused (invalid_json), and so is an occurred_at after the bound.
+func decodeFacts(body io.Reader, bound futureBound) ([]commitlayer.Fact, error) {
+	data, err := readBody(body)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDuplicateKeys(data); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	dec.UseNumber()
 	bad := func(format string, args ...any) error {
@@ -170,7 +186,7 @@ func decodeFacts(body io.Reader) ([]commitlayer.Fact, error) {
 			if err := dec.Decode(&in); err != nil {
 				return nil, jsonErrorAt(fmt.Sprintf("facts[%d]", i), err)
 			}
-			f, err := in.fact()
+			f, err := in.fact(bound)
 			if err != nil {
 				return nil, bad("facts[%d].%s", i, err.Error())
 			}
@@ -217,8 +233,16 @@ func jsonKind(tok json.Token) string {
 	return "null"
 }
 
-// fact converts and validates; its errors read "field: reason".
-func (in *factIn) fact() (commitlayer.Fact, error) {
+// futureBound is the latest occurred_at accepted: the server's clock plus
+// the allowed skew. The zero bound accepts any time.
+type futureBound struct {
+	Latest time.Time
+	Skew   time.Duration
+}
+
+// fact converts and validates, refusing an occurred_at after the bound;
+// its errors read "field: reason".
+func (in *factIn) fact(bound futureBound) (commitlayer.Fact, error) {
 	f := commitlayer.Fact{
 		Source:     in.Source,
 		Type:       in.Type,
@@ -236,6 +260,10 @@ func (in *factIn) fact() (commitlayer.Fact, error) {
 		t, err := parseTime(in.OccurredAt)
 		if err != nil {
 			return f, fmt.Errorf("occurred_at: %w", err)
+		}
+		if !bound.Latest.IsZero() && t.After(bound.Latest) {
+			return f, fmt.Errorf("occurred_at: %s is later than %s, the server's clock plus %s",
+				t.Format(time.RFC3339Nano), bound.Latest.UTC().Format(time.RFC3339Nano), bound.Skew)
 		}
 		f.OccurredAt = t
 	}
@@ -343,7 +371,8 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// actionIn is an action on the wire.
+// actionIn is an action on the wire. RequestedAt is nil when absent or
+// null (the server sets it); a value present is checked, even "" or year 1.
 type actionIn struct {
 	ID              string          `json:"id"`
 	Contract        string          `json:"contract"`
@@ -351,7 +380,7 @@ type actionIn struct {
 	Agent           string          `json:"agent"`
 	Subject         string          `json:"subject"`
 	Params          any             `json:"params"`
-	RequestedAt     string          `json:"requested_at"`
+	RequestedAt     *string         `json:"requested_at"`
 	Claim           *claimIn        `json:"claim"`
 	Trace           json.RawMessage `json:"trace"`
 }
@@ -368,6 +397,11 @@ type actionRequest struct {
 	Action commitlayer.Action
 	Hash   []byte
 }
+
+// minRequestedAt is the earliest requested_at accepted: the Unix epoch. A
+// zero time (year 1) is "unset" inside the service, so it must never
+// arrive from a client as a value.
+var minRequestedAt = time.Unix(0, 0).UTC()
 
 // decodeAction reads and validates an action. Validation that needs the
 // clock (a missing requested_at) or the contract happens in the handler.
@@ -391,10 +425,13 @@ func decodeAction(body io.Reader) (actionRequest, error) {
 	if in.ContractVersion < 0 {
 		return actionRequest{}, bad(errors.New("contract_version: must be positive (or absent for the latest)"))
 	}
-	if in.RequestedAt != "" {
-		t, err := parseTime(in.RequestedAt)
+	if in.RequestedAt != nil {
+		t, err := parseTime(*in.RequestedAt)
 		if err != nil {
 			return actionRequest{}, bad(fmt.Errorf("requested_at: %w", err))
+		}
+		if t.Before(minRequestedAt) {
+			return actionRequest{}, bad(fmt.Errorf("requested_at: must be %s or later", minRequestedAt.Format(time.RFC3339)))
 		}
 		a.RequestedAt = t
 	}

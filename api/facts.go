@@ -19,14 +19,16 @@ import (
 	"github.com/commitlayer/commitlayer/internal/netguard"
 )
 
-// postFacts ingests a batch: every fact validated, the batch and the
+// postFacts ingests a batch: every fact validated (one dated more than
+// MaxFutureSkew after the server's clock is refused), the batch and the
 // notice to the open verifications of its subjects stored whole or not at
 // all, then the notice delivered. A notice Temporal does not take now stays
 // in the outbox and the reconciler delivers it later: accepted facts always
 // reach their verifications.
 func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
-	facts, err := decodeFacts(http.MaxBytesReader(w, r.Body, MaxFactsBody))
+	facts, err := decodeFacts(http.MaxBytesReader(w, r.Body, MaxFactsBody),
+		futureBound{Latest: s.now().UTC().Add(s.maxFutureSkew), Skew: s.maxFutureSkew})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -117,7 +117,7 @@ func TestFactsBadInput(t *testing.T) {
 		{"facts null", `{"facts": null}`, http.StatusBadRequest, codeInvalidRequest, "facts"},
 		{"facts empty", `{"facts": []}`, http.StatusBadRequest, codeInvalidRequest, "at least one"},
 		{"facts wrong type", `{"facts": "many"}`, http.StatusBadRequest, codeInvalidRequest, "facts: expected an array, got a string"},
-		{"facts twice", `{"facts": [], "facts": []}`, http.StatusBadRequest, codeInvalidRequest, "twice"},
+		{"facts twice", `{"facts": [], "facts": []}`, http.StatusBadRequest, codeInvalidJSON, "twice"},
 		{"fact not object", `{"facts": [1]}`, http.StatusBadRequest, codeInvalidRequest, "facts[0]"},
 		{"unknown top field", `{"facts": [], "extra": 1}`, http.StatusBadRequest, codeInvalidRequest, "extra"},
 		{"unknown fact field", batch(with("colour", "blue")), http.StatusBadRequest, codeInvalidRequest, `facts[3]: unknown field \"colour\"`},

@@ -30,11 +30,14 @@ func FuzzDecodeFacts(f *testing.F) {
 		`{"facts":[{"source":"a","type":"t","subject":"a:b","external_id":"x","occurred_at":"2026-11-29T10:00:00Z","seq":5,"extra":1}]}`,
 		`{"facts":[{"source":"a","type":"t","subject":"a:b","external_id":"x","occurred_at":"2026-13-29T10:00:00Z"}]}`,
 		`{"facts":[{"source":"a","type":"t","subject":"a:b","external_id":"x","occurred_at":"2026-11-29T10:00:00Z","links":["x"]}]} trailing`,
+		`{"facts":[{"source":"a","type":"t","subject":"a:b","external_id":"x","occurred_at":"2026-11-29T10:00:00Z","attrs":{"k":1,"k":2}}]}`,
+		`{"facts":[{"source":"a","type":"t","subject":"a:b","external_id":"x","external_id":"y","occurred_at":"2026-11-29T10:00:00Z"}],"facts":[]}`,
+		`{"facts":[{"source":"a","type":"t","subject":"a:b","external_id":"x","occurred_at":"9999-12-31T23:59:59Z","attrs":{"a":[{"k":1},{"k":1}]}}]}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		facts, err := decodeFacts(bytes.NewReader(body))
+		facts, err := decodeFacts(bytes.NewReader(body), futureBound{})
 		if err != nil {
 			requireClientError(t, err)
 			return
@@ -56,6 +59,10 @@ func FuzzDecodeAction(f *testing.F) {
 		`{"contract":"c","agent":"a","subject":"a:b","params":[]}`, `{"contract":"c","agent":"a","subject":"a:b","contract_version":-3}`,
 		`{"contract":"c","agent":"a","subject":"a:b","claim":{"status":"\u0000"}}`, `{}`, `[]`, ``, `null`, `{"contract":5}`,
 		`{"contract":"c","agent":"a","subject":"a:b","params":{"x":1e400}}`,
+		`{"contract":"c","agent":"a","subject":"a:b","requested_at":"0001-01-01T00:00:00Z"}`,
+		`{"contract":"c","agent":"a","subject":"a:b","requested_at":null,"params":{"a":{"k":1},"b":{"k":1}}}`,
+		`{"contract":"c","agent":"a","subject":"a:b","params":{"k":1,"\u006b":2},"trace":[{"t":1,"t":2}]}`,
+		`{"contract":"c","agent":"a","subject":"a:b","requested_at":""}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -67,6 +74,7 @@ func FuzzDecodeAction(f *testing.F) {
 		}
 		require.Len(t, a.Hash, 32)
 		act := a.Action
+		require.True(t, act.RequestedAt.IsZero() || !act.RequestedAt.Before(minRequestedAt), "requested_at %s", act.RequestedAt)
 		if act.RequestedAt.IsZero() {
 			act.RequestedAt = act.RequestedAt.Add(1)
 		}

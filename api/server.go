@@ -37,6 +37,11 @@ const (
 	MaxBody = 1 << 20
 )
 
+// DefaultMaxFutureSkew is how far after the server's clock a pushed fact
+// may be dated when Config.MaxFutureSkew is 0: a source's clock may run
+// ahead, a typo'd year may not.
+const DefaultMaxFutureSkew = 24 * time.Hour
+
 // Timeouts of calls the API makes on a request's behalf.
 const (
 	healthTimeout = 2 * time.Second
@@ -168,6 +173,10 @@ type Config struct {
 	// Contracts loads compiled contracts; the process shares one with its
 	// activities. Nil makes one on Store.
 	Contracts *service.Contracts
+	// MaxFutureSkew bounds how far after the server's clock a pushed
+	// fact's occurred_at may be (a later one is refused with 400); 0 or
+	// less means DefaultMaxFutureSkew.
+	MaxFutureSkew time.Duration
 	// Secrets seals connector credentials (the stripe kind's key); nil
 	// refuses the kinds that need one.
 	Secrets *secrets.Box
@@ -203,6 +212,8 @@ type Server struct {
 	registry   *prometheus.Registry
 	now        func() time.Time
 	metrics    *httpMetrics
+	// maxFutureSkew bounds a fact's occurred_at after now.
+	maxFutureSkew time.Duration
 
 	contracts *service.Contracts
 	started   startedSet
@@ -254,6 +265,10 @@ func New(cfg Config) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.maxFutureSkew = cfg.MaxFutureSkew
+	if s.maxFutureSkew <= 0 {
+		s.maxFutureSkew = DefaultMaxFutureSkew
+	}
 	s.metrics = newHTTPMetrics(s.registry)
 	if s.contracts == nil {
 		s.contracts = service.NewContracts(cfg.Store, 0)
@@ -269,19 +284,19 @@ func New(cfg Config) *Server {
 	s.handle("POST /v1/contracts", authTenant, s.postContract)
 	s.handle("GET /v1/contracts", authTenant, s.listContracts)
 	s.handle("GET /v1/contracts/{id}", authTenant, s.getContract)
-	s.handle("POST /v1/facts", authTenant, s.postFacts)
-	s.handle("POST /v1/connectors", authTenant, s.postConnector)
+	s.handle("POST /v1/facts", authTenant, s.jsonOnly(s.postFacts))
+	s.handle("POST /v1/connectors", authTenant, s.jsonOnly(s.postConnector))
 	s.handle("GET /v1/connectors", authTenant, s.listConnectors)
 	s.handle("DELETE /v1/connectors/{id}", authTenant, s.deleteConnector)
 	s.handle("GET /v1/sources", authTenant, s.listSources)
-	s.handle("POST /v1/actions", authTenant, s.postAction)
+	s.handle("POST /v1/actions", authTenant, s.jsonOnly(s.postAction))
 	s.handle("GET /v1/actions/orphans", authTenant, s.orphans)
 	s.handle("GET /v1/actions/{id}", authTenant, s.getAction)
 	s.handle("POST /v1/actions/{id}/recheck", authTenant, s.recheck)
 
-	s.handle("POST /v1/admin/tenants", authAdmin, s.postTenant)
+	s.handle("POST /v1/admin/tenants", authAdmin, s.jsonOnly(s.postTenant))
 	s.handle("GET /v1/admin/tenants", authAdmin, s.listTenants)
-	s.handle("POST /v1/admin/benchmark", authAdmin, s.postBenchmark)
+	s.handle("POST /v1/admin/benchmark", authAdmin, s.jsonOnly(s.postBenchmark))
 	s.handle("GET /v1/admin/benchmark", authAdmin, s.listBenchmarks)
 	s.handle("GET /v1/admin/benchmark/{id}", authAdmin, s.getBenchmark)
 	s.handle("DELETE /v1/admin/benchmark/{id}/tenants", authAdmin, s.purgeBenchmark)

@@ -57,7 +57,10 @@ type Config struct {
 	// PollInterval is how often connectors are pulled during a watch
 	// (COMMITLAYER_POLL_INTERVAL, a Go duration).
 	PollInterval time.Duration
-	Temporal     client.Options // TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*
+	// MaxFutureSkew bounds how far after the API's clock a pushed fact may
+	// be dated (COMMITLAYER_MAX_FUTURE_SKEW, a Go duration, default 24h).
+	MaxFutureSkew time.Duration
+	Temporal      client.Options // TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*
 	// SandboxDir holds the sandbox enterprises' files while a benchmark
 	// runs (COMMITLAYER_SANDBOX_DIR, default .data/sandbox).
 	SandboxDir string
@@ -82,6 +85,14 @@ func ConfigFromEnv(roles Roles) (Config, error) {
 			return Config{}, fmt.Errorf("COMMITLAYER_POLL_INTERVAL %q is not a positive duration", s)
 		}
 		cfg.PollInterval = d
+	}
+	cfg.MaxFutureSkew = api.DefaultMaxFutureSkew
+	if s := os.Getenv("COMMITLAYER_MAX_FUTURE_SKEW"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return Config{}, fmt.Errorf("COMMITLAYER_MAX_FUTURE_SKEW %q is not a positive duration (e.g. 24h)", s)
+		}
+		cfg.MaxFutureSkew = d
 	}
 	if roles.API && len(cfg.AdminKey) < 16 {
 		return Config{}, errors.New("COMMITLAYER_ADMIN_KEY must be set to a secret of at least 16 characters")
@@ -204,16 +215,17 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		benchmarks = m.Runner
 	}
 	m.API = api.New(api.Config{
-		Store:      m.DB,
-		Verifier:   m.Verifier,
-		Benchmarks: benchmarks,
-		AdminKey:   m.Config.AdminKey,
-		Logger:     m.Logger,
-		Registry:   m.Registry,
-		Contracts:  m.Contracts,
-		Reconciler: m.Reconciler,
-		Secrets:    m.Secrets,
-		Guard:      m.Guard,
+		Store:         m.DB,
+		Verifier:      m.Verifier,
+		Benchmarks:    benchmarks,
+		AdminKey:      m.Config.AdminKey,
+		Logger:        m.Logger,
+		Registry:      m.Registry,
+		Contracts:     m.Contracts,
+		Reconciler:    m.Reconciler,
+		Secrets:       m.Secrets,
+		Guard:         m.Guard,
+		MaxFutureSkew: m.Config.MaxFutureSkew,
 	})
 	if roles.Worker {
 		if err := m.startWorker(ctx, roles.Benchmark); err != nil {
