@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -80,6 +81,20 @@ func TestStartWithStripeFakeRefundsOnStripe(t *testing.T) {
 	truth, _, err := l.Truth(context.Background())
 	require.NoError(t, err)
 	require.NotEmpty(t, truth.Outcome.Status)
+	require.Empty(t, harness.Refusals(res.Trajectory.Calls), "partial refunds: Stripe refuses none")
+
+	// The same lost responses on a full refund: the retry without a key is
+	// refused by Stripe, and the refusal says so.
+	full := sc
+	full.Task.Params = maps.Clone(sc.Task.Params)
+	full.Task.Params["amount"] = int64(12000)
+	l2, err := harness.StartWith(context.Background(), t.TempDir(), full, harness.StartOptions{Payments: sel.Payments})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l2.Close() })
+	res2, err := l2.RunAgent(context.Background())
+	require.NoError(t, err)
+	// The second attempt's answer (a refusal too) is lost to the chaos.
+	require.Equal(t, []string{"POST /payments/refunds attempt 3: 400 charge_already_refunded (Stripe)"}, harness.Refusals(res2.Trajectory.Calls))
 }
 
 func TestRefusalsFromToolResponses(t *testing.T) {
@@ -93,7 +108,10 @@ func TestRefusalsFromToolResponses(t *testing.T) {
 			{Method: "POST", Path: "/payments/refunds", Attempt: 1},
 			{Method: "POST", Path: "/payments/refunds", Attempt: 2, Status: 400,
 				Response: `{"error":{"code":"charge_already_refunded","message":"charge ch_1 has already been refunded (Stripe)"}}`},
-		}, []string{"POST /payments/refunds attempt 2: 400 charge_already_refunded"}},
+		}, []string{"POST /payments/refunds attempt 2: 400 charge_already_refunded (Stripe)"}},
+		{"the sandbox's own refusal", []agent.Call{{Method: "POST", Path: "/payments/refunds", Attempt: 1, Status: 400,
+			Response: `{"error":{"code":"charge_already_refunded","message":"charge ch_1 has already been refunded"}}`}},
+			[]string{"POST /payments/refunds attempt 1: 400 charge_already_refunded"}},
 		{"no code", []agent.Call{{Method: "POST", Path: "/payments/refunds", Attempt: 1, Status: 409, Response: `nope`}},
 			[]string{"POST /payments/refunds attempt 1: 409 (no code)"}},
 		{"load and outages are not refusals", []agent.Call{
@@ -117,13 +135,17 @@ func TestStripeResultsFilesAndMarkdown(t *testing.T) {
 	rows := []harness.Row{
 		{ID: "refund/retried_twice", Workflow: "refund", Claim: "failure", Agree: harness.RowAgree{Outcome: true, Policy: true},
 			Truth:   harness.RowTruth{Outcome: "PASS", Policy: "PASS"},
-			Refused: []string{"POST /payments/refunds attempt 2: 400 charge_already_refunded"}},
+			Refused: []string{"POST /payments/refunds attempt 2: 400 charge_already_refunded (Stripe)"}},
 		{ID: "refund/over_limit", Workflow: "refund", Claim: "success", Agree: harness.RowAgree{Outcome: true, Policy: true},
 			Truth: harness.RowTruth{Outcome: "PASS", Policy: "FAIL"}},
+		{ID: "refund/permission_denied", Workflow: "refund", Claim: "failure", Agree: harness.RowAgree{Outcome: true, Policy: true},
+			Truth: harness.RowTruth{Outcome: "FAIL", Policy: "PASS"}, Refused: []string{"POST /payments/refunds attempt 1: 403 forbidden"}},
 	}
 	sandboxRes := harness.NewResults("abc", testTime, testTime, 4, []harness.Row{
 		{ID: "refund/retried_twice", Workflow: "refund", Claim: "success", Truth: harness.RowTruth{Outcome: "FAIL", Policy: "PASS"}},
 		rows[1],
+		{ID: "refund/permission_denied", Workflow: "refund", Claim: "failure", Truth: harness.RowTruth{Outcome: "FAIL", Policy: "PASS"},
+			Refused: []string{"POST /payments/refunds attempt 1: 403 forbidden"}},
 	})
 	require.Equal(t, "sandbox", sandboxRes.PaymentsBackend)
 	require.Equal(t, "latest", harness.FileBase(sandboxRes))
@@ -138,9 +160,21 @@ func TestStripeResultsFilesAndMarkdown(t *testing.T) {
 	require.True(t, strings.HasPrefix(res.DiffersFromSandbox[0], "refund/retried_twice: "), res.DiffersFromSandbox[0])
 	md := harness.Markdown(res)
 	for _, want := range []string{"payments_backend `stripe-fake`", stripepay.Notice, "## Refused by Stripe",
-		"400 charge_already_refunded", "Compared with the sandbox run of commit abc"} {
+		"| refund/retried_twice | POST /payments/refunds attempt 2: 400 charge_already_refunded (Stripe) |",
+		"not Stripe's", "- refund/permission_denied: POST /payments/refunds attempt 1: 403 forbidden",
+		"Compared with the sandbox run of commit abc"} {
 		require.Contains(t, md, want)
 	}
+	require.NotContains(t, md, "| refund/permission_denied | POST", "not a Stripe refusal")
+
+	// Results from before refusals were recorded: only truth and claims.
+	old := sandboxRes
+	old.PaymentsBackend = ""
+	old.Scenarios = []harness.Row{rows[2]}
+	old.Scenarios[0].Refused = nil
+	harness.CompareWithSandbox(&res, old)
+	require.Empty(t, res.DiffersFromSandbox)
+	require.Contains(t, res.ComparedWith, "predate recorded refusals")
 	dir := t.TempDir()
 	require.NoError(t, harness.WriteFiles(dir, res))
 	js := readFile(t, dir+"/latest_stripe.json")

@@ -344,10 +344,15 @@ func FileBase(res Results) string {
 	return "latest_stripe"
 }
 
+// stripeMark ends a refusal that Stripe made: the Stripe backend names
+// Stripe in the message of every refusal it passes on (sandbox/stripepay),
+// while the sandbox's own checks and the chaos transport never do.
+const stripeMark = " (Stripe)"
+
 // Refusals lists the payments system's 4xx answers to the agent's calls
 // (429 aside, which is load, not a refusal) with the error code the
 // response carried, e.g. "POST /payments/refunds attempt 2: 400
-// charge_already_refunded".
+// charge_already_refunded (Stripe)", marked (Stripe) when Stripe refused.
 func Refusals(calls []agent.Call) []string {
 	var out []string
 	for _, c := range calls {
@@ -356,21 +361,29 @@ func Refusals(calls []agent.Call) []string {
 		}
 		var body struct {
 			Error struct {
-				Code string `json:"code"`
+				Code    string `json:"code"`
+				Message string `json:"message"`
 			} `json:"error"`
 		}
-		code := "(no code)"
-		if json.Unmarshal([]byte(c.Response), &body) == nil && body.Error.Code != "" {
-			code = body.Error.Code
+		code, by := "(no code)", ""
+		if json.Unmarshal([]byte(c.Response), &body) == nil {
+			if body.Error.Code != "" {
+				code = body.Error.Code
+			}
+			if strings.Contains(body.Error.Message, "Stripe") {
+				by = stripeMark
+			}
 		}
-		out = append(out, fmt.Sprintf("%s %s attempt %d: %d %s", c.Method, c.Path, c.Attempt, c.Status, code))
+		out = append(out, fmt.Sprintf("%s %s attempt %d: %d %s%s", c.Method, c.Path, c.Attempt, c.Status, code, by))
 	}
 	return out
 }
 
 // CompareWithSandbox lists in res the rows whose oracle truth, agent claim
 // or refusals differ from the same scenario's row of sandbox (the sandbox
-// matrix's results): the outcomes a Stripe backend changed.
+// matrix's results): the outcomes a Stripe backend changed. Refusals are
+// compared only when sandbox's results record them (they carry
+// payments_backend).
 func CompareWithSandbox(res *Results, sandbox Results) {
 	byID := map[string]Row{}
 	for _, r := range sandbox.Scenarios {
@@ -378,6 +391,9 @@ func CompareWithSandbox(res *Results, sandbox Results) {
 	}
 	res.DiffersFromSandbox = nil
 	res.ComparedWith = "sandbox run of commit " + sandbox.Commit + " started " + sandbox.StartedAt.UTC().Format(time.RFC3339)
+	if sandbox.PaymentsBackend == "" {
+		res.ComparedWith += " (truth and claims; its results predate recorded refusals)"
+	}
 	for _, r := range res.Scenarios {
 		sb, ok := byID[r.ID]
 		if !ok || r.Error != "" || sb.Error != "" {
@@ -390,7 +406,7 @@ func CompareWithSandbox(res *Results, sandbox Results) {
 		if r.Claim != sb.Claim {
 			diffs = append(diffs, fmt.Sprintf("agent claimed %s (sandbox %s)", r.Claim, sb.Claim))
 		}
-		if strings.Join(r.Refused, ";") != strings.Join(sb.Refused, ";") {
+		if sandbox.PaymentsBackend != "" && strings.Join(r.Refused, ";") != strings.Join(sb.Refused, ";") {
 			diffs = append(diffs, fmt.Sprintf("refused %q (sandbox %q)", r.Refused, sb.Refused))
 		}
 		if len(diffs) > 0 {
@@ -525,10 +541,22 @@ func Markdown(res Results) string {
 // differ from the sandbox run compared with.
 func refusalsMarkdown(b *strings.Builder, res Results) {
 	b.WriteString("\n## Refused by Stripe\n\n")
-	b.WriteString("Scenarios where Stripe refused an agent's call (from the recorded tool responses); their outcomes are real outcomes, not skipped.\n\n")
+	b.WriteString("Scenarios where Stripe refused an agent's call (read from the recorded tool responses); their outcomes are real outcomes, not skipped.\n\n")
 	n := 0
+	var other []string
 	for _, r := range res.Scenarios {
-		if len(r.Refused) == 0 {
+		var byStripe, byOthers []string
+		for _, f := range r.Refused {
+			if strings.HasSuffix(f, stripeMark) {
+				byStripe = append(byStripe, f)
+			} else {
+				byOthers = append(byOthers, f)
+			}
+		}
+		if len(byOthers) > 0 {
+			other = append(other, r.ID+": "+strings.Join(byOthers, "; "))
+		}
+		if len(byStripe) == 0 {
 			continue
 		}
 		if n == 0 {
@@ -539,11 +567,17 @@ func refusalsMarkdown(b *strings.Builder, res Results) {
 		if !r.Agrees() {
 			agree = "**no**"
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s/%s | %s |\n", cell(r.ID), cell(strings.Join(r.Refused, "; ")),
+		fmt.Fprintf(b, "| %s | %s | %s | %s/%s | %s |\n", cell(r.ID), cell(strings.Join(byStripe, "; ")),
 			cell(r.Claim), r.Truth.Outcome, r.Truth.Policy, agree)
 	}
 	if n == 0 {
 		b.WriteString("None: Stripe refused none of the agents' calls.\n")
+	}
+	if len(other) > 0 {
+		b.WriteString("\nRefusals of the agents' payments calls that were not Stripe's (the sandbox's own checks, or injected by the chaos transport):\n\n")
+		for _, o := range other {
+			fmt.Fprintf(b, "- %s\n", cell(o))
+		}
 	}
 	if res.ComparedWith != "" {
 		fmt.Fprintf(b, "\nCompared with the %s: ", res.ComparedWith)
