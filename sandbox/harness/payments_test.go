@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"os"
 	"strings"
@@ -9,8 +10,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
@@ -189,4 +193,19 @@ func readFile(t *testing.T, path string) string {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
 	return string(b)
+}
+
+// TestPrepareRefusesStripeWithoutKey: Prepare selects the backend before it
+// creates anything; stripe without a key is a non-retryable error that
+// names the variable (and no store is touched: Store is nil here).
+func TestPrepareRefusesStripeWithoutKey(t *testing.T) {
+	acts := &harness.Activities{Contracts: sbcontracts.FS, Host: &harness.Host{}, Getenv: func(string) string { return "" }}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(acts)
+	_, err := env.ExecuteActivity(acts.Prepare, harness.PrepareInput{RunID: "r", ScenarioID: "refund/baseline", Payments: stripepay.NameStripe})
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	require.True(t, appErr.NonRetryable())
+	require.Contains(t, err.Error(), stripepay.EnvKey)
 }
