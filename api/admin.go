@@ -120,6 +120,11 @@ func (s *Server) postBenchmark(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if len(req.Payments) > 50 || strings.IndexByte(req.Payments, 0) >= 0 {
+		// The runner checks the name against the backends it knows (422).
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "payments: must be a payments backend name"))
+		return
+	}
 	if s.benchmarks == nil {
 		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "benchmark runs are not enabled on this server"))
 		return

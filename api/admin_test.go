@@ -147,6 +147,8 @@ func TestAdminBenchmark(t *testing.T) {
 		{"only blank", `{"only":[" "]}`, http.StatusBadRequest, codeInvalidRequest},
 		{"concurrency negative", `{"concurrency":-1}`, http.StatusBadRequest, codeInvalidRequest},
 		{"concurrency huge", `{"concurrency":1000}`, http.StatusBadRequest, codeInvalidRequest},
+		{"payments wrong type", `{"payments":5}`, http.StatusBadRequest, codeInvalidRequest},
+		{"payments not a name", map[string]string{"payments": strings.Repeat("p", 51)}, http.StatusBadRequest, codeInvalidRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := e.do(req{method: "POST", path: "/v1/admin/benchmark", key: adminKey, body: tc.body})

@@ -145,6 +145,10 @@ type BenchmarkRequest struct {
 	// Concurrency bounds the scenarios run at once; 0 means the runner's
 	// default.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Payments names the sandbox's payments backend: "sandbox" (default),
+	// "stripe-fake" or "stripe". A name only: a key never travels in a
+	// request; the worker reads it from its own environment.
+	Payments string `json:"payments,omitempty"`
 }
 
 // Benchmarks starts benchmark runs. A Start error wrapping a

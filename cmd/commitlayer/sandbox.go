@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/commitlayer/commitlayer/internal/netguard"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
 // sandboxOptions are the flags of `commitlayer sandbox` and `demo`.
@@ -27,6 +30,7 @@ type sandboxOptions struct {
 	serve       bool
 	purge       bool
 	demo        bool
+	payments    string
 }
 
 type listFlag struct{ list *[]string }
@@ -53,9 +57,10 @@ func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOpt
 	fs.SetOutput(stderr)
 	fs.Var(listFlag{&o.only}, "only", "run only scenarios with these ids or id prefixes (comma-separated or repeated), e.g. refund/")
 	fs.IntVar(&o.concurrency, "concurrency", o.concurrency, "scenarios run at once")
-	fs.StringVar(&o.out, "out", o.out, "directory for latest.json and latest.md (empty: don't write)")
+	fs.StringVar(&o.out, "out", o.out, "directory for latest.{json,md} (latest_stripe.{json,md} with a Stripe backend; empty: don't write)")
 	fs.BoolVar(&o.serve, "serve", name == "demo", "also serve the HTTP API on COMMITLAYER_ADDR while the run goes")
 	fs.BoolVar(&o.purge, "purge", false, "delete the run's tenants (and their facts, actions and verdicts) at the end")
+	fs.StringVar(&o.payments, "payments", stripepay.NameSandbox, "payments backend: sandbox, stripe-fake (an in-process fake Stripe) or stripe (Stripe test mode, key in "+stripepay.EnvKey+"); the Stripe ones run refund/ scenarios only and write latest_stripe.{json,md}")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -66,6 +71,19 @@ func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOpt
 		return o, fmt.Errorf("-concurrency must be at least 1")
 	}
 	o.demo = name == "demo"
+	// Refuse a bad backend, a scenario it cannot run, or a missing or
+	// malformed key before anything starts. The key itself stays in this
+	// process's environment, where the harness's activities read it.
+	if _, _, err := bench.SelectScenarios(o.payments, o.only); err != nil {
+		fmt.Fprintf(stderr, "commitlayer %s: %v\n", name, err)
+		return o, err
+	}
+	if o.payments == stripepay.NameStripe {
+		if _, err := stripepay.ConfigFromEnv(os.Getenv); err != nil {
+			fmt.Fprintf(stderr, "commitlayer %s: -payments stripe: %v (or use -payments stripe-fake for the in-process fake Stripe)\n", name, err)
+			return o, err
+		}
+	}
 	return o, nil
 }
 
@@ -118,7 +136,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	}
 	defer m.Close()
 
-	started, err := m.Runner.StartRun(ctx, api.BenchmarkRequest{Only: o.only, Concurrency: o.concurrency})
+	started, err := m.Runner.StartRun(ctx, api.BenchmarkRequest{Only: o.only, Concurrency: o.concurrency, Payments: o.payments})
 	if err != nil {
 		logger.Error("start benchmark", "error", err)
 		return 1
@@ -126,6 +144,9 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	runID := started.Run.ID
 	fmt.Fprintf(stdout, "CommitLayer failure matrix: run %s, %d scenarios, %d at a time\n", runID, len(started.Scenarios), o.concurrency)
 	fmt.Fprintf(stdout, "Temporal UI: %s (query: CommitLayerRun=\"%s\")\n", temporalUI(cfg), runID)
+	if o.payments != stripepay.NameSandbox {
+		fmt.Fprintf(stdout, "payments backend %s: %s\n", o.payments, stripepay.Notice)
+	}
 	if o.serve {
 		if generatedKey {
 			fmt.Fprintf(stdout, "API: %s (admin key for this run: %s)\n", m.URL(), cfg.AdminKey)
@@ -147,12 +168,17 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		return 1
 	}
 	results := harness.NewResults(gitCommit(), res.StartedAt, res.FinishedAt, o.concurrency, res.Rows)
+	results.SetPayments(o.payments)
 	if o.out != "" {
+		base := harness.FileBase(results)
+		if base != "latest" {
+			compareWithSandbox(&results, filepath.Join(o.out, "latest.json"), logger)
+		}
 		if err := harness.WriteFiles(o.out, results); err != nil {
 			logger.Error("write results", "error", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "results: %s/latest.json, %s/latest.md\n", o.out, o.out)
+		fmt.Fprintf(stdout, "results: %s/%s.json, %s/%s.md\n", o.out, base, o.out, base)
 	}
 	fmt.Fprintln(stdout)
 	md := harness.Markdown(results)
@@ -180,6 +206,21 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		return 1
 	}
 	return 0
+}
+
+// compareWithSandbox compares a Stripe run's rows with the sandbox
+// matrix's results in path, when there are any.
+func compareWithSandbox(res *harness.Results, path string, logger *slog.Logger) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return // no sandbox results to compare with
+	}
+	var sb harness.Results
+	if err := json.Unmarshal(b, &sb); err != nil {
+		logger.Warn("compare with the sandbox results", "path", path, "error", err)
+		return
+	}
+	harness.CompareWithSandbox(res, sb)
 }
 
 // quiet keeps interactive runs to errors: the matrix makes systems

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -16,6 +18,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
@@ -70,12 +73,9 @@ func (r *Runner) StartRun(ctx context.Context, req api.BenchmarkRequest) (Starte
 }
 
 func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlayer.BenchmarkRun, client.WorkflowRun, error) {
-	scenarios, err := harness.Select(req.Only)
+	payments, scenarios, err := SelectScenarios(req.Payments, req.Only)
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "only", Reason: err.Error()}
-	}
-	if len(scenarios) == 0 {
-		return commitlayer.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "only", Reason: "selects no scenario"}
+		return commitlayer.BenchmarkRun{}, nil, err
 	}
 	conc := req.Concurrency
 	switch {
@@ -97,7 +97,8 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		Only        []string `json:"only"`
 		Concurrency int      `json:"concurrency"`
 		Scenarios   []string `json:"scenarios"`
-	}{req.Only, conc, ids})
+		Payments    string   `json:"payments"`
+	}{req.Only, conc, ids, payments})
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("encode run request: %w", err)
 	}
@@ -117,8 +118,8 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		TaskQueue:             tq,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(runID)),
-		StaticSummary:         fmt.Sprintf("benchmark %s: %d scenarios, %d at a time", runID, len(ids), conc),
-	}, Benchmark, BenchmarkInput{RunID: runID, ScenarioIDs: ids, Concurrency: conc, StartedAt: now})
+		StaticSummary:         fmt.Sprintf("benchmark %s: %d scenarios, %d at a time, payments %s", runID, len(ids), conc, payments),
+	}, Benchmark, BenchmarkInput{RunID: runID, ScenarioIDs: ids, Concurrency: conc, StartedAt: now, Payments: inputPayments(payments)})
 	if err != nil {
 		run.Status, run.LogTail, run.FinishedAt = "failed", "could not start the Benchmark workflow", time.Now().UTC()
 		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {
@@ -127,6 +128,60 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("start benchmark workflow: %w", err)
 	}
 	return run, wr, nil
+}
+
+// refundWorkflow is the one business process a Stripe-backed run covers:
+// payouts and billing stops stay in the sandbox.
+const refundWorkflow = "refund"
+
+// SelectScenarios checks a run's payments backend name ("" is sandbox) and
+// picks its scenarios: every one selected by only on the sandbox; on a
+// Stripe backend only the refund scenarios, and an only naming any other
+// is refused. Errors are field errors (the API answers 422).
+func SelectScenarios(payments string, only []string) (string, []harness.Scenario, error) {
+	if payments == "" {
+		payments = stripepay.NameSandbox
+	}
+	if !slices.Contains(stripepay.Names, payments) {
+		return "", nil, &commitlayer.FieldError{Field: "payments",
+			Reason: fmt.Sprintf("%q is not a payments backend; use one of %s", payments, strings.Join(stripepay.Names, ", "))}
+	}
+	scenarios, err := harness.Select(only)
+	if err != nil {
+		return "", nil, &commitlayer.FieldError{Field: "only", Reason: err.Error()}
+	}
+	if payments != stripepay.NameSandbox {
+		if len(only) > 0 {
+			var other []string
+			for _, sc := range scenarios {
+				if sc.Workflow != refundWorkflow {
+					other = append(other, sc.ID)
+				}
+			}
+			if len(other) > 0 {
+				if len(other) > 3 {
+					other = append(other[:3], fmt.Sprintf("and %d more", len(other)-3))
+				}
+				return "", nil, &commitlayer.FieldError{Field: "only", Reason: fmt.Sprintf(
+					"payments %s runs only %s/ scenarios (payouts and billing stops stay in the sandbox); not %s",
+					payments, refundWorkflow, strings.Join(other, ", "))}
+			}
+		}
+		scenarios = slices.DeleteFunc(scenarios, func(sc harness.Scenario) bool { return sc.Workflow != refundWorkflow })
+	}
+	if len(scenarios) == 0 {
+		return "", nil, &commitlayer.FieldError{Field: "only", Reason: "selects no scenario"}
+	}
+	return payments, scenarios, nil
+}
+
+// inputPayments is the backend name as workflow inputs carry it: empty for
+// the sandbox, as in runs recorded before there was a choice.
+func inputPayments(name string) string {
+	if name == stripepay.NameSandbox {
+		return ""
+	}
+	return name
 }
 
 func newRunID() string {

@@ -39,6 +39,9 @@ type BenchmarkInput struct {
 	// and Rows the rows finished by earlier runs (continue-as-new).
 	Next int
 	Rows []harness.Row
+	// Payments names the payments backend ("" is the sandbox's own, as in
+	// runs recorded before there was a choice); a name, never a key.
+	Payments string `json:",omitempty"`
 }
 
 // BenchmarkResult is a finished run.
@@ -48,6 +51,8 @@ type BenchmarkResult struct {
 	FinishedAt time.Time
 	Rows       []harness.Row
 	Summary    harness.Summary
+	// Payments is the run's payments backend name ("" is the sandbox).
+	Payments string `json:",omitempty"`
 }
 
 // Progress is what QueryProgress answers.
@@ -116,7 +121,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 			}
 		}
 		in := harness.RunInput{RunID: in.RunID, Status: status, StartedAt: in.StartedAt,
-			Concurrency: window, Rows: finishedRows, Total: len(in.ScenarioIDs)}
+			Concurrency: window, Rows: finishedRows, Total: len(in.ScenarioIDs), Payments: in.Payments}
 		if status != "running" {
 			in.FinishedAt = workflow.Now(ctx)
 		}
@@ -139,7 +144,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		})
 		running[i] = true
 		startedHere++
-		f := workflow.ExecuteChildWorkflow(cctx, Scenario, ScenarioInput{RunID: in.RunID, ScenarioID: id})
+		f := workflow.ExecuteChildWorkflow(cctx, Scenario, ScenarioInput{RunID: in.RunID, ScenarioID: id, Payments: in.Payments})
 		sel.AddFuture(f, func(f workflow.Future) {
 			var row harness.Row
 			if err := f.Get(ctx, &row); err != nil {
@@ -182,13 +187,15 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		return BenchmarkResult{}, fmt.Errorf("record run: %w", err)
 	}
 	return BenchmarkResult{RunID: in.RunID, StartedAt: in.StartedAt, FinishedAt: workflow.Now(ctx),
-		Rows: rows, Summary: summary}, nil
+		Rows: rows, Summary: summary, Payments: in.Payments}, nil
 }
 
 // ScenarioInput names one scenario of a run.
 type ScenarioInput struct {
 	RunID      string
 	ScenarioID string
+	// Payments is the run's payments backend name ("" is the sandbox).
+	Payments string `json:",omitempty"`
 }
 
 // finalVerdictTimeout bounds the wait for a verification's final verdict.
@@ -209,7 +216,7 @@ func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
 	})
 	var prep harness.PrepareResult
 	if err := workflow.ExecuteActivity(sharedCtx, harnessActs.Prepare, harness.PrepareInput{
-		RunID: in.RunID, ScenarioID: in.ScenarioID,
+		RunID: in.RunID, ScenarioID: in.ScenarioID, Payments: in.Payments,
 	}).Get(ctx, &prep); err != nil {
 		return harness.Row{}, fmt.Errorf("prepare: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/business"
+	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
 
@@ -71,6 +72,10 @@ type Activities struct {
 	Logger    *slog.Logger
 	// Host holds this process's live enterprises; it must be set.
 	Host *Host
+	// Getenv reads the payments backend's settings (STRIPE_TEST_SECRET_KEY,
+	// STRIPE_API_BASE) in this process; nil means os.Getenv. Workflow inputs
+	// carry the backend's name only.
+	Getenv func(string) string
 }
 
 // Host holds the live enterprises of the scenarios running in this
@@ -79,6 +84,33 @@ type Host struct {
 	mu       sync.Mutex
 	live     map[string]*live         // by tenant id
 	prepared map[string]PrepareResult // by run/scenario: a retried Prepare answers the same
+	// payments are the payments backends selected in this process, by name,
+	// each selected once (lazily) and closed by CloseAll.
+	payments map[string]*stripepay.Selection
+}
+
+// Payments returns this process's payments backend named name ("" is the
+// sandbox), selecting it on first use: a stripe-fake selection starts the
+// in-process fake Stripe, a stripe one reads and checks the key through
+// getenv. A failed selection is not kept, so a fixed environment is seen.
+func (h *Host) Payments(name string, getenv func(string) string, logger *slog.Logger) (*stripepay.Selection, error) {
+	if name == "" {
+		name = stripepay.NameSandbox
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if sel, ok := h.payments[name]; ok {
+		return sel, nil
+	}
+	sel, err := stripepay.Select(name, getenv, logger)
+	if err != nil {
+		return nil, err
+	}
+	if h.payments == nil {
+		h.payments = map[string]*stripepay.Selection{}
+	}
+	h.payments[name] = sel
+	return sel, nil
 }
 
 type live struct {
@@ -125,6 +157,9 @@ func (a *Activities) logger() *slog.Logger {
 type PrepareInput struct {
 	RunID      string
 	ScenarioID string
+	// Payments names the payments backend ("" is the sandbox); the key, if
+	// any, is read in this process.
+	Payments string `json:",omitempty"`
 }
 
 // PrepareResult is where the scenario lives.
@@ -164,12 +199,21 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		return prep, nil
 	}
 	a.Host.mu.Unlock()
+	getenv := a.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	pay, err := a.Host.Payments(in.Payments, getenv, a.logger())
+	if err != nil {
+		// A bad name or a missing or malformed key: no retry mends it.
+		return PrepareResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
+	}
 	tenant, _, err := a.Store.CreateBenchmarkTenant(ctx, in.RunID, in.ScenarioID)
 	if err != nil {
 		return PrepareResult{}, fmt.Errorf("create tenant: %w", err)
 	}
 	dir := filepath.Join(a.Dir, in.RunID, sanitize(in.ScenarioID)+"-"+tenant.ID)
-	l, err := Start(ctx, dir, sc)
+	l, err := StartWith(ctx, dir, sc, StartOptions{Payments: pay.Payments})
 	if err != nil {
 		_ = a.Store.DeleteTenant(ctx, tenant.ID)
 		return PrepareResult{}, fmt.Errorf("start enterprise: %w", err)
@@ -389,6 +433,7 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 		return Row{}, err
 	}
 	row.Judges = []JudgeVerdict{rule}
+	row.Refused = Refusals(l.Env.Result.Trajectory.Calls)
 	return row, nil
 }
 
@@ -415,7 +460,8 @@ func (a *Activities) Cleanup(ctx context.Context, in StepInput) error {
 	return nil
 }
 
-// CloseAll closes every live enterprise (process shutdown).
+// CloseAll closes every live enterprise and then the payments backends
+// (process shutdown).
 func (h *Host) CloseAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -424,6 +470,10 @@ func (h *Host) CloseAll() {
 		_ = os.RemoveAll(l.dir)
 		delete(h.live, id)
 		delete(h.prepared, l.key)
+	}
+	for name, sel := range h.payments {
+		sel.Close()
+		delete(h.payments, name)
 	}
 }
 
@@ -436,12 +486,15 @@ type RunInput struct {
 	Concurrency int
 	Rows        []Row
 	Total       int
+	// Payments is the run's payments backend name ("" is the sandbox).
+	Payments string `json:",omitempty"`
 }
 
 // RecordRun stores a run's progress or result on its benchmark run row:
 // status, summary, rows, markdown and log tail. It returns the summary.
 func (a *Activities) RecordRun(ctx context.Context, in RunInput) (Summary, error) {
 	res := NewResults("", in.StartedAt, in.FinishedAt, in.Concurrency, in.Rows)
+	res.SetPayments(in.Payments)
 	run, err := a.Store.GetBenchmarkRun(ctx, in.RunID)
 	if errors.Is(err, commitlayer.ErrNotFound) {
 		return res.Summary, nil // a run started without a stored row keeps no bookkeeping

@@ -15,6 +15,7 @@ import (
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/chaos"
 	"github.com/commitlayer/commitlayer/sandbox/oracle"
+	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
 
 // clientTimeout bounds every HTTP call the agent and the connectors make to
@@ -52,6 +53,18 @@ type Live struct {
 // loopback port, and two chaos transports. The connectors' rules are armed
 // now, so a stale read's snapshot predates everything the scenario does.
 func Start(ctx context.Context, dir string, sc Scenario) (*Live, error) {
+	return StartWith(ctx, dir, sc, StartOptions{})
+}
+
+// StartOptions adjust StartWith.
+type StartOptions struct {
+	// Payments builds the enterprise's payments backend (a
+	// stripepay.Selection's Payments); nil means the sandbox's own.
+	Payments func(sys *systems.System) systems.PaymentsBackend
+}
+
+// StartWith is Start with options: the enterprise's payments backend.
+func StartWith(ctx context.Context, dir string, sc Scenario, opts StartOptions) (*Live, error) {
 	sc = normalize(sc)
 	if err := sc.Task.Validate(); err != nil {
 		return nil, fmt.Errorf("start scenario %s: task: %w", sc.ID, err)
@@ -68,7 +81,7 @@ func Start(ctx context.Context, dir string, sc Scenario) (*Live, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("start scenario %s: %w", sc.ID, err)
 	}
-	e, err := sandbox.New(ctx, dir, sandbox.Options{Seed: &seed})
+	e, err := sandbox.New(ctx, dir, sandbox.Options{Seed: &seed, Payments: opts.Payments})
 	if err != nil {
 		return nil, fmt.Errorf("start scenario %s: %w", sc.ID, err)
 	}

@@ -3,6 +3,7 @@ package harness
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,9 +11,11 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/oracle"
 	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
 // BuildRow turns one scenario's run into its row: the oracle's truth and
@@ -312,8 +315,105 @@ type Results struct {
 	FinishedAt  time.Time `json:"finished_at"`
 	WallSeconds float64   `json:"wall_seconds"`
 	Concurrency int       `json:"concurrency"`
-	Summary     Summary   `json:"summary"`
-	Scenarios   []Row     `json:"scenarios"`
+	// PaymentsBackend is the payments backend the run used: sandbox,
+	// stripe-fake or stripe.
+	PaymentsBackend string  `json:"payments_backend"`
+	Summary         Summary `json:"summary"`
+	Scenarios       []Row   `json:"scenarios"`
+	// DiffersFromSandbox lists, for a Stripe run, the rows whose truth,
+	// claim or refusals differ from the same scenario's row in the sandbox
+	// run it was compared with (CompareWithSandbox).
+	DiffersFromSandbox []string `json:"differs_from_sandbox,omitempty"`
+	// ComparedWith names the sandbox run compared with (its commit).
+	ComparedWith string `json:"compared_with,omitempty"`
+}
+
+// SetPayments sets the results' payments backend ("" is sandbox).
+func (r *Results) SetPayments(name string) {
+	if name == "" {
+		name = stripepay.NameSandbox
+	}
+	r.PaymentsBackend = name
+}
+
+// FileBase is the results files' name: "latest" for the sandbox matrix,
+// "latest_stripe" for a run on a Stripe backend (stripe or stripe-fake).
+func FileBase(res Results) string {
+	if res.PaymentsBackend == "" || res.PaymentsBackend == stripepay.NameSandbox {
+		return "latest"
+	}
+	return "latest_stripe"
+}
+
+// stripeMark ends a refusal that Stripe made: the Stripe backend names
+// Stripe in the message of every refusal it passes on (sandbox/stripepay),
+// while the sandbox's own checks and the chaos transport never do.
+const stripeMark = " (Stripe)"
+
+// Refusals lists the payments system's 4xx answers to the agent's calls
+// (429 aside, which is load, not a refusal) with the error code the
+// response carried, e.g. "POST /payments/refunds attempt 2: 400
+// charge_already_refunded (Stripe)", marked (Stripe) when Stripe refused.
+func Refusals(calls []agent.Call) []string {
+	var out []string
+	for _, c := range calls {
+		if !strings.HasPrefix(c.Path, "/payments/") || c.Status < 400 || c.Status >= 500 || c.Status == http.StatusTooManyRequests {
+			continue
+		}
+		var body struct {
+			Error struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		code, by := "(no code)", ""
+		if json.Unmarshal([]byte(c.Response), &body) == nil {
+			if body.Error.Code != "" {
+				code = body.Error.Code
+			}
+			if strings.Contains(body.Error.Message, "Stripe") {
+				by = stripeMark
+			}
+		}
+		out = append(out, fmt.Sprintf("%s %s attempt %d: %d %s%s", c.Method, c.Path, c.Attempt, c.Status, code, by))
+	}
+	return out
+}
+
+// CompareWithSandbox lists in res the rows whose oracle truth, agent claim
+// or refusals differ from the same scenario's row of sandbox (the sandbox
+// matrix's results): the outcomes a Stripe backend changed. Refusals are
+// compared only when sandbox's results record them (they carry
+// payments_backend).
+func CompareWithSandbox(res *Results, sandbox Results) {
+	byID := map[string]Row{}
+	for _, r := range sandbox.Scenarios {
+		byID[r.ID] = r
+	}
+	res.DiffersFromSandbox = nil
+	res.ComparedWith = "sandbox run of commit " + sandbox.Commit + " started " + sandbox.StartedAt.UTC().Format(time.RFC3339)
+	if sandbox.PaymentsBackend == "" {
+		res.ComparedWith += " (truth and claims; its results predate recorded refusals)"
+	}
+	for _, r := range res.Scenarios {
+		sb, ok := byID[r.ID]
+		if !ok || r.Error != "" || sb.Error != "" {
+			continue
+		}
+		var diffs []string
+		if r.Truth.Outcome != sb.Truth.Outcome || r.Truth.Policy != sb.Truth.Policy {
+			diffs = append(diffs, fmt.Sprintf("truth %s/%s (sandbox %s/%s)", r.Truth.Outcome, r.Truth.Policy, sb.Truth.Outcome, sb.Truth.Policy))
+		}
+		if r.Claim != sb.Claim {
+			diffs = append(diffs, fmt.Sprintf("agent claimed %s (sandbox %s)", r.Claim, sb.Claim))
+		}
+		if sandbox.PaymentsBackend != "" && strings.Join(r.Refused, ";") != strings.Join(sb.Refused, ";") {
+			diffs = append(diffs, fmt.Sprintf("refused %q (sandbox %q)", r.Refused, sb.Refused))
+		}
+		if len(diffs) > 0 {
+			res.DiffersFromSandbox = append(res.DiffersFromSandbox, r.ID+": "+strings.Join(diffs, ", "))
+		}
+	}
 }
 
 // NewResults builds a run's results from its rows, summary included. The
@@ -336,7 +436,7 @@ func NewResults(commit string, started, finished time.Time, concurrency int, row
 	}
 	slices.SortStableFunc(sorted, func(a, b Row) int { return pos(a) - pos(b) })
 	res := Results{Commit: commit, StartedAt: started.UTC(), Concurrency: concurrency,
-		Summary: Summarize(sorted), Scenarios: sorted}
+		PaymentsBackend: stripepay.NameSandbox, Summary: Summarize(sorted), Scenarios: sorted}
 	if !finished.IsZero() {
 		res.FinishedAt = finished.UTC()
 		res.WallSeconds = finished.Sub(started).Seconds()
@@ -367,7 +467,15 @@ func Markdown(res Results) string {
 	if res.Concurrency > 0 {
 		fmt.Fprintf(&b, " · concurrency %d", res.Concurrency)
 	}
+	backend := res.PaymentsBackend
+	if backend == "" {
+		backend = stripepay.NameSandbox
+	}
+	fmt.Fprintf(&b, " · payments_backend `%s`", backend)
 	b.WriteString("\n\n")
+	if backend != stripepay.NameSandbox {
+		fmt.Fprintf(&b, "%s.\n\n", stripepay.Notice)
+	}
 	fmt.Fprintf(&b, "Scenarios: %d · outcome-lens agreement with the oracle: %s · policy-lens agreement: %s · both: %s\n\n",
 		s.Scenarios, s.AgreeOutcome, s.AgreePolicy, s.AgreeBoth)
 
@@ -386,6 +494,10 @@ func Markdown(res Results) string {
 	row("Errors", fmt.Sprint(s.Errors))
 	if len(s.Disagreements) > 0 {
 		fmt.Fprintf(&b, "\nDisagreements: %s\n", strings.Join(s.Disagreements, ", "))
+	}
+
+	if backend != stripepay.NameSandbox {
+		refusalsMarkdown(&b, res)
 	}
 
 	b.WriteString("\n## By workflow and family\n\n| group | agreement |\n|---|---|\n")
@@ -431,6 +543,62 @@ func Markdown(res Results) string {
 	return b.String()
 }
 
+// refusalsMarkdown lists the scenarios whose agent Stripe refused, with
+// the reason read from the recorded tool responses, and the rows that
+// differ from the sandbox run compared with.
+func refusalsMarkdown(b *strings.Builder, res Results) {
+	b.WriteString("\n## Refused by Stripe\n\n")
+	b.WriteString("Scenarios where Stripe refused an agent's call (read from the recorded tool responses); their outcomes are real outcomes, not skipped.\n\n")
+	n := 0
+	var other []string
+	for _, r := range res.Scenarios {
+		var byStripe, byOthers []string
+		for _, f := range r.Refused {
+			if strings.HasSuffix(f, stripeMark) {
+				byStripe = append(byStripe, f)
+			} else {
+				byOthers = append(byOthers, f)
+			}
+		}
+		if len(byOthers) > 0 {
+			other = append(other, r.ID+": "+strings.Join(byOthers, "; "))
+		}
+		if len(byStripe) == 0 {
+			continue
+		}
+		if n == 0 {
+			b.WriteString("| id | Stripe refused | agent's claim | truth | agree |\n|---|---|---|---|---|\n")
+		}
+		n++
+		agree := "yes"
+		if !r.Agrees() {
+			agree = "**no**"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s/%s | %s |\n", cell(r.ID), cell(strings.Join(byStripe, "; ")),
+			cell(r.Claim), r.Truth.Outcome, r.Truth.Policy, agree)
+	}
+	if n == 0 {
+		b.WriteString("None: Stripe refused none of the agents' calls.\n")
+	}
+	if len(other) > 0 {
+		b.WriteString("\nRefusals of the agents' payments calls that were not Stripe's (the sandbox's own checks, or injected by the chaos transport):\n\n")
+		for _, o := range other {
+			fmt.Fprintf(b, "- %s\n", cell(o))
+		}
+	}
+	if res.ComparedWith != "" {
+		fmt.Fprintf(b, "\nCompared with the %s: ", res.ComparedWith)
+		if len(res.DiffersFromSandbox) == 0 {
+			b.WriteString("no scenario's truth, claim or refusals differ.\n")
+		} else {
+			b.WriteString("these differ.\n\n")
+			for _, d := range res.DiffersFromSandbox {
+				fmt.Fprintf(b, "- %s\n", cell(d))
+			}
+		}
+	}
+}
+
 // mainFindings names a verdict's findings as "code check", each once.
 func mainFindings(fs []commitlayer.Finding) string {
 	var out []string
@@ -449,9 +617,11 @@ func cell(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// WriteFiles writes latest.json, latest.md and latest.html into dir (created when
-// missing). Each file is written whole or not at all.
+// WriteFiles writes latest.json, latest.md and latest.html into dir
+// (created when missing), or latest_stripe.* for a run on a Stripe backend
+// (FileBase). Each file is written whole or not at all.
 func WriteFiles(dir string, res Results) error {
+	base := FileBase(res)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
@@ -459,10 +629,10 @@ func WriteFiles(dir string, res Results) error {
 	if err != nil {
 		return fmt.Errorf("write results: encode: %w", err)
 	}
-	if err := writeAtomic(filepath.Join(dir, "latest.json"), append(js, '\n')); err != nil {
+	if err := writeAtomic(filepath.Join(dir, base+".json"), append(js, '\n')); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
-	if err := writeAtomic(filepath.Join(dir, "latest.md"), []byte(Markdown(res))); err != nil {
+	if err := writeAtomic(filepath.Join(dir, base+".md"), []byte(Markdown(res))); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
 	run, err := reportRun(res)
@@ -473,7 +643,7 @@ func WriteFiles(dir string, res Results) error {
 	if err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
-	if err := writeAtomic(filepath.Join(dir, "latest.html"), page); err != nil {
+	if err := writeAtomic(filepath.Join(dir, base+".html"), page); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
 	return nil

@@ -98,6 +98,10 @@ type Row struct {
 	// verdict settled (the final verdict is then the re-check's).
 	PriorRuns       int  `json:"prior_runs,omitempty"`
 	AfterSettlement bool `json:"after_settlement,omitempty"`
+	// Refused lists the payments system's refusals of the agent's calls
+	// ("POST /payments/refunds attempt 2: 400 charge_already_refunded"),
+	// read from the recorded tool responses: on a Stripe backend, Stripe's.
+	Refused []string `json:"refused,omitempty"`
 }
 
 // RowTruth is the oracle's truth for a row.
