@@ -123,7 +123,7 @@ func TestVerifyProvisionalThenFinalThenWatchExpiry(t *testing.T) {
 	require.Len(t, w.extracts, 2)
 	require.True(t, in.SettlesAt.Add(-settlement).Equal(w.extracts[0]), "first pull at %s", w.extracts[0])
 	require.False(t, w.extracts[1].Before(in.SettlesAt), "settlement re-read happened before the window closed")
-	require.Len(t, w.evals, 2)
+	require.Len(t, w.evals, 3, "provisional, final at settlement, and the pass over everything stored before completing")
 	require.True(t, w.evals[0].Provisional)
 	require.False(t, w.evals[1].Provisional)
 	// The query during the window answered the provisional verdict.
@@ -147,7 +147,7 @@ func TestVerifyStaleReadCorrectedAtSettlement(t *testing.T) {
 	})
 	env.ExecuteWorkflow(VerifyAction, in)
 	res := result(t, env)
-	require.Len(t, w.evals, 2)
+	require.Len(t, w.evals, 3)
 	require.Equal(t, commitlayer.StatusPass, res.Verdict.Status)
 	require.False(t, res.Verdict.Provisional)
 	require.Equal(t, 2, res.Verdict.Version)
@@ -166,7 +166,7 @@ func TestVerifyUnreachableSourceReadAgainAtSettlement(t *testing.T) {
 
 	env.ExecuteWorkflow(VerifyAction, in)
 	res := result(t, env)
-	require.Len(t, w.evals, 2)
+	require.Len(t, w.evals, 3)
 	require.Equal(t, map[string]string{"payments": "connection refused"}, w.evals[0].Unreachable)
 	require.Empty(t, w.evals[1].Unreachable)
 	require.Equal(t, commitlayer.StatusPass, res.Verdict.Status)
@@ -202,7 +202,7 @@ func TestVerifyReversalAfterSettlementFlipsVerdict(t *testing.T) {
 
 	env.ExecuteWorkflow(VerifyAction, in)
 	res := result(t, env)
-	require.Len(t, w.evals, 3)
+	require.Len(t, w.evals, 4)
 	require.Equal(t, commitlayer.StatusFail, res.Verdict.Status)
 	require.Equal(t, commitlayer.CodeEffectReversed, res.Verdict.Findings[0].Code)
 	require.Equal(t, 3, res.Verdict.Version)
@@ -222,8 +222,8 @@ func TestVerifySignalBurstCostsOnePass(t *testing.T) {
 	result(t, env)
 	// Two passes for the window, then at most two for the burst: the first
 	// signal wakes the watch, the rest are drained together after its pass.
-	require.GreaterOrEqual(t, len(w.evals), 3)
-	require.LessOrEqual(t, len(w.evals), 4)
+	require.GreaterOrEqual(t, len(w.evals), 4)
+	require.LessOrEqual(t, len(w.evals), 5)
 }
 
 func TestVerifyRecheckUpdate(t *testing.T) {
@@ -282,8 +282,8 @@ func TestVerifyResumesAfterContinueAsNew(t *testing.T) {
 	env.ExecuteWorkflow(VerifyAction, in)
 	res := result(t, env)
 	require.Empty(t, w.extracts, "a resumed watch does not pull again")
-	require.Len(t, w.evals, 1)
-	require.Equal(t, 8, res.Passes)
+	require.Len(t, w.evals, 2)
+	require.Equal(t, 9, res.Passes)
 }
 
 func TestVerifyCancelledEndsWatch(t *testing.T) {
@@ -322,7 +322,7 @@ func TestVerifyEndWatchSignalCompletesOnceFinal(t *testing.T) {
 	env.ExecuteWorkflow(VerifyAction, in)
 	res := result(t, env)
 	require.False(t, res.Verdict.Provisional)
-	require.Len(t, w.evals, 2)
+	require.Len(t, w.evals, 3)
 	require.Equal(t, 1, w.endWatch)
 	require.True(t, env.Now().Before(in.SettlesAt.Add(time.Minute)), "it watched on after the end-watch signal")
 }
