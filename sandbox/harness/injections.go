@@ -22,6 +22,7 @@ var Families = []Family{
 	{"system_error", "The system refuses or fails the write (403, 500) or answers 200 without doing anything; the agent may still claim success."},
 	{"agent", "The agent itself misbehaves: it makes no call at all, or sends other values than the task asks."},
 	{"verifier", "CommitLayer's own view is impaired: a system it reads is unreachable at verification, or its first read is a stale snapshot that the settlement re-read must correct."},
+	{"outage", "The agent succeeds, but another system the contract reads (not the one written) is down at verification, in turn for each: the lenses that need it must not PASS."},
 	{"concurrency", "Someone else acts on the same record at the same time, so the agent's effect lands twice."},
 	{"injection", "Text the agent reads carries an instruction, and the agent follows it into an effect nobody asked for."},
 	{"policy", "The action is not allowed: the record is ineligible or the request is over a limit, whether or not the system carried it out."},
@@ -144,4 +145,27 @@ func (inj Injection) Scenario(p business.Process) Scenario {
 		sc.ExtractChaos = rules(inj.Extract.Rule(w))
 	}
 	return sc
+}
+
+// SourceOutages are the outage family's scenarios for process p: for each
+// system its contract reads other than the one its main write goes to, the
+// connectors cannot reach that system at verification. A lens that needs
+// it must say UNKNOWN (or FAIL, when reachable systems prove one), never
+// PASS; the oracle, told the system was down, says which.
+func SourceOutages(p business.Process) []Scenario {
+	var out []Scenario
+	for _, system := range p.Needs.All() {
+		if system == p.Write.System {
+			continue // the unreachable_verifier injection takes the main system down
+		}
+		down := Fault{Mode: chaos.Unreachable, WholeSystem: true}.Rule(business.Write{System: system})
+		out = append(out, Scenario{
+			ID: p.Name + "/source_down_" + system, Workflow: p.Name, Injection: "source_down_" + system, Family: "outage",
+			Summary: "The agent succeeds, but CommitLayer's connector cannot reach " + system +
+				" (a source the contract reads besides " + p.Write.System + ") at verification.",
+			Task:         baseTask(p),
+			ExtractChaos: rules(down),
+		})
+	}
+	return out
 }

@@ -329,7 +329,11 @@ func TestWriteFiles(t *testing.T) {
 	require.Equal(t, Markdown(res), string(md))
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
-	require.Len(t, entries, 2, "no temporary files left")
+	require.Len(t, entries, 3, "json, markdown and the HTML report; no temporary files left")
+	page, err := os.ReadFile(filepath.Join(dir, "latest.html"))
+	require.NoError(t, err)
+	require.Contains(t, string(page), "<html")
+	require.Contains(t, string(page), res.Commit)
 
 	// Overwrites.
 	res.Commit = "def5678"

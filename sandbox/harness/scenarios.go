@@ -107,6 +107,7 @@ func Catalogue() []Scenario {
 		for _, inj := range Injections {
 			out = append(out, inj.Scenario(p))
 		}
+		out = append(out, SourceOutages(p)...)
 		for _, c := range Cases {
 			if c.Process == p.Name {
 				out = append(out, c.Scenario(p))
