@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -158,19 +159,44 @@ func metricsText(t *testing.T, e *env) string {
 	return string(res.Body)
 }
 
-func TestHealthz(t *testing.T) {
+// TestHealthzAndReadyz: /healthz is liveness (the process serves, whatever
+// its dependencies); /readyz answers 503 naming the database or Temporal
+// when either does not answer, the detail only in the log.
+func TestHealthzAndReadyz(t *testing.T) {
 	e := newEnv(t)
 	res := e.do(req{method: "GET", path: "/healthz"})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.JSONEq(t, `{"status":"ok"}`, string(res.Body))
+	res = e.do(req{method: "GET", path: "/readyz"})
+	require.Equal(t, http.StatusOK, res.Status)
+	require.JSONEq(t, `{"status":"ok","database":"ok","temporal":"ok"}`, string(res.Body))
 
 	fe := newEnv(t, withStore(failingStore{Store: e.db, method: "TenantByAPIKey"}))
 	res = fe.do(req{method: "GET", path: "/healthz"})
+	require.Equal(t, http.StatusOK, res.Status, "liveness does not depend on the database")
+	res = fe.do(req{method: "GET", path: "/readyz"})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
-	require.Equal(t, codeUnavailable, res.errCode(t))
+	require.Equal(t, "1", res.Header.Get("Retry-After"))
+	require.JSONEq(t, `{"status":"unavailable","database":"unavailable","temporal":"ok"}`, string(res.Body))
 	require.NotContains(t, string(res.Body), "secret detail")
 	require.Contains(t, fe.logs.String(), "secret detail")
+
+	te := newEnv(t, func(c *Config) { c.Verifier = unhealthyVerifier{c.Verifier} })
+	res = te.do(req{method: "GET", path: "/readyz"})
+	require.Equal(t, http.StatusServiceUnavailable, res.Status)
+	require.JSONEq(t, `{"status":"unavailable","database":"ok","temporal":"unavailable"}`, string(res.Body))
+	require.Contains(t, te.logs.String(), "frontend gone")
+
+	ne := newEnv(t, func(c *Config) { c.Verifier = nil })
+	res = ne.do(req{method: "GET", path: "/readyz"})
+	require.Equal(t, http.StatusServiceUnavailable, res.Status)
+	require.Equal(t, "not configured", res.json(t)["temporal"])
 }
+
+// unhealthyVerifier is a verifier whose Temporal does not answer.
+type unhealthyVerifier struct{ Verifier }
+
+func (unhealthyVerifier) CheckHealth(context.Context) error { return errors.New("frontend gone") }
 
 func TestMetrics(t *testing.T) {
 	e := newEnv(t)

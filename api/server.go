@@ -282,6 +282,7 @@ func New(cfg Config) *Server {
 	s.started.max = 1 << 14
 
 	s.handle("GET /healthz", authNone, s.healthz)
+	s.handle("GET /readyz", authNone, s.readyz)
 	s.handle("GET /metrics", authNone, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP)
 	s.handle("GET /openapi.json", authNone, serveOpenAPI)
 
@@ -358,25 +359,52 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
 
 // healthz checks the store with a short timeout.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	// Liveness: the process serves. What it depends on is /readyz's.
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// HealthChecker is optionally implemented by the Verifier: /readyz asks it
+// whether Temporal answers.
+type HealthChecker interface {
+	CheckHealth(ctx context.Context) error
+}
+
+// readyz answers 200 when the database and Temporal both answer within a
+// short timeout, else 503 naming which did not (the detail is logged).
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 	defer cancel()
-	var err error
+	var dbErr error
 	if p := s.pinger; p != nil {
-		err = p.Ping(ctx)
+		dbErr = p.Ping(ctx)
 	} else {
 		// A lookup of a key that cannot exist: a round trip to the
 		// database that answers "not found" when the store is healthy.
-		_, err = s.tenants.TenantByAPIKey(ctx, "cl_healthz_probe")
-		if isNotFound(err) {
-			err = nil
+		_, dbErr = s.tenants.TenantByAPIKey(ctx, "cl_healthz_probe")
+		if isNotFound(dbErr) {
+			dbErr = nil
 		}
 	}
-	if err != nil {
-		s.logError(r, "health check failed", err)
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "store unavailable"))
-		return
+	body := map[string]string{"status": "ok", "database": "ok", "temporal": "ok"}
+	if dbErr != nil {
+		s.logError(r, "readiness: database", dbErr)
+		body["database"], body["status"] = "unavailable", "unavailable"
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	switch hc, ok := s.verifier.(HealthChecker); {
+	case s.verifier == nil:
+		body["temporal"], body["status"] = "not configured", "unavailable"
+	case ok:
+		if err := hc.CheckHealth(ctx); err != nil {
+			s.logError(r, "readiness: temporal", err)
+			body["temporal"], body["status"] = "unavailable", "unavailable"
+		}
+	}
+	status := http.StatusOK
+	if body["status"] != "ok" {
+		status = http.StatusServiceUnavailable
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, body)
 }
 
 func (s *Server) kickReconciler() {

@@ -258,3 +258,11 @@ func (c *Client) reach(ctx context.Context, tenantID string, subjects []commitla
 	}
 	return all, nil
 }
+
+// CheckHealth reports whether the Temporal frontend answers (for /readyz).
+func (c *Client) CheckHealth(ctx context.Context) error {
+	if _, err := c.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		return fmt.Errorf("temporal health: %w", err)
+	}
+	return nil
+}
