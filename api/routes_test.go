@@ -338,3 +338,18 @@ func TestWithoutVerifier(t *testing.T) {
 	res = e.do(req{method: "POST", path: "/v1/actions/" + id + "/recheck", key: key})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
 }
+
+// TestMetricsModes: /metrics behind the admin key, or left to an address
+// of its own.
+func TestMetricsModes(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.Metrics = MetricsAdmin })
+	_, key := e.tenant("metrics-admin")
+	require.Equal(t, http.StatusUnauthorized, e.do(req{method: "GET", path: "/metrics"}).Status)
+	require.Equal(t, http.StatusForbidden, e.do(req{method: "GET", path: "/metrics", key: key}).Status)
+	res := e.do(req{method: "GET", path: "/metrics", key: adminKey})
+	require.Equal(t, http.StatusOK, res.Status)
+	require.Contains(t, string(res.Body), "commitlayer_")
+
+	off := newEnv(t, func(c *Config) { c.Metrics = MetricsOff })
+	require.Equal(t, http.StatusNotFound, off.do(req{method: "GET", path: "/metrics", key: adminKey}).Status)
+}

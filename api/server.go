@@ -174,6 +174,9 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics says how /metrics is served: open (the default), behind the
+	// admin key, or not at all (cmd serves it on COMMITLAYER_METRICS_ADDR).
+	Metrics MetricsMode
 	// Contracts loads compiled contracts; the process shares one with its
 	// activities. Nil makes one on Store.
 	Contracts *service.Contracts
@@ -192,6 +195,20 @@ type Config struct {
 	// as soon as Temporal answers.
 	Reconciler Kicker
 }
+
+// MetricsMode says how the API serves /metrics.
+type MetricsMode int
+
+const (
+	// MetricsOpen serves /metrics to anyone who reaches the API.
+	MetricsOpen MetricsMode = iota
+	// MetricsAdmin serves it to the admin key only (a Prometheus scrape
+	// sends it as a bearer token).
+	MetricsAdmin
+	// MetricsOff leaves it out: the process serves it on an address of its
+	// own.
+	MetricsOff
+)
 
 // Kicker asks for a reconciliation round now.
 type Kicker interface{ Kick() }
@@ -283,7 +300,12 @@ func New(cfg Config) *Server {
 
 	s.handle("GET /healthz", authNone, s.healthz)
 	s.handle("GET /readyz", authNone, s.readyz)
-	s.handle("GET /metrics", authNone, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP)
+	switch cfg.Metrics {
+	case MetricsOpen:
+		s.handle("GET /metrics", authNone, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP)
+	case MetricsAdmin:
+		s.handle("GET /metrics", authAdmin, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP)
+	}
 	s.handle("GET /openapi.json", authNone, serveOpenAPI)
 
 	s.handle("POST /v1/contracts", authTenant, s.postContract)

@@ -36,8 +36,18 @@ func (ev *evaluation) checkForbid(x *actionCtx, f *forbid) {
 		}
 		ev.add(commitlayer.CodeForbiddenEffect, f.spec.ID, commitlayer.LensPolicy, f.order, hits,
 			"%d forbidden %s %s after the action%s", len(hits), what, plural(len(hits), "fact", "facts"), ev.viaText(hits, via))
-	case !ev.avail[f.kind.Source]:
-		ev.addUnavailable(f.spec.ID, commitlayer.LensPolicy, f.order, []string{f.kind.Source})
+	default:
+		// Nothing forbidden seen: that holds only if every source it
+		// depends on was read — its own, and those that link the hub.
+		var missing []string
+		for _, src := range append([]string{f.kind.Source}, f.spec.LinksFrom...) {
+			if !ev.avail[src] && !slices.Contains(missing, src) {
+				missing = append(missing, src)
+			}
+		}
+		if len(missing) > 0 {
+			ev.addUnavailable(f.spec.ID, commitlayer.LensPolicy, f.order, missing)
+		}
 	}
 }
 

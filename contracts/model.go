@@ -112,6 +112,12 @@ type Forbid struct {
 	// looks at facts on the subjects linked one hop to any subject of that
 	// type in the action's subject set (a subscription's customer's orders).
 	Through string `json:"through,omitempty"`
+	// LinksFrom names the sources whose facts link the `through` hub to the
+	// subjects it reaches (the orders system links an order to its
+	// customer). When one of them cannot be read and nothing forbidden is
+	// found, the policy lens is UNKNOWN: the links that would lead to a
+	// forbidden fact may be the ones missing.
+	LinksFrom []string `json:"links_from,omitempty"`
 	// Orphans, when set to false, keeps the facts this forbid matches out
 	// of Orphans. Nil (left out) means true.
 	Orphans *bool `json:"orphans,omitempty"`

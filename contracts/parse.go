@@ -394,14 +394,19 @@ func (p *parser) spec(root *yaml.Node) Spec {
 	}
 	for i, n := range p.list(f["forbids"], "forbids") {
 		path := fmt.Sprintf("forbids[%d]", i)
-		g := p.fields(n, path, "id", "source", "type", "where", "through", "orphans")
+		g := p.fields(n, path, "id", "source", "type", "where", "through", "links_from", "orphans")
+		var linksFrom []string
+		for j, ln := range p.list(g["links_from"], path+".links_from") {
+			linksFrom = append(linksFrom, p.str(ln, fmt.Sprintf("%s.links_from[%d]", path, j)))
+		}
 		s.Forbids = append(s.Forbids, Forbid{
-			ID:      p.str(g["id"], path+".id"),
-			Source:  p.str(g["source"], path+".source"),
-			Type:    p.str(g["type"], path+".type"),
-			Where:   p.str(g["where"], path+".where"),
-			Through: p.str(g["through"], path+".through"),
-			Orphans: p.optBool(g["orphans"], path+".orphans"),
+			LinksFrom: linksFrom,
+			ID:        p.str(g["id"], path+".id"),
+			Source:    p.str(g["source"], path+".source"),
+			Type:      p.str(g["type"], path+".type"),
+			Where:     p.str(g["where"], path+".where"),
+			Through:   p.str(g["through"], path+".through"),
+			Orphans:   p.optBool(g["orphans"], path+".orphans"),
 		})
 	}
 	return s
@@ -578,6 +583,14 @@ func (p *parser) validate(s *Spec) {
 			case !isIdent(f.Through):
 				p.fail(path+".through", n.Line, "%q is not a subject type (a-z, 0-9 and _, as in customer:c_1)", f.Through)
 			}
+		}
+		for j, src := range f.LinksFrom {
+			lp := fmt.Sprintf("%s.links_from[%d]", path, j)
+			if f.Through == "" {
+				p.fail(lp, p.line(lp), "links_from only means something with through (the sources that link the hub to its subjects)")
+				break
+			}
+			source(lp, src)
 		}
 	}
 	if s.Kind == KindOutcome && len(s.Effects) == 0 {

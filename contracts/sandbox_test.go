@@ -210,9 +210,16 @@ func TestSandboxCancelSubscription(t *testing.T) {
 		}, P, F, []string{"forbidden_effect no_refund"}},
 		{"crm never reported", func() contracts.Input {
 			in := world("active")
-			in.Coverage = connected("payments", "tickets")
+			in.Coverage = connected("payments", "tickets", "orders")
 			return in
 		}, U, U, []string{"source_unavailable subscription_cancelled", "source_unavailable active"}},
+		// Orders links the customer's orders to the customer: unread, no
+		// refund found proves nothing.
+		{"orders unreachable", func() contracts.Input {
+			in := world("active")
+			in.Coverage.Unreachable = map[string]string{"orders": "timeout"}
+			return in
+		}, P, U, []string{"source_unavailable no_refund"}},
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	sdklog "go.temporal.io/sdk/log"
@@ -61,9 +62,24 @@ type Config struct {
 	// be dated (COMMITLAYER_MAX_FUTURE_SKEW, a Go duration, default 24h).
 	MaxFutureSkew time.Duration
 	Temporal      client.Options // TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*
+	// MetricsAddr, when set, serves /metrics on an address of its own
+	// (COMMITLAYER_METRICS_ADDR) and not on the API's; MetricsAdmin puts the
+	// API's /metrics behind the admin key (COMMITLAYER_METRICS_ADMIN=1).
+	MetricsAddr  string
+	MetricsAdmin bool
 	// SandboxDir holds the sandbox enterprises' files while a benchmark
 	// runs (COMMITLAYER_SANDBOX_DIR, default .data/sandbox).
 	SandboxDir string
+}
+
+func (c Config) metricsMode() api.MetricsMode {
+	switch {
+	case c.MetricsAddr != "":
+		return api.MetricsOff
+	case c.MetricsAdmin:
+		return api.MetricsAdmin
+	}
+	return api.MetricsOpen
 }
 
 // DefaultDatabaseURL is the local development database.
@@ -78,6 +94,14 @@ func ConfigFromEnv(roles Roles) (Config, error) {
 		AdminKey:    os.Getenv("COMMITLAYER_ADMIN_KEY"),
 		TaskQueue:   envOr("COMMITLAYER_TASK_QUEUE", workflows.TaskQueue),
 		SandboxDir:  envOr("COMMITLAYER_SANDBOX_DIR", filepath.Join(".data", "sandbox")),
+		MetricsAddr: strings.TrimSpace(os.Getenv("COMMITLAYER_METRICS_ADDR")),
+	}
+	switch v := os.Getenv("COMMITLAYER_METRICS_ADMIN"); v {
+	case "", "0":
+	case "1":
+		cfg.MetricsAdmin = true
+	default:
+		return Config{}, fmt.Errorf("COMMITLAYER_METRICS_ADMIN is 0 or 1, got %q", v)
 	}
 	if s := os.Getenv("COMMITLAYER_POLL_INTERVAL"); s != "" {
 		d, err := time.ParseDuration(s)
@@ -159,7 +183,10 @@ type Main struct {
 	local    sdkworker.Worker // this process's own queue: steps bound to its enterprises
 	server   *http.Server
 	listener net.Listener
-	errc     chan error
+
+	metricsServer   *http.Server
+	metricsListener net.Listener
+	errc            chan error
 }
 
 // Open connects to the database (migrating it) and Temporal, then starts
@@ -234,6 +261,11 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 	}
 	if roles.API {
 		if err := m.startAPI(); err != nil {
+			return err
+		}
+	}
+	if m.Config.MetricsAddr != "" && (roles.API || roles.Worker) {
+		if err := m.startMetrics(); err != nil {
 			return err
 		}
 	}
@@ -375,6 +407,34 @@ func (m *Main) startAPI() error {
 	return nil
 }
 
+// startMetrics serves /metrics alone on COMMITLAYER_METRICS_ADDR (an
+// address a scraper reaches and tenants do not).
+func (m *Main) startMetrics() error {
+	ln, err := net.Listen("tcp", m.Config.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (COMMITLAYER_METRICS_ADDR): %w", m.Config.MetricsAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	m.metricsServer = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	m.metricsListener = ln
+	go func() {
+		if err := m.metricsServer.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.errc <- fmt.Errorf("metrics server: %w", err)
+		}
+	}()
+	m.Logger.Info("metrics listening", "addr", "http://"+ln.Addr().String()+"/metrics")
+	return nil
+}
+
+// MetricsURL is the metrics server's /metrics URL, when it runs.
+func (m *Main) MetricsURL() string {
+	if m.metricsListener == nil {
+		return ""
+	}
+	return "http://" + m.metricsListener.Addr().String() + "/metrics"
+}
+
 // URL is the API's base URL once it listens.
 func (m *Main) URL() string {
 	if m.listener == nil {
@@ -399,6 +459,9 @@ func (m *Main) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = m.server.Shutdown(ctx)
 		cancel()
+	}
+	if m.metricsServer != nil {
+		_ = m.metricsServer.Close()
 	}
 	if m.stopReconciler != nil {
 		m.stopReconciler()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/commitlayer/commitlayer/api"
 	"github.com/stretchr/testify/require"
 )
 
@@ -78,4 +79,23 @@ func TestConfigFromEnv(t *testing.T) {
 	require.Equal(t, "temporal.example:7233", cfg.Temporal.HostPort)
 	require.Equal(t, "prod", cfg.Temporal.Namespace)
 	require.Equal(t, "30s", cfg.PollInterval.String())
+}
+
+func TestConfigMetrics(t *testing.T) {
+	t.Setenv("COMMITLAYER_METRICS_ADDR", "")
+	t.Setenv("COMMITLAYER_METRICS_ADMIN", "")
+	cfg, err := ConfigFromEnv(Roles{Worker: true})
+	require.NoError(t, err)
+	require.Equal(t, api.MetricsOpen, cfg.metricsMode())
+	t.Setenv("COMMITLAYER_METRICS_ADMIN", "1")
+	cfg, err = ConfigFromEnv(Roles{Worker: true})
+	require.NoError(t, err)
+	require.Equal(t, api.MetricsAdmin, cfg.metricsMode())
+	t.Setenv("COMMITLAYER_METRICS_ADDR", "127.0.0.1:9464")
+	cfg, err = ConfigFromEnv(Roles{Worker: true})
+	require.NoError(t, err)
+	require.Equal(t, api.MetricsOff, cfg.metricsMode(), "served on its own address, not the API's")
+	t.Setenv("COMMITLAYER_METRICS_ADMIN", "yes")
+	_, err = ConfigFromEnv(Roles{Worker: true})
+	require.ErrorContains(t, err, "COMMITLAYER_METRICS_ADMIN")
 }
