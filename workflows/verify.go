@@ -143,7 +143,17 @@ func (v *verification) setup(ctx workflow.Context) error {
 			err := v.pass(ctx, true)
 			return RecheckResult{Verdict: v.state.Verdict}, err
 		},
-		workflow.UpdateHandlerOptions{})
+		workflow.UpdateHandlerOptions{
+			// A re-check after the watch ended would re-read nothing new and
+			// hold the workflow open: refuse it before it is accepted (a
+			// rejected update leaves no trace in the history).
+			Validator: func() error {
+				if v.state.Ended {
+					return errors.New("the verification's watch has ended; its last verdict stands")
+				}
+				return nil
+			},
+		})
 }
 
 func (v *verification) run(ctx workflow.Context) (VerifyActionResult, error) {

@@ -335,3 +335,28 @@ func TestVerifyEndWatchSignalDuringWatch(t *testing.T) {
 	require.Equal(t, 1, w.endWatch)
 	require.True(t, env.Now().Before(in.SettlesAt.Add(2*time.Hour)))
 }
+
+// TestVerifyRecheckRefusedOnceTheWatchEnded: the recheck update's
+// validator refuses a re-check once the watch has ended (here by signal,
+// during the settlement window); before that it is accepted.
+func TestVerifyRecheckRefusedOnceTheWatchEnded(t *testing.T) {
+	w, env, in := newWorld(t, pass)
+	var accepted, rejected error
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdateRecheck, "before", &testsuite.TestUpdateCallback{
+			OnAccept: func() {}, OnReject: func(err error) { accepted = err }, OnComplete: func(any, error) {},
+		})
+	}, 30*time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalEndWatch, EndWatch{Reason: "done"}) }, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(UpdateRecheck, "after", &testsuite.TestUpdateCallback{
+			OnAccept: func() { rejected = errors.New("accepted") }, OnReject: func(err error) { rejected = err },
+			OnComplete: func(any, error) {},
+		})
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(VerifyAction, in)
+	result(t, env)
+	require.NoError(t, accepted, "a re-check during the watch is accepted")
+	require.ErrorContains(t, rejected, "watch has ended")
+	require.Equal(t, 1, w.endWatch)
+}
