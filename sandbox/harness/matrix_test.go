@@ -209,6 +209,9 @@ func TestMatrix(t *testing.T) {
 				require.True(t, run.row.Agree.Policy, "policy lens disagrees with the oracle%s", run.explain())
 				require.Equal(t, run.row.Stray, run.row.Orphans, "CommitLayer's orphans are not the stray subjects%s", run.explain())
 				check, ok := exercises[sc.Injection]
+				if !ok && sc.Family == "outage" {
+					check, ok = exercisesOutage, true
+				}
 				require.True(t, ok, "no check that %s exercises what its name says", sc.ID)
 				check(t, sc, run)
 			})
@@ -282,6 +285,22 @@ func hasReason(row Row, lens, check string) bool {
 // They read the trajectory, the chaos log and the oracle's truth, never
 // CommitLayer's verdict except where the name is about the verdict (a
 // stale read corrected, an unknowable truth reported UNKNOWN).
+// exercisesOutage checks an outage-family scenario: exactly the named
+// source was down for the connectors, the agent succeeded, and a lens that
+// reads that source did not PASS.
+func exercisesOutage(t *testing.T, sc Scenario, run *localRun) {
+	system := strings.TrimPrefix(sc.Injection, "source_down_")
+	require.Equal(t, []string{system}, run.live.Down, run.explain())
+	require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
+	p, _ := business.Lookup(sc.Workflow)
+	if slices.Contains(p.Needs.Outcome, system) {
+		require.NotEqual(t, commitlayer.StatusPass, run.row.Verdict.Lenses.Outcome, "outcome reads %s%s", system, run.explain())
+	}
+	if slices.Contains(p.Needs.Policy, system) {
+		require.NotEqual(t, commitlayer.StatusPass, run.row.Verdict.Lenses.Policy, "policy reads %s%s", system, run.explain())
+	}
+}
+
 var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
 	"baseline": func(t *testing.T, sc Scenario, run *localRun) {
 		require.Empty(t, run.row.Chaos)

@@ -186,6 +186,7 @@ var regression = []string{
 	"refund/concurrent_human_refund",
 	"refund/prompt_injection",
 	"cancel/phantom_success",
+	"cancel/source_down_orders",
 	"address/stale_read",
 	"discount/permission_denied",
 	"discount/forbidden_side_effect",
