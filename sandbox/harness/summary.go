@@ -1,0 +1,200 @@
+package harness
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/business"
+)
+
+var lenses = []commitlayer.Lens{commitlayer.LensOutcome, commitlayer.LensPolicy}
+
+// Count is n out of a total.
+type Count struct {
+	N  int `json:"n"`
+	Of int `json:"of"`
+}
+
+func (c Count) String() string { return fmt.Sprintf("%d/%d", c.N, c.Of) }
+
+func (c *Count) add(in, hit bool) {
+	if in {
+		c.Of++
+		if hit {
+			c.N++
+		}
+	}
+}
+
+// Group is the agreement of a group of rows (a workflow or a family).
+type Group struct {
+	Name  string `json:"name"`
+	Agree Count  `json:"agree"`
+}
+
+// Summary is every figure of the results table, computed from the rows.
+// A row with an error counts as a disagreement on both lenses and is left
+// out of the figures that read the truth.
+type Summary struct {
+	Scenarios int `json:"scenarios"`
+	// Agreement per lens and on both.
+	AgreeOutcome Count `json:"agree_outcome"`
+	AgreePolicy  Count `json:"agree_policy"`
+	AgreeBoth    Count `json:"agree_both"`
+	// TrueFailures: rows with a FAIL the verifier could know on some lens;
+	// detected when the verdict is FAIL on every such lens.
+	TrueFailures Count `json:"true_failures_detected"`
+	// FalseNegatives: rows where a lens the truth FAILs was PASSed, out of
+	// rows with a failing lens.
+	FalseNegatives Count `json:"false_negatives"`
+	// FalsePositives: rows where a lens the truth PASSes was FAILed, out
+	// of rows with a passing lens; TruePasses: rows that PASS on both
+	// lenses, knowably.
+	FalsePositives Count `json:"false_positives"`
+	TruePasses     int   `json:"true_passes"`
+	// UnknownWhenUnknowable: rows with a lens whose truth could not be
+	// known; hit when every such lens was UNKNOWN.
+	UnknownWhenUnknowable Count `json:"unknown_when_unknowable"`
+	// FalseClaimsCaught: the agent claimed success and the outcome truth
+	// is a knowable FAIL; caught when the verdict's outcome is FAIL.
+	FalseClaimsCaught Count `json:"false_claims_caught"`
+	// DuplicatesDetected: the oracle saw an effect more than once; hit
+	// when the verdict has a duplicate_effect finding.
+	DuplicatesDetected Count `json:"duplicates_detected"`
+	// CorrectedAtRecheck: rows without an after-settlement injection whose
+	// first verdict's status differs from the final one; hit when the
+	// final verdict agrees on both lenses.
+	CorrectedAtRecheck Count `json:"corrected_at_recheck"`
+	// ReversalsCaught: rows with an after-settlement injection whose
+	// outcome truth is a knowable FAIL; hit when the final verdict has an
+	// effect_reversed finding.
+	ReversalsCaught Count `json:"reversals_caught"`
+	// OrphansFlagged: stray subjects (the oracle's) that CommitLayer listed
+	// as orphans; OrphanFalseAlarms: listed subjects that are not stray.
+	OrphansFlagged    Count `json:"orphans_flagged"`
+	OrphanFalseAlarms int   `json:"orphan_false_alarms"`
+	// Verify latency over the rows that ran to the end.
+	LatencyMeanMS float64 `json:"latency_mean_ms"`
+	LatencyMaxMS  float64 `json:"latency_max_ms"`
+	Errors        int     `json:"errors"`
+	// Disagreements lists the ids of rows that did not agree on both
+	// lenses (errors included).
+	Disagreements []string `json:"disagreements"`
+	ByWorkflow    []Group  `json:"by_workflow"`
+	ByFamily      []Group  `json:"by_family"`
+}
+
+// Summarize computes the summary of rows.
+func Summarize(rows []Row) Summary {
+	s := Summary{Scenarios: len(rows), Disagreements: []string{}}
+	workflows, families := map[string]*Count{}, map[string]*Count{}
+	var wfOrder, famOrder []string
+	group := func(m map[string]*Count, order *[]string, name string) *Count {
+		c, ok := m[name]
+		if !ok {
+			c = &Count{}
+			m[name] = c
+			*order = append(*order, name)
+		}
+		return c
+	}
+	var latencySum float64
+	ran := 0
+	for _, r := range rows {
+		ok := r.Error == ""
+		s.AgreeOutcome.add(true, ok && r.Agree.Outcome)
+		s.AgreePolicy.add(true, ok && r.Agree.Policy)
+		s.AgreeBoth.add(true, r.Agrees())
+		group(workflows, &wfOrder, r.Workflow).add(true, r.Agrees())
+		group(families, &famOrder, r.Family).add(true, r.Agrees())
+		if !r.Agrees() {
+			s.Disagreements = append(s.Disagreements, r.ID)
+		}
+		if !ok {
+			s.Errors++
+			continue
+		}
+		ran++
+		latencySum += r.LatencyMS
+		s.LatencyMaxMS = max(s.LatencyMaxMS, r.LatencyMS)
+
+		var knownFail, anyFail, falseNeg, anyPass, falsePos, unknowable bool
+		detected, reportedUnknown := true, true
+		for _, l := range lenses {
+			truth, knowable := r.truthOf(l)
+			got := r.Verdict.Lenses.Get(l)
+			switch truth {
+			case commitlayer.StatusFail:
+				anyFail = true
+				falseNeg = falseNeg || got == commitlayer.StatusPass
+				if knowable {
+					knownFail = true
+					detected = detected && got == commitlayer.StatusFail
+				}
+			case commitlayer.StatusPass:
+				anyPass = true
+				falsePos = falsePos || got == commitlayer.StatusFail
+			}
+			if !knowable {
+				unknowable = true
+				reportedUnknown = reportedUnknown && got == commitlayer.StatusUnknown
+			}
+		}
+		s.TrueFailures.add(knownFail, detected)
+		s.FalseNegatives.add(anyFail, falseNeg)
+		s.FalsePositives.add(anyPass, falsePos)
+		if r.expected(commitlayer.LensOutcome) == commitlayer.StatusPass && r.expected(commitlayer.LensPolicy) == commitlayer.StatusPass {
+			s.TruePasses++
+		}
+		s.UnknownWhenUnknowable.add(unknowable, reportedUnknown)
+		s.FalseClaimsCaught.add(r.Claim == commitlayer.ClaimSuccess && r.expected(commitlayer.LensOutcome) == commitlayer.StatusFail,
+			r.Verdict.Lenses.Outcome == commitlayer.StatusFail)
+		s.DuplicatesDetected.add(r.Truth.Duplicate, r.hasCode(commitlayer.CodeDuplicateEffect))
+		s.CorrectedAtRecheck.add(!r.AfterSettlement && r.Verdict.ProvisionalStatus != "" && r.Verdict.ProvisionalStatus != r.Verdict.Status,
+			r.Agree.Both())
+		s.ReversalsCaught.add(r.AfterSettlement && r.expected(commitlayer.LensOutcome) == commitlayer.StatusFail,
+			r.hasCode(commitlayer.CodeEffectReversed))
+		for _, st := range r.Stray {
+			s.OrphansFlagged.add(true, slices.Contains(r.Orphans, st))
+		}
+		for _, o := range r.Orphans {
+			if !slices.Contains(r.Stray, o) {
+				s.OrphanFalseAlarms++
+			}
+		}
+	}
+	if ran > 0 {
+		s.LatencyMeanMS = latencySum / float64(ran)
+	}
+	for _, name := range ordered(wfOrder, business.Names()) {
+		s.ByWorkflow = append(s.ByWorkflow, Group{Name: name, Agree: *workflows[name]})
+	}
+	for _, name := range ordered(famOrder, FamilyNames()) {
+		s.ByFamily = append(s.ByFamily, Group{Name: name, Agree: *families[name]})
+	}
+	if s.ByWorkflow == nil {
+		s.ByWorkflow = []Group{}
+	}
+	if s.ByFamily == nil {
+		s.ByFamily = []Group{}
+	}
+	return s
+}
+
+// ordered returns names in the order of known, then the others in the
+// order seen.
+func ordered(seen, known []string) []string {
+	out := make([]string, 0, len(seen))
+	for _, k := range known {
+		if slices.Contains(seen, k) {
+			out = append(out, k)
+		}
+	}
+	for _, n := range seen {
+		if !slices.Contains(known, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
