@@ -40,9 +40,13 @@ type Run struct {
 	// Repeat is k when each scenario ran k times.
 	Repeat int `json:"repeat,omitempty"`
 	// ReplayOf is the run this one replays, if any.
-	ReplayOf  string  `json:"replay_of,omitempty"`
-	Summary   Summary `json:"summary"`
-	Scenarios []Row   `json:"scenarios"`
+	ReplayOf string `json:"replay_of,omitempty"`
+	// Figures are headline figures (e.g. "agree_both": 0.98) that the
+	// evaluation sinks (llm/sinks) log as an experiment's metadata; the
+	// harness's results do not carry them.
+	Figures   map[string]float64 `json:"figures,omitempty"`
+	Summary   Summary            `json:"summary"`
+	Scenarios []Row              `json:"scenarios"`
 }
 
 // Count is n out of a total.
