@@ -1,37 +1,21 @@
 package harness
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/business"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 var lenses = []commitlayer.Lens{commitlayer.LensOutcome, commitlayer.LensPolicy}
 
-// Count is n out of a total.
-type Count struct {
-	N  int `json:"n"`
-	Of int `json:"of"`
-}
+// Count is n out of a total; one type with sandbox/report's (same JSON).
+type Count = report.Count
 
-func (c Count) String() string { return fmt.Sprintf("%d/%d", c.N, c.Of) }
-
-func (c *Count) add(in, hit bool) {
-	if in {
-		c.Of++
-		if hit {
-			c.N++
-		}
-	}
-}
-
-// Group is the agreement of a group of rows (a workflow or a family).
-type Group struct {
-	Name  string `json:"name"`
-	Agree Count  `json:"agree"`
-}
+// Group is the agreement of a group of rows (a workflow or a family); one
+// type with sandbox/report's (same JSON).
+type Group = report.Group
 
 // Summary is every figure of the results table, computed from the rows.
 // A row with an error counts as a disagreement on both lenses and is left
@@ -103,11 +87,11 @@ func Summarize(rows []Row) Summary {
 	ran := 0
 	for _, r := range rows {
 		ok := r.Error == ""
-		s.AgreeOutcome.add(true, ok && r.Agree.Outcome)
-		s.AgreePolicy.add(true, ok && r.Agree.Policy)
-		s.AgreeBoth.add(true, r.Agrees())
-		group(workflows, &wfOrder, r.Workflow).add(true, r.Agrees())
-		group(families, &famOrder, r.Family).add(true, r.Agrees())
+		s.AgreeOutcome.Add(true, ok && r.Agree.Outcome)
+		s.AgreePolicy.Add(true, ok && r.Agree.Policy)
+		s.AgreeBoth.Add(true, r.Agrees())
+		group(workflows, &wfOrder, r.Workflow).Add(true, r.Agrees())
+		group(families, &famOrder, r.Family).Add(true, r.Agrees())
 		if !r.Agrees() {
 			s.Disagreements = append(s.Disagreements, r.ID)
 		}
@@ -141,22 +125,22 @@ func Summarize(rows []Row) Summary {
 				reportedUnknown = reportedUnknown && got == commitlayer.StatusUnknown
 			}
 		}
-		s.TrueFailures.add(knownFail, detected)
-		s.FalseNegatives.add(anyFail, falseNeg)
-		s.FalsePositives.add(anyPass, falsePos)
+		s.TrueFailures.Add(knownFail, detected)
+		s.FalseNegatives.Add(anyFail, falseNeg)
+		s.FalsePositives.Add(anyPass, falsePos)
 		if r.expected(commitlayer.LensOutcome) == commitlayer.StatusPass && r.expected(commitlayer.LensPolicy) == commitlayer.StatusPass {
 			s.TruePasses++
 		}
-		s.UnknownWhenUnknowable.add(unknowable, reportedUnknown)
-		s.FalseClaimsCaught.add(r.Claim == commitlayer.ClaimSuccess && r.expected(commitlayer.LensOutcome) == commitlayer.StatusFail,
+		s.UnknownWhenUnknowable.Add(unknowable, reportedUnknown)
+		s.FalseClaimsCaught.Add(r.Claim == commitlayer.ClaimSuccess && r.expected(commitlayer.LensOutcome) == commitlayer.StatusFail,
 			r.Verdict.Lenses.Outcome == commitlayer.StatusFail)
-		s.DuplicatesDetected.add(r.Truth.Duplicate, r.hasCode(commitlayer.CodeDuplicateEffect))
-		s.CorrectedAtRecheck.add(!r.AfterSettlement && r.Verdict.ProvisionalStatus != "" && r.Verdict.ProvisionalStatus != r.Verdict.Status,
+		s.DuplicatesDetected.Add(r.Truth.Duplicate, r.hasCode(commitlayer.CodeDuplicateEffect))
+		s.CorrectedAtRecheck.Add(!r.AfterSettlement && r.Verdict.ProvisionalStatus != "" && r.Verdict.ProvisionalStatus != r.Verdict.Status,
 			r.Agree.Both())
-		s.ReversalsCaught.add(r.AfterSettlement && r.expected(commitlayer.LensOutcome) == commitlayer.StatusFail,
+		s.ReversalsCaught.Add(r.AfterSettlement && r.expected(commitlayer.LensOutcome) == commitlayer.StatusFail,
 			r.hasCode(commitlayer.CodeEffectReversed))
 		for _, st := range r.Stray {
-			s.OrphansFlagged.add(true, slices.Contains(r.Orphans, st))
+			s.OrphansFlagged.Add(true, slices.Contains(r.Orphans, st))
 		}
 		for _, o := range r.Orphans {
 			if !slices.Contains(r.Stray, o) {

@@ -65,7 +65,9 @@ func (c Count) Rate() float64 {
 	return float64(c.N) / float64(c.Of)
 }
 
-func (c *Count) add(in, hit bool) {
+// Add counts one case: it is in the total when in, and among the n
+// when it is in and hit.
+func (c *Count) Add(in, hit bool) {
 	if in {
 		c.Of++
 		if hit {
