@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commitlayer/commitlayer"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -17,19 +18,6 @@ func isIdent(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-// isSourceName matches the names facts may carry as source.
-func isSourceName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
 			return false
 		}
 	}
@@ -89,7 +77,7 @@ func (p *parser) validate(s *Spec) {
 		path := fmt.Sprintf("sources[%d]", i)
 		switch {
 		case src == "":
-		case !isSourceName(src):
+		case !commitlayer.ValidName(src):
 			p.fail(path, p.line(path), "%q is not a source name (letters, digits, _, - and .)", src)
 		case sources[src]:
 			p.fail(path, p.line(path), "source %q is listed twice", src)
