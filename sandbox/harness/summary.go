@@ -17,57 +17,9 @@ type Count = report.Count
 // type with sandbox/report's (same JSON).
 type Group = report.Group
 
-// Summary is every figure of the results table, computed from the rows.
-// A row with an error counts as a disagreement on both lenses and is left
-// out of the figures that read the truth.
-type Summary struct {
-	Scenarios int `json:"scenarios"`
-	// Agreement per lens and on both.
-	AgreeOutcome Count `json:"agree_outcome"`
-	AgreePolicy  Count `json:"agree_policy"`
-	AgreeBoth    Count `json:"agree_both"`
-	// TrueFailures: rows with a FAIL the verifier could know on some lens;
-	// detected when the verdict is FAIL on every such lens.
-	TrueFailures Count `json:"true_failures_detected"`
-	// FalseNegatives: rows where a lens the truth FAILs was PASSed, out of
-	// rows with a failing lens.
-	FalseNegatives Count `json:"false_negatives"`
-	// FalsePositives: rows where a lens the truth PASSes was FAILed, out
-	// of rows with a passing lens; TruePasses: rows that PASS on both
-	// lenses, knowably.
-	FalsePositives Count `json:"false_positives"`
-	TruePasses     int   `json:"true_passes"`
-	// UnknownWhenUnknowable: rows with a lens whose truth could not be
-	// known; hit when every such lens was UNKNOWN.
-	UnknownWhenUnknowable Count `json:"unknown_when_unknowable"`
-	// FalseClaimsCaught: the agent claimed success and the outcome truth
-	// is a knowable FAIL; caught when the verdict's outcome is FAIL.
-	FalseClaimsCaught Count `json:"false_claims_caught"`
-	// DuplicatesDetected: the oracle saw an effect more than once; hit
-	// when the verdict has a duplicate_effect finding.
-	DuplicatesDetected Count `json:"duplicates_detected"`
-	// CorrectedAtRecheck: rows without an after-settlement injection whose
-	// first verdict's status differs from the final one; hit when the
-	// final verdict agrees on both lenses.
-	CorrectedAtRecheck Count `json:"corrected_at_recheck"`
-	// ReversalsCaught: rows with an after-settlement injection whose
-	// outcome truth is a knowable FAIL; hit when the final verdict has an
-	// effect_reversed finding.
-	ReversalsCaught Count `json:"reversals_caught"`
-	// OrphansFlagged: stray subjects (the oracle's) that CommitLayer listed
-	// as orphans; OrphanFalseAlarms: listed subjects that are not stray.
-	OrphansFlagged    Count `json:"orphans_flagged"`
-	OrphanFalseAlarms int   `json:"orphan_false_alarms"`
-	// Verify latency over the rows that ran to the end.
-	LatencyMeanMS float64 `json:"latency_mean_ms"`
-	LatencyMaxMS  float64 `json:"latency_max_ms"`
-	Errors        int     `json:"errors"`
-	// Disagreements lists the ids of rows that did not agree on both
-	// lenses (errors included).
-	Disagreements []string `json:"disagreements"`
-	ByWorkflow    []Group  `json:"by_workflow"`
-	ByFamily      []Group  `json:"by_family"`
-}
+// Summary is every figure of the results table; one type with
+// sandbox/report's (same JSON; its pass_k is left empty here).
+type Summary = report.Summary
 
 // Summarize computes the summary of rows.
 func Summarize(rows []Row) Summary {
