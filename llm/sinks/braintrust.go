@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // DefaultBraintrustURL is Braintrust's API (US data plane).
@@ -72,7 +74,7 @@ type btMetrics struct {
 
 // Deliver resolves (or creates) the project, creates the run's experiment
 // and inserts one event per row, in batches.
-func (b *Braintrust) Deliver(ctx context.Context, run Run, rows []Row) Report {
+func (b *Braintrust) Deliver(ctx context.Context, run report.Run, rows []report.Row) Report {
 	ctx, cancel := context.WithTimeout(ctx, b.c.opts.Deadline)
 	defer cancel()
 	rep := Report{Sink: b.Name(), Rows: len(rows)}
@@ -143,10 +145,10 @@ func (b *Braintrust) projectID(ctx context.Context) (string, error) {
 	return p.ID, nil
 }
 
-func (b *Braintrust) event(run Run, r Row) btEvent {
+func (b *Braintrust) event(run report.Run, r report.Row) btEvent {
 	e := btEvent{
-		ID: r.key(), Input: input(r), Expected: expected(r), Output: output(r), Error: r.Error,
-		Scores: r.Scores(), Metadata: rowMetadata(run, r), Tags: tags(r),
+		ID: rowKey(r), Input: input(r), Expected: expected(r), Output: output(r), Error: r.Error,
+		Scores: Scores(r), Metadata: rowMetadata(run, r), Tags: tags(r),
 	}
 	if !run.StartedAt.IsZero() && r.LatencyMS > 0 {
 		// The verify latency, anchored at the run's start: Braintrust shows
@@ -157,7 +159,7 @@ func (b *Braintrust) event(run Run, r Row) btEvent {
 	return e
 }
 
-func tags(r Row) []string {
+func tags(r report.Row) []string {
 	var t []string
 	for _, s := range []string{r.Workflow, r.Family} {
 		if s != "" {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/commitlayer/commitlayer/sandbox/report"
 	"github.com/google/uuid"
 )
 
@@ -86,12 +87,12 @@ type lsFeedback struct {
 
 // Deliver creates (or finds) the run's session, posts one complete root
 // run per row in batches, then the rows' scores as feedback.
-func (l *LangSmith) Deliver(ctx context.Context, run Run, rows []Row) Report {
+func (l *LangSmith) Deliver(ctx context.Context, run report.Run, rows []report.Row) Report {
 	ctx, cancel := context.WithTimeout(ctx, l.c.opts.Deadline)
 	defer cancel()
 	rep := Report{Sink: l.Name(), Rows: len(rows)}
 	for _, r := range rows {
-		rep.Scores += len(r.Scores())
+		rep.Scores += len(Scores(r))
 	}
 	defer logReport(ctx, l.c.opts.Logger, &rep)
 
@@ -159,8 +160,8 @@ func (l *LangSmith) Deliver(ctx context.Context, run Run, rows []Row) Report {
 	return rep
 }
 
-func (l *LangSmith) run(run Run, sessionID string, runStart time.Time, i int, r Row) lsRun {
-	id := uuid.NewSHA1(idSpace, []byte(experimentName(run)+"\x00"+r.key())).String()
+func (l *LangSmith) run(run report.Run, sessionID string, runStart time.Time, i int, r report.Row) lsRun {
+	id := uuid.NewSHA1(idSpace, []byte(experimentName(run)+"\x00"+rowKey(r))).String()
 	// Rows keep their order in the session: each starts a microsecond after
 	// the one before, and lasts its verify latency.
 	start := runStart.Add(time.Duration(i) * time.Microsecond)
@@ -168,7 +169,7 @@ func (l *LangSmith) run(run Run, sessionID string, runStart time.Time, i int, r 
 	meta := rowMetadata(run, r)
 	meta["expected"] = expected(r)
 	return lsRun{
-		ID: id, TraceID: id, DottedOrder: dottedOrder(start, id), Name: r.key(), RunType: "chain",
+		ID: id, TraceID: id, DottedOrder: dottedOrder(start, id), Name: rowKey(r), RunType: "chain",
 		StartTime: start.Format(time.RFC3339Nano), EndTime: end.Format(time.RFC3339Nano),
 		Inputs: input(r), Outputs: map[string]any{"verdict": output(r), "judges": judgesOrEmpty(r.Judges)},
 		Error: r.Error, SessionID: sessionID, Extra: map[string]any{"metadata": meta}, Tags: tags(r),
@@ -183,17 +184,17 @@ func dottedOrder(t time.Time, id string) string {
 
 // feedback is one feedback per score of r, the oracle's truth as the
 // correction of CommitLayer's and each judge's reason as its comment.
-func (l *LangSmith) feedback(lr lsRun, r Row) []lsFeedback {
+func (l *LangSmith) feedback(lr lsRun, r report.Row) []lsFeedback {
 	reasons := map[string]string{}
 	for _, j := range r.Judges {
 		reasons[JudgeScorePrefix+j.Name] = j.Verdict + ": " + j.Reason
 	}
 	reasons[ScoreCommitLayer] = r.Verdict.Status
 	var out []lsFeedback
-	for _, key := range sortedKeys(r.Scores()) {
+	for _, key := range sortedKeys(Scores(r)) {
 		f := lsFeedback{
 			ID: uuid.NewSHA1(idSpace, []byte(lr.ID+"\x00"+key)).String(), RunID: lr.ID, TraceID: lr.TraceID,
-			SessionID: lr.SessionID, Key: key, Score: r.Scores()[key], Comment: reasons[key],
+			SessionID: lr.SessionID, Key: key, Score: Scores(r)[key], Comment: reasons[key],
 			FeedbackSource: map[string]any{"type": "api"},
 		}
 		if key == ScoreCommitLayer {

@@ -48,6 +48,9 @@
 // what did not arrive and why, bounded in time by its context and the
 // sink's own deadline. No key ever appears in a report, an error or a log
 // line: each sink redacts its key from whatever text a server sends back.
+//
+// A run and its rows are sandbox/report's types ([report.Run],
+// [report.Row]); a results file decodes into them with [report.Decode].
 package sinks
 
 import (
@@ -58,124 +61,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
-
-// Statuses of verdicts, truths and judges.
-const (
-	StatusPass    = "PASS"
-	StatusFail    = "FAIL"
-	StatusUnknown = "UNKNOWN"
-)
-
-// Run is one benchmark run: it becomes one experiment.
-type Run struct {
-	// ID is the run's id (the benchmark workflow's); experiments are named
-	// after it.
-	ID        string    `json:"id"`
-	Commit    string    `json:"commit"`
-	StartedAt time.Time `json:"started_at"`
-	// Payments is the payments backend (sandbox, stripe, stripe-fake).
-	Payments string `json:"payments,omitempty"`
-	Agent    string `json:"agent,omitempty"`
-	Provider string `json:"provider,omitempty"`
-	Model    string `json:"model,omitempty"`
-	// Figures are the run's headline figures (e.g. "agree_both": 0.98),
-	// logged as the experiment's metadata.
-	Figures map[string]float64 `json:"figures,omitempty"`
-}
-
-// DecodeResults reads a results file (latest.json's shape: the run's
-// fields at the top, its rows under "scenarios"), e.g. to deliver a run
-// again after a sink was down.
-func DecodeResults(data []byte) (Run, []Row, error) {
-	var res struct {
-		Run
-		Scenarios []Row `json:"scenarios"`
-	}
-	if err := json.Unmarshal(data, &res); err != nil {
-		return Run{}, nil, fmt.Errorf("decode results: %w", err)
-	}
-	return res.Run, res.Scenarios, nil
-}
-
-// Row is one scenario's result.
-type Row struct {
-	ID        string `json:"id"`
-	Workflow  string `json:"workflow"`
-	Injection string `json:"injection"`
-	Family    string `json:"family"`
-	// Attempt numbers repeated runs of a scenario (pass^k), from 1; 0 when
-	// each scenario ran once.
-	Attempt int `json:"attempt,omitempty"`
-
-	Truth   Truth   `json:"truth"`
-	Verdict Verdict `json:"verdict"`
-	Agree   Agree   `json:"agree"`
-	Judges  []Judge `json:"judges,omitempty"`
-	// Trajectory is what the agent did (task, tool calls, report, model
-	// turns), passed through as it is.
-	Trajectory json.RawMessage `json:"trajectory,omitempty"`
-	LatencyMS  float64         `json:"latency_ms"`
-	// Error is set when the scenario could not run to the end.
-	Error string `json:"error,omitempty"`
-	// WorkflowID and RunID name the scenario's Temporal workflow.
-	WorkflowID string `json:"workflow_id,omitempty"`
-	RunID      string `json:"run_id,omitempty"`
-}
-
-// Truth is the oracle's truth for a row.
-type Truth struct {
-	Outcome  string `json:"outcome"`
-	Policy   string `json:"policy"`
-	Knowable bool   `json:"knowable"`
-}
-
-// Status is the truth of the action as a whole: FAIL when a lens fails,
-// PASS when both pass, UNKNOWN otherwise.
-func (t Truth) Status() string {
-	switch {
-	case t.Outcome == StatusFail || t.Policy == StatusFail:
-		return StatusFail
-	case t.Outcome == StatusPass && t.Policy == StatusPass:
-		return StatusPass
-	}
-	return StatusUnknown
-}
-
-// Verdict is CommitLayer's verdict for a row.
-type Verdict struct {
-	Status            string    `json:"status"`
-	ProvisionalStatus string    `json:"provisional_status"`
-	Lenses            Lenses    `json:"lenses"`
-	Findings          []Finding `json:"findings"`
-}
-
-// Lenses are a verdict's per-lens statuses.
-type Lenses struct {
-	Outcome string `json:"outcome"`
-	Policy  string `json:"policy"`
-}
-
-// Finding is one finding of a verdict.
-type Finding struct {
-	Code    string `json:"code"`
-	Check   string `json:"check"`
-	Lens    string `json:"lens"`
-	Message string `json:"message"`
-}
-
-// Agree says, per lens, whether CommitLayer agreed with the oracle.
-type Agree struct {
-	Outcome bool `json:"outcome"`
-	Policy  bool `json:"policy"`
-}
-
-// Judge is one trace-only judge's verdict on a row.
-type Judge struct {
-	Name    string `json:"name"`
-	Verdict string `json:"verdict"`
-	Reason  string `json:"reason"`
-}
 
 // Score keys: CommitLayer's, and each judge's (JudgeScorePrefix + name).
 const (
@@ -186,17 +74,17 @@ const (
 // Scores are a row's 0/1 scores: CommitLayer agrees with the oracle (the
 // row ran to the end and both lenses agree) and, per judge, the judge's
 // verdict equals the truth of the action as a whole.
-func (r Row) Scores() map[string]float64 {
+func Scores(r report.Row) map[string]float64 {
 	s := map[string]float64{ScoreCommitLayer: b2f(r.Error == "" && r.Agree.Outcome && r.Agree.Policy)}
 	truth := r.Truth.Status()
 	for _, j := range r.Judges {
-		s[JudgeScorePrefix+j.Name] = b2f(truth != StatusUnknown && j.Verdict == truth)
+		s[JudgeScorePrefix+j.Name] = b2f(truth != report.StatusUnknown && j.Verdict == truth)
 	}
 	return s
 }
 
-// key is the row's id within its run (the attempt appended when set).
-func (r Row) key() string {
+// rowKey is the row's id within its run (the attempt appended when set).
+func rowKey(r report.Row) string {
 	if r.Attempt > 0 {
 		return fmt.Sprintf("%s#%d", r.ID, r.Attempt)
 	}
@@ -216,7 +104,7 @@ type Sink interface {
 	Name() string
 	// Deliver logs rows as one experiment for run. It does not fail: the
 	// report says what did not arrive.
-	Deliver(ctx context.Context, run Run, rows []Row) Report
+	Deliver(ctx context.Context, run report.Run, rows []report.Row) Report
 }
 
 // Report is what a sink delivered.
@@ -264,7 +152,7 @@ func (r *Report) reason(err error) {
 
 // DeliverAll delivers to every sink at once and returns their reports in
 // the order of sinks.
-func DeliverAll(ctx context.Context, sinks []Sink, run Run, rows []Row) []Report {
+func DeliverAll(ctx context.Context, sinks []Sink, run report.Run, rows []report.Row) []Report {
 	reports := make([]Report, len(sinks))
 	var wg sync.WaitGroup
 	for i, s := range sinks {
@@ -275,7 +163,7 @@ func DeliverAll(ctx context.Context, sinks []Sink, run Run, rows []Row) []Report
 }
 
 // experimentName names a run's experiment on every platform.
-func experimentName(run Run) string {
+func experimentName(run report.Run) string {
 	if run.ID != "" {
 		return "commitlayer " + run.ID
 	}
@@ -287,7 +175,7 @@ func experimentName(run Run) string {
 }
 
 // runMetadata is the run's metadata on every platform.
-func runMetadata(run Run) map[string]any {
+func runMetadata(run report.Run) map[string]any {
 	m := map[string]any{"commit": run.Commit, "started_at": run.StartedAt.UTC().Format(time.RFC3339Nano)}
 	for k, v := range map[string]string{"run_id": run.ID, "payments": run.Payments, "agent": run.Agent,
 		"provider": run.Provider, "model": run.Model} {
@@ -302,7 +190,7 @@ func runMetadata(run Run) map[string]any {
 }
 
 // rowMetadata is a row's metadata on every platform.
-func rowMetadata(run Run, r Row) map[string]any {
+func rowMetadata(run report.Run, r report.Row) map[string]any {
 	m := map[string]any{
 		"scenario": r.ID, "workflow": r.Workflow, "injection": r.Injection, "family": r.Family,
 		"latency_ms": r.LatencyMS, "judges": judgesOrEmpty(r.Judges), "commit": run.Commit,
@@ -320,16 +208,16 @@ func rowMetadata(run Run, r Row) map[string]any {
 	return m
 }
 
-func judgesOrEmpty(js []Judge) []Judge {
+func judgesOrEmpty(js []report.Judge) []report.Judge {
 	if js == nil {
-		return []Judge{}
+		return []report.Judge{}
 	}
 	return js
 }
 
 // input is a row's input: the scenario and its trajectory (null when none
 // was recorded).
-func input(r Row) map[string]any {
+func input(r report.Row) map[string]any {
 	traj := json.RawMessage("null")
 	if len(r.Trajectory) > 0 && json.Valid(r.Trajectory) {
 		traj = r.Trajectory
@@ -338,16 +226,16 @@ func input(r Row) map[string]any {
 }
 
 // expected is a row's expected value: the oracle's truth.
-func expected(r Row) map[string]any {
+func expected(r report.Row) map[string]any {
 	return map[string]any{"status": r.Truth.Status(), "outcome": r.Truth.Outcome, "policy": r.Truth.Policy,
 		"knowable": r.Truth.Knowable}
 }
 
 // output is a row's output: CommitLayer's verdict.
-func output(r Row) map[string]any {
+func output(r report.Row) map[string]any {
 	fs := r.Verdict.Findings
 	if fs == nil {
-		fs = []Finding{}
+		fs = []report.Finding{}
 	}
 	return map[string]any{"status": r.Verdict.Status, "provisional_status": r.Verdict.ProvisionalStatus,
 		"lenses": r.Verdict.Lenses, "findings": fs}

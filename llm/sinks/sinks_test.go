@@ -15,11 +15,12 @@ import (
 
 	"github.com/commitlayer/commitlayer/llm/sinks"
 	"github.com/commitlayer/commitlayer/llm/sinks/sinkstest"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 const testKey = "sk-test-7f3a9c1e-DO-NOT-LEAK"
 
-var testRun = sinks.Run{
+var testRun = report.Run{
 	ID: "bench-20261130-1", Commit: "bcaee90343c4024a0f816fe72f100e881a30a9b9",
 	StartedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Payments: "sandbox", Agent: "scripted",
 	Figures: map[string]float64{"agree_both": 1},
@@ -27,25 +28,25 @@ var testRun = sinks.Run{
 
 // testRows are n rows: even ones a phantom success the rule judge passed,
 // odd ones a true pass.
-func testRows(n int) []sinks.Row {
-	var rows []sinks.Row
+func testRows(n int) []report.Row {
+	var rows []report.Row
 	for i := range n {
-		r := sinks.Row{
+		r := report.Row{
 			ID: fmt.Sprintf("refund/case_%d", i), Workflow: "refund", Injection: fmt.Sprintf("case_%d", i),
 			Family:     "transport",
 			Trajectory: json.RawMessage(fmt.Sprintf(`{"task":"refund o_%d","calls":[{"tool":"refund","status":200}]}`, i)),
 			LatencyMS:  150 + float64(i), WorkflowID: fmt.Sprintf("scenario/%d", i), RunID: "r1",
-			Agree: sinks.Agree{Outcome: true, Policy: true},
+			Agree: report.Agree{Outcome: true, Policy: true},
 		}
 		if i%2 == 0 {
-			r.Truth = sinks.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true}
-			r.Verdict = sinks.Verdict{Status: "FAIL", ProvisionalStatus: "FAIL", Lenses: sinks.Lenses{Outcome: "FAIL", Policy: "PASS"},
-				Findings: []sinks.Finding{{Code: "effect_missing", Check: "refund", Lens: "outcome", Message: "no refund"}}}
-			r.Judges = []sinks.Judge{{Name: "rule", Verdict: "PASS", Reason: "refund answered 200"}}
+			r.Truth = report.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true}
+			r.Verdict = report.Verdict{Status: "FAIL", ProvisionalStatus: "FAIL", Lenses: report.Lenses{Outcome: "FAIL", Policy: "PASS"},
+				Findings: []report.Finding{{Code: "effect_missing", Check: "refund", Lens: "outcome", Message: "no refund"}}}
+			r.Judges = []report.Judge{{Name: "rule", Verdict: "PASS", Reason: "refund answered 200"}}
 		} else {
-			r.Truth = sinks.Truth{Outcome: "PASS", Policy: "PASS", Knowable: true}
-			r.Verdict = sinks.Verdict{Status: "PASS", ProvisionalStatus: "PASS", Lenses: sinks.Lenses{Outcome: "PASS", Policy: "PASS"}}
-			r.Judges = []sinks.Judge{{Name: "rule", Verdict: "PASS", Reason: "refund answered 200"}}
+			r.Truth = report.Truth{Outcome: "PASS", Policy: "PASS", Knowable: true}
+			r.Verdict = report.Verdict{Status: "PASS", ProvisionalStatus: "PASS", Lenses: report.Lenses{Outcome: "PASS", Policy: "PASS"}}
+			r.Judges = []report.Judge{{Name: "rule", Verdict: "PASS", Reason: "refund answered 200"}}
 		}
 		rows = append(rows, r)
 	}
@@ -344,25 +345,25 @@ func TestFromEnv(t *testing.T) {
 }
 
 func TestScores(t *testing.T) {
-	fail := sinks.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true}
-	pass := sinks.Truth{Outcome: "PASS", Policy: "PASS", Knowable: true}
-	both := sinks.Agree{Outcome: true, Policy: true}
+	fail := report.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true}
+	pass := report.Truth{Outcome: "PASS", Policy: "PASS", Knowable: true}
+	both := report.Agree{Outcome: true, Policy: true}
 	for _, tc := range []struct {
 		name string
-		row  sinks.Row
+		row  report.Row
 		want map[string]float64
 	}{
 		{"both agree, judge misses a failure",
-			sinks.Row{Truth: fail, Agree: both, Judges: []sinks.Judge{{Name: "rule", Verdict: "PASS"}, {Name: "model", Verdict: "FAIL"}}},
+			report.Row{Truth: fail, Agree: both, Judges: []report.Judge{{Name: "rule", Verdict: "PASS"}, {Name: "model", Verdict: "FAIL"}}},
 			map[string]float64{"commitlayer_agrees": 1, "judge_agrees:rule": 0, "judge_agrees:model": 1}},
-		{"a lens disagrees", sinks.Row{Truth: pass, Agree: sinks.Agree{Outcome: true}, Judges: []sinks.Judge{{Name: "rule", Verdict: "PASS"}}},
+		{"a lens disagrees", report.Row{Truth: pass, Agree: report.Agree{Outcome: true}, Judges: []report.Judge{{Name: "rule", Verdict: "PASS"}}},
 			map[string]float64{"commitlayer_agrees": 0, "judge_agrees:rule": 1}},
-		{"an error row never agrees", sinks.Row{Truth: pass, Agree: both, Error: "boom"},
+		{"an error row never agrees", report.Row{Truth: pass, Agree: both, Error: "boom"},
 			map[string]float64{"commitlayer_agrees": 0}},
-		{"an UNKNOWN judge does not agree", sinks.Row{Truth: pass, Agree: both, Judges: []sinks.Judge{{Name: "model", Verdict: "UNKNOWN"}}},
+		{"an UNKNOWN judge does not agree", report.Row{Truth: pass, Agree: both, Judges: []report.Judge{{Name: "model", Verdict: "UNKNOWN"}}},
 			map[string]float64{"commitlayer_agrees": 1, "judge_agrees:model": 0}},
 	} {
-		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, tc.row.Scores()) })
+		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, sinks.Scores(tc.row)) })
 	}
 }
 
@@ -383,8 +384,8 @@ func TestDeliverAll(t *testing.T) {
 	require.Equal(t, "langsmith: 0/3 rows, 0/6 scores (langsmith create session: HTTP 503: maintenance (4 attempts))", reps[1].String())
 }
 
-// A results file (latest.json's shape) decodes as it is, fields the sinks
-// do not read ignored.
+// A results file (latest.json's shape) decodes through report.Decode into
+// the run and rows the sinks take, fields neither reads ignored.
 func TestDecodeResults(t *testing.T) {
 	data := []byte(`{"id":"run-9","commit":"abc","started_at":"2026-11-29T12:48:53.77Z","concurrency":4,
 	 "summary":{"scenarios":1,"agree_both":{"n":1,"of":1}},
@@ -395,21 +396,22 @@ func TestDecodeResults(t *testing.T) {
 	  "agree":{"outcome":true,"policy":true},"claim":"success","latency_ms":207.5,
 	  "judges":[{"name":"rule","verdict":"PASS","reason":"200"}],"trajectory":{"task":"refund"},
 	  "workflow_id":"bench/run-9/refund/phantom_success","run_id":"r-1"}]}`)
-	run, rows, err := sinks.DecodeResults(data)
+	run, err := report.Decode(data)
 	require.NoError(t, err)
+	rows := run.Scenarios
 	require.Equal(t, "run-9", run.ID)
 	require.Equal(t, time.Date(2026, 11, 29, 12, 48, 53, 770000000, time.UTC), run.StartedAt)
 	require.Len(t, rows, 1)
-	require.Equal(t, sinks.Row{ID: "refund/phantom_success", Workflow: "refund", Injection: "phantom_success", Family: "system_error",
-		Truth: sinks.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true},
-		Verdict: sinks.Verdict{Status: "FAIL", ProvisionalStatus: "FAIL", Lenses: sinks.Lenses{Outcome: "FAIL", Policy: "PASS"},
-			Findings: []sinks.Finding{{Code: "missing_effect", Check: "refund", Lens: "outcome", Message: "no refund"}}},
-		Agree: sinks.Agree{Outcome: true, Policy: true}, Judges: []sinks.Judge{{Name: "rule", Verdict: "PASS", Reason: "200"}},
+	require.Equal(t, report.Row{ID: "refund/phantom_success", Workflow: "refund", Injection: "phantom_success", Family: "system_error",
+		Truth: report.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true, OutcomeKnowable: true, Reasons: []string{"x"}},
+		Verdict: report.Verdict{Status: "FAIL", ProvisionalStatus: "FAIL", Lenses: report.Lenses{Outcome: "FAIL", Policy: "PASS"},
+			Findings: []report.Finding{{Code: "missing_effect", Check: "refund", Lens: "outcome", Message: "no refund"}}},
+		Agree: report.Agree{Outcome: true, Policy: true}, Claim: "success", Judges: []report.Judge{{Name: "rule", Verdict: "PASS", Reason: "200"}},
 		Trajectory: json.RawMessage(`{"task":"refund"}`), LatencyMS: 207.5,
 		WorkflowID: "bench/run-9/refund/phantom_success", RunID: "r-1"}, rows[0])
 
-	_, _, err = sinks.DecodeResults([]byte(`{"scenarios":{}}`))
-	require.ErrorContains(t, err, "decode results")
+	_, err = report.Decode([]byte(`{"scenarios":{}}`))
+	require.ErrorContains(t, err, "decode run")
 }
 
 func TestLangSmithWorkspace(t *testing.T) {

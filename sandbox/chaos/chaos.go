@@ -6,19 +6,14 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 // Mode is what a rule does to the calls it targets.
@@ -213,47 +208,6 @@ func (t *Transport) prepare(ctx context.Context, r *Rule) error {
 		return fmt.Errorf("unknown mode %q", r.Mode)
 	}
 	return nil
-}
-
-// head returns the highest seq of a system's feed, paging through it.
-func (t *Transport) head(ctx context.Context, system string) (int64, error) {
-	if t.base == "" {
-		return 0, errors.New("transport has no base URL")
-	}
-	var after int64
-	for range 10000 {
-		u := fmt.Sprintf("%s/%s/events?after=%d&limit=5000", t.base, system, after)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return 0, err
-		}
-		resp, err := t.inner.RoundTrip(req)
-		if err != nil {
-			return 0, err
-		}
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-		resp.Body.Close()
-		if err != nil {
-			return 0, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return 0, fmt.Errorf("feed answered %d", resp.StatusCode)
-		}
-		var page struct {
-			Events []struct {
-				Seq int64 `json:"seq"`
-			} `json:"events"`
-			Next int64 `json:"next"`
-		}
-		if err := json.Unmarshal(body, &page); err != nil {
-			return 0, fmt.Errorf("decode feed: %w", err)
-		}
-		if len(page.Events) == 0 || page.Next <= after {
-			return after, nil
-		}
-		after = page.Next
-	}
-	return 0, errors.New("feed does not end")
 }
 
 // Calls returns how many calls have matched the named rule so far.
@@ -462,126 +416,4 @@ func splitPath(p string) []string {
 		return []string{}
 	}
 	return strings.Split(p, "/")
-}
-
-// CutFeed keeps the events of an http_events page with seq ≤ snapshot and
-// sets "next" to the highest seq kept (or after when none is kept). It
-// returns the new body and how many events it hid. Fields it does not know
-// are kept.
-func CutFeed(body []byte, snapshot, after int64) ([]byte, int, error) {
-	var page map[string]json.RawMessage
-	if err := json.Unmarshal(body, &page); err != nil {
-		return nil, 0, fmt.Errorf("decode feed page: %w", err)
-	}
-	var events []json.RawMessage
-	if raw, ok := page["events"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &events); err != nil {
-			return nil, 0, fmt.Errorf("decode feed events: %w", err)
-		}
-	}
-	kept := make([]json.RawMessage, 0, len(events))
-	next := after
-	for i, ev := range events {
-		var head struct {
-			Seq *int64 `json:"seq"`
-		}
-		if err := json.Unmarshal(ev, &head); err != nil || head.Seq == nil {
-			return nil, 0, fmt.Errorf("feed event %d has no seq", i)
-		}
-		if *head.Seq <= snapshot {
-			kept = append(kept, ev)
-			next = max(next, *head.Seq)
-		}
-	}
-	var err error
-	if page["events"], err = json.Marshal(kept); err != nil {
-		return nil, 0, err
-	}
-	if page["next"], err = json.Marshal(next); err != nil {
-		return nil, 0, err
-	}
-	out, err := json.Marshal(page)
-	if err != nil {
-		return nil, 0, err
-	}
-	return out, len(events) - len(kept), nil
-}
-
-// timeoutError is what a lost response looks like to the caller.
-type timeoutError struct{ op string }
-
-func (e *timeoutError) Error() string {
-	return "chaos: " + e.op + ": timeout awaiting response headers"
-}
-func (e *timeoutError) Timeout() bool   { return true }
-func (e *timeoutError) Temporary() bool { return true }
-
-var _ net.Error = (*timeoutError)(nil)
-
-// refused builds the error a dial to a closed port returns.
-func refused(host string) error {
-	return &net.OpError{Op: "dial", Net: "tcp", Addr: fakeAddr(host),
-		Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-}
-
-type fakeAddr string
-
-func (a fakeAddr) Network() string { return "tcp" }
-func (a fakeAddr) String() string  { return string(a) }
-
-func errorBody(status int) []byte {
-	code, msg := "internal_error", "internal server error"
-	switch status {
-	case http.StatusForbidden:
-		code, msg = "forbidden", "the API key is not allowed to perform this operation"
-	case http.StatusTooManyRequests:
-		code, msg = "rate_limited", "too many requests; retry later"
-	}
-	b, _ := json.Marshal(map[string]any{"error": map[string]string{"code": code, "message": msg}})
-	return b
-}
-
-func jsonResponse(req *http.Request, status int, body []byte) *http.Response {
-	h := make(http.Header)
-	h.Set("Content-Type", "application/json")
-	return &http.Response{
-		Status:        fmt.Sprintf("%d %s", status, http.StatusText(status)),
-		StatusCode:    status,
-		Proto:         "HTTP/1.1",
-		ProtoMajor:    1,
-		ProtoMinor:    1,
-		Header:        h,
-		Body:          io.NopCloser(bytes.NewReader(body)),
-		ContentLength: int64(len(body)),
-		Request:       req,
-	}
-}
-
-func readBody(resp *http.Response) ([]byte, error) {
-	defer resp.Body.Close()
-	return io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-}
-
-func setBody(resp *http.Response, b []byte) {
-	resp.Body = io.NopCloser(bytes.NewReader(b))
-	resp.ContentLength = int64(len(b))
-	resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
-	resp.Header.Del("Content-Encoding")
-}
-
-// readRequest consumes and closes the request body (a RoundTripper must
-// close it even when it does not forward).
-func readRequest(req *http.Request) []byte {
-	if req.Body == nil {
-		return nil
-	}
-	defer req.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-	return b
-}
-
-func drainRequest(req *http.Request) {
-	if req.Body != nil {
-		req.Body.Close()
-	}
 }

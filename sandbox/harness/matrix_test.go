@@ -222,7 +222,7 @@ func TestMatrix(t *testing.T) {
 	}
 	require.Len(t, rows, len(scs))
 	s := Summarize(rows)
-	require.Equal(t, Count{len(scs), len(scs)}, s.AgreeBoth)
+	require.Equal(t, Count{N: len(scs), Of: len(scs)}, s.AgreeBoth)
 	require.Zero(t, s.FalseNegatives.N)
 	require.Zero(t, s.FalsePositives.N)
 	require.Zero(t, s.OrphanFalseAlarms)

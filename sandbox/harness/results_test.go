@@ -165,34 +165,34 @@ func TestSummarize(t *testing.T) {
 	s := Summarize(rows)
 	require.Equal(t, 11, s.Scenarios)
 	// Agreement: rows 3 (outcome), 4 (policy), 6 (policy), 10 (both), 11 (policy) disagree.
-	require.Equal(t, Count{9, 11}, s.AgreeOutcome)
-	require.Equal(t, Count{7, 11}, s.AgreePolicy)
-	require.Equal(t, Count{6, 11}, s.AgreeBoth)
+	require.Equal(t, Count{N: 9, Of: 11}, s.AgreeOutcome)
+	require.Equal(t, Count{N: 7, Of: 11}, s.AgreePolicy)
+	require.Equal(t, Count{N: 6, Of: 11}, s.AgreeBoth)
 	require.Equal(t, []string{"cancel/phantom", "cancel/stop", "deploy/down", "refund/broken", "payout/limit"}, s.Disagreements)
 	// Knowable failures: rows 2, 3, 4, 8, 9, 11; detected: 2, 4, 8, 9.
-	require.Equal(t, Count{4, 6}, s.TrueFailures)
+	require.Equal(t, Count{N: 4, Of: 6}, s.TrueFailures)
 	// Rows with a failing lens: 2, 3, 4, 8, 9, 11; a PASS on one: row 3.
-	require.Equal(t, Count{1, 6}, s.FalseNegatives)
+	require.Equal(t, Count{N: 1, Of: 6}, s.FalseNegatives)
 	// Rows with a passing lens: all ten that ran; a FAIL on one: row 4 (policy).
-	require.Equal(t, Count{1, 10}, s.FalsePositives)
+	require.Equal(t, Count{N: 1, Of: 10}, s.FalsePositives)
 	// True passes (both lenses PASS, knowable): rows 1, 7.
 	require.Equal(t, 2, s.TruePasses)
-	require.Equal(t, Count{1, 2}, s.UnknownWhenUnknowable)
+	require.Equal(t, Count{N: 1, Of: 2}, s.UnknownWhenUnknowable)
 	// Claimed success with a knowable outcome FAIL: rows 2, 3, 8, 9; caught: 2, 8, 9.
-	require.Equal(t, Count{3, 4}, s.FalseClaimsCaught)
-	require.Equal(t, Count{1, 1}, s.DuplicatesDetected)
+	require.Equal(t, Count{N: 3, Of: 4}, s.FalseClaimsCaught)
+	require.Equal(t, Count{N: 1, Of: 1}, s.DuplicatesDetected)
 	// The first status differs from the final one without an
 	// after-settlement injection: rows 7 (PASS, agrees) and 11 (PASS →
 	// UNKNOWN, disagrees); row 8's change is the reversal's.
-	require.Equal(t, Count{1, 2}, s.CorrectedAtRecheck)
-	require.Equal(t, Count{1, 1}, s.ReversalsCaught)
-	require.Equal(t, Count{1, 2}, s.OrphansFlagged)
+	require.Equal(t, Count{N: 1, Of: 2}, s.CorrectedAtRecheck)
+	require.Equal(t, Count{N: 1, Of: 1}, s.ReversalsCaught)
+	require.Equal(t, Count{N: 1, Of: 2}, s.OrphansFlagged)
 	require.Equal(t, 1, s.OrphanFalseAlarms)
 	require.Equal(t, 1, s.Errors)
 	require.InDelta(t, (10+30+20+20+5+5+15+40+25+50)/10.0, s.LatencyMeanMS, 1e-9, "errors are left out of the latency")
 	require.Equal(t, 50.0, s.LatencyMaxMS)
-	require.Equal(t, []Group{{"refund", Count{2, 3}}, {"cancel", Count{0, 2}}, {"close", Count{1, 1}}, {"payout", Count{1, 2}},
-		{"deploy", Count{0, 1}}, {"trade", Count{2, 2}}}, s.ByWorkflow, "in business registry order")
+	require.Equal(t, []Group{{Name: "refund", Agree: Count{N: 2, Of: 3}}, {Name: "cancel", Agree: Count{N: 0, Of: 2}}, {Name: "close", Agree: Count{N: 1, Of: 1}}, {Name: "payout", Agree: Count{N: 1, Of: 2}},
+		{Name: "deploy", Agree: Count{N: 0, Of: 1}}, {Name: "trade", Agree: Count{N: 2, Of: 2}}}, s.ByWorkflow, "in business registry order")
 	var fams []string
 	for _, g := range s.ByFamily {
 		fams = append(fams, g.Name)
@@ -208,7 +208,7 @@ func TestSummarize(t *testing.T) {
 
 	// An error row alone is one disagreement and nothing else.
 	only := Summarize([]Row{specs[9].row()})
-	require.Equal(t, Count{0, 1}, only.AgreeBoth)
+	require.Equal(t, Count{N: 0, Of: 1}, only.AgreeBoth)
 	require.Equal(t, 1, only.Errors)
 	require.Zero(t, only.TrueFailures.Of)
 	require.Zero(t, only.LatencyMeanMS)

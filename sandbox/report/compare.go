@@ -114,10 +114,10 @@ func Compare(rows []Row) Comparison {
 		}
 
 		cl := &c.Evaluators[0]
-		cl.Agree.add(true, r.Agrees())
-		fam.Agree[0].add(true, r.Agrees())
-		cl.FalseNegatives.add(failed, r.Verdict.Status == StatusPass)
-		cl.FalsePositives.add(passed, r.Verdict.Status == StatusFail)
+		cl.Agree.Add(true, r.Agrees())
+		fam.Agree[0].Add(true, r.Agrees())
+		cl.FalseNegatives.Add(failed, r.Verdict.Status == StatusPass)
+		cl.FalsePositives.Add(passed, r.Verdict.Status == StatusFail)
 		caught := failed && r.Verdict.Status == StatusFail
 		if caught {
 			fam.CaughtByCommitLayer++
@@ -132,12 +132,12 @@ func Compare(rows []Row) Comparison {
 			i := judgeIndex[j.Name]
 			e := &c.Evaluators[i]
 			agree := truth != StatusUnknown && j.Verdict == truth
-			e.Agree.add(true, agree)
-			fam.Agree[i].add(true, agree)
-			e.FalseNegatives.add(failed, j.Verdict == StatusPass)
-			e.FalsePositives.add(passed, j.Verdict == StatusFail)
+			e.Agree.Add(true, agree)
+			fam.Agree[i].Add(true, agree)
+			e.FalseNegatives.Add(failed, j.Verdict == StatusPass)
+			e.FalsePositives.Add(passed, j.Verdict == StatusFail)
 			missed := caught && j.Verdict != StatusFail
-			e.MissedCaught.add(caught, missed)
+			e.MissedCaught.Add(caught, missed)
 			if missed {
 				e.Missed = append(e.Missed, r.ID)
 				fam.MissedCaught[i-1]++

@@ -40,9 +40,13 @@ type Run struct {
 	// Repeat is k when each scenario ran k times.
 	Repeat int `json:"repeat,omitempty"`
 	// ReplayOf is the run this one replays, if any.
-	ReplayOf  string  `json:"replay_of,omitempty"`
-	Summary   Summary `json:"summary"`
-	Scenarios []Row   `json:"scenarios"`
+	ReplayOf string `json:"replay_of,omitempty"`
+	// Figures are headline figures (e.g. "agree_both": 0.98) that the
+	// evaluation sinks (llm/sinks) log as an experiment's metadata; the
+	// harness's results do not carry them.
+	Figures   map[string]float64 `json:"figures,omitempty"`
+	Summary   Summary            `json:"summary"`
+	Scenarios []Row              `json:"scenarios"`
 }
 
 // Count is n out of a total.
@@ -61,7 +65,9 @@ func (c Count) Rate() float64 {
 	return float64(c.N) / float64(c.Of)
 }
 
-func (c *Count) add(in, hit bool) {
+// Add counts one case: it is in the total when in, and among the n
+// when it is in and hit.
+func (c *Count) Add(in, hit bool) {
 	if in {
 		c.Of++
 		if hit {
@@ -76,29 +82,57 @@ type Group struct {
 	Agree Count  `json:"agree"`
 }
 
-// Summary is a run's figures (latest.json's "summary").
+// Summary is a run's figures (latest.json's "summary"), computed from the
+// rows by the harness (harness.Summarize). A row with an error counts as a
+// disagreement on both lenses and is left out of the figures that read the
+// truth.
 type Summary struct {
-	Scenarios             int      `json:"scenarios"`
-	AgreeOutcome          Count    `json:"agree_outcome"`
-	AgreePolicy           Count    `json:"agree_policy"`
-	AgreeBoth             Count    `json:"agree_both"`
-	TrueFailures          Count    `json:"true_failures_detected"`
-	FalseNegatives        Count    `json:"false_negatives"`
-	FalsePositives        Count    `json:"false_positives"`
-	TruePasses            int      `json:"true_passes"`
-	UnknownWhenUnknowable Count    `json:"unknown_when_unknowable"`
-	FalseClaimsCaught     Count    `json:"false_claims_caught"`
-	DuplicatesDetected    Count    `json:"duplicates_detected"`
-	CorrectedAtRecheck    Count    `json:"corrected_at_recheck"`
-	ReversalsCaught       Count    `json:"reversals_caught"`
-	OrphansFlagged        Count    `json:"orphans_flagged"`
-	OrphanFalseAlarms     int      `json:"orphan_false_alarms"`
-	LatencyMeanMS         float64  `json:"latency_mean_ms"`
-	LatencyMaxMS          float64  `json:"latency_max_ms"`
-	Errors                int      `json:"errors"`
-	Disagreements         []string `json:"disagreements"`
-	ByWorkflow            []Group  `json:"by_workflow"`
-	ByFamily              []Group  `json:"by_family"`
+	Scenarios int `json:"scenarios"`
+	// Agreement per lens and on both.
+	AgreeOutcome Count `json:"agree_outcome"`
+	AgreePolicy  Count `json:"agree_policy"`
+	AgreeBoth    Count `json:"agree_both"`
+	// TrueFailures: rows with a FAIL the verifier could know on some lens;
+	// detected when the verdict is FAIL on every such lens.
+	TrueFailures Count `json:"true_failures_detected"`
+	// FalseNegatives: rows where a lens the truth FAILs was PASSed, out of
+	// rows with a failing lens.
+	FalseNegatives Count `json:"false_negatives"`
+	// FalsePositives: rows where a lens the truth PASSes was FAILed, out
+	// of rows with a passing lens; TruePasses: rows that PASS on both
+	// lenses, knowably.
+	FalsePositives Count `json:"false_positives"`
+	TruePasses     int   `json:"true_passes"`
+	// UnknownWhenUnknowable: rows with a lens whose truth could not be
+	// known; hit when every such lens was UNKNOWN.
+	UnknownWhenUnknowable Count `json:"unknown_when_unknowable"`
+	// FalseClaimsCaught: the agent claimed success and the outcome truth
+	// is a knowable FAIL; caught when the verdict's outcome is FAIL.
+	FalseClaimsCaught Count `json:"false_claims_caught"`
+	// DuplicatesDetected: the oracle saw an effect more than once; hit
+	// when the verdict has a duplicate_effect finding.
+	DuplicatesDetected Count `json:"duplicates_detected"`
+	// CorrectedAtRecheck: rows without an after-settlement injection whose
+	// first verdict's status differs from the final one; hit when the
+	// final verdict agrees on both lenses.
+	CorrectedAtRecheck Count `json:"corrected_at_recheck"`
+	// ReversalsCaught: rows with an after-settlement injection whose
+	// outcome truth is a knowable FAIL; hit when the final verdict has an
+	// effect_reversed finding.
+	ReversalsCaught Count `json:"reversals_caught"`
+	// OrphansFlagged: stray subjects (the oracle's) that CommitLayer listed
+	// as orphans; OrphanFalseAlarms: listed subjects that are not stray.
+	OrphansFlagged    Count `json:"orphans_flagged"`
+	OrphanFalseAlarms int   `json:"orphan_false_alarms"`
+	// Verify latency over the rows that ran to the end.
+	LatencyMeanMS float64 `json:"latency_mean_ms"`
+	LatencyMaxMS  float64 `json:"latency_max_ms"`
+	Errors        int     `json:"errors"`
+	// Disagreements lists the ids of rows that did not agree on both
+	// lenses (errors included).
+	Disagreements []string `json:"disagreements"`
+	ByWorkflow    []Group  `json:"by_workflow"`
+	ByFamily      []Group  `json:"by_family"`
 	// PassK is pass^k per workflow (and "all" overall) when the run
 	// repeated its scenarios.
 	PassK []PassK `json:"pass_k,omitempty"`

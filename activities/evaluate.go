@@ -1,0 +1,203 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/service"
+)
+
+// EvaluateInput asks for one verification pass over stored facts.
+type EvaluateInput struct {
+	TenantID string
+	ActionID string
+	// StoreID is the identity of the database the action was recorded in
+	// (empty in histories from before it was carried): a worker on another
+	// database refuses the pass, loudly, and it is retried.
+	StoreID string
+	// Unreachable sources from the latest pull: not connected for this pass.
+	Unreachable map[string]string
+	// Provisional forces the verdict to be provisional (the settlement
+	// re-read has not happened yet), whatever the clock says.
+	Provisional bool
+}
+
+// EvaluateResult is the verdict stored for the pass.
+type EvaluateResult struct {
+	Verdict commitlayer.Verdict
+	// Changed is false when the verdict said nothing new and no version was
+	// added.
+	Changed bool
+}
+
+// Evaluate loads the action, its contract version, the facts about its
+// subject (and those needed for its limits) and the tenant's coverage,
+// evaluates, and appends the verdict to the action's history when it
+// changed.
+func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateResult, error) {
+	if in.TenantID == "" || in.ActionID == "" {
+		return EvaluateResult{}, nonRetryable("evaluate: tenant and action ids are required")
+	}
+	if err := a.checkStore(ctx, in.StoreID); err != nil {
+		return EvaluateResult{}, err
+	}
+	act, err := a.Store.GetAction(ctx, in.TenantID, in.ActionID)
+	if errors.Is(err, commitlayer.ErrNotFound) {
+		// The action was recorded before its verification started, so this
+		// store must have it: a replica that lags, or a worker on another
+		// database. Retried with backoff (the workflow's retry policy), and
+		// loud: nothing resolves it but time or an operator.
+		a.logger(ctx).Error("evaluate: action not found in this worker's database; retrying",
+			"tenant", in.TenantID, "action", in.ActionID)
+		return EvaluateResult{}, fmt.Errorf("evaluate: action %s not found (a lagging replica, or a worker on another database than the API's?)", in.ActionID)
+	} else if err != nil {
+		return EvaluateResult{}, fmt.Errorf("evaluate: load action %s: %w", in.ActionID, err)
+	}
+	c, err := a.contract(ctx, in.TenantID, act.Contract, act.ContractVersion)
+	if err != nil {
+		return EvaluateResult{}, err
+	}
+	input, err := a.evaluationInput(ctx, in, act, c)
+	if err != nil {
+		return EvaluateResult{}, err
+	}
+	v := c.Evaluate(input)
+	v.ContractVersion = act.ContractVersion
+	if in.Provisional {
+		v.Provisional = true
+	}
+	stored, changed, err := a.Store.AppendVerdict(ctx, in.TenantID, v)
+	if err != nil {
+		return EvaluateResult{}, fmt.Errorf("evaluate: store verdict for %s: %w", in.ActionID, err)
+	}
+	return EvaluateResult{Verdict: stored, Changed: changed}, nil
+}
+
+// evaluationInput gathers what the engine needs for one action.
+func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract) (contracts.Input, error) {
+	facts, err := a.Store.FactsAbout(ctx, in.TenantID, []commitlayer.Subject{act.Subject})
+	if err != nil {
+		return contracts.Input{}, fmt.Errorf("evaluate: facts about %s: %w", act.Subject, err)
+	}
+	// Forbids that look through a related record (the subscription's
+	// customer) need the facts one hop from it too; the engine counts a
+	// fact given twice once.
+	if subs := c.ThroughSubjects(act.Action, facts); len(subs) > 0 {
+		extra, err := a.Store.FactsAbout(ctx, in.TenantID, subs)
+		if err != nil {
+			return contracts.Input{}, fmt.Errorf("evaluate: facts through %v: %w", subs, err)
+		}
+		facts = append(facts, extra...)
+	}
+	prior, err := a.priorActions(ctx, in.TenantID, act, c)
+	if err != nil {
+		return contracts.Input{}, err
+	}
+	if len(prior) > 0 {
+		// Limits count the effects of earlier actions: bring their facts.
+		seen := map[commitlayer.Subject]bool{act.Subject: true}
+		var more []commitlayer.Subject
+		for _, p := range prior {
+			if !seen[p.Subject] {
+				seen[p.Subject] = true
+				more = append(more, p.Subject)
+			}
+		}
+		if len(more) > 0 {
+			extra, err := a.Store.FactsAbout(ctx, in.TenantID, more)
+			if err != nil {
+				return contracts.Input{}, fmt.Errorf("evaluate: facts of prior actions: %w", err)
+			}
+			facts = append(facts, extra...)
+		}
+	}
+	// A later action of the contract on the subject ends this one's window.
+	later, err := a.Store.PriorActions(ctx, in.TenantID, act.Contract, "", act.Subject, act.RequestedAt, act.WatchUntil, act.ID)
+	if err != nil {
+		return contracts.Input{}, fmt.Errorf("evaluate: later actions: %w", err)
+	}
+	connected, err := a.Store.ConnectedSources(ctx, in.TenantID)
+	if err != nil {
+		return contracts.Input{}, fmt.Errorf("evaluate: coverage: %w", err)
+	}
+	return contracts.Input{
+		Action: act.Action,
+		Facts:  facts,
+		Prior:  prior,
+		Later:  later,
+		Coverage: contracts.Coverage{
+			Connected:   connected,
+			Unreachable: in.Unreachable,
+		},
+		Now: a.now(),
+	}, nil
+}
+
+// priorActions loads the earlier actions the contract's limits count
+// (contracts.PriorQueries says which).
+func (a *Activities) priorActions(ctx context.Context, tenantID string, act commitlayer.ActionRecord, c *contracts.Contract) ([]commitlayer.Action, error) {
+	var out []commitlayer.Action
+	seen := map[string]bool{}
+	for _, q := range c.PriorQueries(act.Action) {
+		got, err := a.Store.PriorActions(ctx, tenantID, act.Contract, q.Agent, q.Subject, q.From, q.To, act.ID)
+		if err != nil {
+			return nil, fmt.Errorf("evaluate: prior actions for limit %s: %w", q.Limit, err)
+		}
+		for _, p := range got {
+			if !seen[p.ID] {
+				seen[p.ID] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkStore fails (retryably, logged as an error) when want names a
+// database other than this worker's.
+func (a *Activities) checkStore(ctx context.Context, want string) error {
+	if want == "" {
+		return nil
+	}
+	a.identityMu.Lock()
+	have := a.identity
+	if have == "" {
+		id, err := a.Store.Identity(ctx)
+		if err != nil {
+			a.identityMu.Unlock()
+			return fmt.Errorf("evaluate: store identity: %w", err)
+		}
+		a.identity, have = id, id
+	}
+	a.identityMu.Unlock()
+	if have != want {
+		a.logger(ctx).Error("evaluate: this worker reads another database than the one the action was recorded in",
+			"worker_store", have, "action_store", want)
+		return fmt.Errorf("evaluate: worker database %s is not the API's %s", have, want)
+	}
+	return nil
+}
+
+// contract returns the compiled contract version through the process's
+// loader (one bounded cache for the API and the worker).
+func (a *Activities) contract(ctx context.Context, tenantID, id string, version int) (*contracts.Contract, error) {
+	_, c, err := a.loader().Load(ctx, tenantID, id, version)
+	if errors.Is(err, commitlayer.ErrInvalid) {
+		return nil, nonRetryable("evaluate: contract %s version %d: %v", id, version, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("evaluate: %w", err)
+	}
+	return c, nil
+}
+
+func (a *Activities) loader() *service.Contracts {
+	a.contractsOnce.Do(func() {
+		if a.Contracts == nil {
+			a.Contracts = service.NewContracts(a.Store, 0)
+		}
+	})
+	return a.Contracts
+}

@@ -1,0 +1,189 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/connectors/pull"
+	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
+	"github.com/commitlayer/commitlayer/internal/netguard"
+)
+
+// ExtractInput asks for the tenant's connectors to be pulled.
+type ExtractInput struct {
+	TenantID string
+	// ActionID is the verification asking; it is not notified of its own pull.
+	ActionID string
+}
+
+// ExtractResult reports one pull of every connector of a tenant.
+type ExtractResult struct {
+	// Unreachable maps each source whose connector could not be read to the
+	// reason. Those sources count as not connected for this verification.
+	Unreachable map[string]string
+	Inserted    int
+	Duplicates  int
+	Subjects    []commitlayer.Subject
+}
+
+// Extract pulls every connector of the tenant from its cursor, stores the
+// facts (cursor and facts in one transaction) and tells open verifications
+// about subjects that got new facts. A connector that cannot be read is
+// recorded on the connector and reported as unreachable, never skipped
+// silently.
+func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResult, error) {
+	if in.TenantID == "" {
+		return ExtractResult{}, nonRetryable("extract: tenant id is required")
+	}
+	conns, err := a.Store.ListConnectors(ctx, in.TenantID)
+	if err != nil {
+		return ExtractResult{}, fmt.Errorf("extract: list connectors: %w", err)
+	}
+	// Pull the connectors at once: each is a separate system.
+	type pulled struct {
+		ins     commitlayer.InsertResult
+		notices []int64
+		err     error
+	}
+	results := make([]pulled, len(conns))
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ins, notices, err := a.pullConnector(ctx, in.TenantID, c)
+			results[i] = pulled{ins, notices, err}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return ExtractResult{}, err
+	}
+	res := ExtractResult{Unreachable: map[string]string{}}
+	seen := map[commitlayer.Subject]bool{}
+	var notices []int64
+	for i, c := range conns {
+		ins, err := results[i].ins, results[i].err
+		if err != nil {
+			var storeErr *storeError
+			if errors.As(err, &storeErr) {
+				return ExtractResult{}, err // the database failed, not the connector: retry
+			}
+			// The tenant sees a short class (timeout, refused, http 503,
+			// address not allowed, …), never network text that tells
+			// internal ports apart; the server log keeps the detail.
+			msg := netguard.Classify(err)
+			res.Unreachable[c.Source] = msg
+			if rerr := a.Store.RecordPullError(ctx, in.TenantID, c.ID, msg, a.now()); rerr != nil {
+				return ExtractResult{}, fmt.Errorf("extract: record pull error for %s: %w", c.Source, rerr)
+			}
+			a.logger(ctx).Warn("connector unreachable", "tenant", in.TenantID, "source", c.Source,
+				"class", msg, "error", netguard.Redact(err))
+			continue
+		}
+		res.Inserted += ins.Inserted
+		res.Duplicates += ins.Duplicates
+		notices = append(notices, results[i].notices...)
+		for _, s := range ins.Subjects {
+			seen[s] = true
+		}
+	}
+	for s := range seen {
+		res.Subjects = append(res.Subjects, s)
+	}
+	sort.Slice(res.Subjects, func(i, j int) bool { return res.Subjects[i] < res.Subjects[j] })
+	if a.Notify != nil && res.Inserted > 0 && len(res.Subjects) > 0 {
+		// The facts were stored with their notices (an outbox): deliver
+		// them now; one Temporal does not take stays for the reconciler.
+		if err := a.Notify.NotifyFacts(ctx, in.TenantID, res.Subjects, in.ActionID); err != nil {
+			a.logger(ctx).Warn("notice of new facts left to the reconciler", "tenant", in.TenantID, "error", err)
+		} else {
+			for _, id := range notices {
+				if err := a.Store.NotificationDelivered(ctx, id); err != nil {
+					a.logger(ctx).Warn("delete delivered notice", "tenant", in.TenantID, "error", err)
+				}
+			}
+		}
+	}
+	return res, nil
+}
+
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+// pullConnector reads one connector from its cursor until the feed has no
+// more pages (bounded), storing each page with its cursor.
+// It also returns the outbox notices its pages wrote, for Extract to delete
+// once it has delivered them.
+func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.InsertResult, []int64, error) {
+	var total commitlayer.InsertResult
+	var notices []int64
+	hc := defaultHTTPClient
+	if a.HTTPClient != nil {
+		hc = a.HTTPClient
+	}
+	if a.TenantHTTPClient != nil {
+		if h := a.TenantHTTPClient(tenantID); h != nil {
+			hc = h
+		}
+	}
+	limit := a.PageLimit
+	if limit <= 0 {
+		limit = 1000
+	}
+	opts := pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit}
+	if c.Kind == pull.KindStripe {
+		key, err := stripeconn.OpenKey(a.Secrets, tenantID, c.ID, c.Secret)
+		if err != nil {
+			return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
+		}
+		opts.Secret = key
+	}
+	puller, err := pull.Open(c.Kind, c.URL, c.Config, opts)
+	if err != nil {
+		return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
+	}
+	maxPages := a.MaxPagesPerPull
+	if maxPages <= 0 {
+		maxPages = 100
+	}
+	cursor := c.Cursor
+	subjects := map[commitlayer.Subject]bool{}
+	for range maxPages {
+		if activity.IsActivity(ctx) && !activity.GetInfo(ctx).IsLocalActivity {
+			activity.RecordHeartbeat(ctx, c.Source)
+		}
+		page, err := puller.Pull(ctx, c.Source, cursor)
+		if err != nil {
+			return total, notices, fmt.Errorf("pull %s: %w", c.Source, err)
+		}
+		ins, err := a.Store.RecordPull(ctx, tenantID, c.ID, page.Facts, page.Next, a.now())
+		if err != nil {
+			return total, notices, &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}
+		}
+		total.Inserted += ins.Inserted
+		total.Duplicates += ins.Duplicates
+		if ins.NotificationID != 0 {
+			notices = append(notices, ins.NotificationID)
+		}
+		for _, s := range ins.Subjects {
+			subjects[s] = true
+		}
+		if !page.More || page.Next == cursor {
+			break
+		}
+		cursor = page.Next
+	}
+	for s := range subjects {
+		total.Subjects = append(total.Subjects, s)
+	}
+	return total, notices, nil
+}

@@ -1,0 +1,156 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/commitlayer/commitlayer"
+)
+
+// actionIn is an action on the wire. RequestedAt is nil when absent or
+// null (the server sets it); a value present is checked, even "" or year 1.
+type actionIn struct {
+	ID              string          `json:"id"`
+	Contract        string          `json:"contract"`
+	ContractVersion int             `json:"contract_version"`
+	Agent           string          `json:"agent"`
+	Subject         string          `json:"subject"`
+	Params          any             `json:"params"`
+	RequestedAt     *string         `json:"requested_at"`
+	Claim           *claimIn        `json:"claim"`
+	Trace           json.RawMessage `json:"trace"`
+}
+
+type claimIn struct {
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+// actionRequest is a decoded, validated action and the hash of its
+// canonical form (for idempotency). RequestedAt is zero when the client
+// left it to the server.
+type actionRequest struct {
+	Action commitlayer.Action
+	Hash   []byte
+}
+
+// minRequestedAt is the earliest requested_at accepted: the Unix epoch. A
+// zero time (year 1) is "unset" inside the service, so it must never
+// arrive from a client as a value.
+var minRequestedAt = time.Unix(0, 0).UTC()
+
+// decodeAction reads and validates an action. Validation that needs the
+// clock (a missing requested_at) or the contract happens in the handler.
+func decodeAction(body io.Reader) (actionRequest, error) {
+	var in actionIn
+	if err := decodeJSON(body, &in); err != nil {
+		return actionRequest{}, err
+	}
+	bad := func(err error) error { return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()) }
+	for _, s := range []struct{ field, v string }{
+		{"id", in.ID}, {"contract", in.Contract}, {"agent", in.Agent}, {"subject", in.Subject},
+	} {
+		if err := noNUL(s.field, s.v); err != nil {
+			return actionRequest{}, bad(err)
+		}
+	}
+	a := commitlayer.Action{
+		ID: in.ID, Contract: in.Contract, ContractVersion: in.ContractVersion,
+		Agent: in.Agent, Subject: commitlayer.Subject(in.Subject),
+	}
+	if in.ContractVersion < 0 {
+		return actionRequest{}, bad(errors.New("contract_version: must be positive (or absent for the latest)"))
+	}
+	if in.RequestedAt != nil {
+		t, err := parseTime(*in.RequestedAt)
+		if err != nil {
+			return actionRequest{}, bad(fmt.Errorf("requested_at: %w", err))
+		}
+		if t.Before(minRequestedAt) {
+			return actionRequest{}, bad(fmt.Errorf("requested_at: must be %s or later", minRequestedAt.Format(time.RFC3339)))
+		}
+		a.RequestedAt = t
+	}
+	params, err := decodeAttrs(in.Params)
+	if err != nil {
+		return actionRequest{}, bad(fmt.Errorf("params: %w", err))
+	}
+	a.Params = params
+	if in.Claim != nil {
+		if err := noNUL("claim.status", in.Claim.Status); err != nil {
+			return actionRequest{}, bad(err)
+		}
+		if err := noNUL("claim.message", in.Claim.Message); err != nil {
+			return actionRequest{}, bad(err)
+		}
+		a.Claim = commitlayer.Claim{Status: in.Claim.Status, Message: in.Claim.Message}
+	}
+	trace, err := canonicalTrace(in.Trace)
+	if err != nil {
+		return actionRequest{}, bad(fmt.Errorf("trace: %w", err))
+	}
+	a.Trace = trace
+
+	// Validate with a placeholder time when the server will set it, so the
+	// other fields are checked here.
+	check := a
+	if check.RequestedAt.IsZero() {
+		check.RequestedAt = time.Unix(0, 0)
+	}
+	if err := check.Validate(); err != nil {
+		return actionRequest{}, bad(err)
+	}
+
+	// The canonical form: decoded values re-encoded (object keys sorted,
+	// numbers normalized, whitespace gone), with requested_at only when
+	// the client gave it, so a retry of the same request hashes the same.
+	canon, err := json.Marshal(struct {
+		ID              string          `json:"id"`
+		Contract        string          `json:"contract"`
+		ContractVersion int             `json:"contract_version"`
+		Agent           string          `json:"agent"`
+		Subject         string          `json:"subject"`
+		Params          map[string]any  `json:"params"`
+		RequestedAt     string          `json:"requested_at"`
+		Claim           claimIn         `json:"claim"`
+		Trace           json.RawMessage `json:"trace,omitempty"`
+	}{a.ID, a.Contract, a.ContractVersion, a.Agent, string(a.Subject), a.Params,
+		formatTime(a.RequestedAt), claimIn(a.Claim), a.Trace})
+	if err != nil {
+		return actionRequest{}, fmt.Errorf("canonical action: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return actionRequest{Action: a, Hash: sum[:]}, nil
+}
+
+// canonicalTrace checks that a trace is an array (or absent) and re-encodes
+// it with sorted keys and no whitespace.
+func canonicalTrace(raw json.RawMessage) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] != '[' {
+		return nil, errors.New("must be an array")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v []any
+	if err := dec.Decode(&v); err != nil {
+		return nil, errors.New("must be an array")
+	}
+	if err := valueNoNUL("", v); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}

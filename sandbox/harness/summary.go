@@ -1,0 +1,136 @@
+package harness
+
+import (
+	"slices"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/business"
+	"github.com/commitlayer/commitlayer/sandbox/report"
+)
+
+var lenses = []commitlayer.Lens{commitlayer.LensOutcome, commitlayer.LensPolicy}
+
+// Count is n out of a total; one type with sandbox/report's (same JSON).
+type Count = report.Count
+
+// Group is the agreement of a group of rows (a workflow or a family); one
+// type with sandbox/report's (same JSON).
+type Group = report.Group
+
+// Summary is every figure of the results table; one type with
+// sandbox/report's (same JSON; its pass_k is left empty here).
+type Summary = report.Summary
+
+// Summarize computes the summary of rows.
+func Summarize(rows []Row) Summary {
+	s := Summary{Scenarios: len(rows), Disagreements: []string{}}
+	workflows, families := map[string]*Count{}, map[string]*Count{}
+	var wfOrder, famOrder []string
+	group := func(m map[string]*Count, order *[]string, name string) *Count {
+		c, ok := m[name]
+		if !ok {
+			c = &Count{}
+			m[name] = c
+			*order = append(*order, name)
+		}
+		return c
+	}
+	var latencySum float64
+	ran := 0
+	for _, r := range rows {
+		ok := r.Error == ""
+		s.AgreeOutcome.Add(true, ok && r.Agree.Outcome)
+		s.AgreePolicy.Add(true, ok && r.Agree.Policy)
+		s.AgreeBoth.Add(true, r.Agrees())
+		group(workflows, &wfOrder, r.Workflow).Add(true, r.Agrees())
+		group(families, &famOrder, r.Family).Add(true, r.Agrees())
+		if !r.Agrees() {
+			s.Disagreements = append(s.Disagreements, r.ID)
+		}
+		if !ok {
+			s.Errors++
+			continue
+		}
+		ran++
+		latencySum += r.LatencyMS
+		s.LatencyMaxMS = max(s.LatencyMaxMS, r.LatencyMS)
+
+		var knownFail, anyFail, falseNeg, anyPass, falsePos, unknowable bool
+		detected, reportedUnknown := true, true
+		for _, l := range lenses {
+			truth, knowable := r.truthOf(l)
+			got := r.Verdict.Lenses.Get(l)
+			switch truth {
+			case commitlayer.StatusFail:
+				anyFail = true
+				falseNeg = falseNeg || got == commitlayer.StatusPass
+				if knowable {
+					knownFail = true
+					detected = detected && got == commitlayer.StatusFail
+				}
+			case commitlayer.StatusPass:
+				anyPass = true
+				falsePos = falsePos || got == commitlayer.StatusFail
+			}
+			if !knowable {
+				unknowable = true
+				reportedUnknown = reportedUnknown && got == commitlayer.StatusUnknown
+			}
+		}
+		s.TrueFailures.Add(knownFail, detected)
+		s.FalseNegatives.Add(anyFail, falseNeg)
+		s.FalsePositives.Add(anyPass, falsePos)
+		if r.expected(commitlayer.LensOutcome) == commitlayer.StatusPass && r.expected(commitlayer.LensPolicy) == commitlayer.StatusPass {
+			s.TruePasses++
+		}
+		s.UnknownWhenUnknowable.Add(unknowable, reportedUnknown)
+		s.FalseClaimsCaught.Add(r.Claim == commitlayer.ClaimSuccess && r.expected(commitlayer.LensOutcome) == commitlayer.StatusFail,
+			r.Verdict.Lenses.Outcome == commitlayer.StatusFail)
+		s.DuplicatesDetected.Add(r.Truth.Duplicate, r.hasCode(commitlayer.CodeDuplicateEffect))
+		s.CorrectedAtRecheck.Add(!r.AfterSettlement && r.Verdict.ProvisionalStatus != "" && r.Verdict.ProvisionalStatus != r.Verdict.Status,
+			r.Agree.Both())
+		s.ReversalsCaught.Add(r.AfterSettlement && r.expected(commitlayer.LensOutcome) == commitlayer.StatusFail,
+			r.hasCode(commitlayer.CodeEffectReversed))
+		for _, st := range r.Stray {
+			s.OrphansFlagged.Add(true, slices.Contains(r.Orphans, st))
+		}
+		for _, o := range r.Orphans {
+			if !slices.Contains(r.Stray, o) {
+				s.OrphanFalseAlarms++
+			}
+		}
+	}
+	if ran > 0 {
+		s.LatencyMeanMS = latencySum / float64(ran)
+	}
+	for _, name := range ordered(wfOrder, business.Names()) {
+		s.ByWorkflow = append(s.ByWorkflow, Group{Name: name, Agree: *workflows[name]})
+	}
+	for _, name := range ordered(famOrder, FamilyNames()) {
+		s.ByFamily = append(s.ByFamily, Group{Name: name, Agree: *families[name]})
+	}
+	if s.ByWorkflow == nil {
+		s.ByWorkflow = []Group{}
+	}
+	if s.ByFamily == nil {
+		s.ByFamily = []Group{}
+	}
+	return s
+}
+
+// ordered returns names in the order of known, then the others in the
+// order seen.
+func ordered(seen, known []string) []string {
+	out := make([]string, 0, len(seen))
+	for _, k := range known {
+		if slices.Contains(seen, k) {
+			out = append(out, k)
+		}
+	}
+	for _, n := range seen {
+		if !slices.Contains(known, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
