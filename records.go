@@ -102,3 +102,14 @@ type FactNotification struct {
 	Attempts       int
 	CreatedAt      time.Time
 }
+
+// FactPage is one pull of a connector: the facts read, the cursor to store
+// after them, and whether the source has more after it. Every connector
+// kind answers one.
+type FactPage struct {
+	Facts []Fact
+	// Next is the connector's cursor after this page.
+	Next string
+	// More is true when the source has more after Next.
+	More bool
+}

@@ -14,17 +14,6 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// Page is one page of the API, as facts.
-type Page struct {
-	Facts []commitlayer.Fact
-	// Next is the cursor to store: the page's next cursor, or the cursor
-	// it was read with when it was the last page (re-reading it later
-	// finds only facts already stored, and any added since).
-	Next string
-	// More is true when the API has a page after this one.
-	More bool
-}
-
 // Client pulls one http_json connector.
 type Client struct {
 	Config Config
@@ -37,13 +26,13 @@ type Client struct {
 var errRedirect = errors.New("redirects are refused")
 
 // Pull reads one page after cursor ("" for the first) as facts of source.
-func (c *Client) Pull(ctx context.Context, source, cursor string) (Page, error) {
+func (c *Client) Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
 	cc, err := c.Config.compile()
 	if err != nil {
-		return Page{}, fmt.Errorf("pull %s: %w", source, err)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s: %w", source, err)
 	}
 	if !commitlayer.ValidName(source) {
-		return Page{}, fmt.Errorf("pull %q: source name may only hold letters, digits, '_', '-' and '.'", source)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %q: source name may only hold letters, digits, '_', '-' and '.'", source)
 	}
 	u := *cc.url
 	if cursor != "" {
@@ -59,7 +48,7 @@ func (c *Client) Pull(ctx context.Context, source, cursor string) (Page, error) 
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return Page{}, fmt.Errorf("pull %s: %w", source, err)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s: %w", source, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	for k, v := range c.Config.Headers {
@@ -74,25 +63,25 @@ func (c *Client) Pull(ctx context.Context, source, cursor string) (Page, error) 
 	resp, err := hc.Do(req)
 	if err != nil {
 		if errors.Is(err, errRedirect) {
-			return Page{}, fmt.Errorf("pull %s from %s: %w: %w", source, where, ErrBadResponse, errRedirect)
+			return commitlayer.FactPage{}, fmt.Errorf("pull %s from %s: %w: %w", source, where, ErrBadResponse, errRedirect)
 		}
 		// The URL's query may hold a token: name only the host.
-		return Page{}, fmt.Errorf("pull %s from %s: %w: %s", source, where, ErrUnreachable, transportReason(err))
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s from %s: %w: %s", source, where, ErrUnreachable, transportReason(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, cc.maxBytes+1))
 	if err != nil {
-		return Page{}, fmt.Errorf("pull %s from %s: read body: %w: %s", source, where, ErrUnreachable, transportReason(err))
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s from %s: read body: %w: %s", source, where, ErrUnreachable, transportReason(err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return Page{}, fmt.Errorf("pull %s from %s: %w", source, where, &StatusError{StatusCode: resp.StatusCode})
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s from %s: %w", source, where, &StatusError{StatusCode: resp.StatusCode})
 	}
 	if int64(len(body)) > cc.maxBytes {
-		return Page{}, fmt.Errorf("pull %s from %s: %w: the answer is larger than %d bytes", source, where, ErrBadResponse, cc.maxBytes)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s from %s: %w: the answer is larger than %d bytes", source, where, ErrBadResponse, cc.maxBytes)
 	}
 	p, err := decodePage(cc, source, body, cursor)
 	if err != nil {
-		return Page{}, fmt.Errorf("pull %s from %s: %w", source, where, err)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s from %s: %w", source, where, err)
 	}
 	return p, nil
 }
@@ -120,12 +109,12 @@ func transportReason(err error) string {
 // the returned page holds every fact read, the cursor after the last page
 // and More when the bound stopped it. On error it returns what was read
 // before the failing page with the error.
-func (c *Client) PullAll(ctx context.Context, source, cursor string) (Page, error) {
+func (c *Client) PullAll(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
 	cc, err := c.Config.compile()
 	if err != nil {
-		return Page{}, fmt.Errorf("pull %s: %w", source, err)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s: %w", source, err)
 	}
-	all := Page{Next: cursor}
+	all := commitlayer.FactPage{Next: cursor}
 	for range cc.maxPages {
 		p, err := c.Pull(ctx, source, all.Next)
 		if err != nil {
@@ -143,9 +132,9 @@ func (c *Client) PullAll(ctx context.Context, source, cursor string) (Page, erro
 	return all, nil
 }
 
-func decodePage(cc *compiled, source string, body []byte, cursor string) (Page, error) {
-	bad := func(format string, args ...any) (Page, error) {
-		return Page{}, fmt.Errorf("%w: %s", ErrBadResponse, fmt.Sprintf(format, args...))
+func decodePage(cc *compiled, source string, body []byte, cursor string) (commitlayer.FactPage, error) {
+	bad := func(format string, args ...any) (commitlayer.FactPage, error) {
+		return commitlayer.FactPage{}, fmt.Errorf("%w: %s", ErrBadResponse, fmt.Sprintf(format, args...))
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -164,7 +153,7 @@ func decodePage(cc *compiled, source string, body []byte, cursor string) (Page, 
 	if !ok && rawItems != nil { // null is an empty page
 		return bad("items %q is not an array", cc.items)
 	}
-	p := Page{Next: cursor, Facts: make([]commitlayer.Fact, 0, len(items))}
+	p := commitlayer.FactPage{Next: cursor, Facts: make([]commitlayer.Fact, 0, len(items))}
 	if v, ok := cc.next.Get(doc); ok && v != nil {
 		s, err := scalarText(v)
 		if err != nil {

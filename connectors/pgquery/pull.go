@@ -20,16 +20,6 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// Page is what one pull read, as facts, with the cursor to resume from.
-type Page struct {
-	Facts []commitlayer.Fact
-	// Next is the cursor after this page: a JSON object of the last cursor
-	// value read per fact type. Store it as the connector's cursor.
-	Next string
-	// More is true when a query stopped at the row limit.
-	More bool
-}
-
 // Client pulls one postgres connector.
 type Client struct {
 	Config Config
@@ -44,33 +34,33 @@ type Client struct {
 // limit), each query in its own READ ONLY transaction with the statement
 // timeout, as facts of source. cursor is the Next of the previous pull ("" at
 // first).
-func (c *Client) Pull(ctx context.Context, source, cursor string) (Page, error) {
+func (c *Client) Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
 	if err := c.Config.Validate(); err != nil {
-		return Page{}, fmt.Errorf("pull %s: %w", source, err)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s: %w", source, err)
 	}
 	if !commitlayer.ValidName(source) {
-		return Page{}, fmt.Errorf("pull %q: source name may only hold letters, digits, '_', '-' and '.'", source)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %q: source name may only hold letters, digits, '_', '-' and '.'", source)
 	}
 	pos := map[string]string{}
 	if cursor != "" {
 		if err := json.Unmarshal([]byte(cursor), &pos); err != nil {
-			return Page{}, fmt.Errorf("pull %s: cursor is not a JSON object of strings: %w", source, err)
+			return commitlayer.FactPage{}, fmt.Errorf("pull %s: cursor is not a JSON object of strings: %w", source, err)
 		}
 	}
 	conn, err := c.connect(ctx)
 	if err != nil {
-		return Page{}, fmt.Errorf("pull %s: %w", source, err)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s: %w", source, err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	page := Page{}
+	page := commitlayer.FactPage{}
 	for _, q := range c.Config.Queries {
 		facts, last, more, err := c.pullQuery(ctx, conn, source, q, pos[q.Type])
 		if err != nil {
-			return Page{}, fmt.Errorf("pull %s: query %s: %w", source, q.Type, c.redact(err))
+			return commitlayer.FactPage{}, fmt.Errorf("pull %s: query %s: %w", source, q.Type, c.redact(err))
 		}
 		page.Facts = append(page.Facts, facts...)
 		if last != "" {
@@ -80,7 +70,7 @@ func (c *Client) Pull(ctx context.Context, source, cursor string) (Page, error) 
 	}
 	next, err := json.Marshal(pos)
 	if err != nil {
-		return Page{}, fmt.Errorf("pull %s: encode cursor: %w", source, err)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s: encode cursor: %w", source, err)
 	}
 	page.Next = string(next)
 	return page, nil

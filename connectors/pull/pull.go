@@ -30,18 +30,9 @@ const (
 // Kinds lists the connector kinds Open knows.
 var Kinds = []string{KindHTTPEvents, KindPostgres, KindHTTPJSON, KindStripe}
 
-// Page is what one pull read.
-type Page struct {
-	Facts []commitlayer.Fact
-	// Next is the connector's cursor after this page.
-	Next string
-	// More is true when the source has more after Next.
-	More bool
-}
-
 // Puller reads facts from one connector.
 type Puller interface {
-	Pull(ctx context.Context, source, cursor string) (Page, error)
+	Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error)
 }
 
 // ErrUnreachable is wrapped by every kind's "could not reach the source"
@@ -96,7 +87,7 @@ type stripePuller struct {
 	limit int
 }
 
-func (p *stripePuller) Pull(ctx context.Context, source, cursor string) (Page, error) {
+func (p *stripePuller) Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
 	limit := p.limit
 	if limit <= 0 || limit > 100 {
 		limit = 100 // Stripe's largest page
@@ -104,11 +95,11 @@ func (p *stripePuller) Pull(ctx context.Context, source, cursor string) (Page, e
 	pg, err := p.c.Pull(ctx, source, cursor, limit)
 	if err != nil {
 		if stripeconn.Retryable(err) {
-			return Page{}, fmt.Errorf("%w: %w", ErrUnreachable, err)
+			return commitlayer.FactPage{}, fmt.Errorf("%w: %w", ErrUnreachable, err)
 		}
-		return Page{}, err
+		return commitlayer.FactPage{}, err
 	}
-	return Page{Facts: pg.Facts, Next: pg.Next, More: pg.More}, nil
+	return commitlayer.FactPage{Facts: pg.Facts, Next: pg.Next, More: pg.More}, nil
 }
 
 // unreachable marks a kind's own unreachable error with ErrUnreachable.
@@ -124,38 +115,38 @@ type eventsPuller struct {
 	limit int
 }
 
-func (p *eventsPuller) Pull(ctx context.Context, source, cursor string) (Page, error) {
+func (p *eventsPuller) Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
 	var after int64
 	if cursor != "" {
 		n, err := strconv.ParseInt(cursor, 10, 64)
 		if err != nil || n < 0 {
-			return Page{}, fmt.Errorf("pull %s: cursor %q is not a non-negative integer", source, cursor)
+			return commitlayer.FactPage{}, fmt.Errorf("pull %s: cursor %q is not a non-negative integer", source, cursor)
 		}
 		after = n
 	}
 	pg, err := p.c.Pull(ctx, source, after, p.limit)
 	if err != nil {
-		return Page{}, unreachable(err, httpevents.ErrUnreachable)
+		return commitlayer.FactPage{}, unreachable(err, httpevents.ErrUnreachable)
 	}
-	return Page{Facts: pg.Facts, Next: strconv.FormatInt(pg.Next, 10), More: pg.More}, nil
+	return commitlayer.FactPage{Facts: pg.Facts, Next: strconv.FormatInt(pg.Next, 10), More: pg.More}, nil
 }
 
 type pgPuller struct{ c *pgquery.Client }
 
-func (p *pgPuller) Pull(ctx context.Context, source, cursor string) (Page, error) {
+func (p *pgPuller) Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
 	pg, err := p.c.Pull(ctx, source, cursor)
 	if err != nil {
-		return Page{}, unreachable(err, pgquery.ErrUnreachable)
+		return commitlayer.FactPage{}, unreachable(err, pgquery.ErrUnreachable)
 	}
-	return Page(pg), nil
+	return pg, nil
 }
 
 type jsonPuller struct{ c *httpjson.Client }
 
-func (p *jsonPuller) Pull(ctx context.Context, source, cursor string) (Page, error) {
+func (p *jsonPuller) Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
 	pg, err := p.c.Pull(ctx, source, cursor)
 	if err != nil {
-		return Page{}, unreachable(err, httpjson.ErrUnreachable)
+		return commitlayer.FactPage{}, unreachable(err, httpjson.ErrUnreachable)
 	}
-	return Page(pg), nil
+	return pg, nil
 }
