@@ -17,8 +17,10 @@ import (
 
 	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/internal/netguard"
+	"github.com/commitlayer/commitlayer/llm/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
@@ -31,6 +33,9 @@ type sandboxOptions struct {
 	purge       bool
 	demo        bool
 	payments    string
+	// sinks are the experiment platforms the run's rows are logged to
+	// (braintrust, langsmith); built up front so a missing key fails fast.
+	sinks []sinks.Sink
 }
 
 type listFlag struct{ list *[]string }
@@ -61,8 +66,20 @@ func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOpt
 	fs.BoolVar(&o.serve, "serve", name == "demo", "also serve the HTTP API on COMMITLAYER_ADDR while the run goes")
 	fs.BoolVar(&o.purge, "purge", false, "delete the run's tenants (and their facts, actions and verdicts) at the end")
 	fs.StringVar(&o.payments, "payments", stripepay.NameSandbox, "payments backend: sandbox, stripe-fake (an in-process fake Stripe) or stripe (Stripe test mode, key in "+stripepay.EnvKey+"); the Stripe ones run refund/ scenarios only and write latest_stripe.{json,md}")
+	var sinkNames string
+	fs.StringVar(&sinkNames, "sinks", "", "log every scenario to these experiment platforms too: braintrust, langsmith (comma-separated; keys in BRAINTRUST_API_KEY, LANGSMITH_API_KEY); a sink that is down never fails the run")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if sinkNames != "" {
+		names, err := sinks.ParseNames(sinkNames)
+		if err == nil {
+			o.sinks, err = sinks.FromEnv(names, os.Getenv, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "commitlayer %s: -sinks: %v\n", name, err)
+			return o, err
+		}
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -180,6 +197,9 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		}
 		fmt.Fprintf(stdout, "results: %s/%s.json, %s/%s.md\n", o.out, base, o.out, base)
 	}
+	if len(o.sinks) > 0 {
+		deliverToSinks(ctx, o.sinks, runID, results, stdout, logger)
+	}
 	fmt.Fprintln(stdout)
 	md := harness.Markdown(results)
 	if i := strings.Index(md, "\n## Scenarios"); i >= 0 {
@@ -258,4 +278,33 @@ func gitCommit() string {
 		c += "+dirty"
 	}
 	return c
+}
+
+// sinkTimeout bounds the delivery to the experiment platforms at the end of
+// a run; what did not arrive by then is reported, and the run stands.
+const sinkTimeout = 2 * time.Minute
+
+// deliverToSinks logs the run as one experiment on each sink and prints
+// what arrived. A sink that is down is reported, never a failed run.
+func deliverToSinks(ctx context.Context, ss []sinks.Sink, runID string, results harness.Results, stdout io.Writer, logger *slog.Logger) {
+	raw, err := json.Marshal(results)
+	if err != nil {
+		logger.Error("sinks: encode results", "error", err)
+		return
+	}
+	run, err := report.Decode(raw)
+	if err != nil {
+		logger.Error("sinks: decode results", "error", err)
+		return
+	}
+	run.ID = runID
+	dctx, cancel := context.WithTimeout(ctx, sinkTimeout)
+	defer cancel()
+	for _, rep := range sinks.DeliverAll(dctx, ss, run, run.Scenarios) {
+		status := "all arrived"
+		if !rep.OK() {
+			status = fmt.Sprintf("%d did not arrive", rep.Missing())
+		}
+		fmt.Fprintf(stdout, "sink %s (%s)\n", rep, status)
+	}
 }
