@@ -163,6 +163,32 @@ func (s *Server) getBenchmark(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// benchmarkReport answers a run's HTML report: the summary, the
+// judge-versus-CommitLayer table, charts and every row, in one page.
+func (s *Server) benchmarkReport(w http.ResponseWriter, r *http.Request) {
+	run, ok := s.benchmarkRun(w, r)
+	if !ok {
+		return
+	}
+	if s.reports == nil {
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "reports are not enabled on this server"))
+		return
+	}
+	page, err := s.reports.Render(run)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("render report of %s: %w", run.ID, err))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	// The page is self-contained: nothing to load, nothing to run.
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src data:")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(page)
+}
+
 // benchmarkRun loads the run named in the path, answering 404 when there is
 // none by that id.
 func (s *Server) benchmarkRun(w http.ResponseWriter, r *http.Request) (commitlayer.BenchmarkRun, bool) {

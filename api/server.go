@@ -174,6 +174,8 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Reports renders GET /v1/admin/benchmark/{id}/report; nil answers 503.
+	Reports Reports
 	// Metrics says how /metrics is served: open (the default), behind the
 	// admin key, or not at all (cmd serves it on COMMITLAYER_METRICS_ADDR).
 	Metrics MetricsMode
@@ -210,6 +212,12 @@ const (
 	MetricsOff
 )
 
+// Reports renders a stored benchmark run as one self-contained HTML page
+// (the sandbox's report, wired by cmd so the API does not import it).
+type Reports interface {
+	Render(run commitlayer.BenchmarkRun) ([]byte, error)
+}
+
 // Kicker asks for a reconciliation round now.
 type Kicker interface{ Kick() }
 
@@ -226,6 +234,7 @@ type Server struct {
 	verifier   Verifier
 	reconciler Kicker
 	secrets    *secrets.Box
+	reports    Reports
 	guard      *netguard.Guard
 	benchmarks Benchmarks
 	adminKey   string
@@ -268,6 +277,7 @@ func New(cfg Config) *Server {
 		verifier:   cfg.Verifier,
 		reconciler: cfg.Reconciler,
 		secrets:    cfg.Secrets,
+		reports:    cfg.Reports,
 		guard:      cfg.Guard,
 		benchmarks: cfg.Benchmarks,
 		adminKey:   cfg.AdminKey,
@@ -326,6 +336,7 @@ func New(cfg Config) *Server {
 	s.handle("POST /v1/admin/benchmark", authAdmin, s.jsonOnly(s.postBenchmark))
 	s.handle("GET /v1/admin/benchmark", authAdmin, s.listBenchmarks)
 	s.handle("GET /v1/admin/benchmark/{id}", authAdmin, s.getBenchmark)
+	s.handle("GET /v1/admin/benchmark/{id}/report", authAdmin, s.benchmarkReport)
 	s.handle("DELETE /v1/admin/benchmark/{id}/tenants", authAdmin, s.purgeBenchmark)
 
 	s.mux.Handle("/", s.instrument("unmatched", http.HandlerFunc(s.unmatched)))

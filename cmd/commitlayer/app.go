@@ -237,9 +237,11 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 	m.Contracts = service.NewContracts(m.DB, 0)
 	m.Actions = service.NewActions(m.DB, m.Contracts, nil)
 	var benchmarks api.Benchmarks
+	var reports api.Reports
 	if roles.Benchmark {
 		m.Runner = &bench.Runner{Temporal: m.Temporal, Store: m.DB, TaskQueue: m.Config.TaskQueue}
 		benchmarks = m.Runner
+		reports = bench.Reports{TemporalUI: temporalUIBase(m.Config), Namespace: m.Config.Temporal.Namespace}
 	}
 	m.API = api.New(api.Config{
 		Store:         m.DB,
@@ -253,6 +255,8 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		Secrets:       m.Secrets,
 		Guard:         m.Guard,
 		MaxFutureSkew: m.Config.MaxFutureSkew,
+		Metrics:       m.Config.metricsMode(),
+		Reports:       reports,
 	})
 	if roles.Worker {
 		if err := m.startWorker(ctx, roles.Benchmark); err != nil {

@@ -256,6 +256,15 @@ func temporalUI(cfg Config) string {
 	if u := os.Getenv("TEMPORAL_UI_URL"); u != "" {
 		return u
 	}
+	return fmt.Sprintf("%s/namespaces/%s/workflows", temporalUIBase(cfg), cfg.Temporal.Namespace)
+}
+
+// temporalUIBase is the Temporal Web UI's root next to the frontend
+// (TEMPORAL_UI_BASE overrides it).
+func temporalUIBase(cfg Config) string {
+	if u := os.Getenv("TEMPORAL_UI_BASE"); u != "" {
+		return u
+	}
 	host := cfg.Temporal.HostPort
 	if i := strings.LastIndex(host, ":"); i >= 0 {
 		host = host[:i]
@@ -263,7 +272,7 @@ func temporalUI(cfg Config) string {
 	if host == "" || host == "127.0.0.1" || host == "localhost" {
 		host = "localhost"
 	}
-	return fmt.Sprintf("http://%s:8233/namespaces/%s/workflows", host, cfg.Temporal.Namespace)
+	return fmt.Sprintf("http://%s:8233", host)
 }
 
 // gitCommit names the commit the results come from ("unknown" outside a

@@ -1,0 +1,39 @@
+package bench
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/harness"
+)
+
+// TestReportsRenderAStoredRun: the API's report route renders a run from
+// its stored summary and rows, with links to the Temporal UI.
+func TestReportsRenderAStoredRun(t *testing.T) {
+	row := harness.Row{ID: "refund/baseline", Workflow: "refund", Injection: "baseline", Family: "baseline",
+		Truth:   harness.RowTruth{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass, Knowable: true, OutcomeKnowable: true, PolicyKnowable: true},
+		Verdict: harness.RowVerdict{Status: commitlayer.StatusPass, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}},
+		Agree:   harness.RowAgree{Outcome: true, Policy: true},
+		Judges:  []harness.JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "believed <b>it</b>"}}}
+	res := harness.NewResults("", time.Unix(0, 0), time.Unix(9, 0), 1, []harness.Row{row})
+	summary, err := json.Marshal(res.Summary)
+	require.NoError(t, err)
+	rows, err := json.Marshal(res.Scenarios)
+	require.NoError(t, err)
+	page, err := Reports{TemporalUI: "http://ui.example:8233", Namespace: "prod"}.Render(commitlayer.BenchmarkRun{
+		ID: "run-7", Status: "done", Summary: summary, Results: rows, StartedAt: time.Unix(0, 0), FinishedAt: time.Unix(9, 0)})
+	require.NoError(t, err)
+	html := string(page)
+	require.True(t, strings.HasPrefix(strings.TrimSpace(html), "<!DOCTYPE html>") || strings.Contains(html, "<html"), html[:80])
+	require.Contains(t, html, "refund/baseline")
+	require.Contains(t, html, "http://ui.example:8233/namespaces/prod/workflows/")
+	require.NotContains(t, html, "<b>it</b>", "row text is escaped")
+
+	_, err = Reports{}.Render(commitlayer.BenchmarkRun{ID: "bad", Results: json.RawMessage(`{"not":"rows"}`)})
+	require.Error(t, err)
+}
