@@ -47,7 +47,9 @@ func (db *DB) NotificationDelivered(ctx context.Context, id int64) error {
 
 // DeliverNotifications claims up to limit notifications that are due (in
 // order), calls deliver for each, deletes those delivered and puts the
-// others back with backoff (1 s doubling to 1 min) and the error. Rows are
+// failed one back with backoff (1 s doubling to 1 min) and the error; after
+// a failure the round stops, leaving the rest due (a Temporal that hangs
+// holds the transaction for one delivery's timeout, not the batch's). Rows are
 // locked while delivered (FOR UPDATE SKIP LOCKED), so several processes may
 // deliver at once without doubling work. It returns how many it delivered
 // and how many failed.
@@ -72,7 +74,10 @@ func (db *DB) DeliverNotifications(ctx context.Context, limit int, deliver func(
 		if err != nil {
 			return err
 		}
-		for _, n := range due {
+		for i, n := range due {
+			if i > 0 && failed > 0 {
+				break // Temporal is away: the rest stay due for the next round
+			}
 			if derr := deliver(ctx, n); derr != nil {
 				failed++
 				backoff := time.Second << min(n.Attempts, 6)
@@ -96,10 +101,10 @@ func (db *DB) DeliverNotifications(ctx context.Context, limit int, deliver func(
 	return delivered, failed, nil
 }
 
-// PendingNotifications counts the notifications not yet delivered.
-func (db *DB) PendingNotifications(ctx context.Context) (int, error) {
+// PendingNotifications counts the tenant's notifications not yet delivered.
+func (db *DB) PendingNotifications(ctx context.Context, tenantID string) (int, error) {
 	var n int
-	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM fact_notifications`).Scan(&n); err != nil {
+	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM fact_notifications WHERE tenant_id = $1`, tenantID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count notifications: %w", classify(err))
 	}
 	return n, nil

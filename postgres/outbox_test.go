@@ -29,7 +29,7 @@ func TestOutboxDeliversUntilDelivered(t *testing.T) {
 	deliver := func(fail error, seen *[]commitlayer.FactNotification) func(context.Context, commitlayer.FactNotification) error {
 		return func(_ context.Context, n commitlayer.FactNotification) error {
 			if !mine(n) {
-				return errors.New("another test's notice")
+				return nil // another test's notice: delivered, as a reconciler would
 			}
 			*seen = append(*seen, n)
 			return fail
@@ -92,4 +92,34 @@ func TestPendingStarts(t *testing.T) {
 	id, err := testDB.Identity(ctx)
 	require.NoError(t, err)
 	require.Len(t, id, 32)
+}
+
+// TestOutboxRoundStopsAtTheFirstFailure: with Temporal away, one failed
+// delivery ends the round; the rest stay due, untouched.
+func TestOutboxRoundStopsAtTheFirstFailure(t *testing.T) {
+	testDB := testStore(t)
+	ctx := context.Background()
+	tn := newTenant(t)
+	for i := range 3 {
+		_, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("payments", "refund_created", "order:o1",
+			"stop-"+string(rune('a'+i)), t0, nil)})
+		require.NoError(t, err)
+	}
+	_, err := testDB.Pool().Exec(ctx, `UPDATE fact_notifications SET next_attempt_at = now() WHERE tenant_id = $1`, tn.ID)
+	require.NoError(t, err)
+	calls := 0
+	_, failed, err := testDB.DeliverNotifications(ctx, 100, func(_ context.Context, n commitlayer.FactNotification) error {
+		if n.TenantID != tn.ID {
+			return nil
+		}
+		calls++
+		return errors.New("temporal down")
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, failed)
+	require.Equal(t, 1, calls, "the round stopped at the first failure")
+	var untouched int
+	require.NoError(t, testDB.Pool().QueryRow(ctx, `SELECT count(*) FROM fact_notifications WHERE tenant_id = $1 AND attempts = 0`,
+		tn.ID).Scan(&untouched))
+	require.Equal(t, 2, untouched)
 }

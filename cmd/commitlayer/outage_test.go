@@ -82,7 +82,7 @@ func TestNothingLostWhileTemporalIsDown(t *testing.T) {
 		// says FAIL (missing effect) — what matters is that a verdict came.
 		s.waitVerdict(key, id, 2*time.Minute, func(h []commitlayer.Verdict) bool { return len(h) > 0 })
 	}
-	n, err := s.m.DB.PendingNotifications(t.Context())
+	n, err := s.m.DB.PendingNotifications(t.Context(), tenantOfKey(s, key))
 	require.NoError(t, err)
 	require.Zero(t, n, "every notice delivered")
 }
