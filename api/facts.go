@@ -138,7 +138,7 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 		sealed, hint, err := stripeconn.SealKey(s.secrets, tenantID, conn.ID, in.APIKey)
 		if err != nil {
 			// The messages name the rule broken, never the key.
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "api_key: %s", err.Error()))
+			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()))
 			return
 		}
 		conn.Secret, conn.SecretHint = sealed, hint

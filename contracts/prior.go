@@ -41,15 +41,3 @@ func (c *Contract) PriorQueries(a commitlayer.Action) []PriorQuery {
 	}
 	return out
 }
-
-// Matches reports whether p is one of the actions q names (the action being
-// evaluated, with id self, excluded).
-func (q PriorQuery) Matches(p commitlayer.Action, self string) bool {
-	switch {
-	case p.ID == self,
-		q.Agent != "" && p.Agent != q.Agent,
-		q.Subject != "" && p.Subject != q.Subject:
-		return false
-	}
-	return !p.RequestedAt.Before(q.From) && p.RequestedAt.Before(q.To)
-}
