@@ -357,11 +357,12 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 	latency := float64(final.EvaluatedAt.Sub(rec.CreatedAt)) / float64(time.Millisecond)
 	row := BuildRow(l.Scenario, truth, stray, history[0], history[len(history)-1], len(history), subjects,
 		in.Claim, in.Calls, latency, l.ChaosLog())
-	rule, err := ruleJudge(l.Env.Result.Trajectory)
+	tr, err := neutralTrajectory(l.Env.Result.Trajectory)
 	if err != nil {
-		return Row{}, err
+		return Row{}, fmt.Errorf("trajectory: %w", err)
 	}
-	row.Judges = []JudgeVerdict{rule}
+	row.Trajectory = &tr
+	row.Judges = []JudgeVerdict{ruleJudge(tr)}
 	row.Refused = Refusals(l.Env.Result.Trajectory.Calls)
 	return row, nil
 }

@@ -22,17 +22,24 @@ type JudgeVerdict struct {
 // trajectory: it believes 2xx answers and the agent's report, and fails a
 // visible error. It runs on every row, so every run compares CommitLayer
 // with a trace-based evaluator.
-func ruleJudge(tr agent.Trajectory) (JudgeVerdict, error) {
+func ruleJudge(tr llm.Trajectory) JudgeVerdict {
+	r := judge.Evaluate(tr)
+	return JudgeVerdict{Name: r.Judge, Verdict: r.Verdict, Reason: r.Reason}
+}
+
+// neutralTrajectory is the scripted agent's trajectory in the llm
+// package's shape (the same JSON names), the one rows, judges and replays
+// read.
+func neutralTrajectory(tr agent.Trajectory) (llm.Trajectory, error) {
 	raw, err := json.Marshal(tr)
 	if err != nil {
-		return JudgeVerdict{}, fmt.Errorf("rule judge: encode trajectory: %w", err)
+		return llm.Trajectory{}, fmt.Errorf("encode trajectory: %w", err)
 	}
 	var neutral llm.Trajectory
 	if err := json.Unmarshal(raw, &neutral); err != nil {
-		return JudgeVerdict{}, fmt.Errorf("rule judge: decode trajectory: %w", err)
+		return llm.Trajectory{}, fmt.Errorf("decode trajectory: %w", err)
 	}
-	r := judge.Evaluate(neutral)
-	return JudgeVerdict{Name: r.Judge, Verdict: r.Verdict, Reason: r.Reason}, nil
+	return neutral, nil
 }
 
 // reportRun is the results in the report package's shape (the same JSON

@@ -31,8 +31,10 @@ func TestRuleJudgeOnScriptedTrajectories(t *testing.T) {
 		"a report of failure":         {agent.Trajectory{Calls: []agent.Call{refund(403, "")}, Report: commitlayer.Claim{Status: "failure"}}, "FAIL"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			v, err := ruleJudge(tc.tr)
+			tr, err := neutralTrajectory(tc.tr)
 			require.NoError(t, err)
+			require.Len(t, tr.Calls, len(tc.tr.Calls), "every attempt carried over")
+			v := ruleJudge(tr)
 			require.Equal(t, "rule", v.Name)
 			require.Equal(t, tc.want, v.Verdict, v.Reason)
 			require.NotEmpty(t, v.Reason)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/chaos"
@@ -78,6 +79,11 @@ type Row struct {
 	Claim string `json:"claim"`
 	// AgentCalls counts the agent's tool call attempts.
 	AgentCalls int `json:"agent_calls"`
+	// Trajectory is what the agent did, as a trace-based evaluator sees it
+	// (the task, every tool call attempt with its answer, the report, and
+	// a model-driven agent's turns): what the judges read and what a
+	// replay re-executes.
+	Trajectory *llm.Trajectory `json:"trajectory,omitempty"`
 	// Judges are the trace-only judges' verdicts on the agent's trajectory
 	// (the rule judge on every row).
 	Judges []JudgeVerdict `json:"judges,omitempty"`
