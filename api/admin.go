@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,6 +126,10 @@ func (s *Server) postBenchmark(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "payments: must be a payments backend name"))
 		return
 	}
+	if err := checkBenchmarkAgent(&req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if s.benchmarks == nil {
 		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "benchmark runs are not enabled on this server"))
 		return
@@ -226,4 +231,41 @@ func (s *Server) purgeBenchmark(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"id": run.ID, "purged_tenants": n})
+}
+
+// checkBenchmarkAgent checks a run's agent fields: an unknown agent or
+// provider, a provider without agent llm's, or bounds out of range is 400.
+func checkBenchmarkAgent(req *BenchmarkRequest) error {
+	switch req.Agent {
+	case "", "scripted":
+		if req.Provider == "" {
+			if req.Model != "" || req.MaxTurns != 0 || req.MaxTokens != 0 || req.TokenBudget != 0 {
+				return errorf(http.StatusBadRequest, codeInvalidRequest, "model, max_turns, max_tokens and token_budget need agent llm and a provider")
+			}
+			req.Agent = ""
+			return nil
+		}
+		if req.Agent == "scripted" {
+			return errorf(http.StatusBadRequest, codeInvalidRequest, "provider: the scripted agent takes no provider")
+		}
+		req.Agent = "llm"
+	case "llm":
+	default:
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "agent: must be scripted or llm")
+	}
+	if !slices.Contains(BenchmarkProviders, req.Provider) {
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "provider: %q is not a provider; use one of %s",
+			truncate(req.Provider, 50), strings.Join(BenchmarkProviders, ", "))
+	}
+	switch {
+	case len(req.Model) > 100 || strings.ContainsAny(req.Model, "\x00\n\r"):
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "model: must be a model name of at most 100 characters")
+	case req.MaxTurns < 0 || req.MaxTurns > 100:
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "max_turns: must be between 0 (default) and 100")
+	case req.MaxTokens < 0 || req.MaxTokens > 32000:
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "max_tokens: must be between 0 (default) and 32000")
+	case req.TokenBudget < 0:
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "token_budget: must not be negative")
+	}
+	return nil
 }

@@ -149,7 +149,21 @@ type BenchmarkRequest struct {
 	// "stripe-fake" or "stripe". A name only: a key never travels in a
 	// request; the worker reads it from its own environment.
 	Payments string `json:"payments,omitempty"`
+	// Agent is "scripted" (default, also "") or "llm": a model drives the
+	// same tools. Provider names its provider (BenchmarkProviders; implies
+	// "llm") and Model its model ("" is the provider's default); keys stay
+	// in the worker's environment.
+	Agent       string `json:"agent,omitempty"`
+	Provider    string `json:"provider,omitempty"`
+	Model       string `json:"model,omitempty"`
+	MaxTurns    int    `json:"max_turns,omitempty"`
+	MaxTokens   int    `json:"max_tokens,omitempty"`
+	TokenBudget int64  `json:"token_budget,omitempty"`
 }
+
+// BenchmarkProviders are the providers an llm benchmark run accepts: the
+// three real ones and an in-process fake of each.
+var BenchmarkProviders = []string{"anthropic", "openai", "google", "fake-anthropic", "fake-openai", "fake-google"}
 
 // Benchmarks starts benchmark runs. A Start error wrapping a
 // *commitlayer.FieldError is the request's fault (422); others are 500.

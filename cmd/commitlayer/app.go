@@ -354,6 +354,10 @@ func (m *Main) startWorker(ctx context.Context, withBenchmark bool) error {
 			TaskQueue: localQueue,
 			Logger:    m.Logger,
 			Host:      &harness.Host{},
+			// Model-driven agents: providers built in this process (keys
+			// from its environment), turns and tool calls written ahead.
+			Models:     &harness.Models{},
+			AgentSteps: m.DB,
 		}
 		m.Activities.TenantHTTPClient = m.Harness.Host.HTTPClient
 		bench.Register(m.worker)
@@ -479,6 +483,9 @@ func (m *Main) Close() error {
 	}
 	if m.Harness != nil {
 		m.Harness.Host.CloseAll()
+		if m.Harness.Models != nil {
+			m.Harness.Models.Close()
+		}
 	}
 	if m.Temporal != nil {
 		m.Temporal.Close()

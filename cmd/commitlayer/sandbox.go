@@ -36,6 +36,8 @@ type sandboxOptions struct {
 	// sinks are the experiment platforms the run's rows are logged to
 	// (braintrust, langsmith); built up front so a missing key fails fast.
 	sinks []sinks.Sink
+	// llm is the model-driven agent's flags (sandbox_llm.go).
+	llm llmOptions
 }
 
 type listFlag struct{ list *[]string }
@@ -66,6 +68,7 @@ func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOpt
 	fs.BoolVar(&o.serve, "serve", name == "demo", "also serve the HTTP API on COMMITLAYER_ADDR while the run goes")
 	fs.BoolVar(&o.purge, "purge", false, "delete the run's tenants (and their facts, actions and verdicts) at the end")
 	fs.StringVar(&o.payments, "payments", stripepay.NameSandbox, "payments backend: sandbox, stripe-fake (an in-process fake Stripe) or stripe (Stripe test mode, key in "+stripepay.EnvKey+"); the Stripe ones run refund/ scenarios only and write latest_stripe.{json,md}")
+	o.llm.flags(fs)
 	var sinkNames string
 	fs.StringVar(&sinkNames, "sinks", "", "log every scenario to these experiment platforms too: braintrust, langsmith (comma-separated; keys in BRAINTRUST_API_KEY, LANGSMITH_API_KEY); a sink that is down never fails the run")
 	if err := fs.Parse(args); err != nil {
@@ -86,6 +89,10 @@ func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOpt
 	}
 	if o.concurrency < 1 {
 		return o, fmt.Errorf("-concurrency must be at least 1")
+	}
+	if err := o.llm.check(); err != nil {
+		fmt.Fprintf(stderr, "commitlayer %s: %v\n", name, err)
+		return o, err
 	}
 	o.demo = name == "demo"
 	// Refuse a bad backend, a scenario it cannot run, or a missing or
@@ -108,6 +115,9 @@ func sandboxCmd(ctx context.Context, logger *slog.Logger, args []string, stdout,
 	o, err := parseSandboxFlags("sandbox", args, stderr)
 	if err != nil {
 		return 2
+	}
+	if o.llm.provider == llmFake {
+		return runFakes(ctx, logger, o, stdout, stderr)
 	}
 	return runMatrix(ctx, logger, o, stdout, stderr)
 }
@@ -153,7 +163,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	}
 	defer m.Close()
 
-	started, err := m.Runner.StartRun(ctx, api.BenchmarkRequest{Only: o.only, Concurrency: o.concurrency, Payments: o.payments})
+	started, err := m.Runner.StartRun(ctx, o.llm.request(api.BenchmarkRequest{Only: o.only, Concurrency: o.concurrency, Payments: o.payments}))
 	if err != nil {
 		logger.Error("start benchmark", "error", err)
 		return 1
@@ -186,7 +196,12 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	}
 	results := harness.NewResults(gitCommit(), res.StartedAt, res.FinishedAt, o.concurrency, res.Rows)
 	results.SetPayments(o.payments)
-	if o.out != "" {
+	if o.out != "" && started.Agent != nil {
+		if err := writeLLMResults(o.out, results, started, res, stdout); err != nil {
+			logger.Error("write results", "error", err)
+			return 1
+		}
+	} else if o.out != "" {
 		base := harness.FileBase(results)
 		if base != "latest" {
 			compareWithSandbox(&results, filepath.Join(o.out, "latest.json"), logger)

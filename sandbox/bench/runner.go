@@ -57,6 +57,10 @@ type Started struct {
 	Run       commitlayer.BenchmarkRun
 	Scenarios []string
 	Workflow  client.WorkflowRun
+	// Agent is a model-driven run's agent; Skipped the scenarios it left
+	// out because they script one specific agent behaviour.
+	Agent   *harness.AgentSpec
+	Skipped []harness.Skipped
 }
 
 // StartRun is Start, also returning the scenarios and the workflow run.
@@ -65,15 +69,23 @@ func (r *Runner) StartRun(ctx context.Context, req api.BenchmarkRequest) (Starte
 	if err != nil {
 		return Started{}, err
 	}
-	var ids []string
-	if err := json.Unmarshal(run.Request, &struct{ Scenarios *[]string }{&ids}); err != nil {
+	st := Started{Run: run, Workflow: wr}
+	if err := json.Unmarshal(run.Request, &struct {
+		Scenarios *[]string
+		Agent     **harness.AgentSpec
+		Skipped   *[]harness.Skipped
+	}{&st.Scenarios, &st.Agent, &st.Skipped}); err != nil {
 		return Started{}, fmt.Errorf("decode run request: %w", err)
 	}
-	return Started{Run: run, Scenarios: ids, Workflow: wr}, nil
+	return st, nil
 }
 
 func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlayer.BenchmarkRun, client.WorkflowRun, error) {
 	payments, scenarios, err := SelectScenarios(req.Payments, req.Only)
+	if err != nil {
+		return commitlayer.BenchmarkRun{}, nil, err
+	}
+	spec, scenarios, skipped, err := selectForAgent(req, scenarios)
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, err
 	}
@@ -96,9 +108,11 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 	reqJSON, err := json.Marshal(struct {
 		Only        []string `json:"only"`
 		Concurrency int      `json:"concurrency"`
-		Scenarios   []string `json:"scenarios"`
-		Payments    string   `json:"payments"`
-	}{req.Only, conc, ids, payments})
+		Scenarios   []string           `json:"scenarios"`
+		Payments    string             `json:"payments"`
+		Agent       *harness.AgentSpec `json:"agent,omitempty"`
+		Skipped     []harness.Skipped  `json:"skipped,omitempty"`
+	}{req.Only, conc, ids, payments, spec, skipped})
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("encode run request: %w", err)
 	}
@@ -119,7 +133,8 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(runID)),
 		StaticSummary:         fmt.Sprintf("benchmark %s: %d scenarios, %d at a time, payments %s", runID, len(ids), conc, payments),
-	}, Benchmark, BenchmarkInput{RunID: runID, ScenarioIDs: ids, Concurrency: conc, StartedAt: now, Payments: inputPayments(payments)})
+	}, Benchmark, BenchmarkInput{RunID: runID, ScenarioIDs: ids, Concurrency: conc, StartedAt: now, Payments: inputPayments(payments),
+		Agent: spec})
 	if err != nil {
 		run.Status, run.LogTail, run.FinishedAt = "failed", "could not start the Benchmark workflow", time.Now().UTC()
 		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {
@@ -128,6 +143,25 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("start benchmark workflow: %w", err)
 	}
 	return run, wr, nil
+}
+
+// selectForAgent builds a model-driven run's agent (nil for the scripted
+// agent) and leaves out the scenarios that script one specific agent
+// behaviour. Errors are field errors.
+func selectForAgent(req api.BenchmarkRequest, scenarios []harness.Scenario) (*harness.AgentSpec, []harness.Scenario, []harness.Skipped, error) {
+	if req.Agent == "" && req.Provider == "" {
+		return nil, scenarios, nil, nil
+	}
+	spec, err := harness.AgentSpec{Kind: req.Agent, Provider: req.Provider, Model: req.Model, MaxTurns: req.MaxTurns,
+		MaxTokens: req.MaxTokens, TokenBudget: req.TokenBudget}.Normalize()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	run, skipped := harness.SplitForModel(scenarios)
+	if len(run) == 0 {
+		return nil, nil, nil, &commitlayer.FieldError{Field: "only", Reason: "selects no scenario a model-driven agent runs (the ones it selects script one specific agent behaviour)"}
+	}
+	return &spec, run, skipped, nil
 }
 
 // refundWorkflow is the one business process a Stripe-backed run covers:

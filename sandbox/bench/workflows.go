@@ -42,6 +42,11 @@ type BenchmarkInput struct {
 	// Payments names the payments backend ("" is the sandbox's own, as in
 	// runs recorded before there was a choice); a name, never a key.
 	Payments string `json:",omitempty"`
+	// Agent is the run's model-driven agent (nil: the scripted agent, as
+	// in runs recorded before there was a choice); NotRun are the
+	// scenarios its token budget left out so far.
+	Agent  *harness.AgentSpec `json:",omitempty"`
+	NotRun []string           `json:",omitempty"`
 }
 
 // BenchmarkResult is a finished run.
@@ -53,6 +58,10 @@ type BenchmarkResult struct {
 	Summary    harness.Summary
 	// Payments is the run's payments backend name ("" is the sandbox).
 	Payments string `json:",omitempty"`
+	// Agent and NotRun are as in BenchmarkInput; the not-run scenarios
+	// have no row.
+	Agent  *harness.AgentSpec `json:",omitempty"`
+	NotRun []string           `json:",omitempty"`
 }
 
 // Progress is what QueryProgress answers.
@@ -91,6 +100,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 	}
 	finished := len(in.Rows)
 	running := map[int]bool{}
+	budget := newBudgetState(in)
 	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) {
 		p := Progress{Total: len(in.ScenarioIDs), Done: finished}
 		for i := range in.ScenarioIDs {
@@ -116,7 +126,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 	record := func(status string) (harness.Summary, error) {
 		var finishedRows []harness.Row
 		for i := range rows {
-			if done[i] {
+			if done[i] && !budget.notRun[in.ScenarioIDs[i]] {
 				finishedRows = append(finishedRows, rows[i])
 			}
 		}
@@ -144,7 +154,12 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		})
 		running[i] = true
 		startedHere++
-		f := workflow.ExecuteChildWorkflow(cctx, Scenario, ScenarioInput{RunID: in.RunID, ScenarioID: id, Payments: in.Payments})
+		sin := ScenarioInput{RunID: in.RunID, ScenarioID: id, Payments: in.Payments}
+		if in.Agent != nil {
+			sin.Agent = in.Agent
+			sin.TokenBudget, _ = budget.remaining(rows, done)
+		}
+		f := workflow.ExecuteChildWorkflow(cctx, Scenario, sin)
 		sel.AddFuture(f, func(f workflow.Future) {
 			var row harness.Row
 			if err := f.Get(ctx, &row); err != nil {
@@ -159,7 +174,15 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 	for next < len(in.ScenarioIDs) || len(running) > 0 {
 		for next < len(in.ScenarioIDs) && len(running) < window && startedHere < scenariosPerRun {
 			if !done[next] {
-				start(next)
+				if _, ok := budget.remaining(rows, done); !ok {
+					// The token budget is spent: the scenario is listed, not run.
+					rows[next], done[next] = harness.Row{ID: in.ScenarioIDs[next], Error: notRunReason}, true
+					budget.notRun[in.ScenarioIDs[next]] = true
+					in.NotRun = append(in.NotRun, in.ScenarioIDs[next])
+					finished++
+				} else {
+					start(next)
+				}
 			}
 			next++
 		}
@@ -186,8 +209,17 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 	if err != nil {
 		return BenchmarkResult{}, fmt.Errorf("record run: %w", err)
 	}
+	if len(in.NotRun) > 0 {
+		var ran []harness.Row
+		for i, r := range rows {
+			if !budget.notRun[in.ScenarioIDs[i]] {
+				ran = append(ran, r)
+			}
+		}
+		rows = ran
+	}
 	return BenchmarkResult{RunID: in.RunID, StartedAt: in.StartedAt, FinishedAt: workflow.Now(ctx),
-		Rows: rows, Summary: summary, Payments: in.Payments}, nil
+		Rows: rows, Summary: summary, Payments: in.Payments, Agent: in.Agent, NotRun: in.NotRun}, nil
 }
 
 // ScenarioInput names one scenario of a run.
@@ -196,6 +228,11 @@ type ScenarioInput struct {
 	ScenarioID string
 	// Payments is the run's payments backend name ("" is the sandbox).
 	Payments string `json:",omitempty"`
+	// Agent is the run's model-driven agent (nil: the scripted agent);
+	// TokenBudget is what this scenario may spend of the run's budget
+	// (0: no limit).
+	Agent       *harness.AgentSpec `json:",omitempty"`
+	TokenBudget int64              `json:",omitempty"`
 }
 
 // finalVerdictTimeout bounds the wait for a verification's final verdict.
@@ -311,7 +348,13 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 		}
 	}
 	var agentRes harness.AgentResult
-	if err := workflow.ExecuteActivity(local, harnessActs.RunAgent, s.step).Get(ctx, &agentRes); err != nil {
+	if s.in.Agent != nil {
+		res, err := s.runModelAgent(ctx, local)
+		if err != nil {
+			return harness.Row{}, fmt.Errorf("agent: %w", err)
+		}
+		agentRes = res
+	} else if err := workflow.ExecuteActivity(local, harnessActs.RunAgent, s.step).Get(ctx, &agentRes); err != nil {
 		return harness.Row{}, fmt.Errorf("agent: %w", err)
 	}
 	if err := s.startVerification(ctx, agentRes.Recorded, true); err != nil {

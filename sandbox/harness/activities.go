@@ -73,6 +73,13 @@ type Activities struct {
 	// STRIPE_API_BASE) in this process; nil means os.Getenv. Workflow inputs
 	// carry the backend's name only.
 	Getenv func(string) string
+	// Models and AgentSteps serve model-driven agents (llmagent.go): the
+	// providers built in this process, the write-ahead record of turns and
+	// tool calls. AfterStep, when set, runs after a turn or call is
+	// recorded (tests stop a worker there).
+	Models     *Models
+	AgentSteps AgentSteps
+	AfterStep  func(ctx context.Context, kind string, index int) error
 }
 
 func (a *Activities) logger() *slog.Logger {
@@ -364,6 +371,7 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 	row.Trajectory = &tr
 	row.Judges = []JudgeVerdict{ruleJudge(tr)}
 	row.Refused = Refusals(l.Env.Result.Trajectory.Calls)
+	llmRow(l, &row)
 	return row, nil
 }
 

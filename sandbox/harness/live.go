@@ -46,6 +46,8 @@ type Live struct {
 	agentDone bool
 	afterDone bool
 	closed    bool
+	// llm is the model-driven agent, when the run has one (llmagent.go).
+	llm *llmState
 }
 
 // Start builds the scenario's enterprise in dir (created when missing):

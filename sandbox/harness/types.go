@@ -84,6 +84,8 @@ type Row struct {
 	// a model-driven agent's turns): what the judges read and what a
 	// replay re-executes.
 	Trajectory *llm.Trajectory `json:"trajectory,omitempty"`
+	// LLM is a model-driven agent's provider, tokens and estimated cost.
+	LLM *RowLLM `json:"llm,omitempty"`
 	// Judges are the trace-only judges' verdicts on the agent's trajectory
 	// (the rule judge on every row).
 	Judges []JudgeVerdict `json:"judges,omitempty"`

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/sandbox/bench"
+	"github.com/commitlayer/commitlayer/sandbox/harness"
+)
+
+// llmFake is the -provider that runs the fake of each of the three
+// providers in turn, one run per SDK adapter.
+const llmFake = "fake"
+
+// llmOptions are the model-driven agent's flags of `commitlayer sandbox`.
+type llmOptions struct {
+	agent       string
+	provider    string
+	model       string
+	maxTurns    int
+	maxTokens   int
+	tokenBudget int64
+}
+
+func (o *llmOptions) flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.agent, "agent", "scripted", "the agent: scripted, or llm (a model drives the same tools; needs -provider)")
+	fs.StringVar(&o.provider, "provider", "", "the model provider of -agent llm: anthropic, openai, google (key in ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY), "+
+		"fake-anthropic, fake-openai, fake-google (an in-process fake of that provider's API, spoken to through its SDK), "+
+		"or fake (the three fakes in turn); results in llm_<provider>.{json,md}")
+	fs.StringVar(&o.model, "model", "", "the model of -agent llm (default: the provider's default model)")
+	fs.IntVar(&o.maxTurns, "max-turns", harness.DefaultMaxTurns, "model turns per scenario")
+	fs.IntVar(&o.maxTokens, "max-tokens", harness.DefaultMaxTokens, "output tokens per model turn")
+	fs.Int64Var(&o.tokenBudget, "token-budget", 0, "tokens (input plus output) the run may use; once spent, the scenarios left are listed as not run (0: no limit)")
+}
+
+// check refuses an unknown agent or provider before anything starts.
+func (o *llmOptions) check() error {
+	switch o.agent {
+	case "scripted", "":
+		if o.provider != "" || o.model != "" {
+			return fmt.Errorf("-provider and -model need -agent llm")
+		}
+		return nil
+	case harness.AgentLLM:
+	default:
+		return fmt.Errorf("-agent %q: use scripted or llm", o.agent)
+	}
+	if o.provider == "" {
+		return fmt.Errorf("-agent llm needs -provider (%s, or fake)", strings.Join(harness.AgentProviders, ", "))
+	}
+	if o.provider == llmFake {
+		if o.model != "" {
+			return fmt.Errorf("-provider fake runs each fake with its own model; leave -model out")
+		}
+	} else if !slices.Contains(harness.AgentProviders, o.provider) {
+		return fmt.Errorf("-provider %q: use one of %s, or fake", o.provider, strings.Join(harness.AgentProviders, ", "))
+	}
+	_, err := harness.AgentSpec{Kind: harness.AgentLLM, Provider: harness.FakeAnthropic, MaxTurns: o.maxTurns,
+		MaxTokens: o.maxTokens, TokenBudget: o.tokenBudget}.Normalize()
+	if err != nil || o.maxTurns < 1 || o.maxTokens < 1 {
+		return fmt.Errorf("-max-turns, -max-tokens or -token-budget out of range (turns 1–100, tokens 1–32000, budget ≥ 0)")
+	}
+	return nil
+}
+
+// request adds the agent's fields to a run's request.
+func (o *llmOptions) request(req api.BenchmarkRequest) api.BenchmarkRequest {
+	if o.agent != harness.AgentLLM {
+		return req
+	}
+	req.Agent, req.Provider, req.Model = harness.AgentLLM, o.provider, o.model
+	req.MaxTurns, req.MaxTokens, req.TokenBudget = o.maxTurns, o.maxTokens, o.tokenBudget
+	return req
+}
+
+// runFakes runs the matrix with the fake of each provider in turn: every
+// SDK adapter end to end. The exit status is the worst run's.
+func runFakes(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdout, stderr io.Writer) int {
+	rc := 0
+	for _, p := range harness.FakeProviders {
+		one := o
+		one.llm.provider = p
+		fmt.Fprintf(stdout, "== -provider %s\n", p)
+		rc = max(rc, runMatrix(ctx, logger, one, stdout, stderr))
+	}
+	return rc
+}
+
+// writeLLMResults writes a model-driven run's llm_<provider>.{json,md}.
+func writeLLMResults(dir string, results harness.Results, started bench.Started, res bench.BenchmarkResult, stdout io.Writer) error {
+	lr := harness.NewLLMResults(results, *started.Agent, started.Skipped, res.NotRun)
+	if err := harness.WriteLLMFiles(dir, lr); err != nil {
+		return err
+	}
+	base := harness.LLMFileBase(started.Agent.Provider)
+	a := lr.Agent
+	fmt.Fprintf(stdout, "results: %s/%s.json, %s/%s.md\n", dir, base, dir, base)
+	fmt.Fprintf(stdout, "model-driven agent %s (%s): %d applicable, %d skipped, %d not run; %d turns, %d+%d tokens, %d agent errors\n",
+		a.Provider, a.Model, a.Applicable, len(a.Skipped), len(a.NotRun), a.Turns, a.InputTokens, a.OutputTokens, a.AgentErrors)
+	return nil
+}

@@ -1,0 +1,171 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/commitlayer/commitlayer/llm"
+)
+
+// LLMResults are a model-driven run's results: llm_<provider>.json, the
+// latest.json shape with the agent's provider, model, tokens, cost, the
+// applicable count and the skipped scenarios (each row carries its
+// trajectory, turns included, and its tokens).
+type LLMResults struct {
+	Results
+	Agent LLMRun `json:"agent"`
+}
+
+// LLMRun is the run-wide figures of a model-driven run.
+type LLMRun struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	// Applicable counts the scenarios a model-driven agent runs of those
+	// selected; Skipped are the others, with why.
+	Applicable int       `json:"applicable"`
+	Skipped    []Skipped `json:"skipped"`
+	// NotRun are applicable scenarios the token budget left out.
+	NotRun       []string `json:"not_run"`
+	MaxTurns     int      `json:"max_turns"`
+	MaxTokens    int      `json:"max_tokens"`
+	TokenBudget  int64    `json:"token_budget,omitempty"`
+	Turns        int      `json:"turns"`
+	InputTokens  int64    `json:"input_tokens"`
+	OutputTokens int64    `json:"output_tokens"`
+	// CostNanoUSD is the estimate at the model's list price (10⁻⁹ USD);
+	// unknown for a fake's model.
+	CostNanoUSD int64 `json:"cost_nano_usd"`
+	CostKnown   bool  `json:"cost_known"`
+	// EstimateModel and EstimateNanoUSD price a fake run's tokens at the
+	// list price of the real provider's default model: what the same
+	// conversations would cost there.
+	EstimateModel   string `json:"estimate_model,omitempty"`
+	EstimateNanoUSD int64  `json:"estimate_nano_usd,omitempty"`
+	// AgentErrors counts rows whose agent stopped without a report.
+	AgentErrors int `json:"agent_errors"`
+}
+
+// NewLLMResults adds the model-driven agent's figures to a run's results.
+func NewLLMResults(res Results, spec AgentSpec, skipped []Skipped, notRun []string) LLMResults {
+	run := LLMRun{Provider: spec.Provider, Model: spec.Model, Applicable: len(res.Scenarios) + len(notRun),
+		Skipped: skipped, NotRun: notRun, MaxTurns: spec.MaxTurns, MaxTokens: spec.MaxTokens, TokenBudget: spec.TokenBudget}
+	if run.Skipped == nil {
+		run.Skipped = []Skipped{}
+	}
+	if run.NotRun == nil {
+		run.NotRun = []string{}
+	}
+	var usage llm.Usage
+	for _, r := range res.Scenarios {
+		if r.LLM == nil {
+			continue
+		}
+		run.Turns += r.LLM.Turns
+		usage = usage.Add(llm.Usage{InputTokens: r.LLM.InputTokens, OutputTokens: r.LLM.OutputTokens})
+		if r.LLM.AgentError != "" {
+			run.AgentErrors++
+		}
+	}
+	run.InputTokens, run.OutputTokens = usage.InputTokens, usage.OutputTokens
+	cost := llm.CostOf(spec.Model, usage)
+	run.CostNanoUSD, run.CostKnown = cost.NanoUSD, cost.Known
+	if wire, ok := strings.CutPrefix(spec.Provider, FakePrefix); ok {
+		run.EstimateModel = llm.DefaultModels[wire]
+		run.EstimateNanoUSD = llm.CostOf(run.EstimateModel, usage).NanoUSD
+	}
+	return LLMResults{Results: res, Agent: run}
+}
+
+// LLMFileBase is the results' file name without extension: llm_<provider>.
+func LLMFileBase(provider string) string { return "llm_" + provider }
+
+// WriteLLMFiles writes llm_<provider>.json and .md into dir.
+func WriteLLMFiles(dir string, res LLMResults) error {
+	base := LLMFileBase(res.Agent.Provider)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	js, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write results: encode: %w", err)
+	}
+	if err := writeAtomic(filepath.Join(dir, base+".json"), append(js, '\n')); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	if err := writeAtomic(filepath.Join(dir, base+".md"), []byte(LLMMarkdown(res))); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
+
+func usd(nano int64) string { return fmt.Sprintf("$%.4f", float64(nano)/1e9) }
+
+// LLMMarkdown is the results' markdown: the model-driven agent's figures,
+// the skipped scenarios, tokens per scenario, then the matrix's tables.
+func LLMMarkdown(res LLMResults) string {
+	a := res.Agent
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Model-driven agent: %s (%s)\n\n", a.Provider, a.Model)
+	ran := len(res.Scenarios)
+	fmt.Fprintf(&b, "- applicable scenarios: %d (run: %d, not run for the token budget: %d); skipped: %d\n", a.Applicable, ran, len(a.NotRun), len(a.Skipped))
+	fmt.Fprintf(&b, "- bounds: %d turns per scenario, %d output tokens per turn", a.MaxTurns, a.MaxTokens)
+	if a.TokenBudget > 0 {
+		fmt.Fprintf(&b, ", %d tokens for the run", a.TokenBudget)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "- model turns: %d; tokens: %d input + %d output", a.Turns, a.InputTokens, a.OutputTokens)
+	if ran > 0 {
+		fmt.Fprintf(&b, " (%.0f per scenario)", float64(a.InputTokens+a.OutputTokens)/float64(ran))
+	}
+	b.WriteString("\n")
+	if a.CostKnown {
+		fmt.Fprintf(&b, "- estimated cost at list price: %s\n", usd(a.CostNanoUSD))
+	} else {
+		fmt.Fprintf(&b, "- estimated cost: unknown for model %s", a.Model)
+		if a.EstimateModel != "" {
+			fmt.Fprintf(&b, "; the same tokens at %s list price: %s", a.EstimateModel, usd(a.EstimateNanoUSD))
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "- agent errors (no report): %d\n", a.AgentErrors)
+	if len(a.Skipped) > 0 {
+		b.WriteString("\n## Skipped (they script one specific agent behaviour)\n\n| scenario | why |\n|---|---|\n")
+		for _, s := range a.Skipped {
+			fmt.Fprintf(&b, "| %s | %s |\n", s.ID, s.Reason)
+		}
+	}
+	if len(a.NotRun) > 0 {
+		b.WriteString("\n## Not run (token budget spent)\n\n")
+		for _, id := range a.NotRun {
+			fmt.Fprintf(&b, "- %s\n", id)
+		}
+	}
+	b.WriteString("\n## Tokens per scenario\n\n| scenario | turns | calls | input | output | claim | agree | agent error |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range res.Scenarios {
+		l := RowLLM{}
+		if r.LLM != nil {
+			l = *r.LLM
+		}
+		agree := "yes"
+		if !r.Agrees() {
+			agree = "**no**"
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s | %s |\n", r.ID, l.Turns, r.AgentCalls, l.InputTokens, l.OutputTokens,
+			r.Claim, agree, strings.ReplaceAll(firstNonEmpty(l.AgentError, r.Error), "|", "\\|"))
+	}
+	b.WriteString("\n")
+	b.WriteString(Markdown(res.Results))
+	return b.String()
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
