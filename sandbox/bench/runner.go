@@ -106,8 +106,8 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 	}
 	runID := newRunID()
 	reqJSON, err := json.Marshal(struct {
-		Only        []string `json:"only"`
-		Concurrency int      `json:"concurrency"`
+		Only        []string           `json:"only"`
+		Concurrency int                `json:"concurrency"`
 		Scenarios   []string           `json:"scenarios"`
 		Payments    string             `json:"payments"`
 		Agent       *harness.AgentSpec `json:"agent,omitempty"`
