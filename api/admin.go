@@ -254,8 +254,10 @@ func checkBenchmarkAgent(req *BenchmarkRequest) error {
 		return errorf(http.StatusBadRequest, codeInvalidRequest, "agent: must be scripted or llm")
 	}
 	if !slices.Contains(BenchmarkProviders, req.Provider) {
-		return errorf(http.StatusBadRequest, codeInvalidRequest, "provider: %q is not a provider; use one of %s",
-			truncate(req.Provider, 50), strings.Join(BenchmarkProviders, ", "))
+		// The value is not echoed: a key pasted in the wrong field stays out
+		// of the answer and the logs.
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "provider: not a provider; use one of %s",
+			strings.Join(BenchmarkProviders, ", "))
 	}
 	switch {
 	case len(req.Model) > 100 || strings.ContainsAny(req.Model, "\x00\n\r"):

@@ -225,6 +225,20 @@ func (m *Models) Provider(name, model string) (llm.Provider, error) {
 	return p, nil
 }
 
+// Fake returns this process's fake server of the named fake provider for
+// model, starting it if needed (tests inject faults into it).
+func (m *Models) Fake(name, model string) (*fake.Server, error) {
+	if !strings.HasPrefix(name, FakePrefix) {
+		return nil, fmt.Errorf("%q is not a fake provider", name)
+	}
+	if _, err := m.Provider(name, model); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fakes[name+"\n"+model], nil
+}
+
 // FakeRequests returns what this process's fake servers of the named fake
 // provider have served (for tests: a turn billed twice would show twice).
 func (m *Models) FakeRequests(name string) []fake.Request {

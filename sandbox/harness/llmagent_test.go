@@ -1,0 +1,132 @@
+package harness
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/llm"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
+)
+
+// TestSplitForModelSkipsScriptedBehaviours: the scenarios that script one
+// agent behaviour (no calls, another record, other values) are the ones
+// skipped, each with its reason; every other one applies.
+func TestSplitForModelSkipsScriptedBehaviours(t *testing.T) {
+	all := Catalogue()
+	run, skipped := SplitForModel(all)
+	require.Equal(t, len(all), len(run)+len(skipped))
+	require.Len(t, skipped, 12, "8 no-call scenarios, 2 wrong subjects, 2 overridden params")
+	reasons := map[string]string{}
+	for _, s := range skipped {
+		reasons[s.ID] = s.Reason
+	}
+	require.Contains(t, reasons["refund/no_calls_claims_success"], "makes no call")
+	require.Contains(t, reasons["refund/wrong_customer"], "o_1007")
+	require.Contains(t, reasons["payout/amount_mismatch"], "amount")
+	require.Contains(t, reasons["deploy/wrong_environment"], "environment")
+	for _, sc := range run {
+		require.Empty(t, SkipForModel(sc), sc.ID)
+	}
+}
+
+func TestAgentSpecNormalize(t *testing.T) {
+	s, err := AgentSpec{Provider: FakeGoogle}.Normalize()
+	require.NoError(t, err)
+	require.Equal(t, AgentSpec{Kind: AgentLLM, Provider: FakeGoogle, Model: "fake-google", MaxTurns: DefaultMaxTurns, MaxTokens: DefaultMaxTokens}, s)
+	s, err = AgentSpec{Provider: llm.OpenAI}.Normalize()
+	require.NoError(t, err)
+	require.Equal(t, llm.DefaultModels[llm.OpenAI], s.Model)
+	require.False(t, s.Fake())
+	for _, bad := range []AgentSpec{
+		{Provider: "mistral"}, {Kind: "robot", Provider: llm.OpenAI}, {Provider: llm.OpenAI, MaxTurns: 101},
+		{Provider: llm.OpenAI, MaxTokens: -1}, {Provider: llm.OpenAI, TokenBudget: -5},
+	} {
+		_, err := bad.Normalize()
+		var fe *commitlayer.FieldError
+		require.True(t, errors.As(err, &fe), "%+v: %v", bad, err)
+	}
+}
+
+// TestModelsNeedTheKeyOfTheNamedProvider: a real provider is built with
+// the key of its own variable only, and says which one is missing without
+// showing any key.
+func TestModelsNeedTheKeyOfTheNamedProvider(t *testing.T) {
+	env := map[string]string{"OPENAI_API_KEY": "sk-proj-secret-openai-key-000"}
+	m := &Models{Getenv: func(k string) string { return env[k] }}
+	defer m.Close()
+	_, err := m.Provider(llm.Anthropic, "claude-haiku-4-5")
+	require.ErrorContains(t, err, "ANTHROPIC_API_KEY is not set")
+	p, err := m.Provider(llm.OpenAI, "gpt-5-mini")
+	require.NoError(t, err)
+	require.Equal(t, "gpt-5-mini", p.Model())
+	again, err := m.Provider(llm.OpenAI, "gpt-5-mini")
+	require.NoError(t, err)
+	require.Same(t, p, again)
+	f, err := m.Provider(FakeOpenAI, "fake-openai")
+	require.NoError(t, err)
+	require.Equal(t, llm.OpenAI, f.Name())
+	srv, err := m.Fake(FakeOpenAI, "fake-openai")
+	require.NoError(t, err)
+	require.NotNil(t, srv)
+	_, err = m.Fake(llm.OpenAI, "gpt-5-mini")
+	require.Error(t, err)
+}
+
+// TestModelToolsOfferEveryToolWithAKeyOnWrites: the model sees the
+// scripted agent's tools, path arguments required, an optional
+// idempotency_key on every write and none on reads.
+func TestModelToolsOfferEveryToolWithAKeyOnWrites(t *testing.T) {
+	tools := agent.ModelTools()
+	require.Len(t, tools, len(agent.Tools))
+	for i, tool := range tools {
+		spec := agent.Tools[i]
+		require.Equal(t, spec.Name, tool.Name)
+		var s struct {
+			Type       string                     `json:"type"`
+			Properties map[string]json.RawMessage `json:"properties"`
+			Required   []string                   `json:"required"`
+		}
+		require.NoError(t, json.Unmarshal(tool.Schema, &s), tool.Name)
+		require.Equal(t, "object", s.Type)
+		_, keyed := s.Properties[agent.KeyArg]
+		require.Equal(t, spec.Write, keyed, tool.Name)
+		for _, r := range s.Required {
+			require.Contains(t, spec.Path, "{"+r+"}", tool.Name)
+		}
+	}
+}
+
+// TestModelArgsSplitsTheKey: the key leaves the arguments; a key that is
+// not a string and arguments that are not an object are refused.
+func TestModelArgsSplitsTheKey(t *testing.T) {
+	args, key, err := agent.ModelArgs(json.RawMessage(`{"order_id":"o_1","amount":2500,"idempotency_key":"k1"}`))
+	require.NoError(t, err)
+	require.Equal(t, "k1", key)
+	require.Equal(t, map[string]any{"order_id": "o_1", "amount": json.Number("2500")}, args)
+	_, _, err = agent.ModelArgs(json.RawMessage(`{"idempotency_key":7}`))
+	require.ErrorContains(t, err, "idempotency_key")
+	_, _, err = agent.ModelArgs(json.RawMessage(`[1]`))
+	require.Error(t, err)
+	at := agent.Attempt(agent.Call{Tool: "refund"}, errors.New(`argument "order_id" is required`))
+	require.Equal(t, 400, at.Status)
+	require.True(t, strings.Contains(at.Response, "invalid_arguments"))
+}
+
+// TestTemperamentMirrorsTheProfile: the fake model behaves as the scripted
+// profile of the scenario it plays.
+func TestTemperamentMirrorsTheProfile(t *testing.T) {
+	require.Equal(t, "plain", agent.Temperament(agent.Profile{}).Name)
+	k := agent.Temperament(agent.Profile{RetryWithKey: true})
+	require.True(t, k.UseKey)
+	require.Equal(t, 1, k.Retries)
+	n := agent.Temperament(agent.Profile{RetryWithoutKey: true, Retries: 2})
+	require.False(t, n.UseKey)
+	require.Equal(t, 2, n.Retries)
+	require.True(t, agent.Temperament(agent.Profile{ClaimSuccessOnError: true}).ClaimSuccessOnError)
+	require.True(t, agent.Temperament(agent.Profile{FollowInstructions: true}).FollowInjected)
+}
