@@ -149,6 +149,15 @@ type BenchmarkRequest struct {
 	// "stripe-fake" or "stripe". A name only: a key never travels in a
 	// request; the worker reads it from its own environment.
 	Payments string `json:"payments,omitempty"`
+	// ReplayOf names a recorded run to replay instead: its recorded tool
+	// calls re-executed on fresh enterprises and verified on the current
+	// engine, no model called (only, payments and repeat do not apply).
+	ReplayOf string `json:"replay_of,omitempty"`
+	// Repeat runs each scenario this many times (pass^k); 0 or 1 once.
+	Repeat int `json:"repeat,omitempty"`
+	// Judge names the model judge's provider ("anthropic" or
+	// "provider/model"); its key is read from the worker's environment.
+	Judge string `json:"judge,omitempty"`
 }
 
 // Benchmarks starts benchmark runs. A Start error wrapping a

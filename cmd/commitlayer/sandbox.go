@@ -36,6 +36,10 @@ type sandboxOptions struct {
 	// sinks are the experiment platforms the run's rows are logged to
 	// (braintrust, langsmith); built up front so a missing key fails fast.
 	sinks []sinks.Sink
+	// replay, repeat and judge: see replayFlags.
+	replay string
+	repeat int
+	judge  string
 }
 
 type listFlag struct{ list *[]string }
@@ -68,7 +72,11 @@ func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOpt
 	fs.StringVar(&o.payments, "payments", stripepay.NameSandbox, "payments backend: sandbox, stripe-fake (an in-process fake Stripe) or stripe (Stripe test mode, key in "+stripepay.EnvKey+"); the Stripe ones run refund/ scenarios only and write latest_stripe.{json,md}")
 	var sinkNames string
 	fs.StringVar(&sinkNames, "sinks", "", "log every scenario to these experiment platforms too: braintrust, langsmith (comma-separated; keys in BRAINTRUST_API_KEY, LANGSMITH_API_KEY); a sink that is down never fails the run")
+	replayFlags(fs, &o)
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if err := checkReplayFlags(name, &o, stderr); err != nil {
 		return o, err
 	}
 	if sinkNames != "" {
@@ -91,6 +99,9 @@ func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOpt
 	// Refuse a bad backend, a scenario it cannot run, or a missing or
 	// malformed key before anything starts. The key itself stays in this
 	// process's environment, where the harness's activities read it.
+	if o.replay != "" {
+		return o, nil // the recorded run names its scenarios and backend
+	}
 	if _, _, err := bench.SelectScenarios(o.payments, o.only); err != nil {
 		fmt.Fprintf(stderr, "commitlayer %s: %v\n", name, err)
 		return o, err
@@ -153,7 +164,14 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	}
 	defer m.Close()
 
-	started, err := m.Runner.StartRun(ctx, api.BenchmarkRequest{Only: o.only, Concurrency: o.concurrency, Payments: o.payments})
+	req := api.BenchmarkRequest{Only: o.only, Concurrency: o.concurrency, Payments: o.payments, Repeat: o.repeat, Judge: o.judge}
+	if o.replay != "" {
+		if req, err = replayRequest(ctx, m.Runner, o, stdout); err != nil {
+			logger.Error("replay", "error", err)
+			return 1
+		}
+	}
+	started, err := m.Runner.StartRun(ctx, req)
 	if err != nil {
 		logger.Error("start benchmark", "error", err)
 		return 1

@@ -73,6 +73,12 @@ func (r *Runner) StartRun(ctx context.Context, req api.BenchmarkRequest) (Starte
 }
 
 func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlayer.BenchmarkRun, client.WorkflowRun, error) {
+	if req.ReplayOf != "" {
+		return r.startReplay(ctx, req)
+	}
+	if err := checkRepeatAndJudge(req); err != nil {
+		return commitlayer.BenchmarkRun{}, nil, err
+	}
 	payments, scenarios, err := SelectScenarios(req.Payments, req.Only)
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, err
@@ -88,9 +94,11 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 			conc = 4
 		}
 	}
-	ids := make([]string, len(scenarios))
-	for i, s := range scenarios {
-		ids[i] = s.ID
+	ids := make([]string, 0, len(scenarios))
+	for _, s := range scenarios {
+		for range max(req.Repeat, 1) {
+			ids = append(ids, s.ID)
+		}
 	}
 	runID := newRunID()
 	reqJSON, err := json.Marshal(struct {
@@ -98,7 +106,9 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		Concurrency int      `json:"concurrency"`
 		Scenarios   []string `json:"scenarios"`
 		Payments    string   `json:"payments"`
-	}{req.Only, conc, ids, payments})
+		Repeat      int      `json:"repeat,omitempty"`
+		Judge       string   `json:"judge,omitempty"`
+	}{req.Only, conc, ids, payments, req.Repeat, req.Judge})
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("encode run request: %w", err)
 	}
@@ -119,7 +129,8 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(runID)),
 		StaticSummary:         fmt.Sprintf("benchmark %s: %d scenarios, %d at a time, payments %s", runID, len(ids), conc, payments),
-	}, Benchmark, BenchmarkInput{RunID: runID, ScenarioIDs: ids, Concurrency: conc, StartedAt: now, Payments: inputPayments(payments)})
+	}, Benchmark, BenchmarkInput{RunID: runID, ScenarioIDs: ids, Concurrency: conc, StartedAt: now, Payments: inputPayments(payments),
+		Judge: req.Judge})
 	if err != nil {
 		run.Status, run.LogTail, run.FinishedAt = "failed", "could not start the Benchmark workflow", time.Now().UTC()
 		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {

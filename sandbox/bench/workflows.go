@@ -42,6 +42,12 @@ type BenchmarkInput struct {
 	// Payments names the payments backend ("" is the sandbox's own, as in
 	// runs recorded before there was a choice); a name, never a key.
 	Payments string `json:",omitempty"`
+	// ReplayOf is the recorded run a Replay re-executes ("" for a run of
+	// the agent); Judge the model judge's provider name ("" for none). A
+	// scenario id that comes again in ScenarioIDs is another attempt of it
+	// (--repeat).
+	ReplayOf string `json:",omitempty"`
+	Judge    string `json:",omitempty"`
 }
 
 // BenchmarkResult is a finished run.
@@ -135,8 +141,9 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 	startedHere := 0
 	start := func(i int) {
 		id := in.ScenarioIDs[i]
+		attempt := attemptOf(in.ScenarioIDs, i)
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:            ScenarioWorkflowID(in.RunID, id),
+			WorkflowID:            ScenarioAttemptWorkflowID(in.RunID, id, attempt),
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 			TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(in.RunID), SAScenario.ValueSet(id)),
 			StaticSummary:         "scenario " + id,
@@ -144,11 +151,13 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		})
 		running[i] = true
 		startedHere++
-		f := workflow.ExecuteChildWorkflow(cctx, Scenario, ScenarioInput{RunID: in.RunID, ScenarioID: id, Payments: in.Payments})
+		f := workflow.ExecuteChildWorkflow(cctx, Scenario, ScenarioInput{RunID: in.RunID, ScenarioID: id, Payments: in.Payments,
+			ReplayOf: in.ReplayOf, Attempt: attempt, Judge: in.Judge})
 		sel.AddFuture(f, func(f workflow.Future) {
 			var row harness.Row
 			if err := f.Get(ctx, &row); err != nil {
 				row = harness.ErrorRow(id, err)
+				row.Attempt = attempt
 			}
 			rows[i] = row
 			done[i] = true
@@ -180,7 +189,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		}
 		cont := in
 		cont.Next, cont.Rows = next, carried
-		return BenchmarkResult{}, workflow.NewContinueAsNewError(ctx, Benchmark, cont)
+		return BenchmarkResult{}, workflow.NewContinueAsNewError(ctx, continueAs(in), cont)
 	}
 	summary, err := record("done")
 	if err != nil {
@@ -196,6 +205,12 @@ type ScenarioInput struct {
 	ScenarioID string
 	// Payments is the run's payments backend name ("" is the sandbox).
 	Payments string `json:",omitempty"`
+	// ReplayOf names the recorded run whose calls replace the agent's;
+	// Attempt numbers a repeated scenario's runs (0: not repeated); Judge
+	// names the model judge's provider ("" for none).
+	ReplayOf string `json:",omitempty"`
+	Attempt  int    `json:",omitempty"`
+	Judge    string `json:",omitempty"`
 }
 
 // finalVerdictTimeout bounds the wait for a verification's final verdict.
@@ -216,7 +231,7 @@ func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
 	})
 	var prep harness.PrepareResult
 	if err := workflow.ExecuteActivity(sharedCtx, harnessActs.Prepare, harness.PrepareInput{
-		RunID: in.RunID, ScenarioID: in.ScenarioID, Payments: in.Payments,
+		RunID: in.RunID, ScenarioID: in.ScenarioID, Payments: in.Payments, Attempt: in.Attempt,
 	}).Get(ctx, &prep); err != nil {
 		return harness.Row{}, fmt.Errorf("prepare: %w", err)
 	}
@@ -311,7 +326,7 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 		}
 	}
 	var agentRes harness.AgentResult
-	if err := workflow.ExecuteActivity(local, harnessActs.RunAgent, s.step).Get(ctx, &agentRes); err != nil {
+	if err := s.runAgent(ctx, local, &agentRes); err != nil {
 		return harness.Row{}, fmt.Errorf("agent: %w", err)
 	}
 	if err := s.startVerification(ctx, agentRes.Recorded, true); err != nil {
@@ -335,7 +350,7 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 	}).Get(ctx, &row); err != nil {
 		return harness.Row{}, fmt.Errorf("judge: %w", err)
 	}
-	return row, nil
+	return s.finishRow(ctx, row)
 }
 
 // startVerification starts workflows.VerifyAction for a recorded action as a child,

@@ -73,6 +73,9 @@ type Activities struct {
 	// STRIPE_API_BASE) in this process; nil means os.Getenv. Workflow inputs
 	// carry the backend's name only.
 	Getenv func(string) string
+	// JudgeProviders builds the model judge's provider (--judge); nil
+	// reads its key from this process's environment (llm.FromEnv).
+	JudgeProviders JudgeProviders
 }
 
 func (a *Activities) logger() *slog.Logger {
@@ -89,6 +92,8 @@ type PrepareInput struct {
 	// Payments names the payments backend ("" is the sandbox); the key, if
 	// any, is read in this process.
 	Payments string `json:",omitempty"`
+	// Attempt numbers a repeated scenario's runs (0 or 1: the first).
+	Attempt int `json:",omitempty"`
 }
 
 // PrepareResult is where the scenario lives.
@@ -122,6 +127,9 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	// another process builds afresh; the first attempt's tenant goes with
 	// the run's purge.
 	key := in.RunID + "/" + in.ScenarioID
+	if in.Attempt > 1 {
+		key += fmt.Sprintf("#%d", in.Attempt)
+	}
 	a.Host.mu.Lock()
 	if prep, ok := a.Host.prepared[key]; ok {
 		a.Host.mu.Unlock()
@@ -364,6 +372,9 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 	row.Trajectory = &tr
 	row.Judges = []JudgeVerdict{ruleJudge(tr)}
 	row.Refused = Refusals(l.Env.Result.Trajectory.Calls)
+	if st := l.replay(); st != nil {
+		st.amend(&row)
+	}
 	return row, nil
 }
 

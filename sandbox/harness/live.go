@@ -46,6 +46,7 @@ type Live struct {
 	agentDone bool
 	afterDone bool
 	closed    bool
+	replayed  *replayed // set by Replay
 }
 
 // Start builds the scenario's enterprise in dir (created when missing):

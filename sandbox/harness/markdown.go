@@ -74,6 +74,8 @@ func Markdown(res Results) string {
 	for _, g := range s.ByFamily {
 		fmt.Fprintf(&b, "| family %s | %s |\n", cell(g.Name), g.Agree)
 	}
+	replayMarkdown(&b, res.Replay, res.Scenarios)
+	passKMarkdown(&b, s.PassK)
 
 	b.WriteString("\n## Scenarios\n\n")
 	b.WriteString("Truth is the oracle's, per lens (outcome/policy); \"?\" marks a lens a verifier could not know, where UNKNOWN is expected.\n\n")

@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/sandbox/harness"
+)
+
+// Replay re-executes a recorded run: one Scenario child per recorded row,
+// each on a fresh enterprise under the same chaos rules, the recorded tool
+// calls sent again in order in place of the agent (no model is called), the
+// recorded report as the claim, then extraction, verification on the
+// current engine and the oracle, as in Benchmark. The model judges'
+// verdicts are carried over; each row says how many recorded calls
+// answered differently (RowReplay). In the Temporal UI a replay is a parent
+// workflow of type Replay with its children. in.ReplayOf names the recorded
+// run; ScenarioIDs are its rows' ids in order (a repeated id is its next
+// attempt).
+func Replay(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error) {
+	if in.ReplayOf == "" {
+		return BenchmarkResult{}, temporal.NewNonRetryableApplicationError("replay: the recorded run is required", activities.ErrInvalidInput, nil)
+	}
+	return Benchmark(ctx, in)
+}
+
+// continueAs is the workflow a long run continues as: Replay for a replay,
+// else Benchmark.
+func continueAs(in BenchmarkInput) any {
+	if in.ReplayOf != "" {
+		return Replay
+	}
+	return Benchmark
+}
+
+// attemptOf numbers the i-th scenario of a run among the runs of its id:
+// 1 for the first, 2 for the second (--repeat); 0 when the run has it
+// once.
+func attemptOf(ids []string, i int) int {
+	n, total := 0, 0
+	for j, id := range ids {
+		if id == ids[i] {
+			total++
+			if j <= i {
+				n++
+			}
+		}
+	}
+	if total == 1 {
+		return 0
+	}
+	return n
+}
+
+// ScenarioAttemptWorkflowID is the workflow ID of one attempt of a scenario:
+// ScenarioWorkflowID for the first, "/attempt-N" after it for the others.
+func ScenarioAttemptWorkflowID(runID, scenarioID string, attempt int) string {
+	if attempt <= 1 {
+		return ScenarioWorkflowID(runID, scenarioID)
+	}
+	return fmt.Sprintf("%s/attempt-%d", ScenarioWorkflowID(runID, scenarioID), attempt)
+}
+
+// runAgent runs the agent, or, in a replay, re-executes its recorded calls.
+func (s *scenarioRun) runAgent(ctx, local workflow.Context, res *harness.AgentResult) error {
+	if s.in.ReplayOf == "" {
+		return workflow.ExecuteActivity(local, harnessActs.RunAgent, s.step).Get(ctx, res)
+	}
+	in := harness.ReplayInput{StepInput: s.step, Of: s.in.ReplayOf, Attempt: s.in.Attempt}
+	return workflow.ExecuteActivity(local, harnessActs.ReplayAgent, in).Get(ctx, res)
+}
+
+// modelJudgeTimeout bounds one model judge call (the provider's own
+// timeout is shorter; retries are Temporal's).
+const modelJudgeTimeout = 3 * time.Minute
+
+// finishRow numbers a repeated scenario's row and adds the model judge's
+// verdict when the run asked for one (a replay carries the recorded one
+// over instead). A judge that cannot answer is UNKNOWN on the row; it never
+// fails the scenario.
+func (s *scenarioRun) finishRow(ctx workflow.Context, row harness.Row) (harness.Row, error) {
+	row.Attempt = s.in.Attempt
+	if s.in.Judge == "" || s.in.ReplayOf != "" || row.Trajectory == nil {
+		return row, nil
+	}
+	jctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: modelJudgeTimeout,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, MaximumAttempts: 4,
+			NonRetryableErrorTypes: []string{activities.ErrInvalidInput}},
+	})
+	var v harness.JudgeVerdict
+	err := workflow.ExecuteActivity(jctx, harnessActs.ModelJudge, harness.ModelJudgeInput{
+		Judge: s.in.Judge, Trajectory: *row.Trajectory,
+	}).Get(ctx, &v)
+	if err != nil {
+		v = harness.JudgeVerdict{Name: "model:" + s.in.Judge, Verdict: "UNKNOWN", Reason: "the judge could not answer: " + err.Error()}
+	}
+	row.Judges = append(row.Judges, v)
+	return row, nil
+}
