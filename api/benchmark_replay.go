@@ -21,6 +21,14 @@ func checkBenchmarkExtras(req BenchmarkRequest) error {
 	if len(req.Judge) > 150 || strings.IndexByte(req.Judge, 0) >= 0 {
 		return errorf(http.StatusBadRequest, codeInvalidRequest, "judge: must be a provider name, optionally provider/model")
 	}
+	if len(req.Sinks) > 5 {
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "sinks: at most 5 names")
+	}
+	for i, s := range req.Sinks {
+		if s == "" || len(s) > 30 || strings.IndexByte(s, 0) >= 0 || strings.Contains(s, ",") {
+			return errorf(http.StatusBadRequest, codeInvalidRequest, "sinks[%d]: must be a sink name", i)
+		}
+	}
 	if req.ReplayOf != "" && (len(req.Only) > 0 || req.Payments != "" || req.Repeat > 1 || req.Judge != "") {
 		return errorf(http.StatusBadRequest, codeInvalidRequest,
 			"replay_of: a replay re-runs the recorded run's scenarios on its payments backend and carries its judges' verdicts over; only, payments, repeat and judge do not apply")

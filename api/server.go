@@ -158,6 +158,9 @@ type BenchmarkRequest struct {
 	// Judge names the model judge's provider ("anthropic" or
 	// "provider/model"); its key is read from the worker's environment.
 	Judge string `json:"judge,omitempty"`
+	// Sinks are experiment platforms (braintrust, langsmith) the finished
+	// run is logged to; their keys are read from the worker's environment.
+	Sinks []string `json:"sinks,omitempty"`
 }
 
 // Benchmarks starts benchmark runs. A Start error wrapping a

@@ -12,6 +12,8 @@ import (
 
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/fake"
+	"github.com/commitlayer/commitlayer/llm/sinks"
+	"github.com/commitlayer/commitlayer/llm/sinks/sinkstest"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 )
@@ -153,10 +155,21 @@ func TestReplayThroughAdminAPI(t *testing.T) {
 
 // --repeat k runs each scenario k times, each attempt its own workflow on
 // its own tenant, and the summary reports pass^k per workflow and overall.
+// The run names sinks: the worker logs it to both (fakes speaking their
+// REST APIs, keys from its environment) and says so on the log tail.
 func TestRepeatThroughAdminAPI(t *testing.T) {
+	btKey, lsKey := "bt-repeat-"+randHex(8), "ls-repeat-"+randHex(8)
+	bt, ls := sinkstest.NewBraintrust(btKey), sinkstest.NewLangSmith(lsKey)
+	defer bt.Close()
+	defer ls.Close()
+	t.Setenv(sinks.EnvBraintrustKey, btKey)
+	t.Setenv(sinks.EnvBraintrustURL, bt.URL)
+	t.Setenv(sinks.EnvLangSmithKey, lsKey)
+	t.Setenv(sinks.EnvLangSmithURL, ls.URL)
 	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true})
+	s.do(s.adminKey, "POST", "/v1/admin/benchmark", map[string]any{"only": []string{"refund/"}, "sinks": []string{"nowhere"}}, 422, nil)
 	only := []string{"refund/baseline", "refund/lost_response_retry_no_key", "payout/daily_total_exceeded"}
-	run := s.startAndWait(map[string]any{"only": only, "concurrency": 4, "repeat": 2}, 5*time.Minute)
+	run := s.startAndWait(map[string]any{"only": only, "concurrency": 4, "repeat": 2, "sinks": []string{"braintrust", "langsmith"}}, 5*time.Minute)
 	require.Len(t, run.Results, 6)
 	for i, r := range run.Results {
 		require.Equal(t, only[i/2], r.ID)
@@ -186,6 +199,24 @@ func TestRepeatThroughAdminAPI(t *testing.T) {
 	require.Equal(t, "1/3", byName[harness.PassKAll].Agent.String())
 	require.Equal(t, "3/3", byName[harness.PassKAll].CommitLayer.String())
 	require.Contains(t, run.Markdown, "## pass^2")
+
+	// The sinks step runs after the run is recorded done: wait for its note.
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(run.LogTail, "sink langsmith") {
+		require.True(t, time.Now().Before(deadline), "no sink report on the log tail: %s", run.LogTail)
+		time.Sleep(300 * time.Millisecond)
+		s.do(s.adminKey, "GET", "/v1/admin/benchmark/"+run.ID, nil, 200, &run)
+	}
+	require.Contains(t, run.LogTail, "sink braintrust: 6/6 rows")
+	require.NotContains(t, run.LogTail, "did not arrive")
+	require.Len(t, bt.Experiments(), 1)
+	require.Len(t, bt.Experiments()[0].Events, 6)
+	require.Len(t, ls.Runs(), 6)
+	for _, id := range []string{bench.BenchmarkWorkflowID(run.ID), bench.ScenarioWorkflowID(run.ID, only[0])} {
+		h := historyJSON(t, s, id)
+		require.NotContains(t, h, btKey)
+		require.NotContains(t, h, lsKey)
+	}
 
 	if *recordHistories {
 		recordHistory(t, s, bench.BenchmarkWorkflowID(run.ID), "sandbox/bench", "benchmark_repeat.json")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/llm/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/workflows"
 )
@@ -30,6 +32,17 @@ func checkRepeatAndJudge(req api.BenchmarkRequest) error {
 		if _, _, err := harness.ParseJudge(req.Judge); err != nil {
 			return &commitlayer.FieldError{Field: "judge", Reason: err.Error()}
 		}
+	}
+	return checkSinks(req.Sinks)
+}
+
+// checkSinks refuses sink names the sinks package does not know.
+func checkSinks(names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	if _, err := sinks.ParseNames(strings.Join(names, ",")); err != nil {
+		return &commitlayer.FieldError{Field: "sinks", Reason: err.Error()}
 	}
 	return nil
 }
@@ -100,6 +113,9 @@ func (r *Runner) startReplay(ctx context.Context, req api.BenchmarkRequest) (com
 			conc = 4
 		}
 	}
+	if err := checkSinks(req.Sinks); err != nil {
+		return commitlayer.BenchmarkRun{}, nil, err
+	}
 	src, err := r.loadReplaySource(ctx, req.ReplayOf)
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, err
@@ -131,7 +147,7 @@ func (r *Runner) startReplay(ctx context.Context, req api.BenchmarkRequest) (com
 		TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(runID)),
 		StaticSummary:         fmt.Sprintf("replay %s of run %s: %d scenarios, %d at a time", runID, req.ReplayOf, len(src.ids), conc),
 	}, Replay, BenchmarkInput{RunID: runID, ScenarioIDs: src.ids, Concurrency: conc, StartedAt: now,
-		Payments: src.payments, ReplayOf: req.ReplayOf})
+		Payments: src.payments, ReplayOf: req.ReplayOf, Sinks: req.Sinks})
 	if err != nil {
 		run.Status, run.LogTail, run.FinishedAt = "failed", "could not start the Replay workflow", time.Now().UTC()
 		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {

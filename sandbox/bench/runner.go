@@ -108,7 +108,8 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		Payments    string   `json:"payments"`
 		Repeat      int      `json:"repeat,omitempty"`
 		Judge       string   `json:"judge,omitempty"`
-	}{req.Only, conc, ids, payments, req.Repeat, req.Judge})
+		Sinks       []string `json:"sinks,omitempty"`
+	}{req.Only, conc, ids, payments, req.Repeat, req.Judge, req.Sinks})
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("encode run request: %w", err)
 	}
@@ -130,7 +131,7 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(runID)),
 		StaticSummary:         fmt.Sprintf("benchmark %s: %d scenarios, %d at a time, payments %s", runID, len(ids), conc, payments),
 	}, Benchmark, BenchmarkInput{RunID: runID, ScenarioIDs: ids, Concurrency: conc, StartedAt: now, Payments: inputPayments(payments),
-		Judge: req.Judge})
+		Judge: req.Judge, Sinks: req.Sinks})
 	if err != nil {
 		run.Status, run.LogTail, run.FinishedAt = "failed", "could not start the Benchmark workflow", time.Now().UTC()
 		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {

@@ -48,6 +48,9 @@ type BenchmarkInput struct {
 	// (--repeat).
 	ReplayOf string `json:",omitempty"`
 	Judge    string `json:",omitempty"`
+	// Sinks are the experiment platforms the finished run is logged to
+	// (names; the worker reads their keys).
+	Sinks []string `json:",omitempty"`
 }
 
 // BenchmarkResult is a finished run.
@@ -195,6 +198,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 	if err != nil {
 		return BenchmarkResult{}, fmt.Errorf("record run: %w", err)
 	}
+	deliverToSinks(ctx, in)
 	return BenchmarkResult{RunID: in.RunID, StartedAt: in.StartedAt, FinishedAt: workflow.Now(ctx),
 		Rows: rows, Summary: summary, Payments: in.Payments}, nil
 }
