@@ -14,6 +14,7 @@ import (
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/fake"
 	"github.com/commitlayer/commitlayer/llm/judge"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // attemptRow is one attempt of a scenario: truth is the outcome truth,
@@ -146,4 +147,24 @@ func TestModelJudgeActivity(t *testing.T) {
 	require.NotContains(t, err.Error(), key)
 	_, err = a.ModelJudge(context.Background(), ModelJudgeInput{Judge: "nosuch", Trajectory: tr})
 	require.ErrorContains(t, err, "not a provider")
+}
+
+// The HTML report shows how a replay went and pass^k's chart.
+func TestReportShowsReplayAndPassK(t *testing.T) {
+	pass := commitlayer.StatusPass
+	row := attemptRow("refund/a", "refund", 0, pass, pass)
+	row.Replay = &RowReplay{Of: "r1", Calls: 3, Recorded: RowVerdictBrief{Status: pass, Lenses: row.Verdict.Lenses}, Agreed: true}
+	run, err := reportRun(NewResults("c", testTime, testTime, 4, []Row{row}))
+	require.NoError(t, err)
+	page, err := report.HTML(run, report.Options{})
+	require.NoError(t, err)
+	require.Contains(t, string(page), "3, 0 answered differently from the recording; 1/1 rows faithful, 1/1 verdicts as recorded")
+
+	rows := []Row{attemptRow("refund/a", "refund", 1, pass, pass), attemptRow("refund/a", "refund", 2, pass, pass)}
+	run, err = reportRun(NewResults("c", testTime, testTime, 4, rows))
+	require.NoError(t, err)
+	page, err = report.HTML(run, report.Options{})
+	require.NoError(t, err)
+	require.Contains(t, string(page), "pass^2 per workflow")
+	require.Contains(t, string(page), "k = 2")
 }
