@@ -93,6 +93,9 @@ func TestReplayThroughAdminAPI(t *testing.T) {
 		require.Equal(t, r.Judges[0].Verdict, r.Judges[1].Verdict, r.ID)
 	}
 	require.Len(t, families, len(subset), "every failure family")
+	// The judge-versus-CommitLayer table has a line per judge.
+	require.Contains(t, rec.Markdown, "| rule |")
+	require.Contains(t, rec.Markdown, "model:anthropic/")
 	asked := len(srv.Requests())
 	require.Equal(t, len(subset), asked, "one judge turn per row")
 

@@ -16,11 +16,10 @@ type PassK = report.PassK
 const PassKAll = "all"
 
 // TrulySucceeded is true when the agent did what it was asked, as the
-// oracle reads the systems of record: both lenses knowably PASS and the
-// scenario ran to the end.
+// oracle reads the systems of record: both lenses PASS (whether a verifier
+// could know it is another matter) and the scenario ran to the end.
 func (r Row) TrulySucceeded() bool {
-	return r.Error == "" && r.Truth.Outcome == commitlayer.StatusPass && r.Truth.Policy == commitlayer.StatusPass &&
-		r.Truth.OutcomeKnowable && r.Truth.PolicyKnowable
+	return r.Error == "" && r.Truth.Outcome == commitlayer.StatusPass && r.Truth.Policy == commitlayer.StatusPass
 }
 
 // PassKOf computes pass^k from a run that repeated its scenarios (rows
