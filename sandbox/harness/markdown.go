@@ -82,6 +82,9 @@ func Markdown(res Results) string {
 	b.WriteString("| id | family | truth | verdict (first → final) | lenses | agree | findings | latency |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Scenarios {
+		if r.Attempt > 0 {
+			r.ID += fmt.Sprintf(" #%d", r.Attempt) // a repeated scenario's attempt
+		}
 		if r.Error != "" {
 			fmt.Fprintf(&b, "| %s | %s | | | | **no** | error: %s | |\n", cell(r.ID), cell(r.Family), cell(r.Error))
 			continue

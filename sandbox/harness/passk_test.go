@@ -67,6 +67,7 @@ func TestPassK(t *testing.T) {
 	md := Markdown(res)
 	require.Contains(t, md, "## pass^3")
 	require.Contains(t, md, "| **all** | 1/3 (33%) | 1/3 (33%) |")
+	require.Contains(t, md, "| refund/b #2 |", "the scenario table names each attempt")
 	page, err := reportRun(res)
 	require.NoError(t, err)
 	require.Len(t, page.Summary.PassK, 3, "the HTML report reads the same pass_k")
