@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/fake"
@@ -132,12 +133,12 @@ func TestReplayThroughAdminAPI(t *testing.T) {
 	// In Temporal: a Replay parent with one Scenario child per row.
 	ctx := context.Background()
 	parentID := bench.BenchmarkWorkflowID(rep.ID)
-	desc, err := s.m.Temporal.DescribeWorkflowExecution(ctx, parentID, "")
+	desc, err := describeWorkflow(ctx, s, parentID, "")
 	require.NoError(t, err)
 	require.Equal(t, "Replay", desc.WorkflowExecutionInfo.Type.Name)
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, desc.WorkflowExecutionInfo.Status)
 	for _, id := range subset {
-		d, err := s.m.Temporal.DescribeWorkflowExecution(ctx, bench.ScenarioWorkflowID(rep.ID, id), "")
+		d, err := describeWorkflow(ctx, s, bench.ScenarioWorkflowID(rep.ID, id), "")
 		require.NoError(t, err, id)
 		require.Equal(t, "Scenario", d.WorkflowExecutionInfo.Type.Name)
 		require.Equal(t, parentID, d.WorkflowExecutionInfo.ParentExecution.GetWorkflowId(), id)
@@ -181,9 +182,9 @@ func TestRepeatThroughAdminAPI(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, id := range only {
-		a, err := s.m.Temporal.DescribeWorkflowExecution(ctx, bench.ScenarioAttemptWorkflowID(run.ID, id, 1), "")
+		a, err := describeWorkflow(ctx, s, bench.ScenarioAttemptWorkflowID(run.ID, id, 1), "")
 		require.NoError(t, err)
-		b, err := s.m.Temporal.DescribeWorkflowExecution(ctx, bench.ScenarioAttemptWorkflowID(run.ID, id, 2), "")
+		b, err := describeWorkflow(ctx, s, bench.ScenarioAttemptWorkflowID(run.ID, id, 2), "")
 		require.NoError(t, err)
 		require.NotEqual(t, a.WorkflowExecutionInfo.Execution.WorkflowId, b.WorkflowExecutionInfo.Execution.WorkflowId)
 	}
@@ -238,4 +239,13 @@ func historyJSON(t *testing.T, s *stack, workflowID string) string {
 		b.WriteString(e.String())
 	}
 	return b.String()
+}
+
+// describeWorkflow is the server's description of a workflow's latest run.
+func describeWorkflow(ctx context.Context, s *stack, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	d, err := s.m.Temporal.DescribeWorkflow(ctx, workflowID, runID)
+	if err != nil {
+		return nil, err
+	}
+	return d.RawResponse, nil
 }
