@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 )
 
@@ -134,4 +136,74 @@ func TestSameBodyMasksOnlyTimes(t *testing.T) {
 	require.False(t, sameBody(`{"id":"n_1"}`, `{"id":"n_2"}`))
 	require.False(t, sameBody(`plain`, `other`))
 	require.True(t, sameBody(`plain`, `plain`))
+}
+
+// A model-driven agent's trajectory (model turns, tool calls tied to the
+// model's call ids) replays the same way: its attempts are re-executed,
+// its turns stay on the row untouched, and no model is involved.
+func TestReplayModelDrivenTrajectory(t *testing.T) {
+	ctx := context.Background()
+	sc := lookup(t, "refund/rate_limited_retry")
+	orig := start(t, sc)
+	_, err := orig.RunAgent(ctx)
+	require.NoError(t, err)
+	rec := recordedRow(t, orig)
+	for i := range rec.Trajectory.Calls {
+		rec.Trajectory.Calls[i].CallID = "toolu_" + string(rune('a'+i))
+	}
+	rec.Trajectory.Turns = []llm.Turn{{Index: 1, Sent: []llm.Message{{Role: llm.User, Text: rec.Trajectory.Instruction}},
+		Response: llm.Response{Text: "I'll refund it."}}}
+	rec.Trajectory.Provider, rec.Trajectory.Model = "anthropic", "fake-anthropic"
+
+	again := start(t, sc)
+	_, divergent, err := again.Replay(ctx, "run-m", rec)
+	require.NoError(t, err)
+	require.Zero(t, divergent, "%v", again.replayed.diffs)
+	row := Row{}
+	again.replay().amend(&row)
+	require.Equal(t, rec.Trajectory.Turns, row.Trajectory.Turns)
+	require.Equal(t, "toolu_a", row.Trajectory.Calls[0].CallID)
+	require.Equal(t, rec.Judges[1], row.Judges[1], "the model judge's verdict is carried over")
+}
+
+// runStore answers one stored run.
+type runStore struct {
+	Store
+	run commitlayer.BenchmarkRun
+}
+
+func (s runStore) GetBenchmarkRun(_ context.Context, id string) (commitlayer.BenchmarkRun, error) {
+	if id != s.run.ID {
+		return commitlayer.BenchmarkRun{}, commitlayer.ErrNotFound
+	}
+	return s.run, nil
+}
+
+// The recorded row is found by scenario and attempt; a missing run, row or
+// trajectory fails for good, naming what is missing.
+func TestRecordedRow(t *testing.T) {
+	tr := &llm.Trajectory{Instruction: "x"}
+	rows := []Row{{ID: "a", Attempt: 1, Trajectory: tr, Claim: "one"}, {ID: "a", Attempt: 2, Trajectory: tr, Claim: "two"},
+		{ID: "b", Trajectory: tr}, {ID: "c", Error: "lost"}}
+	raw, err := json.Marshal(rows)
+	require.NoError(t, err)
+	a := &Activities{Store: runStore{run: commitlayer.BenchmarkRun{ID: "r1", Results: raw}}}
+	ctx := context.Background()
+	r, err := a.recordedRow(ctx, "r1", "a", 2)
+	require.NoError(t, err)
+	require.Equal(t, "two", r.Claim)
+	r, err = a.recordedRow(ctx, "r1", "b", 0)
+	require.NoError(t, err)
+	require.Equal(t, "b", r.ID)
+	for _, tc := range []struct {
+		run, id string
+		want    string
+	}{{"r2", "a", "no benchmark run r2"}, {"r1", "c", "recorded no trajectory for c"}, {"r1", "zzz", "recorded no trajectory for zzz"}} {
+		_, err := a.recordedRow(ctx, tc.run, tc.id, 0)
+		var appErr *temporal.ApplicationError
+		require.ErrorAs(t, err, &appErr)
+		require.True(t, appErr.NonRetryable())
+		require.Equal(t, ErrNothingToReplay, appErr.Type())
+		require.ErrorContains(t, err, tc.want)
+	}
 }
