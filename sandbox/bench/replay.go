@@ -7,8 +7,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // Replay re-executes a recorded run: one Scenario child per recorded row,
@@ -116,5 +118,22 @@ func deliverToSinks(ctx workflow.Context, in BenchmarkInput) {
 	})
 	if err := workflow.ExecuteActivity(sctx, harnessActs.DeliverSinks, harness.SinksInput{RunID: in.RunID, Sinks: in.Sinks}).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("deliver to sinks", "error", err)
+	}
+}
+
+// reportExtras adds to a stored run's report what a repeat or a replay
+// adds: k, the recorded run and how the replay went.
+func reportExtras(run commitlayer.BenchmarkRun, r *report.Run) {
+	if len(r.Summary.PassK) > 0 {
+		r.Repeat = r.Summary.PassK[0].K
+	}
+	rows, err := harness.RecordedRows(run.Results)
+	if err != nil {
+		return
+	}
+	if s := harness.SummarizeReplay(rows); s != nil {
+		r.ReplayOf = s.Of
+		r.Replay = &report.ReplayFigures{Rows: s.Rows, Calls: s.Calls, DivergentCalls: s.DivergentCalls,
+			FaithfulRows: s.FaithfulRows, SameVerdict: s.SameVerdict}
 	}
 }

@@ -2,10 +2,13 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
@@ -15,6 +18,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 )
@@ -165,4 +169,30 @@ func TestScenarioReplayAndJudgeSteps(t *testing.T) {
 			require.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// The report route shows a stored replay's figures and links each attempt
+// of a repeated scenario to its own workflow.
+func TestReportsRenderReplayAndRepeat(t *testing.T) {
+	row := harness.Row{ID: "refund/baseline", Workflow: "refund", Agree: harness.RowAgree{Outcome: true, Policy: true},
+		Replay: &harness.RowReplay{Of: "r0", Calls: 5}}
+	rows, err := json.Marshal([]harness.Row{row})
+	require.NoError(t, err)
+	page, err := Reports{}.Render(commitlayer.BenchmarkRun{ID: "r1", Status: "done", Results: rows})
+	require.NoError(t, err)
+	require.Contains(t, string(page), "r0")
+	require.Contains(t, string(page), "5, 0 answered differently from the recording")
+
+	a1, a2 := row, row
+	a1.Replay, a2.Replay = nil, nil
+	a1.Attempt, a2.Attempt = 1, 2
+	res := harness.NewResults("", time.Unix(0, 0), time.Unix(9, 0), 1, []harness.Row{a1, a2})
+	summary, err := json.Marshal(res.Summary)
+	require.NoError(t, err)
+	rows, err = json.Marshal(res.Scenarios)
+	require.NoError(t, err)
+	page, err = Reports{}.Render(commitlayer.BenchmarkRun{ID: "r2", Status: "done", Summary: summary, Results: rows})
+	require.NoError(t, err)
+	require.Contains(t, string(page), "k = 2")
+	require.Contains(t, string(page), url.PathEscape(ScenarioAttemptWorkflowID("r2", "refund/baseline", 2)))
 }
