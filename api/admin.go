@@ -130,6 +130,10 @@ func (s *Server) postBenchmark(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := checkBenchmarkExtras(req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if s.benchmarks == nil {
 		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "benchmark runs are not enabled on this server"))
 		return

@@ -159,6 +159,18 @@ type BenchmarkRequest struct {
 	MaxTurns    int    `json:"max_turns,omitempty"`
 	MaxTokens   int    `json:"max_tokens,omitempty"`
 	TokenBudget int64  `json:"token_budget,omitempty"`
+	// ReplayOf names a recorded run to replay instead: its recorded tool
+	// calls re-executed on fresh enterprises and verified on the current
+	// engine, no model called (only, payments and repeat do not apply).
+	ReplayOf string `json:"replay_of,omitempty"`
+	// Repeat runs each scenario this many times (pass^k); 0 or 1 once.
+	Repeat int `json:"repeat,omitempty"`
+	// Judge names the model judge's provider ("anthropic" or
+	// "provider/model"); its key is read from the worker's environment.
+	Judge string `json:"judge,omitempty"`
+	// Sinks are experiment platforms (braintrust, langsmith) the finished
+	// run is logged to; their keys are read from the worker's environment.
+	Sinks []string `json:"sinks,omitempty"`
 }
 
 // BenchmarkProviders are the providers an llm benchmark run accepts: the

@@ -38,6 +38,10 @@ type sandboxOptions struct {
 	sinks []sinks.Sink
 	// llm is the model-driven agent's flags (sandbox_llm.go).
 	llm llmOptions
+	// replay, repeat and judge: see replayFlags.
+	replay string
+	repeat int
+	judge  string
 }
 
 type listFlag struct{ list *[]string }
@@ -71,7 +75,11 @@ func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOpt
 	o.llm.flags(fs)
 	var sinkNames string
 	fs.StringVar(&sinkNames, "sinks", "", "log every scenario to these experiment platforms too: braintrust, langsmith (comma-separated; keys in BRAINTRUST_API_KEY, LANGSMITH_API_KEY); a sink that is down never fails the run")
+	replayFlags(fs, &o)
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if err := checkReplayFlags(name, &o, stderr); err != nil {
 		return o, err
 	}
 	if sinkNames != "" {
@@ -98,6 +106,9 @@ func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOpt
 	// Refuse a bad backend, a scenario it cannot run, or a missing or
 	// malformed key before anything starts. The key itself stays in this
 	// process's environment, where the harness's activities read it.
+	if o.replay != "" {
+		return o, nil // the recorded run names its scenarios and backend
+	}
 	if _, _, err := bench.SelectScenarios(o.payments, o.only); err != nil {
 		fmt.Fprintf(stderr, "commitlayer %s: %v\n", name, err)
 		return o, err
@@ -163,7 +174,14 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	}
 	defer m.Close()
 
-	started, err := m.Runner.StartRun(ctx, o.llm.request(api.BenchmarkRequest{Only: o.only, Concurrency: o.concurrency, Payments: o.payments}))
+	req := o.llm.request(api.BenchmarkRequest{Only: o.only, Concurrency: o.concurrency, Payments: o.payments, Repeat: o.repeat, Judge: o.judge})
+	if o.replay != "" {
+		if req, err = replayRequest(ctx, m.Runner, o, stdout); err != nil {
+			logger.Error("replay", "error", err)
+			return 1
+		}
+	}
+	started, err := m.Runner.StartRun(ctx, req)
 	if err != nil {
 		logger.Error("start benchmark", "error", err)
 		return 1

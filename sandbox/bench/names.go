@@ -36,4 +36,5 @@ func ScenarioWorkflowID(runID, scenarioID string) string {
 func Register(r sdkworker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(Benchmark, workflow.RegisterOptions{Name: "Benchmark"})
 	r.RegisterWorkflowWithOptions(Scenario, workflow.RegisterOptions{Name: "Scenario"})
+	r.RegisterWorkflowWithOptions(Replay, workflow.RegisterOptions{Name: "Replay"})
 }

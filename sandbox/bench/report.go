@@ -36,8 +36,9 @@ func (rp Reports) Render(run commitlayer.BenchmarkRun) ([]byte, error) {
 	for i := range r.Scenarios {
 		if r.Scenarios[i].WorkflowID == "" {
 			// Each row links to its Scenario workflow (deterministic ids).
-			r.Scenarios[i].WorkflowID = ScenarioWorkflowID(run.ID, r.Scenarios[i].ID)
+			r.Scenarios[i].WorkflowID = ScenarioAttemptWorkflowID(run.ID, r.Scenarios[i].ID, r.Scenarios[i].Attempt)
 		}
 	}
+	reportExtras(run, &r)
 	return report.HTML(r, report.Options{TemporalUI: rp.TemporalUI, Namespace: rp.Namespace})
 }

@@ -81,6 +81,12 @@ func (r *Runner) StartRun(ctx context.Context, req api.BenchmarkRequest) (Starte
 }
 
 func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlayer.BenchmarkRun, client.WorkflowRun, error) {
+	if req.ReplayOf != "" {
+		return r.startReplay(ctx, req)
+	}
+	if err := checkRepeatAndJudge(req); err != nil {
+		return commitlayer.BenchmarkRun{}, nil, err
+	}
 	payments, scenarios, err := SelectScenarios(req.Payments, req.Only)
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, err
@@ -100,9 +106,11 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 			conc = 4
 		}
 	}
-	ids := make([]string, len(scenarios))
-	for i, s := range scenarios {
-		ids[i] = s.ID
+	ids := make([]string, 0, len(scenarios))
+	for _, s := range scenarios {
+		for range max(req.Repeat, 1) {
+			ids = append(ids, s.ID)
+		}
 	}
 	runID := newRunID()
 	reqJSON, err := json.Marshal(struct {
@@ -112,7 +120,10 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		Payments    string             `json:"payments"`
 		Agent       *harness.AgentSpec `json:"agent,omitempty"`
 		Skipped     []harness.Skipped  `json:"skipped,omitempty"`
-	}{req.Only, conc, ids, payments, spec, skipped})
+		Repeat      int                `json:"repeat,omitempty"`
+		Judge       string             `json:"judge,omitempty"`
+		Sinks       []string           `json:"sinks,omitempty"`
+	}{req.Only, conc, ids, payments, spec, skipped, req.Repeat, req.Judge, req.Sinks})
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("encode run request: %w", err)
 	}
@@ -134,7 +145,7 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(runID)),
 		StaticSummary:         fmt.Sprintf("benchmark %s: %d scenarios, %d at a time, payments %s", runID, len(ids), conc, payments),
 	}, Benchmark, BenchmarkInput{RunID: runID, ScenarioIDs: ids, Concurrency: conc, StartedAt: now, Payments: inputPayments(payments),
-		Agent: spec})
+		Agent: spec, Judge: req.Judge, Sinks: req.Sinks})
 	if err != nil {
 		run.Status, run.LogTail, run.FinishedAt = "failed", "could not start the Benchmark workflow", time.Now().UTC()
 		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {

@@ -47,6 +47,15 @@ type BenchmarkInput struct {
 	// scenarios its token budget left out so far.
 	Agent  *harness.AgentSpec `json:",omitempty"`
 	NotRun []string           `json:",omitempty"`
+	// ReplayOf is the recorded run a Replay re-executes ("" for a run of
+	// the agent); Judge the model judge's provider name ("" for none). A
+	// scenario id that comes again in ScenarioIDs is another attempt of it
+	// (--repeat).
+	ReplayOf string `json:",omitempty"`
+	Judge    string `json:",omitempty"`
+	// Sinks are the experiment platforms the finished run is logged to
+	// (names; the worker reads their keys).
+	Sinks []string `json:",omitempty"`
 }
 
 // BenchmarkResult is a finished run.
@@ -145,8 +154,9 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 	startedHere := 0
 	start := func(i int) {
 		id := in.ScenarioIDs[i]
+		attempt := attemptOf(in.ScenarioIDs, i)
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:            ScenarioWorkflowID(in.RunID, id),
+			WorkflowID:            ScenarioAttemptWorkflowID(in.RunID, id, attempt),
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 			TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(in.RunID), SAScenario.ValueSet(id)),
 			StaticSummary:         "scenario " + id,
@@ -154,7 +164,8 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		})
 		running[i] = true
 		startedHere++
-		sin := ScenarioInput{RunID: in.RunID, ScenarioID: id, Payments: in.Payments}
+		sin := ScenarioInput{RunID: in.RunID, ScenarioID: id, Payments: in.Payments,
+			ReplayOf: in.ReplayOf, Attempt: attempt, Judge: in.Judge}
 		if in.Agent != nil {
 			sin.Agent = in.Agent
 			sin.TokenBudget, _ = budget.remaining(rows, done)
@@ -164,6 +175,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 			var row harness.Row
 			if err := f.Get(ctx, &row); err != nil {
 				row = harness.ErrorRow(id, err)
+				row.Attempt = attempt
 			}
 			rows[i] = row
 			done[i] = true
@@ -203,7 +215,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		}
 		cont := in
 		cont.Next, cont.Rows = next, carried
-		return BenchmarkResult{}, workflow.NewContinueAsNewError(ctx, Benchmark, cont)
+		return BenchmarkResult{}, workflow.NewContinueAsNewError(ctx, continueAs(in), cont)
 	}
 	summary, err := record("done")
 	if err != nil {
@@ -218,6 +230,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		}
 		rows = ran
 	}
+	deliverToSinks(ctx, in)
 	return BenchmarkResult{RunID: in.RunID, StartedAt: in.StartedAt, FinishedAt: workflow.Now(ctx),
 		Rows: rows, Summary: summary, Payments: in.Payments, Agent: in.Agent, NotRun: in.NotRun}, nil
 }
@@ -233,6 +246,12 @@ type ScenarioInput struct {
 	// (0: no limit).
 	Agent       *harness.AgentSpec `json:",omitempty"`
 	TokenBudget int64              `json:",omitempty"`
+	// ReplayOf names the recorded run whose calls replace the agent's;
+	// Attempt numbers a repeated scenario's runs (0: not repeated); Judge
+	// names the model judge's provider ("" for none).
+	ReplayOf string `json:",omitempty"`
+	Attempt  int    `json:",omitempty"`
+	Judge    string `json:",omitempty"`
 }
 
 // finalVerdictTimeout bounds the wait for a verification's final verdict.
@@ -253,7 +272,7 @@ func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
 	})
 	var prep harness.PrepareResult
 	if err := workflow.ExecuteActivity(sharedCtx, harnessActs.Prepare, harness.PrepareInput{
-		RunID: in.RunID, ScenarioID: in.ScenarioID, Payments: in.Payments,
+		RunID: in.RunID, ScenarioID: in.ScenarioID, Payments: in.Payments, Attempt: in.Attempt,
 	}).Get(ctx, &prep); err != nil {
 		return harness.Row{}, fmt.Errorf("prepare: %w", err)
 	}
@@ -348,13 +367,7 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 		}
 	}
 	var agentRes harness.AgentResult
-	if s.in.Agent != nil {
-		res, err := s.runModelAgent(ctx, local)
-		if err != nil {
-			return harness.Row{}, fmt.Errorf("agent: %w", err)
-		}
-		agentRes = res
-	} else if err := workflow.ExecuteActivity(local, harnessActs.RunAgent, s.step).Get(ctx, &agentRes); err != nil {
+	if err := s.runAgent(ctx, local, &agentRes); err != nil {
 		return harness.Row{}, fmt.Errorf("agent: %w", err)
 	}
 	if err := s.startVerification(ctx, agentRes.Recorded, true); err != nil {
@@ -378,7 +391,7 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 	}).Get(ctx, &row); err != nil {
 		return harness.Row{}, fmt.Errorf("judge: %w", err)
 	}
-	return row, nil
+	return s.finishRow(ctx, row)
 }
 
 // startVerification starts workflows.VerifyAction for a recorded action as a child,

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Mode is what a rule does to the calls it targets.
@@ -112,6 +113,9 @@ type Transport struct {
 	base  string // base URL, for StaleRead snapshots and path prefixes
 	// prefix is the path of base ("" for "http://host:port").
 	prefix string
+
+	// phantoms numbers the ids of this transport's PhantomSuccess answers.
+	phantoms atomic.Int64
 
 	mu    sync.Mutex
 	rules []*Rule

@@ -34,7 +34,9 @@ func (t *Transport) phantom(req *http.Request) []byte {
 			}
 		}
 	}
-	return PhantomBody(req.Method, path, reqBody, current)
+	// The transport numbers its own made-up ids, so a scenario replayed
+	// on a fresh transport is answered the same ids.
+	return phantomBody(t.phantoms.Add(1), req.Method, path, reqBody, current)
 }
 
 // resourceOf returns the record a write changes in place ("/orders/orders/o_1"
@@ -57,9 +59,13 @@ func resourceOf(method, path string) string {
 // would change, when known), with a made-up id. Unknown routes get the
 // request body echoed with an "id".
 func PhantomBody(method, path string, reqBody, current []byte) []byte {
+	return phantomBody(phantomSeq.Add(1), method, path, reqBody, current)
+}
+
+// phantomBody is PhantomBody with the made-up ids numbered n.
+func phantomBody(n int64, method, path string, reqBody, current []byte) []byte {
 	in := decodeObject(reqBody)
 	out := decodeObject(current)
-	n := phantomSeq.Add(1)
 	id := func(prefix string) string { return fmt.Sprintf("%s_ph%d", prefix, n) }
 	segs := splitPath(path)
 	seg := func(i int) string {

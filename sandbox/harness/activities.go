@@ -80,6 +80,9 @@ type Activities struct {
 	Models     *Models
 	AgentSteps AgentSteps
 	AfterStep  func(ctx context.Context, kind string, index int) error
+	// JudgeProviders builds the model judge's provider (--judge); nil
+	// reads its key from this process's environment (llm.FromEnv).
+	JudgeProviders JudgeProviders
 }
 
 func (a *Activities) logger() *slog.Logger {
@@ -96,6 +99,8 @@ type PrepareInput struct {
 	// Payments names the payments backend ("" is the sandbox); the key, if
 	// any, is read in this process.
 	Payments string `json:",omitempty"`
+	// Attempt numbers a repeated scenario's runs (0 or 1: the first).
+	Attempt int `json:",omitempty"`
 }
 
 // PrepareResult is where the scenario lives.
@@ -129,6 +134,9 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	// another process builds afresh; the first attempt's tenant goes with
 	// the run's purge.
 	key := in.RunID + "/" + in.ScenarioID
+	if in.Attempt > 1 {
+		key += fmt.Sprintf("#%d", in.Attempt)
+	}
 	a.Host.mu.Lock()
 	if prep, ok := a.Host.prepared[key]; ok {
 		a.Host.mu.Unlock()
@@ -372,6 +380,9 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 	row.Judges = []JudgeVerdict{ruleJudge(tr)}
 	row.Refused = Refusals(l.Env.Result.Trajectory.Calls)
 	llmRow(l, &row)
+	if st := l.replay(); st != nil {
+		st.amend(&row)
+	}
 	return row, nil
 }
 

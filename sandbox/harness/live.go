@@ -47,7 +47,8 @@ type Live struct {
 	afterDone bool
 	closed    bool
 	// llm is the model-driven agent, when the run has one (llmagent.go).
-	llm *llmState
+	llm      *llmState
+	replayed *replayed // set by Replay
 }
 
 // Start builds the scenario's enterprise in dir (created when missing):

@@ -74,12 +74,17 @@ func Markdown(res Results) string {
 	for _, g := range s.ByFamily {
 		fmt.Fprintf(&b, "| family %s | %s |\n", cell(g.Name), g.Agree)
 	}
+	replayMarkdown(&b, res.Replay, res.Scenarios)
+	passKMarkdown(&b, s.PassK)
 
 	b.WriteString("\n## Scenarios\n\n")
 	b.WriteString("Truth is the oracle's, per lens (outcome/policy); \"?\" marks a lens a verifier could not know, where UNKNOWN is expected.\n\n")
 	b.WriteString("| id | family | truth | verdict (first → final) | lenses | agree | findings | latency |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Scenarios {
+		if r.Attempt > 0 {
+			r.ID += fmt.Sprintf(" #%d", r.Attempt) // a repeated scenario's attempt
+		}
 		if r.Error != "" {
 			fmt.Fprintf(&b, "| %s | %s | | | | **no** | error: %s | |\n", cell(r.ID), cell(r.Family), cell(r.Error))
 			continue

@@ -131,6 +131,11 @@ type Results struct {
 	DiffersFromSandbox []string `json:"differs_from_sandbox,omitempty"`
 	// ComparedWith names the sandbox run compared with (its commit).
 	ComparedWith string `json:"compared_with,omitempty"`
+	// Repeat is k when each scenario ran k times (pass^k in the summary);
+	// ReplayOf and Replay say what a replay replayed and how it went.
+	Repeat   int            `json:"repeat,omitempty"`
+	ReplayOf string         `json:"replay_of,omitempty"`
+	Replay   *ReplaySummary `json:"replay,omitempty"`
 }
 
 // SetPayments sets the results' payments backend ("" is sandbox).
@@ -144,6 +149,9 @@ func (r *Results) SetPayments(name string) {
 // FileBase is the results files' name: "latest" for the sandbox matrix,
 // "latest_stripe" for a run on a Stripe backend (stripe or stripe-fake).
 func FileBase(res Results) string {
+	if res.ReplayOf != "" {
+		return "replay" // never in place of the runs it replays
+	}
 	if res.PaymentsBackend == "" || res.PaymentsBackend == stripepay.NameSandbox {
 		return "latest"
 	}
@@ -242,6 +250,12 @@ func NewResults(commit string, started, finished time.Time, concurrency int, row
 	slices.SortStableFunc(sorted, func(a, b Row) int { return pos(a) - pos(b) })
 	res := Results{Commit: commit, StartedAt: started.UTC(), Concurrency: concurrency,
 		PaymentsBackend: stripepay.NameSandbox, Summary: Summarize(sorted), Scenarios: sorted}
+	if res.Replay = SummarizeReplay(sorted); res.Replay != nil {
+		res.ReplayOf = res.Replay.Of
+	}
+	if len(res.Summary.PassK) > 0 {
+		res.Repeat = res.Summary.PassK[0].K
+	}
 	if !finished.IsZero() {
 		res.FinishedAt = finished.UTC()
 		res.WallSeconds = finished.Sub(started).Seconds()

@@ -115,6 +115,7 @@ func Summarize(rows []Row) Summary {
 	if s.ByFamily == nil {
 		s.ByFamily = []Group{}
 	}
+	s.PassK = PassKOf(rows)
 	return s
 }
 

@@ -110,6 +110,10 @@ type Row struct {
 	// ("POST /payments/refunds attempt 2: 400 charge_already_refunded"),
 	// read from the recorded tool responses: on a Stripe backend, Stripe's.
 	Refused []string `json:"refused,omitempty"`
+	// Attempt numbers a repeated scenario's runs (--repeat; 0 when the
+	// run did not repeat). Replay is set on a replayed row.
+	Attempt int        `json:"attempt,omitempty"`
+	Replay  *RowReplay `json:"replay,omitempty"`
 }
 
 // RowTruth is the oracle's truth for a row.

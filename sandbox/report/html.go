@@ -131,6 +131,10 @@ func build(run Run, o Options) (page, error) {
 	}
 	add("Run", run.ID)
 	add("Replay of", run.ReplayOf)
+	if r := run.Replay; r != nil {
+		add("Replayed calls", fmt.Sprintf("%d, %d answered differently from the recording; %d/%d rows faithful, %d/%d verdicts as recorded",
+			r.Calls, r.DivergentCalls, r.FaithfulRows, r.Rows, r.SameVerdict, r.Rows))
+	}
 	add("Commit", run.Commit)
 	if !run.StartedAt.IsZero() {
 		add("Started", run.StartedAt.UTC().Format(time.RFC3339))

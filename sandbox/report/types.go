@@ -41,12 +41,24 @@ type Run struct {
 	Repeat int `json:"repeat,omitempty"`
 	// ReplayOf is the run this one replays, if any.
 	ReplayOf string `json:"replay_of,omitempty"`
+	// Replay is how the replay went (harness.ReplaySummary's figures).
+	Replay *ReplayFigures `json:"replay,omitempty"`
 	// Figures are headline figures (e.g. "agree_both": 0.98) that the
 	// evaluation sinks (llm/sinks) log as an experiment's metadata; the
 	// harness's results do not carry them.
 	Figures   map[string]float64 `json:"figures,omitempty"`
 	Summary   Summary            `json:"summary"`
 	Scenarios []Row              `json:"scenarios"`
+}
+
+// ReplayFigures are a replay's figures: rows replayed, calls re-executed
+// and those answering differently, rows with none, verdicts as recorded.
+type ReplayFigures struct {
+	Rows           int `json:"rows"`
+	Calls          int `json:"calls"`
+	DivergentCalls int `json:"divergent_calls"`
+	FaithfulRows   int `json:"faithful_rows"`
+	SameVerdict    int `json:"same_verdict"`
 }
 
 // Count is n out of a total.

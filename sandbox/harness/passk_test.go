@@ -1,0 +1,171 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/llm"
+	"github.com/commitlayer/commitlayer/llm/fake"
+	"github.com/commitlayer/commitlayer/llm/judge"
+	"github.com/commitlayer/commitlayer/sandbox/report"
+)
+
+// attemptRow is one attempt of a scenario: truth is the outcome truth,
+// verdict CommitLayer's outcome lens (policy PASS on both).
+func attemptRow(id, wf string, attempt int, truth, verdict commitlayer.Status) Row {
+	return Row{ID: id, Workflow: wf, Attempt: attempt,
+		Truth:   RowTruth{Outcome: truth, Policy: commitlayer.StatusPass, OutcomeKnowable: true, PolicyKnowable: true, Knowable: true},
+		Verdict: RowVerdict{Status: verdict, Lenses: commitlayer.Lenses{Outcome: verdict, Policy: commitlayer.StatusPass}},
+		Agree:   RowAgree{Outcome: truth == verdict, Policy: true}}
+}
+
+var testTime = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+
+func TestPassK(t *testing.T) {
+	pass, fail := commitlayer.StatusPass, commitlayer.StatusFail
+	rows := []Row{
+		// Succeeds every time, and CommitLayer says so every time.
+		attemptRow("refund/a", "refund", 1, pass, pass), attemptRow("refund/a", "refund", 2, pass, pass), attemptRow("refund/a", "refund", 3, pass, pass),
+		// Succeeds twice of three: not pass^3; CommitLayer right each time.
+		attemptRow("refund/b", "refund", 1, pass, pass), attemptRow("refund/b", "refund", 2, fail, fail), attemptRow("refund/b", "refund", 3, pass, pass),
+		// Always fails; CommitLayer misses it once: not consistent.
+		attemptRow("payout/c", "payout", 1, fail, fail), attemptRow("payout/c", "payout", 2, fail, pass), attemptRow("payout/c", "payout", 3, fail, fail),
+	}
+	ps := PassKOf(rows)
+	require.Equal(t, []PassK{
+		{Workflow: "refund", K: 3, Agent: Count{N: 1, Of: 2}, CommitLayer: Count{N: 1, Of: 2}},
+		{Workflow: "payout", K: 3, Agent: Count{N: 0, Of: 1}, CommitLayer: Count{N: 0, Of: 1}},
+		{Workflow: PassKAll, K: 3, Agent: Count{N: 1, Of: 3}, CommitLayer: Count{N: 1, Of: 3}},
+	}, ps)
+
+	// refund/b's consistency fails on the verdict changing even though
+	// each agrees: CommitLayer's consistency is about the same verdict.
+	require.Equal(t, 1, ps[0].CommitLayer.N)
+
+	// A scenario with fewer attempts (one errored out before its row)
+	// sets k; an error row is no success.
+	short := append(rows[:0:0], rows[:8]...)
+	ps = PassKOf(short)
+	require.Equal(t, 2, ps[0].K)
+	withErr := append(rows[:0:0], rows...)
+	withErr[0].Error = "enterprise lost"
+	require.Equal(t, 0, PassKOf(withErr)[0].Agent.N)
+
+	// Not repeated: no pass^k, and the summary and markdown say nothing.
+	require.Nil(t, PassKOf([]Row{attemptRow("refund/a", "refund", 0, pass, pass)}))
+
+	res := NewResults("c", testTime, testTime, 4, rows)
+	require.Equal(t, 3, res.Repeat)
+	require.Len(t, res.Summary.PassK, 3)
+	md := Markdown(res)
+	require.Contains(t, md, "## pass^3")
+	require.Contains(t, md, "| **all** | 1/3 (33%) | 1/3 (33%) |")
+	require.Contains(t, md, "| refund/b #2 |", "the scenario table names each attempt")
+	page, err := reportRun(res)
+	require.NoError(t, err)
+	require.Len(t, page.Summary.PassK, 3, "the HTML report reads the same pass_k")
+}
+
+func TestReplaySummary(t *testing.T) {
+	pass, fail := commitlayer.StatusPass, commitlayer.StatusFail
+	same := attemptRow("refund/a", "refund", 0, pass, pass)
+	same.Replay = &RowReplay{Of: "r1", Calls: 3, Recorded: RowVerdictBrief{Status: pass, Lenses: same.Verdict.Lenses}, Agreed: true}
+	changed := attemptRow("refund/b", "refund", 0, fail, fail)
+	changed.Replay = &RowReplay{Of: "r1", Calls: 4, Divergent: 1, Diffs: []string{"call 2 POST /payments/refunds: recorded status 200, replayed 500"},
+		Recorded: RowVerdictBrief{Status: pass, Lenses: commitlayer.Lenses{Outcome: pass, Policy: pass}}}
+	require.True(t, same.SameVerdict())
+	require.False(t, changed.SameVerdict())
+	s := SummarizeReplay([]Row{same, changed})
+	require.Equal(t, &ReplaySummary{Of: "r1", Rows: 2, Calls: 7, DivergentCalls: 1, FaithfulRows: 1, SameVerdict: 1,
+		Changed: []string{"refund/b"}, AgreedBefore: 1, AgreeNow: 2}, s)
+	require.Nil(t, SummarizeReplay([]Row{attemptRow("x", "refund", 0, pass, pass)}))
+
+	res := NewResults("c", testTime, testTime, 4, []Row{same, changed})
+	require.Equal(t, "r1", res.ReplayOf)
+	require.Equal(t, "replay", FileBase(res), "a replay never overwrites latest.*")
+	md := Markdown(res)
+	require.Contains(t, md, "## Replay of run r1")
+	require.Contains(t, md, "| Calls answering differently from the recording | 1 |")
+	require.Contains(t, md, "| refund/b | PASS PASS/PASS | FAIL FAIL/PASS | 1 call 2 POST /payments/refunds: recorded status 200, replayed 500 |")
+}
+
+func TestParseJudge(t *testing.T) {
+	for _, ok := range []string{"anthropic", "openai", "google", "openai/gpt-test", " google "} {
+		_, _, err := ParseJudge(ok)
+		require.NoError(t, err, ok)
+	}
+	for _, bad := range []string{"", "mistral", "anthropic/has space", "/model"} {
+		_, _, err := ParseJudge(bad)
+		require.Error(t, err, bad)
+	}
+}
+
+// The ModelJudge activity asks each provider's fake through the real
+// adapter and gives the judge's verdict; an answer that does not parse is
+// UNKNOWN; a missing key fails for good, never with the key in the error.
+func TestModelJudgeActivity(t *testing.T) {
+	tr := llm.Trajectory{Instruction: "refund order o_1", Report: llm.Report{Status: llm.ClaimSuccess},
+		Calls: []llm.Attempt{{Tool: "refund", Attempt: 1, Status: 403, Response: `{"error":{"code":"forbidden"}}`}}}
+	for _, p := range llm.Providers {
+		t.Run(p, func(t *testing.T) {
+			srv, err := fake.Start(p, fake.RuleJudge{})
+			require.NoError(t, err)
+			defer srv.Close()
+			a := &Activities{JudgeProviders: func(provider, model string) (llm.Provider, error) {
+				require.Equal(t, p, provider)
+				return llm.New(srv.Config())
+			}}
+			v, err := a.ModelJudge(context.Background(), ModelJudgeInput{Judge: p, Trajectory: tr})
+			require.NoError(t, err)
+			require.Equal(t, judge.Fail, v.Verdict)
+			require.Equal(t, judge.Evaluate(tr).Reason, v.Reason)
+			require.True(t, strings.HasPrefix(v.Name, "model:"+p+"/"), v.Name)
+
+			confused, err := fake.Start(p, fake.PolicyFunc(func(fake.Turn) (fake.Reply, error) { return fake.Reply{Text: "it looks fine"}, nil }))
+			require.NoError(t, err)
+			defer confused.Close()
+			a.JudgeProviders = func(string, string) (llm.Provider, error) { return llm.New(confused.Config()) }
+			v, err = a.ModelJudge(context.Background(), ModelJudgeInput{Judge: p, Trajectory: tr})
+			require.NoError(t, err)
+			require.Equal(t, judge.Unknown, v.Verdict)
+		})
+	}
+	const key = "sk-ant-activity-test-key"
+	t.Setenv(llm.KeyEnv[llm.Anthropic], "")
+	a := &Activities{}
+	_, err := a.ModelJudge(context.Background(), ModelJudgeInput{Judge: "anthropic", Trajectory: tr})
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	require.True(t, appErr.NonRetryable())
+	require.Contains(t, err.Error(), "ANTHROPIC_API_KEY is not set")
+	require.NotContains(t, err.Error(), key)
+	_, err = a.ModelJudge(context.Background(), ModelJudgeInput{Judge: "nosuch", Trajectory: tr})
+	require.ErrorContains(t, err, "not a provider")
+}
+
+// The HTML report shows how a replay went and pass^k's chart.
+func TestReportShowsReplayAndPassK(t *testing.T) {
+	pass := commitlayer.StatusPass
+	row := attemptRow("refund/a", "refund", 0, pass, pass)
+	row.Replay = &RowReplay{Of: "r1", Calls: 3, Recorded: RowVerdictBrief{Status: pass, Lenses: row.Verdict.Lenses}, Agreed: true}
+	run, err := reportRun(NewResults("c", testTime, testTime, 4, []Row{row}))
+	require.NoError(t, err)
+	page, err := report.HTML(run, report.Options{})
+	require.NoError(t, err)
+	require.Contains(t, string(page), "3, 0 answered differently from the recording; 1/1 rows faithful, 1/1 verdicts as recorded")
+
+	rows := []Row{attemptRow("refund/a", "refund", 1, pass, pass), attemptRow("refund/a", "refund", 2, pass, pass)}
+	run, err = reportRun(NewResults("c", testTime, testTime, 4, rows))
+	require.NoError(t, err)
+	page, err = report.HTML(run, report.Options{})
+	require.NoError(t, err)
+	require.Contains(t, string(page), "pass^2 per workflow")
+	require.Contains(t, string(page), "k = 2")
+}
