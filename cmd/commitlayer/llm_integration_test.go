@@ -46,6 +46,7 @@ func startLLMRun(t *testing.T, s *stack, body map[string]any) llmRun {
 	for {
 		var raw json.RawMessage
 		s.do(s.adminKey, "GET", "/v1/admin/benchmark/"+started.ID, nil, 200, &raw)
+		run = llmRun{} // fresh each poll: decoding into the last one would merge maps
 		require.NoError(t, json.Unmarshal(raw, &run))
 		run.Raw = raw
 		if run.Status != "running" {

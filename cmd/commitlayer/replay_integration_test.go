@@ -37,6 +37,9 @@ func (s *stack) startAndWait(req map[string]any, timeout time.Duration) benchRun
 	var run benchRun
 	deadline := time.Now().Add(timeout)
 	for {
+		// A fresh value each poll: decoding into the last one would merge
+		// its rows' maps (call args) with the new rows'.
+		run = benchRun{}
 		s.do(s.adminKey, "GET", "/v1/admin/benchmark/"+started.ID, nil, 200, &run)
 		if run.Status != "running" {
 			break
@@ -248,4 +251,53 @@ func describeWorkflow(ctx context.Context, s *stack, workflowID, runID string) (
 		return nil, err
 	}
 	return d.RawResponse, nil
+}
+
+// A model-driven run (the fake OpenAI through its SDK adapter, one
+// applicable scenario per failure family) replays faithfully: every
+// recorded call re-sent answers as recorded, every verdict, truth and
+// agreement is reproduced, the trajectory (with its model turns) is kept,
+// and the model is not asked again.
+func TestReplayOfModelDrivenRun(t *testing.T) {
+	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true})
+	provider := harness.FakePrefix + llm.OpenAI
+	srv, err := s.m.Harness.Models.Fake(provider, "fake-"+llm.OpenAI)
+	require.NoError(t, err)
+	var subset []string
+	for _, id := range onePerFamily() {
+		sc, ok := harness.Lookup(id)
+		require.True(t, ok, id)
+		if reason := harness.SkipForModel(sc); reason == "" {
+			subset = append(subset, id)
+		}
+	}
+	require.GreaterOrEqual(t, len(subset), 6)
+	rec := s.startAndWait(map[string]any{"agent": "llm", "provider": provider, "only": subset, "concurrency": 4}, 5*time.Minute)
+	require.Len(t, rec.Results, len(subset))
+	for _, r := range rec.Results {
+		require.Empty(t, r.Error, r.ID)
+		require.True(t, r.Agree.Both(), r.ID)
+		require.NotNil(t, r.Trajectory, r.ID)
+		require.NotEmpty(t, r.Trajectory.Turns, r.ID)
+	}
+	asked := len(srv.Requests())
+	require.Positive(t, asked)
+
+	rep := s.startAndWait(map[string]any{"replay_of": rec.ID, "concurrency": 4}, 5*time.Minute)
+	require.Len(t, rep.Results, len(rec.Results))
+	for i, r := range rep.Results {
+		orig := rec.Results[i]
+		require.Equal(t, orig.ID, r.ID)
+		require.Empty(t, r.Error, r.ID)
+		require.NotNil(t, r.Replay, r.ID)
+		require.Zero(t, r.Replay.Divergent, "%s: %v", r.ID, r.Replay.Diffs)
+		require.Equal(t, len(orig.Trajectory.Calls), r.Replay.Calls, r.ID)
+		require.Equal(t, orig.Verdict.Lenses, r.Verdict.Lenses, r.ID)
+		require.True(t, r.SameVerdict(), r.ID)
+		require.Equal(t, orig.Truth, r.Truth, r.ID)
+		require.Equal(t, orig.Agree, r.Agree, r.ID)
+		require.Equal(t, orig.Claim, r.Claim, r.ID)
+		require.Equal(t, orig.Trajectory, r.Trajectory, "%s: the recorded turns and calls are kept", r.ID)
+	}
+	require.Equal(t, asked, len(srv.Requests()), "a replay asks no model")
 }
