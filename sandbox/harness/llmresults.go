@@ -104,7 +104,8 @@ func WriteLLMFiles(dir string, res LLMResults) error {
 func usd(nano int64) string { return fmt.Sprintf("$%.4f", float64(nano)/1e9) }
 
 // LLMMarkdown is the results' markdown: the model-driven agent's figures,
-// the skipped scenarios, tokens per scenario, then the matrix's tables.
+// then the matrix's tables (opening with the judge-versus-CommitLayer
+// table), then the skipped scenarios and the tokens per scenario.
 func LLMMarkdown(res LLMResults) string {
 	a := res.Agent
 	var b strings.Builder
@@ -130,7 +131,8 @@ func LLMMarkdown(res LLMResults) string {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "- agent errors (no report): %d\n", a.AgentErrors)
+	fmt.Fprintf(&b, "- agent errors (no report): %d\n\n", a.AgentErrors)
+	b.WriteString(Markdown(res.Results))
 	if len(a.Skipped) > 0 {
 		b.WriteString("\n## Skipped (they script one specific agent behaviour)\n\n| scenario | why |\n|---|---|\n")
 		for _, s := range a.Skipped {
@@ -156,8 +158,6 @@ func LLMMarkdown(res LLMResults) string {
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s | %s |\n", r.ID, l.Turns, r.AgentCalls, l.InputTokens, l.OutputTokens,
 			r.Claim, agree, strings.ReplaceAll(firstNonEmpty(l.AgentError, r.Error), "|", "\\|"))
 	}
-	b.WriteString("\n")
-	b.WriteString(Markdown(res.Results))
 	return b.String()
 }
 
