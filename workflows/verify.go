@@ -127,6 +127,9 @@ type verification struct {
 	endWatch workflow.ReceiveChannel
 	mu       workflow.Mutex
 	runPass  int // passes in this run (for continue-as-new)
+	// closing is set when the run is about to end: waiters (wait.go)
+	// answer with what there is.
+	closing bool
 }
 
 func (v *verification) setup(ctx workflow.Context) error {
@@ -137,6 +140,9 @@ func (v *verification) setup(ctx workflow.Context) error {
 		return v.state.Verdict, nil
 	}); err != nil {
 		return fmt.Errorf("set query handler: %w", err)
+	}
+	if err := v.setupWait(ctx); err != nil {
+		return fmt.Errorf("set wait handler: %w", err)
 	}
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRecheck,
 		func(ctx workflow.Context) (RecheckResult, error) {
@@ -195,6 +201,7 @@ func (v *verification) run(ctx workflow.Context) (VerifyActionResult, error) {
 		}
 	}
 	// Let a recheck that is in flight finish before completing.
+	v.closing = true
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return VerifyActionResult{}, err
 	}
@@ -274,6 +281,7 @@ func (v *verification) shouldContinueAsNew(ctx workflow.Context) bool {
 }
 
 func (v *verification) continueAsNew(ctx workflow.Context) error {
+	v.closing = true
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
