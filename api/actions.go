@@ -171,6 +171,9 @@ func viewVerdict(v commitlayer.Verdict) commitlayer.Verdict {
 		if f.Facts == nil {
 			f.Facts = []string{}
 		}
+		if f.Hint == "" { // stored before findings carried one
+			f.Hint = commitlayer.Hint(f.Code)
+		}
 		fs[i] = f
 	}
 	v.Findings = fs
