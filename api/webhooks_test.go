@@ -83,3 +83,40 @@ func TestWebhookRoutes(t *testing.T) {
 		"url": "https://hooks.example.com/x", "events": []string{"verdict.final"}}})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
 }
+
+// A postgres connector's DSN password is sealed, never stored in clear;
+// without a secrets key such a DSN is refused (one without a password is
+// kept as given).
+func TestPostgresConnectorDSNPasswordSealed(t *testing.T) {
+	raw := make([]byte, secrets.KeySize)
+	_, _ = rand.Read(raw)
+	box, err := secrets.New(raw)
+	require.NoError(t, err)
+	e := newEnv(t, func(c *Config) { c.Secrets = box })
+	tid, key := e.tenant("pg-sealed")
+	body := func(source, dsn string) map[string]any {
+		return map[string]any{"source": source, "kind": "postgres", "config": map[string]any{
+			"dsn": dsn, "queries": []any{map[string]any{"type": "refund_created", "cursor": "id", "subject": "order_id",
+				"subject_type": "order", "occurred_at": "created_at",
+				"sql": "SELECT id, order_id, created_at FROM refunds WHERE $1::bigint IS NULL OR id > $1::bigint ORDER BY id LIMIT $2"}}}}
+	}
+	res := e.do(req{method: "POST", path: "/v1/connectors", key: key, body: body("payments", "postgres://reader:pw-api-0042@db.example.com/shop")})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	require.NotContains(t, string(res.Body), "pw-api-0042")
+	cs, err := e.db.ListConnectors(t.Context(), tid)
+	require.NoError(t, err)
+	require.Len(t, cs, 1)
+	require.NotContains(t, string(cs[0].Config), "pw-api-0042")
+	require.Contains(t, string(cs[0].Config), "postgres://reader@db.example.com/shop")
+	require.NotEmpty(t, cs[0].Secret)
+	require.NotContains(t, e.logs.String(), "pw-api-0042")
+
+	e2 := newEnv(t)
+	_, key2 := e2.tenant("pg-nokey")
+	res = e2.do(req{method: "POST", path: "/v1/connectors", key: key2, body: body("payments", "postgres://reader:pw-api-0042@db.example.com/shop")})
+	require.Equal(t, http.StatusBadRequest, res.Status)
+	require.Contains(t, res.json(t)["error"].(map[string]any)["message"], "COMMITLAYER_SECRETS_KEY")
+	require.NotContains(t, string(res.Body), "pw-api-0042")
+	res = e2.do(req{method: "POST", path: "/v1/connectors", key: key2, body: body("payments", "postgres://reader@db.example.com/shop")})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+}
