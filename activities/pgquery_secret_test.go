@@ -38,7 +38,10 @@ func TestExtractPullsAPostgresConnectorWithASealedDSN(t *testing.T) {
 CREATE TABLE %[1]s.refunds (id bigserial PRIMARY KEY, order_id text NOT NULL, amount bigint, created_at timestamptz NOT NULL);
 INSERT INTO %[1]s.refunds (order_id, amount, created_at) VALUES ('o_1', 100, now()), ('o_2', 200, now());`, schema))
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); _ = conn.Close(context.Background()) })
+	t.Cleanup(func() {
+		_, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+		_ = conn.Close(context.Background())
+	})
 
 	// The local server trusts the loopback: the password is not checked,
 	// but it is in the DSN as a tenant would give it.

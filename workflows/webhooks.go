@@ -34,9 +34,8 @@ type WebhookState struct {
 // webhooks delivers a verification's verdict events one at a time, in
 // order, each retried with backoff for up to a day (DeliverWebhooks).
 type webhooks struct {
-	state   *WebhookState
-	running bool
-	busy    bool
+	running bool // the delivering goroutine runs
+	busy    bool // an event's delivery is in flight
 }
 
 // EventID is the id of an action's verdict event: the same on every

@@ -68,6 +68,9 @@ type localRun struct {
 	first   commitlayer.Verdict
 	settled commitlayer.Verdict
 	final   commitlayer.Verdict
+	// in is the engine's input of the final verdict: what `commitlayer
+	// check` is given for the row (check_matrix_test.go).
+	in contracts.Input
 }
 
 // explain describes a run for a failure message.
@@ -131,10 +134,11 @@ func runLocal(ctx context.Context, dir string, sc Scenario, c *contracts.Contrac
 			return commitlayer.Verdict{}, err
 		}
 		facts = append(facts, rep.Facts...)
-		return c.Evaluate(contracts.Input{
+		run.in = contracts.Input{
 			Action: act, Facts: facts, Prior: prior, Now: time.Now(),
 			Coverage: contracts.Coverage{Connected: x.Connected(), Unreachable: rep.Unreachable},
-		}), nil
+		}
+		return c.Evaluate(run.in), nil
 	}
 	if run.first, err = verify(); err != nil {
 		return nil, err
@@ -214,6 +218,7 @@ func TestMatrix(t *testing.T) {
 				}
 				require.True(t, ok, "no check that %s exercises what its name says", sc.ID)
 				check(t, sc, run)
+				sameAsCheck(t, sc, run)
 			})
 		}
 	})
