@@ -97,7 +97,9 @@ func (r *localRun) explain() string {
 }
 
 // runLocal runs one scenario end to end in dir.
-func runLocal(ctx context.Context, dir string, sc Scenario, c *contracts.Contract) (*localRun, error) {
+// query names systems read through the http_json query connector instead
+// of their event feed (query_matrix_test.go).
+func runLocal(ctx context.Context, dir string, sc Scenario, c *contracts.Contract, query ...string) (*localRun, error) {
 	l, err := Start(ctx, dir, sc)
 	if err != nil {
 		return nil, err
@@ -127,6 +129,7 @@ func runLocal(ctx context.Context, dir string, sc Scenario, c *contracts.Contrac
 	recorded := time.Now()
 
 	x := extract.New(l.Env.Enterprise.URL(), l.ExtractClient())
+	x.Query = query
 	var facts []commitlayer.Fact
 	verify := func() (commitlayer.Verdict, error) {
 		rep, err := x.Pull(ctx)
