@@ -23,6 +23,23 @@ type WebhookStore interface {
 	RecordDeliveryAttempt(ctx context.Context, tenantID, webhookID, eventID string, delivered bool, status int, errText string, at time.Time) error
 }
 
+// hasWebhooks reports whether the tenant has a webhook; when the store
+// cannot say, true (a delivery then finds none and does nothing).
+func (a *Activities) hasWebhooks(ctx context.Context, tenantID string) bool {
+	hs, ok := a.Store.(interface {
+		HasWebhooks(ctx context.Context, tenantID string) (bool, error)
+	})
+	if !ok {
+		return false
+	}
+	has, err := hs.HasWebhooks(ctx, tenantID)
+	if err != nil {
+		a.logger(ctx).Warn("has webhooks", "tenant", tenantID, "error", err)
+		return true
+	}
+	return has
+}
+
 // DeliverWebhooksInput is one verdict event of one action.
 type DeliverWebhooksInput struct {
 	TenantID string
@@ -108,7 +125,8 @@ func (a *Activities) deliver(ctx context.Context, hc *http.Client, tenantID stri
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "CommitLayer-Webhooks/1")
-	req.Header.Set(webhook.Header, webhook.Sign(string(secret), a.now(), body))
+	// The wall clock, whatever clock verdicts use: receivers check it.
+	req.Header.Set(webhook.Header, webhook.Sign(string(secret), time.Now(), body))
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err

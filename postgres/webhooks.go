@@ -56,6 +56,15 @@ func (db *DB) ListWebhooks(ctx context.Context, tenantID string) ([]commitlayer.
 	return ws, nil
 }
 
+// HasWebhooks reports whether the tenant has any webhook.
+func (db *DB) HasWebhooks(ctx context.Context, tenantID string) (bool, error) {
+	var has bool
+	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhooks WHERE tenant_id = $1)`, tenantID).Scan(&has); err != nil {
+		return false, fmt.Errorf("has webhooks: %w", classify(err))
+	}
+	return has, nil
+}
+
 // GetWebhook returns one webhook, commitlayer.ErrNotFound if the tenant
 // has none by that id.
 func (db *DB) GetWebhook(ctx context.Context, tenantID, id string) (commitlayer.Webhook, error) {

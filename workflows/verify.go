@@ -362,6 +362,7 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 	v.runPass++
 	changed := res.Verdict.Version != v.state.Verdict.Version
 	v.state.Verdict = res.Verdict
+	v.hooks.wanted = res.Webhooks
 	if changed {
 		return v.publish(ctx)
 	}

@@ -87,13 +87,14 @@ func (d *deliveries) deliver(_ context.Context, in activities.DeliverWebhooksInp
 
 func TestWebhookEventsDeliveredInOrder(t *testing.T) {
 	n := 0
-	_, env, in := newWorld(t, func(*world, activities.EvaluateInput) (commitlayer.Status, []commitlayer.Finding) {
+	w, env, in := newWorld(t, func(*world, activities.EvaluateInput) (commitlayer.Status, []commitlayer.Finding) {
 		n++
 		if n == 1 {
 			return commitlayer.StatusFail, nil // stale first read, corrected at settlement
 		}
 		return commitlayer.StatusPass, nil
 	})
+	w.webhooks = true
 	d := &deliveries{attempts: map[string]int{}}
 	env.OnActivity(act.DeliverWebhooks, mock.Anything, mock.Anything).Return(d.deliver)
 	env.ExecuteWorkflow(VerifyAction, in)
@@ -119,6 +120,7 @@ func TestWebhookEventsDeliveredInOrder(t *testing.T) {
 // next one, first.
 func TestWebhookQueueSurvivesContinueAsNew(t *testing.T) {
 	w, env, in := newWorld(t, pass)
+	w.webhooks = true
 	queued := webhook.Event{ID: "evt_carried", Type: webhook.EventVerdictFinal, ActionID: "act_1", Sequence: 2,
 		Verdict: commitlayer.Verdict{ActionID: "act_1", Status: commitlayer.StatusPass, Version: 2}}
 	in.Resume = &VerifyState{Phase: PhaseWatching, Verdict: queued.Verdict, Passes: 3,
@@ -133,4 +135,14 @@ func TestWebhookQueueSurvivesContinueAsNew(t *testing.T) {
 	for _, e := range d.done[1:] {
 		require.Greater(t, e.Sequence, queued.Sequence, "then this run's own")
 	}
+}
+
+// A tenant without webhooks: no delivery is scheduled at all.
+func TestNoWebhooksNoDeliveries(t *testing.T) {
+	_, env, in := newWorld(t, pass)
+	d := &deliveries{attempts: map[string]int{}}
+	env.OnActivity(act.DeliverWebhooks, mock.Anything, mock.Anything).Return(d.deliver).Maybe()
+	env.ExecuteWorkflow(VerifyAction, in)
+	result(t, env)
+	require.Empty(t, d.attempts)
 }

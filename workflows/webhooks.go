@@ -36,6 +36,7 @@ type WebhookState struct {
 type webhooks struct {
 	running bool // the delivering goroutine runs
 	busy    bool // an event's delivery is in flight
+	wanted  bool // the last evaluation saw the tenant has webhooks
 }
 
 // EventID is the id of an action's verdict event: the same on every
@@ -46,11 +47,13 @@ func EventID(tenantID, actionID, eventType string, version int) string {
 }
 
 // queueWebhooks queues the events of a newly published verdict (from
-// webhooksChange version 1 on): verdict.changed for every version,
-// verdict.final for the first one that is not provisional.
+// webhooksChange version 1 on, when the tenant has webhooks, as the
+// evaluation said): verdict.changed for every version, verdict.final for
+// the first one that is not provisional. verdict.final goes with the first
+// final verdict published while the tenant has webhooks.
 func (v *verification) queueWebhooks(ctx workflow.Context) {
-	if workflow.GetVersion(ctx, webhooksChange, workflow.DefaultVersion, 1) < 1 {
-		return
+	if workflow.GetVersion(ctx, webhooksChange, workflow.DefaultVersion, 1) < 1 || !v.hooks.wanted {
+		return // before webhooks, or a tenant without any: nothing scheduled
 	}
 	st := v.webhookState()
 	verdict := v.state.Verdict
