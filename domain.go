@@ -228,6 +228,10 @@ type Finding struct {
 	Message string `json:"message"`
 	// Facts are the external ids of the facts involved.
 	Facts []string `json:"facts"`
+	// Hint is what to do next: the contract's remedy for the check when
+	// it gives one, else the default for the code (HintFor). Verdicts
+	// stored before hints existed have none; Hint(Code) stands for it.
+	Hint Remedy `json:"hint,omitempty"`
 }
 
 // Verdict is CommitLayer's answer for one action at one point in time.

@@ -31,6 +31,10 @@ type EvaluateResult struct {
 	// Changed is false when the verdict said nothing new and no version was
 	// added.
 	Changed bool
+	// Webhooks is set, with a changed verdict, when the tenant has verdict
+	// webhooks: the verification then queues the verdict's events
+	// (workflows/webhooks.go); without any it schedules nothing.
+	Webhooks bool `json:",omitempty"`
 }
 
 // Evaluate loads the action, its contract version, the facts about its
@@ -73,7 +77,7 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 	if err != nil {
 		return EvaluateResult{}, fmt.Errorf("evaluate: store verdict for %s: %w", in.ActionID, err)
 	}
-	return EvaluateResult{Verdict: stored, Changed: changed}, nil
+	return EvaluateResult{Verdict: stored, Changed: changed, Webhooks: changed && a.hasWebhooks(ctx, in.TenantID)}, nil
 }
 
 // evaluationInput gathers what the engine needs for one action.

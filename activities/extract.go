@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/connectors/pgquery"
 	"github.com/commitlayer/commitlayer/connectors/pull"
 	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
 	"github.com/commitlayer/commitlayer/internal/netguard"
@@ -147,7 +148,17 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 		}
 		opts.Secret = key
 	}
-	puller, err := pull.Open(c.Kind, c.URL, c.Config, opts)
+	config := c.Config
+	if c.Kind == pull.KindPostgres && c.Secret != "" {
+		dsn, err := pgquery.OpenDSN(a.Secrets, tenantID, c.ID, c.Secret)
+		if err != nil {
+			return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
+		}
+		if config, err = pgquery.WithDSN(config, dsn); err != nil {
+			return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
+		}
+	}
+	puller, err := pull.Open(c.Kind, c.URL, config, opts)
 	if err != nil {
 		return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
 	}

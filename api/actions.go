@@ -24,7 +24,9 @@ const (
 )
 
 // postAction records an action and starts its verification: 202
-// {"id","verdict_url"} with Location. The same Idempotency-Key (or the same
+// {"id","verdict_url"} with Location. With ?wait=provisional|final (and
+// timeout) it answers 200 with the verdict once it is at that stage, or 202
+// as without wait when the timeout passes first (wait.go). The same Idempotency-Key (or the same
 // client-given id) with the same body answers the same action and starts
 // nothing new; with another body it is 409.
 func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
@@ -34,6 +36,11 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		strings.IndexFunc(key, func(c rune) bool { return c < 0x20 || c == 0x7f }) >= 0 {
 		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
 			"Idempotency-Key: must be at most %d printable characters", maxIdempotencyKey))
+		return
+	}
+	wait, err := parseWait(r)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	req, err := decodeAction(http.MaxBytesReader(w, r.Body, MaxBody))
@@ -76,7 +83,15 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	pending := false
-	if created || s.needsStart(r.Context(), t.ID, stored.ID, startKey) {
+	if wait.on {
+		fresh := created || s.needsStart(r.Context(), t.ID, stored.ID, startKey)
+		v, left := s.startAndWait(r, t.ID, stored, fresh, startKey, wait)
+		if v != nil {
+			writeWaited(w, stored.ID, *v)
+			return
+		}
+		pending = left
+	} else if created || s.needsStart(r.Context(), t.ID, stored.ID, startKey) {
 		err := errTemporalAway
 		if !s.temporalAway() {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), startTimeout)
@@ -156,6 +171,9 @@ func viewVerdict(v commitlayer.Verdict) commitlayer.Verdict {
 		if f.Facts == nil {
 			f.Facts = []string{}
 		}
+		if f.Hint == "" { // stored before findings carried one
+			f.Hint = commitlayer.Hint(f.Code)
+		}
 		fs[i] = f
 	}
 	v.Findings = fs
@@ -166,12 +184,23 @@ func viewVerdict(v commitlayer.Verdict) commitlayer.Verdict {
 }
 
 // getAction answers {"action","verdict","history"}; verdict is null until
-// the first one is stored.
+// the first one is stored. With ?wait=provisional|final (and timeout) it
+// answers once the verdict is at that stage or the timeout passed.
 func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
+	wait, err := parseWait(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	rec, ok := s.action(w, r)
 	if !ok {
 		return
+	}
+	if wait.on {
+		// Hold the answer until the verdict is at the stage or the
+		// timeout passes; either way the stored state answers.
+		s.startAndWait(r, t.ID, rec, false, t.ID+"\x00"+rec.ID, wait)
 	}
 	history, err := s.actionDB.VerdictHistory(r.Context(), t.ID, rec.ID)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/connectors/pgquery"
 	"github.com/commitlayer/commitlayer/connectors/pull"
 	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
 	"github.com/commitlayer/commitlayer/internal/netguard"
@@ -142,6 +143,16 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		conn.Secret, conn.SecretHint = sealed, hint
+	}
+	if in.Kind == pull.KindPostgres {
+		// A password in the DSN is sealed; the stored config keeps the DSN
+		// without it.
+		cfg, sealed, err := pgquery.SealDSN(s.secrets, tenantID, conn.ID, in.Config)
+		if err != nil {
+			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()))
+			return
+		}
+		conn.Config, conn.Secret = cfg, sealed
 	}
 	c, err := s.connectors.CreateConnector(r.Context(), tenantID, conn)
 	switch {

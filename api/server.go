@@ -262,6 +262,7 @@ type Server struct {
 	secrets    *secrets.Box
 	reports    Reports
 	guard      *netguard.Guard
+	webhooks   WebhookStore // nil when the Store has none
 	benchmarks Benchmarks
 	adminKey   string
 	log        *slog.Logger
@@ -313,6 +314,9 @@ func New(cfg Config) *Server {
 		mux:        http.NewServeMux(),
 		paths:      http.NewServeMux(),
 	}
+	if ws, ok := cfg.Store.(WebhookStore); ok {
+		s.webhooks = ws
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -356,6 +360,10 @@ func New(cfg Config) *Server {
 	s.handle("GET /v1/actions/orphans", authTenant, s.orphans)
 	s.handle("GET /v1/actions/{id}", authTenant, s.getAction)
 	s.handle("POST /v1/actions/{id}/recheck", authTenant, s.recheck)
+	s.handle("POST /v1/webhooks", authTenant, s.jsonOnly(s.postWebhook))
+	s.handle("GET /v1/webhooks", authTenant, s.listWebhooks)
+	s.handle("DELETE /v1/webhooks/{id}", authTenant, s.deleteWebhook)
+	s.handle("GET /v1/webhooks/{id}/deliveries", authTenant, s.webhookDeliveries)
 
 	s.handle("POST /v1/admin/tenants", authAdmin, s.jsonOnly(s.postTenant))
 	s.handle("GET /v1/admin/tenants", authAdmin, s.listTenants)

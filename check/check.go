@@ -26,6 +26,10 @@ type Options struct {
 	// Connected are sources to count as connected besides those that have
 	// a fact in the facts file (a source that reported nothing in the run).
 	Connected []string
+	// Unreachable are sources that could not be read in the run, with why
+	// (a connector that was down): the lenses that need them are UNKNOWN,
+	// as in the service.
+	Unreachable map[string]string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -69,7 +73,7 @@ func Verify(cs Contracts, actionsFile string, actions []Line[commitlayer.Action]
 			// counts and the later action that ends this one's window.
 			Prior:    all,
 			Later:    all,
-			Coverage: contracts.Coverage{Connected: connected},
+			Coverage: contracts.Coverage{Connected: connected, Unreachable: opts.Unreachable},
 			Now:      at,
 		}
 		v := c.Evaluate(in)

@@ -28,12 +28,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	var contractPaths, connected stringList
 	fs.Var(&contractPaths, "contract", "a contract file, YAML or JSON (repeatable)")
 	fs.Var(&connected, "connected", "a source to count as connected though it has no fact in the run (repeatable)")
+	var unreachable stringList
+	fs.Var(&unreachable, "unreachable", "a source that could not be read in the run: its lenses are UNKNOWN (repeatable)")
 	factsPath := fs.String("facts", "", "facts, one JSON object a line (the shape POST /v1/facts takes)")
 	actionsPath := fs.String("actions", "", "actions, one JSON object a line (the shape POST /v1/actions takes, requested_at required)")
 	junitPath := fs.String("junit", "", "also write JUnit XML to this file")
 	at := fs.String("at", "", "evaluate at this RFC 3339 time (default: each action as settled)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "usage: commitlayer check --contract FILE [--contract FILE …] --facts FILE --actions FILE [--junit FILE] [--connected SOURCE …] [--at TIME]\n"+
+		fmt.Fprint(stderr, "usage: commitlayer check --contract FILE [--contract FILE …] --facts FILE --actions FILE [--junit FILE] [--connected SOURCE …] [--unreachable SOURCE …] [--at TIME]\n"+
 			"exit codes: 0 all PASS, 1 any FAIL, 2 any UNKNOWN, 3 bad input\n")
 		fs.PrintDefaults()
 	}
@@ -55,6 +57,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return bad("--actions is required")
 	}
 	opts := Options{Connected: connected}
+	for _, s := range unreachable {
+		if opts.Unreachable == nil {
+			opts.Unreachable = map[string]string{}
+		}
+		opts.Unreachable[s] = "unreachable in the run"
+	}
 	if *at != "" {
 		t, err := time.Parse(time.RFC3339Nano, *at)
 		if err != nil {

@@ -24,7 +24,7 @@ func WriteText(w io.Writer, results []Result) error {
 		fmt.Fprintf(&b, "%-7s %s %s on %s%s  outcome=%s policy=%s\n", v.Status, r.Action.Contract, r.Action.ID,
 			r.Action.Subject, prov, v.Lenses.Outcome, v.Lenses.Policy)
 		for _, f := range v.Findings {
-			fmt.Fprintf(&b, "        - %s %s [%s]: %s (next: %s)\n", f.Code, f.Check, f.Lens, oneLine(f.Message), commitlayer.Hint(f.Code))
+			fmt.Fprintf(&b, "        - %s %s [%s]: %s (next: %s)\n", f.Code, f.Check, f.Lens, oneLine(f.Message), hintOf(f))
 		}
 		if len(v.UnavailableSources) > 0 {
 			fmt.Fprintf(&b, "        unavailable sources: %s\n", strings.Join(v.UnavailableSources, ", "))
@@ -95,7 +95,7 @@ func WriteJUnit(w io.Writer, results []Result) error {
 		c := junitCase{Name: r.Action.ID + " " + string(r.Action.Subject), Classname: r.Action.Contract, Time: "0"}
 		var body strings.Builder
 		for _, f := range v.Findings {
-			fmt.Fprintf(&body, "%s %s [%s]: %s (next: %s)\n", f.Code, f.Check, f.Lens, oneLine(f.Message), commitlayer.Hint(f.Code))
+			fmt.Fprintf(&body, "%s %s [%s]: %s (next: %s)\n", f.Code, f.Check, f.Lens, oneLine(f.Message), hintOf(f))
 		}
 		if len(v.UnavailableSources) > 0 {
 			fmt.Fprintf(&body, "unavailable sources: %s\n", strings.Join(v.UnavailableSources, ", "))
@@ -124,4 +124,12 @@ func WriteJUnit(w io.Writer, results []Result) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// hintOf is the finding's hint, or its code's default when it has none.
+func hintOf(f commitlayer.Finding) commitlayer.Remedy {
+	if f.Hint != "" {
+		return f.Hint
+	}
+	return commitlayer.Hint(f.Code)
 }

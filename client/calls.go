@@ -132,6 +132,14 @@ type RecordOptions struct {
 	// for this call. Give your own (derived from the agent's step) to make
 	// a retry of the whole step, in another process, answer the same action.
 	IdempotencyKey string
+	// Wait, when set, asks the server to answer once the verdict is at
+	// this stage (POST /v1/actions?wait=): Accepted.Verdict is then set,
+	// or nil when WaitTimeout passed first. The server waits through
+	// Temporal (update-with-start), no polling.
+	Wait Stage
+	// WaitTimeout bounds the server's wait; zero means the server's default
+	// (20 s), at most 60 s. Keep it under the http.Client's timeout.
+	WaitTimeout time.Duration
 }
 
 // RecordAction records an action and starts its verification. Every
@@ -150,6 +158,12 @@ func (c *Client) RecordAction(ctx context.Context, a commitlayer.Action, opts ..
 	r := c.post("/v1/actions", b, true)
 	if o.IdempotencyKey != "" {
 		r.idempotencyKey = o.IdempotencyKey
+	}
+	if o.Wait != "" {
+		if o.Wait != Provisional && o.Wait != Final {
+			return Accepted{}, fmt.Errorf("record action: wait stage %q is neither provisional nor final", o.Wait)
+		}
+		r.query = waitQuery(o.Wait, o.WaitTimeout)
 	}
 	var out Accepted
 	res, err := c.do(ctx, r, &out)

@@ -109,10 +109,12 @@ func WithIdempotencyKeys(gen func() string) Option { return func(c *Client) { c.
 func WithPolling(p PollPolicy) Option { return func(c *Client) { c.poll = p.withDefaults() } }
 
 // WithServerWait makes WaitForVerdict ask the server to hold each GET until
-// the verdict reaches the stage (GET /v1/actions/{id}?wait=provisional|final);
-// a server without that support answers at once and the client keeps
-// polling, so it is safe to turn on early. The http.Client's timeout must
-// then exceed the server's wait.
+// the verdict reaches the stage (GET
+// /v1/actions/{id}?wait=provisional|final&timeout=s, at most 60 s, kept
+// under ctx's deadline and the http.Client's timeout); a server without
+// that support answers at once and the client keeps polling, so it is safe
+// to turn on early. RecordAndWait asks the server to wait whatever this
+// says.
 func WithServerWait(on bool) Option { return func(c *Client) { c.serverWait = on } }
 
 // New returns a client for the API at baseURL ("http://127.0.0.1:8080")

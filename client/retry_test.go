@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -357,7 +358,10 @@ func TestWaitForVerdictPolls(t *testing.T) {
 			for _, r := range reqs {
 				require.Equal(t, "/v1/actions/a1", r.path)
 				if tt.wait {
-					require.Equal(t, "wait="+string(tt.stage), r.query)
+					q, err := url.ParseQuery(r.query)
+					require.NoError(t, err)
+					require.Equal(t, string(tt.stage), q.Get("wait"))
+					require.Equal(t, "20", q.Get("timeout"), "the server's default wait: no deadline, the default http timeout")
 				} else {
 					require.Empty(t, r.query)
 				}

@@ -65,6 +65,9 @@ type Source struct {
 type Accepted struct {
 	ID         string `json:"id"`
 	VerdictURL string `json:"verdict_url"`
+	// Verdict is set when RecordOptions.Wait was given and the verdict got
+	// to that stage within the wait.
+	Verdict *commitlayer.Verdict `json:"verdict,omitempty"`
 	// Replayed is true when the server answered an earlier request with the
 	// same idempotency key (or action id): nothing new was started.
 	Replayed bool `json:"-"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
@@ -56,18 +57,19 @@ func (p PollPolicy) withDefaults() PollPolicy {
 // for Final. It reads GET /v1/actions/{id} with growing pauses until then
 // or until ctx ends (give ctx a deadline: a Final verdict comes after the
 // contract's settlement). With WithServerWait, each read asks the server to
-// hold the answer until the stage is reached, so a server that supports it
-// answers in one round trip.
+// hold the answer until the stage is reached (GET
+// /v1/actions/{id}?wait=…&timeout=…, answered through Temporal with no
+// polling on the server), so one round trip per server wait.
 func (c *Client) WaitForVerdict(ctx context.Context, id string, stage Stage) (commitlayer.Verdict, error) {
 	if stage != Provisional && stage != Final {
 		return commitlayer.Verdict{}, fmt.Errorf("wait for verdict of %s: stage %q is neither provisional nor final", id, stage)
 	}
-	var q url.Values
-	if c.serverWait {
-		q = url.Values{"wait": {string(stage)}}
-	}
 	pause := c.poll.Initial
 	for {
+		var q url.Values
+		if c.serverWait {
+			q = waitQuery(stage, c.serverWaitFor(ctx))
+		}
 		d, err := c.getAction(ctx, id, q)
 		if err != nil {
 			return commitlayer.Verdict{}, fmt.Errorf("wait for %s verdict of %s: %w", stage, id, err)
@@ -80,4 +82,64 @@ func (c *Client) WaitForVerdict(ctx context.Context, id string, stage Stage) (co
 		}
 		pause = min(time.Duration(float64(pause)*c.poll.Factor), c.poll.Max)
 	}
+}
+
+// RecordAndWait records an action and returns its verdict once it is at
+// the stage: the gate before an agent's next irreversible step. It asks the
+// server to wait (POST /v1/actions?wait=), and when the server's wait ends
+// first it goes on with WaitForVerdict until ctx ends; give ctx a deadline.
+// The same idempotency key is used throughout, so a retry records nothing
+// new.
+func (c *Client) RecordAndWait(ctx context.Context, a commitlayer.Action, stage Stage, opts ...RecordOptions) (Accepted, commitlayer.Verdict, error) {
+	var o RecordOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.Wait = stage
+	if o.WaitTimeout == 0 {
+		o.WaitTimeout = c.serverWaitFor(ctx)
+	}
+	acc, err := c.RecordAction(ctx, a, o)
+	if err != nil {
+		return acc, commitlayer.Verdict{}, err
+	}
+	if acc.Verdict != nil && stage.reached(acc.Verdict) {
+		return acc, *acc.Verdict, nil
+	}
+	v, err := c.WaitForVerdict(ctx, acc.ID, stage)
+	return acc, v, err
+}
+
+// Server-side waits: the server takes at most maxServerWait, and a wait
+// ends serverWaitMargin before the caller's deadline or the http.Client's
+// timeout so the answer still arrives.
+const (
+	maxServerWait    = 60 * time.Second
+	defaultWait      = 20 * time.Second
+	serverWaitMargin = 2 * time.Second
+	minServerWait    = time.Second
+)
+
+// serverWaitFor is how long to ask the server to wait: its default, less
+// when ctx's deadline or the http.Client's timeout is nearer.
+func (c *Client) serverWaitFor(ctx context.Context) time.Duration {
+	d := defaultWait
+	if t := c.http.Timeout; t > 0 && t-serverWaitMargin < d {
+		d = t - serverWaitMargin
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if left := time.Until(dl) - serverWaitMargin; left < d {
+			d = left
+		}
+	}
+	return min(max(d, minServerWait), maxServerWait)
+}
+
+// waitQuery is ?wait=stage&timeout=seconds.
+func waitQuery(stage Stage, timeout time.Duration) url.Values {
+	q := url.Values{"wait": {string(stage)}}
+	if timeout > 0 {
+		q.Set("timeout", strconv.FormatFloat(min(timeout, maxServerWait).Seconds(), 'f', -1, 64))
+	}
+	return q
 }

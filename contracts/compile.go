@@ -199,7 +199,7 @@ func (p *parser) build(spec Spec) *Contract {
 	for _, s := range spec.Sources {
 		sources[s] = true
 	}
-	c := &Contract{Spec: spec, idLine: p.line("id"), sources: sources}
+	c := &Contract{Spec: spec, idLine: p.line("id"), sources: sources, remedies: remedies(&spec)}
 	effectIndex := map[string]int{}
 	for i, e := range spec.Effects {
 		if _, dup := effectIndex[e.ID]; !dup {

@@ -19,6 +19,8 @@ type Contract struct {
 	limits  []*limit
 	effects []*effect
 	forbids []*forbid
+	// remedies are the checks' hint overrides (remedy.go).
+	remedies map[string]commitlayer.Remedy
 }
 
 // Check ordering: every check has an order (its position in the contract:

@@ -184,6 +184,7 @@ func (c *Contract) Evaluate(in Input) commitlayer.Verdict {
 		} else {
 			v.Lenses.Policy = commitlayer.Worse(v.Lenses.Policy, st)
 		}
+		f.Hint = c.Hint(f.Finding)
 		v.Findings = append(v.Findings, f.Finding)
 	}
 	v.Status = commitlayer.Worse(v.Lenses.Outcome, v.Lenses.Policy)

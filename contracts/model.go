@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/commitlayer/commitlayer"
 )
 
 // ContractKind says how a contract treats the absence of any signal.
@@ -62,6 +64,8 @@ type Rule struct {
 	ID      string `json:"id"`
 	Rule    string `json:"rule"`
 	Message string `json:"message,omitempty"`
+	// Remedy overrides the hint of this check's findings (hints.go).
+	Remedy commitlayer.Remedy `json:"remedy,omitempty"`
 }
 
 // Limit bounds the sum (or count) of one effect's matched facts over the
@@ -74,6 +78,8 @@ type Limit struct {
 	Sum    string   `json:"sum,omitempty"`
 	Count  bool     `json:"count,omitempty"`
 	Max    int64    `json:"max"`
+	// Remedy overrides the hint of this check's findings.
+	Remedy commitlayer.Remedy `json:"remedy,omitempty"`
 }
 
 // Effect is a fact the action must produce.
@@ -88,6 +94,8 @@ type Effect struct {
 	// Orphans, when set to false, keeps the facts this effect matches out
 	// of Orphans. Nil (left out) means true.
 	Orphans *bool `json:"orphans,omitempty"`
+	// Remedy overrides the hint of this check's findings.
+	Remedy commitlayer.Remedy `json:"remedy,omitempty"`
 }
 
 // ReportsOrphans reports whether facts matching e can be orphans (Orphans
@@ -121,6 +129,8 @@ type Forbid struct {
 	// Orphans, when set to false, keeps the facts this forbid matches out
 	// of Orphans. Nil (left out) means true.
 	Orphans *bool `json:"orphans,omitempty"`
+	// Remedy overrides the hint of this check's findings.
+	Remedy commitlayer.Remedy `json:"remedy,omitempty"`
 }
 
 // ReportsOrphans reports whether facts matching f can be orphans (Orphans

@@ -337,22 +337,24 @@ func (p *parser) spec(root *yaml.Node) Spec {
 	}
 	for i, n := range p.list(f["policy"], "policy") {
 		path := fmt.Sprintf("policy[%d]", i)
-		g := p.fields(n, path, "id", "rule", "message")
+		g := p.fields(n, path, "id", "rule", "message", "remedy")
 		s.Policy = append(s.Policy, Rule{
 			ID:      p.str(g["id"], path+".id"),
 			Rule:    p.str(g["rule"], path+".rule"),
 			Message: p.str(g["message"], path+".message"),
+			Remedy:  p.remedy(g["remedy"], path+".remedy"),
 		})
 	}
 	for i, n := range p.list(f["limits"], "limits") {
 		path := fmt.Sprintf("limits[%d]", i)
-		g := p.fields(n, path, "id", "per", "window", "effect", "sum", "count", "max")
+		g := p.fields(n, path, "id", "per", "window", "effect", "sum", "count", "max", "remedy")
 		l := Limit{
 			ID:     p.str(g["id"], path+".id"),
 			Per:    Per(p.str(g["per"], path+".per")),
 			Effect: p.str(g["effect"], path+".effect"),
 			Sum:    p.str(g["sum"], path+".sum"),
 			Count:  p.boolean(g["count"], path+".count"),
+			Remedy: p.remedy(g["remedy"], path+".remedy"),
 		}
 		l.Window, _ = p.duration(g["window"], path+".window")
 		l.Max, _ = p.integer(g["max"], path+".max")
@@ -360,13 +362,14 @@ func (p *parser) spec(root *yaml.Node) Spec {
 	}
 	for i, n := range p.list(f["effects"], "effects") {
 		path := fmt.Sprintf("effects[%d]", i)
-		g := p.fields(n, path, "id", "source", "type", "where", "count", "expect", "reversed_by", "orphans")
+		g := p.fields(n, path, "id", "source", "type", "where", "count", "expect", "reversed_by", "orphans", "remedy")
 		e := Effect{
 			ID:     p.str(g["id"], path+".id"),
 			Source: p.str(g["source"], path+".source"),
 			Type:   p.str(g["type"], path+".type"),
 			Where:  p.str(g["where"], path+".where"),
 			Expect: p.str(g["expect"], path+".expect"),
+			Remedy: p.remedy(g["remedy"], path+".remedy"),
 		}
 		e.Orphans = p.optBool(g["orphans"], path+".orphans")
 		if cn := g["count"]; cn != nil {
@@ -393,7 +396,7 @@ func (p *parser) spec(root *yaml.Node) Spec {
 	}
 	for i, n := range p.list(f["forbids"], "forbids") {
 		path := fmt.Sprintf("forbids[%d]", i)
-		g := p.fields(n, path, "id", "source", "type", "where", "through", "links_from", "orphans")
+		g := p.fields(n, path, "id", "source", "type", "where", "through", "links_from", "orphans", "remedy")
 		var linksFrom []string
 		for j, ln := range p.list(g["links_from"], path+".links_from") {
 			linksFrom = append(linksFrom, p.str(ln, fmt.Sprintf("%s.links_from[%d]", path, j)))
@@ -406,6 +409,7 @@ func (p *parser) spec(root *yaml.Node) Spec {
 			Where:     p.str(g["where"], path+".where"),
 			Through:   p.str(g["through"], path+".through"),
 			Orphans:   p.optBool(g["orphans"], path+".orphans"),
+			Remedy:    p.remedy(g["remedy"], path+".remedy"),
 		})
 	}
 	return s

@@ -360,7 +360,7 @@ func TestLint(t *testing.T) {
 	require.False(t, contracts.Lint(&out, []string{good, bad, broken, missing, again}))
 	require.Equal(t, strings.Join([]string{
 		bad + ":10: limits[0].window: must be greater than zero",
-		bad + ":11: limits[0].bogus: unknown field (expected one of id, per, window, effect, sum, count, max)",
+		bad + ":11: limits[0].bogus: unknown field (expected one of id, per, window, effect, sum, count, max, remedy)",
 		broken + ":1: yaml: did not find expected node content",
 		missing + ": file: no such file or directory",
 		again + ":1: id: contract c1 is also defined in " + good,

@@ -100,7 +100,8 @@ func TestDeleteTenantPurgesAll(t *testing.T) {
 
 // tenantTables lists every table holding tenant rows; TestEveryTableIsListed
 // keeps it honest.
-var tenantTables = []string{"tenants", "contracts", "facts", "source_coverage", "actions", "verdicts", "connectors", "fact_notifications"}
+var tenantTables = []string{"tenants", "contracts", "facts", "source_coverage", "actions", "verdicts", "connectors", "fact_notifications",
+	"webhooks", "webhook_deliveries"}
 
 func TestEveryTableIsListed(t *testing.T) {
 	testDB := testStore(t)
@@ -152,5 +153,10 @@ func fillTenant(t *testing.T, tenantID string) {
 	_, _, err = testDB.AppendVerdict(ctx, tenantID, mkVerdict("act_fill", commitlayer.StatusPass, at))
 	require.NoError(t, err)
 	_, err = testDB.CreateConnector(ctx, tenantID, commitlayer.Connector{Source: "orders", Kind: "http_events", URL: "http://x/orders"})
+	require.NoError(t, err)
+	_, err = testDB.CreateWebhook(ctx, tenantID, commitlayer.Webhook{ID: "wh_fill", URL: "https://hooks.example.com/x",
+		Events: []string{"verdict.final"}, Secret: "sealed"})
+	require.NoError(t, err)
+	_, err = testDB.PlanDeliveries(ctx, tenantID, commitlayer.WebhookDelivery{EventID: "evt_fill", EventType: "verdict.final", ActionID: "act_fill", Sequence: 1})
 	require.NoError(t, err)
 }

@@ -103,6 +103,12 @@ func (c *Client) Start(ctx context.Context, tenantID string, a commitlayer.Actio
 	if err != nil && !errors.As(err, &started) {
 		return fmt.Errorf("start verification of %s: %w", a.ID, err)
 	}
+	return c.started(ctx, tenantID, a)
+}
+
+// started is what follows a verification's start: mark it in the store,
+// nudge the earlier actions on the subject, run the tenant's poller.
+func (c *Client) started(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
 	if err := c.Store.VerificationStarted(ctx, tenantID, a.ID); err != nil {
 		return err
 	}

@@ -51,6 +51,8 @@ type VerifyState struct {
 	// Ended is set by an end-watch signal: complete once the verdict is
 	// final.
 	Ended bool `json:",omitempty"`
+	// Webhooks holds the verdict events not delivered yet (webhooks.go).
+	Webhooks *WebhookState `json:",omitempty"`
 }
 
 // VerifyActionResult is the verdict the verification ended with.
@@ -127,6 +129,10 @@ type verification struct {
 	endWatch workflow.ReceiveChannel
 	mu       workflow.Mutex
 	runPass  int // passes in this run (for continue-as-new)
+	// closing is set when the run is about to end: waiters (wait.go)
+	// answer with what there is.
+	closing bool
+	hooks   webhooks // verdict events' delivery (webhooks.go)
 }
 
 func (v *verification) setup(ctx workflow.Context) error {
@@ -138,6 +144,10 @@ func (v *verification) setup(ctx workflow.Context) error {
 	}); err != nil {
 		return fmt.Errorf("set query handler: %w", err)
 	}
+	if err := v.setupWait(ctx); err != nil {
+		return fmt.Errorf("set wait handler: %w", err)
+	}
+	v.startWebhooks(ctx) // a queue carried over continue-as-new
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRecheck,
 		func(ctx workflow.Context) (RecheckResult, error) {
 			err := v.pass(ctx, true)
@@ -194,7 +204,12 @@ func (v *verification) run(ctx workflow.Context) (VerifyActionResult, error) {
 			return VerifyActionResult{}, fmt.Errorf("end watch: %w", err)
 		}
 	}
-	// Let a recheck that is in flight finish before completing.
+	// Deliver the verdict events still queued, then let a recheck that is
+	// in flight finish before completing.
+	if err := v.awaitWebhooks(ctx); err != nil {
+		return VerifyActionResult{}, err
+	}
+	v.closing = true
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return VerifyActionResult{}, err
 	}
@@ -274,6 +289,7 @@ func (v *verification) shouldContinueAsNew(ctx workflow.Context) bool {
 }
 
 func (v *verification) continueAsNew(ctx workflow.Context) error {
+	v.closing = true
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return err
 	}
@@ -346,6 +362,7 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 	v.runPass++
 	changed := res.Verdict.Version != v.state.Verdict.Version
 	v.state.Verdict = res.Verdict
+	v.hooks.wanted = res.Webhooks
 	if changed {
 		return v.publish(ctx)
 	}
@@ -366,6 +383,7 @@ func (v *verification) publish(ctx workflow.Context) error {
 		return fmt.Errorf("upsert memo: %w", err)
 	}
 	workflow.SetCurrentDetails(ctx, details(verdict))
+	v.queueWebhooks(ctx)
 	if v.in.ReportTo != "" {
 		// Don't hold the verification up while the signal is delivered.
 		f := workflow.SignalExternalWorkflow(ctx, v.in.ReportTo, "", SignalVerdictPublished, verdict)

@@ -35,6 +35,8 @@ type world struct {
 	// status decides the verdict of an evaluation.
 	status   func(w *world, in activities.EvaluateInput) (commitlayer.Status, []commitlayer.Finding)
 	endWatch int
+	// webhooks says the tenant has verdict webhooks (EvaluateResult.Webhooks).
+	webhooks bool
 }
 
 func (w *world) extract(_ context.Context, in activities.ExtractInput) (activities.ExtractResult, error) {
@@ -60,7 +62,7 @@ func (w *world) evaluate(_ context.Context, in activities.EvaluateInput) (activi
 	}
 	v.Version = w.latest.Version + 1
 	w.latest = v
-	return activities.EvaluateResult{Verdict: v, Changed: true}, nil
+	return activities.EvaluateResult{Verdict: v, Changed: true, Webhooks: w.webhooks}, nil
 }
 
 func (w *world) endWatchAct(context.Context, activities.EndWatchInput) error {

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/internal/proccpu"
 )
 
@@ -70,9 +70,9 @@ func benchCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, s
 }
 
 type benchmarker struct {
-	m    *Main
-	key  string
-	http *http.Client
+	m   *Main
+	key string
+	api *client.Client // the tenant's: the same calls a user makes
 }
 
 func newBench(ctx context.Context, logger *slog.Logger) (*benchmarker, error) {
@@ -94,52 +94,26 @@ func newBench(ctx context.Context, logger *slog.Logger) (*benchmarker, error) {
 		m.Close()
 		return nil, err
 	}
-	b := &benchmarker{m: m, http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
-	var t struct {
-		APIKey string `json:"api_key"`
-	}
-	if err := b.call(cfg.AdminKey, "POST", "/v1/admin/tenants", map[string]string{"name": "bench"}, 201, &t); err != nil {
+	// One pool for the bench's concurrent clients; no retries, so a
+	// failure shows instead of being absorbed into the latencies.
+	hc := client.WithHTTPClient(&http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}})
+	once := client.WithRetry(client.RetryPolicy{MaxAttempts: 1})
+	admin, err := client.New(m.URL(), cfg.AdminKey, hc, once)
+	if err != nil {
 		m.Close()
 		return nil, err
 	}
-	b.key = t.APIKey
+	t, err := admin.CreateTenant(ctx, "bench")
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	b := &benchmarker{m: m, key: t.APIKey}
+	if b.api, err = client.New(m.URL(), t.APIKey, hc, once); err != nil {
+		m.Close()
+		return nil, err
+	}
 	return b, nil
-}
-
-func (b *benchmarker) call(key, method, path string, body any, want int, out any) error {
-	var rd io.Reader
-	ctype := "application/json"
-	if s, ok := body.(string); ok {
-		rd, ctype = strings.NewReader(s), "application/yaml"
-	} else if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequest(method, b.m.URL()+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", ctype)
-	resp, err := b.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, raw)
-	}
-	if out != nil {
-		return json.Unmarshal(raw, out)
-	}
-	return nil
 }
 
 const benchContract = `id: bench_payout
@@ -160,20 +134,20 @@ effects:
 `
 
 // setup posts the contract and, per account, its opening and its payout.
-func (b *benchmarker) setup(n int, settlement time.Duration, requestedAt time.Time) error {
-	if err := b.call(b.key, "POST", "/v1/contracts", fmt.Sprintf(benchContract, settlement), 201, nil); err != nil {
+func (b *benchmarker) setup(ctx context.Context, n int, settlement time.Duration, requestedAt time.Time) error {
+	if _, _, err := b.api.PutContract(ctx, []byte(fmt.Sprintf(benchContract, settlement))); err != nil {
 		return err
 	}
-	var facts []any
+	var facts []commitlayer.Fact
 	for i := range n {
-		acc := fmt.Sprintf("account:acc_%d", i)
+		acc := commitlayer.Subject(fmt.Sprintf("account:acc_%d", i))
 		facts = append(facts,
-			map[string]any{"source": "ledger", "type": "account_opened", "subject": acc, "external_id": "open-" + strconv.Itoa(i),
-				"occurred_at": requestedAt.Add(-time.Hour).Format(time.RFC3339Nano), "attrs": map[string]any{"status": "active"}},
-			map[string]any{"source": "ledger", "type": "payout_sent", "subject": acc, "external_id": "po-" + strconv.Itoa(i),
-				"occurred_at": requestedAt.Add(time.Second).Format(time.RFC3339Nano), "attrs": map[string]any{"amount": 100}})
+			commitlayer.Fact{Source: "ledger", Type: "account_opened", Subject: acc, ExternalID: "open-" + strconv.Itoa(i),
+				OccurredAt: requestedAt.Add(-time.Hour), Attrs: commitlayer.Attrs{"status": "active"}},
+			commitlayer.Fact{Source: "ledger", Type: "payout_sent", Subject: acc, ExternalID: "po-" + strconv.Itoa(i),
+				OccurredAt: requestedAt.Add(time.Second), Attrs: commitlayer.Attrs{"amount": 100}})
 		if len(facts) >= 1000 || i == n-1 {
-			if err := b.call(b.key, "POST", "/v1/facts", map[string]any{"facts": facts}, 200, nil); err != nil {
+			if _, err := b.api.PostFacts(ctx, facts); err != nil {
 				return err
 			}
 			facts = facts[:0]
@@ -183,16 +157,13 @@ func (b *benchmarker) setup(n int, settlement time.Duration, requestedAt time.Ti
 }
 
 // postAction records the bench payout on account acc_i.
-func (b *benchmarker) postAction(i int, requestedAt time.Time) (string, error) {
-	var created struct {
-		ID string `json:"id"`
-	}
-	err := b.call(b.key, "POST", "/v1/actions", map[string]any{
-		"contract": "bench_payout", "agent": "bench", "subject": fmt.Sprintf("account:acc_%d", i),
-		"params": map[string]any{"amount": 100}, "requested_at": requestedAt.UTC().Format(time.RFC3339Nano),
-		"claim": map[string]string{"status": "success"},
-	}, 202, &created)
-	return created.ID, err
+func (b *benchmarker) postAction(ctx context.Context, i int, requestedAt time.Time) (string, error) {
+	acc, err := b.api.RecordAction(ctx, commitlayer.Action{
+		Contract: "bench_payout", Agent: "bench", Subject: commitlayer.Subject(fmt.Sprintf("account:acc_%d", i)),
+		Params: commitlayer.Attrs{"amount": 100}, RequestedAt: requestedAt.UTC(),
+		Claim: commitlayer.Claim{Status: commitlayer.ClaimSuccess},
+	})
+	return acc.ID, err
 }
 
 type sample struct {
@@ -218,7 +189,7 @@ func (b *benchmarker) closedLoop(ctx context.Context, n, conc int, requestedAt t
 			defer wg.Done()
 			for i := range next {
 				s := &sample{posted: time.Now()}
-				id, err := b.postAction(i, requestedAt)
+				id, err := b.postAction(ctx, i, requestedAt)
 				if err != nil {
 					errc <- err
 					return
@@ -288,7 +259,7 @@ func (b *benchmarker) run(ctx context.Context, n, conc int) ([]*sample, error) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			s := &sample{posted: time.Now()}
-			id, err := b.postAction(i, s.posted)
+			id, err := b.postAction(ctx, i, s.posted)
 			s.id = id
 			mu.Lock()
 			defer mu.Unlock()
@@ -366,7 +337,7 @@ func (b *benchmarker) run(ctx context.Context, n, conc int) ([]*sample, error) {
 func (b *benchmarker) verify(ctx context.Context, w io.Writer, n, conc int) error {
 	// The window closed ten minutes ago: provisional and final at once.
 	requestedAt := time.Now().UTC().Add(-11 * time.Minute)
-	if err := b.setup(n, 10*time.Minute, requestedAt); err != nil {
+	if err := b.setup(ctx, n, 10*time.Minute, requestedAt); err != nil {
 		return err
 	}
 	cpu := startCPU()
@@ -391,7 +362,7 @@ func (b *benchmarker) verify(ctx context.Context, w io.Writer, n, conc int) erro
 
 func (b *benchmarker) settle(ctx context.Context, w io.Writer, n, conc int, window time.Duration) error {
 	// Facts of each payout a second into its window.
-	if err := b.setup(n, window, time.Now().UTC()); err != nil {
+	if err := b.setup(ctx, n, window, time.Now().UTC()); err != nil {
 		return err
 	}
 	cpu := startCPU()

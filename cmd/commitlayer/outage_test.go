@@ -61,7 +61,11 @@ func TestNothingLostWhileTemporalIsDown(t *testing.T) {
 			ID           string `json:"id"`
 			Verification string `json:"verification"`
 		}
-		s.do(key, "POST", "/v1/actions", map[string]any{
+		path := "/v1/actions"
+		if i%2 == 0 {
+			path += "?wait=final&timeout=3" // a gate: no verdict to wait for, 202 pending all the same
+		}
+		s.do(key, "POST", path, map[string]any{
 			"contract": "payout_outage", "agent": "agent-1", "subject": fmt.Sprintf("account:acc_%d", i),
 			"params": map[string]any{"amount": 100}, "requested_at": at.Format(time.RFC3339Nano),
 			"claim": map[string]string{"status": "success"},

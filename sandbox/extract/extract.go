@@ -56,6 +56,9 @@ type Extractor struct {
 	Systems []string
 	// MaxPages bounds the pages read per system per pull (0: 100).
 	MaxPages int
+	// Query names systems read through the http_json query connector
+	// (QueryConfig) instead of the http_events feed connector.
+	Query []string
 
 	mu       sync.Mutex
 	cursors  map[string]int64
@@ -108,8 +111,17 @@ func (x *Extractor) Pull(ctx context.Context) (Report, error) {
 		if err := ctx.Err(); err != nil {
 			return Report{}, fmt.Errorf("extract: %w", err)
 		}
-		c := httpevents.Client{HTTP: x.HTTP, BaseURL: base + "/" + name}
-		page, err := c.PullAll(ctx, name, x.cursors[name], x.MaxPages)
+		var page commitlayer.FactPage
+		var next int64
+		var err error
+		if slices.Contains(x.Query, name) {
+			page, next, err = x.pullQuery(ctx, base, name)
+		} else {
+			c := httpevents.Client{HTTP: x.HTTP, BaseURL: base + "/" + name}
+			var p httpevents.Page
+			p, err = c.PullAll(ctx, name, x.cursors[name], x.MaxPages)
+			page, next = commitlayer.FactPage{Facts: p.Facts, More: p.More}, p.Next
+		}
 		if err == nil && page.More {
 			err = fmt.Errorf("pull %s: stopped after %d pages with more to read", name, x.maxPages())
 		}
@@ -123,7 +135,7 @@ func (x *Extractor) Pull(ctx context.Context) (Report, error) {
 			x.reported[name] = true
 		}
 		rep.Facts = append(rep.Facts, page.Facts...)
-		x.cursors[name] = page.Next
+		x.cursors[name] = next
 	}
 	if err := ctx.Err(); err != nil {
 		return Report{}, fmt.Errorf("extract: %w", err)

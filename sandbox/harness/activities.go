@@ -115,7 +115,8 @@ type PrepareResult struct {
 
 // Prepare builds the scenario's fresh enterprise and fresh tenant: the
 // workflow's contract, one http_events connector per system pointing at
-// the enterprise, the chaos armed for the connectors.
+// the enterprise (http_json for the systems in EnvQueryConnectors), the
+// chaos armed for the connectors.
 func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
 	sc, ok := Lookup(in.ScenarioID)
 	if !ok {
@@ -152,6 +153,10 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		// A bad name or a missing or malformed key: no retry mends it.
 		return PrepareResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
 	}
+	query, err := queryConnectors(getenv)
+	if err != nil {
+		return PrepareResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
+	}
 	tenant, _, err := a.Store.CreateBenchmarkTenant(ctx, in.RunID, in.ScenarioID)
 	if err != nil {
 		return PrepareResult{}, fmt.Errorf("create tenant: %w", err)
@@ -172,9 +177,11 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		return fail(fmt.Errorf("put contract: %w", err))
 	}
 	for _, sys := range systems.Names {
-		if _, err := a.Store.CreateConnector(ctx, tenant.ID, commitlayer.Connector{
-			Source: sys, Kind: "http_events", URL: l.Env.Enterprise.SystemURL(sys),
-		}); err != nil {
+		c, err := connectorFor(l.Env.Enterprise.URL(), sys, query)
+		if err != nil {
+			return fail(fmt.Errorf("connector %s: %w", sys, err))
+		}
+		if _, err := a.Store.CreateConnector(ctx, tenant.ID, c); err != nil {
 			return fail(fmt.Errorf("create connector %s: %w", sys, err))
 		}
 	}

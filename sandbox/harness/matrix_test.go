@@ -68,6 +68,9 @@ type localRun struct {
 	first   commitlayer.Verdict
 	settled commitlayer.Verdict
 	final   commitlayer.Verdict
+	// in is the engine's input of the final verdict: what `commitlayer
+	// check` is given for the row (check_matrix_test.go).
+	in contracts.Input
 }
 
 // explain describes a run for a failure message.
@@ -94,7 +97,9 @@ func (r *localRun) explain() string {
 }
 
 // runLocal runs one scenario end to end in dir.
-func runLocal(ctx context.Context, dir string, sc Scenario, c *contracts.Contract) (*localRun, error) {
+// query names systems read through the http_json query connector instead
+// of their event feed (query_matrix_test.go).
+func runLocal(ctx context.Context, dir string, sc Scenario, c *contracts.Contract, query ...string) (*localRun, error) {
 	l, err := Start(ctx, dir, sc)
 	if err != nil {
 		return nil, err
@@ -124,6 +129,7 @@ func runLocal(ctx context.Context, dir string, sc Scenario, c *contracts.Contrac
 	recorded := time.Now()
 
 	x := extract.New(l.Env.Enterprise.URL(), l.ExtractClient())
+	x.Query = query
 	var facts []commitlayer.Fact
 	verify := func() (commitlayer.Verdict, error) {
 		rep, err := x.Pull(ctx)
@@ -131,10 +137,11 @@ func runLocal(ctx context.Context, dir string, sc Scenario, c *contracts.Contrac
 			return commitlayer.Verdict{}, err
 		}
 		facts = append(facts, rep.Facts...)
-		return c.Evaluate(contracts.Input{
+		run.in = contracts.Input{
 			Action: act, Facts: facts, Prior: prior, Now: time.Now(),
 			Coverage: contracts.Coverage{Connected: x.Connected(), Unreachable: rep.Unreachable},
-		}), nil
+		}
+		return c.Evaluate(run.in), nil
 	}
 	if run.first, err = verify(); err != nil {
 		return nil, err
@@ -214,6 +221,7 @@ func TestMatrix(t *testing.T) {
 				}
 				require.True(t, ok, "no check that %s exercises what its name says", sc.ID)
 				check(t, sc, run)
+				sameAsCheck(t, sc, run)
 			})
 		}
 	})

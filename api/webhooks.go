@@ -1,0 +1,246 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/client/webhook"
+	"github.com/commitlayer/commitlayer/internal/netguard"
+)
+
+// WebhookStore keeps verdict webhooks and their deliveries; *postgres.DB
+// has it. A Store without it answers 503 on the webhook routes.
+type WebhookStore interface {
+	CreateWebhook(ctx context.Context, tenantID string, w commitlayer.Webhook) (commitlayer.Webhook, error)
+	ListWebhooks(ctx context.Context, tenantID string) ([]commitlayer.Webhook, error)
+	GetWebhook(ctx context.Context, tenantID, id string) (commitlayer.Webhook, error)
+	DeleteWebhook(ctx context.Context, tenantID, id string) error
+	ListDeliveries(ctx context.Context, tenantID, webhookID string, limit int) ([]commitlayer.WebhookDelivery, error)
+}
+
+// Webhook bounds.
+const (
+	maxWebhooks      = 20 // per tenant
+	maxWebhookURL    = 2048
+	deliveriesListed = 100 // the latest, newest first
+)
+
+type webhookIn struct {
+	URL    string   `json:"url"`
+	Events []string `json:"events"`
+}
+
+type webhookView struct {
+	ID        string    `json:"id"`
+	URL       string    `json:"url"`
+	Events    []string  `json:"events"`
+	CreatedAt time.Time `json:"created_at"`
+	// Secret is answered once, by POST /v1/webhooks.
+	Secret string `json:"secret,omitempty"`
+}
+
+func viewWebhook(w commitlayer.Webhook) webhookView {
+	return webhookView{ID: w.ID, URL: w.URL, Events: w.Events, CreatedAt: w.CreatedAt.UTC()}
+}
+
+type deliveryView struct {
+	EventID     string     `json:"event_id"`
+	Type        string     `json:"type"`
+	ActionID    string     `json:"action_id"`
+	Sequence    int        `json:"sequence"`
+	Status      string     `json:"status"`
+	Attempts    int        `json:"attempts"`
+	LastStatus  *int       `json:"last_status"`
+	LastError   string     `json:"last_error,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	DeliveredAt *time.Time `json:"delivered_at"`
+}
+
+func (s *Server) webhookStore(w http.ResponseWriter, r *http.Request) (WebhookStore, bool) {
+	if s.webhooks == nil {
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "webhooks are not enabled on this server"))
+		return nil, false
+	}
+	return s.webhooks, true
+}
+
+// postWebhook registers a webhook: 201 with its secret, shown this once.
+func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
+	ws, ok := s.webhookStore(w, r)
+	if !ok {
+		return
+	}
+	var in webhookIn
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	bad := func(format string, args ...any) {
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, format, args...))
+	}
+	switch {
+	case in.URL == "":
+		bad("url: is required")
+		return
+	case len(in.URL) > maxWebhookURL:
+		bad("url: must be at most %d bytes", maxWebhookURL)
+		return
+	case len(in.Events) == 0:
+		bad("events: give one or more of %s", strings.Join(webhook.Events, ", "))
+		return
+	}
+	events := []string{}
+	for i, e := range in.Events {
+		if !slices.Contains(webhook.Events, e) {
+			bad("events[%d]: %q is not an event; use %s", i, truncate(e, 64), strings.Join(webhook.Events, ", "))
+			return
+		}
+		if !slices.Contains(events, e) {
+			events = append(events, e)
+		}
+	}
+	if s.guard != nil {
+		if _, err := s.guard.CheckURL(r.Context(), in.URL); err != nil {
+			// Only the class: the reason may name the address it resolved to.
+			s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeAddressNotAllowed, "url: %s", netguard.Classify(err)))
+			return
+		}
+	} else if !strings.HasPrefix(in.URL, "https://") && !strings.HasPrefix(in.URL, "http://") {
+		bad("url: must be an http or https URL")
+		return
+	}
+	if s.secrets == nil {
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
+			"webhooks need COMMITLAYER_SECRETS_KEY on the server to keep their secrets sealed"))
+		return
+	}
+	tenantID := tenantOf(r.Context()).ID
+	existing, err := ws.ListWebhooks(r.Context(), tenantID)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("list webhooks: %w", err))
+		return
+	}
+	if len(existing) >= maxWebhooks {
+		s.writeError(w, r, errorf(http.StatusConflict, codeConflict, "a tenant has at most %d webhooks; delete one first", maxWebhooks))
+		return
+	}
+	id, secret := newWebhookID(), newWebhookSecret()
+	sealed, err := s.secrets.Seal([]byte(secret), activities.WebhookSecretAD(tenantID, id))
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("seal webhook secret: %w", err))
+		return
+	}
+	created, err := ws.CreateWebhook(r.Context(), tenantID, commitlayer.Webhook{ID: id, URL: in.URL, Events: events, Secret: sealed})
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("create webhook: %w", err))
+		return
+	}
+	v := viewWebhook(created)
+	v.Secret = secret
+	w.Header().Set("Location", "/v1/webhooks/"+id)
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusCreated, v)
+}
+
+// listWebhooks answers {"webhooks"}, without secrets.
+func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) {
+	ws, ok := s.webhookStore(w, r)
+	if !ok {
+		return
+	}
+	list, err := ws.ListWebhooks(r.Context(), tenantOf(r.Context()).ID)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("list webhooks: %w", err))
+		return
+	}
+	out := []webhookView{}
+	for _, h := range list {
+		out = append(out, viewWebhook(h))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"webhooks": out})
+}
+
+// deleteWebhook deletes a webhook; its deliveries stop.
+func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
+	ws, ok := s.webhookStore(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if !storable(id) {
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+		return
+	}
+	err := ws.DeleteWebhook(r.Context(), tenantOf(r.Context()).ID, id)
+	switch {
+	case isNotFound(err):
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+	case err != nil:
+		s.writeError(w, r, fmt.Errorf("delete webhook: %w", err))
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// webhookDeliveries answers {"deliveries"}: the latest 100, newest first,
+// each with its attempts, status and last error.
+func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) {
+	ws, ok := s.webhookStore(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	tenantID := tenantOf(r.Context()).ID
+	if !storable(id) {
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+		return
+	}
+	if _, err := ws.GetWebhook(r.Context(), tenantID, id); err != nil {
+		if isNotFound(err) {
+			s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+			return
+		}
+		s.writeError(w, r, fmt.Errorf("get webhook: %w", err))
+		return
+	}
+	ds, err := ws.ListDeliveries(r.Context(), tenantID, id, deliveriesListed)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("list deliveries: %w", err))
+		return
+	}
+	out := []deliveryView{}
+	for _, d := range ds {
+		v := deliveryView{EventID: d.EventID, Type: d.EventType, ActionID: d.ActionID, Sequence: d.Sequence,
+			Status: d.Status, Attempts: d.Attempts, LastError: d.LastError, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+			DeliveredAt: timePtr(d.DeliveredAt)}
+		if d.LastStatus != 0 {
+			st := d.LastStatus
+			v.LastStatus = &st
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deliveries": out})
+}
+
+func newWebhookID() string {
+	var b [10]byte
+	_, _ = rand.Read(b[:])
+	return "wh_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+}
+
+// newWebhookSecret is whsec_ and 32 random bytes in hex.
+func newWebhookSecret() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return "whsec_" + hex.EncodeToString(b[:])
+}

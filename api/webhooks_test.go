@@ -1,0 +1,122 @@
+package api
+
+import (
+	"crypto/rand"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/internal/netguard"
+	"github.com/commitlayer/commitlayer/internal/secrets"
+)
+
+func TestWebhookRoutes(t *testing.T) {
+	raw := make([]byte, secrets.KeySize)
+	_, _ = rand.Read(raw)
+	box, err := secrets.New(raw)
+	require.NoError(t, err)
+	guard := netguard.New(netguard.Options{}) // private addresses refused
+	e := newEnv(t, func(c *Config) { c.Secrets, c.Guard = box, guard })
+	tid, key := e.tenant("hooks")
+
+	// Bad input names the field.
+	for body, want := range map[string]string{
+		`{"events":["verdict.final"]}`:                               "url: is required",
+		`{"url":"https://hooks.example.com/x"}`:                      "events: give one or more of",
+		`{"url":"https://hooks.example.com/x","events":["deleted"]}`: `events[0]: "deleted" is not an event`,
+		`{"url":"https://hooks.example.com/x","events":"x"}`:         "events",
+	} {
+		res := e.do(req{method: "POST", path: "/v1/webhooks", key: key, body: body})
+		require.Equal(t, http.StatusBadRequest, res.Status, body)
+		require.Contains(t, res.json(t)["error"].(map[string]any)["message"], want, body)
+	}
+	// The connectors' address rules.
+	for _, u := range []string{"http://127.0.0.1:9/x", "http://169.254.169.254/latest", "http://10.0.0.1/x", "ftp://hooks.example.com"} {
+		res := e.do(req{method: "POST", path: "/v1/webhooks", key: key, body: map[string]any{"url": u, "events": []string{"verdict.final"}}})
+		require.Contains(t, []int{http.StatusUnprocessableEntity, http.StatusBadRequest}, res.Status, u)
+		require.NotContains(t, string(res.Body), "169.254", "the answer names no address")
+	}
+
+	// Created: the secret once, sealed in the store.
+	res := e.do(req{method: "POST", path: "/v1/webhooks", key: key, body: map[string]any{
+		"url": "https://93.184.215.14/hooks", "events": []string{"verdict.final", "verdict.final", "verdict.changed"}}})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	m := res.json(t)
+	id, secret := m["id"].(string), m["secret"].(string)
+	require.True(t, strings.HasPrefix(secret, "whsec_"))
+	require.Equal(t, []any{"verdict.final", "verdict.changed"}, m["events"], "repeats dropped")
+	stored, err := e.db.GetWebhook(t.Context(), tid, id)
+	require.NoError(t, err)
+	require.NotContains(t, stored.Secret, secret[len("whsec_"):])
+	opened, err := box.Open(stored.Secret, activities.WebhookSecretAD(tid, id))
+	require.NoError(t, err)
+	require.Equal(t, secret, string(opened))
+	require.NotContains(t, e.logs.String(), secret[len("whsec_"):])
+
+	res = e.do(req{method: "GET", path: "/v1/webhooks", key: key})
+	require.Equal(t, http.StatusOK, res.Status)
+	require.NotContains(t, string(res.Body), "secret")
+	require.Contains(t, string(res.Body), id)
+
+	// Another tenant sees none of it.
+	_, other := e.tenant("hooks-other")
+	res = e.do(req{method: "GET", path: "/v1/webhooks/" + id + "/deliveries", key: other})
+	require.Equal(t, http.StatusNotFound, res.Status)
+	res = e.do(req{method: "DELETE", path: "/v1/webhooks/" + id, key: other})
+	require.Equal(t, http.StatusNotFound, res.Status)
+
+	res = e.do(req{method: "GET", path: "/v1/webhooks/" + id + "/deliveries", key: key})
+	require.Equal(t, http.StatusOK, res.Status)
+	require.Equal(t, []any{}, res.json(t)["deliveries"])
+	res = e.do(req{method: "DELETE", path: "/v1/webhooks/" + id, key: key})
+	require.Equal(t, http.StatusNoContent, res.Status)
+	res = e.do(req{method: "DELETE", path: "/v1/webhooks/" + id, key: key})
+	require.Equal(t, http.StatusNotFound, res.Status)
+
+	// Without a secrets key the server refuses to keep a secret.
+	e2 := newEnv(t)
+	_, key2 := e2.tenant("hooks-nokey")
+	res = e2.do(req{method: "POST", path: "/v1/webhooks", key: key2, body: map[string]any{
+		"url": "https://hooks.example.com/x", "events": []string{"verdict.final"}}})
+	require.Equal(t, http.StatusServiceUnavailable, res.Status)
+}
+
+// A postgres connector's DSN password is sealed, never stored in clear;
+// without a secrets key such a DSN is refused (one without a password is
+// kept as given).
+func TestPostgresConnectorDSNPasswordSealed(t *testing.T) {
+	raw := make([]byte, secrets.KeySize)
+	_, _ = rand.Read(raw)
+	box, err := secrets.New(raw)
+	require.NoError(t, err)
+	e := newEnv(t, func(c *Config) { c.Secrets = box })
+	tid, key := e.tenant("pg-sealed")
+	body := func(source, dsn string) map[string]any {
+		return map[string]any{"source": source, "kind": "postgres", "config": map[string]any{
+			"dsn": dsn, "queries": []any{map[string]any{"type": "refund_created", "cursor": "id", "subject": "order_id",
+				"subject_type": "order", "occurred_at": "created_at",
+				"sql": "SELECT id, order_id, created_at FROM refunds WHERE $1::bigint IS NULL OR id > $1::bigint ORDER BY id LIMIT $2"}}}}
+	}
+	res := e.do(req{method: "POST", path: "/v1/connectors", key: key, body: body("payments", "postgres://reader:pw-api-0042@db.example.com/shop")})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	require.NotContains(t, string(res.Body), "pw-api-0042")
+	cs, err := e.db.ListConnectors(t.Context(), tid)
+	require.NoError(t, err)
+	require.Len(t, cs, 1)
+	require.NotContains(t, string(cs[0].Config), "pw-api-0042")
+	require.Contains(t, string(cs[0].Config), "postgres://reader@db.example.com/shop")
+	require.NotEmpty(t, cs[0].Secret)
+	require.NotContains(t, e.logs.String(), "pw-api-0042")
+
+	e2 := newEnv(t)
+	_, key2 := e2.tenant("pg-nokey")
+	res = e2.do(req{method: "POST", path: "/v1/connectors", key: key2, body: body("payments", "postgres://reader:pw-api-0042@db.example.com/shop")})
+	require.Equal(t, http.StatusBadRequest, res.Status)
+	require.Contains(t, res.json(t)["error"].(map[string]any)["message"], "COMMITLAYER_SECRETS_KEY")
+	require.NotContains(t, string(res.Body), "pw-api-0042")
+	res = e2.do(req{method: "POST", path: "/v1/connectors", key: key2, body: body("payments", "postgres://reader@db.example.com/shop")})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+}

@@ -1,0 +1,81 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// WebhookInput is the body of CreateWebhook.
+type WebhookInput struct {
+	URL string `json:"url"`
+	// Events: webhook.EventVerdictChanged, webhook.EventVerdictFinal.
+	Events []string `json:"events"`
+}
+
+// Webhook is a verdict webhook. Secret is set only in CreateWebhook's
+// answer: keep it, it is not shown again (webhook.Verify checks deliveries
+// with it).
+type Webhook struct {
+	ID        string    `json:"id"`
+	URL       string    `json:"url"`
+	Events    []string  `json:"events"`
+	CreatedAt time.Time `json:"created_at"`
+	Secret    string    `json:"secret,omitempty"`
+}
+
+// WebhookDelivery is one event's delivery to a webhook.
+type WebhookDelivery struct {
+	EventID  string `json:"event_id"`
+	Type     string `json:"type"`
+	ActionID string `json:"action_id"`
+	Sequence int    `json:"sequence"`
+	// Status: pending, delivered, failing (retried with backoff for 24 h).
+	Status     string     `json:"status"`
+	Attempts   int        `json:"attempts"`
+	LastStatus *int       `json:"last_status"`
+	LastError  string     `json:"last_error,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	Delivered  *time.Time `json:"delivered_at"`
+}
+
+// CreateWebhook subscribes a URL to verdict events and returns the webhook
+// with its secret, shown this once. Retried only when the server surely
+// did not act (a retry could create a second webhook).
+func (c *Client) CreateWebhook(ctx context.Context, in WebhookInput) (Webhook, error) {
+	b, err := jsonBody(in)
+	if err != nil {
+		return Webhook{}, err
+	}
+	var out Webhook
+	_, err = c.do(ctx, c.post("/v1/webhooks", b, false), &out)
+	return out, err
+}
+
+// ListWebhooks lists the tenant's webhooks (without secrets).
+func (c *Client) ListWebhooks(ctx context.Context) ([]Webhook, error) {
+	var out struct {
+		Webhooks []Webhook `json:"webhooks"`
+	}
+	_, err := c.do(ctx, get("/v1/webhooks", nil), &out)
+	return out.Webhooks, err
+}
+
+// DeleteWebhook deletes a webhook; its deliveries stop. A retry after a
+// lost answer may find it gone: an *APIError with code not_found.
+func (c *Client) DeleteWebhook(ctx context.Context, id string) error {
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/webhooks/" + url.PathEscape(id), safe: true}, nil)
+	return err
+}
+
+// ListWebhookDeliveries lists a webhook's latest 100 deliveries, newest
+// first, with their attempts and last failure.
+func (c *Client) ListWebhookDeliveries(ctx context.Context, id string) ([]WebhookDelivery, error) {
+	var out struct {
+		Deliveries []WebhookDelivery `json:"deliveries"`
+	}
+	_, err := c.do(ctx, get("/v1/webhooks/"+url.PathEscape(id)+"/deliveries", nil), &out)
+	return out.Deliveries, err
+}

@@ -1,0 +1,166 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/commitlayer/commitlayer"
+)
+
+const webhookColumns = `id, tenant_id, url, events, secret, created_at`
+
+func scanWebhook(row pgx.CollectableRow) (commitlayer.Webhook, error) {
+	var w commitlayer.Webhook
+	err := row.Scan(&w.ID, &w.TenantID, &w.URL, &w.Events, &w.Secret, &w.CreatedAt)
+	w.CreatedAt = w.CreatedAt.UTC()
+	return w, err
+}
+
+// CreateWebhook stores a webhook whose ID and sealed Secret the caller
+// made (the secret is sealed for that id). A taken id is
+// commitlayer.ErrConflict.
+func (db *DB) CreateWebhook(ctx context.Context, tenantID string, w commitlayer.Webhook) (commitlayer.Webhook, error) {
+	if w.ID == "" || w.URL == "" || len(w.Events) == 0 || w.Secret == "" {
+		return commitlayer.Webhook{}, fmt.Errorf("create webhook: %w: id, url, events and a sealed secret are required", commitlayer.ErrInvalid)
+	}
+	rows, err := db.pool.Query(ctx, `INSERT INTO webhooks (tenant_id, id, url, events, secret)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING `+webhookColumns,
+		tenantID, w.ID, w.URL, w.Events, w.Secret)
+	if err != nil {
+		return commitlayer.Webhook{}, fmt.Errorf("create webhook: %w", classify(err))
+	}
+	out, err := pgx.CollectExactlyOneRow(rows, scanWebhook)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return commitlayer.Webhook{}, fmt.Errorf("create webhook %q: %w", w.ID, commitlayer.ErrConflict)
+	}
+	if err != nil {
+		return commitlayer.Webhook{}, fmt.Errorf("create webhook: %w", classify(err))
+	}
+	return out, nil
+}
+
+// ListWebhooks lists a tenant's webhooks, oldest first.
+func (db *DB) ListWebhooks(ctx context.Context, tenantID string) ([]commitlayer.Webhook, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant_id = $1 ORDER BY created_at, id`, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("list webhooks: %w", classify(err))
+	}
+	ws, err := pgx.CollectRows(rows, scanWebhook)
+	if err != nil {
+		return nil, fmt.Errorf("list webhooks: %w", classify(err))
+	}
+	return ws, nil
+}
+
+// HasWebhooks reports whether the tenant has any webhook.
+func (db *DB) HasWebhooks(ctx context.Context, tenantID string) (bool, error) {
+	var has bool
+	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhooks WHERE tenant_id = $1)`, tenantID).Scan(&has); err != nil {
+		return false, fmt.Errorf("has webhooks: %w", classify(err))
+	}
+	return has, nil
+}
+
+// GetWebhook returns one webhook, commitlayer.ErrNotFound if the tenant
+// has none by that id.
+func (db *DB) GetWebhook(ctx context.Context, tenantID, id string) (commitlayer.Webhook, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant_id = $1 AND id = $2`, tenantID, id)
+	if err != nil {
+		return commitlayer.Webhook{}, fmt.Errorf("get webhook %q: %w", id, classify(err))
+	}
+	w, err := pgx.CollectExactlyOneRow(rows, scanWebhook)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return commitlayer.Webhook{}, fmt.Errorf("get webhook %q: %w", id, commitlayer.ErrNotFound)
+	}
+	if err != nil {
+		return commitlayer.Webhook{}, fmt.Errorf("get webhook %q: %w", id, classify(err))
+	}
+	return w, nil
+}
+
+// DeleteWebhook deletes a webhook and its delivery records; deliveries
+// in flight to it stop. commitlayer.ErrNotFound when there is none.
+func (db *DB) DeleteWebhook(ctx context.Context, tenantID, id string) error {
+	tag, err := db.pool.Exec(ctx, `DELETE FROM webhooks WHERE tenant_id = $1 AND id = $2`, tenantID, id)
+	if err != nil {
+		return fmt.Errorf("delete webhook %q: %w", id, classify(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("delete webhook %q: %w", id, commitlayer.ErrNotFound)
+	}
+	return nil
+}
+
+// PlanDeliveries records the event's delivery to every webhook of the
+// tenant subscribed to its type (once: a retry adds only webhooks created
+// since) and returns those not delivered yet, oldest webhook first.
+func (db *DB) PlanDeliveries(ctx context.Context, tenantID string, d commitlayer.WebhookDelivery) ([]commitlayer.WebhookTarget, error) {
+	_, err := db.pool.Exec(ctx, `INSERT INTO webhook_deliveries (tenant_id, webhook_id, event_id, event_type, action_id, sequence)
+		SELECT tenant_id, id, $2, $3, $4, $5 FROM webhooks WHERE tenant_id = $1 AND $3 = ANY (events)
+		ON CONFLICT DO NOTHING`, tenantID, d.EventID, d.EventType, d.ActionID, d.Sequence)
+	if err != nil {
+		return nil, fmt.Errorf("plan deliveries of %s: %w", d.EventID, classify(err))
+	}
+	rows, err := db.pool.Query(ctx, `SELECT w.id, w.url, w.secret FROM webhook_deliveries d
+		JOIN webhooks w ON w.tenant_id = d.tenant_id AND w.id = d.webhook_id
+		WHERE d.tenant_id = $1 AND d.event_id = $2 AND d.status <> 'delivered'
+		ORDER BY w.created_at, w.id`, tenantID, d.EventID)
+	if err != nil {
+		return nil, fmt.Errorf("plan deliveries of %s: %w", d.EventID, classify(err))
+	}
+	ts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.WebhookTarget, error) {
+		var t commitlayer.WebhookTarget
+		return t, row.Scan(&t.WebhookID, &t.URL, &t.Secret)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("plan deliveries of %s: %w", d.EventID, classify(err))
+	}
+	return ts, nil
+}
+
+// RecordDeliveryAttempt counts an attempt of an event's delivery to a
+// webhook: delivered, or failing with the answer's status (0 for none)
+// and a short error.
+func (db *DB) RecordDeliveryAttempt(ctx context.Context, tenantID, webhookID, eventID string, delivered bool, status int, errText string, at time.Time) error {
+	state := commitlayer.DeliveryFailing
+	var deliveredAt *time.Time
+	if delivered {
+		state, deliveredAt = commitlayer.DeliveryDelivered, &at
+	}
+	_, err := db.pool.Exec(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1, status = $4, last_status = $5,
+		last_error = $6, updated_at = $7, delivered_at = COALESCE(delivered_at, $8)
+		WHERE tenant_id = $1 AND webhook_id = $2 AND event_id = $3`,
+		tenantID, webhookID, eventID, state, status, errText, at, deliveredAt)
+	if err != nil {
+		return fmt.Errorf("record delivery attempt of %s: %w", eventID, classify(err))
+	}
+	return nil
+}
+
+// ListDeliveries lists a webhook's latest deliveries, newest first (at
+// most limit).
+func (db *DB) ListDeliveries(ctx context.Context, tenantID, webhookID string, limit int) ([]commitlayer.WebhookDelivery, error) {
+	rows, err := db.pool.Query(ctx, `SELECT webhook_id, event_id, event_type, action_id, sequence, status, attempts,
+		last_status, last_error, created_at, updated_at, delivered_at
+		FROM webhook_deliveries WHERE tenant_id = $1 AND webhook_id = $2
+		ORDER BY created_at DESC, sequence DESC, event_id LIMIT $3`, tenantID, webhookID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", classify(err))
+	}
+	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.WebhookDelivery, error) {
+		var d commitlayer.WebhookDelivery
+		var at *time.Time
+		err := row.Scan(&d.WebhookID, &d.EventID, &d.EventType, &d.ActionID, &d.Sequence, &d.Status, &d.Attempts,
+			&d.LastStatus, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &at)
+		d.CreatedAt, d.UpdatedAt, d.DeliveredAt = d.CreatedAt.UTC(), d.UpdatedAt.UTC(), timeOrZero(at)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", classify(err))
+	}
+	return ds, nil
+}

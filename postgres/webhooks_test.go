@@ -1,0 +1,77 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer"
+)
+
+func TestWebhookDeliveries(t *testing.T) {
+	db := testStore(t)
+	ctx := context.Background()
+	tn := newTenant(t)
+	mk := func(id string, events ...string) {
+		_, err := db.CreateWebhook(ctx, tn.ID, commitlayer.Webhook{ID: id, URL: "https://hooks.example.com/" + id, Events: events, Secret: "sealed-" + id})
+		require.NoError(t, err)
+	}
+	mk("wh_a", "verdict.final", "verdict.changed")
+	mk("wh_b", "verdict.changed")
+	_, err := db.CreateWebhook(ctx, tn.ID, commitlayer.Webhook{ID: "wh_a", URL: "https://x", Events: []string{"verdict.final"}, Secret: "s"})
+	require.ErrorIs(t, err, commitlayer.ErrConflict)
+	_, err = db.CreateWebhook(ctx, tn.ID, commitlayer.Webhook{ID: "wh_c", URL: "https://x"})
+	require.ErrorIs(t, err, commitlayer.ErrInvalid)
+
+	// verdict.final goes to wh_a only; planning twice plans once.
+	d := commitlayer.WebhookDelivery{EventID: "evt_1", EventType: "verdict.final", ActionID: "a1", Sequence: 2}
+	ts, err := db.PlanDeliveries(ctx, tn.ID, d)
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	require.Equal(t, "wh_a", ts[0].WebhookID)
+	require.Equal(t, "sealed-wh_a", ts[0].Secret)
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	require.NoError(t, db.RecordDeliveryAttempt(ctx, tn.ID, "wh_a", "evt_1", false, 503, "http 503", at))
+	ts, err = db.PlanDeliveries(ctx, tn.ID, d)
+	require.NoError(t, err)
+	require.Len(t, ts, 1, "still to deliver")
+	require.NoError(t, db.RecordDeliveryAttempt(ctx, tn.ID, "wh_a", "evt_1", true, 204, "", at.Add(time.Second)))
+	ts, err = db.PlanDeliveries(ctx, tn.ID, d)
+	require.NoError(t, err)
+	require.Empty(t, ts, "delivered: not sent again")
+
+	// verdict.changed goes to both, oldest webhook first.
+	ts, err = db.PlanDeliveries(ctx, tn.ID, commitlayer.WebhookDelivery{EventID: "evt_2", EventType: "verdict.changed", ActionID: "a1", Sequence: 2})
+	require.NoError(t, err)
+	require.Len(t, ts, 2)
+
+	ds, err := db.ListDeliveries(ctx, tn.ID, "wh_a", 10)
+	require.NoError(t, err)
+	require.Len(t, ds, 2)
+	var first commitlayer.WebhookDelivery
+	for _, x := range ds {
+		if x.EventID == "evt_1" {
+			first = x
+		}
+	}
+	require.Equal(t, commitlayer.DeliveryDelivered, first.Status)
+	require.Equal(t, 2, first.Attempts)
+	require.Equal(t, 204, first.LastStatus)
+	require.Empty(t, first.LastError)
+	require.Equal(t, at.Add(time.Second), first.DeliveredAt)
+
+	// Another tenant sees nothing; deleting a webhook takes its deliveries.
+	other := newTenant(t)
+	ws, err := db.ListWebhooks(ctx, other.ID)
+	require.NoError(t, err)
+	require.Empty(t, ws)
+	require.ErrorIs(t, db.DeleteWebhook(ctx, other.ID, "wh_a"), commitlayer.ErrNotFound)
+	require.NoError(t, db.DeleteWebhook(ctx, tn.ID, "wh_a"))
+	ds, err = db.ListDeliveries(ctx, tn.ID, "wh_a", 10)
+	require.NoError(t, err)
+	require.Empty(t, ds)
+	_, err = db.GetWebhook(ctx, tn.ID, "wh_a")
+	require.ErrorIs(t, err, commitlayer.ErrNotFound)
+}

@@ -1,0 +1,57 @@
+package harness
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/check"
+	"github.com/commitlayer/commitlayer/sandbox/business"
+)
+
+// sameAsCheck gives `commitlayer check`'s engine (check.Verify) what the
+// matrix recorded for a row — the action, the prior actions, every fact
+// the connectors pulled, the connected and unreachable sources, the time —
+// and requires the verdict the row was judged on: status, lenses, every
+// finding with its message, facts and hint, unavailable sources, claim.
+func sameAsCheck(t *testing.T, sc Scenario, run *localRun) {
+	t.Helper()
+	in := run.in
+	cs, err := check.LoadContracts([]string{filepath.Join("..", "contracts", contractFileOf(t, sc.Workflow))})
+	require.NoError(t, err)
+	var lines []check.Line[commitlayer.Action]
+	for i, p := range in.Prior {
+		lines = append(lines, check.Line[commitlayer.Action]{Line: i + 1, Value: p})
+	}
+	lines = append(lines, check.Line[commitlayer.Action]{Line: len(lines) + 1, Value: in.Action})
+	res, err := check.Verify(cs, sc.ID, lines, slices.Clone(in.Facts), check.Options{
+		At: in.Now, Connected: in.Coverage.Connected, Unreachable: in.Coverage.Unreachable,
+	})
+	require.NoError(t, err)
+	got := res[len(res)-1].Verdict
+	require.Equal(t, in.Action.ID, got.ActionID)
+	require.Equal(t, comparableVerdict(run.final), comparableVerdict(got), "check differs from the matrix on %s%s", sc.ID, run.explain())
+}
+
+// comparableVerdict keeps what a verdict says.
+func comparableVerdict(v commitlayer.Verdict) commitlayer.Verdict {
+	v.Version, v.ContractVersion = 0, 0
+	v.EvaluatedAt, v.SettlesAt = v.EvaluatedAt.UTC(), v.SettlesAt.UTC()
+	return v
+}
+
+// contractFileOf is the file name of a process's contract in
+// sandbox/contracts.
+func contractFileOf(t *testing.T, process string) string {
+	t.Helper()
+	for _, p := range business.All() {
+		if p.Name == process {
+			return p.Contract + ".yaml"
+		}
+	}
+	t.Fatalf("no process %q", process)
+	return ""
+}

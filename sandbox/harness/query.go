@@ -1,0 +1,49 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/extract"
+	"github.com/commitlayer/commitlayer/sandbox/systems"
+)
+
+// EnvQueryConnectors names the systems whose connector is the http_json
+// query connector (extract.QueryConfig: GET, JSON Pointers, the API's own
+// cursor) instead of the http_events feed connector, comma-separated
+// ("payments,orders,tickets": the refund workflow's sources). Read by the
+// worker that prepares scenarios; empty means feeds for all.
+const EnvQueryConnectors = "COMMITLAYER_SANDBOX_QUERY_CONNECTORS"
+
+// queryConnectors reads EnvQueryConnectors, refusing a name that is not a
+// system.
+func queryConnectors(getenv func(string) string) ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(getenv(EnvQueryConnectors), ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(systems.Names, s) {
+			return nil, fmt.Errorf("%s: %q is not a sandbox system (%s)", EnvQueryConnectors, s, strings.Join(systems.Names, ", "))
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// connectorFor is the connector a scenario's tenant reads system sys of
+// the enterprise at baseURL with.
+func connectorFor(baseURL, sys string, query []string) (commitlayer.Connector, error) {
+	if !slices.Contains(query, sys) {
+		return commitlayer.Connector{Source: sys, Kind: "http_events", URL: baseURL + "/" + sys}, nil
+	}
+	cfg, err := json.Marshal(extract.QueryConfig(baseURL, sys))
+	if err != nil {
+		return commitlayer.Connector{}, err
+	}
+	return commitlayer.Connector{Source: sys, Kind: "http_json", Config: cfg}, nil
+}

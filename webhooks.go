@@ -1,0 +1,49 @@
+package commitlayer
+
+import "time"
+
+// Webhook is a tenant's subscription to verdict events: each event of the
+// types in Events is POSTed to URL, signed with the webhook's secret
+// (shown once at creation, stored sealed: Secret here is the sealed value).
+type Webhook struct {
+	ID        string
+	TenantID  string
+	URL       string
+	Events    []string
+	Secret    string // sealed; never shown after creation
+	CreatedAt time.Time
+}
+
+// Delivery states.
+const (
+	DeliveryPending   = "pending"   // not attempted yet
+	DeliveryDelivered = "delivered" // a 2xx answer
+	DeliveryFailing   = "failing"   // the last attempt failed; retried with backoff for 24 h
+)
+
+// WebhookDelivery is one event's delivery to one webhook, with its
+// attempts so far.
+type WebhookDelivery struct {
+	WebhookID string
+	EventID   string
+	EventType string
+	ActionID  string
+	Sequence  int
+	Status    string
+	Attempts  int
+	// LastStatus is the HTTP status of the last attempt; 0 when it got no
+	// answer (LastError says why).
+	LastStatus  int
+	LastError   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	DeliveredAt time.Time // zero until delivered
+}
+
+// WebhookTarget is a pending delivery of an event to one webhook: where
+// to send it and the sealed secret to sign it with.
+type WebhookTarget struct {
+	WebhookID string
+	URL       string
+	Secret    string // sealed
+}
