@@ -310,6 +310,7 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 		}
 		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), fn, arg).Get(ctx, out)
 	}
+	var pullTook time.Duration
 	if pull {
 		var res activities.ExtractResult
 		if err := run(workflow.ActivityOptions{
@@ -324,6 +325,7 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 			return fmt.Errorf("extract: %w", err)
 		}
 		v.state.Unreachable = res.Unreachable
+		pullTook = res.Took
 	}
 	var res activities.EvaluateResult
 	if err := run(workflow.ActivityOptions{
@@ -339,6 +341,7 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 		StoreID:     v.in.StoreID,
 		Unreachable: v.state.Unreachable,
 		Provisional: v.state.Phase != PhaseWatching,
+		PullTook:    pullTook,
 	}, &res); err != nil {
 		return fmt.Errorf("evaluate: %w", err)
 	}
