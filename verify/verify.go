@@ -220,7 +220,7 @@ func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []co
 		go func(a commitlayer.ActionRecord) {
 			defer func() { <-sem; wg.Done() }()
 			err := c.Temporal.SignalWorkflow(ctx, workflows.VerifyWorkflowID(tenantID, a.ID), "",
-				workflows.SignalFactsArrived, workflows.FactsArrived{Subjects: subjects})
+				workflows.SignalFactsArrived, workflows.FactsArrived{}) // no subject list: the pass re-reads them all
 			if err != nil && !isNotRunning(err) {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("signal %s: %w", a.ID, err))

@@ -51,6 +51,8 @@ type VerifyState struct {
 	// Ended is set by an end-watch signal: complete once the verdict is
 	// final.
 	Ended bool `json:",omitempty"`
+	// LastPassAt is when the latest pass started (lean runs).
+	LastPassAt time.Time `json:",omitzero"`
 }
 
 // VerifyActionResult is the verdict the verification ended with.
@@ -59,9 +61,11 @@ type VerifyActionResult struct {
 	Passes  int
 }
 
-// FactsArrived is the payload of SignalFactsArrived.
+// FactsArrived is the payload of SignalFactsArrived. It is empty: a pass
+// re-reads everything about the action's subjects, so a list of subjects
+// bought nothing (signals sent before carried one; it is still decoded).
 type FactsArrived struct {
-	Subjects []commitlayer.Subject
+	Subjects []commitlayer.Subject `json:",omitempty"`
 }
 
 // EndWatch is the payload of SignalEndWatch.
@@ -127,6 +131,8 @@ type verification struct {
 	endWatch workflow.ReceiveChannel
 	mu       workflow.Mutex
 	runPass  int // passes in this run (for continue-as-new)
+	// lean: this run takes the lean path (lean.go), once leanKnown.
+	lean, leanKnown bool
 }
 
 func (v *verification) setup(ctx workflow.Context) error {
@@ -180,7 +186,7 @@ func (v *verification) run(ctx workflow.Context) (VerifyActionResult, error) {
 	// Version 1 ends with a pass over everything stored: facts whose notice
 	// was lost (Temporal away when they were ingested, a signal dropped)
 	// still count before the verification completes.
-	if workflow.GetVersion(ctx, "final-pass-before-complete", workflow.DefaultVersion, 1) >= 1 {
+	if v.finalPassNeeded(ctx) {
 		if err := v.pass(ctx, false); err != nil {
 			return VerifyActionResult{}, err
 		}
@@ -296,6 +302,9 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 		return err
 	}
 	defer v.mu.Unlock()
+	if v.isLean(ctx) {
+		return v.leanPass(ctx, pull)
+	}
 
 	// Version 1 runs a pass's steps as local activities on the workflow's
 	// worker: no task-queue round trips, a pass in one workflow task.
@@ -365,8 +374,10 @@ func (v *verification) publish(ctx workflow.Context) error {
 	); err != nil {
 		return fmt.Errorf("upsert search attributes: %w", err)
 	}
-	if err := workflow.UpsertMemo(ctx, map[string]any{"verdict": verdict.Summary()}); err != nil {
-		return fmt.Errorf("upsert memo: %w", err)
+	if !v.isLean(ctx) {
+		if err := workflow.UpsertMemo(ctx, map[string]any{"verdict": verdict.Summary()}); err != nil {
+			return fmt.Errorf("upsert memo: %w", err)
+		}
 	}
 	workflow.SetCurrentDetails(ctx, details(verdict))
 	if v.in.ReportTo != "" {
