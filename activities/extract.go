@@ -117,6 +117,7 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 		}
 	}
 	res.Took = time.Since(began)
+	recordPullLatency(ctx, res.Took)
 	return res, nil
 }
 

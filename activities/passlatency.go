@@ -27,3 +27,16 @@ func recordPassLatency(ctx context.Context, d time.Duration, pulled bool) {
 		WithTags(map[string]string{"pulled": strconv.FormatBool(pulled)}).
 		Timer(MetricPassLatency).Record(d)
 }
+
+// MetricPullLatency is the histogram of the pulls inside passes (every
+// connector of the tenant, in parallel, each page stored): the share of
+// MetricPassLatency spent pulling. On /metrics:
+// commitlayer_verify_pull_latency_seconds.
+const MetricPullLatency = "commitlayer_verify_pull_latency"
+
+func recordPullLatency(ctx context.Context, d time.Duration) {
+	if !activity.IsActivity(ctx) {
+		return
+	}
+	activity.GetMetricsHandler(ctx).Timer(MetricPullLatency).Record(d)
+}

@@ -62,7 +62,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
 	slog.SetDefault(logger)
-	var err error
+	stopProfile, err := startCPUProfile()
+	if err != nil {
+		logger.Error("commitlayer", "error", err)
+		return 1
+	}
+	defer stopProfile()
 	switch args[0] {
 	case "api":
 		err = serve(ctx, logger, Roles{API: true, Benchmark: benchmarksEnabled()})
