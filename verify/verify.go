@@ -79,6 +79,10 @@ func StartOptions(taskQueue, tenantID string, a commitlayer.ActionRecord) client
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		TypedSearchAttributes:    workflows.VerifySearchAttributes(tenantID, a.Action),
 		StaticSummary:            workflows.VerifySummary(a.Action),
+		// A worker in this process (dev, bench) gets the first workflow
+		// task in the start's answer: no trip through the task queue.
+		// Elsewhere the server dispatches it as usual.
+		EnableEagerStart: true,
 		StaticDetails: fmt.Sprintf("action `%s` requested %s; settles %s; watched until %s",
 			a.ID, a.RequestedAt.UTC().Format(time.RFC3339), a.SettlesAt.UTC().Format(time.RFC3339),
 			a.WatchUntil.UTC().Format(time.RFC3339)),

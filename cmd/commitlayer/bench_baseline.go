@@ -62,6 +62,7 @@ func (b *benchmarker) noopClosedLoop(ctx context.Context, n, conc int) ([]time.D
 				started := time.Now()
 				r, err := b.m.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 					ID: fmt.Sprintf("bench-noop/%s/%d", run, i), TaskQueue: b.m.Config.TaskQueue,
+					EnableEagerStart: true, // as verifications are started (verify.StartOptions)
 				}, benchNoopWorkflow)
 				if err == nil {
 					err = r.Get(ctx, nil)
@@ -114,6 +115,7 @@ func (b *benchmarker) sleepersAtOnce(ctx context.Context, n, conc int, window ti
 			started := time.Now()
 			r, err := b.m.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 				ID: fmt.Sprintf("bench-sleep/%s/%d", run, i), TaskQueue: b.m.Config.TaskQueue,
+				EnableEagerStart: true,
 			}, benchSleepWorkflow, window)
 			<-sem
 			if err == nil {
