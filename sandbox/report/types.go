@@ -134,7 +134,7 @@ type Summary struct {
 	PassLatencyMeanMS float64 `json:"pass_latency_mean_ms,omitempty"`
 	PassLatencyP99MS  float64 `json:"pass_latency_p99_ms,omitempty"`
 	PassLatencyMaxMS  float64 `json:"pass_latency_max_ms,omitempty"`
-	Errors        int     `json:"errors"`
+	Errors            int     `json:"errors"`
 	// Disagreements lists the ids of rows that did not agree on both
 	// lenses (errors included).
 	Disagreements []string `json:"disagreements"`
