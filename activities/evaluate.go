@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
@@ -23,6 +24,9 @@ type EvaluateInput struct {
 	// Provisional forces the verdict to be provisional (the settlement
 	// re-read has not happened yet), whatever the clock says.
 	Provisional bool
+	// PullTook is how long the same pass's Extract took (zero when the pass
+	// did not pull): it counts in the pass latency stored with the verdict.
+	PullTook time.Duration `json:",omitempty"`
 }
 
 // EvaluateResult is the verdict stored for the pass.
@@ -45,6 +49,7 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 	if in.TenantID == "" || in.ActionID == "" {
 		return EvaluateResult{}, nonRetryable("evaluate: tenant and action ids are required")
 	}
+	began := time.Now()
 	if err := a.checkStore(ctx, in.StoreID); err != nil {
 		return EvaluateResult{}, err
 	}
@@ -73,10 +78,12 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 	if in.Provisional {
 		v.Provisional = true
 	}
+	v.PassLatency = max(in.PullTook, 0) + time.Since(began)
 	stored, changed, err := a.Store.AppendVerdict(ctx, in.TenantID, v)
 	if err != nil {
 		return EvaluateResult{}, fmt.Errorf("evaluate: store verdict for %s: %w", in.ActionID, err)
 	}
+	recordPassLatency(ctx, max(in.PullTook, 0)+time.Since(began), in.PullTook > 0)
 	return EvaluateResult{Verdict: stored, Changed: changed, Webhooks: changed && a.hasWebhooks(ctx, in.TenantID)}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 
@@ -31,6 +32,9 @@ type ExtractResult struct {
 	Inserted    int
 	Duplicates  int
 	Subjects    []commitlayer.Subject
+	// Took is how long the pull took in the worker; the workflow hands it
+	// to the Evaluate of the same pass (EvaluateInput.PullTook).
+	Took time.Duration `json:",omitempty"`
 }
 
 // Extract pulls every connector of the tenant from its cursor, stores the
@@ -42,6 +46,7 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 	if in.TenantID == "" {
 		return ExtractResult{}, nonRetryable("extract: tenant id is required")
 	}
+	began := time.Now()
 	conns, err := a.Store.ListConnectors(ctx, in.TenantID)
 	if err != nil {
 		return ExtractResult{}, fmt.Errorf("extract: list connectors: %w", err)
@@ -112,6 +117,8 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 			}
 		}
 	}
+	res.Took = time.Since(began)
+	recordPullLatency(ctx, res.Took)
 	return res, nil
 }
 

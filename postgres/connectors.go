@@ -109,6 +109,19 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 	if err != nil {
 		return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
 	}
+	if len(facts) == 0 {
+		// Nothing new and the cursor where it was (the common pull): one
+		// statement instead of a transaction of five. Anything else (the
+		// cursor moved, no such connector) takes the transaction below.
+		tag, err := db.pool.Exec(ctx, `UPDATE connectors SET last_pull_at = $4, last_error = '', last_error_at = NULL
+			WHERE tenant_id = $1 AND id = $2 AND cursor = $3`, tenantID, connectorID, cursor, at)
+		if err != nil {
+			return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
+		}
+		if tag.RowsAffected() == 1 {
+			return commitlayer.InsertResult{}, nil
+		}
+	}
 	var res commitlayer.InsertResult
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		c, err := getConnector(ctx, tx, tenantID, connectorID, true)

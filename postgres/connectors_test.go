@@ -113,11 +113,17 @@ func TestRecordPull(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Inserted)
 	require.Equal(t, 1, res.Duplicates)
-	_, err = testDB.RecordPull(ctx, tn.ID, c.ID, nil, "3", pulledAt.Add(2*time.Minute))
+	require.NoError(t, testDB.RecordPullError(ctx, tn.ID, c.ID, "timeout", pulledAt.Add(90*time.Second)))
+	_, err = testDB.RecordPull(ctx, tn.ID, c.ID, nil, "3", pulledAt.Add(2*time.Minute)) // the one-statement path
 	require.NoError(t, err)
 	got, err = testDB.GetConnector(ctx, tn.ID, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, pulledAt.Add(2*time.Minute), got.LastPullAt)
+	require.Equal(t, "3", got.Cursor)
+	require.Empty(t, got.LastError, "an empty pull clears the last error too")
+	require.True(t, got.LastErrorAt.IsZero())
+	_, err = testDB.RecordPull(ctx, tn.ID, "no_such_connector", nil, "3", pulledAt.Add(2*time.Minute))
+	require.ErrorIs(t, err, commitlayer.ErrNotFound, "an empty pull of an unknown connector")
 
 	srcs, err = testDB.Sources(ctx, tn.ID)
 	require.NoError(t, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,7 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 		out      commitlayer.Verdict
 		appended bool
 	)
+	began := time.Now()
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		appended = false
 		// Lock the action row: concurrent appends for one action queue here.
@@ -54,9 +56,16 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 		if err != nil {
 			return fmt.Errorf("%w: %w", commitlayer.ErrInvalid, classify(err))
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO verdicts (tenant_id, action_id, version, status, provisional, body, evaluated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			tenantID, v.ActionID, out.Version, string(out.Status), out.Provisional, body, out.EvaluatedAt); err != nil {
+		// A measured pass also counts the time spent here up to the insert.
+		var passUS *int64
+		if v.PassLatency > 0 {
+			out.PassLatency = v.PassLatency + time.Since(began)
+			us := out.PassLatency.Microseconds()
+			passUS = &us
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO verdicts (tenant_id, action_id, version, status, provisional, body, evaluated_at, pass_us)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			tenantID, v.ActionID, out.Version, string(out.Status), out.Provisional, body, out.EvaluatedAt, passUS); err != nil {
 			return classify(err)
 		}
 		appended = true
@@ -83,7 +92,7 @@ func (db *DB) LatestVerdict(ctx context.Context, tenantID, actionID string) (com
 
 // latestVerdict returns pgx.ErrNoRows when there is none.
 func latestVerdict(ctx context.Context, q querier, tenantID, actionID string) (commitlayer.Verdict, error) {
-	rows, err := q.Query(ctx, `SELECT version, body FROM verdicts WHERE tenant_id = $1 AND action_id = $2
+	rows, err := q.Query(ctx, `SELECT version, body, pass_us FROM verdicts WHERE tenant_id = $1 AND action_id = $2
 		ORDER BY version DESC LIMIT 1`, tenantID, actionID)
 	if err != nil {
 		return commitlayer.Verdict{}, err
@@ -94,7 +103,7 @@ func latestVerdict(ctx context.Context, q querier, tenantID, actionID string) (c
 // VerdictHistory returns every verdict of an action in version order; empty
 // when it has none.
 func (db *DB) VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error) {
-	rows, err := db.pool.Query(ctx, `SELECT version, body FROM verdicts WHERE tenant_id = $1 AND action_id = $2
+	rows, err := db.pool.Query(ctx, `SELECT version, body, pass_us FROM verdicts WHERE tenant_id = $1 AND action_id = $2
 		ORDER BY version`, tenantID, actionID)
 	if err != nil {
 		return nil, fmt.Errorf("verdict history of %q: %w", actionID, classify(err))
@@ -113,7 +122,7 @@ func (db *DB) LatestVerdicts(ctx context.Context, tenantID string, actionIDs []s
 	if len(actionIDs) == 0 {
 		return out, nil
 	}
-	rows, err := db.pool.Query(ctx, `SELECT DISTINCT ON (action_id) version, body FROM verdicts
+	rows, err := db.pool.Query(ctx, `SELECT DISTINCT ON (action_id) version, body, pass_us FROM verdicts
 		WHERE tenant_id = $1 AND action_id = ANY($2::text[])
 		ORDER BY action_id, version DESC`, tenantID, actionIDs)
 	if err != nil {
@@ -134,14 +143,18 @@ func scanVerdict(row pgx.CollectableRow) (commitlayer.Verdict, error) {
 		v       commitlayer.Verdict
 		version int
 		body    []byte
+		passUS  *int64
 	)
-	if err := row.Scan(&version, &body); err != nil {
+	if err := row.Scan(&version, &body, &passUS); err != nil {
 		return v, err
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
 		return v, fmt.Errorf("decode verdict: %w", classify(err))
 	}
 	v.Version = version
+	if passUS != nil {
+		v.PassLatency = time.Duration(*passUS) * time.Microsecond
+	}
 	v.EvaluatedAt = v.EvaluatedAt.UTC()
 	v.SettlesAt = v.SettlesAt.UTC()
 	return v, nil

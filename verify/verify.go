@@ -79,6 +79,10 @@ func StartOptions(taskQueue, tenantID string, a commitlayer.ActionRecord) client
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		TypedSearchAttributes:    workflows.VerifySearchAttributes(tenantID, a.Action),
 		StaticSummary:            workflows.VerifySummary(a.Action),
+		// A worker in this process (dev, bench) gets the first workflow
+		// task in the start's answer: no trip through the task queue.
+		// Elsewhere the server dispatches it as usual.
+		EnableEagerStart: true,
 		StaticDetails: fmt.Sprintf("action `%s` requested %s; settles %s; watched until %s",
 			a.ID, a.RequestedAt.UTC().Format(time.RFC3339), a.SettlesAt.UTC().Format(time.RFC3339),
 			a.WatchUntil.UTC().Format(time.RFC3339)),
@@ -226,7 +230,7 @@ func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []co
 		go func(a commitlayer.ActionRecord) {
 			defer func() { <-sem; wg.Done() }()
 			err := c.Temporal.SignalWorkflow(ctx, workflows.VerifyWorkflowID(tenantID, a.ID), "",
-				workflows.SignalFactsArrived, workflows.FactsArrived{Subjects: subjects})
+				workflows.SignalFactsArrived, workflows.FactsArrived{}) // no subject list: the pass re-reads them all
 			if err != nil && !isNotRunning(err) {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("signal %s: %w", a.ID, err))

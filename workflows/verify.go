@@ -53,6 +53,8 @@ type VerifyState struct {
 	Ended bool `json:",omitempty"`
 	// Webhooks holds the verdict events not delivered yet (webhooks.go).
 	Webhooks *WebhookState `json:",omitempty"`
+	// LastPassAt is when the latest pass started (lean runs).
+	LastPassAt time.Time `json:",omitzero"`
 }
 
 // VerifyActionResult is the verdict the verification ended with.
@@ -61,9 +63,11 @@ type VerifyActionResult struct {
 	Passes  int
 }
 
-// FactsArrived is the payload of SignalFactsArrived.
+// FactsArrived is the payload of SignalFactsArrived. It is empty: a pass
+// re-reads everything about the action's subjects, so a list of subjects
+// bought nothing (signals sent before carried one; it is still decoded).
 type FactsArrived struct {
-	Subjects []commitlayer.Subject
+	Subjects []commitlayer.Subject `json:",omitempty"`
 }
 
 // EndWatch is the payload of SignalEndWatch.
@@ -133,6 +137,8 @@ type verification struct {
 	// answer with what there is.
 	closing bool
 	hooks   webhooks // verdict events' delivery (webhooks.go)
+	// lean: this run takes the lean path (lean.go), once leanKnown.
+	lean, leanKnown bool
 }
 
 func (v *verification) setup(ctx workflow.Context) error {
@@ -190,7 +196,7 @@ func (v *verification) run(ctx workflow.Context) (VerifyActionResult, error) {
 	// Version 1 ends with a pass over everything stored: facts whose notice
 	// was lost (Temporal away when they were ingested, a signal dropped)
 	// still count before the verification completes.
-	if workflow.GetVersion(ctx, "final-pass-before-complete", workflow.DefaultVersion, 1) >= 1 {
+	if v.finalPassNeeded(ctx) {
 		if err := v.pass(ctx, false); err != nil {
 			return VerifyActionResult{}, err
 		}
@@ -312,6 +318,9 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 		return err
 	}
 	defer v.mu.Unlock()
+	if v.isLean(ctx) {
+		return v.leanPass(ctx, pull)
+	}
 
 	// Version 1 runs a pass's steps as local activities on the workflow's
 	// worker: no task-queue round trips, a pass in one workflow task.
@@ -326,6 +335,7 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 		}
 		return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), fn, arg).Get(ctx, out)
 	}
+	var pullTook time.Duration
 	if pull {
 		var res activities.ExtractResult
 		if err := run(workflow.ActivityOptions{
@@ -340,6 +350,7 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 			return fmt.Errorf("extract: %w", err)
 		}
 		v.state.Unreachable = res.Unreachable
+		pullTook = res.Took
 	}
 	var res activities.EvaluateResult
 	if err := run(workflow.ActivityOptions{
@@ -355,6 +366,7 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 		StoreID:     v.in.StoreID,
 		Unreachable: v.state.Unreachable,
 		Provisional: v.state.Phase != PhaseWatching,
+		PullTook:    pullTook,
 	}, &res); err != nil {
 		return fmt.Errorf("evaluate: %w", err)
 	}
@@ -379,8 +391,10 @@ func (v *verification) publish(ctx workflow.Context) error {
 	); err != nil {
 		return fmt.Errorf("upsert search attributes: %w", err)
 	}
-	if err := workflow.UpsertMemo(ctx, map[string]any{"verdict": verdict.Summary()}); err != nil {
-		return fmt.Errorf("upsert memo: %w", err)
+	if !v.isLean(ctx) {
+		if err := workflow.UpsertMemo(ctx, map[string]any{"verdict": verdict.Summary()}); err != nil {
+			return fmt.Errorf("upsert memo: %w", err)
+		}
 	}
 	workflow.SetCurrentDetails(ctx, details(verdict))
 	v.queueWebhooks(ctx)

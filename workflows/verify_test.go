@@ -88,6 +88,7 @@ func newWorld(t *testing.T, status func(w *world, in activities.EvaluateInput) (
 	env.RegisterActivity(&activities.Activities{})
 	env.OnActivity(act.Extract, mock.Anything, mock.Anything).Return(w.extract)
 	env.OnActivity(act.Evaluate, mock.Anything, mock.Anything).Return(w.evaluate)
+	env.OnActivity(act.Pass, mock.Anything, mock.Anything).Return(w.pass)
 	env.OnActivity(act.EndWatch, mock.Anything, mock.Anything).Return(w.endWatchAct)
 	in := VerifyActionInput{
 		TenantID: "t_1", ActionID: "act_1",

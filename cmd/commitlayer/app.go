@@ -155,6 +155,9 @@ type Main struct {
 	Activities *activities.Activities
 	// WorkerOptions tune the worker.
 	WorkerOptions worker.Options
+	// RegisterMore, when set, registers more workflows on the worker before
+	// it starts (the bench command's baselines).
+	RegisterMore func(sdkworker.Registry)
 	// Guard keeps connector and webhook addresses off internal networks.
 	Guard *netguard.Guard
 	// Secrets seals and opens connector credentials; nil without
@@ -367,6 +370,9 @@ func (m *Main) startWorker(ctx context.Context, withBenchmark bool) error {
 		m.local = worker.New(m.Temporal, m.Activities, lopts)
 		bench.Register(m.local)
 		m.local.RegisterActivity(m.Harness)
+	}
+	if m.RegisterMore != nil {
+		m.RegisterMore(m.worker)
 	}
 	if err := m.worker.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)

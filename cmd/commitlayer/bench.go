@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,9 +31,18 @@ import (
 //	    that many verifications at once, each waiting on a settlement timer:
 //	    POST → final verdict, throughput, and the CPU each process used.
 //
+// Each also runs its baseline right after, on the same server, worker(s)
+// and task queue: verify a no-op workflow (start → complete) with the same
+// clients, settle as many workflows that only sleep for the same window;
+// the ratios come first in what it prints. -workers N runs N-1 more worker
+// processes (`commitlayer bench worker`) on the same queue.
+//
 // It starts the API and one worker in this process on a task queue of its
 // own, and a fresh tenant.
 func benchCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && args[0] == "worker" {
+		return benchWorker(ctx, logger) // one of the -workers processes
+	}
 	if len(args) == 0 || (args[0] != "verify" && args[0] != "settle") {
 		fmt.Fprint(stderr, "usage: commitlayer bench verify|settle [flags]\n")
 		return 2
@@ -43,11 +53,12 @@ func benchCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, s
 	actions := fs.Int("actions", map[string]int{"verify": 200, "settle": 500}[mode], "actions to verify")
 	conc := fs.Int("concurrency", map[string]int{"verify": 1, "settle": 32}[mode], "POSTs in flight")
 	window := fs.Duration("window", 5*time.Second, "settlement window (settle)")
+	workers := fs.Int("workers", 1, "worker processes on the bench's task queue (this one and workers-1 children)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	if *actions < 1 || *conc < 1 || *window <= 0 {
-		fmt.Fprint(stderr, "actions and concurrency must be at least 1, window positive\n")
+	if *actions < 1 || *conc < 1 || *window <= 0 || *workers < 1 || *workers > 16 {
+		fmt.Fprint(stderr, "actions and concurrency must be at least 1, window positive, workers 1 to 16\n")
 		return 2
 	}
 	b, err := newBench(ctx, logger)
@@ -56,6 +67,11 @@ func benchCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, s
 		return 1
 	}
 	defer b.m.Close()
+	defer b.stopWorkers()
+	if err := b.startWorkers(ctx, *workers); err != nil {
+		logger.Error("bench", "error", err)
+		return 1
+	}
 	switch mode {
 	case "verify":
 		err = b.verify(ctx, stdout, *actions, *conc)
@@ -73,6 +89,9 @@ type benchmarker struct {
 	m   *Main
 	key string
 	api *client.Client // the tenant's: the same calls a user makes
+
+	workers  int
+	children []*exec.Cmd // the other worker processes
 }
 
 func newBench(ctx context.Context, logger *slog.Logger) (*benchmarker, error) {
@@ -88,7 +107,7 @@ func newBench(ctx context.Context, logger *slog.Logger) (*benchmarker, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Main{Config: cfg, Logger: quiet(logger)}
+	m := &Main{Config: cfg, Logger: quiet(logger), RegisterMore: registerBaselines}
 	m.WorkerOptions.MaxConcurrentActivities = 200
 	if err := m.Open(ctx, roles); err != nil {
 		m.Close()
@@ -169,6 +188,7 @@ func (b *benchmarker) postAction(ctx context.Context, i int, requestedAt time.Ti
 type sample struct {
 	id          string
 	posted      time.Time
+	answered    time.Time // the POST's 202 (action stored, verification started)
 	first, last time.Time // first verdict, final verdict seen
 }
 
@@ -194,7 +214,7 @@ func (b *benchmarker) closedLoop(ctx context.Context, n, conc int, requestedAt t
 					errc <- err
 					return
 				}
-				s.id = id
+				s.id, s.answered = id, time.Now()
 				deadline := time.Now().Add(time.Minute)
 				for s.last.IsZero() {
 					vs, err := b.m.DB.LatestVerdicts(ctx, tenant.ID, []string{s.id})
@@ -347,16 +367,32 @@ func (b *benchmarker) verify(ctx context.Context, w io.Writer, n, conc int) erro
 		return err
 	}
 	wall := time.Since(start)
-	var first, final []time.Duration
+	cpuLine := cpu.capture(wall)
+	// The baseline, right after on the same server, worker and queue: a
+	// no-op workflow, start → complete, the same clients.
+	bstart := time.Now()
+	noop, err := b.noopClosedLoop(ctx, n, conc)
+	if err != nil {
+		return err
+	}
+	bwall := time.Since(bstart)
+	var first, final, answered, after []time.Duration
 	for _, s := range samples {
 		first = append(first, s.first.Sub(s.posted))
 		final = append(final, s.last.Sub(s.posted))
+		answered = append(answered, s.answered.Sub(s.posted))
+		after = append(after, s.last.Sub(s.answered))
 	}
-	fmt.Fprintf(w, "bench verify: %d actions, %d client(s) each waiting for its verdict, one worker, %s\n", n, conc, benchEnv())
+	fmt.Fprintf(w, "bench verify: %d actions, %d client(s) each waiting for its verdict, %s, %s\n", n, conc, b.workersDesc(), benchEnv())
+	printLatencyRatios(w, "POST → first verdict", first, noop)
+	printLatencyRatios(w, "POST → final verdict", final, noop)
 	fmt.Fprintf(w, "  POST → first verdict stored:  p50 %s  p99 %s  max %s\n", pct(first, 50), pct(first, 99), pct(first, 100))
 	fmt.Fprintf(w, "  POST → final verdict stored:  p50 %s  p99 %s  max %s\n", pct(final, 50), pct(final, 99), pct(final, 100))
-	fmt.Fprintf(w, "  throughput %.1f verifications/s over %s\n", float64(n)/wall.Seconds(), wall.Round(time.Millisecond))
-	cpu.report(w, wall)
+	fmt.Fprintf(w, "    of which POST → 202 (action stored, workflow started): p50 %s  p99 %s; 202 → final verdict: p50 %s  p99 %s\n",
+		pct(answered, 50), pct(answered, 99), pct(after, 50), pct(after, 99))
+	fmt.Fprintf(w, "  no-op workflow start → complete (baseline, same clients after): p50 %s  p99 %s  max %s\n", pct(noop, 50), pct(noop, 99), pct(noop, 100))
+	fmt.Fprintf(w, "  throughput %.1f verifications/s over %s; no-op %.1f/s\n", float64(n)/wall.Seconds(), wall.Round(time.Millisecond), float64(n)/bwall.Seconds())
+	fmt.Fprint(w, cpuLine)
 	return nil
 }
 
@@ -372,7 +408,16 @@ func (b *benchmarker) settle(ctx context.Context, w io.Writer, n, conc int, wind
 		return err
 	}
 	wall := time.Since(start)
-	var total, lag []time.Duration
+	cpuLine := cpu.capture(wall)
+	// The baseline, right after on the same server, workers and queue: as
+	// many workflows that only sleep for the same window, started as fast.
+	bcpu := startCPU()
+	sleepers, bwall, err := b.sleepersAtOnce(ctx, n, conc, window)
+	if err != nil {
+		return err
+	}
+	bcpuLine := bcpu.capture(bwall)
+	var total, lag, base []time.Duration
 	var lastPost time.Time
 	for _, s := range samples {
 		total = append(total, s.last.Sub(s.posted))
@@ -381,12 +426,22 @@ func (b *benchmarker) settle(ctx context.Context, w io.Writer, n, conc int, wind
 			lastPost = s.posted
 		}
 	}
-	fmt.Fprintf(w, "bench settle: %d verifications at once, each with a %s window from its POST, one worker, %s\n", n, window, benchEnv())
+	for _, s := range sleepers {
+		base = append(base, s.latency())
+	}
+	rate, brate := float64(n)/wall.Seconds(), float64(n)/bwall.Seconds()
+	fmt.Fprintf(w, "bench settle: %d verifications at once, each with a %s window from its POST, %s, %s\n", n, window, b.workersDesc(), benchEnv())
+	fmt.Fprintf(w, "  ratio final verdicts/s ÷ sleeping no-ops/s: %.2f\n", rate/brate)
+	fmt.Fprintf(w, "  ratio POST → final verdict ÷ sleeping no-op start → complete:  p50 %s  p99 %s\n", ratio(pct(total, 50), pct(base, 50)), ratio(pct(total, 99), pct(base, 99)))
 	fmt.Fprintf(w, "  all %d POSTed in %s\n", n, lastPost.Sub(start).Round(time.Millisecond))
 	fmt.Fprintf(w, "  POST → final verdict:              p50 %s  p99 %s  max %s\n", pct(total, 50), pct(total, 99), pct(total, 100))
 	fmt.Fprintf(w, "  window close → final verdict:      p50 %s  p99 %s  max %s\n", pct(lag, 50), pct(lag, 99), pct(lag, 100))
-	fmt.Fprintf(w, "  throughput %.1f final verdicts/s (first POST to last final, %s)\n", float64(n)/wall.Seconds(), wall.Round(time.Millisecond))
-	cpu.report(w, wall)
+	fmt.Fprintf(w, "  throughput %.1f final verdicts/s (first POST to last final, %s)\n", rate, wall.Round(time.Millisecond))
+	fmt.Fprint(w, cpuLine)
+	fmt.Fprintf(w, "  baseline, right after: %d no-op workflows that only sleep %s, started %d at a time\n", n, window, conc)
+	fmt.Fprintf(w, "    start → complete:                p50 %s  p99 %s  max %s\n", pct(base, 50), pct(base, 99), pct(base, 100))
+	fmt.Fprintf(w, "    throughput %.1f completed/s (first start to last complete, %s)\n", brate, bwall.Round(time.Millisecond))
+	fmt.Fprint(w, "  "+bcpuLine)
 	return nil
 }
 
@@ -421,6 +476,13 @@ type cpuMeter struct{ before map[string]float64 }
 
 func startCPU() *cpuMeter { return &cpuMeter{before: cpuByRole()} }
 
+// capture renders the CPU used since the meter started, as report does.
+func (c *cpuMeter) capture(wall time.Duration) string {
+	var sb strings.Builder
+	c.report(&sb, wall)
+	return sb.String()
+}
+
 func (c *cpuMeter) report(w io.Writer, wall time.Duration) {
 	after := cpuByRole()
 	fmt.Fprintf(w, "  CPU over %s (2 cores = 200%%):", wall.Round(time.Millisecond))
@@ -440,10 +502,13 @@ func (c *cpuMeter) report(w io.Writer, wall time.Duration) {
 // server and PostgreSQL.
 func cpuByRole() map[string]float64 {
 	self := os.Getpid()
-	temporal := proccpu.Find(func(c string) bool { return strings.Contains(c, "temporal") && strings.Contains(c, "start-dev") })
+	temporal := proccpu.Find(func(c string) bool {
+		return strings.Contains(c, "temporal") && strings.Contains(c, "start-dev") || // the dev server
+			strings.Contains(c, "temporal-server-") && strings.Contains(c, "/server") // Temporal's own server (make up TEMPORAL=server)
+	})
 	pg := proccpu.Find(func(c string) bool { return strings.HasPrefix(c, "postgres") || strings.Contains(c, "/postgres ") })
 	out := map[string]float64{}
-	for role, pids := range map[string][]int{"commitlayer": {self}, "temporal": temporal, "postgres": pg} {
+	for role, pids := range map[string][]int{"commitlayer": append([]int{self}, benchChildren()...), "temporal": temporal, "postgres": pg} {
 		for _, pid := range pids {
 			if d, err := proccpu.Of(pid); err == nil { // a backend may exit meanwhile
 				out[role] += d.Seconds()

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -261,14 +260,13 @@ var recordHistories = flag.Bool("record-histories", false, "write the workflows'
 // reads it.
 func recordHistory(t *testing.T, s *stack, workflowID, dir, name string) {
 	t.Helper()
-	it := s.m.Temporal.GetWorkflowHistory(context.Background(), workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var h historypb.History
-	for it.HasNext() {
-		e, err := it.Next()
-		require.NoError(t, err)
-		h.Events = append(h.Events, e)
-	}
-	raw, err := protojson.MarshalOptions{Indent: "  "}.Marshal(&h)
+	writeHistory(t, fetchHistory(t, s, workflowID), dir, name)
+}
+
+// writeHistory writes a history where the replay test reads it.
+func writeHistory(t *testing.T, h *historypb.History, dir, name string) {
+	t.Helper()
+	raw, err := protojson.MarshalOptions{Indent: "  "}.Marshal(h)
 	require.NoError(t, err)
 	path := filepath.Join("..", "..", dir, "testdata", "histories", name)
 	require.NoError(t, os.WriteFile(path, raw, 0o644))

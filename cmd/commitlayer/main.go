@@ -43,7 +43,8 @@ commands:
   contracts lint F...  check contract files (exit 1 when one is invalid)
   sandbox [flags]      run the sandbox failure matrix (see commitlayer sandbox -h)
   demo                 start everything on the embedded defaults and run the matrix
-  bench verify|settle  measure POST → verdict latency and settlement throughput on the local services
+  bench verify|settle  measure POST → verdict latency and settlement throughput on the local services,
+                       next to a same-run no-op baseline (-workers N: N worker processes)
   check [flags]        verify actions against facts and contracts from files, no server (CI; exit 0/1/2/3)
 
 environment:
@@ -51,6 +52,7 @@ environment:
   DATABASE_URL           PostgreSQL URL (default postgres://postgres@127.0.0.1:5432/commitlayer?sslmode=disable)
   COMMITLAYER_ADMIN_KEY  key for /v1/admin routes (required by api and dev)
   COMMITLAYER_BENCHMARKS 1: api, worker and dev also run sandbox benchmark runs (demo and sandbox always do)
+  COMMITLAYER_CPUPROFILE write this process's CPU profile to this file while the command runs (go tool pprof)
   TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_* (see docs/operations.md)
 `
 
@@ -62,7 +64,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
 	slog.SetDefault(logger)
-	var err error
+	stopProfile, err := startCPUProfile()
+	if err != nil {
+		logger.Error("commitlayer", "error", err)
+		return 1
+	}
+	defer stopProfile()
 	switch args[0] {
 	case "api":
 		err = serve(ctx, logger, Roles{API: true, Benchmark: benchmarksEnabled()})

@@ -383,6 +383,7 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 	if err != nil {
 		return Row{}, fmt.Errorf("trajectory: %w", err)
 	}
+	row.PassLatencyMS = float64(final.PassLatency) / float64(time.Millisecond)
 	row.Trajectory = &tr
 	row.Judges = []JudgeVerdict{ruleJudge(tr)}
 	row.Refused = Refusals(l.Env.Result.Trajectory.Calls)

@@ -57,7 +57,8 @@ func Markdown(res Results) string {
 	row("Provisional verdicts corrected by the settlement re-check", s.CorrectedAtRecheck.String())
 	row("Reversals after settlement caught", s.ReversalsCaught.String())
 	row("Effects on a subject with no recorded action", fmt.Sprintf("%s flagged, %d false alarms", s.OrphansFlagged, s.OrphanFalseAlarms))
-	row("Verify latency, mean / max", fmt.Sprintf("%.0f ms / %.0f ms", s.LatencyMeanMS, s.LatencyMaxMS))
+	row("End-to-end verify latency (action recorded → final verdict), mean / p99 / max", latencyCell(s.LatencyMeanMS, s.LatencyP99MS, s.LatencyMaxMS))
+	row("Pass latency in the worker (pull, read facts, evaluate, store), mean / p99 / max", latencyCell(s.PassLatencyMeanMS, s.PassLatencyP99MS, s.PassLatencyMaxMS))
 	row("Errors", fmt.Sprint(s.Errors))
 	if len(s.Disagreements) > 0 {
 		fmt.Fprintf(&b, "\nDisagreements: %s\n", strings.Join(s.Disagreements, ", "))

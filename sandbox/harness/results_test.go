@@ -191,6 +191,8 @@ func TestSummarize(t *testing.T) {
 	require.Equal(t, 1, s.Errors)
 	require.InDelta(t, (10+30+20+20+5+5+15+40+25+50)/10.0, s.LatencyMeanMS, 1e-9, "errors are left out of the latency")
 	require.Equal(t, 50.0, s.LatencyMaxMS)
+	require.Equal(t, 50.0, s.LatencyP99MS, "nearest rank: the 99th of 10 is the largest")
+	require.Zero(t, s.PassLatencyMeanMS, "no row measured its pass")
 	require.Equal(t, []Group{{Name: "refund", Agree: Count{N: 2, Of: 3}}, {Name: "cancel", Agree: Count{N: 0, Of: 2}}, {Name: "close", Agree: Count{N: 1, Of: 1}}, {Name: "payout", Agree: Count{N: 1, Of: 2}},
 		{Name: "deploy", Agree: Count{N: 0, Of: 1}}, {Name: "trade", Agree: Count{N: 2, Of: 2}}}, s.ByWorkflow, "in business registry order")
 	var fams []string
@@ -225,6 +227,7 @@ func sampleResults(t *testing.T) Results {
 		rowSpec{id: "close/baseline", family: "baseline", err: "start | enterprise: disk full"}.row(),
 	}
 	rows[0].Summary = "a summary with a | pipe"
+	rows[0].PassLatencyMS, rows[1].PassLatencyMS = 2.5, 4.5
 	started := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	return NewResults("abc1234", started, started.Add(95*time.Second), 4, rows)
 }
@@ -287,7 +290,8 @@ func TestMarkdown(t *testing.T) {
 		"| False negatives (verifier PASS, truth FAIL) | 0 of 1 with a failing lens |",
 		"| UNKNOWN reported when the truth is unknowable (required system down) | 1/1 |",
 		"| Effects on a subject with no recorded action | 1/1 flagged, 0 false alarms |",
-		"| Verify latency, mean / max | 16 ms / 30 ms |",
+		"| End-to-end verify latency (action recorded → final verdict), mean / p99 / max | 16 ms / 30 ms / 30 ms |",
+		"| Pass latency in the worker (pull, read facts, evaluate, store), mean / p99 / max | 3.5 ms / 4.5 ms / 4.5 ms |",
 		"| Errors | 1 |",
 		"Disagreements: close/baseline",
 		"| workflow refund | 1/1 |",
@@ -349,4 +353,18 @@ func TestWriteFiles(t *testing.T) {
 	require.ErrorContains(t, err, "write results")
 	var pe *os.PathError
 	require.True(t, errors.As(err, &pe))
+}
+
+func TestLatencyStats(t *testing.T) {
+	mean, p99, maxV := latencyStats(nil)
+	require.Zero(t, mean+p99+maxV)
+	var ms []float64
+	for i := 200; i >= 1; i-- { // out of order on purpose
+		ms = append(ms, float64(i))
+	}
+	mean, p99, maxV = latencyStats(ms)
+	require.InDelta(t, 100.5, mean, 1e-9)
+	require.Equal(t, 198.0, p99, "nearest rank: ceil(0.99*200) = 198th")
+	require.Equal(t, 200.0, maxV)
+	require.Equal(t, float64(200), ms[0], "the input is not reordered")
 }

@@ -35,8 +35,7 @@ func Summarize(rows []Row) Summary {
 		}
 		return c
 	}
-	var latencySum float64
-	ran := 0
+	var latencies, passLatencies []float64
 	for _, r := range rows {
 		ok := r.Error == ""
 		s.AgreeOutcome.Add(true, ok && r.Agree.Outcome)
@@ -51,9 +50,10 @@ func Summarize(rows []Row) Summary {
 			s.Errors++
 			continue
 		}
-		ran++
-		latencySum += r.LatencyMS
-		s.LatencyMaxMS = max(s.LatencyMaxMS, r.LatencyMS)
+		latencies = append(latencies, r.LatencyMS)
+		if r.PassLatencyMS > 0 {
+			passLatencies = append(passLatencies, r.PassLatencyMS)
+		}
 
 		var knownFail, anyFail, falseNeg, anyPass, falsePos, unknowable bool
 		detected, reportedUnknown := true, true
@@ -100,9 +100,8 @@ func Summarize(rows []Row) Summary {
 			}
 		}
 	}
-	if ran > 0 {
-		s.LatencyMeanMS = latencySum / float64(ran)
-	}
+	s.LatencyMeanMS, s.LatencyP99MS, s.LatencyMaxMS = latencyStats(latencies)
+	s.PassLatencyMeanMS, s.PassLatencyP99MS, s.PassLatencyMaxMS = latencyStats(passLatencies)
 	for _, name := range ordered(wfOrder, business.Names()) {
 		s.ByWorkflow = append(s.ByWorkflow, Group{Name: name, Agree: *workflows[name]})
 	}

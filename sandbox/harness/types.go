@@ -94,8 +94,12 @@ type Row struct {
 	// on without a recorded action (the truth for orphans).
 	Orphans []commitlayer.Subject `json:"orphans"`
 	Stray   []commitlayer.Subject `json:"stray"`
-	// LatencyMS is from the action being recorded to its final verdict.
+	// LatencyMS is end to end: from the action being recorded to its final
+	// verdict (the store's clock).
 	LatencyMS float64 `json:"latency_ms"`
+	// PassLatencyMS is the worker's pass that gave the final verdict (pull,
+	// read facts, evaluate, store), as stored with it; 0 when not measured.
+	PassLatencyMS float64 `json:"pass_latency_ms,omitempty"`
 	// Chaos is what the chaos transports did, in order.
 	Chaos []string `json:"chaos,omitempty"`
 	// Error is set when the scenario could not run to the end; such a row

@@ -168,7 +168,10 @@ func build(run Run, o Options) (page, error) {
 	metric("Provisional verdicts corrected at the settlement re-check", s.CorrectedAtRecheck.String())
 	metric("Reversals after settlement caught", s.ReversalsCaught.String())
 	metric("Effects on a subject with no recorded action", fmt.Sprintf("%s flagged, %d false alarms", s.OrphansFlagged, s.OrphanFalseAlarms))
-	metric("Verify latency, mean / max", fmt.Sprintf("%.0f ms / %.0f ms", s.LatencyMeanMS, s.LatencyMaxMS))
+	metric("End-to-end verify latency (action recorded → final verdict), mean / p99 / max",
+		fmt.Sprintf("%.0f ms / %.0f ms / %.0f ms", s.LatencyMeanMS, s.LatencyP99MS, s.LatencyMaxMS))
+	metric("Pass latency in the worker (pull, read facts, evaluate, store), mean / p99 / max",
+		fmt.Sprintf("%.1f ms / %.1f ms / %.1f ms", s.PassLatencyMeanMS, s.PassLatencyP99MS, s.PassLatencyMaxMS))
 	metric("Errors", fmt.Sprint(s.Errors))
 	for _, g := range s.ByWorkflow {
 		p.Groups = append(p.Groups, kv{"workflow " + g.Name, pct(g.Agree)})

@@ -136,10 +136,17 @@ type Summary struct {
 	// as orphans; OrphanFalseAlarms: listed subjects that are not stray.
 	OrphansFlagged    Count `json:"orphans_flagged"`
 	OrphanFalseAlarms int   `json:"orphan_false_alarms"`
-	// Verify latency over the rows that ran to the end.
+	// End-to-end verify latency (action recorded → first final verdict,
+	// the store's clock) over the rows that ran to the end.
 	LatencyMeanMS float64 `json:"latency_mean_ms"`
+	LatencyP99MS  float64 `json:"latency_p99_ms,omitempty"`
 	LatencyMaxMS  float64 `json:"latency_max_ms"`
-	Errors        int     `json:"errors"`
+	// Pass latency: the worker's pass that gave each row's final verdict
+	// (pull, read facts, evaluate, store), over the rows that measured it.
+	PassLatencyMeanMS float64 `json:"pass_latency_mean_ms,omitempty"`
+	PassLatencyP99MS  float64 `json:"pass_latency_p99_ms,omitempty"`
+	PassLatencyMaxMS  float64 `json:"pass_latency_max_ms,omitempty"`
+	Errors            int     `json:"errors"`
 	// Disagreements lists the ids of rows that did not agree on both
 	// lenses (errors included).
 	Disagreements []string `json:"disagreements"`
