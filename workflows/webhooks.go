@@ -52,8 +52,10 @@ func EventID(tenantID, actionID, eventType string, version int) string {
 // the first one that is not provisional. verdict.final goes with the first
 // final verdict published while the tenant has webhooks.
 func (v *verification) queueWebhooks(ctx workflow.Context) {
-	if workflow.GetVersion(ctx, webhooksChange, workflow.DefaultVersion, 1) < 1 || !v.hooks.wanted {
-		return // before webhooks, or a tenant without any: nothing scheduled
+	// A tenant without webhooks (the evaluation said so; its answer is in
+	// the history) asks for no version: no marker, no event.
+	if !v.hooks.wanted || workflow.GetVersion(ctx, webhooksChange, workflow.DefaultVersion, 1) < 1 {
+		return // a tenant without webhooks, or a run from before them: nothing scheduled
 	}
 	st := v.webhookState()
 	verdict := v.state.Verdict
