@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -158,6 +157,17 @@ func (c *Client) Do(ctx context.Context, tool string, args map[string]any, key s
 	if spec.Write {
 		call.IdempotencyKey = key
 	}
+	if err := c.send(ctx, &call); err != nil {
+		return Call{}, fmt.Errorf("call tool %q: %w", tool, err)
+	}
+	return call, nil
+}
+
+// send makes call's HTTP request (its method, path, body and idempotency
+// key) and records the answer in it: the status and body, or the
+// transport error as an agent sees it. The error result is only for a
+// request that could not be built.
+func (c *Client) send(ctx context.Context, call *Call) error {
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
@@ -165,12 +175,12 @@ func (c *Client) Do(ctx context.Context, tool string, args map[string]any, key s
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var rd io.Reader
-	if spec.Method != http.MethodGet {
-		rd = bytes.NewReader(body)
+	if call.Method != http.MethodGet {
+		rd = strings.NewReader(call.Body)
 	}
-	req, err := http.NewRequestWithContext(ctx, spec.Method, strings.TrimRight(c.BaseURL, "/")+path, rd)
+	req, err := http.NewRequestWithContext(ctx, call.Method, strings.TrimRight(c.BaseURL, "/")+call.Path, rd)
 	if err != nil {
-		return Call{}, fmt.Errorf("call tool %q: %w", tool, err)
+		return err
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -185,7 +195,7 @@ func (c *Client) Do(ctx context.Context, tool string, args map[string]any, key s
 	resp, err := hc.Do(req)
 	if err != nil {
 		call.Error = describe(err)
-		return call, nil
+		return nil
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
@@ -194,7 +204,7 @@ func (c *Client) Do(ctx context.Context, tool string, args map[string]any, key s
 	if err != nil {
 		call.Error = "read response: " + describe(err)
 	}
-	return call, nil
+	return nil
 }
 
 // describe names a transport error the way an agent would see it.
