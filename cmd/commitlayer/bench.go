@@ -200,61 +200,37 @@ func (b *benchmarker) closedLoop(ctx context.Context, n, conc int, requestedAt t
 		return nil, err
 	}
 	samples := make([]*sample, n)
-	next := make(chan int)
-	errc := make(chan error, conc)
-	var wg sync.WaitGroup
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				s := &sample{posted: time.Now()}
-				id, err := b.postAction(ctx, i, requestedAt)
-				if err != nil {
-					errc <- err
-					return
-				}
-				s.id, s.answered = id, time.Now()
-				deadline := time.Now().Add(time.Minute)
-				for s.last.IsZero() {
-					vs, err := b.m.DB.LatestVerdicts(ctx, tenant.ID, []string{s.id})
-					if err != nil {
-						errc <- err
-						return
-					}
-					if v, ok := vs[s.id]; ok {
-						if s.first.IsZero() {
-							s.first = time.Now()
-						}
-						if !v.Provisional {
-							s.last = time.Now()
-						}
-					}
-					if time.Now().After(deadline) {
-						errc <- fmt.Errorf("action %s: no final verdict within a minute", s.id)
-						return
-					}
-					time.Sleep(time.Millisecond)
-				}
-				samples[i] = s
-			}
-		}()
-	}
-	for i := range n {
-		select {
-		case next <- i:
-		case err := <-errc:
-			close(next)
-			wg.Wait()
-			return nil, err
+	err = closedLoopN(ctx, n, conc, func(ctx context.Context, i int) error {
+		s := &sample{posted: time.Now()}
+		id, err := b.postAction(ctx, i, requestedAt)
+		if err != nil {
+			return err
 		}
-	}
-	close(next)
-	wg.Wait()
-	select {
-	case err := <-errc:
+		s.id, s.answered = id, time.Now()
+		deadline := time.Now().Add(time.Minute)
+		for s.last.IsZero() {
+			vs, err := b.m.DB.LatestVerdicts(ctx, tenant.ID, []string{s.id})
+			if err != nil {
+				return err
+			}
+			if v, ok := vs[s.id]; ok {
+				if s.first.IsZero() {
+					s.first = time.Now()
+				}
+				if !v.Provisional {
+					s.last = time.Now()
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("action %s: no final verdict within a minute", s.id)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		samples[i] = s
+		return nil
+	})
+	if err != nil {
 		return nil, err
-	default:
 	}
 	return samples, nil
 }

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"golang.org/x/sync/errgroup"
 )
 
 // The bench command's baselines: Temporal's own floor on the same server,
@@ -51,47 +52,39 @@ func baselineRunID() string {
 func (b *benchmarker) noopClosedLoop(ctx context.Context, n, conc int) ([]time.Duration, error) {
 	run := baselineRunID()
 	out := make([]time.Duration, n)
-	next := make(chan int)
-	errc := make(chan error, conc)
-	var wg sync.WaitGroup
-	for range conc {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				started := time.Now()
-				r, err := b.m.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-					ID: fmt.Sprintf("bench-noop/%s/%d", run, i), TaskQueue: b.m.Config.TaskQueue,
-					EnableEagerStart: true, // as verifications are started (verify.StartOptions)
-				}, benchNoopWorkflow)
-				if err == nil {
-					err = r.Get(ctx, nil)
-				}
-				if err != nil {
-					errc <- fmt.Errorf("no-op workflow %d: %w", i, err)
-					return
-				}
-				out[i] = time.Since(started)
-			}
-		}()
-	}
-	for i := range n {
-		select {
-		case next <- i:
-		case err := <-errc:
-			close(next)
-			wg.Wait()
-			return nil, err
+	err := closedLoopN(ctx, n, conc, func(ctx context.Context, i int) error {
+		started := time.Now()
+		r, err := b.m.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: fmt.Sprintf("bench-noop/%s/%d", run, i), TaskQueue: b.m.Config.TaskQueue,
+			EnableEagerStart: true, // as verifications are started (verify.StartOptions)
+		}, benchNoopWorkflow)
+		if err == nil {
+			err = r.Get(ctx, nil)
 		}
-	}
-	close(next)
-	wg.Wait()
-	select {
-	case err := <-errc:
+		if err != nil {
+			return fmt.Errorf("no-op workflow %d: %w", i, err)
+		}
+		out[i] = time.Since(started)
+		return nil
+	})
+	if err != nil {
 		return nil, err
-	default:
 	}
 	return out, nil
+}
+
+// closedLoopN runs fn for 0..n-1 with at most conc at a time (conc clients
+// in a closed loop), stopping at the first error, which it returns.
+func closedLoopN(ctx context.Context, n, conc int, fn func(ctx context.Context, i int) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(conc, 1))
+	for i := range n {
+		if ctx.Err() != nil {
+			break // an earlier call failed
+		}
+		g.Go(func() error { return fn(ctx, i) })
+	}
+	return g.Wait()
 }
 
 // sleepersAtOnce starts n workflows that only sleep for window (conc starts
