@@ -22,6 +22,7 @@ type bundleStore interface {
 	AllActions(ctx context.Context, tenantID string) ([]postgres.KeyedAction, error)
 	GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error)
 	ConnectedSources(ctx context.Context, tenantID string) ([]string, error)
+	Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error)
 	LatestVerdict(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
 }
 
@@ -131,16 +132,20 @@ func bundleEntry(ctx context.Context, db bundleStore, tenantID, prefix string) (
 	if e.Connected, err = db.ConnectedSources(ctx, tenantID); err != nil {
 		return e, false, err
 	}
-	// The store keeps no record of which connectors were down at an
-	// evaluation: a source that had reported and that the verdict still
-	// lists as unavailable was unreachable for it (one that never reported
-	// is unavailable without being in the list).
-	for _, s := range e.Verdict.UnavailableSources {
-		if slices.Contains(e.Connected, s) {
+	// The sources unreachable for the last pass are those whose
+	// connector's last pull failed (a pull that succeeds clears the
+	// error); the reason is the short class the tenant sees (timeout,
+	// refused, http 503), never the network text.
+	sources, err := db.Sources(ctx, tenantID)
+	if err != nil {
+		return e, false, err
+	}
+	for _, s := range sources {
+		if s.LastError != "" {
 			if e.Unreachable == nil {
 				e.Unreachable = map[string]string{}
 			}
-			e.Unreachable[s] = "unreachable when the recorded verdict was evaluated"
+			e.Unreachable[s.Source] = s.LastError
 		}
 	}
 	return e, true, nil
