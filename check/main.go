@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -132,11 +133,11 @@ func run(contractPaths []string, factsPath, actionsPath string, opts Options) ([
 	return Verify(cs, actionsPath, actions, facts, opts)
 }
 
-// runResults verifies a sandbox run's bundle again: path is the bundle, or
-// the results file it sits beside.
+// runResults verifies a sandbox run's bundle again: path is a results
+// file (.json), whose bundle sits beside it, or the bundle itself.
 func runResults(path string) ([]Result, error) {
 	bundle := path
-	if !strings.HasSuffix(path, BundleSuffix) {
+	if strings.EqualFold(filepath.Ext(path), ".json") {
 		bundle = BundlePath(path)
 		if _, err := os.Stat(bundle); err != nil {
 			if _, rerr := os.Stat(path); rerr != nil {
