@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,15 +14,16 @@ import (
 func TestCheckBundleQueries(t *testing.T) {
 	d := testStore(t)
 	ctx := context.Background()
-	a, _, err := d.CreateBenchmarkTenant(ctx, "run-cb", "refund/baseline")
+	run := fmt.Sprintf("run-cb-%d", time.Now().UnixNano()) // the test database outlives the test
+	a, _, err := d.CreateBenchmarkTenant(ctx, run, "refund/baseline")
 	require.NoError(t, err)
-	b, _, err := d.CreateBenchmarkTenant(ctx, "run-cb", "refund/phantom_success")
+	b, _, err := d.CreateBenchmarkTenant(ctx, run, "refund/phantom_success")
 	require.NoError(t, err)
-	_, _, err = d.CreateBenchmarkTenant(ctx, "run-cbx", "refund/baseline")
+	_, _, err = d.CreateBenchmarkTenant(ctx, run+"x", "refund/baseline")
 	require.NoError(t, err)
-	_, _, err = d.CreateTenant(ctx, "benchmark run-cb refund/baseline")
+	_, _, err = d.CreateTenant(ctx, "benchmark "+run+" refund/baseline")
 	require.NoError(t, err)
-	got, err := d.BenchmarkTenants(ctx, "run-cb")
+	got, err := d.BenchmarkTenants(ctx, run)
 	require.NoError(t, err)
 	require.Len(t, got, 2, "only the run's own tenants, by column")
 	require.ElementsMatch(t, []string{a.ID, b.ID}, []string{got[0].ID, got[1].ID})
@@ -47,7 +49,7 @@ func TestCheckBundleQueries(t *testing.T) {
 	require.Empty(t, none)
 
 	act := commitlayer.Action{Contract: "note_anything", Agent: "bot", Subject: "ticket:t_1", RequestedAt: at, Params: commitlayer.Attrs{}}
-	main, _, err := d.CreateAction(ctx, a.ID, act, at.Add(time.Minute), at.Add(time.Hour), "benchmark/run-cb/refund/baseline/main", []byte("h1"))
+	main, _, err := d.CreateAction(ctx, a.ID, act, at.Add(time.Minute), at.Add(time.Hour), "benchmark/"+run+"/refund/baseline/main", []byte("h1"))
 	require.NoError(t, err)
 	act.RequestedAt = at.Add(-time.Minute)
 	prior, _, err := d.CreateAction(ctx, a.ID, act, at, at.Add(time.Hour), "", nil)
@@ -58,5 +60,5 @@ func TestCheckBundleQueries(t *testing.T) {
 	require.Equal(t, prior.ID, acts[0].ID, "in requested order")
 	require.Equal(t, "", acts[0].IdempotencyKey)
 	require.Equal(t, main.ID, acts[1].ID)
-	require.Equal(t, "benchmark/run-cb/refund/baseline/main", acts[1].IdempotencyKey)
+	require.Equal(t, "benchmark/"+run+"/refund/baseline/main", acts[1].IdempotencyKey)
 }
