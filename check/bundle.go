@@ -395,3 +395,79 @@ func verdictDiff(recorded, got commitlayer.Verdict) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// resultsFile is what sameRun reads of a sandbox results file.
+type resultsFile struct {
+	Commit    string `json:"commit"`
+	Scenarios []struct {
+		ID      string `json:"id"`
+		Error   string `json:"error"`
+		Verdict struct {
+			Status   commitlayer.Status    `json:"status"`
+			Lenses   commitlayer.Lenses    `json:"lenses"`
+			Findings []commitlayer.Finding `json:"findings"`
+		} `json:"verdict"`
+	} `json:"scenarios"`
+}
+
+// sameRun checks that the bundle beside a results file is of the same run:
+// the same commit, and each scenario run once has the verdict its row
+// shows (status, lenses, findings' codes, checks and messages). A row
+// that differs is a mismatch on that scenario; a bundle of another commit
+// is bad input.
+func sameRun(resultsPath string, b Bundle, results []Result) error {
+	raw, err := os.ReadFile(resultsPath)
+	if err != nil {
+		return &InputError{File: resultsPath, Err: err}
+	}
+	var rf resultsFile
+	if err := json.Unmarshal(raw, &rf); err != nil {
+		return inputErr(resultsPath, 0, "not a sandbox results file: %v", err)
+	}
+	if rf.Commit != b.Header.Commit {
+		return inputErr(resultsPath, 0, "its commit %q is not the bundle's %q (%s): the bundle is of another run", rf.Commit, b.Header.Commit, b.File)
+	}
+	type rowVerdict struct {
+		status   commitlayer.Status
+		lenses   commitlayer.Lenses
+		findings []string
+	}
+	keys := func(fs []commitlayer.Finding) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, fmt.Sprintf("%s %s %s %s", f.Code, f.Check, f.Lens, f.Message))
+		}
+		return out
+	}
+	rows := map[string][]rowVerdict{}
+	for _, r := range rf.Scenarios {
+		if r.Error == "" {
+			rows[r.ID] = append(rows[r.ID], rowVerdict{r.Verdict.Status, r.Verdict.Lenses, keys(r.Verdict.Findings)})
+		}
+	}
+	for i, l := range b.Entries {
+		e := l.Value
+		got, ok := rows[e.Scenario]
+		if !ok {
+			results[i].Mismatch = join(results[i].Mismatch, "no row of "+e.Scenario+" in "+resultsPath)
+			continue
+		}
+		if len(got) != 1 || e.Attempt != 0 {
+			continue // a repeated scenario's rows and tenants are not paired
+		}
+		want := rowVerdict{e.Verdict.Status, e.Verdict.Lenses, keys(e.Verdict.Findings)}
+		if !reflect.DeepEqual(got[0], want) {
+			results[i].Mismatch = join(results[i].Mismatch, fmt.Sprintf("the row in %s shows %s (%s/%s, %d findings), the bundle recorded %s (%s/%s, %d findings)",
+				resultsPath, got[0].status, got[0].lenses.Outcome, got[0].lenses.Policy, len(got[0].findings),
+				want.status, want.lenses.Outcome, want.lenses.Policy, len(want.findings)))
+		}
+	}
+	return nil
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}

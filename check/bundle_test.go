@@ -64,7 +64,7 @@ func TestBundleRoundTripReproduces(t *testing.T) {
 	require.Equal(t, commitlayer.StatusUnknown, down.Verdict.Lenses.Outcome)
 	require.Equal(t, []string{"ledger"}, down.Verdict.UnavailableSources)
 	p := writeBundle(t, dir, "latest"+BundleSuffix, fail, down)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "latest.json"), []byte(`{}`), 0o600))
+	writeResults(t, filepath.Join(dir, "latest.json"), "abc", fail, down)
 
 	b, err := ReadBundleFile(p)
 	require.NoError(t, err)
@@ -103,6 +103,55 @@ func TestBundleRoundTripReproduces(t *testing.T) {
 	plain, err := json.Marshal([]BundleEntry{fail, down})
 	require.NoError(t, err)
 	require.Less(t, len(raw), len(plain))
+}
+
+// writeResults writes a sandbox results file whose rows show the entries'
+// recorded verdicts.
+func writeResults(t *testing.T, path, commit string, entries ...BundleEntry) {
+	t.Helper()
+	type row struct {
+		ID      string              `json:"id"`
+		Verdict commitlayer.Verdict `json:"verdict"`
+	}
+	doc := struct {
+		Commit    string `json:"commit"`
+		Scenarios []row  `json:"scenarios"`
+	}{Commit: commit}
+	for _, e := range entries {
+		doc.Scenarios = append(doc.Scenarios, row{ID: e.Scenario, Verdict: e.Verdict})
+	}
+	b, err := json.Marshal(doc)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+}
+
+// TestResultsFileMustMatchItsBundle: given latest.json, check compares the
+// bundle with the rows — another commit is bad input, a row showing
+// another verdict is a mismatch.
+func TestResultsFileMustMatchItsBundle(t *testing.T) {
+	dir := t.TempDir()
+	e := bundleEntry(t, nil)
+	writeBundle(t, dir, "latest"+BundleSuffix, e)
+	results := filepath.Join(dir, "latest.json")
+
+	writeResults(t, results, "def", e)
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, ExitBadInput, Main([]string{"--results", results}, &stdout, &stderr))
+	require.Contains(t, stderr.String(), results+`: its commit "def" is not the bundle's "abc"`)
+
+	other := e
+	other.Verdict.Status = commitlayer.StatusPass
+	writeResults(t, results, "abc", other)
+	stdout.Reset()
+	stderr.Reset()
+	require.Equal(t, ExitFail, Main([]string{"--results", results}, &stdout, &stderr), stderr.String())
+	require.Contains(t, stdout.String(), "MISMATCH with the verdict recorded in the run: the row in "+results+" shows PASS")
+	require.Contains(t, stdout.String(), "0 of 1 recorded verdicts reproduced, 1 mismatch")
+
+	require.NoError(t, os.WriteFile(results, []byte("{not json"), 0o600))
+	stderr.Reset()
+	require.Equal(t, ExitBadInput, Main([]string{"--results", results}, &stdout, &stderr))
+	require.Contains(t, stderr.String(), results+": not a sandbox results file")
 }
 
 func TestBundleMismatchIsReported(t *testing.T) {

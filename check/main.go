@@ -150,7 +150,14 @@ func runResults(path string) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return VerifyBundle(b)
+	results, err := VerifyBundle(b)
+	if err != nil || bundle == path {
+		return results, err
+	}
+	if err := sameRun(path, b, results); err != nil {
+		return nil, err
+	}
+	return results, nil
 }
 
 func writeJUnitFile(path string, results []Result) error {
