@@ -14,6 +14,12 @@ type Result struct {
 	Action  commitlayer.Action
 	Line    int // the action's line in its file
 	Verdict commitlayer.Verdict
+	// Name, when set, names the case in the report (a sandbox scenario)
+	// instead of the action's id.
+	Name string
+	// Mismatch, when set, says how the verdict differs from the one the
+	// service recorded for the action (`check --results`).
+	Mismatch string
 }
 
 // Options tune Verify.
@@ -120,11 +126,14 @@ const (
 	ExitBadInput = 3
 )
 
-// ExitCode is 1 when any verdict is FAIL, else 2 when any is UNKNOWN, else
-// 0.
+// ExitCode is 1 when any verdict is FAIL or differs from the one recorded
+// (Mismatch), else 2 when any is UNKNOWN, else 0.
 func ExitCode(results []Result) int {
 	worst := commitlayer.StatusPass
 	for _, r := range results {
+		if r.Mismatch != "" {
+			return ExitFail
+		}
 		worst = commitlayer.Worse(worst, r.Verdict.Status)
 	}
 	switch worst {

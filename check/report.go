@@ -14,6 +14,7 @@ import (
 func WriteText(w io.Writer, results []Result) error {
 	var b strings.Builder
 	counts := map[commitlayer.Status]int{}
+	mismatches := 0
 	for _, r := range results {
 		v := r.Verdict
 		counts[v.Status]++
@@ -21,7 +22,11 @@ func WriteText(w io.Writer, results []Result) error {
 		if v.Provisional {
 			prov = " (provisional)"
 		}
-		fmt.Fprintf(&b, "%-7s %s %s on %s%s  outcome=%s policy=%s\n", v.Status, r.Action.Contract, r.Action.ID,
+		name := ""
+		if r.Name != "" {
+			name = r.Name + ": "
+		}
+		fmt.Fprintf(&b, "%-7s %s%s %s on %s%s  outcome=%s policy=%s\n", v.Status, name, r.Action.Contract, r.Action.ID,
 			r.Action.Subject, prov, v.Lenses.Outcome, v.Lenses.Policy)
 		for _, f := range v.Findings {
 			fmt.Fprintf(&b, "        - %s %s [%s]: %s (next: %s)\n", f.Code, f.Check, f.Lens, oneLine(f.Message), hintOf(f))
@@ -32,11 +37,30 @@ func WriteText(w io.Writer, results []Result) error {
 		if v.ClaimContradicted {
 			fmt.Fprintf(&b, "        the agent's claim %q is contradicted\n", r.Action.Claim.Status)
 		}
+		if r.Mismatch != "" {
+			mismatches++
+			fmt.Fprintf(&b, "        MISMATCH with the verdict recorded in the run: %s\n", r.Mismatch)
+		}
 	}
 	fmt.Fprintf(&b, "%d %s: %d PASS, %d FAIL, %d UNKNOWN\n", len(results), plural(len(results), "action", "actions"),
 		counts[commitlayer.StatusPass], counts[commitlayer.StatusFail], counts[commitlayer.StatusUnknown])
+	if recorded(results) {
+		fmt.Fprintf(&b, "%d of %d recorded verdicts reproduced, %d %s\n", len(results)-mismatches, len(results),
+			mismatches, plural(mismatches, "mismatch", "mismatches"))
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// recorded reports whether the results are compared with recorded
+// verdicts (they name their scenarios).
+func recorded(results []Result) bool {
+	for _, r := range results {
+		if r.Name != "" {
+			return true
+		}
+	}
+	return false
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -93,6 +117,9 @@ func WriteJUnit(w io.Writer, results []Result) error {
 	for _, r := range results {
 		v := r.Verdict
 		c := junitCase{Name: r.Action.ID + " " + string(r.Action.Subject), Classname: r.Action.Contract, Time: "0"}
+		if r.Name != "" {
+			c.Name = r.Name + " " + c.Name
+		}
 		var body strings.Builder
 		for _, f := range v.Findings {
 			fmt.Fprintf(&body, "%s %s [%s]: %s (next: %s)\n", f.Code, f.Check, f.Lens, oneLine(f.Message), hintOf(f))
@@ -101,11 +128,16 @@ func WriteJUnit(w io.Writer, results []Result) error {
 			fmt.Fprintf(&body, "unavailable sources: %s\n", strings.Join(v.UnavailableSources, ", "))
 		}
 		p := &junitProblem{Message: v.Summary(), Type: string(v.Status), Body: body.String()}
-		switch v.Status {
-		case commitlayer.StatusFail:
+		switch {
+		case r.Mismatch != "":
+			p.Message = "the verdict differs from the one recorded in the run: " + r.Mismatch
+			p.Type = "MISMATCH"
 			c.Failure = p
 			s.Failures++
-		case commitlayer.StatusUnknown:
+		case v.Status == commitlayer.StatusFail:
+			c.Failure = p
+			s.Failures++
+		case v.Status == commitlayer.StatusUnknown:
 			c.Error = p
 			s.Errors++
 		default:

@@ -230,6 +230,18 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		}
 		fmt.Fprintf(stdout, "results: %s/%s.json, %s/%s.md\n", o.out, base, o.out, base)
 	}
+	if o.out != "" {
+		// What each scenario verified, for `commitlayer check --results`;
+		// read from the run's tenants, so before any purge.
+		base := harness.FileBase(results)
+		if started.Agent != nil {
+			base = harness.LLMFileBase(started.Agent.Provider)
+		}
+		if err := writeCheckBundle(ctx, m.DB, runID, results.Commit, o.out, base, stdout); err != nil {
+			logger.Error("write check bundle", "error", err)
+			return 1
+		}
+	}
 	if len(o.sinks) > 0 {
 		deliverToSinks(ctx, o.sinks, runID, results, stdout, logger)
 	}

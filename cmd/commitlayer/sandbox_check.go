@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/check"
+	"github.com/commitlayer/commitlayer/postgres"
+)
+
+// bundleStore is what a check bundle is read from: the run's tenants in
+// the store (*postgres.DB).
+type bundleStore interface {
+	BenchmarkTenants(ctx context.Context, runID string) ([]commitlayer.Tenant, error)
+	AllFacts(ctx context.Context, tenantID string) ([]commitlayer.Fact, error)
+	AllActions(ctx context.Context, tenantID string) ([]postgres.KeyedAction, error)
+	GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error)
+	ConnectedSources(ctx context.Context, tenantID string) ([]string, error)
+	Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error)
+	LatestVerdict(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
+}
+
+// writeCheckBundle writes <dir>/<base>.check.ndjson.gz: for each scenario
+// of the run, what its tenant holds (contracts, facts, actions, sources) and
+// the latest verdict stored for its main action, so `commitlayer check
+// --results` verifies them again with no server. Run it before a purge.
+func writeCheckBundle(ctx context.Context, db bundleStore, runID, commit, dir, base string, stdout io.Writer) error {
+	entries, skipped, err := checkBundle(ctx, db, runID)
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return fmt.Errorf("check bundle: no scenario of run %s has a recorded action", runID)
+	}
+	path := filepath.Join(dir, base+check.BundleSuffix)
+	if err := check.WriteBundleFile(path, check.BundleHeader{RunID: runID, Commit: commit}, entries); err != nil {
+		return err
+	}
+	note := ""
+	if skipped > 0 {
+		note = fmt.Sprintf(" (%d tenants without a verdict on a main action left out)", skipped)
+	}
+	fmt.Fprintf(stdout, "check bundle: %s, %d scenarios%s; verify again with: commitlayer check --results %s\n",
+		path, len(entries), note, filepath.Join(dir, base+".json"))
+	return nil
+}
+
+// checkBundle reads the run's scenarios from the store. A tenant with no
+// main action or no verdict for it (a retried preparation's, a scenario
+// that failed before the agent acted) is counted in skipped.
+func checkBundle(ctx context.Context, db bundleStore, runID string) (entries []check.BundleEntry, skipped int, err error) {
+	tenants, err := db.BenchmarkTenants(ctx, runID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("check bundle: %w", err)
+	}
+	prefix := "benchmark/" + runID + "/"
+	attempts := map[string]int{}
+	for _, t := range tenants {
+		e, ok, err := bundleEntry(ctx, db, t.ID, prefix)
+		if err != nil {
+			return nil, 0, fmt.Errorf("check bundle: tenant %s: %w", t.ID, err)
+		}
+		if !ok {
+			skipped++
+			continue
+		}
+		attempts[e.Scenario]++
+		e.Attempt = attempts[e.Scenario]
+		entries = append(entries, e)
+	}
+	// A scenario run once is not numbered; repeats are 1, 2, … in the
+	// order their tenants were created.
+	for i := range entries {
+		if attempts[entries[i].Scenario] == 1 {
+			entries[i].Attempt = 0
+		}
+	}
+	slices.SortStableFunc(entries, func(a, b check.BundleEntry) int {
+		return strings.Compare(a.Scenario, b.Scenario)
+	})
+	return entries, skipped, nil
+}
+
+// bundleEntry reads one tenant. Its main action is the one recorded under
+// the key benchmark/<run>/<scenario>/main (harness.Activities.record).
+func bundleEntry(ctx context.Context, db bundleStore, tenantID, prefix string) (check.BundleEntry, bool, error) {
+	acts, err := db.AllActions(ctx, tenantID)
+	if err != nil {
+		return check.BundleEntry{}, false, err
+	}
+	var e check.BundleEntry
+	type cv struct {
+		id string
+		v  int
+	}
+	var versions []cv
+	for _, a := range acts {
+		if k := a.IdempotencyKey; strings.HasPrefix(k, prefix) && strings.HasSuffix(k, "/main") {
+			e.Scenario = strings.TrimSuffix(strings.TrimPrefix(k, prefix), "/main")
+			e.Main = a.ID
+		}
+		e.Actions = append(e.Actions, a.Action)
+		if !slices.Contains(versions, cv{a.Contract, a.ContractVersion}) {
+			versions = append(versions, cv{a.Contract, a.ContractVersion})
+		}
+	}
+	if e.Main == "" {
+		return e, false, nil
+	}
+	e.Verdict, err = db.LatestVerdict(ctx, tenantID, e.Main)
+	if errors.Is(err, commitlayer.ErrNotFound) {
+		return e, false, nil
+	} else if err != nil {
+		return e, false, err
+	}
+	for _, c := range versions {
+		rec, err := db.GetContract(ctx, tenantID, c.id, c.v)
+		if err != nil {
+			return e, false, err
+		}
+		e.Contracts = append(e.Contracts, check.BundleContract{ID: rec.ID, Version: rec.Version, Source: string(rec.Source)})
+	}
+	if e.Facts, err = db.AllFacts(ctx, tenantID); err != nil {
+		return e, false, err
+	}
+	if e.Connected, err = db.ConnectedSources(ctx, tenantID); err != nil {
+		return e, false, err
+	}
+	// The sources unreachable for the last pass are those whose
+	// connector's last pull failed (a pull that succeeds clears the
+	// error); the reason is the short class the tenant sees (timeout,
+	// refused, http 503), never the network text.
+	sources, err := db.Sources(ctx, tenantID)
+	if err != nil {
+		return e, false, err
+	}
+	for _, s := range sources {
+		if s.LastError != "" {
+			if e.Unreachable == nil {
+				e.Unreachable = map[string]string{}
+			}
+			e.Unreachable[s.Source] = s.LastError
+		}
+	}
+	return e, true, nil
+}
