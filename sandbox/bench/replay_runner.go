@@ -8,15 +8,12 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/llm/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
-	"github.com/commitlayer/commitlayer/workflows"
 )
 
 // MaxRepeat bounds --repeat (pass^k).
@@ -131,31 +128,9 @@ func (r *Runner) startReplay(ctx context.Context, req api.BenchmarkRequest) (com
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("encode run request: %w", err)
 	}
-	now := time.Now().UTC()
-	run, err := r.Store.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{ID: runID, Status: "running", Request: reqJSON, StartedAt: now})
-	if err != nil {
-		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("store run: %w", err)
-	}
-	tq := r.TaskQueue
-	if tq == "" {
-		tq = workflows.TaskQueue
-	}
-	wr, err := r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                    BenchmarkWorkflowID(runID),
-		TaskQueue:             tq,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(runID)),
-		StaticSummary:         fmt.Sprintf("replay %s of run %s: %d scenarios, %d at a time", runID, req.ReplayOf, len(src.ids), conc),
-	}, Replay, BenchmarkInput{RunID: runID, ScenarioIDs: src.ids, Concurrency: conc, StartedAt: now,
-		Payments: src.payments, ReplayOf: req.ReplayOf, Sinks: req.Sinks})
-	if err != nil {
-		run.Status, run.LogTail, run.FinishedAt = "failed", "could not start the Replay workflow", time.Now().UTC()
-		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {
-			err = errors.Join(err, uerr)
-		}
-		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("start replay workflow: %w", err)
-	}
-	return run, wr, nil
+	summary := fmt.Sprintf("replay %s of run %s: %d scenarios, %d at a time", runID, req.ReplayOf, len(src.ids), conc)
+	return r.launch(ctx, reqJSON, "Replay", Replay, summary, BenchmarkInput{RunID: runID, ScenarioIDs: src.ids,
+		Concurrency: conc, Payments: src.payments, ReplayOf: req.ReplayOf, Sinks: req.Sinks})
 }
 
 // ImportResults stores a results file's rows (latest.json) as a finished

@@ -127,9 +127,19 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("encode run request: %w", err)
 	}
+	summary := fmt.Sprintf("benchmark %s: %d scenarios, %d at a time, payments %s", runID, len(ids), conc, payments)
+	return r.launch(ctx, reqJSON, "Benchmark", Benchmark, summary, BenchmarkInput{RunID: runID, ScenarioIDs: ids,
+		Concurrency: conc, Payments: inputPayments(payments), Agent: spec, Judge: req.Judge, Sinks: req.Sinks})
+}
+
+// launch stores a run and starts its parent workflow (Benchmark or
+// Replay) with in, started now; a workflow that cannot start leaves the run
+// marked failed, saying why.
+func (r *Runner) launch(ctx context.Context, reqJSON []byte, name string, wf any, summary string, in BenchmarkInput) (commitlayer.BenchmarkRun, client.WorkflowRun, error) {
 	now := time.Now().UTC()
+	in.StartedAt = now
 	run, err := r.Store.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{
-		ID: runID, Status: "running", Request: reqJSON, StartedAt: now,
+		ID: in.RunID, Status: "running", Request: reqJSON, StartedAt: now,
 	})
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("store run: %w", err)
@@ -139,19 +149,18 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		tq = workflows.TaskQueue
 	}
 	wr, err := r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                    BenchmarkWorkflowID(runID),
+		ID:                    BenchmarkWorkflowID(in.RunID),
 		TaskQueue:             tq,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(runID)),
-		StaticSummary:         fmt.Sprintf("benchmark %s: %d scenarios, %d at a time, payments %s", runID, len(ids), conc, payments),
-	}, Benchmark, BenchmarkInput{RunID: runID, ScenarioIDs: ids, Concurrency: conc, StartedAt: now, Payments: inputPayments(payments),
-		Agent: spec, Judge: req.Judge, Sinks: req.Sinks})
+		TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(in.RunID)),
+		StaticSummary:         summary,
+	}, wf, in)
 	if err != nil {
-		run.Status, run.LogTail, run.FinishedAt = "failed", "could not start the Benchmark workflow", time.Now().UTC()
+		run.Status, run.LogTail, run.FinishedAt = "failed", "could not start the "+name+" workflow", time.Now().UTC()
 		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
-		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("start benchmark workflow: %w", err)
+		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("start %s workflow: %w", strings.ToLower(name), err)
 	}
 	return run, wr, nil
 }
