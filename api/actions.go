@@ -83,37 +83,19 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	pending := false
+	fresh := created || s.needsStart(r.Context(), t.ID, stored.ID, startKey)
 	if wait.on {
-		fresh := created || s.needsStart(r.Context(), t.ID, stored.ID, startKey)
 		v, left := s.startAndWait(r, t.ID, stored, fresh, startKey, wait)
 		if v != nil {
 			writeWaited(w, stored.ID, *v)
 			return
 		}
 		pending = left
-	} else if created || s.needsStart(r.Context(), t.ID, stored.ID, startKey) {
-		err := errTemporalAway
-		if !s.temporalAway() {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), startTimeout)
-			err = s.start(ctx, t.ID, stored)
-			cancel()
-			if err != nil {
-				s.temporalFailed()
-			} else {
-				s.temporalAnswered()
-			}
-		}
-		if err != nil {
-			// The action is stored with its start pending: the reconciler
-			// starts it as soon as Temporal answers. The client need not
-			// resend.
-			s.log.WarnContext(r.Context(), "verification start left to the reconciler", "err", err,
-				"request_id", requestIDOf(r.Context()), "tenant", t.ID, "action", stored.ID)
-			s.kickReconciler()
-			pending = true
-		} else {
-			s.started.add(startKey)
-		}
+	} else {
+		// Left to the reconciler when Temporal does not answer: the
+		// action is stored with its start pending; the client need not
+		// resend.
+		pending = s.startOrLeave(r, t.ID, stored, fresh, startKey)
 	}
 	url := "/v1/actions/" + stored.ID
 	w.Header().Set("Location", url)
