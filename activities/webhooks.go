@@ -150,6 +150,8 @@ func deliveryError(status int, err error) string {
 		return fmt.Sprintf("http %d", status)
 	case errors.Is(err, secrets.ErrNoKey):
 		return "no secrets key on the worker"
+	case errors.Is(err, secrets.ErrOpen):
+		return "secret does not open with the worker's key"
 	}
 	return netguard.Classify(err)
 }

@@ -102,3 +102,43 @@ func TestDeliverWebhooks(t *testing.T) {
 	require.True(t, res.Changed)
 	require.True(t, res.Webhooks)
 }
+
+// A webhook whose sealed secret does not open (sealed for another webhook,
+// or under another key) is a failed attempt that says so, not a network
+// failure; nothing is sent unsigned.
+func TestDeliverWebhooksSecretDoesNotOpen(t *testing.T) {
+	fx := newFixture(t)
+	ctx := t.Context()
+	raw := make([]byte, secrets.KeySize)
+	_, _ = rand.Read(raw)
+	box, err := secrets.New(raw)
+	require.NoError(t, err)
+	fx.acts.Secrets = box
+
+	var mu sync.Mutex
+	sent := 0
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent++
+		mu.Unlock()
+	}))
+	defer recv.Close()
+
+	sealed, err := box.Seal([]byte("whsec_activities_test_0002"), activities.WebhookSecretAD(fx.tenant, "wh_other"))
+	require.NoError(t, err)
+	_, err = fx.db.CreateWebhook(ctx, fx.tenant, commitlayer.Webhook{ID: "wh_2", URL: recv.URL,
+		Events: []string{webhook.EventVerdictChanged}, Secret: sealed})
+	require.NoError(t, err)
+	id := fx.action(t, "agent-1", "account:acc_1", 100, fx.now)
+	_, err = fx.env.ExecuteActivity(fx.acts.DeliverWebhooks, activities.DeliverWebhooksInput{TenantID: fx.tenant,
+		Event: webhook.Event{ID: "evt_b1", Type: webhook.EventVerdictChanged, ActionID: id, Sequence: 1}})
+	require.Error(t, err)
+	ds, err := fx.db.ListDeliveries(ctx, fx.tenant, "wh_2", 10)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, commitlayer.DeliveryFailing, ds[0].Status)
+	require.Equal(t, "secret does not open with the worker's key", ds[0].LastError)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Zero(t, sent)
+}
