@@ -134,7 +134,7 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	tenantID := tenantOf(r.Context()).ID
-	conn := commitlayer.Connector{ID: newConnectorID(), Source: in.Source, Kind: in.Kind, URL: in.URL, Config: in.Config}
+	conn := commitlayer.Connector{ID: newID("conn_"), Source: in.Source, Kind: in.Kind, URL: in.URL, Config: in.Config}
 	if in.Kind == pull.KindStripe {
 		sealed, hint, err := stripeconn.SealKey(s.secrets, tenantID, conn.ID, in.APIKey)
 		if err != nil {
@@ -252,12 +252,12 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"sources": out})
 }
 
-// newConnectorID names a connector before it is stored, so its sealed
-// secret can be bound to it.
-func newConnectorID() string {
+// newID names a connector ("conn_") or a webhook ("wh_") before it is
+// stored, so its sealed secret can be bound to it.
+func newID(prefix string) string {
 	var b [10]byte
 	_, _ = rand.Read(b[:])
-	return "conn_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
 // deleteConnector removes a connector: its pulls stop; the facts it brought

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base32"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -134,7 +133,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusConflict, codeConflict, "a tenant has at most %d webhooks; delete one first", maxWebhooks))
 		return
 	}
-	id, secret := newWebhookID(), newWebhookSecret()
+	id, secret := newID("wh_"), newWebhookSecret()
 	sealed, err := s.secrets.Seal([]byte(secret), activities.WebhookSecretAD(tenantID, id))
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("seal webhook secret: %w", err))
@@ -230,12 +229,6 @@ func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) {
 		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deliveries": out})
-}
-
-func newWebhookID() string {
-	var b [10]byte
-	_, _ = rand.Read(b[:])
-	return "wh_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
 // newWebhookSecret is whsec_ and 32 random bytes in hex.
