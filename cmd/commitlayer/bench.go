@@ -86,9 +86,9 @@ func benchCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, s
 }
 
 type benchmarker struct {
-	m   *Main
-	key string
-	api *client.Client // the tenant's: the same calls a user makes
+	m      *Main
+	tenant string         // the bench tenant's id
+	api    *client.Client // the tenant's: the same calls a user makes
 
 	workers  int
 	children []*exec.Cmd // the other worker processes
@@ -127,7 +127,7 @@ func newBench(ctx context.Context, logger *slog.Logger) (*benchmarker, error) {
 		m.Close()
 		return nil, err
 	}
-	b := &benchmarker{m: m, key: t.APIKey}
+	b := &benchmarker{m: m, tenant: t.ID}
 	if b.api, err = client.New(m.URL(), t.APIKey, hc, once); err != nil {
 		m.Close()
 		return nil, err
@@ -195,12 +195,8 @@ type sample struct {
 // closedLoop runs conc clients, each posting an action and waiting for its
 // final verdict before posting the next: latency without a queue in front.
 func (b *benchmarker) closedLoop(ctx context.Context, n, conc int, requestedAt time.Time) ([]*sample, error) {
-	tenant, err := b.m.DB.TenantByAPIKey(ctx, b.key)
-	if err != nil {
-		return nil, err
-	}
 	samples := make([]*sample, n)
-	err = closedLoopN(ctx, n, conc, func(ctx context.Context, i int) error {
+	err := closedLoopN(ctx, n, conc, func(ctx context.Context, i int) error {
 		s := &sample{posted: time.Now()}
 		id, err := b.postAction(ctx, i, requestedAt)
 		if err != nil {
@@ -209,7 +205,7 @@ func (b *benchmarker) closedLoop(ctx context.Context, n, conc int, requestedAt t
 		s.id, s.answered = id, time.Now()
 		deadline := time.Now().Add(time.Minute)
 		for s.last.IsZero() {
-			vs, err := b.m.DB.LatestVerdicts(ctx, tenant.ID, []string{s.id})
+			vs, err := b.m.DB.LatestVerdicts(ctx, b.tenant, []string{s.id})
 			if err != nil {
 				return err
 			}
@@ -238,10 +234,6 @@ func (b *benchmarker) closedLoop(ctx context.Context, n, conc int, requestedAt t
 // run posts n actions (conc at a time), each requested at the moment it is
 // posted, and watches the store until each has a final verdict.
 func (b *benchmarker) run(ctx context.Context, n, conc int) ([]*sample, error) {
-	tenant, err := b.m.DB.TenantByAPIKey(ctx, b.key)
-	if err != nil {
-		return nil, err
-	}
 	samples := make([]*sample, n)
 	var (
 		wg   sync.WaitGroup
@@ -289,7 +281,7 @@ func (b *benchmarker) run(ctx context.Context, n, conc int) ([]*sample, error) {
 				return
 			}
 			if len(ids) > 0 {
-				vs, err := b.m.DB.LatestVerdicts(ctx, tenant.ID, ids)
+				vs, err := b.m.DB.LatestVerdicts(ctx, b.tenant, ids)
 				if err != nil {
 					done <- err
 					return
