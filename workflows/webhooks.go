@@ -35,7 +35,6 @@ type WebhookState struct {
 // order, each retried with backoff for up to a day (DeliverWebhooks).
 type webhooks struct {
 	running bool // the delivering goroutine runs
-	busy    bool // an event's delivery is in flight
 	wanted  bool // the last evaluation saw the tenant has webhooks
 }
 
@@ -101,8 +100,7 @@ func (v *verification) startWebhooks(ctx workflow.Context) {
 			if err := workflow.Await(ctx, func() bool { return len(st.Queue) > 0 }); err != nil {
 				return // cancelled
 			}
-			v.hooks.busy = true
-			e := st.Queue[0]
+			e := st.Queue[0] // stays queued until its delivery is over
 			err := workflow.ExecuteActivity(actx, act.DeliverWebhooks, activities.DeliverWebhooksInput{
 				TenantID: v.in.TenantID, Event: e,
 			}).Get(ctx, nil)
@@ -112,16 +110,16 @@ func (v *verification) startWebhooks(ctx workflow.Context) {
 				workflow.GetLogger(ctx).Warn("webhook event abandoned", "event", e.ID, "error", err)
 			}
 			st.Queue = st.Queue[1:]
-			v.hooks.busy = false
 		}
 	})
 }
 
 // awaitWebhooks waits until every queued event has been delivered (or
-// abandoned), before the verification completes. Without events it
-// returns at once and records nothing.
+// abandoned), before the verification completes: the event in flight is
+// the queue's first until its delivery is over. Without events it returns
+// at once and records nothing.
 func (v *verification) awaitWebhooks(ctx workflow.Context) error {
 	return workflow.Await(ctx, func() bool {
-		return v.state.Webhooks == nil || (len(v.state.Webhooks.Queue) == 0 && !v.hooks.busy)
+		return v.state.Webhooks == nil || len(v.state.Webhooks.Queue) == 0
 	})
 }
