@@ -36,8 +36,10 @@ func SealDSN(box *secrets.Box, tenantID, connectorID string, config []byte) ([]b
 	if err != nil {
 		return nil, "", fmt.Errorf("dsn: is not a PostgreSQL connection string")
 	}
+	// Only a password the DSN itself gives is sealed (not one from the
+	// environment or a password file, which pgx also reads).
 	stripped := stripPassword(cfg.DSN)
-	if !hasPassword(cfg.DSN, pc.Password) {
+	if pc.Password == "" || stripped == cfg.DSN {
 		return config, "", nil
 	}
 	if box == nil {
@@ -47,14 +49,9 @@ func SealDSN(box *secrets.Box, tenantID, connectorID string, config []byte) ([]b
 	if err != nil {
 		return nil, "", fmt.Errorf("postgres connector: %w", err)
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(config, &m); err != nil {
-		return nil, "", fmt.Errorf("postgres connector config: %w", err)
-	}
-	m["dsn"], _ = json.Marshal(stripped)
-	out, err := json.Marshal(m)
+	out, err := WithDSN(config, stripped)
 	if err != nil {
-		return nil, "", fmt.Errorf("postgres connector config: %w", err)
+		return nil, "", err
 	}
 	return out, sealed, nil
 }
@@ -79,12 +76,6 @@ func WithDSN(config []byte, dsn string) ([]byte, error) {
 	}
 	m["dsn"], _ = json.Marshal(dsn)
 	return json.Marshal(m)
-}
-
-// hasPassword reports whether the DSN itself (not the environment or a
-// password file, which pgx also reads) gives the password.
-func hasPassword(dsn, password string) bool {
-	return password != "" && stripPassword(dsn) != dsn
 }
 
 var kvPassword = regexp.MustCompile(`(?i)(^|\s+)password\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
