@@ -79,8 +79,12 @@ func (p waitParams) reached(v commitlayer.Verdict) bool {
 // without wait). A verdict already stored answers at once; with no Waiter,
 // or Temporal away moments ago, it starts as without wait.
 func (s *Server) startAndWait(r *http.Request, tenantID string, rec commitlayer.ActionRecord, fresh bool, startKey string, p waitParams) (*commitlayer.Verdict, bool) {
-	if v, ok := s.storedAt(r.Context(), tenantID, rec.ID, p); ok {
-		return v, false
+	// A fresh action has no verdict stored (just created, or needsStart
+	// found none): no need to look.
+	if !fresh {
+		if v, ok := s.storedAt(r.Context(), tenantID, rec.ID, p); ok {
+			return v, false
+		}
 	}
 	waiter, ok := s.verifier.(Waiter)
 	if !ok || s.temporalAway() {
