@@ -11,7 +11,7 @@ import (
 
 // What `commitlayer check --results` needs of a finished benchmark run:
 // its tenants and, for each, every fact, action and idempotency key (see
-// sandbox/harness/checkbundle.go).
+// cmd/commitlayer/sandbox_check.go).
 
 // BenchmarkTenants returns the tenants a benchmark run created (found by
 // their benchmark_run_id column, as PurgeBenchmarkTenants does), oldest

@@ -21,7 +21,6 @@ type bundleStore interface {
 	AllFacts(ctx context.Context, tenantID string) ([]commitlayer.Fact, error)
 	AllActions(ctx context.Context, tenantID string) ([]postgres.KeyedAction, error)
 	GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error)
-	ConnectedSources(ctx context.Context, tenantID string) ([]string, error)
 	Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error)
 	LatestVerdict(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
 }
@@ -129,18 +128,20 @@ func bundleEntry(ctx context.Context, db bundleStore, tenantID, prefix string) (
 	if e.Facts, err = db.AllFacts(ctx, tenantID); err != nil {
 		return e, false, err
 	}
-	if e.Connected, err = db.ConnectedSources(ctx, tenantID); err != nil {
-		return e, false, err
-	}
-	// The sources unreachable for the last pass are those whose
-	// connector's last pull failed (a pull that succeeds clears the
-	// error); the reason is the short class the tenant sees (timeout,
-	// refused, http 503), never the network text.
+	// The connected sources are those that ever reported a fact (one row
+	// a source, in source order, as ConnectedSources reads them). The
+	// sources unreachable for the last pass are those whose connector's
+	// last pull failed (a pull that succeeds clears the error); the reason
+	// is the short class the tenant sees (timeout, refused, http 503),
+	// never the network text.
 	sources, err := db.Sources(ctx, tenantID)
 	if err != nil {
 		return e, false, err
 	}
 	for _, s := range sources {
+		if s.EverReported {
+			e.Connected = append(e.Connected, s.Source)
+		}
 		if s.LastError != "" {
 			if e.Unreachable == nil {
 				e.Unreachable = map[string]string{}

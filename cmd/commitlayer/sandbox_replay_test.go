@@ -31,6 +31,7 @@ func TestSandboxReplayRepeatJudgeFlags(t *testing.T) {
 		{"replay with only", "", []string{"-replay", "r1", "-only", "refund/"}, "do not apply"},
 		{"replay with repeat", "", []string{"-replay", "r1", "-repeat", "2"}, "do not apply"},
 		{"replay with payments", "", []string{"-replay", "r1", "-payments", "stripe-fake"}, "do not apply"},
+		{"replay with a judge whose key is set", key, []string{"-replay", "r1", "-judge", "anthropic"}, "do not apply"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -99,16 +99,9 @@ func (r *Runner) startReplay(ctx context.Context, req api.BenchmarkRequest) (com
 		return commitlayer.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "replay_of",
 			Reason: "a replay re-runs the recorded run's scenarios on its payments backend, carrying its judges' verdicts over; only, payments, repeat and judge do not apply"}
 	}
-	conc := req.Concurrency
-	switch {
-	case conc < 0 || conc > MaxConcurrency:
-		return commitlayer.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "concurrency",
-			Reason: fmt.Sprintf("must be between 1 and %d", MaxConcurrency)}
-	case conc == 0:
-		conc = r.DefaultConcurrency
-		if conc <= 0 {
-			conc = 4
-		}
+	conc, err := r.concurrency(req.Concurrency)
+	if err != nil {
+		return commitlayer.BenchmarkRun{}, nil, err
 	}
 	if err := checkSinks(req.Sinks); err != nil {
 		return commitlayer.BenchmarkRun{}, nil, err

@@ -95,16 +95,9 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 	if err != nil {
 		return commitlayer.BenchmarkRun{}, nil, err
 	}
-	conc := req.Concurrency
-	switch {
-	case conc < 0 || conc > MaxConcurrency:
-		return commitlayer.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "concurrency",
-			Reason: fmt.Sprintf("must be between 1 and %d", MaxConcurrency)}
-	case conc == 0:
-		conc = r.DefaultConcurrency
-		if conc <= 0 {
-			conc = 4
-		}
+	conc, err := r.concurrency(req.Concurrency)
+	if err != nil {
+		return commitlayer.BenchmarkRun{}, nil, err
 	}
 	ids := make([]string, 0, len(scenarios))
 	for _, s := range scenarios {
@@ -130,6 +123,20 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 	summary := fmt.Sprintf("benchmark %s: %d scenarios, %d at a time, payments %s", runID, len(ids), conc, payments)
 	return r.launch(ctx, reqJSON, "Benchmark", Benchmark, summary, BenchmarkInput{RunID: runID, ScenarioIDs: ids,
 		Concurrency: conc, Payments: inputPayments(payments), Agent: spec, Judge: req.Judge, Sinks: req.Sinks})
+}
+
+// concurrency is a run's sliding window: the request's, or the runner's
+// default (4 when it has none) for 0.
+func (r *Runner) concurrency(n int) (int, error) {
+	switch {
+	case n < 0 || n > MaxConcurrency:
+		return 0, &commitlayer.FieldError{Field: "concurrency", Reason: fmt.Sprintf("must be between 1 and %d", MaxConcurrency)}
+	case n > 0:
+		return n, nil
+	case r.DefaultConcurrency > 0:
+		return r.DefaultConcurrency, nil
+	}
+	return 4, nil
 }
 
 // launch stores a run and starts its parent workflow (Benchmark or

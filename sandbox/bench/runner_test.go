@@ -16,10 +16,12 @@ func TestStartRejectsBadRequestsBeforeTouchingAnything(t *testing.T) {
 	// before either is used.
 	r := &Runner{}
 	for name, req := range map[string]api.BenchmarkRequest{
-		"unknown scenario":     {Only: []string{"refund/nope"}},
-		"unknown workflow":     {Only: []string{"teleport/"}},
-		"negative concurrency": {Concurrency: -1},
-		"too much concurrency": {Concurrency: MaxConcurrency + 1},
+		"unknown scenario":       {Only: []string{"refund/nope"}},
+		"unknown workflow":       {Only: []string{"teleport/"}},
+		"negative concurrency":   {Concurrency: -1},
+		"too much concurrency":   {Concurrency: MaxConcurrency + 1},
+		"a replay's concurrency": {ReplayOf: "r1", Concurrency: MaxConcurrency + 1},
+		"a replay with a judge":  {ReplayOf: "r1", Judge: "anthropic"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := r.Start(context.Background(), req)

@@ -178,6 +178,22 @@ func (l *Live) runPrior(ctx context.Context) error {
 	return nil
 }
 
+// armAgentChaos arms the scenario's chaos on the agent's transport; when
+// a rule cannot be armed it takes off those that were, so a retry arms
+// each once.
+func (l *Live) armAgentChaos(ctx context.Context) error {
+	if l.Scenario.AgentChaos == nil {
+		return nil
+	}
+	for _, r := range l.Scenario.AgentChaos(l.Env) {
+		if err := l.AgentChaos.Arm(ctx, r); err != nil {
+			l.AgentChaos.Disarm()
+			return fmt.Errorf("agent's chaos: %w", err)
+		}
+	}
+	return nil
+}
+
 // RunAgent arms the agent's chaos and runs the scenario's task (after the
 // prior tasks, which it runs first if RunPrior was not called). Calling it
 // again returns the same result.
@@ -190,12 +206,8 @@ func (l *Live) RunAgent(ctx context.Context) (agent.Result, error) {
 	if err := l.runPrior(ctx); err != nil {
 		return agent.Result{}, err
 	}
-	if l.Scenario.AgentChaos != nil {
-		for _, r := range l.Scenario.AgentChaos(l.Env) {
-			if err := l.AgentChaos.Arm(ctx, r); err != nil {
-				return agent.Result{}, fmt.Errorf("agent's chaos: %w", err)
-			}
-		}
+	if err := l.armAgentChaos(ctx); err != nil {
+		return agent.Result{}, err
 	}
 	e := l.Env.Enterprise
 	a := agent.NewScripted(e.URL(), &http.Client{Transport: l.AgentChaos, Timeout: clientTimeout}, e.Clock(), l.Scenario.Profile)

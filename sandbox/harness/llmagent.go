@@ -325,13 +325,8 @@ func (a *Activities) StartAgent(ctx context.Context, in StartAgentInput) (AgentS
 		plan = &p
 	}
 	start.Task = agent.ModelTask(l.Scenario.Task, plan)
-	if l.Scenario.AgentChaos != nil {
-		for _, r := range l.Scenario.AgentChaos(l.Env) {
-			if err := l.AgentChaos.Arm(ctx, r); err != nil {
-				l.AgentChaos.Disarm()
-				return AgentStart{}, fmt.Errorf("agent's chaos: %w", err)
-			}
-		}
+	if err := l.armAgentChaos(ctx); err != nil {
+		return AgentStart{}, err
 	}
 	l.llm = &llmState{spec: spec, start: start}
 	return start, nil

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/temporal"
@@ -23,15 +24,13 @@ type ModelJudgeInput struct {
 // optionally followed by "/model".
 func ParseJudge(name string) (provider, model string, err error) {
 	provider, model, _ = strings.Cut(strings.TrimSpace(name), "/")
-	for _, p := range llm.Providers {
-		if p == provider {
-			if strings.ContainsAny(model, " \t\n\x00") || len(model) > 100 {
-				return "", "", fmt.Errorf("judge %q: the model name is malformed", name)
-			}
-			return provider, model, nil
-		}
+	if !slices.Contains(llm.Providers, provider) {
+		return "", "", fmt.Errorf("judge %q: not a provider; use one of %s (optionally provider/model)", name, strings.Join(llm.Providers, ", "))
 	}
-	return "", "", fmt.Errorf("judge %q: not a provider; use one of %s (optionally provider/model)", name, strings.Join(llm.Providers, ", "))
+	if strings.ContainsAny(model, " \t\n\x00") || len(model) > 100 {
+		return "", "", fmt.Errorf("judge %q: the model name is malformed", name)
+	}
+	return provider, model, nil
 }
 
 // JudgeProviders builds the model judge's provider from a parsed name;

@@ -146,6 +146,17 @@ func TestModelJudgeActivity(t *testing.T) {
 	require.True(t, appErr.NonRetryable())
 	require.Contains(t, err.Error(), "ANTHROPIC_API_KEY is not set")
 	require.NotContains(t, err.Error(), key)
+	// A key the provider refuses (the fake answers 401 as Anthropic does):
+	// the judge fails for good and the error does not carry the key.
+	refusing, err := fake.Start(llm.Anthropic, fake.RuleJudge{})
+	require.NoError(t, err)
+	defer refusing.Close()
+	t.Setenv(llm.KeyEnv[llm.Anthropic], key)
+	t.Setenv(llm.BaseURLEnv[llm.Anthropic], refusing.BaseURL())
+	_, err = a.ModelJudge(context.Background(), ModelJudgeInput{Judge: "anthropic", Trajectory: tr})
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	require.True(t, appErr.NonRetryable(), "%v", err)
+	require.NotContains(t, err.Error(), key)
 	_, err = a.ModelJudge(context.Background(), ModelJudgeInput{Judge: "nosuch", Trajectory: tr})
 	require.ErrorContains(t, err, "not a provider")
 }

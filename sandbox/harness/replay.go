@@ -79,12 +79,8 @@ func (l *Live) Replay(ctx context.Context, of string, rec Row) (agent.Result, in
 	if err := l.runPrior(ctx); err != nil {
 		return agent.Result{}, 0, err
 	}
-	if l.Scenario.AgentChaos != nil {
-		for _, r := range l.Scenario.AgentChaos(l.Env) {
-			if err := l.AgentChaos.Arm(ctx, r); err != nil {
-				return agent.Result{}, 0, fmt.Errorf("agent's chaos: %w", err)
-			}
-		}
+	if err := l.armAgentChaos(ctx); err != nil {
+		return agent.Result{}, 0, err
 	}
 	e := l.Env.Enterprise
 	client := agent.Client{BaseURL: e.URL(), HTTP: &http.Client{Transport: l.AgentChaos, Timeout: clientTimeout}}
