@@ -95,9 +95,9 @@ func (s AgentSpec) Normalize() (AgentSpec, error) {
 	}
 	switch {
 	case s.MaxTurns < 0 || s.MaxTurns > 100:
-		return s, &commitlayer.FieldError{Field: "max_turns", Reason: "must be between 1 and 100"}
+		return s, &commitlayer.FieldError{Field: "max_turns", Reason: "must be between 0 (the default) and 100"}
 	case s.MaxTokens < 0 || s.MaxTokens > 32000:
-		return s, &commitlayer.FieldError{Field: "max_tokens", Reason: "must be between 1 and 32000"}
+		return s, &commitlayer.FieldError{Field: "max_tokens", Reason: "must be between 0 (the default) and 32000"}
 	case s.TokenBudget < 0:
 		return s, &commitlayer.FieldError{Field: "token_budget", Reason: "must not be negative"}
 	}
