@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -169,13 +168,10 @@ type AgentSteps interface {
 }
 
 // Models builds this process's model providers by name, once each: a real
-// one with its key from this process's environment (Getenv), a fake one as
-// an in-process fake server of that provider's wire, driven by the
+// one with its key from this process's environment (llm.FromEnv), a fake
+// one as an in-process fake server of that provider's wire, driven by the
 // sandbox's plan policy (agent.ModelPolicy).
 type Models struct {
-	// Getenv reads the providers' keys and base URLs; nil is os.Getenv.
-	Getenv func(string) string
-
 	mu        sync.Mutex
 	providers map[string]llm.Provider
 	fakes     map[string]*fake.Server
@@ -204,19 +200,7 @@ func (m *Models) Provider(name, model string) (llm.Provider, error) {
 			m.fakes[key] = s
 		}
 	} else {
-		getenv := m.Getenv
-		if getenv == nil {
-			getenv = os.Getenv
-		}
-		env, known := llm.KeyEnv[name]
-		if !known {
-			return nil, &llm.Error{Provider: name, Kind: llm.KindConfig, Message: fmt.Sprintf("unknown provider %q", name)}
-		}
-		k := getenv(env)
-		if k == "" {
-			return nil, &llm.Error{Provider: name, Kind: llm.KindConfig, Message: env + " is not set in this worker's environment"}
-		}
-		p, err = llm.New(llm.Config{Provider: name, Model: model, APIKey: k, BaseURL: getenv(llm.BaseURLEnv[name])})
+		p, err = llm.FromEnv(name, model)
 	}
 	if err != nil {
 		return nil, err
