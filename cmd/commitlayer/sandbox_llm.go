@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
@@ -61,12 +63,15 @@ func (o *llmOptions) check() error {
 	} else if !slices.Contains(harness.AgentProviders, o.provider) {
 		return fmt.Errorf("-provider %q: use one of %s, or fake", o.provider, strings.Join(harness.AgentProviders, ", "))
 	}
+	// The bounds are the run's (each fake takes the same): the flag
+	// Normalize refuses is named; 0 is the default, as in the API.
 	_, err := harness.AgentSpec{Kind: harness.AgentLLM, Provider: harness.FakeAnthropic, MaxTurns: o.maxTurns,
 		MaxTokens: o.maxTokens, TokenBudget: o.tokenBudget}.Normalize()
-	if err != nil || o.maxTurns < 1 || o.maxTokens < 1 {
-		return fmt.Errorf("-max-turns, -max-tokens or -token-budget out of range (turns 1–100, tokens 1–32000, budget ≥ 0)")
+	var fe *commitlayer.FieldError
+	if errors.As(err, &fe) {
+		return fmt.Errorf("-%s: %s", strings.ReplaceAll(fe.Field, "_", "-"), fe.Reason)
 	}
-	return nil
+	return err
 }
 
 // request adds the agent's fields to a run's request.

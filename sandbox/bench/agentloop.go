@@ -147,23 +147,13 @@ func newBudgetState(in BenchmarkInput) budgetState {
 	return b
 }
 
-// used sums the tokens of the finished rows.
-func (b budgetState) used(rows []harness.Row, done []bool) int64 {
-	var n int64
+// spent is the run's token budget with what the finished rows used.
+func (b budgetState) spent(rows []harness.Row, done []bool) llm.Budget {
+	bud := llm.Budget{Limit: b.limit}
 	for i, r := range rows {
 		if done[i] && r.LLM != nil {
-			n += r.LLM.Tokens()
+			bud.Used += r.LLM.Tokens()
 		}
 	}
-	return n
-}
-
-// remaining is what a scenario starting now may spend (0: no limit), and
-// false when the budget is spent.
-func (b budgetState) remaining(rows []harness.Row, done []bool) (int64, bool) {
-	if b.limit <= 0 {
-		return 0, true
-	}
-	left := b.limit - b.used(rows, done)
-	return left, left > 0
+	return bud
 }

@@ -168,7 +168,8 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 			ReplayOf: in.ReplayOf, Attempt: attempt, Judge: in.Judge}
 		if in.Agent != nil {
 			sin.Agent = in.Agent
-			sin.TokenBudget, _ = budget.remaining(rows, done)
+			// What a scenario starting now may spend (0: no limit).
+			sin.TokenBudget = max(budget.spent(rows, done).Remaining(), 0)
 		}
 		f := workflow.ExecuteChildWorkflow(cctx, Scenario, sin)
 		sel.AddFuture(f, func(f workflow.Future) {
@@ -186,7 +187,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 	for next < len(in.ScenarioIDs) || len(running) > 0 {
 		for next < len(in.ScenarioIDs) && len(running) < window && startedHere < scenariosPerRun {
 			if !done[next] {
-				if _, ok := budget.remaining(rows, done); !ok {
+				if budget.spent(rows, done).Exhausted() {
 					// The token budget is spent: the scenario is listed, not run.
 					rows[next], done[next] = harness.Row{ID: in.ScenarioIDs[next], Error: notRunReason}, true
 					budget.notRun[in.ScenarioIDs[next]] = true

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -95,9 +94,9 @@ func (s AgentSpec) Normalize() (AgentSpec, error) {
 	}
 	switch {
 	case s.MaxTurns < 0 || s.MaxTurns > 100:
-		return s, &commitlayer.FieldError{Field: "max_turns", Reason: "must be between 1 and 100"}
+		return s, &commitlayer.FieldError{Field: "max_turns", Reason: "must be between 0 (the default) and 100"}
 	case s.MaxTokens < 0 || s.MaxTokens > 32000:
-		return s, &commitlayer.FieldError{Field: "max_tokens", Reason: "must be between 1 and 32000"}
+		return s, &commitlayer.FieldError{Field: "max_tokens", Reason: "must be between 0 (the default) and 32000"}
 	case s.TokenBudget < 0:
 		return s, &commitlayer.FieldError{Field: "token_budget", Reason: "must not be negative"}
 	}
@@ -169,13 +168,10 @@ type AgentSteps interface {
 }
 
 // Models builds this process's model providers by name, once each: a real
-// one with its key from this process's environment (Getenv), a fake one as
-// an in-process fake server of that provider's wire, driven by the
+// one with its key from this process's environment (llm.FromEnv), a fake
+// one as an in-process fake server of that provider's wire, driven by the
 // sandbox's plan policy (agent.ModelPolicy).
 type Models struct {
-	// Getenv reads the providers' keys and base URLs; nil is os.Getenv.
-	Getenv func(string) string
-
 	mu        sync.Mutex
 	providers map[string]llm.Provider
 	fakes     map[string]*fake.Server
@@ -204,19 +200,7 @@ func (m *Models) Provider(name, model string) (llm.Provider, error) {
 			m.fakes[key] = s
 		}
 	} else {
-		getenv := m.Getenv
-		if getenv == nil {
-			getenv = os.Getenv
-		}
-		env, known := llm.KeyEnv[name]
-		if !known {
-			return nil, &llm.Error{Provider: name, Kind: llm.KindConfig, Message: fmt.Sprintf("unknown provider %q", name)}
-		}
-		k := getenv(env)
-		if k == "" {
-			return nil, &llm.Error{Provider: name, Kind: llm.KindConfig, Message: env + " is not set in this worker's environment"}
-		}
-		p, err = llm.New(llm.Config{Provider: name, Model: model, APIKey: k, BaseURL: getenv(llm.BaseURLEnv[name])})
+		p, err = llm.FromEnv(name, model)
 	}
 	if err != nil {
 		return nil, err
@@ -360,43 +344,14 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (llm.Resp
 	if err != nil {
 		return llm.Response{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
 	}
-	recorded, started, err := a.AgentSteps.BeginAgentStep(ctx, in.RunID, in.ScenarioID, "turn", in.Index, hash)
-	if err != nil {
-		return llm.Response{}, fmt.Errorf("model turn %d: %w", in.Index, err)
-	}
-	if recorded != nil {
-		var resp llm.Response
-		if err := json.Unmarshal(recorded, &resp); err != nil {
-			return llm.Response{}, fmt.Errorf("model turn %d: decode the recorded answer: %w", in.Index, err)
+	return writeAhead(ctx, a, in.RunID, in.ScenarioID, "turn", in.Index, hash, func(started bool) (llm.Response, error) {
+		if started {
+			// An earlier attempt asked and recorded no answer: it failed (a
+			// retryable provider error) or its worker stopped mid-request.
+			a.logger().Info("model turn asked again", "scenario", in.ScenarioID, "turn", in.Index)
 		}
-		return resp, nil
-	}
-	if started {
-		// An earlier attempt asked and recorded no answer: it failed (a
-		// retryable provider error) or its worker stopped mid-request.
-		a.logger().Info("model turn asked again", "scenario", in.ScenarioID, "turn", in.Index)
-	}
-	resp, err := llmtemporal.Turn(ctx, p, in.Request)
-	if err != nil {
-		return llm.Response{}, err
-	}
-	raw, err := json.Marshal(resp)
-	if err != nil {
-		return llm.Response{}, fmt.Errorf("model turn %d: encode the answer: %w", in.Index, err)
-	}
-	stored, err := a.AgentSteps.CompleteAgentStep(ctx, in.RunID, in.ScenarioID, "turn", in.Index, raw)
-	if err != nil {
-		return llm.Response{}, fmt.Errorf("model turn %d: %w", in.Index, err)
-	}
-	if err := json.Unmarshal(stored, &resp); err != nil {
-		return llm.Response{}, fmt.Errorf("model turn %d: decode the recorded answer: %w", in.Index, err)
-	}
-	if a.AfterStep != nil {
-		if err := a.AfterStep(ctx, "turn", in.Index); err != nil {
-			return llm.Response{}, err
-		}
-	}
-	return resp, nil
+		return llmtemporal.Turn(ctx, p, in.Request)
+	})
 }
 
 // ToolCallInput is one tool call of a scenario's model-driven agent.
@@ -425,52 +380,63 @@ func (a *Activities) AgentToolCall(ctx context.Context, in ToolCallInput) (llm.A
 	if err != nil {
 		return llm.Attempt{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
 	}
-	recorded, started, err := a.AgentSteps.BeginAgentStep(ctx, in.RunID, in.ScenarioID, "call", in.Index, hash)
-	if err != nil {
-		return llm.Attempt{}, fmt.Errorf("tool call %d: %w", in.Index, err)
-	}
-	if recorded != nil {
+	return writeAhead(ctx, a, in.RunID, in.ScenarioID, "call", in.Index, hash, func(started bool) (llm.Attempt, error) {
 		var at llm.Attempt
-		if err := json.Unmarshal(recorded, &at); err != nil {
-			return llm.Attempt{}, fmt.Errorf("tool call %d: decode the recorded attempt: %w", in.Index, err)
+		args, key, aerr := agent.ModelArgs(in.Call.Args)
+		switch {
+		case started:
+			at = llm.Attempt{Tool: in.Call.Name, Args: args,
+				Error: "timeout: no answer (the call's outcome is unknown; it may or may not have happened)"}
+		case aerr != nil:
+			at = agent.Attempt(agent.Call{Tool: in.Call.Name}, fmt.Errorf("call tool %q: %w", in.Call.Name, aerr))
+		default:
+			c := agent.Client{BaseURL: l.Env.Enterprise.URL(), HTTP: &http.Client{Transport: l.AgentChaos, Timeout: clientTimeout}}
+			call, err := c.Do(ctx, in.Call.Name, args, key)
+			if err != nil {
+				call = agent.Call{Tool: in.Call.Name, Args: args}
+			}
+			at = agent.Attempt(call, err)
 		}
+		at.Attempt = 0
 		return at, nil
+	})
+}
+
+// writeAhead runs one step of a model-driven agent (kind "turn" or "call")
+// at most once: its row in AgentSteps is written before act runs and act's
+// answer after. A retry answers the recorded result without acting; act
+// learns whether an earlier attempt began and recorded nothing. Of two
+// attempts racing, the first answer recorded is the answer. AfterStep runs
+// after an answer this attempt recorded.
+func writeAhead[T any](ctx context.Context, a *Activities, runID, scenarioID, kind string, index int, hash []byte,
+	act func(started bool) (T, error)) (T, error) {
+	var out T
+	name := fmt.Sprintf("agent %s %d", kind, index)
+	recorded, started, err := a.AgentSteps.BeginAgentStep(ctx, runID, scenarioID, kind, index, hash)
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", name, err)
 	}
-	var at llm.Attempt
-	args, key, aerr := agent.ModelArgs(in.Call.Args)
-	switch {
-	case started:
-		at = llm.Attempt{Tool: in.Call.Name, Args: args,
-			Error: "timeout: no answer (the call's outcome is unknown; it may or may not have happened)"}
-	case aerr != nil:
-		at = agent.Attempt(agent.Call{Tool: in.Call.Name}, fmt.Errorf("call tool %q: %w", in.Call.Name, aerr))
-	default:
-		c := agent.Client{BaseURL: l.Env.Enterprise.URL(), HTTP: &http.Client{Transport: l.AgentChaos, Timeout: clientTimeout}}
-		call, err := c.Do(ctx, in.Call.Name, args, key)
-		if err == nil {
-			call.Args = args
-		}
-		at = agent.Attempt(call, err)
+	acted := recorded == nil
+	if acted {
+		res, err := act(started)
 		if err != nil {
-			at.Tool, at.Args = in.Call.Name, args
+			return out, err
+		}
+		raw, err := json.Marshal(res)
+		if err != nil {
+			return out, fmt.Errorf("%s: encode the answer: %w", name, err)
+		}
+		if recorded, err = a.AgentSteps.CompleteAgentStep(ctx, runID, scenarioID, kind, index, raw); err != nil {
+			return out, fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	at.Attempt = 0
-	raw, err := json.Marshal(at)
-	if err != nil {
-		return llm.Attempt{}, fmt.Errorf("tool call %d: encode the attempt: %w", in.Index, err)
+	if err := json.Unmarshal(recorded, &out); err != nil {
+		return out, fmt.Errorf("%s: decode the recorded answer: %w", name, err)
 	}
-	stored, err := a.AgentSteps.CompleteAgentStep(ctx, in.RunID, in.ScenarioID, "call", in.Index, raw)
-	if err != nil {
-		return llm.Attempt{}, fmt.Errorf("tool call %d: %w", in.Index, err)
-	}
-	var out llm.Attempt
-	if err := json.Unmarshal(stored, &out); err != nil {
-		return llm.Attempt{}, fmt.Errorf("tool call %d: decode the recorded attempt: %w", in.Index, err)
-	}
-	if a.AfterStep != nil {
-		if err := a.AfterStep(ctx, "call", in.Index); err != nil {
-			return llm.Attempt{}, err
+	if acted && a.AfterStep != nil {
+		if err := a.AfterStep(ctx, kind, index); err != nil {
+			var zero T
+			return zero, err
 		}
 	}
 	return out, nil

@@ -3,6 +3,7 @@ package harness
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -56,14 +57,19 @@ func TestAgentSpecNormalize(t *testing.T) {
 // the key of its own variable only, and says which one is missing without
 // showing any key.
 func TestModelsNeedTheKeyOfTheNamedProvider(t *testing.T) {
-	env := map[string]string{"OPENAI_API_KEY": "sk-proj-secret-openai-key-000"}
-	m := &Models{Getenv: func(k string) string { return env[k] }}
+	const key = "sk-proj-secret-openai-key-000"
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	t.Setenv("ANTHROPIC_BASE_URL", "")
+	t.Setenv("OPENAI_API_KEY", key)
+	t.Setenv("OPENAI_BASE_URL", "")
+	m := &Models{}
 	defer m.Close()
 	_, err := m.Provider(llm.Anthropic, "claude-haiku-4-5")
 	require.ErrorContains(t, err, "ANTHROPIC_API_KEY is not set")
 	p, err := m.Provider(llm.OpenAI, "gpt-5-mini")
 	require.NoError(t, err)
 	require.Equal(t, "gpt-5-mini", p.Model())
+	require.NotContains(t, fmt.Sprintf("%v %+v %#v %s", p, p, p, err), key, "the provider never shows its key")
 	again, err := m.Provider(llm.OpenAI, "gpt-5-mini")
 	require.NoError(t, err)
 	require.Same(t, p, again)

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -101,7 +102,8 @@ func WriteLLMFiles(dir string, res LLMResults) error {
 	return nil
 }
 
-func usd(nano int64) string { return fmt.Sprintf("$%.4f", float64(nano)/1e9) }
+// usd is a cost in nano-USD as llm.Cost prints it.
+func usd(nano int64) string { return llm.Cost{NanoUSD: nano, Known: true}.String() }
 
 // LLMMarkdown is the results' markdown: the model-driven agent's figures,
 // then the matrix's tables (opening with the judge-versus-CommitLayer
@@ -156,16 +158,7 @@ func LLMMarkdown(res LLMResults) string {
 			agree = "**no**"
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s | %s | %s |\n", r.ID, l.Turns, r.AgentCalls, l.InputTokens, l.OutputTokens,
-			r.Claim, agree, strings.ReplaceAll(firstNonEmpty(l.AgentError, r.Error), "|", "\\|"))
+			r.Claim, agree, strings.ReplaceAll(cmp.Or(l.AgentError, r.Error), "|", "\\|"))
 	}
 	return b.String()
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
 }
