@@ -18,14 +18,16 @@ func (db *DB) CreateBenchmarkTenant(ctx context.Context, runID, scenarioID strin
 }
 
 // PurgeBenchmarkTenants deletes the tenants a benchmark run created (and,
-// through them, their contracts, facts, actions, verdicts and connectors),
-// returning how many. The run's own row and results stay; a tenant merely
+// through them, their contracts, facts, actions, verdicts and connectors)
+// and its model-driven agent's write-ahead steps (copies of model and tool
+// answers), in one statement, returning how many tenants. The run's own row and results stay; a tenant merely
 // named like the run is not one of them.
 func (db *DB) PurgeBenchmarkTenants(ctx context.Context, runID string) (int, error) {
 	if runID == "" {
 		return 0, fmt.Errorf("purge benchmark tenants: %w: run id is required", commitlayer.ErrInvalid)
 	}
-	tag, err := db.pool.Exec(ctx, `DELETE FROM tenants WHERE benchmark_run_id = $1`, runID)
+	tag, err := db.pool.Exec(ctx, `WITH steps AS (DELETE FROM benchmark_agent_steps WHERE run_id = $1)
+		DELETE FROM tenants WHERE benchmark_run_id = $1`, runID)
 	if err != nil {
 		return 0, fmt.Errorf("purge benchmark tenants of %s: %w", runID, classify(err))
 	}

@@ -24,9 +24,20 @@ func TestPurgeBenchmarkTenants(t *testing.T) {
 	wild, _, err := d.CreateBenchmarkTenant(ctx, "runXa", "refund/baseline")
 	require.NoError(t, err)
 
+	for _, run := range []string{"run-a", "run-ab"} {
+		_, _, err = d.BeginAgentStep(ctx, run, "refund/baseline", "turn", 0, []byte{1})
+		require.NoError(t, err)
+	}
+
 	n, err := d.PurgeBenchmarkTenants(ctx, "run-a")
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
+	steps, err := d.CountAgentSteps(ctx, "run-a", "refund/baseline", "turn")
+	require.NoError(t, err)
+	require.Zero(t, steps, "the run's agent steps go with its tenants")
+	steps, err = d.CountAgentSteps(ctx, "run-ab", "refund/baseline", "turn")
+	require.NoError(t, err)
+	require.Equal(t, 1, steps, "another run's steps stay")
 	tenants, err := d.ListTenants(ctx)
 	require.NoError(t, err)
 	ids := map[string]bool{}
