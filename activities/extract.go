@@ -122,6 +122,20 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 	return res, nil
 }
 
+type pullTenantKey struct{}
+
+func withPullTenant(ctx context.Context, tenantID string) context.Context {
+	return context.WithValue(ctx, pullTenantKey{}, tenantID)
+}
+
+// PullTenant is the tenant a connector pull's request is made for, read
+// from the request's context by an HTTP transport (a per-tenant egress
+// route, a label in a proxy's log; the sandbox's per-scenario chaos).
+func PullTenant(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(pullTenantKey{}).(string)
+	return id, ok && id != ""
+}
+
 type storeError struct{ err error }
 
 func (e *storeError) Error() string { return e.err.Error() }
@@ -137,11 +151,6 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 	hc := defaultHTTPClient
 	if a.HTTPClient != nil {
 		hc = a.HTTPClient
-	}
-	if a.TenantHTTPClient != nil {
-		if h := a.TenantHTTPClient(tenantID); h != nil {
-			hc = h
-		}
 	}
 	limit := a.PageLimit
 	if limit <= 0 {
@@ -165,6 +174,9 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 			return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
 		}
 	}
+	// The pull's requests carry the tenant they are made for: a transport
+	// may route or label them by tenant (PullTenant).
+	ctx = withPullTenant(ctx, tenantID)
 	puller, err := pull.Open(c.Kind, c.URL, config, opts)
 	if err != nil {
 		return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)

@@ -287,7 +287,7 @@ func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
 			NonRetryableErrorTypes: []string{activities.ErrInvalidInput, "ScenarioLost"}},
 	})
 	step := harness.StepInput{RunID: in.RunID, ScenarioID: in.ScenarioID, TenantID: prep.TenantID}
-	s := &scenarioRun{in: in, prep: prep, step: step, verdicts: workflow.GetSignalChannel(ctx, workflows.SignalVerdictPublished),
+	s := &scenarioRun{in: in, prep: prep, step: step, verdicts: workflow.GetSignalChannel(ctx, SignalVerdictPublished),
 		// Version 1 ends its verifications' watches with a signal, so they
 		// complete; before, they were cancelled when the scenario closed.
 		endWatches: workflow.GetVersion(ctx, "end-watch-children", workflow.DefaultVersion, 1) >= 1}
@@ -363,7 +363,7 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 		return harness.Row{}, fmt.Errorf("prior runs: %w", err)
 	}
 	for _, p := range prior {
-		if err := s.startVerification(ctx, p, false); err != nil {
+		if err := s.startVerification(ctx, p); err != nil {
 			return harness.Row{}, err
 		}
 	}
@@ -371,7 +371,7 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 	if err := s.runAgent(ctx, local, &agentRes); err != nil {
 		return harness.Row{}, fmt.Errorf("agent: %w", err)
 	}
-	if err := s.startVerification(ctx, agentRes.Recorded, true); err != nil {
+	if err := s.startVerification(ctx, agentRes.Recorded); err != nil {
 		return harness.Row{}, err
 	}
 	actionID := agentRes.Recorded.Action.ID
@@ -395,15 +395,13 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 	return s.finishRow(ctx, row)
 }
 
-// startVerification starts workflows.VerifyAction for a recorded action as a child,
-// on this scenario's worker (its connector pulls go through the scenario's
-// chaos), reporting its verdicts to this workflow when report is set.
-func (s *scenarioRun) startVerification(ctx workflow.Context, r harness.Recorded, report bool) error {
+// startVerification starts workflows.VerifyAction for a recorded action as
+// a child, on this scenario's worker: the benchmark's wiring of the product's
+// verification, whose connector pulls go through the scenario's chaos and
+// whose final verdicts are reported to this workflow (Reporter).
+func (s *scenarioRun) startVerification(ctx workflow.Context, r harness.Recorded) error {
 	a := r.Action
 	in := workflows.VerifyActionInput{TenantID: s.prep.TenantID, ActionID: a.ID, SettlesAt: r.SettlesAt, WatchUntil: r.WatchUntil}
-	if report {
-		in.ReportTo = workflow.GetInfo(ctx).WorkflowExecution.ID
-	}
 	closePolicy := enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL
 	if s.endWatches {
 		closePolicy = enumspb.PARENT_CLOSE_POLICY_ABANDON // ended by signal, completes on its own
