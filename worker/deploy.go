@@ -22,6 +22,10 @@ const DefaultDeployment = "commitlayer"
 type Deployment struct {
 	Name    string // the deployment, e.g. "commitlayer"; "" runs unversioned
 	BuildID string // this build, e.g. the VCS revision (CurrentBuild().ID)
+	// ProcessQueues: each of its workers also polls a task queue of its
+	// own process (the benchmark's), which a newer build never polls; a
+	// routing change ignores such queues instead of refusing.
+	ProcessQueues bool
 }
 
 // Versioned reports whether workers of d run as a deployment version.
@@ -147,7 +151,7 @@ func makeCurrentOnce(ctx context.Context, h client.WorkerDeploymentHandle, d Dep
 		return false, err
 	}
 	_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{
-		BuildID: d.BuildID, ConflictToken: token, Identity: identity,
+		BuildID: d.BuildID, ConflictToken: token, Identity: identity, IgnoreMissingTaskQueues: d.ProcessQueues,
 	})
 	if err != nil {
 		return false, err
@@ -251,26 +255,28 @@ func DescribeDeployment(ctx context.Context, c client.Client, name string) (Depl
 	return st, nil
 }
 
-// SetCurrent makes buildID the deployment's current version (whatever was
-// current becomes draining), retrying while its workers are not yet known
-// to the server or a concurrent change wins.
-func SetCurrent(ctx context.Context, c client.Client, name, buildID, identity string) error {
-	h := c.WorkerDeploymentClient().GetHandle(name)
+// SetCurrent makes d's build the deployment's current version (whatever
+// was current becomes draining), retrying for a while when its workers are
+// not yet known to the server or a concurrent change wins.
+func SetCurrent(ctx context.Context, c client.Client, d Deployment, identity string) error {
+	h := c.WorkerDeploymentClient().GetHandle(d.Name)
 	return retryRouting(ctx, func() error {
-		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: buildID, Identity: identity})
+		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{
+			BuildID: d.BuildID, Identity: identity, IgnoreMissingTaskQueues: d.ProcessQueues})
 		return err
 	})
 }
 
 // SetRamping sends percent (0–100) of the deployment's new workflows to
-// buildID; an empty buildID ends the ramp.
-func SetRamping(ctx context.Context, c client.Client, name, buildID string, percent float32, identity string) error {
+// d's build; an empty build ID ends the ramp.
+func SetRamping(ctx context.Context, c client.Client, d Deployment, percent float32, identity string) error {
 	if percent < 0 || percent > 100 {
 		return fmt.Errorf("ramp percentage %v is not between 0 and 100", percent)
 	}
-	h := c.WorkerDeploymentClient().GetHandle(name)
+	h := c.WorkerDeploymentClient().GetHandle(d.Name)
 	return retryRouting(ctx, func() error {
-		_, err := h.SetRampingVersion(ctx, client.WorkerDeploymentSetRampingVersionOptions{BuildID: buildID, Percentage: percent, Identity: identity})
+		_, err := h.SetRampingVersion(ctx, client.WorkerDeploymentSetRampingVersionOptions{
+			BuildID: d.BuildID, Percentage: percent, Identity: identity, IgnoreMissingTaskQueues: d.ProcessQueues})
 		return err
 	})
 }
@@ -299,7 +305,12 @@ func WaitDrained(ctx context.Context, c client.Client, name, buildID string, pol
 	}
 }
 
+// routingRetryFor bounds the retries of one routing change.
+const routingRetryFor = time.Minute
+
 func retryRouting(ctx context.Context, do func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, routingRetryFor)
+	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {
 		err := do()

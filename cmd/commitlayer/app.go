@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -205,7 +206,7 @@ func (c Config) benchmarkDeployment() worker.Deployment {
 	if !c.Versioning {
 		return worker.Deployment{}
 	}
-	return worker.Deployment{Name: c.BenchmarkDeployment, BuildID: c.BuildID}
+	return worker.Deployment{Name: c.BenchmarkDeployment, BuildID: c.BuildID, ProcessQueues: true}
 }
 
 // defaultMakeCurrent makes `always` the policy of a one-machine command
@@ -275,6 +276,7 @@ type Main struct {
 	metricsServer   *http.Server
 	metricsListener net.Listener
 	errc            chan error
+	closeOnce       sync.Once
 }
 
 // Open connects to the database (migrating it) and Temporal, then starts
@@ -616,7 +618,13 @@ func (m *Main) Wait(ctx context.Context) error {
 }
 
 // Close stops the API (draining requests), the worker, and the clients.
+// Closing twice is a no-op.
 func (m *Main) Close() error {
+	m.closeOnce.Do(m.close)
+	return nil
+}
+
+func (m *Main) close() {
 	if m.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = m.server.Shutdown(ctx)
@@ -650,5 +658,4 @@ func (m *Main) Close() error {
 	if m.DB != nil {
 		m.DB.Close()
 	}
-	return nil
 }

@@ -78,16 +78,18 @@ func deployCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, 
 		logger.Error("configuration", "error", err)
 		return 1
 	}
-	dep := cfg.Deployment
+	target := cfg.productDeployment()
 	if *benchmark {
-		dep = cfg.BenchmarkDeployment
+		target = cfg.benchmarkDeployment()
 	}
 	if *name != "" {
-		dep = *name
+		target.Name = *name
 		if *benchmark {
-			dep += "-benchmark"
+			target.Name += "-benchmark"
 		}
 	}
+	target.BuildID = strings.TrimSpace(*buildID)
+	dep := target.Name
 	needBuild := func() bool {
 		if strings.TrimSpace(*buildID) == "" {
 			fmt.Fprintf(stderr, "commitlayer deploy %s: -build-id is required\n", sub)
@@ -111,7 +113,7 @@ func deployCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, 
 			return 2
 		}
 		run = func(c client.Client) error {
-			if err := worker.SetCurrent(ctx, c, dep, *buildID, "commitlayer deploy"); err != nil {
+			if err := worker.SetCurrent(ctx, c, target, "commitlayer deploy"); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "%s: build %s is current\n", dep, *buildID)
@@ -127,7 +129,7 @@ func deployCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, 
 			return 2
 		}
 		run = func(c client.Client) error {
-			if err := worker.SetRamping(ctx, c, dep, *buildID, float32(p), "commitlayer deploy"); err != nil {
+			if err := worker.SetRamping(ctx, c, target, float32(p), "commitlayer deploy"); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdout, "%s: build %q ramping at %v%%\n", dep, *buildID, p)
