@@ -66,7 +66,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
 
 build: ## build bin/commitlayer
-	$(GO) build -trimpath -o $(BIN) ./cmd/commitlayer
+	$(GO) build -trimpath -buildvcs=auto -o $(BIN) ./cmd/commitlayer
 
 up: ## start Temporal (TEMPORAL=dev|server) and PostgreSQL, create the database (idempotent)
 	scripts/dev-services.sh up $(TEMPORAL)
