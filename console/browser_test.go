@@ -143,6 +143,16 @@ func TestBrowser(t *testing.T) {
 	require.Equal(t, "{}{}", run(t, ctx, chromedp.Evaluate[string](`JSON.stringify(localStorage) + JSON.stringify(sessionStorage)`)))
 	require.Empty(t, run(t, ctx, chromedp.Evaluate[string](`document.cookie`)), "HttpOnly")
 
+	// Basic accessibility on every page: lang, one h1, labelled controls,
+	// named buttons, links and charts, tables with headers, and text at
+	// WCAG AA contrast (4.5:1) against its background.
+	for _, path := range []string{"/console/", "/console/actions?status=FAIL", "/console/actions/" + fx.failID,
+		"/console/contracts", "/console/contracts/send_payout", "/console/webhooks"} {
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.CSS("main"))))
+		problems := run(t, ctx, chromedp.Evaluate[[]string](a11yCheck))
+		require.Empty(t, problems, path)
+	}
+
 	if dir := os.Getenv("COMMITLAYER_CONSOLE_SCREENSHOTS"); dir != "" {
 		screenshots(t, ctx, fx, dir)
 	}
@@ -177,3 +187,47 @@ func screenshots(t *testing.T, ctx context.Context, fx *fixture, dir string) {
 	png := run(t, lctx, chromedp.CaptureScreenshot())
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "login.png"), png, 0o644))
 }
+
+// a11yCheck returns the page's basic accessibility problems.
+const a11yCheck = `(() => {
+  const out = [];
+  const short = el => el.outerHTML.slice(0, 100);
+  if (!document.documentElement.lang) out.push("html has no lang");
+  if (document.querySelectorAll("h1").length !== 1) out.push("not exactly one h1");
+  if (!document.title) out.push("no title");
+  for (const el of document.querySelectorAll("input:not([type=hidden]), select, textarea")) {
+    if (!(el.labels && el.labels.length) && !el.getAttribute("aria-label")) out.push("unlabelled " + short(el));
+  }
+  for (const el of document.querySelectorAll("a, button")) {
+    if (!el.textContent.trim() && !el.getAttribute("aria-label")) out.push("nameless " + short(el));
+  }
+  for (const el of document.querySelectorAll("svg")) {
+    if (el.getAttribute("role") !== "img" || !el.getAttribute("aria-labelledby")) out.push("chart without a name");
+  }
+  for (const el of document.querySelectorAll("table")) {
+    if (!el.querySelector("th")) out.push("table without headers");
+  }
+  const rgb = c => (c.match(/[\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const bg = el => {
+    for (; el; el = el.parentElement) {
+      const c = rgb(getComputedStyle(el).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!n.textContent.trim() || !el || el.closest("svg") || !el.getClientRects().length) continue;
+    const fg = rgb(getComputedStyle(el).color).slice(0, 3);
+    if (fg.length !== 3) { out.push("cannot read the colour of " + short(el)); continue; }
+    const [a, b] = [lum(fg), lum(bg(el))];
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) out.push("contrast " + ratio.toFixed(2) + " for " + JSON.stringify(n.textContent.trim().slice(0, 30)));
+  }
+  return out;
+})()`
