@@ -216,6 +216,9 @@ func ParseStatsQuery(q url.Values, now time.Time) (commitlayer.StatsQuery, error
 			return sq, filterErr("until", "leaves no day before it")
 		}
 	}
+	if !until.After(since) {
+		return sq, filterErr("since", "must be before until (default now)")
+	}
 	sq.Since, sq.Until = since.Truncate(sq.Bucket), until
 	if n := sq.Until.Sub(sq.Since) / sq.Bucket; n >= MaxStatsBuckets {
 		return sq, filterErr("bucket", "cuts the window into %d buckets; at most %d (use a longer bucket or a shorter window)", n+1, MaxStatsBuckets)

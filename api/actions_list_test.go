@@ -185,7 +185,8 @@ func TestListActions(t *testing.T) {
 		"bucket=1s":    "bucket:",
 		"bucket=often": "bucket:",
 		"bucket=1m&since=2020-01-01T00:00:00Z&until=2026-01-01T00:00:00Z": "bucket:",
-		"status=FAIL": "status:",
+		"status=FAIL":                "status:",
+		"since=2999-01-01T00:00:00Z": "since:",
 	} {
 		res := e.do(req{method: "GET", path: "/v1/actions/stats?" + raw, key: key})
 		require.Equal(t, http.StatusBadRequest, res.Status, raw)
