@@ -164,7 +164,8 @@ func TestPages(t *testing.T) {
 		"/console/contracts":                       {"send_payout", "refund_customer", "?version=1"},
 		"/console/contracts/send_payout":           {"watch: 2h", "(latest)"},
 		"/console/contracts/send_payout?version=1": {"watch: 1h", "v1"},
-		"/console/webhooks":                        {"wh_console", "https://hooks.example.com/commitlayer", "delivered", "failing", "http 503"},
+		"/console/webhooks":                        {"wh_console", "https://hooks.example.com/commitlayer", "delivered", "failing", "http 503",
+			"the previous secret signs too until"},
 	}
 	for path, wants := range pages {
 		a := fx.get(t, c, path)
@@ -177,6 +178,7 @@ func TestPages(t *testing.T) {
 		require.NotContains(t, a.body, "<script", "%s: no script at all", path)
 		require.NotContains(t, a.body, "style=", "%s: no inline style (the CSP refuses it)", path)
 		require.NotContains(t, a.body, "sealed-not-shown", path)
+		require.NotContains(t, a.body, "sealed-new-not-shown", path)
 		require.Contains(t, a.body, `<main id="main">`, path)
 		require.Contains(t, a.body, `<html lang="en">`, path)
 		for _, w := range wants {

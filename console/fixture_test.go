@@ -197,6 +197,8 @@ func newFixture(t *testing.T) *fixture {
 	_, err = db.CreateWebhook(ctx, tenant.ID, commitlayer.Webhook{ID: "wh_console", URL: "https://hooks.example.com/commitlayer",
 		Events: webhook.Events, Secret: "sealed-not-shown"})
 	require.NoError(t, err)
+	_, err = db.RotateWebhook(ctx, tenant.ID, "wh_console", "sealed-new-not-shown", now.Add(-time.Hour), now.Add(23*time.Hour))
+	require.NoError(t, err)
 	for i, ok := range []bool{true, false} {
 		evt := fmt.Sprintf("evt_%d", i)
 		_, err := db.PlanDeliveries(ctx, tenant.ID, commitlayer.WebhookDelivery{EventID: evt, EventType: webhook.EventVerdictChanged,

@@ -187,10 +187,13 @@ func onLoopback(r *http.Request) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// setSessionCookie sets a browser-session cookie (no Max-Age: the server
+// ends the session when it idles or ages out, however long the browser
+// keeps the cookie, and a cookie that outlived its session logs in again).
 func (c *Console) setSessionCookie(w http.ResponseWriter, r *http.Request, id string) {
 	http.SetCookie(w, &http.Cookie{
 		Name: CookieName, Value: id, Path: Prefix, HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil || !onLoopback(r), MaxAge: int(c.sessions.idle / time.Second),
+		Secure: r.TLS != nil || !onLoopback(r),
 	})
 }
 
