@@ -164,7 +164,7 @@ func TestPages(t *testing.T) {
 		"/console/contracts":                       {"send_payout", "refund_customer", "?version=1"},
 		"/console/contracts/send_payout":           {"watch: 2h", "(latest)"},
 		"/console/contracts/send_payout?version=1": {"watch: 1h", "v1"},
-		"/console/webhooks":                        {"wh_console", "https://hooks.example.com/commitlayer", "delivered", "failing", "http 503",
+		"/console/webhooks": {"wh_console", "https://hooks.example.com/commitlayer", "delivered", "failing", "http 503",
 			"the previous secret signs too until"},
 	}
 	for path, wants := range pages {
