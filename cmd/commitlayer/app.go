@@ -555,8 +555,13 @@ func (m *Main) startAPI() error {
 		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
 	}
 	m.listener = ln
+	handler, err := m.apiHandler()
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	m.server = &http.Server{
-		Handler:           m.API.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      120 * time.Second,
