@@ -167,6 +167,13 @@ func (db *DB) GetAction(ctx context.Context, tenantID, actionID string) (commitl
 	return rec, nil
 }
 
+// priorActionsCond is PriorActions' condition ($1 tenant, $2 contract, $3
+// agent or '', $4 subject or '', $5–$6 the window, $7 the action left out).
+const priorActionsCond = `tenant_id = $1 AND contract_id = $2
+		AND ($3 = '' OR agent = $3) AND ($4 = '' OR subject = $4)
+		AND requested_at BETWEEN $5 AND $6 AND id <> $7
+		ORDER BY requested_at, id`
+
 // PriorActions returns the actions of contractID by agent (when agent is not
 // empty) and on subject (when subject is not empty), requested in [from,
 // to], except excludeID; ordered by requested_at then id. A zero from or to
@@ -175,10 +182,7 @@ func (db *DB) PriorActions(ctx context.Context, tenantID, contractID, agent stri
 	if err := checkTimes("from", from, "to", to); err != nil {
 		return nil, fmt.Errorf("prior actions of %q: %w", contractID, classify(err))
 	}
-	acts, err := db.queryActions(ctx, `tenant_id = $1 AND contract_id = $2
-		AND ($3 = '' OR agent = $3) AND ($4 = '' OR subject = $4)
-		AND requested_at BETWEEN $5 AND $6 AND id <> $7
-		ORDER BY requested_at, id`,
+	acts, err := db.queryActions(ctx, priorActionsCond,
 		tenantID, contractID, agent, string(subject), lowerBound(from), upperBound(to), excludeID)
 	if err != nil {
 		return nil, fmt.Errorf("prior actions of %q: %w", contractID, classify(err))
@@ -211,6 +215,11 @@ func (db *DB) queryActions(ctx context.Context, cond string, args ...any) ([]com
 	})
 }
 
+// watchedActionsSQL is WatchedActions' query ($1 tenant, $2 subjects, $3 now).
+const watchedActionsSQL = `SELECT ` + actionColumns + ` FROM actions
+		WHERE tenant_id = $1 AND subject = ANY($2::text[]) AND watch_until > $3
+		ORDER BY requested_at, id`
+
 // WatchedActions returns the actions on any of subjects whose watch_until is
 // after now: the open verifications to signal when facts arrive for them.
 // Ordered by requested_at then id.
@@ -225,9 +234,7 @@ func (db *DB) WatchedActions(ctx context.Context, tenantID string, subjects []co
 	for i, s := range subjects {
 		subs[i] = string(s)
 	}
-	rows, err := db.pool.Query(ctx, `SELECT `+actionColumns+` FROM actions
-		WHERE tenant_id = $1 AND subject = ANY($2::text[]) AND watch_until > $3
-		ORDER BY requested_at, id`, tenantID, subs, now)
+	rows, err := db.pool.Query(ctx, watchedActionsSQL, tenantID, subs, now)
 	if err != nil {
 		return nil, fmt.Errorf("watched actions: %w", classify(err))
 	}

@@ -170,6 +170,21 @@ func insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow
 
 const factColumns = `seq, source, type, subject, external_id, occurred_at, attrs, links`
 
+// factsAboutSQL is FactsAbout's query ($1 tenant, $2 subjects, $3 their
+// link keys). d: the facts on the subjects or linking them. The result:
+// those, plus the facts on every subject d mentions (its subjects and
+// links).
+const factsAboutSQL = `WITH d AS (
+			SELECT subject, links FROM facts
+			WHERE tenant_id = $1 AND (subject = ANY($2::text[]) OR link_keys && $3::text[])
+		)
+		SELECT ` + factColumns + ` FROM facts
+		WHERE tenant_id = $1 AND (
+			link_keys && $3::text[]
+			OR subject = ANY(ARRAY(SELECT subject FROM d UNION SELECT unnest(links) FROM d
+				UNION SELECT unnest($2::text[]))))
+		ORDER BY occurred_at, seq`
+
 // FactsAbout returns the full history, ordered by occurred_at then seq, of:
 // the facts on any of subjects; the facts that link any of them; and the
 // facts on every subject one link hop away from those facts (a fact on
@@ -184,18 +199,7 @@ func (db *DB) FactsAbout(ctx context.Context, tenantID string, subjects []commit
 	for i, s := range subjects {
 		subs[i] = string(s)
 	}
-	// d: the facts on the subjects or linking them. The result: those, plus
-	// the facts on every subject d mentions (its subjects and links).
-	rows, err := db.pool.Query(ctx, `WITH d AS (
-			SELECT subject, links FROM facts
-			WHERE tenant_id = $1 AND (subject = ANY($2::text[]) OR link_keys && $3::text[])
-		)
-		SELECT `+factColumns+` FROM facts
-		WHERE tenant_id = $1 AND (
-			link_keys && $3::text[]
-			OR subject = ANY(ARRAY(SELECT subject FROM d UNION SELECT unnest(links) FROM d
-				UNION SELECT unnest($2::text[]))))
-		ORDER BY occurred_at, seq`, tenantID, subs, linkKeys(tenantID, subs))
+	rows, err := db.pool.Query(ctx, factsAboutSQL, tenantID, subs, linkKeys(tenantID, subs))
 	if err != nil {
 		return nil, fmt.Errorf("facts about %v: %w", subjects, classify(err))
 	}

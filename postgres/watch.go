@@ -43,6 +43,14 @@ func (db *DB) EndWatch(ctx context.Context, tenantID, actionID string, at time.T
 	return nil
 }
 
+// linkedSubjectsSQL is LinkedSubjects' query ($1 tenant, $2 subjects, $3
+// their link keys).
+const linkedSubjectsSQL = `SELECT DISTINCT s FROM (
+			SELECT unnest(links) AS s FROM facts WHERE tenant_id = $1 AND subject = ANY($2::text[])
+			UNION
+			SELECT subject AS s FROM facts WHERE tenant_id = $1 AND link_keys && $3::text[]
+		) x WHERE NOT (s = ANY($2::text[])) ORDER BY s`
+
 // LinkedSubjects returns the subjects linked one hop to any of subjects,
 // in either direction: those named in the links of facts on them, and the
 // subjects of facts whose links name them. The given subjects are left
@@ -55,11 +63,7 @@ func (db *DB) LinkedSubjects(ctx context.Context, tenantID string, subjects []co
 	for i, s := range subjects {
 		subs[i] = string(s)
 	}
-	rows, err := db.pool.Query(ctx, `SELECT DISTINCT s FROM (
-			SELECT unnest(links) AS s FROM facts WHERE tenant_id = $1 AND subject = ANY($2::text[])
-			UNION
-			SELECT subject AS s FROM facts WHERE tenant_id = $1 AND link_keys && $3::text[]
-		) x WHERE NOT (s = ANY($2::text[])) ORDER BY s`, tenantID, subs, linkKeys(tenantID, subs))
+	rows, err := db.pool.Query(ctx, linkedSubjectsSQL, tenantID, subs, linkKeys(tenantID, subs))
 	if err != nil {
 		return nil, fmt.Errorf("linked subjects: %w", classify(err))
 	}

@@ -44,8 +44,11 @@ func benchCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, s
 	if len(args) == 1 && args[0] == "worker" {
 		return benchWorker(ctx, logger) // one of the -workers processes
 	}
+	if len(args) > 0 && args[0] == "scale" {
+		return benchScaleCmd(ctx, logger, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || (args[0] != "verify" && args[0] != "settle") {
-		fmt.Fprint(stderr, "usage: commitlayer bench verify|settle [flags]\n")
+		fmt.Fprint(stderr, "usage: commitlayer bench verify|settle|scale [flags]\n")
 		return 2
 	}
 	mode := args[0]
@@ -93,6 +96,8 @@ type benchmarker struct {
 
 	workers  int
 	children []*exec.Cmd // the other worker processes
+
+	probeBase int // postAction's first account (bench scale probes a tenant twice)
 }
 
 func newBench(ctx context.Context, logger *slog.Logger) (*benchmarker, error) {
@@ -183,7 +188,7 @@ func (b *benchmarker) setup(ctx context.Context, n int, settlement time.Duration
 // postAction records the bench payout on account acc_i.
 func (b *benchmarker) postAction(ctx context.Context, i int, requestedAt time.Time) (string, error) {
 	acc, err := b.api.RecordAction(ctx, commitlayer.Action{
-		Contract: "bench_payout", Agent: "bench", Subject: commitlayer.Subject(fmt.Sprintf("account:acc_%d", i)),
+		Contract: "bench_payout", Agent: "bench", Subject: commitlayer.Subject(fmt.Sprintf("account:acc_%d", b.probeBase+i)),
 		Params: commitlayer.Attrs{"amount": 100}, RequestedAt: requestedAt.UTC(),
 		Claim: commitlayer.Claim{Status: commitlayer.ClaimSuccess},
 	})

@@ -1,0 +1,620 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
+	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/workflows"
+)
+
+// `commitlayer bench scale` measures how the cost of a verification grows
+// with the work around it, each growth axis against its own small case on
+// the same server, worker and database:
+//
+//   - facts_per_tenant: pass latency of a verification in a tenant holding
+//     -facts facts over -subjects subjects ÷ in one holding -small-facts
+//     (the same facts per subject);
+//   - open_verifications: pass latency, and the heap of this process (API
+//     and worker), with -watching verifications watching ÷ with
+//     -small-watching;
+//   - ingest_while_watched: POST /v1/facts wall time per fact (batches of
+//     -batch, -in-flight at once) on subjects -watching verifications watch
+//     ÷ on subjects nobody watches, with the signals each burst sent;
+//   - store_bytes_per_fact: the facts table's bytes per row (heap and
+//     indexes) at the big tenant's size ÷ at the small one's; and a
+//     retention purge of the big tenant, timed.
+//
+// It prints a table of the absolute figures, then one line per axis:
+// `ratio <axis> <big ÷ small>` (1.0: no growth).
+
+type scaleFlags struct {
+	facts, subjects, smallFacts     int
+	watching, smallWatching, probes int
+	batches, batch, burst, inFlight int
+	retention                       time.Duration
+	explain, keep                   bool
+}
+
+func parseScaleFlags(args []string, stderr io.Writer) (scaleFlags, error) {
+	var f scaleFlags
+	fs := flag.NewFlagSet("commitlayer bench scale", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&f.facts, "facts", 1_000_000, "facts in the big tenant (bulk-loaded with COPY)")
+	fs.IntVar(&f.subjects, "subjects", 100_000, "subjects the big tenant's facts are spread over")
+	fs.IntVar(&f.smallFacts, "small-facts", 10_000, "facts in the small tenant (same facts per subject)")
+	fs.IntVar(&f.watching, "watching", 2_000, "verifications watching in the big case of open_verifications and ingest_while_watched")
+	fs.IntVar(&f.smallWatching, "small-watching", 10, "verifications watching in the small case")
+	fs.IntVar(&f.probes, "probes", 100, "verifications measured per case, one at a time")
+	fs.IntVar(&f.batches, "batches", 40, "POST /v1/facts batches per ingest case")
+	fs.IntVar(&f.batch, "batch", 1000, "facts per batch")
+	fs.IntVar(&f.burst, "burst", 10, "facts per subject in a batch (a burst on one subject)")
+	fs.IntVar(&f.inFlight, "in-flight", 4, "batches in flight")
+	fs.DurationVar(&f.retention, "retention", 30*24*time.Hour, "retention of the purge run on the big tenant (its facts span 90 days)")
+	fs.BoolVar(&f.explain, "explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the pass's queries in both tenants")
+	fs.BoolVar(&f.keep, "keep", false, "keep the bench's tenants and facts (default: deleted at the end)")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	switch {
+	case f.subjects < 1 || f.facts < 2*f.subjects:
+		return f, errors.New("-subjects must be at least 1 and -facts at least 2 per subject")
+	case f.smallFacts < 2*f.facts/f.subjects || f.smallFacts > f.facts:
+		return f, errors.New("-small-facts must hold at least one subject's facts and at most -facts")
+	case f.probes < 1 || f.probes > f.smallFacts*f.subjects/f.facts:
+		return f, errors.New("-probes must be at least 1 and at most the small tenant's subjects")
+	case f.smallWatching < 1 || f.watching < f.smallWatching:
+		return f, errors.New("-small-watching must be at least 1 and -watching at least -small-watching")
+	case f.batches < 1 || f.batch < 1 || f.burst < 1 || f.burst > f.batch || f.inFlight < 1:
+		return f, errors.New("-batches, -batch, -burst, -in-flight must be at least 1, -burst at most -batch")
+	case f.retention <= 0:
+		return f, errors.New("-retention must be positive")
+	}
+	return f, nil
+}
+
+// scaleAxis is one growth axis: a cost measured in its small and big case.
+type scaleAxis struct {
+	name         string
+	small, big   float64
+	unit         string // how small and big print
+	smallN, bigN string // the sizes of the two cases
+}
+
+// ratio is big ÷ small; ok is false when small is zero or either is not a
+// number.
+func (a scaleAxis) ratio() (float64, bool) {
+	if a.small <= 0 || math.IsNaN(a.big) || math.IsNaN(a.small) || math.IsInf(a.big, 0) {
+		return 0, false
+	}
+	return a.big / a.small, true
+}
+
+// printScale prints the table of absolute figures, then one ratio line
+// per axis, last.
+func printScale(w io.Writer, axes []scaleAxis) {
+	fmt.Fprintf(w, "  %-26s %-28s %-28s\n", "axis", "small case", "big case")
+	for _, a := range axes {
+		fmt.Fprintf(w, "  %-26s %-28s %-28s\n", a.name,
+			fmt.Sprintf("%s (%s)", fmtScale(a.small, a.unit), a.smallN), fmt.Sprintf("%s (%s)", fmtScale(a.big, a.unit), a.bigN))
+	}
+	for _, a := range axes {
+		if r, ok := a.ratio(); ok {
+			fmt.Fprintf(w, "ratio %s %.2f\n", a.name, r)
+		} else {
+			fmt.Fprintf(w, "ratio %s n/a\n", a.name)
+		}
+	}
+}
+
+func fmtScale(v float64, unit string) string {
+	switch unit {
+	case "ms":
+		return fmt.Sprintf("%.2f ms", v)
+	case "µs":
+		return fmt.Sprintf("%.1f µs", v)
+	case "MiB":
+		return fmt.Sprintf("%.1f MiB", v)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + unit
+}
+
+func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags) error {
+	hc := client.WithHTTPClient(&http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}})
+	once := client.WithRetry(client.RetryPolicy{MaxAttempts: 1})
+	admin, err := client.New(b.m.URL(), b.m.Config.AdminKey, hc, once)
+	if err != nil {
+		return err
+	}
+	newTenant := func(name string) (*benchmarker, error) {
+		t, err := admin.CreateTenant(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		api, err := client.New(b.m.URL(), t.APIKey, hc, once)
+		if err != nil {
+			return nil, err
+		}
+		return &benchmarker{m: b.m, tenant: t.ID, api: api, workers: b.workers}, nil
+	}
+	tenants := []string{b.tenant}
+	var watchers []string // action ids of the watching verifications
+	defer func() {
+		// Leave nothing sleeping on the server or filling the database.
+		cctx := context.WithoutCancel(ctx)
+		_ = closedLoopN(cctx, len(watchers), 16, func(ctx context.Context, i int) error {
+			_ = b.m.Temporal.TerminateWorkflow(ctx, workflows.VerifyWorkflowID(b.tenant, watchers[i]), "", "bench scale done")
+			if f.keep {
+				_ = b.m.DB.EndWatch(ctx, b.tenant, watchers[i], time.Now())
+			}
+			return nil
+		})
+		if !f.keep {
+			for _, t := range tenants {
+				_ = b.m.DB.DeleteTenant(cctx, t)
+			}
+		}
+	}()
+	requestedAt := time.Now().UTC().Add(-11 * time.Minute) // settled: provisional and final at once
+	perSubject := f.facts / f.subjects
+	fmt.Fprintf(w, "bench scale: %s, %s\n", b.workersDesc(), benchEnv())
+
+	// facts_per_tenant, and the store's size at each tenant's size.
+	small, err := newTenant("bench-scale-small")
+	if err != nil {
+		return err
+	}
+	tenants = append(tenants, small.tenant)
+	big, err := newTenant("bench-scale-big")
+	if err != nil {
+		return err
+	}
+	tenants = append(tenants, big.tenant)
+	var sizes [2]postgres.StoreSize
+	var passSmall, passBig []time.Duration
+	for i, t := range []*benchmarker{small, big} {
+		n := []int{f.smallFacts, f.facts}[i]
+		if _, _, err := t.api.PutContract(ctx, []byte(fmt.Sprintf(benchContract, "10m"))); err != nil {
+			return err
+		}
+		start := time.Now()
+		loaded, err := b.m.DB.BulkLoadFacts(ctx, t.tenant, tenantFacts("acc", n/perSubject, n, requestedAt))
+		if err != nil {
+			return err
+		}
+		load := time.Since(start)
+		if _, err := b.m.DB.Pool().Exec(ctx, `ANALYZE facts`); err != nil {
+			return err
+		}
+		if sizes[i], err = b.m.DB.FactStoreSize(ctx, ""); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  tenant of %d facts over %d subjects: COPY %s (%.0f facts/s)\n", loaded, n/perSubject, load.Round(time.Millisecond), float64(loaded)/load.Seconds())
+		pass, e2e, err := t.probe(ctx, f.probes, requestedAt)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "    pass latency p50 %s p99 %s; POST → final verdict p50 %s p99 %s (%d verifications, one at a time)\n",
+			pct(pass, 50), pct(pass, 99), pct(e2e, 50), pct(e2e, 99), len(pass))
+		if i == 0 {
+			passSmall = pass
+		} else {
+			passBig = pass
+		}
+		if f.explain {
+			plans, err := b.m.DB.ExplainPassQueries(ctx, t.tenant, "account:acc_0", "bench_payout", time.Now())
+			if err != nil {
+				return err
+			}
+			for _, p := range plans {
+				fmt.Fprintf(w, "    EXPLAIN %s at %d facts:\n      %s\n", p.Name, loaded, strings.ReplaceAll(p.Plan, "\n", "\n      "))
+			}
+		}
+	}
+	for _, s := range sizes {
+		fmt.Fprintf(w, "  facts table at %d rows: heap %.1f MiB, indexes %.1f MiB (%s), %.0f bytes per fact\n",
+			s.Facts, mib(s.TableBytes), mib(s.IndexBytes), indexSizes(s.Indexes), bytesPerFact(s))
+	}
+	start := time.Now()
+	purged, err := b.m.DB.PurgeTenantFacts(ctx, big.tenant, f.retention, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  retention %s on the big tenant: %d facts dropped in %s (%.0f facts/s; the state facts of any open verification kept)\n",
+		f.retention, purged, time.Since(start).Round(time.Millisecond), float64(purged)/time.Since(start).Seconds())
+
+	// open_verifications and ingest_while_watched, in the bench's tenant.
+	if _, _, err := b.api.PutContract(ctx, []byte(fmt.Sprintf(benchContract, "10m"))); err != nil {
+		return err
+	}
+	if _, _, err := b.api.PutContract(ctx, []byte(watchContract)); err != nil {
+		return err
+	}
+	if _, err := b.m.DB.BulkLoadFacts(ctx, b.tenant, tenantFacts("acc", 2*f.probes, 4*f.probes, requestedAt)); err != nil {
+		return err
+	}
+	if _, err := b.m.DB.BulkLoadFacts(ctx, b.tenant, tenantFacts("w", f.watching, 2*f.watching, requestedAt)); err != nil {
+		return err
+	}
+	type watchCase struct {
+		pass    []time.Duration
+		heap    float64 // MiB in use after a GC
+		rss     float64
+		perFact float64 // ingest wall µs per fact
+		cpuFact float64 // ingest CPU µs per fact, every process
+	}
+	var cases [2]watchCase
+	for i, n := range []int{f.smallWatching, f.watching} {
+		start := time.Now()
+		ids, err := b.startWatchers(ctx, len(watchers), n, requestedAt)
+		if err != nil {
+			return err
+		}
+		watchers = append(watchers, ids...)
+		fmt.Fprintf(w, "  %d verifications watching (%d started in %s)\n", len(watchers), len(ids), time.Since(start).Round(time.Millisecond))
+		c := &cases[i]
+		if c.pass, _, err = b.probe(ctx, f.probes, requestedAt); err != nil {
+			return err
+		}
+		c.heap, c.rss = heapMiB()
+		fmt.Fprintf(w, "    pass latency p50 %s p99 %s; this process (API and worker): heap %.1f MiB, RSS %.1f MiB, %d goroutines\n",
+			pct(c.pass, 50), pct(c.pass, 99), c.heap, c.rss, runtime.NumGoroutine())
+		// Ingest: on nobody's subjects in the small case, on the watched
+		// subjects in the big one.
+		prefix, pool := "u", f.watching
+		if i == 1 {
+			prefix = "w"
+		}
+		cpu0 := cpuTotal()
+		ingestStart := time.Now()
+		lat, err := b.ingest(ctx, f, prefix, pool, i)
+		if err != nil {
+			return err
+		}
+		wall := time.Since(ingestStart)
+		cpu := cpuTotal() - cpu0
+		facts := float64(f.batches * f.batch)
+		c.perFact = 1e6 * wall.Seconds() / facts
+		c.cpuFact = 1e6 * cpu / facts
+		fmt.Fprintf(w, "    POST /v1/facts on %s subjects: %d batches of %d (%d facts per subject), %d in flight: %.0f facts/s, batch p50 %s p99 %s; CPU %.1f µs per fact (API, worker, Temporal, Postgres)\n",
+			map[int]string{0: "unwatched", 1: "watched"}[i], f.batches, f.batch, f.burst, f.inFlight, facts/wall.Seconds(), pct(lat, 50), pct(lat, 99), c.cpuFact)
+		if i == 1 {
+			sig, err := b.signalsPerBurst(ctx, f, watchers, ingestStart)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "    new-facts signals: %s\n", sig)
+		}
+	}
+	axes := []scaleAxis{
+		{name: "facts_per_tenant", unit: "ms", small: ms(pct(passSmall, 50)), big: ms(pct(passBig, 50)),
+			smallN: fmt.Sprintf("pass p50, %d facts", f.smallFacts), bigN: fmt.Sprintf("%d facts", f.facts)},
+		{name: "facts_per_tenant_p99", unit: "ms", small: ms(pct(passSmall, 99)), big: ms(pct(passBig, 99)),
+			smallN: "pass p99", bigN: "pass p99"},
+		{name: "open_verifications", unit: "ms", small: ms(pct(cases[0].pass, 50)), big: ms(pct(cases[1].pass, 50)),
+			smallN: fmt.Sprintf("pass p50, %d watching", f.smallWatching), bigN: fmt.Sprintf("%d watching", f.watching)},
+		{name: "open_verifications_p99", unit: "ms", small: ms(pct(cases[0].pass, 99)), big: ms(pct(cases[1].pass, 99)),
+			smallN: "pass p99", bigN: "pass p99"},
+		{name: "open_verifications_heap", unit: "MiB", small: cases[0].heap, big: cases[1].heap,
+			smallN: "heap in use", bigN: "heap in use"},
+		{name: "ingest_while_watched", unit: "µs", small: cases[0].perFact, big: cases[1].perFact,
+			smallN: "wall per fact, none watch", bigN: fmt.Sprintf("%d watch", f.watching)},
+		{name: "ingest_while_watched_cpu", unit: "µs", small: cases[0].cpuFact, big: cases[1].cpuFact,
+			smallN: "CPU per fact", bigN: "CPU per fact"},
+		{name: "store_bytes_per_fact", unit: "B", small: bytesPerFact(sizes[0]), big: bytesPerFact(sizes[1]),
+			smallN: fmt.Sprintf("%d rows", sizes[0].Facts), bigN: fmt.Sprintf("%d rows", sizes[1].Facts)},
+	}
+	printScale(w, axes)
+	return nil
+}
+
+// watchContract is bench_payout with a watch: its verifications stay open.
+const watchContract = `id: bench_watch
+kind: action
+subject: account
+settlement: 10m
+watch: 2h
+sources: [ledger]
+policy:
+  - id: active
+    rule: state.ledger.status == 'active'
+effects:
+  - id: payout
+    source: ledger
+    type: payout_sent
+    count: 1
+    expect: effect.amount == params.amount
+`
+
+// tenantFacts yields n facts over subjects accounts account:<prefix>_<i>,
+// each with its opening (linking its customer, 90 days before
+// requestedAt), its payout a second after requestedAt, and balance changes
+// spread over the 90 days between: a tenant's history, not a pile on one
+// subject.
+func tenantFacts(prefix string, subjects, n int, requestedAt time.Time) func() (commitlayer.Fact, bool, error) {
+	per, extra := n/subjects, n%subjects
+	i, j := 0, 0 // subject, fact of the subject
+	span := 90 * 24 * time.Hour
+	return func() (commitlayer.Fact, bool, error) {
+		if i == subjects {
+			return commitlayer.Fact{}, false, nil
+		}
+		k := per
+		if i < extra {
+			k++
+		}
+		acc := commitlayer.Subject(fmt.Sprintf("account:%s_%d", prefix, i))
+		id := prefix + "-" + strconv.Itoa(i) + "-" + strconv.Itoa(j)
+		var f commitlayer.Fact
+		switch j {
+		case 0:
+			f = commitlayer.Fact{Source: "ledger", Type: "account_opened", Subject: acc, ExternalID: id,
+				OccurredAt: requestedAt.Add(-span), Attrs: commitlayer.Attrs{"status": "active"},
+				Links: []commitlayer.Subject{commitlayer.Subject(fmt.Sprintf("customer:%s_c%d", prefix, i))}}
+		case 1:
+			f = commitlayer.Fact{Source: "ledger", Type: "payout_sent", Subject: acc, ExternalID: id,
+				OccurredAt: requestedAt.Add(time.Second), Attrs: commitlayer.Attrs{"amount": 100}}
+		default:
+			at := requestedAt.Add(-span + time.Duration(j)*span/time.Duration(k+1))
+			f = commitlayer.Fact{Source: "ledger", Type: "balance_changed", Subject: acc, ExternalID: id,
+				OccurredAt: at, Attrs: commitlayer.Attrs{"delta": j, "balance": 1000 + j}}
+		}
+		if j++; j == k {
+			i, j = i+1, 0
+		}
+		return f, true, nil
+	}
+}
+
+// probe verifies n actions on account:acc_0…, one at a time, and returns
+// their passes' latency as the worker stored it on the final verdict, and
+// POST → final verdict.
+func (b *benchmarker) probe(ctx context.Context, n int, requestedAt time.Time) (pass, e2e []time.Duration, err error) {
+	samples, err := b.closedLoop(ctx, n, 1, requestedAt)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids := make([]string, len(samples))
+	for i, s := range samples {
+		ids[i] = s.id
+		e2e = append(e2e, s.last.Sub(s.posted))
+	}
+	vs, err := b.m.DB.LatestVerdicts(ctx, b.tenant, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, id := range ids {
+		if d := vs[id].PassLatency; d > 0 {
+			pass = append(pass, d)
+		}
+	}
+	if len(pass) == 0 {
+		return nil, nil, errors.New("no verdict carries its pass latency")
+	}
+	// The next probe of the tenant verifies the next accounts.
+	b.probeBase += n
+	return pass, e2e, nil
+}
+
+// startWatchers records n actions of bench_watch on account:w_<from>…,
+// 16 at a time, and waits until each verification has its final verdict
+// (it is watching then).
+func (b *benchmarker) startWatchers(ctx context.Context, from, n int, requestedAt time.Time) ([]string, error) {
+	ids := make([]string, n)
+	err := closedLoopN(ctx, n, 16, func(ctx context.Context, i int) error {
+		acc, err := b.api.RecordAction(ctx, commitlayer.Action{
+			Contract: "bench_watch", Agent: "bench", Subject: commitlayer.Subject(fmt.Sprintf("account:w_%d", from+i)),
+			Params: commitlayer.Attrs{"amount": 100}, RequestedAt: requestedAt,
+			Claim: commitlayer.Claim{Status: commitlayer.ClaimSuccess},
+		})
+		ids[i] = acc.ID
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	pending := ids
+	for len(pending) > 0 {
+		var next []string
+		for c := 0; c < len(pending); c += 1000 {
+			chunk := pending[c:min(c+1000, len(pending))]
+			vs, err := b.m.DB.LatestVerdicts(ctx, b.tenant, chunk)
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range chunk {
+				if v, ok := vs[id]; !ok || v.Provisional {
+					next = append(next, id)
+				}
+			}
+		}
+		if pending = next; len(pending) > 0 {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("%d watching verifications without a final verdict after 10 minutes", len(pending))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return ids, nil
+}
+
+// ingest posts f.batches batches of f.batch facts, f.inFlight at once, each
+// batch f.burst facts on each of its subjects account:<prefix>_<k>, k
+// cycling through pool. It returns each POST's latency.
+func (b *benchmarker) ingest(ctx context.Context, f scaleFlags, prefix string, pool, round int) ([]time.Duration, error) {
+	perBatch := f.batch / f.burst
+	lat := make([]time.Duration, f.batches)
+	now := time.Now().UTC().Add(-time.Minute)
+	err := closedLoopN(ctx, f.batches, f.inFlight, func(ctx context.Context, j int) error {
+		facts := make([]commitlayer.Fact, 0, f.batch)
+		for s := 0; len(facts) < f.batch; s++ {
+			acc := commitlayer.Subject(fmt.Sprintf("account:%s_%d", prefix, (j*perBatch+s)%pool))
+			for k := 0; k < f.burst && len(facts) < f.batch; k++ {
+				facts = append(facts, commitlayer.Fact{Source: "ledger", Type: "note_added", Subject: acc,
+					ExternalID: fmt.Sprintf("ing-%d-%d-%d-%d", round, j, s, k), OccurredAt: now,
+					Attrs: commitlayer.Attrs{"n": k, "text": "statement line"}})
+			}
+		}
+		start := time.Now()
+		if _, err := b.api.PostFacts(ctx, facts); err != nil {
+			return err
+		}
+		lat[j] = time.Since(start)
+		return nil
+	})
+	return lat, err
+}
+
+// signalsPerBurst reads the histories of up to 50 watching verifications
+// and compares the new-facts signals they got since since with the bursts
+// of facts posted on their subjects.
+func (b *benchmarker) signalsPerBurst(ctx context.Context, f scaleFlags, watchers []string, since time.Time) (string, error) {
+	perBatch := f.batch / f.burst
+	bursts := map[int]int{} // watcher index → bursts on its subject
+	for j := range f.batches {
+		for s := range perBatch {
+			bursts[(j*perBatch+s)%f.watching]++
+		}
+	}
+	var signals, got, sampled, wakes int64
+	step := max(len(watchers)/50, 1)
+	var mu sync.Mutex
+	var idx []int
+	for i := 0; i < len(watchers); i += step {
+		idx = append(idx, i)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, i := range idx {
+		g.Go(func() error {
+			var sig, tasks int64
+			it := b.m.Temporal.GetWorkflowHistory(gctx, workflows.VerifyWorkflowID(b.tenant, watchers[i]), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			for it.HasNext() {
+				e, err := it.Next()
+				if err != nil {
+					return err
+				}
+				if e.GetEventTime().AsTime().Before(since) {
+					continue
+				}
+				switch e.GetEventType() {
+				case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+					sig++
+				case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+					tasks++
+				}
+			}
+			mu.Lock()
+			signals += sig
+			wakes += tasks
+			got += int64(bursts[i])
+			sampled++
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return "", err
+	}
+	if got == 0 {
+		return "no burst reached the sampled verifications", nil
+	}
+	return fmt.Sprintf("%.2f signals and %.2f workflow tasks per burst of %d facts on a watched subject (%d verifications sampled, %d bursts); ≈ %.0f signals per batch",
+		float64(signals)/float64(got), float64(wakes)/float64(got), f.burst, sampled, got, float64(signals)/float64(got)*float64(perBatch)), nil
+}
+
+// heapMiB returns this process's heap in use after a GC, and its RSS.
+func heapMiB() (heap, rss float64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	heap = float64(ms.HeapInuse) / (1 << 20)
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				rss = kb / 1024
+			}
+		}
+	}
+	return heap, rss
+}
+
+// cpuTotal is the CPU seconds of this process, Temporal and Postgres.
+func cpuTotal() float64 {
+	var t float64
+	for _, v := range cpuByRole() {
+		t += v
+	}
+	return t
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func mib(b int64) float64        { return float64(b) / (1 << 20) }
+
+func bytesPerFact(s postgres.StoreSize) float64 {
+	if s.Facts == 0 {
+		return math.NaN()
+	}
+	return float64(s.TableBytes+s.IndexBytes) / float64(s.Facts)
+}
+
+func indexSizes(ix map[string]int64) string {
+	var parts []string
+	for _, name := range []string{"facts_pkey", "facts_tenant_id_source_external_id_key", "facts_subject", "facts_kind", "facts_link_keys"} {
+		if v, ok := ix[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f", strings.TrimPrefix(name, "facts_"), mib(v)))
+		}
+	}
+	for name, v := range ix {
+		if !strings.Contains(strings.Join([]string{"facts_pkey", "facts_tenant_id_source_external_id_key", "facts_subject", "facts_kind", "facts_link_keys"}, " "), name) {
+			parts = append(parts, fmt.Sprintf("%s %.1f", strings.TrimPrefix(name, "facts_"), mib(v)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// benchScaleCmd is `commitlayer bench scale [flags]`.
+func benchScaleCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, stderr io.Writer) int {
+	f, err := parseScaleFlags(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "commitlayer bench scale:", err)
+		}
+		return 2
+	}
+	b, err := newBench(ctx, logger)
+	if err != nil {
+		logger.Error("bench", "error", err)
+		return 1
+	}
+	defer b.m.Close()
+	defer b.stopWorkers()
+	if err := b.startWorkers(ctx, 1); err != nil {
+		logger.Error("bench", "error", err)
+		return 1
+	}
+	if err := b.benchScale(ctx, stdout, f); err != nil {
+		logger.Error("bench scale", "error", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/testenv"
+)
+
+func TestPrintScaleEndsWithOneRatioPerAxis(t *testing.T) {
+	var buf bytes.Buffer
+	printScale(&buf, []scaleAxis{
+		{name: "facts_per_tenant", unit: "ms", small: 4, big: 5, smallN: "10 facts", bigN: "100 facts"},
+		{name: "open_verifications_heap", unit: "MiB", small: 20, big: 20},
+		{name: "store_bytes_per_fact", unit: "B", small: 0, big: 300},
+		{name: "broken", unit: "µs", small: 1, big: math.NaN()},
+	})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	require.Equal(t, []string{
+		"ratio facts_per_tenant 1.25",
+		"ratio open_verifications_heap 1.00",
+		"ratio store_bytes_per_fact n/a",
+		"ratio broken n/a",
+	}, lines[len(lines)-4:])
+	require.Contains(t, lines[1], "4.00 ms (10 facts)")
+	require.Contains(t, lines[1], "5.00 ms (100 facts)")
+}
+
+func TestTenantFactsSpreadOverSubjects(t *testing.T) {
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	next := tenantFacts("acc", 3, 10, at)
+	per := map[commitlayer.Subject]int{}
+	ids := map[string]bool{}
+	for {
+		f, ok, err := next()
+		require.NoError(t, err)
+		if !ok {
+			break
+		}
+		require.NoError(t, f.Validate())
+		require.False(t, ids[f.ExternalID], "external ids are unique")
+		ids[f.ExternalID] = true
+		per[f.Subject]++
+	}
+	require.Equal(t, map[commitlayer.Subject]int{"account:acc_0": 4, "account:acc_1": 3, "account:acc_2": 3}, per)
+}
+
+func TestParseScaleFlagsRefusesImpossibleSizes(t *testing.T) {
+	for _, args := range [][]string{
+		{"-facts", "10", "-subjects", "20"},
+		{"-small-facts", "2000000"},
+		{"-probes", "0"},
+		{"-watching", "5", "-small-watching", "10"},
+		{"-burst", "2000"},
+		{"-retention", "-1h"},
+	} {
+		_, err := parseScaleFlags(args, io.Discard)
+		require.Error(t, err, "%v", args)
+	}
+	f, err := parseScaleFlags(nil, io.Discard)
+	require.NoError(t, err)
+	require.Equal(t, 1_000_000, f.facts)
+}
+
+// TestBenchScaleTiny runs `commitlayer bench scale` at a tiny size on the
+// dev server, so it keeps working; it asserts the shape of the output,
+// never a timing.
+func TestBenchScaleTiny(t *testing.T) {
+	for k, v := range map[string]string{
+		"DATABASE_URL":           testenv.Postgres(t),
+		"TEMPORAL_ADDRESS":       testenv.TemporalAddress(t),
+		"TEMPORAL_NAMESPACE":     testenv.Namespace(),
+		"COMMITLAYER_ADDR":       "",
+		"COMMITLAYER_TASK_QUEUE": "",
+		"COMMITLAYER_ADMIN_KEY":  "bench-admin-" + randHex(12),
+	} {
+		t.Setenv(k, v)
+	}
+	code, stdout, stderr := runCLI(t, "bench", "scale", "-facts", "2000", "-subjects", "200", "-small-facts", "200",
+		"-watching", "20", "-small-watching", "2", "-probes", "3", "-batches", "4", "-batch", "100", "-burst", "5", "-explain")
+	require.Zero(t, code, "stdout %s\nstderr %s", stdout, stderr)
+	for _, axis := range []string{"facts_per_tenant", "open_verifications", "open_verifications_heap", "ingest_while_watched", "store_bytes_per_fact"} {
+		require.Regexp(t, regexp.MustCompile(`(?m)^ratio `+axis+` [0-9]+\.[0-9]{2}$`), stdout)
+	}
+	require.Contains(t, stdout, "EXPLAIN FactsAbout at 2000 facts")
+	// A burst of facts on a watched subject signals its verification at
+	// most once (not once per fact; a notice the API left to the
+	// reconciler may arrive after the histories were read).
+	m := regexp.MustCompile(`new-facts signals: ([0-9.]+) signals`).FindStringSubmatch(stdout)
+	require.Len(t, m, 2, stdout)
+	perBurst, err := strconv.ParseFloat(m[1], 64)
+	require.NoError(t, err)
+	require.LessOrEqual(t, perBurst, 1.0)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	require.True(t, strings.HasPrefix(lines[len(lines)-1], "ratio "), "the ratios come last")
+}
