@@ -276,6 +276,10 @@ type Server struct {
 	started   startedSet
 	awayUntil atomic.Int64 // unix ns until which Temporal counts as away
 
+	// notices holds a slot per notice of new facts being delivered after
+	// its POST answered (see postFacts).
+	notices chan struct{}
+
 	mux    *http.ServeMux
 	paths  *http.ServeMux // path patterns only, to tell 405 from 404
 	routes []Route
@@ -294,6 +298,7 @@ func (r Route) Pattern() string { return r.Method + " " + r.Path }
 // New builds the server.
 func New(cfg Config) *Server {
 	s := &Server{
+		notices:    make(chan struct{}, maxBackgroundNotices),
 		tenants:    cfg.Store,
 		contractDB: cfg.Store,
 		facts:      cfg.Store,

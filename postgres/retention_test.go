@@ -181,3 +181,28 @@ func storedIDs(t *testing.T, db *DB, tenantID string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Link lookups never read a GIN pending list (migration 0012).
+func TestFactLinkKeysHasNoPendingList(t *testing.T) {
+	db := testStore(t)
+	var opts []string
+	require.NoError(t, db.Pool().QueryRow(context.Background(),
+		`SELECT coalesce(reloptions, '{}') FROM pg_class WHERE relname = 'facts_link_keys'`).Scan(&opts))
+	require.Contains(t, opts, "fastupdate=off")
+}
+
+func TestExplainPassQueries(t *testing.T) {
+	db := testStore(t)
+	ctx := context.Background()
+	tn := newTenant(t)
+	_, err := db.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("orders", "order_created", "order:o1", "o1", t0, nil, "customer:c1")})
+	require.NoError(t, err)
+	plans, err := db.ExplainPassQueries(ctx, tn.ID, "order:o1", "refund_customer", t0)
+	require.NoError(t, err)
+	var names []string
+	for _, p := range plans {
+		names = append(names, p.Name)
+		require.Contains(t, p.Plan, "Execution Time")
+	}
+	require.Equal(t, []string{"FactsAbout", "LinkedSubjects", "WatchedActions", "PriorActions"}, names)
+}
