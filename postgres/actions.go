@@ -168,7 +168,7 @@ func (db *DB) GetAction(ctx context.Context, tenantID, actionID string) (commitl
 }
 
 // priorActionsCond is PriorActions' condition ($1 tenant, $2 contract, $3
-// agent or '', $4 subject or '', $5–$6 the window, $7 the action left out).
+// agent or empty, $4 subject or empty, $5–$6 the window, $7 the action left out).
 const priorActionsCond = `tenant_id = $1 AND contract_id = $2
 		AND ($3 = '' OR agent = $3) AND ($4 = '' OR subject = $4)
 		AND requested_at BETWEEN $5 AND $6 AND id <> $7
