@@ -52,6 +52,17 @@ type Client struct {
 	// (postgres.DB.Identity), carried to the workers so one on another
 	// database refuses to verify instead of failing on "not found".
 	StoreID string
+	// BackgroundStarts, when positive, lets Start return as soon as the
+	// workflow is started and finish the start's bookkeeping (nudge the
+	// earlier verifications on the subject, start the tenant's poller,
+	// then mark the action started) in the background, this many at
+	// once; past that Start does it before returning. Marking comes last,
+	// so after a crash in between the reconciler (which starts the actions
+	// never marked) does it all again. Only with a reconciler running.
+	BackgroundStarts int
+
+	bgOnce sync.Once
+	bg     chan struct{}
 }
 
 func (c *Client) taskQueue() string {
@@ -107,7 +118,40 @@ func (c *Client) Start(ctx context.Context, tenantID string, a commitlayer.Actio
 	if err != nil && !errors.As(err, &started) {
 		return fmt.Errorf("start verification of %s: %w", a.ID, err)
 	}
+	if c.BackgroundStarts > 0 {
+		c.bgOnce.Do(func() { c.bg = make(chan struct{}, c.BackgroundStarts) })
+		select {
+		case c.bg <- struct{}{}:
+			go func() {
+				defer func() { <-c.bg }()
+				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backgroundStartTimeout)
+				defer cancel()
+				if err := c.finishStart(bctx, tenantID, a); err != nil {
+					c.logger().Warn("verification start's bookkeeping left to the reconciler", "action", a.ID, "error", err)
+				}
+			}()
+			return nil
+		default:
+		}
+	}
 	return c.started(ctx, tenantID, a)
+}
+
+// backgroundStartTimeout bounds the bookkeeping Start leaves to the
+// background.
+const backgroundStartTimeout = 30 * time.Second
+
+// finishStart is started's work with the mark last: nudge the earlier
+// actions on the subject, run the tenant's poller, then mark the action
+// started. A failure leaves it unmarked for the reconciler.
+func (c *Client) finishStart(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
+	if err := c.NotifyFacts(ctx, tenantID, []commitlayer.Subject{a.Subject}, a.ID); err != nil {
+		c.logger().Warn("notify earlier verifications", "action", a.ID, "error", err)
+	}
+	if err := c.ensurePoller(ctx, tenantID); err != nil {
+		return err
+	}
+	return c.Store.VerificationStarted(ctx, tenantID, a.ID)
 }
 
 // started is what follows a verification's start: mark it in the store,
