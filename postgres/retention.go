@@ -16,7 +16,8 @@ type PurgeResult struct {
 }
 
 // purgeChunk bounds the facts one DELETE drops, so a purge never holds a
-// long transaction (or a long lock) on a table that ingest writes to.
+// long transaction (or a long lock) on a table that ingest writes to. Rows
+// another purge (another process) has locked are skipped, not waited on.
 const purgeChunk = 10000
 
 // PurgeFacts drops the facts that occurred more than retention before now
@@ -117,7 +118,7 @@ func (db *DB) purgeTenantFacts(ctx context.Context, tenantID string, retention t
 				SELECT seq FROM facts
 				WHERE tenant_id = $1 AND occurred_at < $2
 				AND NOT (subject = ANY($3::text[])) AND NOT (link_keys && $4::text[])
-				LIMIT $5)`, tenantID, cutoff, keepSubs, keepKeys, purgeChunk)
+				LIMIT $5 FOR UPDATE SKIP LOCKED)`, tenantID, cutoff, keepSubs, keepKeys, purgeChunk)
 		if err != nil {
 			return total, err
 		}

@@ -101,6 +101,9 @@ type Config struct {
 	// SandboxDir holds the sandbox enterprises' files while a benchmark
 	// runs (COMMITLAYER_SANDBOX_DIR, default .data/sandbox).
 	SandboxDir string
+	// FactRetention, when set, purges facts past it that no open
+	// verification reads (COMMITLAYER_FACT_RETENTION; see retention.go).
+	FactRetention time.Duration
 }
 
 func (c Config) metricsMode() api.MetricsMode {
@@ -175,6 +178,9 @@ func ConfigFromEnv(roles Roles) (Config, error) {
 			return Config{}, fmt.Errorf("COMMITLAYER_MAX_FUTURE_SKEW %q is not a positive duration (e.g. 24h)", s)
 		}
 		cfg.MaxFutureSkew = d
+	}
+	if cfg.FactRetention, err = factRetentionFromEnv(); err != nil {
+		return Config{}, err
 	}
 	if roles.API && len(cfg.AdminKey) < 16 {
 		return Config{}, errors.New("COMMITLAYER_ADMIN_KEY must be set to a secret of at least 16 characters")
@@ -263,6 +269,7 @@ type Main struct {
 
 	stopReconciler func()
 	reconcilerDone chan struct{}
+	stopRetention  func()
 
 	worker sdkworker.Worker // the product's, on Config.TaskQueue
 	bench  sdkworker.Worker // the benchmark's, on Config.BenchmarkTaskQueue
@@ -354,6 +361,7 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 			return err
 		}
 	}
+	m.startRetention(roles)
 	if roles.API {
 		if err := m.startAPI(); err != nil {
 			return err
@@ -642,6 +650,9 @@ func (m *Main) close() {
 	if m.stopReconciler != nil {
 		m.stopReconciler()
 		<-m.reconcilerDone
+	}
+	if m.stopRetention != nil {
+		m.stopRetention()
 	}
 	if m.local != nil {
 		m.local.Stop()

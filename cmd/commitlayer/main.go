@@ -4,6 +4,7 @@
 //	commitlayer worker              the Temporal worker
 //	commitlayer dev                 api and worker in one process
 //	commitlayer migrate             apply the database migrations
+//	commitlayer purge-facts         drop facts past COMMITLAYER_FACT_RETENTION no open verification reads
 //	commitlayer contracts lint F…   check contract files
 //	commitlayer sandbox [flags]     run the failure matrix
 //	commitlayer demo                the main job on the embedded defaults
@@ -45,17 +46,21 @@ commands:
   deploy describe|ramp|set-current|wait-drained
                        Worker Deployment rollouts (see commitlayer deploy -h, docs/operations.md)
   migrate              apply the database migrations and exit
+  purge-facts [-retention D]
+                       drop facts older than D (default COMMITLAYER_FACT_RETENTION) that no open verification reads
   contracts lint F...  check contract files (exit 1 when one is invalid)
   sandbox [flags]      run the sandbox failure matrix (see commitlayer sandbox -h)
   demo                 start everything on the embedded defaults and run the matrix
   bench verify|settle  measure POST → verdict latency and settlement throughput on the local services,
                        next to a same-run no-op baseline (-workers N: N worker processes)
+  bench scale          how a verification's cost grows with facts, open verifications and ingest (ratios last)
   check [flags]        verify actions against facts and contracts from files, no server (CI; exit 0/1/2/3)
 
 environment:
   COMMITLAYER_ADDR       listen address (default 127.0.0.1:8080)
   DATABASE_URL           PostgreSQL URL (default postgres://postgres@127.0.0.1:5432/commitlayer?sslmode=disable)
   COMMITLAYER_ADMIN_KEY  key for /v1/admin routes (required by api and dev)
+  COMMITLAYER_FACT_RETENTION workers purge, hourly, facts older than this no open verification reads (e.g. 2160h; unset keeps all)
   COMMITLAYER_BENCHMARKS 1: api, worker and dev also run sandbox benchmark runs (demo and sandbox always do)
   COMMITLAYER_DEPLOYMENT Worker Deployment name (default commitlayer; the benchmark's: <name>-benchmark)
   COMMITLAYER_BUILD_ID   this build's ID (default the binary's VCS revision; commitlayer version prints it)
@@ -93,6 +98,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return deployCmd(ctx, logger, args[1:], stdout, stderr)
 	case "migrate":
 		err = migrate(ctx, logger)
+	case "purge-facts":
+		return purgeFactsCmd(ctx, logger, args[1:], stdout, stderr)
 	case "contracts":
 		if len(args) < 3 || args[1] != "lint" {
 			fmt.Fprint(stderr, "usage: commitlayer contracts lint FILE...\n")
