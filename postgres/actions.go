@@ -167,12 +167,23 @@ func (db *DB) GetAction(ctx context.Context, tenantID, actionID string) (commitl
 	return rec, nil
 }
 
-// priorActionsCond is PriorActions' condition ($1 tenant, $2 contract, $3
-// agent or empty, $4 subject or empty, $5–$6 the window, $7 the action left out).
-const priorActionsCond = `tenant_id = $1 AND contract_id = $2
-		AND ($3 = '' OR agent = $3) AND ($4 = '' OR subject = $4)
-		AND requested_at BETWEEN $5 AND $6 AND id <> $7
-		ORDER BY requested_at, id`
+// priorActionsQuery is PriorActions' condition and arguments. The agent
+// and subject filters are in the SQL only when given: a prepared statement
+// with "($4 = empty OR subject = $4)" gets a generic plan that cannot use the
+// subject's index and reads every action of the contract in the window.
+func priorActionsQuery(tenantID, contractID, agent string, subject commitlayer.Subject, from, to time.Time, excludeID string) (string, []any) {
+	cond := `tenant_id = $1 AND contract_id = $2 AND requested_at BETWEEN $3 AND $4 AND id <> $5`
+	args := []any{tenantID, contractID, lowerBound(from), upperBound(to), excludeID}
+	if agent != "" {
+		args = append(args, agent)
+		cond += fmt.Sprintf(" AND agent = $%d", len(args))
+	}
+	if subject != "" {
+		args = append(args, string(subject))
+		cond += fmt.Sprintf(" AND subject = $%d", len(args))
+	}
+	return cond + " ORDER BY requested_at, id", args
+}
 
 // PriorActions returns the actions of contractID by agent (when agent is not
 // empty) and on subject (when subject is not empty), requested in [from,
@@ -182,8 +193,8 @@ func (db *DB) PriorActions(ctx context.Context, tenantID, contractID, agent stri
 	if err := checkTimes("from", from, "to", to); err != nil {
 		return nil, fmt.Errorf("prior actions of %q: %w", contractID, classify(err))
 	}
-	acts, err := db.queryActions(ctx, priorActionsCond,
-		tenantID, contractID, agent, string(subject), lowerBound(from), upperBound(to), excludeID)
+	cond, args := priorActionsQuery(tenantID, contractID, agent, subject, from, to, excludeID)
+	acts, err := db.queryActions(ctx, cond, args...)
 	if err != nil {
 		return nil, fmt.Errorf("prior actions of %q: %w", contractID, classify(err))
 	}

@@ -24,6 +24,7 @@ type QueryPlan struct {
 func (db *DB) ExplainPassQueries(ctx context.Context, tenantID string, subject commitlayer.Subject, contractID string, now time.Time) ([]QueryPlan, error) {
 	subs := []string{string(subject)}
 	keys := linkKeys(tenantID, subs)
+	priorCond, priorArgs := priorActionsQuery(tenantID, contractID, "", subject, time.Time{}, time.Time{}, "")
 	queries := []struct {
 		name, sql string
 		args      []any
@@ -31,8 +32,7 @@ func (db *DB) ExplainPassQueries(ctx context.Context, tenantID string, subject c
 		{"FactsAbout", factsAboutSQL, []any{tenantID, subs, keys}},
 		{"LinkedSubjects", linkedSubjectsSQL, []any{tenantID, subs, keys}},
 		{"WatchedActions", watchedActionsSQL, []any{tenantID, subs, now}},
-		{"PriorActions", `SELECT ` + actionColumns + ` FROM actions WHERE ` + priorActionsCond,
-			[]any{tenantID, contractID, "", string(subject), lowerBound(time.Time{}), upperBound(time.Time{}), ""}},
+		{"PriorActions", `SELECT ` + actionColumns + ` FROM actions WHERE ` + priorCond, priorArgs},
 	}
 	var out []QueryPlan
 	for _, q := range queries {
