@@ -78,8 +78,11 @@ func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 
 // maxBackgroundNotices bounds the notices of new facts delivered after
 // their POST answered; past it a POST delivers its own before answering,
-// which slows ingest to the pace Temporal takes signals.
-const maxBackgroundNotices = 64
+// which slows ingest to the pace Temporal takes signals. Each notice sends
+// up to verify.Client.SignalConcurrency (8) signals at once: at 64 notices
+// (512 signals in flight) the dev server let signals pass the 2 s notify
+// timeout and the notices fell back to the reconciler, one at a time.
+const maxBackgroundNotices = 8
 
 // deliverNotice delivers the notice of a stored batch now, and leaves it
 // to the reconciler when Temporal does not answer (it retries until
