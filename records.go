@@ -81,17 +81,6 @@ type InsertResult struct {
 	NotificationID int64
 }
 
-// BenchmarkRun is one benchmark run (admin). Request, Summary and Results
-// are opaque JSON, stored and returned byte for byte. TenantID names the
-// tenant the run used; the run outlives it.
-type BenchmarkRun struct {
-	ID, Status                string
-	Request, Summary, Results json.RawMessage
-	Markdown, LogTail         string
-	TenantID                  string
-	StartedAt, FinishedAt     time.Time
-}
-
 // FactNotification is a notice of new facts still to deliver to the
 // verifications watching its subjects.
 type FactNotification struct {

@@ -28,8 +28,6 @@ const (
 	codeIdempotency       = "idempotency_conflict"
 	codeVerificationEnded = "verification_ended"
 	codeUnavailable       = "unavailable"
-	codeInvalidBenchmark  = "invalid_benchmark"
-	codeBenchmarkRunning  = "benchmark_running"
 	codeInternal          = "internal"
 )
 

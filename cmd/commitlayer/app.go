@@ -30,6 +30,8 @@ import (
 	"github.com/commitlayer/commitlayer/metrics"
 	"github.com/commitlayer/commitlayer/postgres"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
+	"github.com/commitlayer/commitlayer/sandbox/benchapi"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/service"
@@ -173,6 +175,10 @@ type Main struct {
 	// nil unless the process has the Benchmark role.
 	Runner  *bench.Runner
 	Harness *harness.Activities
+	// Bench is the benchmark's store (its runs, run tenants and agent
+	// steps, in the database's benchmark schema) on DB's pool; nil unless
+	// the process has the Benchmark role.
+	Bench *benchstore.Store
 	// API is the HTTP API's server.
 	API *api.Server
 	// Reconciler starts pending verifications and delivers pending notices
@@ -239,17 +245,20 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 	m.Guard = netguard.New(gopts)
 	m.Contracts = service.NewContracts(m.DB, 0)
 	m.Actions = service.NewActions(m.DB, m.Contracts, nil)
-	var benchmarks api.Benchmarks
-	var reports api.Reports
+	var mounts []api.Mount
+	var docs [][]byte
 	if roles.Benchmark {
-		m.Runner = &bench.Runner{Temporal: m.Temporal, Store: m.DB, TaskQueue: m.Config.TaskQueue}
-		benchmarks = m.Runner
-		reports = bench.Reports{TemporalUI: temporalUIBase(m.Config), Namespace: m.Config.Temporal.Namespace}
+		if err := m.openBench(ctx); err != nil {
+			return err
+		}
+		m.Runner = &bench.Runner{Temporal: m.Temporal, Store: m.Bench, TaskQueue: m.Config.TaskQueue}
+		routes := &benchapi.API{Runs: m.Bench, Runner: m.Runner,
+			Reports: bench.Reports{TemporalUI: temporalUIBase(m.Config), Namespace: m.Config.Temporal.Namespace}}
+		mounts, docs = routes.Mounts(), [][]byte{benchapi.OpenAPI}
 	}
 	m.API = api.New(api.Config{
 		Store:         m.DB,
 		Verifier:      m.Verifier,
-		Benchmarks:    benchmarks,
 		AdminKey:      m.Config.AdminKey,
 		Logger:        m.Logger,
 		Registry:      m.Registry,
@@ -259,7 +268,9 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		Guard:         m.Guard,
 		MaxFutureSkew: m.Config.MaxFutureSkew,
 		Metrics:       m.Config.metricsMode(),
-		Reports:       reports,
+		// The benchmark's admin routes, with the Benchmark role.
+		Mounts:           mounts,
+		OpenAPIFragments: docs,
 	})
 	if roles.Worker {
 		if err := m.startWorker(ctx, roles.Benchmark); err != nil {
@@ -290,6 +301,15 @@ func (m *Main) openDB(ctx context.Context) error {
 	m.DB = db
 	if err := db.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate database: %w", err)
+	}
+	return nil
+}
+
+// openBench migrates the benchmark's own schema, after the product's.
+func (m *Main) openBench(ctx context.Context) error {
+	m.Bench = benchstore.New(m.DB)
+	if err := m.Bench.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate benchmark schema: %w", err)
 	}
 	return nil
 }
@@ -349,7 +369,7 @@ func (m *Main) startWorker(ctx context.Context, withBenchmark bool) error {
 		// chaos transport.
 		localQueue = localTaskQueue(m.Config.TaskQueue)
 		m.Harness = &harness.Activities{
-			Store:     m.DB,
+			Store:     m.Bench,
 			Recorder:  m.Actions,
 			Rechecker: m.Verifier,
 			Contracts: sbcontracts.FS,
@@ -360,7 +380,7 @@ func (m *Main) startWorker(ctx context.Context, withBenchmark bool) error {
 			// Model-driven agents: providers built in this process (keys
 			// from its environment), turns and tool calls written ahead.
 			Models:     &harness.Models{},
-			AgentSteps: m.DB,
+			AgentSteps: m.Bench,
 		}
 		m.Activities.TenantHTTPClient = m.Harness.Host.HTTPClient
 		bench.Register(m.worker)

@@ -13,10 +13,10 @@ import (
 
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/fake"
-	"github.com/commitlayer/commitlayer/llm/sinks"
-	"github.com/commitlayer/commitlayer/llm/sinks/sinkstest"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/sinks"
+	"github.com/commitlayer/commitlayer/sandbox/sinks/sinkstest"
 )
 
 // benchRun is a benchmark run as GET /v1/admin/benchmark/{id} shows it.

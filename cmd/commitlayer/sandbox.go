@@ -15,12 +15,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/internal/netguard"
-	"github.com/commitlayer/commitlayer/llm/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer/sandbox/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
@@ -174,7 +173,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	}
 	defer m.Close()
 
-	req := o.llm.request(api.BenchmarkRequest{Only: o.only, Concurrency: o.concurrency, Payments: o.payments, Repeat: o.repeat, Judge: o.judge})
+	req := o.llm.request(bench.Request{Only: o.only, Concurrency: o.concurrency, Payments: o.payments, Repeat: o.repeat, Judge: o.judge})
 	if o.replay != "" {
 		if req, err = replayRequest(ctx, m.Runner, o, stdout); err != nil {
 			logger.Error("replay", "error", err)
@@ -237,7 +236,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		if started.Agent != nil {
 			base = harness.LLMFileBase(started.Agent.Provider)
 		}
-		if err := writeCheckBundle(ctx, m.DB, runID, results.Commit, o.out, base, stdout); err != nil {
+		if err := writeCheckBundle(ctx, m.Bench, runID, results.Commit, o.out, base, stdout); err != nil {
 			logger.Error("write check bundle", "error", err)
 			return 1
 		}
@@ -253,7 +252,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	fmt.Fprint(stdout, md)
 	fmt.Fprintf(stdout, "\nwall time %.1fs · Temporal UI: %s\n", results.WallSeconds, temporalUI(cfg))
 	if o.purge {
-		if n, err := m.DB.PurgeBenchmarkTenants(ctx, runID); err != nil {
+		if n, err := m.Bench.PurgeBenchmarkTenants(ctx, runID); err != nil {
 			logger.Error("purge", "run", runID, "error", err)
 		} else {
 			fmt.Fprintf(stdout, "purged the run's %d tenants\n", n)

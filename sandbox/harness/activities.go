@@ -18,6 +18,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
@@ -30,8 +31,8 @@ type Store interface {
 	CreateConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.Connector, error)
 	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
 	GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error)
-	GetBenchmarkRun(ctx context.Context, id string) (commitlayer.BenchmarkRun, error)
-	UpdateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) error
+	GetBenchmarkRun(ctx context.Context, id string) (benchstore.Run, error)
+	UpdateBenchmarkRun(ctx context.Context, r benchstore.Run) error
 	VerificationStarted(ctx context.Context, tenantID, actionID string) error
 }
 

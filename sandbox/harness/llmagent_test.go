@@ -136,3 +136,10 @@ func TestTemperamentMirrorsTheProfile(t *testing.T) {
 	require.True(t, agent.Temperament(agent.Profile{ClaimSuccessOnError: true}).ClaimSuccessOnError)
 	require.True(t, agent.Temperament(agent.Profile{FollowInstructions: true}).FollowInjected)
 }
+
+// TestAgentProviders: the names a run accepts are llm's providers, then a
+// fake of each, as the admin route and the command line document them.
+func TestAgentProviders(t *testing.T) {
+	require.Equal(t, []string{"anthropic", "openai", "google", "fake-anthropic", "fake-openai", "fake-google"}, AgentProviders)
+	require.Equal(t, []string{FakeAnthropic, FakeOpenAI, FakeGoogle}, FakeProviders)
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 )
 
 // recordedRow is what a stored run keeps of a scenario's agent: its
@@ -169,12 +170,12 @@ func TestReplayModelDrivenTrajectory(t *testing.T) {
 // runStore answers one stored run.
 type runStore struct {
 	Store
-	run commitlayer.BenchmarkRun
+	run benchstore.Run
 }
 
-func (s runStore) GetBenchmarkRun(_ context.Context, id string) (commitlayer.BenchmarkRun, error) {
+func (s runStore) GetBenchmarkRun(_ context.Context, id string) (benchstore.Run, error) {
 	if id != s.run.ID {
-		return commitlayer.BenchmarkRun{}, commitlayer.ErrNotFound
+		return benchstore.Run{}, commitlayer.ErrNotFound
 	}
 	return s.run, nil
 }
@@ -187,7 +188,7 @@ func TestRecordedRow(t *testing.T) {
 		{ID: "b", Trajectory: tr}, {ID: "c", Error: "lost"}}
 	raw, err := json.Marshal(rows)
 	require.NoError(t, err)
-	a := &Activities{Store: runStore{run: commitlayer.BenchmarkRun{ID: "r1", Results: raw}}}
+	a := &Activities{Store: runStore{run: benchstore.Run{ID: "r1", Results: raw}}}
 	ctx := context.Background()
 	r, err := a.recordedRow(ctx, "r1", "a", 2)
 	require.NoError(t, err)

@@ -1,23 +1,26 @@
-package postgres
+package benchstore_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore/benchstoretest"
 )
 
 // TestAgentStepsWriteAhead: a step is begun once; a retry before its answer
 // is recorded learns it was started; after, it reads the answer; the first
 // answer stays; another request at the same index is refused.
 func TestAgentStepsWriteAhead(t *testing.T) {
-	db := testStore(t)
+	db := benchstoretest.Store(t)
 	ctx := context.Background()
-	run := "run_" + randomToken(6)
+	run := fmt.Sprintf("run_%d", time.Now().UnixNano())
 	hash := []byte("request-1")
 
 	res, started, err := db.BeginAgentStep(ctx, run, "refund/baseline", "turn", 0, hash)

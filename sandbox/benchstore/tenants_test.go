@@ -1,15 +1,20 @@
-package postgres
+package benchstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/stretchr/testify/require"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore/benchstoretest"
 )
 
 func TestPurgeBenchmarkTenants(t *testing.T) {
-	testDB := testStore(t)
+	testDB := benchstoretest.Store(t)
 	d := testDB
 	ctx := context.Background()
 	mine1, _, err := d.CreateBenchmarkTenant(ctx, "run-a", "refund/baseline")
@@ -62,7 +67,7 @@ func TestPurgeBenchmarkTenants(t *testing.T) {
 	require.ErrorIs(t, err, commitlayer.ErrInvalid)
 }
 
-func tenantExists(t *testing.T, d *DB, id string) bool {
+func tenantExists(t *testing.T, d *benchstore.Store, id string) bool {
 	t.Helper()
 	tenants, err := d.ListTenants(context.Background())
 	require.NoError(t, err)
@@ -72,4 +77,32 @@ func tenantExists(t *testing.T, d *DB, id string) bool {
 		}
 	}
 	return false
+}
+
+// TestBenchmarkTenants: a run's tenants, by their mark, not by name.
+func TestBenchmarkTenants(t *testing.T) {
+	d := benchstoretest.Store(t)
+	ctx := context.Background()
+	run := fmt.Sprintf("run-cb-%d", time.Now().UnixNano())
+	a, _, err := d.CreateBenchmarkTenant(ctx, run, "refund/baseline")
+	require.NoError(t, err)
+	b, _, err := d.CreateBenchmarkTenant(ctx, run, "refund/phantom_success")
+	require.NoError(t, err)
+	_, _, err = d.CreateBenchmarkTenant(ctx, run+"x", "refund/baseline")
+	require.NoError(t, err)
+	_, _, err = d.CreateTenant(ctx, "benchmark "+run+" refund/baseline")
+	require.NoError(t, err)
+	got, err := d.BenchmarkTenants(ctx, run)
+	require.NoError(t, err)
+	require.Len(t, got, 2, "only the run's own tenants, by their mark")
+	require.ElementsMatch(t, []string{a.ID, b.ID}, []string{got[0].ID, got[1].ID})
+	_, err = d.BenchmarkTenants(ctx, "")
+	require.ErrorIs(t, err, commitlayer.ErrInvalid)
+
+	// A tenant deleted by the product takes its mark along.
+	require.NoError(t, d.DeleteTenant(ctx, a.ID))
+	got, err = d.BenchmarkTenants(ctx, run)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, b.ID, got[0].ID)
 }

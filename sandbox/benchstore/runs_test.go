@@ -1,20 +1,24 @@
-package postgres
+package benchstore_test
 
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
-	"github.com/commitlayer/commitlayer"
 	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore/benchstoretest"
 )
 
 func TestBenchmarkRuns(t *testing.T) {
-	testDB := testStore(t)
+	testDB := benchstoretest.Store(t)
 	ctx := context.Background()
 	req := json.RawMessage(`{"only": ["refund/"],  "concurrency": 4}`) // spacing kept byte for byte
-	r, err := testDB.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{Status: "running", Request: req, TenantID: "t_x"})
+	r, err := testDB.CreateBenchmarkRun(ctx, benchstore.Run{Status: "running", Request: req, TenantID: "t_x"})
 	require.NoError(t, err)
 	require.Regexp(t, `^bench_[a-z2-7]{16}$`, r.ID)
 	require.Equal(t, req, r.Request)
@@ -37,11 +41,11 @@ func TestBenchmarkRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, r, got)
 
-	olderID := "bench_older_" + randomToken(5)
-	older, err := testDB.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{ID: olderID, Status: "done",
+	olderID := "bench_older_" + fmt.Sprint(time.Now().UnixNano())
+	older, err := testDB.CreateBenchmarkRun(ctx, benchstore.Run{ID: olderID, Status: "done",
 		StartedAt: r.StartedAt.Add(-time.Hour)})
 	require.NoError(t, err)
-	_, err = testDB.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{ID: olderID, Status: "done"})
+	_, err = testDB.CreateBenchmarkRun(ctx, benchstore.Run{ID: olderID, Status: "done"})
 	require.ErrorIs(t, err, commitlayer.ErrConflict)
 
 	all, err := testDB.ListBenchmarkRuns(ctx)
@@ -54,13 +58,13 @@ func TestBenchmarkRuns(t *testing.T) {
 
 	_, err = testDB.GetBenchmarkRun(ctx, "bench_missing")
 	require.ErrorIs(t, err, commitlayer.ErrNotFound)
-	require.ErrorIs(t, testDB.UpdateBenchmarkRun(ctx, commitlayer.BenchmarkRun{ID: "bench_missing", Status: "x"}), commitlayer.ErrNotFound)
+	require.ErrorIs(t, testDB.UpdateBenchmarkRun(ctx, benchstore.Run{ID: "bench_missing", Status: "x"}), commitlayer.ErrNotFound)
 }
 
 func TestBenchmarkRunBadInput(t *testing.T) {
-	testDB := testStore(t)
+	testDB := benchstoretest.Store(t)
 	ctx := context.Background()
-	for name, r := range map[string]commitlayer.BenchmarkRun{
+	for name, r := range map[string]benchstore.Run{
 		"no status":        {ID: "bench_bad1"},
 		"bad request json": {ID: "bench_bad2", Status: "x", Request: json.RawMessage(`{`)},
 		"bad summary json": {ID: "bench_bad3", Status: "x", Summary: json.RawMessage(`nope`)},
@@ -71,7 +75,7 @@ func TestBenchmarkRunBadInput(t *testing.T) {
 		_, err = testDB.GetBenchmarkRun(ctx, r.ID)
 		require.ErrorIs(t, err, commitlayer.ErrNotFound, name)
 	}
-	ok, err := testDB.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{Status: "running"})
+	ok, err := testDB.CreateBenchmarkRun(ctx, benchstore.Run{Status: "running"})
 	require.NoError(t, err)
 	ok.Results = json.RawMessage(`[`)
 	require.ErrorIs(t, testDB.UpdateBenchmarkRun(ctx, ok), commitlayer.ErrInvalid)

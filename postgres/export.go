@@ -9,32 +9,8 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// What `commitlayer check --results` needs of a finished benchmark run:
-// its tenants and, for each, every fact, action and idempotency key (see
-// cmd/commitlayer/sandbox_check.go).
-
-// BenchmarkTenants returns the tenants a benchmark run created (found by
-// their benchmark_run_id column, as PurgeBenchmarkTenants does), oldest
-// first.
-func (db *DB) BenchmarkTenants(ctx context.Context, runID string) ([]commitlayer.Tenant, error) {
-	if runID == "" {
-		return nil, fmt.Errorf("benchmark tenants: %w: run id is required", commitlayer.ErrInvalid)
-	}
-	rows, err := db.pool.Query(ctx, `SELECT id, name, created_at FROM tenants WHERE benchmark_run_id = $1
-		ORDER BY created_at, id`, runID)
-	if err != nil {
-		return nil, fmt.Errorf("benchmark tenants of %s: %w", runID, classify(err))
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.Tenant, error) {
-		var t commitlayer.Tenant
-		err := row.Scan(&t.ID, &t.Name, &t.CreatedAt)
-		return t, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("benchmark tenants of %s: %w", runID, classify(err))
-	}
-	return out, nil
-}
+// Whole-tenant reads, for exporting what a tenant holds (`commitlayer
+// check --results` bundles a finished sandbox run's tenants with them).
 
 // AllFacts returns every fact of a tenant, ordered by occurred_at then seq.
 func (db *DB) AllFacts(ctx context.Context, tenantID string) ([]commitlayer.Fact, error) {

@@ -11,24 +11,14 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-func TestCheckBundleQueries(t *testing.T) {
+func TestExportQueries(t *testing.T) {
 	d := testStore(t)
 	ctx := context.Background()
 	run := fmt.Sprintf("run-cb-%d", time.Now().UnixNano()) // the test database outlives the test
-	a, _, err := d.CreateBenchmarkTenant(ctx, run, "refund/baseline")
+	a, _, err := d.CreateTenant(ctx, "export a")
 	require.NoError(t, err)
-	b, _, err := d.CreateBenchmarkTenant(ctx, run, "refund/phantom_success")
+	b, _, err := d.CreateTenant(ctx, "export b")
 	require.NoError(t, err)
-	_, _, err = d.CreateBenchmarkTenant(ctx, run+"x", "refund/baseline")
-	require.NoError(t, err)
-	_, _, err = d.CreateTenant(ctx, "benchmark "+run+" refund/baseline")
-	require.NoError(t, err)
-	got, err := d.BenchmarkTenants(ctx, run)
-	require.NoError(t, err)
-	require.Len(t, got, 2, "only the run's own tenants, by column")
-	require.ElementsMatch(t, []string{a.ID, b.ID}, []string{got[0].ID, got[1].ID})
-	_, err = d.BenchmarkTenants(ctx, "")
-	require.ErrorIs(t, err, commitlayer.ErrInvalid)
 
 	_, _, err = d.PutContract(ctx, a.ID, "note_anything", []byte(`{"id":"note_anything","kind":"action","settlement":"1m","watch":"1m","sources":["tickets"],`+
 		`"effects":[{"id":"note","source":"tickets","type":"note_added"}]}`))

@@ -1,4 +1,4 @@
-package postgres
+package benchstore
 
 import (
 	"context"
@@ -7,48 +7,60 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/commitlayer/commitlayer"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/commitlayer/commitlayer"
 )
 
-const benchmarkColumns = `id, status, request, summary, results, markdown, log_tail, tenant_id, started_at, finished_at`
+// Run is one benchmark run (admin). Request, Summary and Results are
+// opaque JSON, stored and returned byte for byte. TenantID names the tenant
+// the run used; the run outlives it.
+type Run struct {
+	ID, Status                string
+	Request, Summary, Results json.RawMessage
+	Markdown, LogTail         string
+	TenantID                  string
+	StartedAt, FinishedAt     time.Time
+}
+
+const runColumns = `id, status, request, summary, results, markdown, log_tail, tenant_id, started_at, finished_at`
 
 // CreateBenchmarkRun stores a new run. An empty ID gets "bench_" + random, a
 // zero StartedAt the current time; an existing ID gives commitlayer.ErrConflict.
-func (db *DB) CreateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) (commitlayer.BenchmarkRun, error) {
+func (s *Store) CreateBenchmarkRun(ctx context.Context, r Run) (Run, error) {
 	if r.ID == "" {
-		r.ID = newID("bench_")
+		r.ID = newRunID()
 	}
 	if err := validateRun(r); err != nil {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("create benchmark run: %w", classify(err))
+		return Run{}, fmt.Errorf("create benchmark run: %w", err)
 	}
-	rows, err := db.pool.Query(ctx, `INSERT INTO benchmark_runs
+	rows, err := s.pool.Query(ctx, `INSERT INTO benchmark.runs
 			(id, status, request, summary, results, markdown, log_tail, tenant_id, started_at, finished_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, coalesce($9, now()), $10)
 		ON CONFLICT (id) DO NOTHING
-		RETURNING `+benchmarkColumns,
+		RETURNING `+runColumns,
 		r.ID, r.Status, rawOrNull(r.Request), rawOrNull(r.Summary), rawOrNull(r.Results), r.Markdown, r.LogTail,
 		r.TenantID, nullTime(r.StartedAt), nullTime(r.FinishedAt))
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("create benchmark run: %w", classify(err))
+		return Run{}, fmt.Errorf("create benchmark run: %w", classify(err))
 	}
 	out, err := pgx.CollectExactlyOneRow(rows, scanRun)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("create benchmark run %q: %w", r.ID, commitlayer.ErrConflict)
+		return Run{}, fmt.Errorf("create benchmark run %q: %w", r.ID, commitlayer.ErrConflict)
 	}
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("create benchmark run: %w", classify(err))
+		return Run{}, fmt.Errorf("create benchmark run: %w", classify(err))
 	}
 	return out, nil
 }
 
 // UpdateBenchmarkRun replaces every field of the run r.ID except StartedAt
 // (a zero StartedAt keeps the stored one). commitlayer.ErrNotFound if there is none.
-func (db *DB) UpdateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) error {
+func (s *Store) UpdateBenchmarkRun(ctx context.Context, r Run) error {
 	if err := validateRun(r); err != nil {
-		return fmt.Errorf("update benchmark run %q: %w", r.ID, classify(err))
+		return fmt.Errorf("update benchmark run %q: %w", r.ID, err)
 	}
-	tag, err := db.pool.Exec(ctx, `UPDATE benchmark_runs SET status = $2, request = $3, summary = $4, results = $5,
+	tag, err := s.pool.Exec(ctx, `UPDATE benchmark.runs SET status = $2, request = $3, summary = $4, results = $5,
 			markdown = $6, log_tail = $7, tenant_id = $8, started_at = coalesce($9, started_at), finished_at = $10
 		WHERE id = $1`,
 		r.ID, r.Status, rawOrNull(r.Request), rawOrNull(r.Summary), rawOrNull(r.Results), r.Markdown, r.LogTail,
@@ -63,24 +75,24 @@ func (db *DB) UpdateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun
 }
 
 // GetBenchmarkRun returns one run, commitlayer.ErrNotFound if there is none.
-func (db *DB) GetBenchmarkRun(ctx context.Context, id string) (commitlayer.BenchmarkRun, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+benchmarkColumns+` FROM benchmark_runs WHERE id = $1`, id)
+func (s *Store) GetBenchmarkRun(ctx context.Context, id string) (Run, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM benchmark.runs WHERE id = $1`, id)
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, classify(err))
+		return Run{}, fmt.Errorf("get benchmark run %q: %w", id, classify(err))
 	}
 	r, err := pgx.CollectExactlyOneRow(rows, scanRun)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, commitlayer.ErrNotFound)
+		return Run{}, fmt.Errorf("get benchmark run %q: %w", id, commitlayer.ErrNotFound)
 	}
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("get benchmark run %q: %w", id, classify(err))
+		return Run{}, fmt.Errorf("get benchmark run %q: %w", id, classify(err))
 	}
 	return r, nil
 }
 
 // ListBenchmarkRuns lists every run, newest first, with all its fields.
-func (db *DB) ListBenchmarkRuns(ctx context.Context) ([]commitlayer.BenchmarkRun, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+benchmarkColumns+` FROM benchmark_runs ORDER BY started_at DESC, id`)
+func (s *Store) ListBenchmarkRuns(ctx context.Context) ([]Run, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM benchmark.runs ORDER BY started_at DESC, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list benchmark runs: %w", classify(err))
 	}
@@ -91,12 +103,16 @@ func (db *DB) ListBenchmarkRuns(ctx context.Context) ([]commitlayer.BenchmarkRun
 	return rs, nil
 }
 
-func validateRun(r commitlayer.BenchmarkRun) error {
+func validateRun(r Run) error {
 	if r.ID == "" || r.Status == "" {
 		return fmt.Errorf("%w: id and status are required", commitlayer.ErrInvalid)
 	}
-	if err := checkTimes("started_at", r.StartedAt, "finished_at", r.FinishedAt); err != nil {
-		return err
+	for name, t := range map[string]time.Time{"started_at": r.StartedAt, "finished_at": r.FinishedAt} {
+		// RFC 3339 cannot write these, and pgx would wrap those beyond
+		// Postgres's range into other instants.
+		if y := t.UTC().Year(); y < 1 || y > 9999 {
+			return fmt.Errorf("%w: %s: year %d is outside 1 to 9999", commitlayer.ErrInvalid, name, y)
+		}
 	}
 	for name, raw := range map[string]json.RawMessage{"request": r.Request, "summary": r.Summary, "results": r.Results} {
 		if len(raw) > 0 && !json.Valid(raw) {
@@ -114,9 +130,17 @@ func rawOrNull(b json.RawMessage) any {
 	return string(b)
 }
 
-func scanRun(row pgx.CollectableRow) (commitlayer.BenchmarkRun, error) {
+// nullTime stores the zero time as NULL.
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func scanRun(row pgx.CollectableRow) (Run, error) {
 	var (
-		r                         commitlayer.BenchmarkRun
+		r                         Run
 		request, summary, results *string
 		finished                  *time.Time
 	)
@@ -124,7 +148,9 @@ func scanRun(row pgx.CollectableRow) (commitlayer.BenchmarkRun, error) {
 		&r.StartedAt, &finished)
 	r.Request, r.Summary, r.Results = rawOf(request), rawOf(summary), rawOf(results)
 	r.StartedAt = r.StartedAt.UTC()
-	r.FinishedAt = timeOrZero(finished)
+	if finished != nil {
+		r.FinishedAt = finished.UTC()
+	}
 	return r, err
 }
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitlayer/commitlayer/llm/sinks"
-	"github.com/commitlayer/commitlayer/llm/sinks/sinkstest"
 	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer/sandbox/sinks"
+	"github.com/commitlayer/commitlayer/sandbox/sinks/sinkstest"
 )
 
 const testKey = "sk-test-7f3a9c1e-DO-NOT-LEAK"

@@ -1,4 +1,4 @@
-package postgres
+package benchstore
 
 import (
 	"bytes"
@@ -34,12 +34,12 @@ func (s agentStep) valid() error {
 // it finished, started when it did not (its worker stopped in the middle).
 // A row written for another request (another hash) is an error: the retry
 // is not the same step.
-func (db *DB) BeginAgentStep(ctx context.Context, runID, scenarioID, kind string, index int, requestHash []byte) (result json.RawMessage, started bool, err error) {
+func (b *Store) BeginAgentStep(ctx context.Context, runID, scenarioID, kind string, index int, requestHash []byte) (result json.RawMessage, started bool, err error) {
 	s := agentStep{runID, scenarioID, kind, index}
 	if err := s.valid(); err != nil {
 		return nil, false, err
 	}
-	tag, err := db.pool.Exec(ctx, `INSERT INTO benchmark_agent_steps (run_id, scenario_id, kind, idx, request_hash)
+	tag, err := b.pool.Exec(ctx, `INSERT INTO benchmark.agent_steps (run_id, scenario_id, kind, idx, request_hash)
 		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, s.RunID, s.ScenarioID, s.Kind, s.Index, requestHash)
 	if err != nil {
 		return nil, false, fmt.Errorf("begin agent %s %d: %w", s.Kind, s.Index, classify(err))
@@ -48,7 +48,7 @@ func (db *DB) BeginAgentStep(ctx context.Context, runID, scenarioID, kind string
 		return nil, false, nil
 	}
 	var hash, raw []byte
-	err = db.pool.QueryRow(ctx, `SELECT request_hash, result FROM benchmark_agent_steps
+	err = b.pool.QueryRow(ctx, `SELECT request_hash, result FROM benchmark.agent_steps
 		WHERE run_id = $1 AND scenario_id = $2 AND kind = $3 AND idx = $4`, s.RunID, s.ScenarioID, s.Kind, s.Index).Scan(&hash, &raw)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, fmt.Errorf("begin agent %s %d: the row went away", s.Kind, s.Index)
@@ -67,7 +67,7 @@ func (db *DB) BeginAgentStep(ctx context.Context, runID, scenarioID, kind string
 
 // CompleteAgentStep records the step's answer. The first answer stays: a
 // second completion (two attempts racing) leaves it and returns it.
-func (db *DB) CompleteAgentStep(ctx context.Context, runID, scenarioID, kind string, index int, result json.RawMessage) (json.RawMessage, error) {
+func (b *Store) CompleteAgentStep(ctx context.Context, runID, scenarioID, kind string, index int, result json.RawMessage) (json.RawMessage, error) {
 	s := agentStep{runID, scenarioID, kind, index}
 	if err := s.valid(); err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func (db *DB) CompleteAgentStep(ctx context.Context, runID, scenarioID, kind str
 		return nil, fmt.Errorf("%w: agent %s %d: the result is not JSON", commitlayer.ErrInvalid, s.Kind, s.Index)
 	}
 	var stored []byte
-	err := db.pool.QueryRow(ctx, `UPDATE benchmark_agent_steps
+	err := b.pool.QueryRow(ctx, `UPDATE benchmark.agent_steps
 		SET result = COALESCE(result, $5::jsonb), completed_at = COALESCE(completed_at, now())
 		WHERE run_id = $1 AND scenario_id = $2 AND kind = $3 AND idx = $4 RETURNING result`,
 		s.RunID, s.ScenarioID, s.Kind, s.Index, []byte(result)).Scan(&stored)
@@ -90,9 +90,9 @@ func (db *DB) CompleteAgentStep(ctx context.Context, runID, scenarioID, kind str
 
 // CountAgentSteps counts a scenario's recorded steps of a kind (for tests
 // and reports).
-func (db *DB) CountAgentSteps(ctx context.Context, runID, scenarioID, kind string) (int, error) {
+func (b *Store) CountAgentSteps(ctx context.Context, runID, scenarioID, kind string) (int, error) {
 	var n int
-	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM benchmark_agent_steps WHERE run_id = $1 AND scenario_id = $2 AND kind = $3`,
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM benchmark.agent_steps WHERE run_id = $1 AND scenario_id = $2 AND kind = $3`,
 		runID, scenarioID, kind).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count agent steps: %w", classify(err))
 	}
