@@ -10,6 +10,7 @@ import (
 	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/ext"
+	"github.com/commitlayer/commitlayer"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -220,10 +221,10 @@ func (p *parser) build(spec Spec) *Contract {
 		ce := &effect{spec: &c.Spec.Effects[i], order: order,
 			where:  p.compile(envs.effect, path+".where", e.Where, boolResult, sources),
 			expect: p.compile(envs.effect, path+".expect", e.Expect, boolResult, sources),
-			kind:   FactKind{Source: e.Source, Type: e.Type},
+			kind:   commitlayer.FactType{Source: e.Source, Type: e.Type},
 		}
 		if r := e.ReversedBy; r != nil {
-			ce.reversal = &FactKind{Source: r.Source, Type: r.Type}
+			ce.reversal = &commitlayer.FactType{Source: r.Source, Type: r.Type}
 			ce.reversalWhere = p.compile(envs.reversal, path+".reversed_by.where", r.Where, boolResult, sources)
 		}
 		c.effects = append(c.effects, ce)
@@ -242,7 +243,7 @@ func (p *parser) build(spec Spec) *Contract {
 		path := fmt.Sprintf("forbids[%d]", i)
 		c.forbids = append(c.forbids, &forbid{spec: &c.Spec.Forbids[i], order: order,
 			where: p.compile(envs.effect, path+".where", f.Where, boolResult, sources),
-			kind:  FactKind{Source: f.Source, Type: f.Type}, through: f.Through})
+			kind:  commitlayer.FactType{Source: f.Source, Type: f.Type}, through: f.Through})
 		order++
 	}
 	return c

@@ -37,12 +37,6 @@ const (
 	PerSubject Per = "subject"
 )
 
-// FactKind is a (source, fact type) pair a contract reads.
-type FactKind struct {
-	Source string `json:"source"`
-	Type   string `json:"type"`
-}
-
 // Spec is the contract as written. Durations are Duration values; a zero
 // Effect.Count means "at least one, no upper bound".
 type Spec struct {

@@ -30,7 +30,7 @@ type Orphan struct {
 func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact) []Orphan {
 	type check struct {
 		id    string
-		kind  FactKind
+		kind  commitlayer.FactType
 		where *program
 	}
 	var checks []check
@@ -44,7 +44,7 @@ func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact
 			checks = append(checks, check{f.spec.ID, f.kind, f.where})
 		}
 	}
-	byKind := map[FactKind][]int{}
+	byKind := map[commitlayer.FactType][]int{}
 	for i, ch := range checks {
 		byKind[ch.kind] = append(byKind[ch.kind], i)
 	}
@@ -64,7 +64,7 @@ func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact
 	subjects := map[commitlayer.Subject]bool{}
 	for i := range facts {
 		f := &facts[i]
-		for _, ci := range byKind[FactKind{Source: f.Source, Type: f.Type}] {
+		for _, ci := range byKind[commitlayer.FactType{Source: f.Source, Type: f.Type}] {
 			ch := checks[ci]
 			if ch.where != nil {
 				act.effect = types.DefaultTypeAdapter.NativeToValue(effectMap(f))
