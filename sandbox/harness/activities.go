@@ -380,10 +380,7 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 	latency := float64(final.EvaluatedAt.Sub(rec.CreatedAt)) / float64(time.Millisecond)
 	row := BuildRow(l.Scenario, truth, stray, history[0], history[len(history)-1], len(history), subjects,
 		in.Claim, in.Calls, latency, l.ChaosLog())
-	tr, err := neutralTrajectory(l.Env.Result.Trajectory)
-	if err != nil {
-		return Row{}, fmt.Errorf("trajectory: %w", err)
-	}
+	tr := l.Env.Result.Trajectory
 	row.PassLatencyMS = float64(final.PassLatency) / float64(time.Millisecond)
 	row.Trajectory = &tr
 	row.Judges = []JudgeVerdict{ruleJudge(tr)}

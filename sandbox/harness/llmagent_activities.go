@@ -164,12 +164,12 @@ func (a *Activities) AgentToolCall(ctx context.Context, in ToolCallInput) (llm.A
 			at = llm.Attempt{Tool: in.Call.Name, Args: args,
 				Error: "timeout: no answer (the call's outcome is unknown; it may or may not have happened)"}
 		case aerr != nil:
-			at = agent.Attempt(agent.Call{Tool: in.Call.Name}, fmt.Errorf("call tool %q: %w", in.Call.Name, aerr))
+			at = agent.Attempt(llm.Attempt{Tool: in.Call.Name}, fmt.Errorf("call tool %q: %w", in.Call.Name, aerr))
 		default:
 			c := agent.Client{BaseURL: l.Env.Enterprise.URL(), HTTP: &http.Client{Transport: l.AgentChaos, Timeout: clientTimeout}}
 			call, err := c.Do(ctx, in.Call.Name, args, key)
 			if err != nil {
-				call = agent.Call{Tool: in.Call.Name, Args: args}
+				call = llm.Attempt{Tool: in.Call.Name, Args: args}
 			}
 			at = agent.Attempt(call, err)
 		}
@@ -257,11 +257,10 @@ func (a *Activities) FinishAgent(ctx context.Context, in FinishAgentInput) (Agen
 		if claim.Status == "" {
 			claim = commitlayer.Claim{Status: commitlayer.ClaimFailure, Message: "agent error: " + tr.Error}
 		}
-		calls := make([]agent.Call, 0, len(tr.Calls))
-		for _, c := range tr.Calls {
-			calls = append(calls, agent.CallFromAttempt(c))
-		}
-		at := agent.Trajectory{Instruction: tr.Instruction, Calls: calls, Report: claim}
+		// The action's trace is the conversation's calls and report, not
+		// its turns (the row keeps those).
+		at := llm.Trajectory{Instruction: tr.Instruction, Calls: tr.Calls,
+			Report: llm.Report{Status: claim.Status, Message: claim.Message}}
 		act, err := agent.NewAction(l.Scenario.Task, l.llm.start.RequestedAt, claim, at)
 		if err != nil {
 			l.mu.Unlock()

@@ -118,7 +118,7 @@ func TestModelArgsSplitsTheKey(t *testing.T) {
 	require.ErrorContains(t, err, "idempotency_key")
 	_, _, err = agent.ModelArgs(json.RawMessage(`[1]`))
 	require.Error(t, err)
-	at := agent.Attempt(agent.Call{Tool: "refund"}, errors.New(`argument "order_id" is required`))
+	at := agent.Attempt(llm.Attempt{Tool: "refund"}, errors.New(`argument "order_id" is required`))
 	require.Equal(t, 400, at.Status)
 	require.True(t, strings.Contains(at.Response, "invalid_arguments"))
 }

@@ -18,8 +18,7 @@ import (
 // trajectory, through JSON as a stored run has it (numbers as float64).
 func recordedRow(t *testing.T, l *Live) Row {
 	t.Helper()
-	tr, err := neutralTrajectory(l.Env.Result.Trajectory)
-	require.NoError(t, err)
+	tr := l.Env.Result.Trajectory
 	raw, err := json.Marshal(Row{ID: l.Scenario.ID, Trajectory: &tr, Judges: []JudgeVerdict{ruleJudge(tr),
 		{Name: "model:fake/judge", Verdict: "FAIL", Reason: "recorded"}}})
 	require.NoError(t, err)
