@@ -136,6 +136,11 @@ func TestReplayThroughAdminAPI(t *testing.T) {
 	// In Temporal: a Replay parent with one Scenario child per row.
 	ctx := context.Background()
 	parentID := bench.BenchmarkWorkflowID(rep.ID)
+	// The run's row says done before the parent's last step (the sinks)
+	// and its completion: wait for the workflow itself.
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	require.NoError(t, s.m.Temporal.GetWorkflow(wctx, parentID, "").Get(wctx, nil))
 	desc, err := describeWorkflow(ctx, s, parentID, "")
 	require.NoError(t, err)
 	require.Equal(t, "Replay", desc.WorkflowExecutionInfo.Type.Name)
