@@ -269,6 +269,7 @@ type Server struct {
 	registry   *prometheus.Registry
 	now        func() time.Time
 	metrics    *httpMetrics
+	otlpSpans  *prometheus.CounterVec // traces.go
 	// maxFutureSkew bounds a fact's occurred_at after now.
 	maxFutureSkew time.Duration
 
@@ -364,6 +365,7 @@ func New(cfg Config) *Server {
 	s.handle("GET /v1/webhooks", authTenant, s.listWebhooks)
 	s.handle("DELETE /v1/webhooks/{id}", authTenant, s.deleteWebhook)
 	s.handle("GET /v1/webhooks/{id}/deliveries", authTenant, s.webhookDeliveries)
+	s.traceRoutes()
 
 	s.handle("POST /v1/admin/tenants", authAdmin, s.jsonOnly(s.postTenant))
 	s.handle("GET /v1/admin/tenants", authAdmin, s.listTenants)
