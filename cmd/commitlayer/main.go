@@ -8,6 +8,7 @@
 //	commitlayer sandbox [flags]     run the failure matrix
 //	commitlayer demo                the main job on the embedded defaults
 //	commitlayer bench verify|settle measure latency and throughput
+//	commitlayer mcp [flags]         the MCP gateway recording bound tool calls
 //
 // Configuration comes from the environment: COMMITLAYER_ADDR, DATABASE_URL,
 // COMMITLAYER_ADMIN_KEY and the standard TEMPORAL_* variables.
@@ -45,6 +46,7 @@ commands:
   demo                 start everything on the embedded defaults and run the matrix
   bench verify|settle  measure POST → verdict latency and settlement throughput on the local services,
                        next to a same-run no-op baseline (-workers N: N worker processes)
+  mcp [flags]          an MCP gateway in front of an MCP server: bound tool calls recorded as actions (see commitlayer mcp -h)
   check [flags]        verify actions against facts and contracts from files, no server (CI; exit 0/1/2/3)
 
 environment:
@@ -96,6 +98,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return benchCmd(ctx, logger, args[1:], stdout, stderr)
 	case "check":
 		return checkCmd(args[1:], stdout, stderr)
+	case "mcp":
+		return mcpCmd(ctx, logger, args[1:], stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
