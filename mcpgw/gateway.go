@@ -110,9 +110,10 @@ type Gateway struct {
 	upstream *mcp.ClientSession
 	tools    map[string]bool // the upstream's tools, as served
 
-	bindMu   sync.Mutex
-	bindings *contracts.Bindings
-	bindAt   time.Time
+	bindMu     sync.Mutex
+	bindings   *contracts.Bindings
+	bindAt     time.Time
+	refreshing bool
 
 	// seen keeps, per idempotency key, the action first recorded for it:
 	// a retried call records the same action again (same body, same key),
@@ -334,20 +335,27 @@ func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRe
 }
 
 // currentBindings returns the bindings, fetched again once they are older
-// than BindingsRefresh; a failed fetch keeps the last ones.
+// than BindingsRefresh. One call fetches while the others go on with the
+// last ones; a failed fetch keeps them too.
 func (g *Gateway) currentBindings(ctx context.Context) *contracts.Bindings {
 	g.bindMu.Lock()
-	defer g.bindMu.Unlock()
-	if time.Since(g.bindAt) < g.cfg.BindingsRefresh {
-		return g.bindings
+	current := g.bindings
+	if g.refreshing || time.Since(g.bindAt) < g.cfg.BindingsRefresh {
+		g.bindMu.Unlock()
+		return current
 	}
+	g.refreshing = true
+	g.bindMu.Unlock()
+
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	b, err := g.cfg.Recorder.Bindings(fctx)
-	g.bindAt = time.Now()
+	cancel()
+	g.bindMu.Lock()
+	defer g.bindMu.Unlock()
+	g.refreshing, g.bindAt = false, time.Now()
 	if err != nil {
 		g.log.WarnContext(ctx, "mcp gateway: refresh bindings; keeping the last ones", "error", err)
-		return g.bindings
+		return current
 	}
 	g.bindings = b
 	return b

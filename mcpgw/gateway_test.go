@@ -122,8 +122,10 @@ type fakeRecorder struct {
 	bindings *contracts.Bindings
 	verdict  *commitlayer.Verdict
 
-	mu      sync.Mutex
-	byKey   map[string]string // key → action id
+	mu       sync.Mutex
+	fetches  int
+	fetchErr error
+	byKey    map[string]string // key → action id
 	bodies  map[string]string // key → action JSON
 	actions []commitlayer.Action
 	waits   int
@@ -135,7 +137,21 @@ func newFakeRecorder(t testing.TB) *fakeRecorder {
 	return &fakeRecorder{bindings: contracts.NewBindings([]*contracts.Contract{c}), byKey: map[string]string{}, bodies: map[string]string{}}
 }
 
-func (f *fakeRecorder) Bindings(context.Context) (*contracts.Bindings, error) { return f.bindings, nil }
+func (f *fakeRecorder) Bindings(context.Context) (*contracts.Bindings, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fetches++
+	if f.fetchErr != nil {
+		return nil, f.fetchErr
+	}
+	return f.bindings, nil
+}
+
+func (f *fakeRecorder) setBindings(b *contracts.Bindings, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.bindings, f.fetchErr = b, err
+}
 
 func (f *fakeRecorder) Record(_ context.Context, a commitlayer.Action, key string, wait bool, _ time.Duration) (client.Accepted, error) {
 	f.mu.Lock()
@@ -489,4 +505,46 @@ func rawDo(t *testing.T, url, sid, body string) *http.Response {
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	return resp
+}
+
+// TestGatewayRefreshesBindings: a contract binding a tool after the
+// gateway started records that tool's calls once the bindings are fetched
+// again; a failed fetch keeps the last bindings.
+func TestGatewayRefreshesBindings(t *testing.T) {
+	up := upstreamServer(nil)
+	upSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	t.Cleanup(upSrv.Close)
+	rec := newFakeRecorder(t)
+	g := newGateway(t, mcpgw.Config{Recorder: rec, BindingsRefresh: time.Nanosecond, Upstream: mcpgw.Upstream{URL: upSrv.URL}}, io.Discard)
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(srv.Close)
+	cs := agentSession(t, srv.URL, "agent", nil)
+	ctx := context.Background()
+	read := func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_order", Arguments: map[string]any{"order_id": "o_5"}})
+		require.NoError(t, err)
+	}
+	read()
+	actions, _ := rec.recorded()
+	require.Empty(t, actions, "get_order is not bound yet")
+
+	c, err := contracts.Parse([]byte(`id: order_read
+subject: order
+settlement: 1m
+sources: [orders]
+bindings:
+  - tool: get_order
+    subject: "'order:' + args.order_id"
+`))
+	require.NoError(t, err)
+	rec.setBindings(contracts.NewBindings([]*contracts.Contract{c}), nil)
+	read()
+	actions, _ = rec.recorded()
+	require.Len(t, actions, 1)
+	require.Equal(t, "order_read", actions[0].Contract)
+
+	rec.setBindings(nil, errors.New("commitlayer is down"))
+	read()
+	actions, _ = rec.recorded()
+	require.Len(t, actions, 2, "a failed fetch keeps the last bindings")
 }
