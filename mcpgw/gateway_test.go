@@ -126,9 +126,9 @@ type fakeRecorder struct {
 	fetches  int
 	fetchErr error
 	byKey    map[string]string // key → action id
-	bodies  map[string]string // key → action JSON
-	actions []commitlayer.Action
-	waits   int
+	bodies   map[string]string // key → action JSON
+	actions  []commitlayer.Action
+	waits    int
 }
 
 func newFakeRecorder(t testing.TB) *fakeRecorder {
