@@ -221,7 +221,9 @@ type ToolCall struct {
 // ToolCalls finds the execute_tool spans of td, in request order, and
 // counts the other spans. A span is a tool call when its
 // gen_ai.operation.name is execute_tool (or, without that attribute, when
-// its name is "execute_tool {tool}"). Its agent is its own
+// its name is "execute_tool {tool}"), unless it lies inside an
+// execute_tool span of the same tool in the request (the same call
+// reported again by an MCP client span, counted with the others). Its agent is its own
 // gen_ai.agent.name, else the nearest invoke_agent ancestor's in the same
 // request, else its resource's service.name.
 func ToolCalls(td ptrace.Traces) (calls []ToolCall, others int) {
@@ -229,6 +231,7 @@ func ToolCalls(td ptrace.Traces) (calls []ToolCall, others int) {
 		parent string
 		op     string
 		agent  string
+		tool   string // of an execute_tool span
 	}
 	nodes := map[string]node{}
 	key := func(t pcommon.TraceID, s pcommon.SpanID) string { return t.String() + "/" + s.String() }
@@ -245,6 +248,9 @@ func ToolCalls(td ptrace.Traces) (calls []ToolCall, others int) {
 				}
 				if n.op == "" && strings.HasPrefix(sp.Name(), OpInvokeAgent+" ") {
 					n.op = OpInvokeAgent
+				}
+				if c, ok := toolCall(sp); ok {
+					n.op, n.tool = OpExecuteTool, c.Tool
 				}
 				nodes[key(sp.TraceID(), sp.SpanID())] = n
 			}
@@ -264,6 +270,24 @@ func ToolCalls(td ptrace.Traces) (calls []ToolCall, others int) {
 		}
 		return ""
 	}
+	// insideSameCall reports whether an ancestor is an execute_tool span
+	// of the same tool: one call reported twice, by the agent's framework
+	// and by its MCP client (whose tools/call span carries
+	// gen_ai.operation.name=execute_tool too). The outer one counts.
+	insideSameCall := func(start, tool string) bool {
+		k := start
+		for hops := 0; k != "" && hops < 64; hops++ {
+			n, ok := nodes[k]
+			if !ok {
+				return false
+			}
+			if n.op == OpExecuteTool && n.tool == tool {
+				return true
+			}
+			k = n.parent
+		}
+		return false
+	}
 	for i := 0; i < rss.Len(); i++ {
 		rs := rss.At(i)
 		service := str(rs.Resource().Attributes(), AttrServiceName)
@@ -273,7 +297,7 @@ func ToolCalls(td ptrace.Traces) (calls []ToolCall, others int) {
 			for k := 0; k < spans.Len(); k++ {
 				sp := spans.At(k)
 				call, ok := toolCall(sp)
-				if !ok {
+				if !ok || !sp.ParentSpanID().IsEmpty() && insideSameCall(key(sp.TraceID(), sp.ParentSpanID()), call.Tool) {
 					others++
 					continue
 				}

@@ -47,9 +47,13 @@ func TestToolCalls(t *testing.T) {
 	span(ss, 5, 1, "chat", map[string]any{"gen_ai.operation.name": "chat"})
 	// Orphan tool span: the agent is the service.
 	span(ss, 6, 9, "execute_tool x", map[string]any{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.arguments": "[1]"})
+	// The refund call's own MCP client span inside it: the same call,
+	// not counted twice.
+	span(ss, 7, 3, "tools/call refund", map[string]any{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "refund",
+		"mcp.method.name": "tools/call", "gen_ai.tool.call.arguments": `{"order_id":"o_1","amount":25}`})
 
 	calls, others := otlpingest.ToolCalls(td)
-	require.Equal(t, 3, others)
+	require.Equal(t, 4, others)
 	require.Len(t, calls, 3)
 	require.Equal(t, "refund", calls[0].Tool)
 	require.Equal(t, "planner", calls[0].Agent)
