@@ -122,7 +122,7 @@ test-cluster: ## `make test` against Temporal's own server on PostgreSQL, then b
 	fi
 
 demo: up build ## services up, build, run the demo
-	COMMITLAYER_ALLOW_PRIVATE_ADDRESSES=1 $(BIN) demo
+	$(BIN) demo
 	scripts/readme-results.sh
 
 bench: testdb ## benchmarks (against the dev services), BENCH=regexp BENCHTIME=1s BENCHCOUNT=1

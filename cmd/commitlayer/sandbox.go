@@ -18,7 +18,6 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/commitlayer/commitlayer/api"
-	"github.com/commitlayer/commitlayer/internal/netguard"
 	"github.com/commitlayer/commitlayer/llm/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
@@ -157,11 +156,10 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		os.Setenv("COMMITLAYER_ADMIN_KEY", "demo-"+hex.EncodeToString(b[:]))
 		generatedKey = true
 	}
-	// The sandbox's systems listen on the loopback: its runs allow private
-	// addresses (a production process does not, unless told).
-	if os.Getenv(netguard.EnvAllowPrivate) == "" {
-		os.Setenv(netguard.EnvAllowPrivate, "1")
-	}
+	// The sandbox's systems listen on the loopback; the benchmark's own
+	// wiring pulls them (no address guard there), so the process keeps the
+	// production rules for everything else: the demo's product worker and
+	// API refuse internal addresses unless COMMITLAYER_ALLOW_PRIVATE_ADDRESSES=1.
 	// The benchmark's own workers run the run; the demo also runs a
 	// product worker, so the API it serves verifies what is posted to it.
 	roles := Roles{API: o.serve, Worker: o.demo, Benchmark: true, BenchmarkWorker: true}
