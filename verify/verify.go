@@ -31,6 +31,9 @@ type Store interface {
 	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
 	LinkedSubjects(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Subject, error)
 	VerificationStarted(ctx context.Context, tenantID, actionID string) error
+	// StartFailed marks a verification whose start Temporal refused for
+	// good; it reports whether this call marked it.
+	StartFailed(ctx context.Context, tenantID, actionID, reason string) (bool, error)
 }
 
 // maxNudgeSubjects bounds how far NotifyFacts widens a batch's subjects
@@ -101,10 +104,24 @@ func Input(tenantID string, a commitlayer.ActionRecord, storeID string) workflow
 // in the store (the reconciler starts the actions never marked). Starting
 // one that already exists (running or finished) is not an error: the
 // action's verification is unique.
+//
+// A start Temporal refuses for its content (InvalidArgument) is marked
+// failed in the store and returned as a *StartRefusedError: it leaves the
+// pending starts. A Temporal that does not answer gives an *AwayError.
 func (c *Client) Start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
 	_, err := c.Temporal.ExecuteWorkflow(ctx, StartOptions(c.taskQueue(), tenantID, a), workflows.VerifyAction, Input(tenantID, a, c.StoreID))
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {
+		switch classify(err) {
+		case faultBad:
+			refused := &StartRefusedError{ActionID: a.ID, Reason: refusedReason(err), Err: err}
+			if _, merr := c.Store.StartFailed(ctx, tenantID, a.ID, refused.Reason); merr != nil {
+				return fmt.Errorf("start verification of %s: %w (and marking it failed: %w)", a.ID, err, merr)
+			}
+			return refused
+		case faultAway:
+			return fmt.Errorf("start verification of %s: %w", a.ID, &AwayError{Err: err})
+		}
 		return fmt.Errorf("start verification of %s: %w", a.ID, err)
 	}
 	return c.started(ctx, tenantID, a)

@@ -1,0 +1,134 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// errMessage returns the message of an error answer.
+func (r response) errMessage(t testing.TB) string {
+	t.Helper()
+	e, _ := r.json(t)["error"].(map[string]any)
+	msg, _ := e["message"].(string)
+	return msg
+}
+
+// TestDoorBoundsSearchAttributeValues: every value that reaches a search
+// attribute or a workflow ID is bounded at the door, and the answer names
+// the field and the limit (on HEAD a 3 KB agent was 202, and its start
+// then failed for good, forever).
+func TestDoorBoundsSearchAttributeValues(t *testing.T) {
+	e := newEnv(t)
+	_, key := e.tenant("door-bounds")
+	e.contract(key, payoutContract)
+	base := func() map[string]any {
+		return map[string]any{"contract": "send_payout", "agent": "agent-1", "subject": "account:acc_1",
+			"params": map[string]any{"amount": 2500}}
+	}
+	for _, tc := range []struct{ field, value, want string }{
+		{"agent", strings.Repeat("a", 3000), "agent: is longer than 256 bytes"},
+		{"agent", strings.Repeat("a", 100<<10), "agent: is longer than 256 bytes"},
+		{"contract", strings.Repeat("c", 3000), "contract: is longer than 128 bytes"},
+		{"subject", "account:" + strings.Repeat("x", 3000), "longer than 256 bytes"},
+		{"id", strings.Repeat("i", 200), "id: is longer than 128 bytes"},
+	} {
+		b := base()
+		b[tc.field] = tc.value
+		res := e.do(req{method: "POST", path: "/v1/actions", key: key, body: b})
+		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", tc.field, res.Body)
+		require.Contains(t, res.errMessage(t), tc.want)
+		require.Less(t, len(res.Body), 600, "the answer does not echo the value")
+	}
+	require.Empty(t, e.ver.startCalls(), "nothing reached Temporal")
+	b := base()
+	b["agent"] = strings.Repeat("a", 256)
+	res := e.do(req{method: "POST", path: "/v1/actions", key: key, body: b})
+	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
+}
+
+// TestRequestLogNamesTenant: each request line names the tenant auth found
+// and the request id (on HEAD the line read the context before auth set
+// it: tenant="" on every line).
+func TestRequestLogNamesTenant(t *testing.T) {
+	e := newEnv(t)
+	tid, key := e.tenant("logs")
+	res := e.do(req{method: "GET", path: "/v1/contracts", key: key, header: map[string]string{"X-Request-Id": "req-logs-1"}})
+	require.Equal(t, http.StatusOK, res.Status)
+	res = e.do(req{method: "POST", path: "/v1/actions", key: key, body: map[string]any{"contract": "nope"},
+		header: map[string]string{"X-Request-Id": "req-logs-2"}})
+	require.Equal(t, http.StatusBadRequest, res.Status)
+	res = e.do(req{method: "GET", path: "/v1/contracts", key: "cl_wrong", header: map[string]string{"X-Request-Id": "req-logs-3"}})
+	require.Equal(t, http.StatusUnauthorized, res.Status)
+
+	seen := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(e.logs.String()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &line))
+		if line["msg"] != "http request" {
+			continue
+		}
+		id, _ := line["request_id"].(string)
+		require.NotEmpty(t, id, "every request line names its request id: %s", sc.Text())
+		tenant, ok := line["tenant"].(string)
+		require.True(t, ok, "every request line has a tenant field: %s", sc.Text())
+		seen[id] = tenant
+	}
+	require.Equal(t, tid, seen["req-logs-1"])
+	require.Equal(t, tid, seen["req-logs-2"], "a refused request names its tenant too")
+	require.Equal(t, "", seen["req-logs-3"], "no tenant: the key was wrong")
+}
+
+// TestDoorRefusesNonsense: the values the probe found accepted (or refused
+// without naming the field) are refused, naming the field.
+func TestDoorRefusesNonsense(t *testing.T) {
+	e := newEnv(t)
+	_, key := e.tenant("door-nonsense")
+	e.contract(key, payoutContract)
+	action := func(mod func(map[string]any)) response {
+		b := map[string]any{"contract": "send_payout", "agent": "agent-1", "subject": "account:acc_1",
+			"params": map[string]any{"amount": 2500}, "claim": map[string]any{"status": "success"}}
+		mod(b)
+		return e.do(req{method: "POST", path: "/v1/actions", key: key, body: b})
+	}
+	for _, tc := range []struct {
+		name string
+		mod  func(map[string]any)
+		want string
+	}{
+		{"requested_at a year ahead", func(b map[string]any) {
+			b["requested_at"] = e.now.AddDate(1, 0, 0).Format(time.RFC3339)
+		}, "requested_at: "},
+		{"requested_at year 9999", func(b map[string]any) { b["requested_at"] = "9999-12-31T23:59:59Z" }, "requested_at: "},
+		{"requested_at year 1", func(b map[string]any) { b["requested_at"] = "0001-01-01T00:00:00Z" }, "requested_at: must be 1970"},
+		{"claim.status banana", func(b map[string]any) { b["claim"] = map[string]any{"status": "banana"} }, "claim.status: \"banana\" is not one of success, failure, partial, unknown"},
+	} {
+		res := action(tc.mod)
+		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", tc.name, res.Body)
+		require.Contains(t, res.errMessage(t), tc.want, tc.name)
+	}
+	for _, status := range []string{"success", "failure", "partial", "unknown", ""} {
+		res := action(func(b map[string]any) { b["claim"] = map[string]any{"status": status} })
+		require.Equal(t, http.StatusAccepted, res.Status, "claim.status %q: %s", status, res.Body)
+	}
+	res := action(func(b map[string]any) { b["requested_at"] = e.now.Add(time.Hour).Format(time.RFC3339) })
+	require.Equal(t, http.StatusAccepted, res.Status, "within the skew: %s", res.Body)
+
+	fact := func(at string) response {
+		return e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{map[string]any{
+			"source": "ledger", "type": "payout_sent", "subject": "account:acc_1", "external_id": "x-" + at, "occurred_at": at,
+		}}}})
+	}
+	for _, at := range []string{"0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"} {
+		res := fact(at)
+		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", at, res.Body)
+		require.Contains(t, res.errMessage(t), "facts[0].occurred_at: ", at)
+	}
+}
