@@ -49,6 +49,9 @@ func (e *StatusError) Error() string {
 // Is makes errors.Is(err, ErrBadResponse) hold.
 func (e *StatusError) Is(target error) bool { return target == ErrBadResponse }
 
+// HTTPStatus is the status answered (netguard.Classify says "http 500").
+func (e *StatusError) HTTPStatus() int { return e.StatusCode }
+
 // Config is an http_json connector's configuration.
 type Config struct {
 	// URL is fetched with GET; the cursor is added as the query parameter
