@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -131,4 +132,38 @@ func TestDoorRefusesNonsense(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", at, res.Body)
 		require.Contains(t, res.errMessage(t), "facts[0].occurred_at: ", at)
 	}
+}
+
+// TestNumbersBeyondInt64Refused: params and attrs holding an integer that
+// does not fit int64 (or a non-integer beyond 2^53) are refused naming the
+// field, never rounded; 2^63−1 is kept exact end to end. On HEAD
+// 18446744073709551616 was stored as 18446744073709552000.
+func TestNumbersBeyondInt64Refused(t *testing.T) {
+	e := newEnv(t)
+	_, key := e.tenant("numbers")
+	e.contract(key, payoutContract)
+	action := func(amount string) response {
+		return e.do(req{method: "POST", path: "/v1/actions", key: key,
+			body: `{"contract":"send_payout","agent":"a","subject":"account:acc_1","params":{"amount":` + amount + `}}`})
+	}
+	fact := func(i int, amount string) response {
+		return e.do(req{method: "POST", path: "/v1/facts", key: key, body: `{"facts":[{"source":"ledger","type":"payout_sent",` +
+			`"subject":"account:acc_1","external_id":"n-` + strconv.Itoa(i) + `","occurred_at":"2026-11-01T10:00:00Z","attrs":{"amount":` + amount + `}}]}`})
+	}
+	for i, n := range []string{"9223372036854775808", "18446744073709551616", "18446744073709551617", "-9223372036854775809",
+		"123456789012345678901234567890", "1e19", "9007199254740993.5"} {
+		res := action(n)
+		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", n, res.Body)
+		require.Contains(t, res.errMessage(t), "params: amount: ", n)
+		res = fact(i, n)
+		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", n, res.Body)
+		require.Contains(t, res.errMessage(t), "facts[0].attrs: amount: ", n)
+	}
+	res := action("9223372036854775807")
+	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
+	id := res.json(t)["id"].(string)
+	res = e.do(req{method: "GET", path: "/v1/actions/" + id, key: key})
+	require.Contains(t, string(res.Body), `"amount":9223372036854775807`, "kept exact end to end")
+	res = fact(99, "9223372036854775807")
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 }
