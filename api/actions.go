@@ -253,11 +253,28 @@ func (s *Server) recheck(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "verification is not enabled on this server"))
 		return
 	}
+	if !rec.VerificationFailedAt.IsZero() {
+		s.writeError(w, r, errorf(http.StatusConflict, codeVerificationEnded,
+			"the verification of action %s was never started: %s", rec.ID, rec.VerificationError))
+		return
+	}
+	if s.temporalAway() {
+		// Temporal failed moments ago: answer now rather than wait on it.
+		w.Header().Set("Retry-After", "5")
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
+			"Temporal is unavailable; the verification of action %s could not be re-run now; retry later", rec.ID))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), recheckTimeout)
 	defer cancel()
+	// The verifier answers within about 2 s when Temporal is away
+	// (verify.Client probes the workflow before the update).
 	v, err := s.verifier.Recheck(ctx, t.ID, rec.ID)
 	if err != nil {
 		s.logError(r, "recheck", err)
+		if errors.Is(err, commitlayer.ErrUnavailable) {
+			s.temporalFailed()
+		}
 		if s.now().After(rec.WatchUntil) {
 			s.writeError(w, r, errorf(http.StatusConflict, codeVerificationEnded,
 				"the verification of action %s ended at %s; its last verdict stands", rec.ID, rec.WatchUntil.UTC().Format(time.RFC3339)))

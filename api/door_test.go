@@ -2,14 +2,22 @@ package api
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+
+	"github.com/commitlayer/commitlayer/verify"
 )
 
 // errMessage returns the message of an error answer.
@@ -166,4 +174,94 @@ func TestNumbersBeyondInt64Refused(t *testing.T) {
 	require.Contains(t, string(res.Body), `"amount":9223372036854775807`, "kept exact end to end")
 	res = fact(99, "9223372036854775807")
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+}
+
+// hungFrontend answers the SDK's handshake (GetSystemInfo) and then takes
+// every call and never answers it: a Temporal frontend gone away after the
+// client connected (hung, overloaded, partitioned), where each call waits
+// for its deadline.
+type hungFrontend struct {
+	workflowservice.UnimplementedWorkflowServiceServer
+}
+
+func (hungFrontend) GetSystemInfo(context.Context, *workflowservice.GetSystemInfoRequest) (*workflowservice.GetSystemInfoResponse, error) {
+	return &workflowservice.GetSystemInfoResponse{}, nil
+}
+
+func (hungFrontend) DescribeWorkflowExecution(ctx context.Context, _ *workflowservice.DescribeWorkflowExecutionRequest) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (hungFrontend) UpdateWorkflowExecution(ctx context.Context, _ *workflowservice.UpdateWorkflowExecutionRequest) (*workflowservice.UpdateWorkflowExecutionResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (hungFrontend) StartWorkflowExecution(ctx context.Context, _ *workflowservice.StartWorkflowExecutionRequest) (*workflowservice.StartWorkflowExecutionResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (hungFrontend) ExecuteMultiOperation(ctx context.Context, _ *workflowservice.ExecuteMultiOperationRequest) (*workflowservice.ExecuteMultiOperationResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func hungTemporal(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error {
+		<-stream.Context().Done() // the health service too
+		return stream.Context().Err()
+	}))
+	workflowservice.RegisterWorkflowServiceServer(srv, hungFrontend{})
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+	return ln.Addr().String()
+}
+
+// TestRecheckAnswersWhenTemporalIsAway: with a verifier whose Temporal
+// does not answer (a gRPC server that takes calls and never answers), a
+// recheck answers 503 with Retry-After within the probe's 2 s instead of
+// waiting for the 60 s recheck timeout; a GET with wait answers its stored
+// state the same way. The client here gives up after 15 s: on HEAD the
+// recheck held the request for the whole timeout (checked: it fails with
+// the probe removed).
+func TestRecheckAnswersWhenTemporalIsAway(t *testing.T) {
+	dead, err := client.NewLazyClient(client.Options{HostPort: hungTemporal(t)})
+	require.NoError(t, err)
+	defer dead.Close()
+	d := db(t)
+	vc := &verify.Client{Temporal: dead, Store: d}
+	e := newEnv(t, func(c *Config) { c.Verifier = vc })
+	_, key := e.tenant("away")
+	e.contract(key, payoutContract)
+	res := e.do(req{method: "POST", path: "/v1/actions", key: key, body: map[string]any{
+		"contract": "send_payout", "agent": "agent-1", "subject": "account:acc_1", "params": map[string]any{"amount": 1}}})
+	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
+	require.Equal(t, "pending", res.json(t)["verification"])
+	id := res.json(t)["id"].(string)
+
+	srv := httptest.NewServer(e.srv.Handler())
+	defer srv.Close()
+	hc := &http.Client{Timeout: 15 * time.Second}
+	send := func(method, path string) *http.Response {
+		r, err := http.NewRequest(method, srv.URL+path, nil)
+		require.NoError(t, err)
+		r.Header.Set("Authorization", "Bearer "+key)
+		began := time.Now()
+		resp, err := hc.Do(r)
+		require.NoError(t, err, "the API must answer before the client gives up")
+		t.Logf("%s %s answered %d in %s", method, path, resp.StatusCode, time.Since(began).Round(time.Millisecond))
+		return resp
+	}
+	resp := send("POST", "/v1/actions/"+id+"/recheck")
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	resp = send("GET", "/v1/actions/"+id+"?wait=final&timeout=30")
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the stored state answers")
 }

@@ -165,8 +165,39 @@ func (c *Client) ensurePoller(ctx context.Context, tenantID string) error {
 	return nil
 }
 
-// Recheck forces a re-verification now and returns the new current verdict.
+// probeTimeout bounds the look at a verification before a call that may
+// wait long (a recheck, a wait for a verdict): a Temporal that is away
+// answers the caller in this time, not in the call's own timeout.
+const probeTimeout = 2 * time.Second
+
+// probe asks Temporal about the verification's workflow within
+// probeTimeout: ErrNotRunning when it does not exist or has closed, an
+// *AwayError when Temporal does not answer.
+func (c *Client) probe(ctx context.Context, workflowID string) error {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	d, err := c.Temporal.DescribeWorkflowExecution(pctx, workflowID, "")
+	switch {
+	case err == nil:
+		if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return ErrNotRunning
+		}
+		return nil
+	case isNotRunning(err):
+		return ErrNotRunning
+	case classify(err) == faultAway:
+		return &AwayError{Err: err}
+	}
+	return err
+}
+
+// Recheck forces a re-verification now and returns the new current
+// verdict. A Temporal that is away fails it within about 2 s (an
+// *AwayError: commitlayer.ErrUnavailable), not after ctx's deadline.
 func (c *Client) Recheck(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error) {
+	if err := c.probe(ctx, workflows.VerifyWorkflowID(tenantID, actionID)); err != nil {
+		return commitlayer.Verdict{}, fmt.Errorf("recheck %s: %w", actionID, err)
+	}
 	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.VerifyWorkflowID(tenantID, actionID),
 		UpdateName:   workflows.UpdateRecheck,
@@ -286,8 +317,11 @@ func (c *Client) reach(ctx context.Context, tenantID string, subjects []commitla
 	return all, nil
 }
 
-// CheckHealth reports whether the Temporal frontend answers (for /readyz).
+// CheckHealth reports whether the Temporal frontend answers (for /readyz),
+// within probeTimeout at most.
 func (c *Client) CheckHealth(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
 	if _, err := c.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 		return fmt.Errorf("temporal health: %w", err)
 	}
