@@ -265,3 +265,30 @@ func TestRecheckAnswersWhenTemporalIsAway(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the stored state answers")
 }
+
+// TestInvalidTextRefusedNamingTheField: invalid UTF-8 and unpaired
+// surrogate escapes are refused naming the field, not replaced by U+FFFD
+// (HEAD stored them replaced, silently).
+func TestInvalidTextRefusedNamingTheField(t *testing.T) {
+	e := newEnv(t)
+	_, key := e.tenant("utf8")
+	e.contract(key, payoutContract)
+	for _, tc := range []struct {
+		path, body, want string
+	}{
+		{"/v1/actions", "{\"contract\":\"send_payout\",\"agent\":\"a\xff\",\"subject\":\"account:acc_1\"}", "agent: is not valid UTF-8"},
+		{"/v1/actions", `{"contract":"send_payout","agent":"a","subject":"account:acc_1","claim":{"status":"success","message":"x\ud800y"}}`, "claim.message: holds an unpaired UTF-16 surrogate"},
+		{"/v1/actions", `{"contract":"send_payout","agent":"a","subject":"account:acc_1","params":{"note":"\udc00"}}`, "params.note: holds an unpaired"},
+		{"/v1/actions", "{\"contract\":\"send_payout\",\"agent\":\"a\",\"subject\":\"account:acc_1\",\"params\":{\"n\xc3\":1}}", "params: a key: is not valid UTF-8"},
+		{"/v1/facts", "{\"facts\":[{\"source\":\"ledger\",\"type\":\"t\",\"subject\":\"account:acc_1\",\"external_id\":\"x\",\"occurred_at\":\"2026-11-01T10:00:00Z\",\"attrs\":{\"memo\":[\"ok\",\"bad\xed\xa0\x80\"]}}]}", "facts[0].attrs.memo[1]: is not valid UTF-8"},
+		{"/v1/connectors", "{\"source\":\"s\xfe\",\"kind\":\"http_events\",\"url\":\"http://x.example/\"}", "source: is not valid UTF-8"},
+	} {
+		res := e.do(req{method: "POST", path: tc.path, key: key, body: []byte(tc.body)})
+		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", tc.want, res.Body)
+		require.Equal(t, tc.want, res.errMessage(t)[:len(tc.want)], "%s", res.Body)
+	}
+	// A surrogate pair is text (U+1F600), and so is any valid UTF-8.
+	res := e.do(req{method: "POST", path: "/v1/actions", key: key,
+		body: `{"contract":"send_payout","agent":"a\ud83d\ude00 é","subject":"account:acc_1","params":{"amount":1}}`})
+	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
+}
