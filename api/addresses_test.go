@@ -42,7 +42,7 @@ func testLookup(_ context.Context, host string) ([]netip.Addr, error) {
 	return out, nil
 }
 
-func testBox(t *testing.T) *secrets.Box {
+func testBox(t testing.TB) *secrets.Box {
 	t.Helper()
 	raw := make([]byte, secrets.KeySize)
 	_, _ = rand.Read(raw)
