@@ -176,10 +176,10 @@ const probeTimeout = 2 * time.Second
 func (c *Client) probe(ctx context.Context, workflowID string) error {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	d, err := c.Temporal.DescribeWorkflowExecution(pctx, workflowID, "")
+	d, err := c.Temporal.DescribeWorkflow(pctx, workflowID, "")
 	switch {
 	case err == nil:
-		if d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			return ErrNotRunning
 		}
 		return nil
