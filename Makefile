@@ -66,7 +66,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
 
 build: ## build bin/commitlayer
-	$(GO) build -trimpath -o $(BIN) ./cmd/commitlayer
+	$(GO) build -trimpath -buildvcs=auto -o $(BIN) ./cmd/commitlayer
 
 up: ## start Temporal (TEMPORAL=dev|server) and PostgreSQL, create the database (idempotent)
 	scripts/dev-services.sh up $(TEMPORAL)
@@ -122,7 +122,7 @@ test-cluster: ## `make test` against Temporal's own server on PostgreSQL, then b
 	fi
 
 demo: up build ## services up, build, run the demo
-	COMMITLAYER_ALLOW_PRIVATE_ADDRESSES=1 $(BIN) demo
+	$(BIN) demo
 	scripts/readme-results.sh
 
 bench: testdb ## benchmarks (against the dev services), BENCH=regexp BENCHTIME=1s BENCHCOUNT=1
