@@ -33,7 +33,7 @@ func (a *activation) ResolveName(name string) (any, bool) {
 
 func (a *activation) Parent() interpreter.Activation { return nil }
 
-var emptyMap = types.DefaultTypeAdapter.NativeToValue(map[string]any{})
+var emptyMap = exact.NativeToValue(map[string]any{})
 
 // run evaluates p; a panic inside CEL becomes an error, never a crash.
 func run(p *program, act interpreter.Activation) (out ref.Val, err error) {

@@ -34,18 +34,6 @@ func TestMCPHelpShowsUpstreamFlags(t *testing.T) {
 	require.Contains(t, errOut.String(), "exactly one of -upstream URL and -upstream-cmd")
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // TestMCPGatewayOnDevServer: an agent (the go-sdk client) calls a bound
 // tool through the gateway with -wait provisional, against the real API
 // and worker: a payout the ledger shows answers as the upstream said; one
@@ -86,7 +74,7 @@ func TestMCPGatewayOnDevServer(t *testing.T) {
 
 	c, err := client.New(s.m.URL(), key, client.WithHTTPClient(&http.Client{Timeout: time.Minute}))
 	require.NoError(t, err)
-	logs := &lockedBuffer{}
+	logs := &syncBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	g, err := mcpgw.New(ctx, mcpgw.Config{Recorder: &mcpgw.APIRecorder{Client: c}, Wait: true, WaitTimeout: 30 * time.Second,

@@ -12,7 +12,7 @@ import (
 // at cmd/commitlayer, never the reverse.
 func TestProductDoesNotImportTheSandbox(t *testing.T) {
 	product := []string{"./", "./workflows", "./activities", "./api", "./worker", "./postgres", "./contracts",
-		"./service", "./verify", "./connectors/...", "./metrics"}
+		"./service", "./verify", "./connectors/...", "./metrics", "./console"}
 	cmd := exec.Command("go", append([]string{"list", "-deps"}, product...)...)
 	cmd.Dir = "../.."
 	out, err := cmd.CombinedOutput()
