@@ -126,6 +126,12 @@ func FuzzEveryRoute(f *testing.F) {
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
+		if strings.HasPrefix(target, "/v1/traces") {
+			// OTLP/HTTP answers its errors as google.rpc.Status, not in
+			// the API's error shape (otlpingest's tests check it).
+			require.True(t, rec.Code < 500 || rec.Code == http.StatusServiceUnavailable, "%s %s: %d", method, target, rec.Code)
+			return
+		}
 		requireClientAnswer(t, method+" "+target, rec.Code, rec.Body.Bytes())
 	})
 }
