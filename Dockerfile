@@ -8,8 +8,12 @@ ENV CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-trimpath
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
+# The build ID the image's workers register in their Worker Deployment (docs/operations.md): pass the
+# revision or release tag, `--build-arg COMMITLAYER_BUILD_ID=$(git rev-parse HEAD)`; without it the
+# binary's VCS stamp is used when .git is in the context, else a digest of the binary.
+ARG COMMITLAYER_BUILD_ID=
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    go build -ldflags='-s -w' -o /out/commitlayer ./cmd/commitlayer
+    go build -ldflags="-s -w -X github.com/commitlayer/commitlayer/worker.buildID=${COMMITLAYER_BUILD_ID}" -o /out/commitlayer ./cmd/commitlayer
 
 # Run stage: small, with CA certificates for TLS to Temporal Cloud or Stripe, busybox wget for the
 # health check, and an unprivileged user.

@@ -12,6 +12,10 @@ type Webhook struct {
 	Events    []string
 	Secret    string // sealed; never shown after creation
 	CreatedAt time.Time
+	// RotatedAt is the last rotation (zero if never); the secret it
+	// replaced still signs, next to Secret, until PreviousUntil.
+	RotatedAt     time.Time
+	PreviousUntil time.Time
 }
 
 // Delivery states.
@@ -41,9 +45,12 @@ type WebhookDelivery struct {
 }
 
 // WebhookTarget is a pending delivery of an event to one webhook: where
-// to send it and the sealed secret to sign it with.
+// to send it and the sealed secrets to sign it with.
 type WebhookTarget struct {
 	WebhookID string
 	URL       string
 	Secret    string // sealed
+	// Previous is the sealed secret a rotation replaced while it still
+	// signs (its overlap has not ended); empty otherwise.
+	Previous string
 }

@@ -58,10 +58,6 @@ type Activities struct {
 	// HTTPClient pulls the connectors; nil means a client with a 30 s
 	// timeout.
 	HTTPClient *http.Client
-	// TenantHTTPClient, when set, may give a tenant a client of its own
-	// (nil: HTTPClient). Only the sandbox benchmark sets it, to put its
-	// chaos transport between its tenants' connectors and its systems.
-	TenantHTTPClient func(tenantID string) *http.Client
 	// Secrets opens connectors' sealed credentials (COMMITLAYER_SECRETS_KEY);
 	// nil: connectors that need one fail their pulls, reported on the source.
 	Secrets *secrets.Box

@@ -11,9 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/connectors/pgquery"
 	"github.com/commitlayer/commitlayer/connectors/pull"
-	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
 	"github.com/commitlayer/commitlayer/internal/netguard"
 )
 
@@ -122,6 +120,20 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 	return res, nil
 }
 
+type pullTenantKey struct{}
+
+func withPullTenant(ctx context.Context, tenantID string) context.Context {
+	return context.WithValue(ctx, pullTenantKey{}, tenantID)
+}
+
+// PullTenant is the tenant a connector pull's request is made for, read
+// from the request's context by an HTTP transport (a per-tenant egress
+// route, a label in a proxy's log; the sandbox's per-scenario chaos).
+func PullTenant(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(pullTenantKey{}).(string)
+	return id, ok && id != ""
+}
+
 type storeError struct{ err error }
 
 func (e *storeError) Error() string { return e.err.Error() }
@@ -138,34 +150,16 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 	if a.HTTPClient != nil {
 		hc = a.HTTPClient
 	}
-	if a.TenantHTTPClient != nil {
-		if h := a.TenantHTTPClient(tenantID); h != nil {
-			hc = h
-		}
-	}
 	limit := a.PageLimit
 	if limit <= 0 {
 		limit = 1000
 	}
-	opts := pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit}
-	if c.Kind == pull.KindStripe {
-		key, err := stripeconn.OpenKey(a.Secrets, tenantID, c.ID, c.Secret)
-		if err != nil {
-			return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
-		}
-		opts.Secret = key
-	}
-	config := c.Config
-	if c.Kind == pull.KindPostgres && c.Secret != "" {
-		dsn, err := pgquery.OpenDSN(a.Secrets, tenantID, c.ID, c.Secret)
-		if err != nil {
-			return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
-		}
-		if config, err = pgquery.WithDSN(config, dsn); err != nil {
-			return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
-		}
-	}
-	puller, err := pull.Open(c.Kind, c.URL, config, opts)
+	// The kind opens its own secrets (a Stripe key, a DSN's password,
+	// http_json headers), sealed at registration. The pull's requests carry
+	// the tenant they are made for: a transport may route or label them by
+	// tenant (PullTenant).
+	ctx = withPullTenant(ctx, tenantID)
+	puller, err := pull.OpenConnector(tenantID, c, pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit, Secrets: a.Secrets})
 	if err != nil {
 		return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
 	}

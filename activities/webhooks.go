@@ -61,8 +61,9 @@ func WebhookSecretAD(tenantID, webhookID string) []byte {
 }
 
 // DeliverWebhooks POSTs a verdict event to every webhook of the tenant
-// subscribed to its type that has not had it yet, signed with each one's
-// secret (CommitLayer-Signature). It fails, to be retried with backoff,
+// subscribed to its type that has not had it yet, signed per Standard
+// Webhooks with each one's secret (and, during a rotation's overlap, its
+// previous secret too). It fails, to be retried with backoff,
 // while any of them has not answered 2xx; those that did are not sent it
 // again. Addresses follow the connectors' rules (HTTPClient's transport is
 // the guard's); redirects are not followed.
@@ -89,7 +90,7 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 	var res DeliverWebhooksResult
 	failed := 0
 	for _, t := range targets {
-		status, derr := a.deliver(ctx, hc, in.TenantID, t, body)
+		status, derr := a.deliver(ctx, hc, in.TenantID, e.ID, t, body)
 		if derr != nil {
 			failed++
 			a.logger(ctx).Warn("webhook delivery failed", "tenant", in.TenantID, "webhook", t.WebhookID,
@@ -109,13 +110,22 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 }
 
 // deliver makes one attempt to one webhook, returning the answer's status.
-func (a *Activities) deliver(ctx context.Context, hc *http.Client, tenantID string, t commitlayer.WebhookTarget, body []byte) (int, error) {
+// The message id is the event's: the same on every retry, as the
+// specification asks, so receivers de-duplicate by it.
+func (a *Activities) deliver(ctx context.Context, hc *http.Client, tenantID, msgID string, t commitlayer.WebhookTarget, body []byte) (int, error) {
 	if a.Secrets == nil {
 		return 0, fmt.Errorf("webhook %s: %w", t.WebhookID, secrets.ErrNoKey)
 	}
-	secret, err := a.Secrets.Open(t.Secret, WebhookSecretAD(tenantID, t.WebhookID))
-	if err != nil {
-		return 0, fmt.Errorf("webhook %s: open secret: %w", t.WebhookID, err)
+	keys := make([]string, 0, 2)
+	for _, sealed := range []string{t.Secret, t.Previous} {
+		if sealed == "" {
+			continue
+		}
+		secret, err := a.Secrets.Open(sealed, WebhookSecretAD(tenantID, t.WebhookID))
+		if err != nil {
+			return 0, fmt.Errorf("webhook %s: open secret: %w", t.WebhookID, err)
+		}
+		keys = append(keys, string(secret))
 	}
 	ctx, cancel := context.WithTimeout(ctx, webhookTimeout)
 	defer cancel()
@@ -126,7 +136,9 @@ func (a *Activities) deliver(ctx context.Context, hc *http.Client, tenantID stri
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "CommitLayer-Webhooks/1")
 	// The wall clock, whatever clock verdicts use: receivers check it.
-	req.Header.Set(webhook.Header, webhook.Sign(string(secret), time.Now(), body))
+	if err := webhook.SetHeaders(req.Header, keys, msgID, time.Now(), body); err != nil {
+		return 0, fmt.Errorf("webhook %s: sign: %w", t.WebhookID, err)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err

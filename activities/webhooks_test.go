@@ -33,12 +33,12 @@ func TestDeliverWebhooks(t *testing.T) {
 	var mu sync.Mutex
 	redirect := true
 	var got [][]byte
-	var headers []string
+	var headers []http.Header
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		defer mu.Unlock()
-		got, headers = append(got, body), append(headers, r.Header.Get(webhook.Header))
+		got, headers = append(got, body), append(headers, r.Header.Clone())
 		if redirect {
 			http.Redirect(w, r, "http://169.254.169.254/latest", http.StatusFound)
 			return
@@ -51,7 +51,7 @@ func TestDeliverWebhooks(t *testing.T) {
 	res := fx.evaluate(t, id, activities.EvaluateInput{})
 	require.False(t, res.Webhooks, "no webhooks yet")
 
-	const secret = "whsec_activities_test_0001"
+	const secret = "whsec_YWN0aXZpdGllcy10ZXN0LXNlY3JldC0wMDAx" // base64 of "activities-test-secret-0001"
 	sealed, err := box.Seal([]byte(secret), activities.WebhookSecretAD(fx.tenant, "wh_1"))
 	require.NoError(t, err)
 	_, err = fx.db.CreateWebhook(ctx, fx.tenant, commitlayer.Webhook{ID: "wh_1", URL: recv.URL + "/hook",
@@ -89,6 +89,8 @@ func TestDeliverWebhooks(t *testing.T) {
 		e, err := webhook.Verify(secret, headers[i], got[i], time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, "evt_a1", e.ID)
+		require.Equal(t, "evt_a1", headers[i].Get(webhook.HeaderID), "the message id is the event's, on every retry")
+		require.Empty(t, headers[i].Get("CommitLayer-Signature"), "the home-made header is gone")
 	}
 	require.NotContains(t, fx.logs.String(), secret)
 	ds, err = fx.db.ListDeliveries(ctx, fx.tenant, "wh_1", 10)
@@ -141,4 +143,71 @@ func TestDeliverWebhooksSecretDoesNotOpen(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Zero(t, sent)
+}
+
+// After a rotation, deliveries carry two signatures (the new secret's and
+// the previous one's) until the overlap ends, then only the new one's.
+func TestDeliverWebhooksRotation(t *testing.T) {
+	fx := newFixture(t)
+	ctx := t.Context()
+	raw := make([]byte, secrets.KeySize)
+	_, _ = rand.Read(raw)
+	box, err := secrets.New(raw)
+	require.NoError(t, err)
+	fx.acts.Secrets = box
+
+	var mu sync.Mutex
+	var headers []http.Header
+	var bodies [][]byte
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		headers, bodies = append(headers, r.Header.Clone()), append(bodies, body)
+	}))
+	defer recv.Close()
+
+	const oldSecret = "whsec_b2xkLXNlY3JldC1vZi10aGUtd2ViaG9vaw=="
+	const newSecret = "whsec_bmV3LXNlY3JldC1vZi10aGUtd2ViaG9vaw=="
+	seal := func(s string) string {
+		sealed, err := box.Seal([]byte(s), activities.WebhookSecretAD(fx.tenant, "wh_r"))
+		require.NoError(t, err)
+		return sealed
+	}
+	_, err = fx.db.CreateWebhook(ctx, fx.tenant, commitlayer.Webhook{ID: "wh_r", URL: recv.URL,
+		Events: []string{webhook.EventVerdictChanged}, Secret: seal(oldSecret)})
+	require.NoError(t, err)
+	now := time.Now()
+	rotated, err := fx.db.RotateWebhook(ctx, fx.tenant, "wh_r", seal(newSecret), now, now.Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, now.Add(time.Hour).Truncate(time.Microsecond).UTC(), rotated.PreviousUntil)
+
+	id := fx.action(t, "agent-1", "account:acc_r", 100, fx.now)
+	deliver := func(evt string) {
+		t.Helper()
+		ev := webhook.Event{ID: evt, Type: webhook.EventVerdictChanged, ActionID: id, Sequence: 1,
+			Verdict: commitlayer.Verdict{ActionID: id, Status: commitlayer.StatusFail, Version: 1}}
+		_, err := fx.env.ExecuteActivity(fx.acts.DeliverWebhooks, activities.DeliverWebhooksInput{TenantID: fx.tenant, Event: ev})
+		require.NoError(t, err)
+	}
+	deliver("evt_r1")
+	// The overlap ends (a rotation that states an end already past).
+	_, err = fx.db.RotateWebhook(ctx, fx.tenant, "wh_r", seal(newSecret), now, now.Add(-time.Second))
+	require.NoError(t, err)
+	deliver("evt_r2")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, headers, 2)
+	require.Regexp(t, `^v1,\S+ v1,\S+$`, headers[0].Get(webhook.HeaderSignature), "two signatures during the overlap")
+	_, err = webhook.Verify(newSecret, headers[0], bodies[0], 0)
+	require.NoError(t, err)
+	_, err = webhook.Verify(oldSecret, headers[0], bodies[0], 0)
+	require.NoError(t, err, "the previous secret still verifies during the overlap")
+
+	require.Regexp(t, `^v1,\S+$`, headers[1].Get(webhook.HeaderSignature), "one signature after it")
+	_, err = webhook.Verify(newSecret, headers[1], bodies[1], 0)
+	require.NoError(t, err)
+	_, err = webhook.Verify(oldSecret, headers[1], bodies[1], 0)
+	require.ErrorIs(t, err, webhook.ErrMismatch, "the previous secret stopped signing")
 }

@@ -209,6 +209,7 @@ type Server struct {
 	registry   *prometheus.Registry
 	now        func() time.Time
 	metrics    *httpMetrics
+	otlpSpans  *prometheus.CounterVec // traces.go
 	// maxFutureSkew bounds a fact's occurred_at after now.
 	maxFutureSkew time.Duration
 
@@ -300,6 +301,8 @@ func New(cfg Config) *Server {
 	s.handle("DELETE /v1/connectors/{id}", authTenant, s.deleteConnector)
 	s.handle("GET /v1/sources", authTenant, s.listSources)
 	s.handle("POST /v1/actions", authTenant, s.jsonOnly(s.postAction))
+	s.handle("GET /v1/actions", authTenant, s.listActions)
+	s.handle("GET /v1/actions/stats", authTenant, s.actionStats)
 	s.handle("GET /v1/actions/orphans", authTenant, s.orphans)
 	s.handle("GET /v1/actions/{id}", authTenant, s.getAction)
 	s.handle("POST /v1/actions/{id}/recheck", authTenant, s.recheck)
@@ -307,6 +310,8 @@ func New(cfg Config) *Server {
 	s.handle("GET /v1/webhooks", authTenant, s.listWebhooks)
 	s.handle("DELETE /v1/webhooks/{id}", authTenant, s.deleteWebhook)
 	s.handle("GET /v1/webhooks/{id}/deliveries", authTenant, s.webhookDeliveries)
+	s.traceRoutes()
+	s.handle("POST /v1/webhooks/{id}/rotate", authTenant, s.jsonOnly(s.rotateWebhook))
 
 	s.handle("POST /v1/admin/tenants", authAdmin, s.jsonOnly(s.postTenant))
 	s.handle("GET /v1/admin/tenants", authAdmin, s.listTenants)

@@ -1,10 +1,12 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,6 +26,7 @@ type WebhookStore interface {
 	GetWebhook(ctx context.Context, tenantID, id string) (commitlayer.Webhook, error)
 	DeleteWebhook(ctx context.Context, tenantID, id string) error
 	ListDeliveries(ctx context.Context, tenantID, webhookID string, limit int) ([]commitlayer.WebhookDelivery, error)
+	RotateWebhook(ctx context.Context, tenantID, id, sealed string, at, previousUntil time.Time) (commitlayer.Webhook, error)
 }
 
 // Webhook bounds.
@@ -31,6 +34,11 @@ const (
 	maxWebhooks      = 20 // per tenant
 	maxWebhookURL    = 2048
 	deliveriesListed = 100 // the latest, newest first
+	// DefaultRotationOverlap is how long the secret a rotation replaces
+	// keeps signing next to the new one when the request names no overlap;
+	// MaxRotationOverlap bounds what it may name.
+	DefaultRotationOverlap = 24 * time.Hour
+	MaxRotationOverlap     = 7 * 24 * time.Hour
 )
 
 type webhookIn struct {
@@ -43,12 +51,25 @@ type webhookView struct {
 	URL       string    `json:"url"`
 	Events    []string  `json:"events"`
 	CreatedAt time.Time `json:"created_at"`
-	// Secret is answered once, by POST /v1/webhooks.
+	// Secret is answered once, by POST /v1/webhooks and by each rotation.
 	Secret string `json:"secret,omitempty"`
+	// RotatedAt is the last rotation; the secret it replaced signs next
+	// to the current one until PreviousSecretUntil (absent once past).
+	RotatedAt           *time.Time `json:"rotated_at,omitempty"`
+	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
 }
 
 func viewWebhook(w commitlayer.Webhook) webhookView {
-	return webhookView{ID: w.ID, URL: w.URL, Events: w.Events, CreatedAt: w.CreatedAt.UTC()}
+	return viewWebhookAt(w, time.Time{})
+}
+
+// viewWebhookAt leaves out a previous secret's end that is before now.
+func viewWebhookAt(w commitlayer.Webhook, now time.Time) webhookView {
+	v := webhookView{ID: w.ID, URL: w.URL, Events: w.Events, CreatedAt: w.CreatedAt.UTC(), RotatedAt: timePtr(w.RotatedAt)}
+	if w.PreviousUntil.After(now) {
+		v.PreviousSecretUntil = timePtr(w.PreviousUntil)
+	}
+	return v
 }
 
 type deliveryView struct {
@@ -164,7 +185,7 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []webhookView{}
 	for _, h := range list {
-		out = append(out, viewWebhook(h))
+		out = append(out, viewWebhookAt(h, s.now()))
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"webhooks": out})
 }
@@ -231,9 +252,82 @@ func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"deliveries": out})
 }
 
-// newWebhookSecret is whsec_ and 32 random bytes in hex.
+// newWebhookSecret is a Standard Webhooks secret: whsec_ and 32 random
+// bytes in base64.
 func newWebhookSecret() string {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
-	return "whsec_" + hex.EncodeToString(b[:])
+	return webhook.SecretPrefix + base64.StdEncoding.EncodeToString(b[:])
+}
+
+type rotateIn struct {
+	// Overlap is how long the replaced secret keeps signing (a Go
+	// duration: "24h", "90m", "0s" to stop it at once).
+	Overlap *string `json:"overlap"`
+}
+
+// rotateWebhook makes a new secret for a webhook, answered this once
+// (200, the webhook with secret and previous_secret_until). The secret it
+// replaces keeps signing deliveries next to the new one for the overlap
+// the body names (default 24h, at most 7 days), so receivers can move to
+// the new one without missing a delivery; a secret still in the overlap
+// of an earlier rotation stops at once. The body is optional.
+func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) {
+	ws, ok := s.webhookStore(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	tenantID := tenantOf(r.Context()).ID
+	if !storable(id) {
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+		return
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		s.writeError(w, r, jsonError(err))
+		return
+	}
+	overlap := DefaultRotationOverlap
+	if len(bytes.TrimSpace(data)) > 0 {
+		var in rotateIn
+		if err := decodeJSON(bytes.NewReader(data), &in); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if in.Overlap != nil {
+			d, err := time.ParseDuration(*in.Overlap)
+			if err != nil || d < 0 || d > MaxRotationOverlap {
+				s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
+					"overlap: must be a duration from 0s to %s (e.g. \"24h\"), got %q", MaxRotationOverlap, truncate(*in.Overlap, 32)))
+				return
+			}
+			overlap = d
+		}
+	}
+	if s.secrets == nil {
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
+			"webhooks need COMMITLAYER_SECRETS_KEY on the server to keep their secrets sealed"))
+		return
+	}
+	secret := newWebhookSecret()
+	sealed, err := s.secrets.Seal([]byte(secret), activities.WebhookSecretAD(tenantID, id))
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("seal webhook secret: %w", err))
+		return
+	}
+	now := s.now().UTC()
+	rotated, err := ws.RotateWebhook(r.Context(), tenantID, id, sealed, now, now.Add(overlap))
+	switch {
+	case isNotFound(err):
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+		return
+	case err != nil:
+		s.writeError(w, r, fmt.Errorf("rotate webhook: %w", err))
+		return
+	}
+	v := viewWebhookAt(rotated, now)
+	v.Secret = secret
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, v)
 }

@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/client/webhook"
 	"github.com/commitlayer/commitlayer/internal/netguard"
 	"github.com/commitlayer/commitlayer/internal/secrets"
 )
@@ -119,4 +121,60 @@ func TestPostgresConnectorDSNPasswordSealed(t *testing.T) {
 	require.NotContains(t, string(res.Body), "pw-api-0042")
 	res = e2.do(req{method: "POST", path: "/v1/connectors", key: key2, body: body("payments", "postgres://reader@db.example.com/shop")})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+}
+
+func TestWebhookRotate(t *testing.T) {
+	raw := make([]byte, secrets.KeySize)
+	_, _ = rand.Read(raw)
+	box, err := secrets.New(raw)
+	require.NoError(t, err)
+	e := newEnv(t, func(c *Config) { c.Secrets = box })
+	tid, key := e.tenant("rotate")
+	res := e.do(req{method: "POST", path: "/v1/webhooks", key: key, body: map[string]any{
+		"url": "https://93.184.215.14/hooks", "events": []string{"verdict.final"}}})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	id, first := res.json(t)["id"].(string), res.json(t)["secret"].(string)
+	_, err = webhook.DecodeSecret(first)
+	require.NoError(t, err, "a Standard Webhooks secret: whsec_<base64>")
+
+	for body, want := range map[string]string{
+		`{"overlap":"forever"}`: "overlap:",
+		`{"overlap":"-1h"}`:     "overlap:",
+		`{"overlap":"169h"}`:    "overlap:",
+		`{"overlap":24}`:        "overlap",
+		`{"overlapp":"1h"}`:     "overlapp",
+	} {
+		res := e.do(req{method: "POST", path: "/v1/webhooks/" + id + "/rotate", key: key, body: body})
+		require.Equal(t, http.StatusBadRequest, res.Status, body)
+		require.Contains(t, res.json(t)["error"].(map[string]any)["message"], want, body)
+	}
+	require.Equal(t, http.StatusNotFound, e.do(req{method: "POST", path: "/v1/webhooks/wh_nope/rotate", key: key}).Status)
+
+	// No body: the default overlap.
+	res = e.do(req{method: "POST", path: "/v1/webhooks/" + id + "/rotate", key: key})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, "no-store", res.Header.Get("Cache-Control"))
+	m := res.json(t)
+	second := m["secret"].(string)
+	require.NotEqual(t, first, second)
+	require.Equal(t, e.now.Add(DefaultRotationOverlap).Format(time.RFC3339Nano), m["previous_secret_until"])
+	stored, err := e.db.GetWebhook(t.Context(), tid, id)
+	require.NoError(t, err)
+	opened, err := box.Open(stored.Secret, activities.WebhookSecretAD(tid, id))
+	require.NoError(t, err)
+	require.Equal(t, second, string(opened), "the new secret is the current one, sealed")
+
+	// An overlap named; listed without secrets.
+	res = e.do(req{method: "POST", path: "/v1/webhooks/" + id + "/rotate", key: key, body: `{"overlap":"90m"}`})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, e.now.Add(90*time.Minute).Format(time.RFC3339Nano), res.json(t)["previous_secret_until"])
+	res = e.do(req{method: "GET", path: "/v1/webhooks", key: key})
+	require.Equal(t, http.StatusOK, res.Status)
+	require.NotContains(t, string(res.Body), "whsec_")
+	require.Contains(t, string(res.Body), `"previous_secret_until"`)
+	// 0s: the old secret stops at once.
+	res = e.do(req{method: "POST", path: "/v1/webhooks/" + id + "/rotate", key: key, body: `{"overlap":"0s"}`})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.NotContains(t, res.json(t), "previous_secret_until")
+	require.NotContains(t, e.logs.String(), second[len("whsec_"):])
 }

@@ -258,6 +258,27 @@ func TestClientFailingVerdict(t *testing.T) {
 	require.Equal(t, commitlayer.StatusFail, v.Status)
 	require.True(t, v.ClaimContradicted)
 	require.Equal(t, commitlayer.CodeEffectDiffers, v.Findings[0].Code, "%s", v.Summary())
+
+	// Listed with its verdict, counted in the stats.
+	list, err := c.ListActions(ctx, client.ActionFilter{Status: "FAIL", Agent: "a", Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, list.Actions, 1)
+	require.Equal(t, acc.ID, list.Actions[0].ID)
+	require.Equal(t, "FAIL", list.Actions[0].Status)
+	require.Equal(t, commitlayer.StatusFail, list.Actions[0].Verdict.Status)
+	require.Empty(t, list.NextCursor)
+	list, err = c.ListActions(ctx, client.ActionFilter{Status: "PASS"})
+	require.NoError(t, err)
+	require.Empty(t, list.Actions)
+	_, err = c.ListActions(ctx, client.ActionFilter{Status: "MAYBE"})
+	var ae *client.APIError
+	require.ErrorAs(t, err, &ae)
+	require.Equal(t, "invalid_request", ae.Code)
+	stats, err := c.ActionStats(ctx, client.StatsQuery{Bucket: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 1, stats.Totals.Fail)
+	require.Len(t, stats.Buckets, 1)
+	require.Equal(t, "send_payout", stats.Buckets[0].Contract)
 }
 
 func ids[T any](list []T, id func(T) string) []string {

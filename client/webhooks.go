@@ -14,8 +14,8 @@ type WebhookInput struct {
 	Events []string `json:"events"`
 }
 
-// Webhook is a verdict webhook. Secret is set only in CreateWebhook's
-// answer: keep it, it is not shown again (webhook.Verify checks deliveries
+// Webhook is a verdict webhook. Secret is set only in CreateWebhook's and
+// RotateWebhook's answers: keep it, it is not shown again (webhook.Verify checks deliveries
 // with it).
 type Webhook struct {
 	ID        string    `json:"id"`
@@ -23,6 +23,10 @@ type Webhook struct {
 	Events    []string  `json:"events"`
 	CreatedAt time.Time `json:"created_at"`
 	Secret    string    `json:"secret,omitempty"`
+	// RotatedAt is the last rotation; the secret it replaced still signs
+	// next to the current one until PreviousSecretUntil.
+	RotatedAt           *time.Time `json:"rotated_at,omitempty"`
+	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
 }
 
 // WebhookDelivery is one event's delivery to a webhook.
@@ -78,4 +82,24 @@ func (c *Client) ListWebhookDeliveries(ctx context.Context, id string) ([]Webhoo
 	}
 	_, err := c.do(ctx, get("/v1/webhooks/"+url.PathEscape(id)+"/deliveries", nil), &out)
 	return out.Deliveries, err
+}
+
+// RotateWebhook makes a new secret for a webhook and returns the webhook
+// with it, shown this once. The old secret keeps signing next to it for
+// overlap (0 stops it at once; negative means the server's default of
+// 24h), so a receiver can move to the new one without missing a delivery.
+// Not retried: a second rotation would replace the secret returned by the
+// first.
+func (c *Client) RotateWebhook(ctx context.Context, id string, overlap time.Duration) (Webhook, error) {
+	var body []byte
+	if overlap >= 0 {
+		b, err := jsonBody(map[string]string{"overlap": overlap.String()})
+		if err != nil {
+			return Webhook{}, err
+		}
+		body = b
+	}
+	var out Webhook
+	_, err := c.do(ctx, c.post("/v1/webhooks/"+url.PathEscape(id)+"/rotate", body, false), &out)
+	return out, err
 }

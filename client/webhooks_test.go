@@ -56,6 +56,20 @@ func TestClientWebhooksAgainstTheAPI(t *testing.T) {
 	require.ErrorAs(t, err, &ae)
 	require.Equal(t, "invalid_request", ae.Code)
 
+	// Rotation: a new secret once, the old one signing for the overlap.
+	r, err := c.RotateWebhook(ctx, w.ID, 2*time.Hour)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(r.Secret, "whsec_"))
+	require.NotEqual(t, w.Secret, r.Secret)
+	require.NotNil(t, r.PreviousSecretUntil)
+	require.NotNil(t, r.RotatedAt)
+	require.Equal(t, 2*time.Hour, r.PreviousSecretUntil.Sub(*r.RotatedAt))
+	r, err = c.RotateWebhook(ctx, w.ID, -1)
+	require.NoError(t, err, "the server's default overlap")
+	require.Equal(t, 24*time.Hour, r.PreviousSecretUntil.Sub(*r.RotatedAt))
+	_, err = c.RotateWebhook(ctx, "wh_nope", 0)
+	require.True(t, client.IsNotFound(err))
+
 	require.NoError(t, c.DeleteWebhook(ctx, w.ID))
 	require.True(t, client.IsNotFound(c.DeleteWebhook(ctx, w.ID)))
 	_, err = c.ListWebhookDeliveries(ctx, w.ID)

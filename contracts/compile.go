@@ -25,6 +25,7 @@ type environments struct {
 	policy   *cel.Env // params, action, state
 	effect   *cel.Env // + effect
 	reversal *cel.Env // + original
+	binding  *cel.Env // args, result (bindings.go)
 }
 
 var celEnvs = sync.OnceValues(func() (*environments, error) {
@@ -51,7 +52,21 @@ var celEnvs = sync.OnceValues(func() (*environments, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build CEL reversal environment: %w", err)
 	}
-	return &environments{policy: policy, effect: effect, reversal: reversal}, nil
+	binding, err := cel.NewEnv(
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("result", cel.MapType(cel.StringType, cel.DynType)),
+		cel.OptionalTypes(),
+		cel.CrossTypeNumericComparisons(true),
+		cel.ParserExpressionSizeLimit(8192),
+		ext.Strings(),
+		ext.Math(),
+		ext.Sets(),
+		ext.Lists(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("build CEL binding environment: %w", err)
+	}
+	return &environments{policy: policy, effect: effect, reversal: reversal, binding: binding}, nil
 })
 
 // program is one compiled CEL expression and what it reads.
@@ -74,6 +89,8 @@ type resultType int
 const (
 	boolResult resultType = iota
 	numberResult
+	stringResult
+	anyResult
 )
 
 // compile compiles the expression at field (nil when src is empty),
@@ -103,6 +120,10 @@ func (p *parser) compile(env *cel.Env, field, src string, want resultType, sourc
 				reason += " (effect is only defined in effects, forbids and limits)"
 			} else if strings.Contains(reason, "undeclared reference to 'original'") {
 				reason += " (original is only defined in reversed_by.where)"
+			} else if strings.HasPrefix(field, "bindings[") && strings.Contains(reason, "undeclared reference") {
+				reason += " (a binding reads only args and result)"
+			} else if strings.Contains(reason, "undeclared reference to 'args'") || strings.Contains(reason, "undeclared reference to 'result'") {
+				reason += " (args and result are only defined in bindings)"
 			}
 			if col := e.Location.Column(); col >= 0 {
 				reason += fmt.Sprintf(" (column %d)", col+1)
@@ -121,6 +142,11 @@ func (p *parser) compile(env *cel.Env, field, src string, want resultType, sourc
 	case numberResult:
 		if k := out.Kind(); k != types.IntKind && k != types.DoubleKind && k != types.DynKind {
 			p.fail(field, lineOf(1), "must be a number (int or double), but its type is %s", out)
+			return nil
+		}
+	case stringResult:
+		if k := out.Kind(); k != types.StringKind && k != types.DynKind {
+			p.fail(field, lineOf(1), "must be a string expression (giving type:id), but its type is %s", out)
 			return nil
 		}
 	}
@@ -246,5 +272,6 @@ func (p *parser) build(spec Spec) *Contract {
 			kind:  commitlayer.FactType{Source: f.Source, Type: f.Type}, through: f.Through})
 		order++
 	}
+	c.bindings = p.compileBindings(envs.binding, spec.Bindings, sources)
 	return c
 }

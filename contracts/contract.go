@@ -19,6 +19,8 @@ type Contract struct {
 	limits  []*limit
 	effects []*effect
 	forbids []*forbid
+	// bindings are the compiled tool-call bindings (bindings.go).
+	bindings []*binding
 	// remedies are the checks' hint overrides (remedy.go).
 	remedies map[string]commitlayer.Remedy
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 
 	"github.com/commitlayer/commitlayer"
@@ -182,7 +181,7 @@ func (ix *factIndex) effectVal(pos int32) ref.Val {
 	if v := ix.vals[pos]; v != nil {
 		return v
 	}
-	v := types.DefaultTypeAdapter.NativeToValue(effectMap(ix.fact(pos)))
+	v := exact.NativeToValue(effectMap(ix.fact(pos)))
 	ix.vals[pos] = v
 	return v
 }

@@ -51,6 +51,9 @@ type Spec struct {
 	Limits      []Limit      `json:"limits,omitempty"`
 	Effects     []Effect     `json:"effects,omitempty"`
 	Forbids     []Forbid     `json:"forbids,omitempty"`
+	// Bindings say which tool calls record an action of this contract
+	// (bindings.go); they are inert until a gateway or an ingest reads them.
+	Bindings []Binding `json:"bindings,omitempty"`
 }
 
 // Rule is a policy predicate over params, action and state.

@@ -4,8 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"cel.dev/cel-go/common/types"
-
 	"github.com/commitlayer/commitlayer"
 )
 
@@ -54,7 +52,7 @@ func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact
 	for _, s := range c.Spec.Sources {
 		state[s] = map[string]any{}
 	}
-	act := activation{params: emptyMap, action: emptyMap, state: types.DefaultTypeAdapter.NativeToValue(state)}
+	act := activation{params: emptyMap, action: emptyMap, state: exact.NativeToValue(state)}
 
 	type hit struct {
 		fact  int
@@ -67,7 +65,7 @@ func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact
 		for _, ci := range byKind[commitlayer.FactType{Source: f.Source, Type: f.Type}] {
 			ch := checks[ci]
 			if ch.where != nil {
-				act.effect = types.DefaultTypeAdapter.NativeToValue(effectMap(f))
+				act.effect = exact.NativeToValue(effectMap(f))
 				if ok, err := runBool(ch.where, &act); err == nil && !ok {
 					continue
 				}

@@ -11,12 +11,13 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-const webhookColumns = `id, tenant_id, url, events, secret, created_at`
+const webhookColumns = `id, tenant_id, url, events, secret, created_at, rotated_at, previous_until`
 
 func scanWebhook(row pgx.CollectableRow) (commitlayer.Webhook, error) {
 	var w commitlayer.Webhook
-	err := row.Scan(&w.ID, &w.TenantID, &w.URL, &w.Events, &w.Secret, &w.CreatedAt)
-	w.CreatedAt = w.CreatedAt.UTC()
+	var rotated, until *time.Time
+	err := row.Scan(&w.ID, &w.TenantID, &w.URL, &w.Events, &w.Secret, &w.CreatedAt, &rotated, &until)
+	w.CreatedAt, w.RotatedAt, w.PreviousUntil = w.CreatedAt.UTC(), timeOrZero(rotated), timeOrZero(until)
 	return w, err
 }
 
@@ -95,6 +96,35 @@ func (db *DB) DeleteWebhook(ctx context.Context, tenantID, id string) error {
 	return nil
 }
 
+// RotateWebhook replaces a webhook's secret with sealed (which the caller
+// sealed for this webhook) at the time at; the secret it replaces keeps
+// signing next to it until previousUntil (at or before at: it stops at
+// once). A secret still in its overlap from an earlier rotation stops now:
+// at most two secrets sign at a time. commitlayer.ErrNotFound when the
+// tenant has no such webhook.
+func (db *DB) RotateWebhook(ctx context.Context, tenantID, id, sealed string, at, previousUntil time.Time) (commitlayer.Webhook, error) {
+	if sealed == "" {
+		return commitlayer.Webhook{}, fmt.Errorf("rotate webhook %q: %w: a sealed secret is required", id, commitlayer.ErrInvalid)
+	}
+	if err := checkTimes("at", at, "previous_until", previousUntil); err != nil {
+		return commitlayer.Webhook{}, fmt.Errorf("rotate webhook %q: %w", id, err)
+	}
+	rows, err := db.pool.Query(ctx, `UPDATE webhooks SET previous_secret = secret, secret = $3,
+			rotated_at = $4, previous_until = $5
+		WHERE tenant_id = $1 AND id = $2 RETURNING `+webhookColumns, tenantID, id, sealed, at, previousUntil)
+	if err != nil {
+		return commitlayer.Webhook{}, fmt.Errorf("rotate webhook %q: %w", id, classify(err))
+	}
+	w, err := pgx.CollectExactlyOneRow(rows, scanWebhook)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return commitlayer.Webhook{}, fmt.Errorf("rotate webhook %q: %w", id, commitlayer.ErrNotFound)
+	}
+	if err != nil {
+		return commitlayer.Webhook{}, fmt.Errorf("rotate webhook %q: %w", id, classify(err))
+	}
+	return w, nil
+}
+
 // PlanDeliveries records the event's delivery to every webhook of the
 // tenant subscribed to its type (once: a retry adds only webhooks created
 // since) and returns those not delivered yet, oldest webhook first.
@@ -105,7 +135,9 @@ func (db *DB) PlanDeliveries(ctx context.Context, tenantID string, d commitlayer
 	if err != nil {
 		return nil, fmt.Errorf("plan deliveries of %s: %w", d.EventID, classify(err))
 	}
-	rows, err := db.pool.Query(ctx, `SELECT w.id, w.url, w.secret FROM webhook_deliveries d
+	rows, err := db.pool.Query(ctx, `SELECT w.id, w.url, w.secret,
+			CASE WHEN w.previous_until > now() THEN w.previous_secret ELSE '' END
+		FROM webhook_deliveries d
 		JOIN webhooks w ON w.tenant_id = d.tenant_id AND w.id = d.webhook_id
 		WHERE d.tenant_id = $1 AND d.event_id = $2 AND d.status <> 'delivered'
 		ORDER BY w.created_at, w.id`, tenantID, d.EventID)
@@ -114,7 +146,7 @@ func (db *DB) PlanDeliveries(ctx context.Context, tenantID string, d commitlayer
 	}
 	ts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.WebhookTarget, error) {
 		var t commitlayer.WebhookTarget
-		return t, row.Scan(&t.WebhookID, &t.URL, &t.Secret)
+		return t, row.Scan(&t.WebhookID, &t.URL, &t.Secret, &t.Previous)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("plan deliveries of %s: %w", d.EventID, classify(err))

@@ -66,6 +66,11 @@ DYNAMIC_CONFIG=(
 	'history.visibilityProcessorMaxPollInterval="1s"'
 	matching.numTaskqueueReadPartitions=1
 	matching.numTaskqueueWritePartitions=1
+	# Worker Versioning: a version that stopped being current or ramping is
+	# reported drained (no open pinned workflow on it) within seconds, not
+	# the default 3 + 3 minutes, so a rollout (and its test) sees it drain.
+	'matching.wv.VersionDrainageStatusRefreshInterval="5s"'
+	'matching.wv.VersionDrainageStatusVisibilityGracePeriod="5s"'
 )
 
 say() { printf 'dev-services: %s\n' "$*"; }

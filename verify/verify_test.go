@@ -41,6 +41,9 @@ func (s noStore) LinkedSubjects(_ context.Context, _ string, subjects []commitla
 	return out, nil
 }
 func (noStore) VerificationStarted(context.Context, string, string) error { return nil }
+func (noStore) StartFailed(context.Context, string, string, string) (bool, error) {
+	return true, nil
+}
 
 func (noStore) ListConnectors(context.Context, string) ([]commitlayer.Connector, error) {
 	return nil, nil

@@ -24,6 +24,10 @@ import (
 // Options configure the worker.
 type Options struct {
 	TaskQueue string // defaults to workflows.TaskQueue
+	// Deployment is the Worker Deployment version the worker runs as; a
+	// zero Deployment runs an unversioned worker (a server without Worker
+	// Versioning, COMMITLAYER_WORKER_VERSIONING=0).
+	Deployment Deployment
 	// MaxConcurrentActivities and MaxConcurrentWorkflowTasks: zero keeps
 	// the SDK defaults.
 	MaxConcurrentActivities    int
@@ -49,22 +53,64 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 	if actPollers <= 0 {
 		actPollers = 4
 	}
-	w := sdkworker.New(c, tq, sdkworker.Options{
-		MaxConcurrentActivityExecutionSize:     opts.MaxConcurrentActivities,
-		MaxConcurrentWorkflowTaskExecutionSize: opts.MaxConcurrentWorkflowTasks,
-		MaxConcurrentWorkflowTaskPollers:       wfPollers,
-		MaxConcurrentActivityTaskPollers:       actPollers,
-	})
+	w := NewBare(c, tq, opts)
 	RegisterWorkflows(w)
 	w.RegisterActivity(acts)
 	return w
 }
 
+// NewBare builds a worker polling the task queue with the options, as a
+// version of opts.Deployment, with nothing registered on it (the sandbox
+// registers its own wiring of the product's workflows).
+func NewBare(c client.Client, taskQueue string, opts Options) sdkworker.Worker {
+	wfPollers, actPollers := opts.WorkflowTaskPollers, opts.ActivityTaskPollers
+	if wfPollers <= 0 {
+		wfPollers = 4
+	}
+	if actPollers <= 0 {
+		actPollers = 4
+	}
+	return sdkworker.New(c, taskQueue, sdkworker.Options{
+		MaxConcurrentActivityExecutionSize:     opts.MaxConcurrentActivities,
+		MaxConcurrentWorkflowTaskExecutionSize: opts.MaxConcurrentWorkflowTasks,
+		MaxConcurrentWorkflowTaskPollers:       wfPollers,
+		MaxConcurrentActivityTaskPollers:       actPollers,
+		DeploymentOptions:                      opts.Deployment.options(),
+	})
+}
+
+// The product's workflows and their versioning behaviour (see
+// docs/operations.md, "Worker Versioning"):
+//
+//   - VerifyAction upgrades automatically. A verification sleeps through
+//     its settlement window and watches for days; pinned, it would keep the
+//     build it started on running (and unpatched) for as long. Its changes
+//     go through workflow.GetVersion, and recorded histories replay in
+//     tests (workflows/replay_test.go), so a new build can take over a
+//     sleeping verification at its next workflow task.
+//   - PollConnectors upgrades automatically: it loops for as long as a
+//     tenant has open verifications and keeps no state a new build could
+//     misread (it continues as new between rounds).
+const (
+	VerifyActionBehavior   = workflow.VersioningBehaviorAutoUpgrade
+	PollConnectorsBehavior = workflow.VersioningBehaviorAutoUpgrade
+)
+
 // RegisterWorkflows registers the product's workflows (VerifyAction,
 // PollConnectors) on a worker or a replayer, under stable names.
 func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
-	r.RegisterWorkflowWithOptions(workflows.VerifyAction, workflow.RegisterOptions{Name: "VerifyAction"})
-	r.RegisterWorkflowWithOptions(workflows.PollConnectors, workflow.RegisterOptions{Name: "PollConnectors"})
+	RegisterVerifyAction(r, VerifyActionBehavior)
+	r.RegisterWorkflowWithOptions(workflows.PollConnectors, workflow.RegisterOptions{
+		Name: "PollConnectors", VersioningBehavior: PollConnectorsBehavior})
+}
+
+// RegisterVerifyAction registers VerifyAction under its stable name with a
+// versioning behaviour: the product's is VerifyActionBehavior; the
+// sandbox pins the verifications of its scenarios to the build that runs
+// the scenario.
+func RegisterVerifyAction(r sdkworker.WorkflowRegistry, behavior workflow.VersioningBehavior) {
+	r.RegisterWorkflowWithOptions(workflows.VerifyAction, workflow.RegisterOptions{
+		Name: "VerifyAction", VersioningBehavior: behavior})
 }
 
 // EnsureSearchAttributes registers the product's search attributes, and

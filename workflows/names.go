@@ -22,9 +22,6 @@ const (
 	// UpdateRecheck forces a re-verification (pull, evaluate) and returns
 	// the new current verdict.
 	UpdateRecheck = "recheck"
-	// SignalVerdictPublished carries a commitlayer.Verdict to the workflow
-	// named in VerifyActionInput.ReportTo each time a new version is out.
-	SignalVerdictPublished = "verdict-published"
 	// SignalEndWatch ends a verification's watch early: once its verdict
 	// is final, it records the end and completes. Payload: EndWatch.
 	SignalEndWatch = "end-watch"

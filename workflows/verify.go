@@ -32,9 +32,6 @@ type VerifyActionInput struct {
 	ActionID   string
 	SettlesAt  time.Time
 	WatchUntil time.Time
-	// ReportTo, when set, is the ID of a workflow (the sandbox's Scenario)
-	// that receives every published verdict as SignalVerdictPublished.
-	ReportTo string `json:",omitempty"`
 	// Resume carries the state of a verification across continue-as-new.
 	Resume *VerifyState `json:",omitempty"`
 	// StoreID names the database the action was recorded in; Evaluate
@@ -398,16 +395,6 @@ func (v *verification) publish(ctx workflow.Context) error {
 	}
 	workflow.SetCurrentDetails(ctx, details(verdict))
 	v.queueWebhooks(ctx)
-	if v.in.ReportTo != "" {
-		// Don't hold the verification up while the signal is delivered.
-		f := workflow.SignalExternalWorkflow(ctx, v.in.ReportTo, "", SignalVerdictPublished, verdict)
-		workflow.Go(ctx, func(ctx workflow.Context) {
-			if err := f.Get(ctx, nil); err != nil {
-				// The watcher is gone; the verdict is stored all the same.
-				workflow.GetLogger(ctx).Warn("report verdict", "to", v.in.ReportTo, "error", err)
-			}
-		})
-	}
 	return nil
 }
 

@@ -1,23 +1,29 @@
-// Package webhook signs and verifies CommitLayer's verdict webhooks.
+// Package webhook signs and verifies CommitLayer's verdict webhooks, which
+// follow the Standard Webhooks specification (standardwebhooks.com):
+// every delivery is a POST with a JSON Event body and the headers
 //
-// Every delivery is a POST with a JSON Event body and the header
+//	webhook-id:        the event's id (the same on every retry)
+//	webhook-timestamp: unix seconds of this attempt
+//	webhook-signature: v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>
 //
-//	CommitLayer-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>
-//
-// like Stripe's Stripe-Signature. A receiver calls Verify with the secret it
-// was shown once when the webhook was created, the header, the raw body and
-// a tolerance (the replay window), then de-duplicates by Event.ID: a
-// delivery may arrive more than once (a retry after a lost answer), never
-// out of order for one action.
+// where key is the base64-decoded part of the webhook's secret
+// "whsec_<base64>". While a secret is being rotated the signature header
+// holds one signature per secret, separated by spaces; a receiver accepts
+// the delivery when any of them matches its secret. Any Standard Webhooks
+// library verifies these deliveries; so does Verify here. After verifying,
+// a receiver de-duplicates by webhook-id (= Event.ID): a delivery may
+// arrive more than once (a retry after a lost answer), never out of order
+// for one action.
 package webhook
 
 import (
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -25,8 +31,16 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// Header is the signature header's name.
-const Header = "CommitLayer-Signature"
+// The Standard Webhooks headers (lower case as the specification writes
+// them; http.Header looks them up in any case).
+const (
+	HeaderID        = "webhook-id"
+	HeaderTimestamp = "webhook-timestamp"
+	HeaderSignature = "webhook-signature"
+)
+
+// SecretPrefix starts every webhook secret.
+const SecretPrefix = "whsec_"
 
 // Event types a webhook subscribes to.
 const (
@@ -40,14 +54,14 @@ const (
 // Events lists every event type.
 var Events = []string{EventVerdictChanged, EventVerdictFinal}
 
-// DefaultTolerance is the replay window Verify callers should use unless
-// they have a reason not to.
+// DefaultTolerance is the replay window Verify uses when given none: the
+// specification's recommendation.
 const DefaultTolerance = 5 * time.Minute
 
 // Event is a delivery's body.
 type Event struct {
 	// ID is the same on every delivery of this event (to every webhook,
-	// on every retry): de-duplicate by it.
+	// on every retry), and is the webhook-id header: de-duplicate by it.
 	ID   string `json:"id"`
 	Type string `json:"type"`
 	// ActionID and Sequence order an action's events: Sequence is the
@@ -59,78 +73,136 @@ type Event struct {
 
 // Errors Verify returns (wrapped).
 var (
-	ErrNoSignature = errors.New("no valid v1 signature in the header")
-	ErrMismatch    = errors.New("signature does not match the body")
+	ErrBadSecret   = errors.New("secret is not whsec_<base64>")
+	ErrNoSignature = errors.New("missing webhook-id, webhook-timestamp or a v1 signature")
+	ErrMismatch    = errors.New("no signature matches the body")
 	ErrTooOld      = errors.New("timestamp outside the tolerance")
 )
 
-// Sign returns the header value for body signed with secret at t.
-func Sign(secret string, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
+// DecodeSecret returns the signing key of a "whsec_<base64>" secret (the
+// prefix is optional, as in the specification's libraries).
+func DecodeSecret(secret string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, SecretPrefix))
+	if err != nil || len(key) == 0 {
+		return nil, ErrBadSecret
+	}
+	return key, nil
 }
 
-func mac(secret, ts string, body []byte) []byte {
-	m := hmac.New(sha256.New, []byte(secret))
+// Sign returns the signature "v1,<base64>" of body sent as message msgID
+// at t, with secret.
+func Sign(secret, msgID string, t time.Time, body []byte) (string, error) {
+	key, err := DecodeSecret(secret)
+	if err != nil {
+		return "", fmt.Errorf("webhook: %w", err)
+	}
+	return "v1," + base64.StdEncoding.EncodeToString(mac(key, msgID, strconv.FormatInt(t.Unix(), 10), body)), nil
+}
+
+// SetHeaders sets the three headers on h for body sent as msgID at t,
+// signed with each of secrets (the current one first; during a rotation
+// the previous one too).
+func SetHeaders(h http.Header, secrets []string, msgID string, t time.Time, body []byte) error {
+	if len(secrets) == 0 {
+		return fmt.Errorf("webhook: %w: no secret to sign with", ErrBadSecret)
+	}
+	sigs := make([]string, 0, len(secrets))
+	for _, s := range secrets {
+		sig, err := Sign(s, msgID, t, body)
+		if err != nil {
+			return err
+		}
+		sigs = append(sigs, sig)
+	}
+	h.Set(HeaderID, msgID)
+	h.Set(HeaderTimestamp, strconv.FormatInt(t.Unix(), 10))
+	h.Set(HeaderSignature, strings.Join(sigs, " "))
+	return nil
+}
+
+func mac(key []byte, id, ts string, body []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id))
+	m.Write([]byte("."))
 	m.Write([]byte(ts))
 	m.Write([]byte("."))
 	m.Write(body)
 	return m.Sum(nil)
 }
 
-// Verify checks a delivery: header is the CommitLayer-Signature value, body
-// the raw request body. It accepts when one v1 signature matches (several
-// may be present while a secret is rolled) and the timestamp is within
-// tolerance of now (a tolerance ≤ 0 means DefaultTolerance), then decodes
-// the event.
-func Verify(secret, header string, body []byte, tolerance time.Duration) (Event, error) {
-	return VerifyAt(secret, header, body, tolerance, time.Now())
+// Verify checks a delivery with the webhook's secret: h holds the
+// request's headers and body its raw body. It accepts when a v1 signature
+// in webhook-signature matches (several may be present while a secret is
+// rotated; other versions are ignored) and webhook-timestamp is within
+// tolerance of now either way (a tolerance ≤ 0 means DefaultTolerance),
+// then decodes the event.
+func Verify(secret string, h http.Header, body []byte, tolerance time.Duration) (Event, error) {
+	return VerifyAt(secret, h, body, tolerance, time.Now())
 }
 
 // VerifyAt is Verify at the time now.
-func VerifyAt(secret, header string, body []byte, tolerance time.Duration, now time.Time) (Event, error) {
-	if tolerance <= 0 {
-		tolerance = DefaultTolerance
-	}
-	var ts string
-	var sigs [][]byte
-	for _, part := range strings.Split(header, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "t":
-			ts = v
-		case "v1":
-			if b, err := hex.DecodeString(v); err == nil && len(b) == sha256.Size {
-				sigs = append(sigs, b)
-			}
-		}
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if ts == "" || err != nil {
-		return Event{}, fmt.Errorf("webhook: %w: no t=<unix seconds>", ErrNoSignature)
-	}
-	if len(sigs) == 0 {
-		return Event{}, fmt.Errorf("webhook: %w", ErrNoSignature)
-	}
-	want := mac(secret, ts, body)
-	matched := false
-	for _, s := range sigs {
-		if hmac.Equal(s, want) {
-			matched = true
-		}
-	}
-	if !matched {
-		return Event{}, fmt.Errorf("webhook: %w", ErrMismatch)
-	}
-	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
-		return Event{}, fmt.Errorf("webhook: %w: signed %s ago, tolerance %s", ErrTooOld, d.Round(time.Second), tolerance)
+func VerifyAt(secret string, h http.Header, body []byte, tolerance time.Duration, now time.Time) (Event, error) {
+	if err := VerifySignature(secret, h, body, tolerance, now); err != nil {
+		return Event{}, err
 	}
 	var e Event
 	if err := json.Unmarshal(body, &e); err != nil {
 		return Event{}, fmt.Errorf("webhook: decode event: %w", err)
 	}
 	return e, nil
+}
+
+// VerifySignature is VerifyAt without decoding the body: it checks any
+// Standard Webhooks message.
+func VerifySignature(secret string, h http.Header, body []byte, tolerance time.Duration, now time.Time) error {
+	if tolerance <= 0 {
+		tolerance = DefaultTolerance
+	}
+	key, err := DecodeSecret(secret)
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	id, ts, header := h.Get(HeaderID), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
+	if id == "" || ts == "" || header == "" {
+		return fmt.Errorf("webhook: %w", ErrNoSignature)
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("webhook: %w: webhook-timestamp %q is not unix seconds", ErrNoSignature, truncate(ts, 32))
+	}
+	var sigs [][]byte
+	for _, part := range strings.Fields(header) {
+		v, s, ok := strings.Cut(part, ",")
+		if !ok || v != "v1" {
+			continue
+		}
+		if b, err := base64.StdEncoding.DecodeString(s); err == nil && len(b) == sha256.Size {
+			sigs = append(sigs, b)
+		}
+	}
+	if len(sigs) == 0 {
+		return fmt.Errorf("webhook: %w", ErrNoSignature)
+	}
+	want := mac(key, id, ts, body)
+	matched := false
+	for _, s := range sigs {
+		// Every signature compared, in constant time each.
+		if hmac.Equal(s, want) {
+			matched = true
+		}
+	}
+	if !matched {
+		return fmt.Errorf("webhook: %w", ErrMismatch)
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
+		return fmt.Errorf("webhook: %w: signed %s from now, tolerance %s", ErrTooOld, d.Round(time.Second), tolerance)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

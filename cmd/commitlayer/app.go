@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,13 +43,22 @@ import (
 
 // Roles say what a process runs.
 type Roles struct {
-	API    bool
+	API bool
+	// Worker runs the product's worker: VerifyAction and PollConnectors on
+	// the product's task queue, with production rules (the address guard),
+	// as a version of the product's Worker Deployment.
 	Worker bool
-	// Benchmark puts the sandbox benchmark in the process: its workflows
-	// and the harness's activities on the worker, the runner behind the
-	// API's admin benchmark routes. `demo` and `sandbox` set it; `api`,
-	// `worker` and `dev` do when COMMITLAYER_BENCHMARKS=1.
+	// Benchmark puts the sandbox benchmark's runner in the process: the
+	// API's admin benchmark routes and the sandbox command start runs with
+	// it. `demo` and `sandbox` set it; `api`, `worker` and `dev` do when
+	// COMMITLAYER_BENCHMARKS=1.
 	Benchmark bool
+	// BenchmarkWorker runs the benchmark's own workers: its workflows and
+	// the harness's activities on the benchmark task queue, and the
+	// scenarios' verifications (the product's VerifyAction with the
+	// sandbox's wiring) on this process's own queue, as a version of the
+	// benchmark's deployment. A product worker never sees these tasks.
+	BenchmarkWorker bool
 }
 
 // Config is the process configuration, read from the environment.
@@ -57,6 +67,27 @@ type Config struct {
 	DatabaseURL string // DATABASE_URL
 	AdminKey    string // COMMITLAYER_ADMIN_KEY
 	TaskQueue   string // COMMITLAYER_TASK_QUEUE (default "commitlayer")
+	// BenchmarkTaskQueue is the benchmark's task queue
+	// (COMMITLAYER_BENCHMARK_TASK_QUEUE, default TaskQueue + "-benchmark").
+	BenchmarkTaskQueue string
+	// Deployment is the product's Worker Deployment name
+	// (COMMITLAYER_DEPLOYMENT, default "commitlayer"); the benchmark's
+	// workers are versions of BenchmarkDeployment
+	// (COMMITLAYER_BENCHMARK_DEPLOYMENT, default Deployment + "-benchmark").
+	Deployment          string
+	BenchmarkDeployment string
+	// BuildID is this build (COMMITLAYER_BUILD_ID, default the binary's
+	// VCS revision, see worker.CurrentBuild).
+	BuildID string
+	// Versioning runs the workers as Worker Deployment versions
+	// (COMMITLAYER_WORKER_VERSIONING, default 1; 0 for a Temporal server
+	// without Worker Versioning).
+	Versioning bool
+	// MakeCurrent says whether a worker makes its build its deployment's
+	// current version at start (COMMITLAYER_MAKE_CURRENT: auto, the
+	// default, when the deployment has none; always; never). dev, demo and
+	// sandbox default to always.
+	MakeCurrent worker.CurrentPolicy
 	// PollInterval is how often connectors are pulled during a watch
 	// (COMMITLAYER_POLL_INTERVAL, a Go duration).
 	PollInterval time.Duration
@@ -98,6 +129,33 @@ func ConfigFromEnv(roles Roles) (Config, error) {
 		SandboxDir:  envOr("COMMITLAYER_SANDBOX_DIR", filepath.Join(".data", "sandbox")),
 		MetricsAddr: strings.TrimSpace(os.Getenv("COMMITLAYER_METRICS_ADDR")),
 	}
+	cfg.BenchmarkTaskQueue = envOr("COMMITLAYER_BENCHMARK_TASK_QUEUE", cfg.TaskQueue+"-benchmark")
+	if cfg.BenchmarkTaskQueue == cfg.TaskQueue {
+		return Config{}, fmt.Errorf("COMMITLAYER_BENCHMARK_TASK_QUEUE must differ from COMMITLAYER_TASK_QUEUE (%q): a product worker must never be handed a benchmark task", cfg.TaskQueue)
+	}
+	cfg.Deployment = envOr("COMMITLAYER_DEPLOYMENT", worker.DefaultDeployment)
+	cfg.BenchmarkDeployment = envOr("COMMITLAYER_BENCHMARK_DEPLOYMENT", cfg.Deployment+"-benchmark")
+	if cfg.BenchmarkDeployment == cfg.Deployment {
+		return Config{}, fmt.Errorf("COMMITLAYER_BENCHMARK_DEPLOYMENT must differ from COMMITLAYER_DEPLOYMENT (%q)", cfg.Deployment)
+	}
+	cfg.BuildID = envOr("COMMITLAYER_BUILD_ID", worker.CurrentBuild().ID)
+	switch v := strings.TrimSpace(os.Getenv("COMMITLAYER_WORKER_VERSIONING")); v {
+	case "", "1":
+		cfg.Versioning = true
+	case "0":
+	default:
+		return Config{}, fmt.Errorf("COMMITLAYER_WORKER_VERSIONING is 0 or 1, got %q", v)
+	}
+	policy, err := worker.ParseCurrentPolicy(os.Getenv("COMMITLAYER_MAKE_CURRENT"))
+	if err != nil {
+		return Config{}, err
+	}
+	cfg.MakeCurrent = policy
+	for _, d := range []worker.Deployment{cfg.productDeployment(), cfg.benchmarkDeployment()} {
+		if err := d.Validate(); err != nil {
+			return Config{}, err
+		}
+	}
 	switch v := os.Getenv("COMMITLAYER_METRICS_ADMIN"); v {
 	case "", "0":
 	case "1":
@@ -135,6 +193,30 @@ func ConfigFromEnv(roles Roles) (Config, error) {
 	}
 	cfg.Temporal = opts
 	return cfg, nil
+}
+
+// productDeployment is the product workers' deployment version.
+func (c Config) productDeployment() worker.Deployment {
+	if !c.Versioning {
+		return worker.Deployment{}
+	}
+	return worker.Deployment{Name: c.Deployment, BuildID: c.BuildID}
+}
+
+// benchmarkDeployment is the benchmark workers' deployment version.
+func (c Config) benchmarkDeployment() worker.Deployment {
+	if !c.Versioning {
+		return worker.Deployment{}
+	}
+	return worker.Deployment{Name: c.BenchmarkDeployment, BuildID: c.BuildID, ProcessQueues: true}
+}
+
+// defaultMakeCurrent makes `always` the policy of a one-machine command
+// (dev, demo, sandbox) unless COMMITLAYER_MAKE_CURRENT says otherwise.
+func (c *Config) defaultMakeCurrent() {
+	if strings.TrimSpace(os.Getenv("COMMITLAYER_MAKE_CURRENT")) == "" {
+		c.MakeCurrent = worker.CurrentAlways
+	}
 }
 
 func envOr(name, def string) string {
@@ -188,14 +270,19 @@ type Main struct {
 	stopReconciler func()
 	reconcilerDone chan struct{}
 
-	worker   sdkworker.Worker
-	local    sdkworker.Worker // this process's own queue: steps bound to its enterprises
-	server   *http.Server
-	listener net.Listener
+	worker sdkworker.Worker // the product's, on Config.TaskQueue
+	bench  sdkworker.Worker // the benchmark's, on Config.BenchmarkTaskQueue
+	local  sdkworker.Worker // this process's own queue: steps bound to its enterprises
+	// BenchActivities are the product's activities with the sandbox's
+	// wiring, run by the scenarios' verifications on the local queue.
+	BenchActivities *activities.Activities
+	server          *http.Server
+	listener        net.Listener
 
 	metricsServer   *http.Server
 	metricsListener net.Listener
 	errc            chan error
+	closeOnce       sync.Once
 }
 
 // Open connects to the database (migrating it) and Temporal, then starts
@@ -247,11 +334,13 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 	m.Actions = service.NewActions(m.DB, m.Contracts, nil)
 	var mounts []api.Mount
 	var docs [][]byte
-	if roles.Benchmark {
+	if roles.Benchmark || roles.BenchmarkWorker {
 		if err := m.openBench(ctx); err != nil {
 			return err
 		}
-		m.Runner = &bench.Runner{Temporal: m.Temporal, Store: m.Bench, TaskQueue: m.Config.TaskQueue}
+	}
+	if roles.Benchmark {
+		m.Runner = &bench.Runner{Temporal: m.Temporal, Store: m.Bench, TaskQueue: m.Config.BenchmarkTaskQueue}
 		routes := &benchapi.API{Runs: m.Bench, Runner: m.Runner,
 			Reports: bench.Reports{TemporalUI: temporalUIBase(m.Config), Namespace: m.Config.Temporal.Namespace}}
 		mounts, docs = routes.Mounts(), [][]byte{benchapi.OpenAPI}
@@ -272,8 +361,8 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		Mounts:           mounts,
 		OpenAPIFragments: docs,
 	})
-	if roles.Worker {
-		if err := m.startWorker(ctx, roles.Benchmark); err != nil {
+	if roles.Worker || roles.BenchmarkWorker {
+		if err := m.startWorkers(ctx, roles); err != nil {
 			return err
 		}
 	}
@@ -337,14 +426,55 @@ func (m *Main) openTemporal(ctx context.Context) error {
 // connectorTimeout bounds one request of a production connector pull.
 const connectorTimeout = 30 * time.Second
 
-func (m *Main) startWorker(ctx context.Context, withBenchmark bool) error {
+func (m *Main) startWorkers(ctx context.Context, roles Roles) error {
 	var moreAttrs []temporal.SearchAttributeKey
-	if withBenchmark {
+	if roles.BenchmarkWorker {
 		moreAttrs = bench.SearchAttributes
 	}
 	if err := worker.EnsureSearchAttributes(ctx, m.Temporal, m.Config.Temporal.Namespace, moreAttrs...); err != nil {
 		return err
 	}
+	if roles.Worker {
+		if err := m.startProductWorker(); err != nil {
+			return err
+		}
+	}
+	if roles.BenchmarkWorker {
+		if err := m.startBenchmarkWorkers(); err != nil {
+			return err
+		}
+	}
+	// Routing: once this build's workers poll, make it current as the
+	// policy says (dev, demo, sandbox and tests: always; a fleet's worker:
+	// only when its deployment has no current version yet).
+	identity := "commitlayer " + m.Config.BuildID
+	if roles.Worker {
+		if err := m.makeCurrent(ctx, m.Config.productDeployment(), identity); err != nil {
+			return err
+		}
+	}
+	if roles.BenchmarkWorker {
+		if err := m.makeCurrent(ctx, m.Config.benchmarkDeployment(), identity); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Main) makeCurrent(ctx context.Context, d worker.Deployment, identity string) error {
+	changed, err := worker.MakeCurrent(ctx, m.Temporal, d, m.Config.MakeCurrent, identity)
+	if err != nil {
+		return err
+	}
+	if changed {
+		m.Logger.Info("worker deployment: this build is now current", "deployment", d.Name, "build_id", d.BuildID)
+	}
+	return nil
+}
+
+// startProductWorker starts the product's worker: production rules, the
+// product's queue and deployment, nothing of the benchmark.
+func (m *Main) startProductWorker() error {
 	m.Activities = &activities.Activities{
 		Store:  m.DB,
 		Notify: m.Verifier,
@@ -361,50 +491,72 @@ func (m *Main) startWorker(ctx context.Context, withBenchmark bool) error {
 	if opts.TaskQueue == "" {
 		opts.TaskQueue = m.Config.TaskQueue
 	}
+	opts.Deployment = m.Config.productDeployment()
 	m.worker = worker.New(m.Temporal, m.Activities, opts)
-	var localQueue string
-	if withBenchmark {
-		// Steps bound to one scenario's enterprise run on this process's
-		// own queue; its tenants' connectors pull through the scenario's
-		// chaos transport.
-		localQueue = localTaskQueue(m.Config.TaskQueue)
-		m.Harness = &harness.Activities{
-			Store:     m.Bench,
-			Recorder:  m.Actions,
-			Rechecker: m.Verifier,
-			Contracts: sbcontracts.FS,
-			Dir:       m.Config.SandboxDir,
-			TaskQueue: localQueue,
-			Logger:    m.Logger,
-			Host:      &harness.Host{},
-			// Model-driven agents: providers built in this process (keys
-			// from its environment), turns and tool calls written ahead.
-			Models:     &harness.Models{},
-			AgentSteps: m.Bench,
-		}
-		m.Activities.TenantHTTPClient = m.Harness.Host.HTTPClient
-		bench.Register(m.worker)
-		m.worker.RegisterActivity(m.Harness)
-		lopts := opts
-		lopts.TaskQueue = localQueue
-		m.local = worker.New(m.Temporal, m.Activities, lopts)
-		bench.Register(m.local)
-		m.local.RegisterActivity(m.Harness)
-	}
 	if m.RegisterMore != nil {
 		m.RegisterMore(m.worker)
 	}
 	if err := m.worker.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
-	if m.local != nil {
-		if err := m.local.Start(); err != nil {
-			return fmt.Errorf("start local worker: %w", err)
-		}
-	}
-	m.Logger.Info("worker started", "task_queue", opts.TaskQueue, "local_queue", localQueue, "benchmark", withBenchmark,
-		"store", m.Verifier.StoreID,
+	m.Logger.Info("worker started", "task_queue", opts.TaskQueue,
+		"deployment", opts.Deployment.String(), "store", m.Verifier.StoreID,
 		"temporal", m.Config.Temporal.HostPort, "namespace", m.Config.Temporal.Namespace)
+	return nil
+}
+
+// startBenchmarkWorkers starts the benchmark's workers: its workflows and
+// the harness's activities on the benchmark queue; on this process's own
+// queue, the steps bound to its enterprises and the scenarios'
+// verifications — the product's VerifyAction with the sandbox's wiring
+// (connector pulls through each scenario's chaos transport, verdicts
+// reported to the scenario).
+func (m *Main) startBenchmarkWorkers() error {
+	localQueue := localTaskQueue(m.Config.BenchmarkTaskQueue)
+	host := &harness.Host{}
+	m.Harness = &harness.Activities{
+		Store:     m.Bench,
+		Recorder:  m.Actions,
+		Rechecker: m.Verifier,
+		Contracts: sbcontracts.FS,
+		Dir:       m.Config.SandboxDir,
+		TaskQueue: localQueue,
+		Logger:    m.Logger,
+		Host:      host,
+		// Model-driven agents: providers built in this process (keys
+		// from its environment), turns and tool calls written ahead.
+		Models:     &harness.Models{},
+		AgentSteps: m.Bench,
+	}
+	// The sandbox's systems listen on the loopback: its own wiring pulls
+	// them without the production guard, each tenant through its
+	// scenario's extractor chaos.
+	m.BenchActivities = &activities.Activities{
+		Store:      m.DB,
+		Notify:     m.Verifier,
+		Logger:     m.Logger,
+		HTTPClient: host.ExtractClient(),
+		Contracts:  m.Contracts,
+		Secrets:    m.Secrets,
+	}
+	opts := m.WorkerOptions
+	opts.Deployment = m.Config.benchmarkDeployment()
+	m.bench = worker.NewBare(m.Temporal, m.Config.BenchmarkTaskQueue, opts)
+	bench.Register(m.bench)
+	m.bench.RegisterActivity(m.Harness)
+	m.local = worker.NewBare(m.Temporal, localQueue, opts)
+	bench.RegisterVerifications(m.local, m.BenchActivities, &bench.Reporter{
+		Activities: m.BenchActivities, Temporal: m.Temporal, Scenarios: host, Logger: m.Logger,
+	})
+	m.local.RegisterActivity(m.Harness)
+	if err := m.bench.Start(); err != nil {
+		return fmt.Errorf("start benchmark worker: %w", err)
+	}
+	if err := m.local.Start(); err != nil {
+		return fmt.Errorf("start local worker: %w", err)
+	}
+	m.Logger.Info("benchmark workers started", "task_queue", m.Config.BenchmarkTaskQueue, "local_queue", localQueue,
+		"deployment", opts.Deployment.String())
 	return nil
 }
 
@@ -425,8 +577,13 @@ func (m *Main) startAPI() error {
 		return fmt.Errorf("listen on %s: %w", m.Config.Addr, err)
 	}
 	m.listener = ln
+	handler, err := m.apiHandler()
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
 	m.server = &http.Server{
-		Handler:           m.API.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      120 * time.Second,
@@ -488,7 +645,13 @@ func (m *Main) Wait(ctx context.Context) error {
 }
 
 // Close stops the API (draining requests), the worker, and the clients.
+// Closing twice is a no-op.
 func (m *Main) Close() error {
+	m.closeOnce.Do(m.close)
+	return nil
+}
+
+func (m *Main) close() {
 	if m.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = m.server.Shutdown(ctx)
@@ -503,6 +666,9 @@ func (m *Main) Close() error {
 	}
 	if m.local != nil {
 		m.local.Stop()
+	}
+	if m.bench != nil {
+		m.bench.Stop()
 	}
 	if m.worker != nil {
 		m.worker.Stop()
@@ -519,5 +685,4 @@ func (m *Main) Close() error {
 	if m.DB != nil {
 		m.DB.Close()
 	}
-	return nil
 }

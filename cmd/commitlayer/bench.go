@@ -20,6 +20,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/internal/proccpu"
+	"github.com/commitlayer/commitlayer/worker"
 )
 
 // benchCmd measures CommitLayer end to end on the local services:
@@ -99,6 +100,10 @@ func newBench(ctx context.Context, logger *slog.Logger) (*benchmarker, error) {
 	_, _ = rand.Read(r[:])
 	os.Setenv("COMMITLAYER_ADDR", "127.0.0.1:0")
 	os.Setenv("COMMITLAYER_TASK_QUEUE", "commitlayer-bench-"+hex.EncodeToString(r[:4]))
+	// A deployment of its own, made current for its queue alone: the bench
+	// never changes the routing of a fleet on the same namespace.
+	os.Setenv("COMMITLAYER_DEPLOYMENT", "commitlayer-bench-"+hex.EncodeToString(r[:4]))
+	os.Setenv("COMMITLAYER_MAKE_CURRENT", string(worker.CurrentAlways))
 	if os.Getenv("COMMITLAYER_ADMIN_KEY") == "" {
 		os.Setenv("COMMITLAYER_ADMIN_KEY", "bench-"+hex.EncodeToString(r[:]))
 	}

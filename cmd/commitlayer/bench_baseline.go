@@ -12,6 +12,8 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/commitlayer/commitlayer/worker"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -31,8 +33,10 @@ func benchNoop(workflow.Context) error { return nil }
 func benchSleep(ctx workflow.Context, d time.Duration) error { return workflow.Sleep(ctx, d) }
 
 func registerBaselines(r sdkworker.Registry) {
-	r.RegisterWorkflowWithOptions(benchNoop, workflow.RegisterOptions{Name: benchNoopWorkflow})
-	r.RegisterWorkflowWithOptions(benchSleep, workflow.RegisterOptions{Name: benchSleepWorkflow})
+	// Baselines run on the bench's product worker, as the verifications
+	// they are measured against do.
+	r.RegisterWorkflowWithOptions(benchNoop, workflow.RegisterOptions{Name: benchNoopWorkflow, VersioningBehavior: worker.VerifyActionBehavior})
+	r.RegisterWorkflowWithOptions(benchSleep, workflow.RegisterOptions{Name: benchSleepWorkflow, VersioningBehavior: worker.VerifyActionBehavior})
 }
 
 type baselineSample struct {

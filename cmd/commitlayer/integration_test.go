@@ -60,13 +60,17 @@ func newStack(t *testing.T, roles Roles) *stack {
 func newStackOn(t *testing.T, roles Roles, temporalAddr string) *stack {
 	t.Helper()
 	env := map[string]string{
-		"DATABASE_URL":            testenv.Postgres(t),
-		"TEMPORAL_ADDRESS":        temporalAddr,
-		"TEMPORAL_NAMESPACE":      testenv.Namespace(),
-		"COMMITLAYER_ADDR":        "127.0.0.1:0",
-		"COMMITLAYER_ADMIN_KEY":   "test-admin-" + randHex(12),
-		"COMMITLAYER_TASK_QUEUE":  "commitlayer-test-" + randHex(6),
-		"COMMITLAYER_SANDBOX_DIR": t.TempDir(),
+		"DATABASE_URL":           testenv.Postgres(t),
+		"TEMPORAL_ADDRESS":       temporalAddr,
+		"TEMPORAL_NAMESPACE":     testenv.Namespace(),
+		"COMMITLAYER_ADDR":       "127.0.0.1:0",
+		"COMMITLAYER_ADMIN_KEY":  "test-admin-" + randHex(12),
+		"COMMITLAYER_TASK_QUEUE": "commitlayer-test-" + randHex(6),
+		// A deployment of the test's own, its build made current at once:
+		// tests in other packages (other builds) never re-route it.
+		"COMMITLAYER_DEPLOYMENT":   "commitlayer-test-" + randHex(6),
+		"COMMITLAYER_MAKE_CURRENT": "always",
+		"COMMITLAYER_SANDBOX_DIR":  t.TempDir(),
 		// The test's feeds are httptest servers on the loopback.
 		"COMMITLAYER_ALLOW_PRIVATE_ADDRESSES": "1",
 	}
@@ -395,7 +399,7 @@ func tenantOfKey(s *stack, key string) string {
 // admin API: Benchmark → Scenario children → VerifyAction grandchildren on
 // the dev server, every row compared with the oracle.
 func TestRegressionSubsetThroughAdminAPI(t *testing.T) {
-	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true})
+	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
 	subset := harness.RegressionSubset()
 	require.GreaterOrEqual(t, len(subset), 14)
 

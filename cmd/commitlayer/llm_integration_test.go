@@ -67,7 +67,7 @@ func startLLMRun(t *testing.T, s *stack, body map[string]any) llmRun {
 // provider is retried; malformed model output is an agent error on the
 // row, not a failed scenario.
 func TestModelDrivenScenariosThroughAdminAPI(t *testing.T) {
-	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true})
+	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
 	only := []string{"refund/baseline", "refund/lost_response_retry_with_key", "cancel/refund_side_effect",
 		"payout/server_error_stop", "refund/no_calls_claims_success"}
 	for _, provider := range harness.FakeProviders {
@@ -154,7 +154,7 @@ func TestModelDrivenScenariosThroughAdminAPI(t *testing.T) {
 // turn billed twice), and the refund the failed activity made is not made
 // again (no duplicate in the systems of record).
 func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
-	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true})
+	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
 	const provider = harness.FakeOpenAI
 	h := s.m.Harness
 	var (
@@ -173,12 +173,12 @@ func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
 			// This worker goes away with the turn's answer recorded and
 			// not delivered; a new one takes over the queue.
 			go func() {
-				s.m.worker.Stop()
+				s.m.bench.Stop()
 				h2 := *h
 				h2.Models, h2.AfterStep = &harness.Models{}, nil
 				opts := s.m.WorkerOptions
-				opts.TaskQueue = s.m.Config.TaskQueue
-				w := worker.New(s.m.Temporal, s.m.Activities, opts)
+				opts.Deployment = s.m.Config.benchmarkDeployment()
+				w := worker.NewBare(s.m.Temporal, s.m.Config.BenchmarkTaskQueue, opts)
 				bench.Register(w)
 				w.RegisterActivity(&h2)
 				if err := w.Start(); err != nil {
@@ -186,7 +186,7 @@ func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
 				}
 				mu.Lock()
 				second = &h2
-				s.m.worker = w // Main.Close stops it
+				s.m.bench = w // Main.Close stops it
 				mu.Unlock()
 				close(restarted)
 			}()
@@ -241,7 +241,7 @@ func TestModelDrivenKeyNeverLeaves(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Setenv("ANTHROPIC_API_KEY", key)
 	t.Setenv("ANTHROPIC_BASE_URL", srv.BaseURL())
-	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true})
+	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
 	run := startLLMRun(t, s, map[string]any{"agent": "llm", "provider": "anthropic", "model": "claude-haiku-4-5",
 		"only": []string{"refund/baseline"}})
 	require.Len(t, run.Results, 1)

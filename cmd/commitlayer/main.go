@@ -8,6 +8,9 @@
 //	commitlayer sandbox [flags]     run the failure matrix
 //	commitlayer demo                the main job on the embedded defaults
 //	commitlayer bench verify|settle measure latency and throughput
+//	commitlayer mcp [flags]         the MCP gateway recording bound tool calls
+//	commitlayer version             the version and the build ID
+//	commitlayer deploy …            Worker Deployment rollouts
 //
 // Configuration comes from the environment: COMMITLAYER_ADDR, DATABASE_URL,
 // COMMITLAYER_ADMIN_KEY and the standard TEMPORAL_* variables.
@@ -38,13 +41,17 @@ const usage = `usage: commitlayer <command> [arguments]
 commands:
   api                  serve the HTTP API
   worker               run the Temporal worker
-  dev                  api and worker in one process
+  dev                  api and worker in one process (its build made the deployment's current version)
+  version              print the version and the build ID its workers register as
+  deploy describe|ramp|set-current|wait-drained
+                       Worker Deployment rollouts (see commitlayer deploy -h, docs/operations.md)
   migrate              apply the database migrations and exit
   contracts lint F...  check contract files (exit 1 when one is invalid)
   sandbox [flags]      run the sandbox failure matrix (see commitlayer sandbox -h)
   demo                 start everything on the embedded defaults and run the matrix
   bench verify|settle  measure POST → verdict latency and settlement throughput on the local services,
                        next to a same-run no-op baseline (-workers N: N worker processes)
+  mcp [flags]          an MCP gateway in front of an MCP server: bound tool calls recorded as actions (see commitlayer mcp -h)
   check [flags]        verify actions against facts and contracts from files, no server (CI; exit 0/1/2/3)
 
 environment:
@@ -52,6 +59,9 @@ environment:
   DATABASE_URL           PostgreSQL URL (default postgres://postgres@127.0.0.1:5432/commitlayer?sslmode=disable)
   COMMITLAYER_ADMIN_KEY  key for /v1/admin routes (required by api and dev)
   COMMITLAYER_BENCHMARKS 1: api, worker and dev also run sandbox benchmark runs (demo and sandbox always do)
+  COMMITLAYER_DEPLOYMENT Worker Deployment name (default commitlayer; the benchmark's: <name>-benchmark)
+  COMMITLAYER_BUILD_ID   this build's ID (default the binary's VCS revision; commitlayer version prints it)
+  COMMITLAYER_MAKE_CURRENT auto (default: when the deployment has no current version), always, never
   COMMITLAYER_CPUPROFILE write this process's CPU profile to this file while the command runs (go tool pprof)
   TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_* (see docs/operations.md)
 `
@@ -72,11 +82,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer stopProfile()
 	switch args[0] {
 	case "api":
-		err = serve(ctx, logger, Roles{API: true, Benchmark: benchmarksEnabled()})
+		err = serve(ctx, logger, Roles{API: true, Benchmark: benchmarksEnabled()}, false)
 	case "worker":
-		err = serve(ctx, logger, Roles{Worker: true, Benchmark: benchmarksEnabled()})
+		b := benchmarksEnabled()
+		err = serve(ctx, logger, Roles{Worker: true, Benchmark: b, BenchmarkWorker: b}, false)
 	case "dev":
-		err = serve(ctx, logger, Roles{API: true, Worker: true, Benchmark: benchmarksEnabled()})
+		b := benchmarksEnabled()
+		err = serve(ctx, logger, Roles{API: true, Worker: true, Benchmark: b, BenchmarkWorker: b}, true)
+	case "version":
+		return versionCmd(args[1:], stdout, stderr)
+	case "deploy":
+		return deployCmd(ctx, logger, args[1:], stdout, stderr)
 	case "migrate":
 		err = migrate(ctx, logger)
 	case "contracts":
@@ -96,6 +112,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return benchCmd(ctx, logger, args[1:], stdout, stderr)
 	case "check":
 		return checkCmd(args[1:], stdout, stderr)
+	case "mcp":
+		return mcpCmd(ctx, logger, args[1:], stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -122,11 +140,15 @@ func logLevel() slog.Level {
 	return l
 }
 
-// serve runs the API and/or the worker until ctx ends.
-func serve(ctx context.Context, logger *slog.Logger, roles Roles) error {
+// serve runs the API and/or the worker until ctx ends; oneMachine (dev)
+// makes this build its deployments' current version at start.
+func serve(ctx context.Context, logger *slog.Logger, roles Roles, oneMachine bool) error {
 	cfg, err := ConfigFromEnv(roles)
 	if err != nil {
 		return err
+	}
+	if oneMachine {
+		cfg.defaultMakeCurrent()
 	}
 	m := &Main{Config: cfg, Logger: logger}
 	if err := m.Open(ctx, roles); err != nil {

@@ -22,7 +22,7 @@ func TestRefundThroughQueryConnectors(t *testing.T) {
 		t.Skip("runs the refund workflow's scenarios")
 	}
 	t.Setenv(harness.EnvQueryConnectors, "payments,orders,tickets")
-	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true})
+	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
 	var refund []string
 	for _, sc := range harness.Catalogue() {
 		if strings.HasPrefix(sc.ID, "refund/") {

@@ -78,7 +78,7 @@ func TestReplayThroughAdminAPI(t *testing.T) {
 	defer srv.Close()
 	t.Setenv(llm.KeyEnv[llm.Anthropic], key)
 	t.Setenv(llm.BaseURLEnv[llm.Anthropic], srv.BaseURL())
-	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true})
+	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
 
 	subset := onePerFamily()
 	require.GreaterOrEqual(t, len(subset), 8)
@@ -178,7 +178,7 @@ func TestRepeatThroughAdminAPI(t *testing.T) {
 	t.Setenv(sinks.EnvBraintrustURL, bt.URL)
 	t.Setenv(sinks.EnvLangSmithKey, lsKey)
 	t.Setenv(sinks.EnvLangSmithURL, ls.URL)
-	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true})
+	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
 	s.do(s.adminKey, "POST", "/v1/admin/benchmark", map[string]any{"only": []string{"refund/"}, "sinks": []string{"nowhere"}}, 422, nil)
 	only := []string{"refund/baseline", "refund/lost_response_retry_no_key", "payout/daily_total_exceeded"}
 	run := s.startAndWait(map[string]any{"only": only, "concurrency": 4, "repeat": 2, "sinks": []string{"braintrust", "langsmith"}}, 5*time.Minute)
@@ -264,7 +264,7 @@ func describeWorkflow(ctx context.Context, s *stack, workflowID, runID string) (
 // agreement is reproduced, the trajectory (with its model turns) is kept,
 // and the model is not asked again.
 func TestReplayOfModelDrivenRun(t *testing.T) {
-	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true})
+	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
 	provider := harness.FakePrefix + llm.OpenAI
 	srv, err := s.m.Harness.Models.Fake(provider, "fake-"+llm.OpenAI)
 	require.NoError(t, err)

@@ -15,7 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/commitlayer/commitlayer/internal/netguard"
+	sdkworker "go.temporal.io/sdk/worker"
+
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/report"
@@ -154,17 +155,19 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		os.Setenv("COMMITLAYER_ADMIN_KEY", "demo-"+hex.EncodeToString(b[:]))
 		generatedKey = true
 	}
-	// The sandbox's systems listen on the loopback: its runs allow private
-	// addresses (a production process does not, unless told).
-	if os.Getenv(netguard.EnvAllowPrivate) == "" {
-		os.Setenv(netguard.EnvAllowPrivate, "1")
-	}
-	roles := Roles{Worker: true, API: o.serve, Benchmark: true}
+	// The sandbox's systems listen on the loopback; the benchmark's own
+	// wiring pulls them (no address guard there), so the process keeps the
+	// production rules for everything else: the demo's product worker and
+	// API refuse internal addresses unless COMMITLAYER_ALLOW_PRIVATE_ADDRESSES=1.
+	// The benchmark's own workers run the run; the demo also runs a
+	// product worker, so the API it serves verifies what is posted to it.
+	roles := Roles{API: o.serve, Worker: o.demo, Benchmark: true, BenchmarkWorker: true}
 	cfg, err := ConfigFromEnv(roles)
 	if err != nil {
 		logger.Error("configuration", "error", err)
 		return 1
 	}
+	cfg.defaultMakeCurrent()
 	m := &Main{Config: cfg, Logger: quiet(logger)}
 	if err := m.Open(ctx, roles); err != nil {
 		logger.Error("start", "error", err)
@@ -172,6 +175,11 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		return 1
 	}
 	defer m.Close()
+	// This command's run executes on this build, whatever the benchmark
+	// deployment's current version is.
+	if d := cfg.benchmarkDeployment(); d.Versioned() {
+		m.Runner.Pin = sdkworker.WorkerDeploymentVersion{DeploymentName: d.Name, BuildID: d.BuildID}
+	}
 
 	req := o.llm.request(bench.Request{Only: o.only, Concurrency: o.concurrency, Payments: o.payments, Repeat: o.repeat, Judge: o.judge})
 	if o.replay != "" {

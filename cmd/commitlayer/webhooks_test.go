@@ -31,7 +31,7 @@ type receiver struct {
 }
 
 type delivered struct {
-	header string
+	header http.Header
 	body   []byte
 }
 
@@ -40,7 +40,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.mu.Lock()
 	rc.attempts++
 	n := rc.attempts
-	rc.got = append(rc.got, delivered{header: r.Header.Get(webhook.Header), body: body})
+	rc.got = append(rc.got, delivered{header: r.Header.Clone(), body: body})
 	rc.mu.Unlock()
 	switch n {
 	case 1:
@@ -119,8 +119,9 @@ func TestWebhooksOnDevServer(t *testing.T) {
 	for _, d := range got {
 		e, err := webhook.Verify(created.Secret, d.header, d.body, webhook.DefaultTolerance)
 		require.NoError(t, err, "signature of %s", d.body)
-		_, err = webhook.Verify("whsec_wrong", d.header, d.body, webhook.DefaultTolerance)
+		_, err = webhook.Verify("whsec_d3Jvbmc=", d.header, d.body, webhook.DefaultTolerance)
 		require.ErrorIs(t, err, webhook.ErrMismatch)
+		require.Equal(t, e.ID, d.header.Get(webhook.HeaderID), "webhook-id is the event's id")
 		if seen[e.ID] {
 			continue
 		}

@@ -12,7 +12,7 @@ import (
 // that is not the sandbox benchmark or the command that wires both.
 var productPackages = []string{"./", "./contracts/...", "./postgres/...", "./service/...", "./api/...", "./verify/...",
 	"./workflows/...", "./activities/...", "./connectors/...", "./worker/...", "./client/...", "./check/...",
-	"./metrics/...", "./llm/..."}
+	"./metrics/...", "./llm/...", "./console/...", "./mcpgw/...", "./otlpingest/..."}
 
 // TestProductDoesNotImportTheSandbox: the benchmark plugs into the product
 // at cmd/commitlayer, never the reverse. The model providers (llm/...)

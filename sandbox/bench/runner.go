@@ -14,12 +14,12 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
-	"github.com/commitlayer/commitlayer/workflows"
 )
 
 // Store is what the runner needs from the database.
@@ -35,9 +35,13 @@ type Store interface {
 type Runner struct {
 	Temporal  client.Client
 	Store     Store
-	TaskQueue string // defaults to workflows.TaskQueue
+	TaskQueue string // defaults to TaskQueue
 	// DefaultConcurrency is used when a request names none; zero means 4.
 	DefaultConcurrency int
+	// Pin, when set, pins the runs this runner starts to a Worker
+	// Deployment version (the sandbox command pins its runs to its own
+	// build); zero routes them to the benchmark deployment's current one.
+	Pin sdkworker.WorkerDeploymentVersion
 }
 
 // MaxConcurrency bounds a run's sliding window.
@@ -151,15 +155,19 @@ func (r *Runner) launch(ctx context.Context, reqJSON []byte, name string, wf any
 	}
 	tq := r.TaskQueue
 	if tq == "" {
-		tq = workflows.TaskQueue
+		tq = TaskQueue
 	}
-	wr, err := r.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+	opts := client.StartWorkflowOptions{
 		ID:                    BenchmarkWorkflowID(in.RunID),
 		TaskQueue:             tq,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(in.RunID)),
 		StaticSummary:         summary,
-	}, wf, in)
+	}
+	if r.Pin != (sdkworker.WorkerDeploymentVersion{}) {
+		opts.VersioningOverride = &client.PinnedVersioningOverride{Version: r.Pin}
+	}
+	wr, err := r.Temporal.ExecuteWorkflow(ctx, opts, wf, in)
 	if err != nil {
 		run.Status, run.LogTail, run.FinishedAt = "failed", "could not start the "+name+" workflow", time.Now().UTC()
 		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {

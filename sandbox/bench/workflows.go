@@ -287,10 +287,13 @@ func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
 			NonRetryableErrorTypes: []string{activities.ErrInvalidInput, "ScenarioLost"}},
 	})
 	step := harness.StepInput{RunID: in.RunID, ScenarioID: in.ScenarioID, TenantID: prep.TenantID}
-	s := &scenarioRun{in: in, prep: prep, step: step, verdicts: workflow.GetSignalChannel(ctx, workflows.SignalVerdictPublished),
-		// Version 1 ends its verifications' watches with a signal, so they
-		// complete; before, they were cancelled when the scenario closed.
-		endWatches: workflow.GetVersion(ctx, "end-watch-children", workflow.DefaultVersion, 1) >= 1}
+	s := &scenarioRun{in: in, prep: prep, step: step, verdicts: workflow.GetSignalChannel(ctx, SignalVerdictPublished)}
+	// Its verifications' watches end with a signal, so they complete.
+	// Version 0 (cancelled them when the scenario closed) is retired: no run
+	// that took it can reach a worker of a versioned build
+	// (docs/operations.md, "Retiring GetVersion branches"); the marker is
+	// still recorded.
+	workflow.GetVersion(ctx, "end-watch-children", workflow.DefaultVersion, 1)
 	row, err := s.run(ctx, local)
 	s.endChildWatches(ctx)
 	// The enterprise goes away whatever happened.
@@ -310,21 +313,17 @@ func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
 }
 
 type scenarioRun struct {
-	in         ScenarioInput
-	prep       harness.PrepareResult
-	step       harness.StepInput
-	verdicts   workflow.ReceiveChannel
-	children   []workflow.ChildWorkflowFuture
-	endWatches bool
+	in       ScenarioInput
+	prep     harness.PrepareResult
+	step     harness.StepInput
+	verdicts workflow.ReceiveChannel
+	children []workflow.ChildWorkflowFuture
 }
 
 // endChildWatches tells the scenario's verifications that nobody watches
 // them any more: each completes with its final verdict (and records the end
 // of its watch) instead of waiting out 72 hours.
 func (s *scenarioRun) endChildWatches(ctx workflow.Context) {
-	if !s.endWatches {
-		return
-	}
 	var sent []workflow.Future
 	for _, c := range s.children {
 		sent = append(sent, c.SignalChildWorkflow(ctx, workflows.SignalEndWatch, workflows.EndWatch{Reason: "scenario " + s.in.ScenarioID + " done"}))
@@ -363,7 +362,7 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 		return harness.Row{}, fmt.Errorf("prior runs: %w", err)
 	}
 	for _, p := range prior {
-		if err := s.startVerification(ctx, p, false); err != nil {
+		if err := s.startVerification(ctx, p); err != nil {
 			return harness.Row{}, err
 		}
 	}
@@ -371,7 +370,7 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 	if err := s.runAgent(ctx, local, &agentRes); err != nil {
 		return harness.Row{}, fmt.Errorf("agent: %w", err)
 	}
-	if err := s.startVerification(ctx, agentRes.Recorded, true); err != nil {
+	if err := s.startVerification(ctx, agentRes.Recorded); err != nil {
 		return harness.Row{}, err
 	}
 	actionID := agentRes.Recorded.Action.ID
@@ -395,19 +394,14 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
 	return s.finishRow(ctx, row)
 }
 
-// startVerification starts workflows.VerifyAction for a recorded action as a child,
-// on this scenario's worker (its connector pulls go through the scenario's
-// chaos), reporting its verdicts to this workflow when report is set.
-func (s *scenarioRun) startVerification(ctx workflow.Context, r harness.Recorded, report bool) error {
+// startVerification starts workflows.VerifyAction for a recorded action as
+// a child, on this scenario's worker: the benchmark's wiring of the product's
+// verification, whose connector pulls go through the scenario's chaos and
+// whose final verdicts are reported to this workflow (Reporter).
+func (s *scenarioRun) startVerification(ctx workflow.Context, r harness.Recorded) error {
 	a := r.Action
 	in := workflows.VerifyActionInput{TenantID: s.prep.TenantID, ActionID: a.ID, SettlesAt: r.SettlesAt, WatchUntil: r.WatchUntil}
-	if report {
-		in.ReportTo = workflow.GetInfo(ctx).WorkflowExecution.ID
-	}
-	closePolicy := enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL
-	if s.endWatches {
-		closePolicy = enumspb.PARENT_CLOSE_POLICY_ABANDON // ended by signal, completes on its own
-	}
+	closePolicy := enumspb.PARENT_CLOSE_POLICY_ABANDON // ended by signal, completes on its own
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            workflows.VerifyWorkflowID(s.prep.TenantID, a.ID),
 		TaskQueue:             s.prep.TaskQueue,

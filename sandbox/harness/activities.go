@@ -193,7 +193,11 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		a.Host.live = map[string]*live{}
 		a.Host.prepared = map[string]PrepareResult{}
 	}
-	a.Host.live[tenant.ID] = &live{Live: l, tenantID: tenant.ID, dir: dir, started: time.Now(), key: key}
+	var wfID string
+	if activity.IsActivity(ctx) {
+		wfID = activity.GetInfo(ctx).WorkflowExecution.ID
+	}
+	a.Host.live[tenant.ID] = &live{Live: l, tenantID: tenant.ID, dir: dir, started: time.Now(), key: key, workflowID: wfID}
 	a.Host.prepared[key] = prep
 	a.Host.mu.Unlock()
 	return prep, nil

@@ -10,6 +10,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/commitlayer/commitlayer/activities"
+
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
@@ -54,18 +56,52 @@ type live struct {
 	dir      string
 	started  time.Time
 	key      string // run/scenario
+	// workflowID is the Scenario workflow that prepared it.
+	workflowID string
 }
 
-// HTTPClient returns the client a tenant's connectors are pulled with: the
-// scenario's extractor chaos transport for a benchmark tenant, nil (the
-// default) for any other. Plug it into activities.Activities.HTTPClient.
-func (h *Host) HTTPClient(tenantID string) *http.Client {
+// HTTPClient returns the transport a tenant's connectors are pulled
+// through: the scenario's extractor chaos for a tenant of a scenario live
+// in this process, nil for any other.
+func (h *Host) HTTPClient(tenantID string) http.RoundTripper {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if l, ok := h.live[tenantID]; ok {
-		return l.ExtractClient()
+		return l.ExtractChaos
 	}
 	return nil
+}
+
+// ExtractClient is the HTTP client the benchmark's verifications pull their
+// tenants' connectors with (the sandbox's wiring of activities.Activities):
+// each request goes through the chaos transport of the scenario whose
+// tenant it pulls for (activities.PullTenant names it), others straight
+// to the network.
+func (h *Host) ExtractClient() *http.Client {
+	return &http.Client{Transport: tenantRouter{h}, Timeout: clientTimeout}
+}
+
+type tenantRouter struct{ h *Host }
+
+func (r tenantRouter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if tenant, ok := activities.PullTenant(req.Context()); ok {
+		if rt := r.h.HTTPClient(tenant); rt != nil {
+			return rt.RoundTrip(req)
+		}
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// ScenarioWorkflow is the workflow ID of the scenario whose enterprise
+// serves a tenant, when that scenario is live in this process.
+func (h *Host) ScenarioWorkflow(tenantID string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l, ok := h.live[tenantID]
+	if !ok || l.workflowID == "" {
+		return "", false
+	}
+	return l.workflowID, true
 }
 
 func (a *Activities) get(tenantID string) (*live, error) {

@@ -1,0 +1,354 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/commitlayer/commitlayer"
+)
+
+// ActionLister lists a tenant's actions with their current verdict and
+// counts them for charts; *postgres.DB has it. A Store without it answers
+// 503 on GET /v1/actions and /v1/actions/stats.
+type ActionLister interface {
+	ListActions(ctx context.Context, tenantID string, f commitlayer.ActionFilter) (commitlayer.ActionPage, error)
+	ActionStats(ctx context.Context, tenantID string, q commitlayer.StatsQuery) ([]commitlayer.StatsRow, error)
+}
+
+// List bounds (the store applies the same).
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+	// DefaultStatsBucket and DefaultStatsWindow are a stats query's bucket
+	// and window when it names none; MaxStatsBuckets caps the buckets.
+	DefaultStatsBucket = time.Hour
+	DefaultStatsWindow = 24 * time.Hour
+	MinStatsBucket     = time.Minute
+	MaxStatsBuckets    = 2000
+	maxFilterValue     = 256
+)
+
+// FilterError is a query parameter a list or stats query cannot take.
+type FilterError struct {
+	Param   string
+	Message string
+}
+
+func (e *FilterError) Error() string { return e.Param + ": " + e.Message }
+
+func filterErr(param, format string, args ...any) *FilterError {
+	return &FilterError{Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// ListParams are the query parameters GET /v1/actions takes.
+var ListParams = []string{"status", "provisional", "contract", "agent", "subject", "since", "until", "limit", "cursor"}
+
+// StatsParams are the query parameters GET /v1/actions/stats takes.
+var StatsParams = []string{"bucket", "since", "until", "contract", "agent"}
+
+// ParseActionFilter reads a list's filter from query parameters (those of
+// ListParams; others are refused so that a typo does not silently list
+// everything). Empty values do not filter. The console shares it.
+func ParseActionFilter(q url.Values) (commitlayer.ActionFilter, error) {
+	var f commitlayer.ActionFilter
+	if err := onlyParams(q, ListParams); err != nil {
+		return f, err
+	}
+	switch v := q.Get("status"); strings.ToUpper(v) {
+	case "":
+	case "PASS", "FAIL", "UNKNOWN":
+		f.Status = strings.ToUpper(v)
+	case "PENDING":
+		f.Status = commitlayer.VerdictPending
+	default:
+		return f, filterErr("status", "must be PASS, FAIL, UNKNOWN or pending, got %q", truncate(v, 32))
+	}
+	switch v := q.Get("provisional"); v {
+	case "":
+	case "true", "false":
+		b := v == "true"
+		f.Provisional = &b
+	default:
+		return f, filterErr("provisional", "must be true or false, got %q", truncate(v, 32))
+	}
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"contract", &f.Contract}, {"agent", &f.Agent}} {
+		v := q.Get(p.name)
+		if len(v) > maxFilterValue || !storable(v) {
+			return f, filterErr(p.name, "must be UTF-8 text of at most %d bytes", maxFilterValue)
+		}
+		*p.dst = v
+	}
+	if v := q.Get("subject"); v != "" {
+		s, err := commitlayer.ParseSubject(v)
+		if err != nil || !storable(v) {
+			return f, filterErr("subject", "must be type:id (e.g. order:o_1001)")
+		}
+		f.Subject = s
+	}
+	var err error
+	if f.Since, f.Until, err = parseWindow(q); err != nil {
+		return f, err
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return f, filterErr("limit", "must be an integer from 1 to %d, got %q", MaxListLimit, truncate(v, 32))
+		}
+		f.Limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		c, err := DecodeCursor(v)
+		if err != nil {
+			return f, filterErr("cursor", "is not a cursor this list answered; start again without it")
+		}
+		f.After = &c
+	}
+	return f, nil
+}
+
+// parseWindow reads since and until (RFC 3339), refusing an until not
+// after since.
+func parseWindow(q url.Values) (since, until time.Time, err error) {
+	for _, p := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &since}, {"until", &until}} {
+		v := q.Get(p.name)
+		if v == "" {
+			continue
+		}
+		t, perr := parseTime(v)
+		if perr != nil {
+			return since, until, filterErr(p.name, "%s", perr.Error())
+		}
+		if y := t.Year(); y < 1 || y > 9999 {
+			return since, until, filterErr(p.name, "year %d is outside 1 to 9999", y)
+		}
+		*p.dst = t
+	}
+	if !since.IsZero() && !until.IsZero() && !until.After(since) {
+		return since, until, filterErr("until", "must be after since")
+	}
+	return since, until, nil
+}
+
+func onlyParams(q url.Values, known []string) error {
+	for k := range q {
+		if !slices.Contains(known, k) {
+			return filterErr(truncate(k, 64), "is not a parameter here; use %s", strings.Join(known, ", "))
+		}
+	}
+	for _, k := range known {
+		if len(q[k]) > 1 {
+			return filterErr(k, "is given %d times; give it once", len(q[k]))
+		}
+	}
+	return nil
+}
+
+// A cursor is opaque to clients: base64url of "1.<requested_at unix µs>.<id>".
+const cursorVersion = "1"
+
+// EncodeCursor makes the opaque cursor of a list position.
+func EncodeCursor(c commitlayer.ActionCursor) string {
+	raw := cursorVersion + "." + strconv.FormatInt(c.RequestedAt.UnixMicro(), 10) + "." + c.ID
+	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+// DecodeCursor reads a cursor EncodeCursor made.
+func DecodeCursor(s string) (commitlayer.ActionCursor, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return commitlayer.ActionCursor{}, err
+	}
+	parts := strings.SplitN(string(b), ".", 3)
+	if len(parts) != 3 || parts[0] != cursorVersion || parts[2] == "" || !storable(parts[2]) {
+		return commitlayer.ActionCursor{}, fmt.Errorf("malformed cursor")
+	}
+	us, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil {
+		return commitlayer.ActionCursor{}, err
+	}
+	t := time.UnixMicro(us).UTC()
+	if y := t.Year(); y < 1 || y > 9999 {
+		return commitlayer.ActionCursor{}, fmt.Errorf("cursor time out of range")
+	}
+	return commitlayer.ActionCursor{RequestedAt: t, ID: parts[2]}, nil
+}
+
+// ParseStatsQuery reads a stats query (StatsParams). bucket is a Go
+// duration (1m or more, default 1h); until defaults to now and since to a
+// day before until; since is rounded down to a whole bucket (UTC), so
+// buckets of an hour start on the hour.
+func ParseStatsQuery(q url.Values, now time.Time) (commitlayer.StatsQuery, error) {
+	var sq commitlayer.StatsQuery
+	if err := onlyParams(q, StatsParams); err != nil {
+		return sq, err
+	}
+	sq.Bucket = DefaultStatsBucket
+	if v := q.Get("bucket"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < MinStatsBucket {
+			return sq, filterErr("bucket", "must be a duration of at least %s (e.g. 1h, 15m), got %q", MinStatsBucket, truncate(v, 32))
+		}
+		sq.Bucket = d
+	}
+	since, until, err := parseWindow(q)
+	if err != nil {
+		return sq, err
+	}
+	if until.IsZero() {
+		until = now.UTC()
+	}
+	if since.IsZero() {
+		since = until.Add(-DefaultStatsWindow)
+		if !until.After(since) || since.Year() < 1 {
+			return sq, filterErr("until", "leaves no day before it")
+		}
+	}
+	if !until.After(since) {
+		return sq, filterErr("since", "must be before until (default now)")
+	}
+	sq.Since, sq.Until = since.Truncate(sq.Bucket), until
+	if n := sq.Until.Sub(sq.Since) / sq.Bucket; n >= MaxStatsBuckets {
+		return sq, filterErr("bucket", "cuts the window into %d buckets; at most %d (use a longer bucket or a shorter window)", n+1, MaxStatsBuckets)
+	}
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"contract", &sq.Contract}, {"agent", &sq.Agent}} {
+		v := q.Get(p.name)
+		if len(v) > maxFilterValue || !storable(v) {
+			return sq, filterErr(p.name, "must be UTF-8 text of at most %d bytes", maxFilterValue)
+		}
+		*p.dst = v
+	}
+	return sq, nil
+}
+
+// listItemView is one action of a list: the action without its trace,
+// its current status ("pending" until the first verdict) and verdict.
+type listItemView struct {
+	ID              string              `json:"id"`
+	Contract        string              `json:"contract"`
+	ContractVersion int                 `json:"contract_version,omitempty"`
+	Agent           string              `json:"agent"`
+	Subject         commitlayer.Subject `json:"subject"`
+	Params          commitlayer.Attrs   `json:"params"`
+	RequestedAt     time.Time           `json:"requested_at"`
+	Claim           commitlayer.Claim   `json:"claim"`
+	SettlesAt       time.Time           `json:"settles_at"`
+	WatchUntil      time.Time           `json:"watch_until"`
+	CreatedAt       time.Time           `json:"created_at"`
+	Status          string              `json:"status"`
+	// Verification and VerificationError are as on GET /v1/actions/{id}:
+	// started, pending or failed (a start Temporal refused for good).
+	Verification      string               `json:"verification"`
+	VerificationError string               `json:"verification_error,omitempty"`
+	Verdict           *commitlayer.Verdict `json:"verdict"`
+}
+
+func (s *Server) lister(w http.ResponseWriter, r *http.Request) (ActionLister, bool) {
+	l, ok := s.actionDB.(ActionLister)
+	if !ok {
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "listing actions is not enabled on this server"))
+	}
+	return l, ok
+}
+
+func (s *Server) filterError(w http.ResponseWriter, r *http.Request, err error) {
+	if fe, ok := err.(*FilterError); ok {
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", fe.Error()))
+		return
+	}
+	s.writeError(w, r, err)
+}
+
+// listActions answers {"actions":[…],"next_cursor"}: the tenant's actions,
+// newest first, each with its current verdict (null while pending),
+// filtered by the query; next_cursor (null on the last page) continues it.
+func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.lister(w, r)
+	if !ok {
+		return
+	}
+	f, err := ParseActionFilter(r.URL.Query())
+	if err != nil {
+		s.filterError(w, r, err)
+		return
+	}
+	if f.Limit == 0 {
+		f.Limit = DefaultListLimit
+	}
+	page, err := l.ListActions(r.Context(), tenantOf(r.Context()).ID, f)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("list actions: %w", err))
+		return
+	}
+	out := make([]listItemView, 0, len(page.Actions))
+	for _, it := range page.Actions {
+		a := viewAction(it.Action)
+		v := listItemView{ID: a.ID, Contract: a.Contract, ContractVersion: a.ContractVersion, Agent: a.Agent,
+			Subject: a.Subject, Params: a.Params, RequestedAt: a.RequestedAt, Claim: a.Claim,
+			SettlesAt: a.SettlesAt, WatchUntil: a.WatchUntil, CreatedAt: a.CreatedAt, Status: commitlayer.VerdictPending,
+			Verification: it.Action.Verification(), VerificationError: it.Action.VerificationError}
+		if it.Verdict != nil {
+			vv := viewVerdict(*it.Verdict)
+			v.Verdict, v.Status = &vv, string(vv.Status)
+			v.Verification = commitlayer.VerificationStarted
+		}
+		out = append(out, v)
+	}
+	var next *string
+	if page.Next != nil {
+		c := EncodeCursor(*page.Next)
+		next = &c
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"actions": out, "next_cursor": next})
+}
+
+type statsBucketView struct {
+	Start    time.Time                `json:"start"`
+	Contract string                   `json:"contract"`
+	Agent    string                   `json:"agent"`
+	Counts   commitlayer.StatusCounts `json:"counts"`
+}
+
+// actionStats answers {"bucket","since","until","buckets":[…],"totals"}:
+// counts of the tenant's actions by current verdict (PASS, FAIL, UNKNOWN,
+// pending) per bucket of requested_at, contract and agent; buckets without
+// actions are left out.
+func (s *Server) actionStats(w http.ResponseWriter, r *http.Request) {
+	l, ok := s.lister(w, r)
+	if !ok {
+		return
+	}
+	q, err := ParseStatsQuery(r.URL.Query(), s.now())
+	if err != nil {
+		s.filterError(w, r, err)
+		return
+	}
+	rows, err := l.ActionStats(r.Context(), tenantOf(r.Context()).ID, q)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("action stats: %w", err))
+		return
+	}
+	out := make([]statsBucketView, 0, len(rows))
+	var totals commitlayer.StatusCounts
+	for _, row := range rows {
+		out = append(out, statsBucketView{Start: row.Start, Contract: row.Contract, Agent: row.Agent, Counts: row.Counts})
+		totals.Add(row.Counts)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"bucket": q.Bucket.String(), "since": q.Since, "until": q.Until,
+		"buckets": out, "totals": totals})
+}

@@ -1,0 +1,145 @@
+package client
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"net/url"
+
+	"github.com/commitlayer/commitlayer"
+)
+
+// ActionFilter selects actions for ListActions; zero fields do not filter.
+type ActionFilter struct {
+	// Status is PASS, FAIL, UNKNOWN or "pending" (no verdict yet).
+	Status string
+	// Provisional keeps actions whose current verdict is (true) or is not
+	// (false) provisional.
+	Provisional *bool
+	Contract    string
+	Agent       string
+	Subject     commitlayer.Subject
+	// Since ≤ requested_at < Until.
+	Since, Until time.Time
+	// Limit is the page size (server default 50, at most 500).
+	Limit int
+	// Cursor continues a list: a page's NextCursor.
+	Cursor string
+}
+
+func (f ActionFilter) query() url.Values {
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("status", f.Status)
+	if f.Provisional != nil {
+		q.Set("provisional", strconv.FormatBool(*f.Provisional))
+	}
+	set("contract", f.Contract)
+	set("agent", f.Agent)
+	set("subject", string(f.Subject))
+	if !f.Since.IsZero() {
+		q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if !f.Until.IsZero() {
+		q.Set("until", f.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	set("cursor", f.Cursor)
+	return q
+}
+
+// ListedAction is one action of a list with its current verdict (nil and
+// Status "pending" until the first one).
+type ListedAction struct {
+	ID              string               `json:"id"`
+	Contract        string               `json:"contract"`
+	ContractVersion int                  `json:"contract_version,omitempty"`
+	Agent           string               `json:"agent"`
+	Subject         commitlayer.Subject  `json:"subject"`
+	Params          commitlayer.Attrs    `json:"params"`
+	RequestedAt     time.Time            `json:"requested_at"`
+	Claim           commitlayer.Claim    `json:"claim"`
+	SettlesAt       time.Time            `json:"settles_at"`
+	WatchUntil      time.Time            `json:"watch_until"`
+	CreatedAt       time.Time            `json:"created_at"`
+	Status          string               `json:"status"`
+	Verdict         *commitlayer.Verdict `json:"verdict"`
+}
+
+// ActionList is one page; NextCursor is empty on the last.
+type ActionList struct {
+	Actions    []ListedAction `json:"actions"`
+	NextCursor string         `json:"next_cursor"`
+}
+
+// ListActions lists the tenant's actions, newest first, with their current
+// verdict. Pass a page's NextCursor in f.Cursor (same filter) for the next.
+func (c *Client) ListActions(ctx context.Context, f ActionFilter) (ActionList, error) {
+	var out struct {
+		Actions    []ListedAction `json:"actions"`
+		NextCursor *string        `json:"next_cursor"`
+	}
+	_, err := c.do(ctx, get("/v1/actions", f.query()), &out)
+	list := ActionList{Actions: out.Actions}
+	if out.NextCursor != nil {
+		list.NextCursor = *out.NextCursor
+	}
+	return list, err
+}
+
+// StatsQuery asks ActionStats for counts per bucket; zero fields take the
+// server's defaults (bucket 1h, until now, since a day before until).
+type StatsQuery struct {
+	Bucket          time.Duration
+	Since, Until    time.Time
+	Contract, Agent string
+}
+
+// StatsBucket counts one contract's and agent's actions requested in the
+// bucket starting at Start, by current verdict.
+type StatsBucket struct {
+	Start    time.Time                `json:"start"`
+	Contract string                   `json:"contract"`
+	Agent    string                   `json:"agent"`
+	Counts   commitlayer.StatusCounts `json:"counts"`
+}
+
+// ActionStats is the answer of GET /v1/actions/stats.
+type ActionStats struct {
+	Bucket  string                   `json:"bucket"`
+	Since   time.Time                `json:"since"`
+	Until   time.Time                `json:"until"`
+	Buckets []StatsBucket            `json:"buckets"`
+	Totals  commitlayer.StatusCounts `json:"totals"`
+}
+
+// ActionStats counts the tenant's actions by current verdict (PASS, FAIL,
+// UNKNOWN, pending) per time bucket, contract and agent, for charts.
+func (c *Client) ActionStats(ctx context.Context, sq StatsQuery) (ActionStats, error) {
+	q := url.Values{}
+	if sq.Bucket > 0 {
+		q.Set("bucket", sq.Bucket.String())
+	}
+	if !sq.Since.IsZero() {
+		q.Set("since", sq.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if !sq.Until.IsZero() {
+		q.Set("until", sq.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if sq.Contract != "" {
+		q.Set("contract", sq.Contract)
+	}
+	if sq.Agent != "" {
+		q.Set("agent", sq.Agent)
+	}
+	var out ActionStats
+	_, err := c.do(ctx, get("/v1/actions/stats", q), &out)
+	return out, err
+}

@@ -1,0 +1,295 @@
+// Package console is CommitLayer's web console at /console/: for the
+// people who watch agents, one tenant at a time. A tenant logs in with its
+// API key (checked once, never kept: the browser holds an opaque session
+// id in an HttpOnly, SameSite=Strict cookie) and sees its verdicts over
+// time per contract and agent, the latest FAILs, open provisional verdicts,
+// actions awaiting a first verdict, orphans, sources with their coverage,
+// each action with its claim, findings, evidence facts and verdict history
+// (with a recheck button), its contracts and its webhooks' deliveries.
+//
+// Pages are server-rendered html/template with embedded assets and no
+// script at all (the charts are SVG drawn on the server), under a strict
+// Content-Security-Policy (default-src 'self'). Forms that change something
+// carry a CSRF token bound to the session. The console reads through the
+// same store, verifier and orphan lister as the API; cmd mounts its
+// Handler at /console/ next to the API's.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
+)
+
+// Store is what the console reads; *postgres.DB has all of it.
+type Store interface {
+	TenantByAPIKey(ctx context.Context, key string) (commitlayer.Tenant, error)
+	ListActions(ctx context.Context, tenantID string, f commitlayer.ActionFilter) (commitlayer.ActionPage, error)
+	ActionStats(ctx context.Context, tenantID string, q commitlayer.StatsQuery) ([]commitlayer.StatsRow, error)
+	GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error)
+	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
+	FactsByExternalIDs(ctx context.Context, tenantID string, sources, ids []string) ([]commitlayer.Fact, error)
+	Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error)
+	ListContracts(ctx context.Context, tenantID string) ([]commitlayer.ContractRecord, error)
+	GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error)
+	ListWebhooks(ctx context.Context, tenantID string) ([]commitlayer.Webhook, error)
+	ListDeliveries(ctx context.Context, tenantID, webhookID string, limit int) ([]commitlayer.WebhookDelivery, error)
+}
+
+// Rechecker re-runs a verification now (api.Verifier has it).
+type Rechecker interface {
+	Recheck(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
+}
+
+// OrphanLister lists a contract's orphan effects (service.Actions has it).
+type OrphanLister interface {
+	Orphans(ctx context.Context, tenantID, contractID string, since, until time.Time) ([]contracts.Orphan, error)
+}
+
+// Defaults.
+const (
+	DefaultSessionIdle = 12 * time.Hour
+	// DefaultSessionMax bounds a session however active it is.
+	DefaultSessionMax = 7 * 24 * time.Hour
+	// DefaultLoginFailures is how many wrong keys one client address may
+	// send per minute before the login answers 429.
+	DefaultLoginFailures = 5
+	// maxSessions bounds the sessions kept in memory; the oldest go first.
+	maxSessions    = 10000
+	recheckTimeout = 60 * time.Second
+	orphanWindow   = 7 * 24 * time.Hour
+)
+
+// Config holds the console's dependencies.
+type Config struct {
+	Store Store
+	// Verifier re-runs verifications (the recheck button); nil hides it.
+	Verifier Rechecker
+	// Orphans lists orphan effects on the overview; nil leaves them out.
+	Orphans OrphanLister
+	// TemporalUI is the Temporal web UI's base URL (http://localhost:8233)
+	// for links to each verification; empty leaves the links out.
+	TemporalUI string
+	// Namespace is the Temporal namespace of the links ("default" if empty).
+	Namespace string
+	// WorkflowID names an action's verification workflow (the Temporal
+	// UI link); nil leaves the links out.
+	WorkflowID func(tenantID, actionID string) string
+	Logger     *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// SessionIdle ends a session unused this long (default 12h);
+	// SessionMax ends any session this long after login (default 7 days).
+	SessionIdle, SessionMax time.Duration
+	// LoginFailures is how many wrong keys a client address may send per
+	// minute (default 5).
+	LoginFailures int
+}
+
+// Console serves the pages. Build it with New.
+type Console struct {
+	cfg      Config
+	log      *slog.Logger
+	now      func() time.Time
+	sessions *sessions
+	limiter  *limiter
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+}
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed assets
+var assetFiles embed.FS
+
+// Prefix is where the console is mounted.
+const Prefix = "/console/"
+
+// New builds the console.
+func New(cfg Config) (*Console, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("console: a store is required")
+	}
+	c := &Console{cfg: cfg, log: cfg.Logger, now: cfg.Now}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.cfg.Namespace == "" {
+		c.cfg.Namespace = "default"
+	}
+	c.cfg.TemporalUI = strings.TrimRight(c.cfg.TemporalUI, "/")
+	idle, max := cmpOr(cfg.SessionIdle, DefaultSessionIdle), cmpOr(cfg.SessionMax, DefaultSessionMax)
+	c.sessions = newSessions(idle, max, maxSessions)
+	failures := cfg.LoginFailures
+	if failures <= 0 {
+		failures = DefaultLoginFailures
+	}
+	c.limiter = newLimiter(failures, time.Minute)
+	if err := c.parseTemplates(); err != nil {
+		return nil, err
+	}
+	assets, err := fs.Sub(assetFiles, "assets")
+	if err != nil {
+		return nil, fmt.Errorf("console: assets: %w", err)
+	}
+	m := http.NewServeMux()
+	m.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", assetServer(assets)))
+	m.HandleFunc("GET /console/login", c.loginForm)
+	m.HandleFunc("POST /console/login", c.login)
+	m.HandleFunc("POST /console/logout", c.authed(c.logout))
+	m.HandleFunc("GET /console/{$}", c.authed(c.overview))
+	m.HandleFunc("GET /console/actions", c.authed(c.actions))
+	m.HandleFunc("GET /console/actions/{id}", c.authed(c.action))
+	m.HandleFunc("POST /console/actions/{id}/recheck", c.authed(c.recheck))
+	m.HandleFunc("GET /console/contracts", c.authed(c.contractList))
+	m.HandleFunc("GET /console/contracts/{id}", c.authed(c.contract))
+	m.HandleFunc("GET /console/webhooks", c.authed(c.webhooks))
+	m.HandleFunc("/console/", c.notFound)
+	c.mux = m
+	return c, nil
+}
+
+func cmpOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Handler serves every path under /console/ (mount it there) and
+// /console itself (a redirect).
+func (c *Console) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				c.log.ErrorContext(r.Context(), "console: panic", "panic", fmt.Sprint(v), "path", r.URL.Path, "stack", string(debug.Stack()))
+				http.Error(w, "internal error", http.StatusInternalServerError)
+			}
+		}()
+		if r.URL.Path == "/console" {
+			http.Redirect(w, r, Prefix, http.StatusMovedPermanently)
+			return
+		}
+		c.mux.ServeHTTP(w, r)
+	})
+}
+
+func assetServer(assets fs.FS) http.Handler {
+	fsrv := http.FileServerFS(assets)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		fsrv.ServeHTTP(w, r)
+	})
+}
+
+// parseTemplates parses each page with the layout.
+func (c *Console) parseTemplates() error {
+	c.pages = map[string]*template.Template{}
+	names, err := fs.Glob(templateFiles, "templates/*.html")
+	if err != nil {
+		return fmt.Errorf("console: templates: %w", err)
+	}
+	for _, n := range names {
+		name := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if name == "layout" {
+			continue
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", n)
+		if err != nil {
+			return fmt.Errorf("console: template %s: %w", name, err)
+		}
+		c.pages[name] = t
+	}
+	return nil
+}
+
+// page is what every template gets.
+type page struct {
+	Title   string
+	Nav     string // the nav entry to mark current
+	Tenant  string // empty on the login page
+	CSRF    string
+	Notice  string
+	Problem string
+	Data    any
+}
+
+// render writes a page with status.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	t, ok := c.pages[name]
+	if !ok {
+		c.fail(w, r, fmt.Errorf("no template %q", name))
+		return
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, p); err != nil {
+		c.fail(w, r, fmt.Errorf("render %s: %w", name, err))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+// fail answers an internal error: a generic page, the detail to the log.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	c.log.ErrorContext(r.Context(), "console: internal error", "err", err, "method", r.Method, "path", r.URL.Path)
+	status, msg := http.StatusInternalServerError, "Something went wrong on the server; it has been logged."
+	if errors.Is(err, commitlayer.ErrUnavailable) {
+		status, msg = http.StatusServiceUnavailable, "The database cannot be reached right now; retry shortly."
+		w.Header().Set("Retry-After", "1")
+	}
+	if t, ok := c.pages["error"]; ok {
+		var b strings.Builder
+		if t.Execute(&b, page{Title: "Error", Problem: msg}) == nil {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(b.String()))
+			return
+		}
+	}
+	http.Error(w, msg, status)
+}
+
+func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusNotFound, "error", page{Title: "Not found", Problem: "There is no page at this address."})
+}
+
+// localPath keeps a ?next= target only when it is a path of the console
+// (no scheme, no host, no //): a login cannot send the browser elsewhere.
+func localPath(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || !strings.HasPrefix(u.Path, Prefix) ||
+		strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+		return Prefix
+	}
+	return u.RequestURI()
+}
