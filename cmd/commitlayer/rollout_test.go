@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/worker"
@@ -55,8 +56,10 @@ func verifyActionUnguarded(ctx workflow.Context, in workflows.VerifyActionInput)
 func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	ctx := context.Background()
 	buildA, buildB := "A-"+randHex(4), "B-"+randHex(4)
-	t.Setenv("COMMITLAYER_BUILD_ID", buildA)
-	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
+	// Deployments of its own: it leaves an old build draining and routes
+	// to builds no other test runs.
+	s := newStackWith(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true}, testenv.TemporalAddress(t),
+		map[string]string{"COMMITLAYER_BUILD_ID": buildA, "COMMITLAYER_DEPLOYMENT": "commitlayer-rollout-" + randHex(6)})
 	c := s.m.Temporal
 	product, benchDep := s.m.Config.Deployment, s.m.Config.BenchmarkDeployment
 	targets := map[string]worker.Deployment{
