@@ -3,8 +3,11 @@ package commitlayer
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 )
 
 // Attrs are the attributes of a fact or the params of an action. Numbers
@@ -36,21 +39,56 @@ func (a *Attrs) UnmarshalJSON(b []byte) error {
 // engine evaluates: json.Number and all Go integer kinds become int64 when
 // integral, other numbers float64; maps and slices are normalized
 // recursively. Values of other types are an error.
-func NormalizeValue(v any) (any, error) {
+//
+// Numbers are kept exact or refused, never rounded: an integer outside
+// int64 is an error (ErrInexact), and so is a non-integer number whose
+// magnitude is 2^53 or more (a float64 there no longer tells whole units
+// apart: 2^64 and 2^64+1 would compare equal). Money is integer minor units
+// and int64 holds every amount a system of record keeps; a larger
+// identifier belongs in a string.
+func NormalizeValue(v any) (any, error) { return normalize(v, true) }
+
+// NormalizeStoredValue is NormalizeValue for values read back from storage:
+// a number stored before the exactness rule (a float beyond 2^53) is kept
+// as it is rather than failing the read; the contracts refuse to compare it.
+func NormalizeStoredValue(v any) (any, error) { return normalize(v, false) }
+
+// ErrInexact is wrapped by the errors of numbers NormalizeValue refuses.
+var ErrInexact = errors.New("cannot be kept exactly")
+
+// maxExactFloat is 2^53: from there on a float64 skips whole numbers.
+const maxExactFloat = 1 << 53
+
+func exactFloat(f float64, strict bool, text string) (any, error) {
+	if strict && (math.IsInf(f, 0) || math.IsNaN(f) || math.Abs(f) >= maxExactFloat) {
+		return nil, fmt.Errorf("number %s %w: beyond ±2^53 a non-integer number does not tell whole units apart (send an integer of at most 2^63−1, or a string)", text, ErrInexact)
+	}
+	return normFloat(f), nil
+}
+
+func normalize(v any, strict bool) (any, error) {
 	switch x := v.(type) {
-	case nil, bool, string, int64, float64:
+	case nil, bool, string, int64:
 		return v, nil
+	case float64:
+		if _, err := exactFloat(x, strict, strconv.FormatFloat(x, 'g', -1, 64)); err != nil {
+			return nil, err
+		}
+		return x, nil
 	case json.Number:
 		if i, err := x.Int64(); err == nil {
 			return i, nil
 		}
+		if strict && !strings.ContainsAny(string(x), ".eE") {
+			return nil, fmt.Errorf("integer %s %w: it does not fit in 64 bits (−2^63 to 2^63−1); send a larger identifier as a string", Clip(string(x), 40), ErrInexact)
+		}
 		f, err := x.Float64()
 		if err != nil {
-			return nil, fmt.Errorf("number %s out of range", x)
+			return nil, fmt.Errorf("number %s out of range", Clip(string(x), 40))
 		}
-		return normFloat(f), nil
+		return exactFloat(f, strict, Clip(string(x), 40))
 	case float32:
-		return normFloat(float64(x)), nil
+		return exactFloat(float64(x), strict, strconv.FormatFloat(float64(x), 'g', -1, 32))
 	case int:
 		return int64(x), nil
 	case int8:
@@ -69,13 +107,13 @@ func NormalizeValue(v any) (any, error) {
 		return int64(x), nil
 	case uint64:
 		if x > math.MaxInt64 {
-			return nil, fmt.Errorf("number %d out of range", x)
+			return nil, fmt.Errorf("integer %d %w: it does not fit in 64 bits (−2^63 to 2^63−1)", x, ErrInexact)
 		}
 		return int64(x), nil
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			n, err := NormalizeValue(e)
+			n, err := normalize(e, strict)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
@@ -83,11 +121,11 @@ func NormalizeValue(v any) (any, error) {
 		}
 		return out, nil
 	case Attrs:
-		return NormalizeValue(map[string]any(x))
+		return normalize(map[string]any(x), strict)
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			n, err := NormalizeValue(e)
+			n, err := normalize(e, strict)
 			if err != nil {
 				return nil, fmt.Errorf("[%d]: %w", i, err)
 			}

@@ -86,6 +86,9 @@ type Subject string
 // ParseSubject checks that s has the form "type:id" with a non-empty type
 // made of [a-z0-9_] and a non-empty id without whitespace.
 func ParseSubject(s string) (Subject, error) {
+	if len(s) > MaxSubjectLen {
+		return "", fmt.Errorf("subject %q is longer than %d bytes", Clip(s, 32), MaxSubjectLen)
+	}
 	typ, id, ok := strings.Cut(s, ":")
 	if !ok || typ == "" || id == "" {
 		return "", fmt.Errorf("subject %q is not of the form type:id", s)
@@ -97,9 +100,6 @@ func ParseSubject(s string) (Subject, error) {
 	}
 	if strings.ContainsAny(id, " \t\r\n") {
 		return "", fmt.Errorf("subject %q: id contains whitespace", s)
-	}
-	if len(s) > 256 {
-		return "", fmt.Errorf("subject %q is longer than 256 bytes", s[:32]+"…")
 	}
 	return Subject(s), nil
 }
@@ -165,10 +165,29 @@ type Claim struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Claim statuses the engine understands; other values are kept as given.
+// Claim statuses: what an agent may report about its own action. The engine
+// contradicts success and failure; partial and unknown are kept as given. An
+// absent claim is "".
 const (
 	ClaimSuccess = "success"
 	ClaimFailure = "failure"
+	ClaimPartial = "partial"
+	ClaimUnknown = "unknown"
+)
+
+// ClaimStatuses lists the claim statuses the API accepts (besides an absent
+// claim).
+var ClaimStatuses = []string{ClaimSuccess, ClaimFailure, ClaimPartial, ClaimUnknown}
+
+// Bounds of the action fields that reach a verification's workflow ID and
+// search attributes (Temporal refuses a keyword attribute over 2048 bytes,
+// and a start it refuses would never run): checked by Validate, so at the
+// API's door and in the store.
+const (
+	MaxActionIDLen = 128
+	MaxContractLen = 128
+	MaxAgentLen    = 256
+	MaxSubjectLen  = 256
 )
 
 // Action is what an agent (or the platform running it) says it did.
@@ -190,12 +209,16 @@ func (a *Action) Validate() error {
 	switch {
 	case a.Contract == "":
 		return fieldError("contract", "is required")
+	case len(a.Contract) > MaxContractLen:
+		return fieldError("contract", fmt.Sprintf("is longer than %d bytes", MaxContractLen))
 	case a.Agent == "":
 		return fieldError("agent", "is required")
+	case len(a.Agent) > MaxAgentLen:
+		return fieldError("agent", fmt.Sprintf("is longer than %d bytes", MaxAgentLen))
 	case a.RequestedAt.IsZero():
 		return fieldError("requested_at", "is required (RFC 3339)")
-	case len(a.ID) > 128:
-		return fieldError("id", "is longer than 128 bytes")
+	case len(a.ID) > MaxActionIDLen:
+		return fieldError("id", fmt.Sprintf("is longer than %d bytes", MaxActionIDLen))
 	}
 	if a.ID != "" && !ValidName(a.ID) {
 		return fieldError("id", fmt.Sprintf("%q may only hold letters, digits, '_', '-' and '.'", a.ID))

@@ -25,6 +25,32 @@ type ActionRecord struct {
 	SettlesAt  time.Time
 	WatchUntil time.Time
 	CreatedAt  time.Time
+	// VerificationStartedAt is when its verification was started (zero
+	// while pending). VerificationFailedAt is when its start was refused
+	// for good (Temporal would never take it), with the reason in
+	// VerificationError; such an action is not started again.
+	VerificationStartedAt time.Time
+	VerificationFailedAt  time.Time
+	VerificationError     string
+}
+
+// Verification states of an action, as GET /v1/actions/{id} shows them.
+const (
+	VerificationPending = "pending"
+	VerificationStarted = "started"
+	VerificationFailed  = "failed"
+)
+
+// Verification says where the action's verification is: failed, started
+// or pending (recorded, its start left to the reconciler).
+func (r ActionRecord) Verification() string {
+	switch {
+	case !r.VerificationFailedAt.IsZero():
+		return VerificationFailed
+	case !r.VerificationStartedAt.IsZero():
+		return VerificationStarted
+	}
+	return VerificationPending
 }
 
 // ContractRecord is one stored version of a contract.
@@ -79,17 +105,6 @@ type InsertResult struct {
 	// facts (0 when nothing was inserted). Whoever delivers the notice
 	// deletes it; until then a deliverer retries it.
 	NotificationID int64
-}
-
-// BenchmarkRun is one benchmark run (admin). Request, Summary and Results
-// are opaque JSON, stored and returned byte for byte. TenantID names the
-// tenant the run used; the run outlives it.
-type BenchmarkRun struct {
-	ID, Status                string
-	Request, Summary, Results json.RawMessage
-	Markdown, LogTail         string
-	TenantID                  string
-	StartedAt, FinishedAt     time.Time
 }
 
 // FactNotification is a notice of new facts still to deliver to the

@@ -11,9 +11,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/connectors/pgquery"
 	"github.com/commitlayer/commitlayer/connectors/pull"
-	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
 	"github.com/commitlayer/commitlayer/internal/netguard"
 )
 
@@ -156,28 +154,12 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 	if limit <= 0 {
 		limit = 1000
 	}
-	opts := pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit}
-	if c.Kind == pull.KindStripe {
-		key, err := stripeconn.OpenKey(a.Secrets, tenantID, c.ID, c.Secret)
-		if err != nil {
-			return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
-		}
-		opts.Secret = key
-	}
-	config := c.Config
-	if c.Kind == pull.KindPostgres && c.Secret != "" {
-		dsn, err := pgquery.OpenDSN(a.Secrets, tenantID, c.ID, c.Secret)
-		if err != nil {
-			return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
-		}
-		if config, err = pgquery.WithDSN(config, dsn); err != nil {
-			return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
-		}
-	}
-	// The pull's requests carry the tenant they are made for: a transport
-	// may route or label them by tenant (PullTenant).
+	// The kind opens its own secrets (a Stripe key, a DSN's password,
+	// http_json headers), sealed at registration. The pull's requests carry
+	// the tenant they are made for: a transport may route or label them by
+	// tenant (PullTenant).
 	ctx = withPullTenant(ctx, tenantID)
-	puller, err := pull.Open(c.Kind, c.URL, config, opts)
+	puller, err := pull.OpenConnector(tenantID, c, pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit, Secrets: a.Secrets})
 	if err != nil {
 		return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
 	}

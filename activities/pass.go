@@ -24,18 +24,30 @@ type PassResult struct {
 // retry repeats the pull, which is idempotent (facts are unique per source
 // and external id; cursors move with their facts).
 func (a *Activities) Pass(ctx context.Context, in PassInput) (PassResult, error) {
+	return PassWith(ctx, in, a.Extract, a.Evaluate)
+}
+
+// PassWith is Pass's composition over any extract and evaluate steps: the
+// pull first when asked, its unreachable sources and its duration handed to
+// the evaluation, an error of either step returned as it is (a
+// non-retryable one stays one). Workflow tests run it over their scripted
+// steps, so they exercise the composition production runs.
+func PassWith(ctx context.Context, in PassInput,
+	extract func(context.Context, ExtractInput) (ExtractResult, error),
+	evaluate func(context.Context, EvaluateInput) (EvaluateResult, error),
+) (PassResult, error) {
 	var out PassResult
 	if in.Pull {
-		ex, err := a.Extract(ctx, in.Extract)
+		ex, err := extract(ctx, in.Extract)
 		if err != nil {
-			return PassResult{}, err // as is: a non-retryable error stays one
+			return PassResult{}, err
 		}
 		out.Pulled = true
 		out.Unreachable = ex.Unreachable
 		in.Evaluate.Unreachable = ex.Unreachable
 		in.Evaluate.PullTook = ex.Took
 	}
-	ev, err := a.Evaluate(ctx, in.Evaluate)
+	ev, err := evaluate(ctx, in.Evaluate)
 	if err != nil {
 		return PassResult{}, err
 	}

@@ -43,7 +43,8 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	req, err := decodeAction(http.MaxBytesReader(w, r.Body, MaxBody))
+	req, err := decodeAction(http.MaxBytesReader(w, r.Body, MaxBody),
+		futureBound{Latest: s.now().UTC().Add(s.maxFutureSkew), Skew: s.maxFutureSkew})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -82,26 +83,33 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		s.metrics.actions.WithLabelValues("replayed").Inc()
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	pending := false
+	var st startState
 	fresh := created || s.needsStart(r.Context(), t.ID, stored.ID, startKey)
-	if wait.on {
+	if !created && !stored.VerificationFailedAt.IsZero() {
+		// A replay of an action whose start was refused for good: say so,
+		// start nothing.
+		st = startState{refused: stored.VerificationError}
+	}
+	switch {
+	case st.refused != "":
+	case wait.on:
 		v, left := s.startAndWait(r, t.ID, stored, fresh, startKey, wait)
 		if v != nil {
 			writeWaited(w, stored.ID, *v)
 			return
 		}
-		pending = left
-	} else {
+		st = left
+	default:
 		// Left to the reconciler when Temporal does not answer: the
 		// action is stored with its start pending; the client need not
 		// resend.
-		pending = s.startOrLeave(r, t.ID, stored, fresh, startKey)
+		st = s.startOrLeave(r, t.ID, stored, fresh, startKey)
 	}
 	url := "/v1/actions/" + stored.ID
 	w.Header().Set("Location", url)
-	body := map[string]string{"id": stored.ID, "verdict_url": url, "verification": "started"}
-	if pending {
-		body["verification"] = "pending"
+	body := map[string]string{"id": stored.ID, "verdict_url": url, "verification": st.verification()}
+	if st.refused != "" {
+		body["verification_error"] = st.refused
 	}
 	writeJSON(w, http.StatusAccepted, body)
 }
@@ -197,11 +205,21 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 	if len(views) > 0 {
 		current = &views[len(views)-1]
 	}
+	// "verification" is where the verification is: started, pending (its
+	// start left to the reconciler) or failed (Temporal refused its start
+	// for good; verification_error says why). A verdict means started, even
+	// when this process never marked it.
+	state := rec.Verification()
+	if current != nil && state == commitlayer.VerificationPending {
+		state = commitlayer.VerificationStarted
+	}
 	writeJSON(w, http.StatusOK, struct {
-		Action  actionView            `json:"action"`
-		Verdict *commitlayer.Verdict  `json:"verdict"`
-		History []commitlayer.Verdict `json:"history"`
-	}{viewAction(rec), current, views})
+		Action            actionView            `json:"action"`
+		Verification      string                `json:"verification"`
+		VerificationError string                `json:"verification_error,omitempty"`
+		Verdict           *commitlayer.Verdict  `json:"verdict"`
+		History           []commitlayer.Verdict `json:"history"`
+	}{viewAction(rec), state, rec.VerificationError, current, views})
 }
 
 // action loads the action named in the path, answering 404 when the tenant
@@ -235,11 +253,28 @@ func (s *Server) recheck(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "verification is not enabled on this server"))
 		return
 	}
+	if !rec.VerificationFailedAt.IsZero() {
+		s.writeError(w, r, errorf(http.StatusConflict, codeVerificationEnded,
+			"the verification of action %s was never started: %s", rec.ID, rec.VerificationError))
+		return
+	}
+	if s.temporalAway() {
+		// Temporal failed moments ago: answer now rather than wait on it.
+		w.Header().Set("Retry-After", "5")
+		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
+			"Temporal is unavailable; the verification of action %s could not be re-run now; retry later", rec.ID))
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), recheckTimeout)
 	defer cancel()
+	// The verifier answers within about 2 s when Temporal is away
+	// (verify.Client probes the workflow before the update).
 	v, err := s.verifier.Recheck(ctx, t.ID, rec.ID)
 	if err != nil {
 		s.logError(r, "recheck", err)
+		if errors.Is(err, commitlayer.ErrUnavailable) {
+			s.temporalFailed()
+		}
 		if s.now().After(rec.WatchUntil) {
 			s.writeError(w, r, errorf(http.StatusConflict, codeVerificationEnded,
 				"the verification of action %s ended at %s; its last verdict stands", rec.ID, rec.WatchUntil.UTC().Format(time.RFC3339)))

@@ -239,19 +239,23 @@ func ParseStatsQuery(q url.Values, now time.Time) (commitlayer.StatsQuery, error
 // listItemView is one action of a list: the action without its trace,
 // its current status ("pending" until the first verdict) and verdict.
 type listItemView struct {
-	ID              string               `json:"id"`
-	Contract        string               `json:"contract"`
-	ContractVersion int                  `json:"contract_version,omitempty"`
-	Agent           string               `json:"agent"`
-	Subject         commitlayer.Subject  `json:"subject"`
-	Params          commitlayer.Attrs    `json:"params"`
-	RequestedAt     time.Time            `json:"requested_at"`
-	Claim           commitlayer.Claim    `json:"claim"`
-	SettlesAt       time.Time            `json:"settles_at"`
-	WatchUntil      time.Time            `json:"watch_until"`
-	CreatedAt       time.Time            `json:"created_at"`
-	Status          string               `json:"status"`
-	Verdict         *commitlayer.Verdict `json:"verdict"`
+	ID              string              `json:"id"`
+	Contract        string              `json:"contract"`
+	ContractVersion int                 `json:"contract_version,omitempty"`
+	Agent           string              `json:"agent"`
+	Subject         commitlayer.Subject `json:"subject"`
+	Params          commitlayer.Attrs   `json:"params"`
+	RequestedAt     time.Time           `json:"requested_at"`
+	Claim           commitlayer.Claim   `json:"claim"`
+	SettlesAt       time.Time           `json:"settles_at"`
+	WatchUntil      time.Time           `json:"watch_until"`
+	CreatedAt       time.Time           `json:"created_at"`
+	Status          string              `json:"status"`
+	// Verification and VerificationError are as on GET /v1/actions/{id}:
+	// started, pending or failed (a start Temporal refused for good).
+	Verification      string               `json:"verification"`
+	VerificationError string               `json:"verification_error,omitempty"`
+	Verdict           *commitlayer.Verdict `json:"verdict"`
 }
 
 func (s *Server) lister(w http.ResponseWriter, r *http.Request) (ActionLister, bool) {
@@ -296,10 +300,12 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
 		a := viewAction(it.Action)
 		v := listItemView{ID: a.ID, Contract: a.Contract, ContractVersion: a.ContractVersion, Agent: a.Agent,
 			Subject: a.Subject, Params: a.Params, RequestedAt: a.RequestedAt, Claim: a.Claim,
-			SettlesAt: a.SettlesAt, WatchUntil: a.WatchUntil, CreatedAt: a.CreatedAt, Status: commitlayer.VerdictPending}
+			SettlesAt: a.SettlesAt, WatchUntil: a.WatchUntil, CreatedAt: a.CreatedAt, Status: commitlayer.VerdictPending,
+			Verification: it.Action.Verification(), VerificationError: it.Action.VerificationError}
 		if it.Verdict != nil {
 			vv := viewVerdict(*it.Verdict)
 			v.Verdict, v.Status = &vv, string(vv.Status)
+			v.Verification = commitlayer.VerificationStarted
 		}
 		out = append(out, v)
 	}

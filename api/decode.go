@@ -192,12 +192,9 @@ func pathOr(path string) string {
 	return path
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
+// truncate cuts a client's value for a message at a rune boundary
+// (commitlayer.Clip, shared with the store and the domain).
+func truncate(s string, n int) string { return commitlayer.Clip(s, n) }
 
 func formatTime(t time.Time) string {
 	if t.IsZero() {

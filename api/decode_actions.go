@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
@@ -40,14 +42,15 @@ type actionRequest struct {
 	Hash   []byte
 }
 
-// minRequestedAt is the earliest requested_at accepted: the Unix epoch. A
-// zero time (year 1) is "unset" inside the service, so it must never
-// arrive from a client as a value.
-var minRequestedAt = time.Unix(0, 0).UTC()
+// minTime is the earliest requested_at or occurred_at accepted: the Unix
+// epoch. A zero time (year 1) is "unset" inside the service, so it must
+// never arrive from a client as a value.
+var minTime = time.Unix(0, 0).UTC()
 
-// decodeAction reads and validates an action. Validation that needs the
-// clock (a missing requested_at) or the contract happens in the handler.
-func decodeAction(body io.Reader) (actionRequest, error) {
+// decodeAction reads and validates an action; a requested_at after bound
+// (the server's clock plus the allowed skew, as for facts) is refused.
+// Validation that needs the contract happens in the handler.
+func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 	var in actionIn
 	if err := decodeJSON(body, &in); err != nil {
 		return actionRequest{}, err
@@ -72,8 +75,13 @@ func decodeAction(body io.Reader) (actionRequest, error) {
 		if err != nil {
 			return actionRequest{}, bad(fmt.Errorf("requested_at: %w", err))
 		}
-		if t.Before(minRequestedAt) {
-			return actionRequest{}, bad(fmt.Errorf("requested_at: must be %s or later", minRequestedAt.Format(time.RFC3339)))
+		if t.Before(minTime) {
+			return actionRequest{}, bad(fmt.Errorf("requested_at: must be %s or later", minTime.Format(time.RFC3339)))
+		}
+		if !bound.Latest.IsZero() && t.After(bound.Latest) {
+			// Its verification would sleep until then.
+			return actionRequest{}, bad(fmt.Errorf("requested_at: %s is later than %s, the server's clock plus %s",
+				t.Format(time.RFC3339Nano), bound.Latest.UTC().Format(time.RFC3339Nano), bound.Skew))
 		}
 		a.RequestedAt = t
 	}
@@ -88,6 +96,10 @@ func decodeAction(body io.Reader) (actionRequest, error) {
 		}
 		if err := noNUL("claim.message", in.Claim.Message); err != nil {
 			return actionRequest{}, bad(err)
+		}
+		if in.Claim.Status != "" && !slices.Contains(commitlayer.ClaimStatuses, in.Claim.Status) {
+			return actionRequest{}, bad(fmt.Errorf("claim.status: %q is not one of %s (or empty: no claim)",
+				truncate(in.Claim.Status, 64), strings.Join(commitlayer.ClaimStatuses, ", ")))
 		}
 		a.Claim = commitlayer.Claim{Status: in.Claim.Status, Message: in.Claim.Message}
 	}

@@ -160,6 +160,10 @@ func (in *factIn) fact(bound futureBound) (commitlayer.Fact, error) {
 		if err != nil {
 			return f, fmt.Errorf("occurred_at: %w", err)
 		}
+		if t.Before(minTime) {
+			// Year 1 is "unset" inside the service: never a value.
+			return f, fmt.Errorf("occurred_at: %s is before %s", t.Format(time.RFC3339Nano), minTime.Format(time.RFC3339))
+		}
 		if !bound.Latest.IsZero() && t.After(bound.Latest) {
 			return f, fmt.Errorf("occurred_at: %s is later than %s, the server's clock plus %s",
 				t.Format(time.RFC3339Nano), bound.Latest.UTC().Format(time.RFC3339Nano), bound.Skew)

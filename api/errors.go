@@ -28,8 +28,6 @@ const (
 	codeIdempotency       = "idempotency_conflict"
 	codeVerificationEnded = "verification_ended"
 	codeUnavailable       = "unavailable"
-	codeInvalidBenchmark  = "invalid_benchmark"
-	codeBenchmarkRunning  = "benchmark_running"
 	codeInternal          = "internal"
 )
 
@@ -90,8 +88,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) logError(r *http.Request, msg string, err error) {
+	tenant := ""
+	if f := logFieldsOf(r.Context()); f != nil {
+		tenant = f.tenant
+	}
 	s.log.ErrorContext(r.Context(), msg, "err", err, "request_id", requestIDOf(r.Context()),
-		"method", r.Method, "path", r.URL.Path)
+		"tenant", tenant, "method", r.Method, "path", r.URL.Path)
 }
 
 // writeJSON sends v with status.

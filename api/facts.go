@@ -9,15 +9,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/connectors/pgquery"
 	"github.com/commitlayer/commitlayer/connectors/pull"
-	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
-	"github.com/commitlayer/commitlayer/internal/netguard"
 )
 
 // postFacts ingests a batch: every fact validated (one dated more than
@@ -121,21 +117,25 @@ type connectorIn struct {
 }
 
 type connectorView struct {
-	ID          string     `json:"id"`
-	Source      string     `json:"source"`
-	Kind        string     `json:"kind"`
-	URL         string     `json:"url"`
-	KeyLast4    string     `json:"api_key_last4,omitempty"`
-	Cursor      string     `json:"cursor"`
-	LastPullAt  *time.Time `json:"last_pull_at"`
-	LastError   string     `json:"last_error,omitempty"`
-	LastErrorAt *time.Time `json:"last_error_at"`
-	CreatedAt   time.Time  `json:"created_at"`
+	ID       string `json:"id"`
+	Source   string `json:"source"`
+	Kind     string `json:"kind"`
+	URL      string `json:"url"`
+	KeyLast4 string `json:"api_key_last4,omitempty"`
+	// Config is the kind's configuration as stored: credentials sealed
+	// apart, a header's value shown as its last 4, a DSN without its
+	// password.
+	Config      json.RawMessage `json:"config,omitempty"`
+	Cursor      string          `json:"cursor"`
+	LastPullAt  *time.Time      `json:"last_pull_at"`
+	LastError   string          `json:"last_error,omitempty"`
+	LastErrorAt *time.Time      `json:"last_error_at"`
+	CreatedAt   time.Time       `json:"created_at"`
 }
 
 func viewConnector(c commitlayer.Connector) connectorView {
 	return connectorView{
-		ID: c.ID, Source: c.Source, Kind: c.Kind, URL: c.URL, KeyLast4: c.SecretHint, Cursor: c.Cursor,
+		ID: c.ID, Source: c.Source, Kind: c.Kind, URL: c.URL, KeyLast4: c.SecretHint, Config: json.RawMessage(c.Config), Cursor: c.Cursor,
 		LastPullAt: timePtr(c.LastPullAt), LastError: c.LastError, LastErrorAt: timePtr(c.LastErrorAt),
 		CreatedAt: c.CreatedAt,
 	}
@@ -155,38 +155,38 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := in.validate(); err != nil {
-		s.writeError(w, r, err)
+	kind, aerr := in.validate()
+	if aerr != nil {
+		s.writeError(w, r, aerr)
 		return
 	}
-	if in.URL != "" && s.guard != nil {
-		if _, err := s.guard.CheckURL(r.Context(), in.URL); err != nil {
-			// Only the class: the reason may name the address it resolved to.
-			s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeAddressNotAllowed, "url: %s", netguard.Classify(err)))
-			return
-		}
-	}
 	tenantID := tenantOf(r.Context()).ID
-	conn := commitlayer.Connector{ID: newID("conn_"), Source: in.Source, Kind: in.Kind, URL: in.URL, Config: in.Config}
-	if in.Kind == pull.KindStripe {
-		sealed, hint, err := stripeconn.SealKey(s.secrets, tenantID, conn.ID, in.APIKey)
-		if err != nil {
-			// The messages name the rule broken, never the key.
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()))
+	id := newID("conn_")
+	var env pull.Env
+	env.Secrets = s.secrets
+	if s.guard != nil {
+		env.Addresses = s.guard
+	}
+	// The kind checks every address its registration holds (url,
+	// config.url, config.dsn) with the rules its pulls dial by, and seals
+	// every credential; the stored connector holds none in clear.
+	st, err := kind.Prepare(r.Context(), pull.Registration{
+		TenantID: tenantID, ConnectorID: id, URL: in.URL, Config: in.Config, APIKey: in.APIKey,
+	}, env)
+	if err != nil {
+		var refused *pull.RefusedError
+		if errors.As(err, &refused) {
+			// Only the class: the reason may name the address a name
+			// resolved to.
+			s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeAddressNotAllowed, "%s", refused.Error()))
 			return
 		}
-		conn.Secret, conn.SecretHint = sealed, hint
+		// The messages name the field and the rule broken, never a secret.
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()))
+		return
 	}
-	if in.Kind == pull.KindPostgres {
-		// A password in the DSN is sealed; the stored config keeps the DSN
-		// without it.
-		cfg, sealed, err := pgquery.SealDSN(s.secrets, tenantID, conn.ID, in.Config)
-		if err != nil {
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()))
-			return
-		}
-		conn.Config, conn.Secret = cfg, sealed
-	}
+	conn := commitlayer.Connector{ID: id, Source: in.Source, Kind: in.Kind, URL: st.URL, Config: st.Config,
+		Secret: st.Secret, SecretHint: st.SecretHint}
 	c, err := s.connectors.CreateConnector(r.Context(), tenantID, conn)
 	switch {
 	case isConflict(err):
@@ -204,44 +204,34 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, viewConnector(c))
 }
 
-func (in *connectorIn) validate() *apiError {
+// validate checks what every kind shares and returns the kind.
+func (in *connectorIn) validate() (pull.Kind, *apiError) {
 	bad := func(format string, args ...any) *apiError {
 		return errorf(http.StatusBadRequest, codeInvalidRequest, format, args...)
 	}
 	switch {
 	case in.Source == "":
-		return bad("source: is required")
+		return nil, bad("source: is required")
 	case !commitlayer.ValidName(in.Source):
-		return bad("source: %q may only hold letters, digits, '_', '-' and '.'", truncate(in.Source, 64))
+		return nil, bad("source: %q may only hold letters, digits, '_', '-' and '.'", truncate(in.Source, 64))
 	case in.Kind == "":
-		return bad("kind: is required")
-	case !slices.Contains(pull.Kinds, in.Kind):
-		return errorf(http.StatusUnprocessableEntity, codeUnsupportedKind, "kind: %q is not supported; use one of %s",
-			truncate(in.Kind, 64), strings.Join(pull.Kinds, ", "))
-	case in.URL == "" && in.Kind == pull.KindHTTPEvents:
-		return bad("url: is required")
+		return nil, bad("kind: is required")
 	case len(in.URL) > 2048:
-		return bad("url: is longer than 2048 bytes")
-	case in.APIKey != "" && in.Kind != pull.KindStripe:
-		return bad("api_key: only the %s kind takes one", pull.KindStripe)
-	case in.Kind == pull.KindStripe && in.APIKey == "":
-		return bad("api_key: is required for the %s kind", pull.KindStripe)
+		return nil, bad("url: is longer than 2048 bytes")
 	}
-	if in.Kind != pull.KindStripe {
-		// Settings are checked without connecting (errors name the field).
-		if _, err := pull.Open(in.Kind, in.URL, in.Config, pull.Options{}); err != nil {
-			return bad("config: %s", err.Error())
+	kind, ok := pull.Lookup(in.Kind)
+	if !ok {
+		return nil, errorf(http.StatusUnprocessableEntity, codeUnsupportedKind, "kind: %q is not supported; use one of %s",
+			truncate(in.Kind, 64), strings.Join(pull.Kinds(), ", "))
+	}
+	if in.URL != "" {
+		u, err := url.Parse(in.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" ||
+			strings.ContainsAny(in.URL, " \t\r\n\x00") {
+			return nil, bad("url: %q is not an absolute http or https URL", truncate(in.URL, 128))
 		}
 	}
-	if in.URL == "" {
-		return nil
-	}
-	u, err := url.Parse(in.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" ||
-		strings.ContainsAny(in.URL, " \t\r\n\x00") {
-		return bad("url: %q is not an absolute http or https URL", truncate(in.URL, 128))
-	}
-	return nil
+	return kind, nil
 }
 
 func (s *Server) listConnectors(w http.ResponseWriter, r *http.Request) {

@@ -67,21 +67,21 @@ func FuzzDecodeAction(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		a, err := decodeAction(bytes.NewReader(body))
+		a, err := decodeAction(bytes.NewReader(body), futureBound{})
 		if err != nil {
 			requireClientError(t, err)
 			return
 		}
 		require.Len(t, a.Hash, 32)
 		act := a.Action
-		require.True(t, act.RequestedAt.IsZero() || !act.RequestedAt.Before(minRequestedAt), "requested_at %s", act.RequestedAt)
+		require.True(t, act.RequestedAt.IsZero() || !act.RequestedAt.Before(minTime), "requested_at %s", act.RequestedAt)
 		if act.RequestedAt.IsZero() {
 			act.RequestedAt = act.RequestedAt.Add(1)
 		}
 		require.NoError(t, act.Validate())
 		require.NotNil(t, act.Params)
 		// Decoding is deterministic: the same bytes hash the same.
-		again, err := decodeAction(bytes.NewReader(body))
+		again, err := decodeAction(bytes.NewReader(body), futureBound{})
 		require.NoError(t, err)
 		require.Equal(t, a.Hash, again.Hash)
 	})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -31,7 +32,9 @@ func readBody(body io.Reader) ([]byte, error) {
 // refuses anyway (encoding/json's own limit is 10000).
 const maxKeyScanDepth = 10000
 
-// checkDuplicateKeys refuses, with 400 invalid_json naming the key and
+// checkDuplicateKeys refuses a string that is not valid text (invalid
+// UTF-8, an unpaired surrogate escape) with 400 naming the field, and
+// refuses, with 400 invalid_json naming the key and
 // where it is ("key \"amount\" is given twice in params"), the first
 // object in data that holds a key twice. Keys are compared as decoded
 // ("amount" and "am\u006funt" are one key), exactly (case matters, as it
@@ -113,8 +116,11 @@ func (s *keyScan) value(depth int) error {
 	case '[':
 		return s.array(depth + 1)
 	case '"':
-		_, err := s.str()
-		return err
+		raw, err := s.str()
+		if err != nil {
+			return err
+		}
+		return s.checkText(raw, "")
 	}
 	// A number, true, false or null: up to the next delimiter.
 	start := s.i
@@ -145,6 +151,76 @@ func (s *keyScan) str() ([]byte, error) {
 	return nil, errScanStop
 }
 
+// checkText refuses a string that is not valid text: invalid UTF-8, or an
+// escaped UTF-16 surrogate without its pair ("\ud800"). encoding/json
+// would replace either with U+FFFD silently, changing what the client
+// sent; the answer names the field (what names it: "a key" of the object
+// at the path, or the value at the path).
+func (s *keyScan) checkText(raw []byte, what string) error {
+	reason := ""
+	if !utf8.Valid(raw) {
+		reason = "is not valid UTF-8"
+	} else if loneSurrogate(raw) {
+		reason = "holds an unpaired UTF-16 surrogate escape (\\ud800-\\udfff)"
+	}
+	if reason == "" {
+		return nil
+	}
+	field := s.pathString()
+	switch {
+	case field == "" && what == "":
+		field = "body"
+	case field == "":
+		field = what
+	case what != "":
+		field += ": " + what
+	}
+	return errorf(http.StatusBadRequest, codeInvalidRequest, "%s: %s", truncate(field, 128), reason)
+}
+
+// loneSurrogate reports an escaped high surrogate not followed by an
+// escaped low one, or a low one alone, in a JSON string's raw bytes.
+func loneSurrogate(raw []byte) bool {
+	pendingHigh := false
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' || i+1 >= len(raw) {
+			if pendingHigh {
+				return true
+			}
+			continue
+		}
+		if raw[i+1] != 'u' || i+6 > len(raw) {
+			if pendingHigh {
+				return true
+			}
+			i++ // another escape: skip its letter
+			continue
+		}
+		n, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		i += 5
+		if err != nil {
+			continue // the decoder refuses it
+		}
+		switch {
+		case n >= 0xD800 && n <= 0xDBFF:
+			if pendingHigh {
+				return true
+			}
+			pendingHigh = true
+		case n >= 0xDC00 && n <= 0xDFFF:
+			if !pendingHigh {
+				return true
+			}
+			pendingHigh = false
+		default:
+			if pendingHigh {
+				return true
+			}
+		}
+	}
+	return pendingHigh
+}
+
 // keyScanMax is how many keys of one object are compared one by one;
 // past it they go in a map.
 const keyScanMax = 16
@@ -166,6 +242,9 @@ func (s *keyScan) object(depth int) error {
 		}
 		key, err := s.str()
 		if err != nil {
+			return err
+		}
+		if err := s.checkText(key, "a key"); err != nil {
 			return err
 		}
 		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {

@@ -110,7 +110,6 @@ func TestDuplicateKeys(t *testing.T) {
 		{"trace key twice", "/v1/actions", key, `{` + a + `,"trace":[{"tool":"a","tool":"b"}]}`, `key \"tool\" is given twice in trace[0]`},
 		{"connector field twice", "/v1/connectors", key, `{"source":"ledger","kind":"http_events","url":"http://127.0.0.1:1/e","url":"http://127.0.0.1:2/e"}`, `key \"url\" is given twice`},
 		{"tenant name twice", "/v1/admin/tenants", adminKey, `{"name":"a","name":"b"}`, `key \"name\" is given twice`},
-		{"benchmark field twice", "/v1/admin/benchmark", adminKey, `{"concurrency":1,"concurrency":64}`, `key \"concurrency\" is given twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := e.do(req{method: "POST", path: tc.path, key: tc.key, body: tc.body,
@@ -121,7 +120,6 @@ func TestDuplicateKeys(t *testing.T) {
 		})
 	}
 	require.Empty(t, e.ver.startCalls())
-	require.Empty(t, e.bench.reqs)
 
 	// The same key in sibling objects, or in different facts, is fine.
 	res := e.do(req{method: "POST", path: "/v1/facts", key: key, body: `{"facts":[{` + f + `,"external_id":"x","attrs":{"a":{"k":1},"b":{"k":1}}},{` + f + `,"external_id":"y"}]}`})
@@ -151,7 +149,6 @@ func TestContentTypes(t *testing.T) {
 			return `{"source":"src` + strings.Repeat("x", n) + `","kind":"http_events","url":"http://127.0.0.1:9/events"}`
 		}, http.StatusCreated},
 		{"tenants", "/v1/admin/tenants", adminKey, func() string { return `{"name":"ct"}` }, http.StatusCreated},
-		{"benchmark", "/v1/admin/benchmark", adminKey, func() string { return `{"concurrency":1}` }, http.StatusAccepted},
 	}
 	for _, ct := range []struct {
 		contentType string

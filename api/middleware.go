@@ -24,11 +24,34 @@ type ctxKey int
 const (
 	ctxRequestID ctxKey = iota
 	ctxTenant
+	ctxLogFields
 )
 
 func requestIDOf(ctx context.Context) string {
 	id, _ := ctx.Value(ctxRequestID).(string)
 	return id
+}
+
+// logFields are what a request's log line names that is only known deeper
+// in the chain: auth sets the tenant on the holder the outer middleware
+// put in the context, and the request line (written on the way out) reads
+// it. One request, one goroutine: no lock needed.
+type logFields struct {
+	tenant string
+}
+
+func logFieldsOf(ctx context.Context) *logFields {
+	f, _ := ctx.Value(ctxLogFields).(*logFields)
+	return f
+}
+
+// withTenant puts the authenticated tenant in the context and names it on
+// the request's log line.
+func withTenant(ctx context.Context, t commitlayer.Tenant) context.Context {
+	if f := logFieldsOf(ctx); f != nil {
+		f.tenant = t.ID
+	}
+	return context.WithValue(ctx, ctxTenant, t)
 }
 
 func tenantOf(ctx context.Context) commitlayer.Tenant {
@@ -47,7 +70,11 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRequestID, id)))
+		ctx := context.WithValue(r.Context(), ctxRequestID, id)
+		if logFieldsOf(ctx) == nil {
+			ctx = context.WithValue(ctx, ctxLogFields, &logFields{})
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -180,9 +207,13 @@ func (s *Server) instrument(route string, next http.Handler) http.Handler {
 			if route == "GET /metrics" || route == "GET /healthz" {
 				level = slog.LevelDebug
 			}
+			tenant := tenantOf(r.Context()).ID
+			if f := logFieldsOf(r.Context()); f != nil && f.tenant != "" {
+				tenant = f.tenant // set by auth, deeper in the chain
+			}
 			s.log.Log(r.Context(), level, "http request", "request_id", requestIDOf(r.Context()),
 				"method", r.Method, "route", route, "path", r.URL.Path, "status", status,
-				"duration_ms", float64(elapsed.Microseconds())/1000, "tenant", tenantOf(r.Context()).ID)
+				"duration_ms", float64(elapsed.Microseconds())/1000, "tenant", tenant)
 		}()
 		next.ServeHTTP(rec, r)
 		panicked = false
@@ -235,7 +266,7 @@ func (s *Server) tenantOnly(next http.Handler) http.Handler {
 			s.writeError(w, r, fmt.Errorf("authenticate tenant: %w", err))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxTenant, t)))
+		next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), t)))
 	})
 }
 

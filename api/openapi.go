@@ -5,16 +5,20 @@ import (
 	"net/http"
 )
 
-// OpenAPI is the OpenAPI 3.1 document of the API, kept in api/openapi.json
-// and served at /openapi.json.
+// OpenAPI is the OpenAPI 3.1 document of the API's own routes, kept in
+// api/openapi.json and served at /openapi.json (with the mounts' fragments
+// merged in, see Config.OpenAPIFragments).
 //
 //go:embed openapi.json
 var OpenAPI []byte
 
-func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+// OpenAPI returns the document the server serves at /openapi.json.
+func (s *Server) OpenAPI() []byte { return s.openapi }
+
+func (s *Server) serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(OpenAPI)
+	_, _ = w.Write(s.openapi)
 }

@@ -88,8 +88,6 @@ func TestInternalErrors(t *testing.T) {
 	tid, key := e.tenant("internal")
 	e.contract(key, payoutContract)
 	id := e.action(key, "account:acc_1", nil)
-	run, err := e.db.CreateBenchmarkRun(context.Background(), commitlayer.BenchmarkRun{Status: "running"})
-	require.NoError(t, err)
 	_ = tid
 
 	for _, tc := range []struct {
@@ -117,8 +115,6 @@ func TestInternalErrors(t *testing.T) {
 		{"ActionsOfContract", "GET", "/v1/actions/orphans?contract_id=send_payout", key, nil},
 		{"CreateTenant", "POST", "/v1/admin/tenants", adminKey, map[string]string{"name": "x"}},
 		{"ListTenants", "GET", "/v1/admin/tenants", adminKey, nil},
-		{"ListBenchmarkRuns", "GET", "/v1/admin/benchmark", adminKey, nil},
-		{"GetBenchmarkRun", "GET", "/v1/admin/benchmark/" + run.ID, adminKey, nil},
 	} {
 		t.Run(tc.fail+" "+tc.method+" "+tc.path, func(t *testing.T) {
 			fe := newEnv(t, withStore(failingStore{Store: e.db, method: tc.fail}))

@@ -1,17 +1,19 @@
 // Package api is CommitLayer's HTTP API: contracts, facts, connectors,
 // sources, actions and their verdicts, orphans, and the admin routes
-// (tenants, benchmark runs), with bearer-key auth, JSON errors
-// ({"error":{"code","message"}}), Prometheus metrics and an OpenAPI document
-// served at /openapi.json.
+// (tenants), with bearer-key auth, JSON errors ({"error":{"code","message"}}),
+// Prometheus metrics and an OpenAPI document served at /openapi.json. Other
+// parts of a process add admin routes of their own through Config.Mounts
+// (cmd/commitlayer mounts the sandbox benchmark's).
 //
-// The package declares what it uses from the store (Store), from Temporal
-// (Verifier) and from the benchmark runner (Benchmarks); *postgres.DB
-// satisfies Store, and cmd/commitlayer wires the rest. Recording actions and
+// The package declares what it uses from the store (Store) and from
+// Temporal (Verifier); *postgres.DB satisfies Store, and cmd/commitlayer
+// wires the rest. Recording actions and
 // listing orphans go through service.Actions, as in the sandbox harness.
 package api
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -97,13 +99,6 @@ type ConnectorStore interface {
 	Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error)
 }
 
-// BenchmarkStore serves stored benchmark runs (admin).
-type BenchmarkStore interface {
-	GetBenchmarkRun(ctx context.Context, id string) (commitlayer.BenchmarkRun, error)
-	ListBenchmarkRuns(ctx context.Context) ([]commitlayer.BenchmarkRun, error)
-	PurgeBenchmarkTenants(ctx context.Context, runID string) (int, error)
-}
-
 // Store is every resource's store together, what Config takes; the
 // recording service's needs (service.ActionStore) are part of it.
 // *postgres.DB satisfies it (checked in the tests, so this package does
@@ -114,7 +109,6 @@ type Store interface {
 	FactStore
 	ActionStore
 	ConnectorStore
-	BenchmarkStore
 	service.ActionStore
 }
 
@@ -137,61 +131,12 @@ type Verifier interface {
 	FactsArrived(ctx context.Context, tenantID string, subjects []commitlayer.Subject) error
 }
 
-// BenchmarkRequest is the body of POST /v1/admin/benchmark.
-type BenchmarkRequest struct {
-	// Only restricts the run to scenarios whose id starts with one of these
-	// prefixes ("refund/"); empty means all.
-	Only []string `json:"only,omitempty"`
-	// Concurrency bounds the scenarios run at once; 0 means the runner's
-	// default.
-	Concurrency int `json:"concurrency,omitempty"`
-	// Payments names the sandbox's payments backend: "sandbox" (default),
-	// "stripe-fake" or "stripe". A name only: a key never travels in a
-	// request; the worker reads it from its own environment.
-	Payments string `json:"payments,omitempty"`
-	// Agent is "scripted" (default, also "") or "llm": a model drives the
-	// same tools. Provider names its provider (BenchmarkProviders; implies
-	// "llm") and Model its model ("" is the provider's default); keys stay
-	// in the worker's environment.
-	Agent       string `json:"agent,omitempty"`
-	Provider    string `json:"provider,omitempty"`
-	Model       string `json:"model,omitempty"`
-	MaxTurns    int    `json:"max_turns,omitempty"`
-	MaxTokens   int    `json:"max_tokens,omitempty"`
-	TokenBudget int64  `json:"token_budget,omitempty"`
-	// ReplayOf names a recorded run to replay instead: its recorded tool
-	// calls re-executed on fresh enterprises and verified on the current
-	// engine, no model called (only, payments and repeat do not apply).
-	ReplayOf string `json:"replay_of,omitempty"`
-	// Repeat runs each scenario this many times (pass^k); 0 or 1 once.
-	Repeat int `json:"repeat,omitempty"`
-	// Judge names the model judge's provider ("anthropic" or
-	// "provider/model"); its key is read from the worker's environment.
-	Judge string `json:"judge,omitempty"`
-	// Sinks are experiment platforms (braintrust, langsmith) the finished
-	// run is logged to; their keys are read from the worker's environment.
-	Sinks []string `json:"sinks,omitempty"`
-}
-
-// BenchmarkProviders are the providers an llm benchmark run accepts: the
-// three real ones and an in-process fake of each.
-var BenchmarkProviders = []string{"anthropic", "openai", "google", "fake-anthropic", "fake-openai", "fake-google"}
-
-// Benchmarks starts benchmark runs. A Start error wrapping a
-// *commitlayer.FieldError is the request's fault (422); others are 500.
-type Benchmarks interface {
-	Start(ctx context.Context, req BenchmarkRequest) (commitlayer.BenchmarkRun, error)
-}
-
 // Config holds the API's dependencies.
 type Config struct {
 	Store Store
 	// Verifier starts and re-runs verifications; without one, recording an
 	// action answers 503 (the action is kept) and so does a recheck.
 	Verifier Verifier
-	// Benchmarks serves the admin benchmark runs; nil answers 503 on
-	// POST /v1/admin/benchmark (runs already stored are still listed).
-	Benchmarks Benchmarks
 	// AdminKey authorizes the admin routes; empty disables them (401).
 	AdminKey string
 	Logger   *slog.Logger
@@ -200,8 +145,12 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Reports renders GET /v1/admin/benchmark/{id}/report; nil answers 503.
-	Reports Reports
+	// Mounts are admin routes of other parts of the process, served as
+	// the API's own (see Mount); OpenAPIFragments document them, merged
+	// into /openapi.json. A mount or fragment that collides with a route or
+	// a documented name is a wiring mistake: New panics, as ServeMux does.
+	Mounts           []Mount
+	OpenAPIFragments [][]byte
 	// Metrics says how /metrics is served: open (the default), behind the
 	// admin key, or not at all (cmd serves it on COMMITLAYER_METRICS_ADDR).
 	Metrics MetricsMode
@@ -238,12 +187,6 @@ const (
 	MetricsOff
 )
 
-// Reports renders a stored benchmark run as one self-contained HTML page
-// (the sandbox's report, wired by cmd so the API does not import it).
-type Reports interface {
-	Render(run commitlayer.BenchmarkRun) ([]byte, error)
-}
-
 // Kicker asks for a reconciliation round now.
 type Kicker interface{ Kick() }
 
@@ -254,25 +197,24 @@ type Server struct {
 	facts      FactStore
 	actionDB   ActionStore
 	connectors ConnectorStore
-	benchRuns  BenchmarkStore
 	pinger     Pinger // nil when the store cannot be pinged
 	actions    *service.Actions
 	verifier   Verifier
 	reconciler Kicker
 	secrets    *secrets.Box
-	reports    Reports
 	guard      *netguard.Guard
 	webhooks   WebhookStore // nil when the Store has none
-	benchmarks Benchmarks
 	adminKey   string
 	log        *slog.Logger
 	registry   *prometheus.Registry
 	now        func() time.Time
 	metrics    *httpMetrics
+	otlpSpans  *prometheus.CounterVec // traces.go
 	// maxFutureSkew bounds a fact's occurred_at after now.
 	maxFutureSkew time.Duration
 
 	contracts *service.Contracts
+	openapi   []byte // the served document: OpenAPI with the mounts' fragments
 	started   startedSet
 	awayUntil atomic.Int64 // unix ns until which Temporal counts as away
 
@@ -304,14 +246,11 @@ func New(cfg Config) *Server {
 		facts:      cfg.Store,
 		actionDB:   cfg.Store,
 		connectors: cfg.Store,
-		benchRuns:  cfg.Store,
 		contracts:  cfg.Contracts,
 		verifier:   cfg.Verifier,
 		reconciler: cfg.Reconciler,
 		secrets:    cfg.Secrets,
-		reports:    cfg.Reports,
 		guard:      cfg.Guard,
-		benchmarks: cfg.Benchmarks,
 		adminKey:   cfg.AdminKey,
 		log:        cfg.Logger,
 		registry:   cfg.Registry,
@@ -351,7 +290,12 @@ func New(cfg Config) *Server {
 	case MetricsAdmin:
 		s.handle("GET /metrics", authAdmin, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP)
 	}
-	s.handle("GET /openapi.json", authNone, serveOpenAPI)
+	doc, err := mergeOpenAPI(OpenAPI, cfg.OpenAPIFragments...)
+	if err != nil {
+		panic(fmt.Sprintf("api: %v", err))
+	}
+	s.openapi = doc
+	s.handle("GET /openapi.json", authNone, s.serveOpenAPI)
 
 	s.handle("POST /v1/contracts", authTenant, s.postContract)
 	s.handle("GET /v1/contracts", authTenant, s.listContracts)
@@ -371,15 +315,14 @@ func New(cfg Config) *Server {
 	s.handle("GET /v1/webhooks", authTenant, s.listWebhooks)
 	s.handle("DELETE /v1/webhooks/{id}", authTenant, s.deleteWebhook)
 	s.handle("GET /v1/webhooks/{id}/deliveries", authTenant, s.webhookDeliveries)
+	s.traceRoutes()
 	s.handle("POST /v1/webhooks/{id}/rotate", authTenant, s.jsonOnly(s.rotateWebhook))
 
 	s.handle("POST /v1/admin/tenants", authAdmin, s.jsonOnly(s.postTenant))
 	s.handle("GET /v1/admin/tenants", authAdmin, s.listTenants)
-	s.handle("POST /v1/admin/benchmark", authAdmin, s.jsonOnly(s.postBenchmark))
-	s.handle("GET /v1/admin/benchmark", authAdmin, s.listBenchmarks)
-	s.handle("GET /v1/admin/benchmark/{id}", authAdmin, s.getBenchmark)
-	s.handle("GET /v1/admin/benchmark/{id}/report", authAdmin, s.benchmarkReport)
-	s.handle("DELETE /v1/admin/benchmark/{id}/tenants", authAdmin, s.purgeBenchmark)
+	for _, m := range cfg.Mounts {
+		s.mount(m)
+	}
 
 	s.mux.Handle("/", s.instrument("unmatched", http.HandlerFunc(s.unmatched)))
 	return s

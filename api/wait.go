@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -78,12 +79,12 @@ func (p waitParams) reached(v commitlayer.Verdict) bool {
 // whether the start was left to the reconciler (the API answers 202 as
 // without wait). A verdict already stored answers at once; with no Waiter,
 // or Temporal away moments ago, it starts as without wait.
-func (s *Server) startAndWait(r *http.Request, tenantID string, rec commitlayer.ActionRecord, fresh bool, startKey string, p waitParams) (*commitlayer.Verdict, bool) {
+func (s *Server) startAndWait(r *http.Request, tenantID string, rec commitlayer.ActionRecord, fresh bool, startKey string, p waitParams) (*commitlayer.Verdict, startState) {
 	// A fresh action has no verdict stored (just created, or needsStart
 	// found none): no need to look.
 	if !fresh {
 		if v, ok := s.storedAt(r.Context(), tenantID, rec.ID, p); ok {
-			return v, false
+			return v, startState{}
 		}
 	}
 	waiter, ok := s.verifier.(Waiter)
@@ -101,21 +102,21 @@ func (s *Server) startAndWait(r *http.Request, tenantID string, rec commitlayer.
 		s.temporalAnswered()
 		s.started.add(startKey)
 		if reached {
-			return &v, false
+			return &v, startState{}
 		}
-		return nil, false
+		return nil, startState{}
 	case timedOut:
 		// Not at the stage in time. Whether the start went through is not
 		// known: start again (idempotent), then answer 202 as without wait.
-		pending := s.startOrLeave(r, tenantID, rec, fresh, startKey)
+		st := s.startOrLeave(r, tenantID, rec, fresh, startKey)
 		if v, ok := s.storedAt(r.Context(), tenantID, rec.ID, p); ok {
-			return v, false
+			return v, startState{}
 		}
-		return nil, pending
+		return nil, st
 	default:
 		// Ended (its stored verdicts are all there is), or Temporal failed.
 		if v, ok := s.storedAt(r.Context(), tenantID, rec.ID, p); ok {
-			return v, false
+			return v, startState{}
 		}
 		s.log.WarnContext(r.Context(), "wait for verdict", "err", err,
 			"request_id", requestIDOf(r.Context()), "tenant", tenantID, "action", rec.ID)
@@ -133,21 +134,53 @@ func (s *Server) storedAt(ctx context.Context, tenantID, actionID string, p wait
 	return &v, true
 }
 
+// startState is how a start went: left to the reconciler (pending), or
+// refused for good by Temporal (refused holds the reason; the action is
+// marked failed).
+type startState struct {
+	pending bool
+	refused string
+}
+
+// verification names the state for the wire ("started", "pending",
+// "failed").
+func (st startState) verification() string {
+	switch {
+	case st.refused != "":
+		return commitlayer.VerificationFailed
+	case st.pending:
+		return commitlayer.VerificationPending
+	}
+	return commitlayer.VerificationStarted
+}
+
+// startRefused is the verifier's error for a start Temporal refused for
+// good (verify.StartRefusedError).
+type startRefused interface{ StartRefused() string }
+
 // startOrLeave starts the verification when it may never have been
 // started, as POST /v1/actions does without wait, and reports whether it
-// was left to the reconciler.
-func (s *Server) startOrLeave(r *http.Request, tenantID string, rec commitlayer.ActionRecord, fresh bool, startKey string) bool {
+// was left to the reconciler or refused for good.
+func (s *Server) startOrLeave(r *http.Request, tenantID string, rec commitlayer.ActionRecord, fresh bool, startKey string) startState {
 	if !fresh {
-		return false
+		return startState{}
 	}
 	err := errTemporalAway
 	if !s.temporalAway() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), startTimeout)
 		err = s.start(ctx, tenantID, rec)
 		cancel()
-		if err != nil {
+		var refused startRefused
+		switch {
+		case errors.As(err, &refused):
+			// Temporal answered: it is not away, this start is bad.
+			s.temporalAnswered()
+			s.log.WarnContext(r.Context(), "verification start refused; marked failed", "err", err,
+				"request_id", requestIDOf(r.Context()), "tenant", tenantID, "action", rec.ID)
+			return startState{refused: refused.StartRefused()}
+		case err != nil:
 			s.temporalFailed()
-		} else {
+		default:
 			s.temporalAnswered()
 		}
 	}
@@ -155,10 +188,10 @@ func (s *Server) startOrLeave(r *http.Request, tenantID string, rec commitlayer.
 		s.log.WarnContext(r.Context(), "verification start left to the reconciler", "err", err,
 			"request_id", requestIDOf(r.Context()), "tenant", tenantID, "action", rec.ID)
 		s.kickReconciler()
-		return true
+		return startState{pending: true}
 	}
 	s.started.add(startKey)
-	return false
+	return startState{}
 }
 
 // writeWaited answers a POST /v1/actions?wait= whose verdict got to the

@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -90,24 +89,13 @@ func (v *engineVerifier) FactsArrived(context.Context, string, []commitlayer.Sub
 	return nil
 }
 
-// doneBenchmarks stores a finished run, as the runner would at its end.
-type doneBenchmarks struct{ db *postgres.DB }
-
-func (b doneBenchmarks) Start(ctx context.Context, req api.BenchmarkRequest) (commitlayer.BenchmarkRun, error) {
-	raw, err := json.Marshal(req)
-	if err != nil {
-		return commitlayer.BenchmarkRun{}, err
-	}
-	return b.db.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{Status: "done", Request: raw})
-}
-
 // startServer runs the real API on the real store, in process.
 func startServer(t *testing.T) (*httptest.Server, *engineVerifier) {
 	t.Helper()
 	db := teststore.DB(t)
 	ver := &engineVerifier{db: db}
 	srv := api.New(api.Config{
-		Store: db, Verifier: ver, Benchmarks: doneBenchmarks{db}, AdminKey: adminKey,
+		Store: db, Verifier: ver, AdminKey: adminKey,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: prometheus.NewRegistry(),
 	})
 	hs := httptest.NewServer(srv.Handler())
@@ -244,24 +232,6 @@ func TestClientAgainstTheAPI(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, orphans.Orphans, 1)
 	require.Equal(t, "p9", orphans.Orphans[0].Fact.ExternalID)
-
-	// Benchmarks (admin).
-	run, err := admin.StartBenchmark(ctx, client.BenchmarkRequest{Only: []string{"refund/"}, Concurrency: 2})
-	require.NoError(t, err)
-	require.Equal(t, "/v1/admin/benchmark/"+run.ID, run.URL)
-	runs, err := admin.ListBenchmarks(ctx)
-	require.NoError(t, err)
-	require.Contains(t, ids(runs, func(r client.BenchmarkRun) string { return r.ID }), run.ID)
-	full, err := admin.GetBenchmark(ctx, run.ID)
-	require.NoError(t, err)
-	require.JSONEq(t, `{"only":["refund/"],"concurrency":2}`, string(full.Request))
-	purged, err := admin.PurgeBenchmarkTenants(ctx, run.ID)
-	require.NoError(t, err)
-	require.Equal(t, run.ID, purged.ID)
-	_, err = admin.GetBenchmark(ctx, "bench_nope")
-	require.True(t, client.IsNotFound(err))
-	_, err = admin.StartBenchmark(ctx, client.BenchmarkRequest{Concurrency: 1000})
-	require.True(t, client.IsCode(err, "invalid_request"), "%v", err)
 }
 
 func TestClientFailingVerdict(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/ext"
+	"github.com/commitlayer/commitlayer"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -24,6 +25,7 @@ type environments struct {
 	policy   *cel.Env // params, action, state
 	effect   *cel.Env // + effect
 	reversal *cel.Env // + original
+	binding  *cel.Env // args, result (bindings.go)
 }
 
 var celEnvs = sync.OnceValues(func() (*environments, error) {
@@ -50,7 +52,21 @@ var celEnvs = sync.OnceValues(func() (*environments, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build CEL reversal environment: %w", err)
 	}
-	return &environments{policy: policy, effect: effect, reversal: reversal}, nil
+	binding, err := cel.NewEnv(
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("result", cel.MapType(cel.StringType, cel.DynType)),
+		cel.OptionalTypes(),
+		cel.CrossTypeNumericComparisons(true),
+		cel.ParserExpressionSizeLimit(8192),
+		ext.Strings(),
+		ext.Math(),
+		ext.Sets(),
+		ext.Lists(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("build CEL binding environment: %w", err)
+	}
+	return &environments{policy: policy, effect: effect, reversal: reversal, binding: binding}, nil
 })
 
 // program is one compiled CEL expression and what it reads.
@@ -73,6 +89,8 @@ type resultType int
 const (
 	boolResult resultType = iota
 	numberResult
+	stringResult
+	anyResult
 )
 
 // compile compiles the expression at field (nil when src is empty),
@@ -102,6 +120,10 @@ func (p *parser) compile(env *cel.Env, field, src string, want resultType, sourc
 				reason += " (effect is only defined in effects, forbids and limits)"
 			} else if strings.Contains(reason, "undeclared reference to 'original'") {
 				reason += " (original is only defined in reversed_by.where)"
+			} else if strings.HasPrefix(field, "bindings[") && strings.Contains(reason, "undeclared reference") {
+				reason += " (a binding reads only args and result)"
+			} else if strings.Contains(reason, "undeclared reference to 'args'") || strings.Contains(reason, "undeclared reference to 'result'") {
+				reason += " (args and result are only defined in bindings)"
 			}
 			if col := e.Location.Column(); col >= 0 {
 				reason += fmt.Sprintf(" (column %d)", col+1)
@@ -120,6 +142,11 @@ func (p *parser) compile(env *cel.Env, field, src string, want resultType, sourc
 	case numberResult:
 		if k := out.Kind(); k != types.IntKind && k != types.DoubleKind && k != types.DynKind {
 			p.fail(field, lineOf(1), "must be a number (int or double), but its type is %s", out)
+			return nil
+		}
+	case stringResult:
+		if k := out.Kind(); k != types.StringKind && k != types.DynKind {
+			p.fail(field, lineOf(1), "must be a string expression (giving type:id), but its type is %s", out)
 			return nil
 		}
 	}
@@ -220,10 +247,10 @@ func (p *parser) build(spec Spec) *Contract {
 		ce := &effect{spec: &c.Spec.Effects[i], order: order,
 			where:  p.compile(envs.effect, path+".where", e.Where, boolResult, sources),
 			expect: p.compile(envs.effect, path+".expect", e.Expect, boolResult, sources),
-			kind:   FactKind{Source: e.Source, Type: e.Type},
+			kind:   commitlayer.FactType{Source: e.Source, Type: e.Type},
 		}
 		if r := e.ReversedBy; r != nil {
-			ce.reversal = &FactKind{Source: r.Source, Type: r.Type}
+			ce.reversal = &commitlayer.FactType{Source: r.Source, Type: r.Type}
 			ce.reversalWhere = p.compile(envs.reversal, path+".reversed_by.where", r.Where, boolResult, sources)
 		}
 		c.effects = append(c.effects, ce)
@@ -242,8 +269,9 @@ func (p *parser) build(spec Spec) *Contract {
 		path := fmt.Sprintf("forbids[%d]", i)
 		c.forbids = append(c.forbids, &forbid{spec: &c.Spec.Forbids[i], order: order,
 			where: p.compile(envs.effect, path+".where", f.Where, boolResult, sources),
-			kind:  FactKind{Source: f.Source, Type: f.Type}, through: f.Through})
+			kind:  commitlayer.FactType{Source: f.Source, Type: f.Type}, through: f.Through})
 		order++
 	}
+	c.bindings = p.compileBindings(envs.binding, spec.Bindings, sources)
 	return c
 }

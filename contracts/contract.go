@@ -19,6 +19,8 @@ type Contract struct {
 	limits  []*limit
 	effects []*effect
 	forbids []*forbid
+	// bindings are the compiled tool-call bindings (bindings.go).
+	bindings []*binding
 	// remedies are the checks' hint overrides (remedy.go).
 	remedies map[string]commitlayer.Remedy
 }
@@ -41,16 +43,16 @@ type limit struct {
 type effect struct {
 	spec          *Effect
 	order         int
-	kind          FactKind
+	kind          commitlayer.FactType
 	where, expect *program
-	reversal      *FactKind
+	reversal      *commitlayer.FactType
 	reversalWhere *program
 }
 
 type forbid struct {
 	spec    *Forbid
 	order   int
-	kind    FactKind
+	kind    commitlayer.FactType
 	where   *program
 	through string // a subject type, or ""
 }
@@ -84,10 +86,10 @@ func (c *Contract) WatchUntil(requestedAt time.Time) time.Time {
 // EffectKinds returns the (source, type) pairs the contract's effects,
 // reversals and forbids read, in contract order without repeats, so a store
 // can fetch exactly those facts for orphans and limits.
-func (c *Contract) EffectKinds() []FactKind {
-	var out []FactKind
-	seen := map[FactKind]bool{}
-	add := func(k FactKind) {
+func (c *Contract) EffectKinds() []commitlayer.FactType {
+	var out []commitlayer.FactType
+	seen := map[commitlayer.FactType]bool{}
+	add := func(k commitlayer.FactType) {
 		if !seen[k] {
 			seen[k] = true
 			out = append(out, k)

@@ -33,10 +33,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 
 func (a *activation) Parent() interpreter.Activation { return nil }
 
-var emptyMap = types.DefaultTypeAdapter.NativeToValue(map[string]any{})
+var emptyMap = exact.NativeToValue(map[string]any{})
 
 // run evaluates p; a panic inside CEL becomes an error, never a crash.
-func run(p *program, act *activation) (out ref.Val, err error) {
+func run(p *program, act interpreter.Activation) (out ref.Val, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, fmt.Errorf("internal error: %v", r)
@@ -49,7 +49,7 @@ func run(p *program, act *activation) (out ref.Val, err error) {
 	return out, err
 }
 
-func runBool(p *program, act *activation) (bool, error) {
+func runBool(p *program, act interpreter.Activation) (bool, error) {
 	out, err := run(p, act)
 	if err != nil {
 		return false, err

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"cel.dev/cel-go/common/types"
-
 	"github.com/commitlayer/commitlayer"
 )
 
@@ -305,8 +303,8 @@ func (ev *evaluation) newActionCtx(a *commitlayer.Action, next *commitlayer.Acti
 	if params == nil {
 		params = map[string]any{}
 	}
-	x.act.params = types.DefaultTypeAdapter.NativeToValue(params)
-	x.act.action = types.DefaultTypeAdapter.NativeToValue(map[string]any{
+	x.act.params = exact.NativeToValue(params)
+	x.act.action = exact.NativeToValue(map[string]any{
 		"id":           a.ID,
 		"agent":        a.Agent,
 		"subject":      string(a.Subject),
@@ -315,7 +313,7 @@ func (ev *evaluation) newActionCtx(a *commitlayer.Action, next *commitlayer.Acti
 		"requested_at": a.RequestedAt,
 		"claim_status": a.Claim.Status,
 	})
-	x.act.state = types.DefaultTypeAdapter.NativeToValue(ev.ix.state(x.ss, ev.c.Spec.Sources, a.RequestedAt))
+	x.act.state = exact.NativeToValue(ev.ix.state(x.ss, ev.c.Spec.Sources, a.RequestedAt))
 	return x
 }
 

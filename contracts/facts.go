@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 
 	"github.com/commitlayer/commitlayer"
@@ -182,7 +181,7 @@ func (ix *factIndex) effectVal(pos int32) ref.Val {
 	if v := ix.vals[pos]; v != nil {
 		return v
 	}
-	v := types.DefaultTypeAdapter.NativeToValue(effectMap(ix.fact(pos)))
+	v := exact.NativeToValue(effectMap(ix.fact(pos)))
 	ix.vals[pos] = v
 	return v
 }
@@ -201,11 +200,11 @@ func effectMap(f *commitlayer.Fact) map[string]any {
 // subjectSet is one action's subject and the subjects linked to it, with
 // their facts.
 type subjectSet struct {
-	subjects []commitlayer.Subject // own subject first, then linked, sorted
-	own      []int32               // facts on the own subject, in time order
-	linked   []int32               // facts on linked subjects, merged in time order
-	all      []int32               // own and linked, merged in time order
-	byKind   map[FactKind][]int32  // all, grouped by (source, type), in time order
+	subjects []commitlayer.Subject            // own subject first, then linked, sorted
+	own      []int32                          // facts on the own subject, in time order
+	linked   []int32                          // facts on linked subjects, merged in time order
+	all      []int32                          // own and linked, merged in time order
+	byKind   map[commitlayer.FactType][]int32 // all, grouped by (source, type), in time order
 }
 
 func (ix *factIndex) subjectSet(s commitlayer.Subject) *subjectSet {
@@ -227,10 +226,10 @@ func (ix *factIndex) subjectSet(s commitlayer.Subject) *subjectSet {
 		ss.all = append(append(ss.all, ss.own...), ss.linked...)
 		slices.SortFunc(ss.all, ix.cmp)
 	}
-	ss.byKind = make(map[FactKind][]int32)
+	ss.byKind = make(map[commitlayer.FactType][]int32)
 	for _, pos := range ss.all {
 		f := ix.fact(pos)
-		k := FactKind{Source: f.Source, Type: f.Type}
+		k := commitlayer.FactType{Source: f.Source, Type: f.Type}
 		ss.byKind[k] = append(ss.byKind[k], pos)
 	}
 	return ss

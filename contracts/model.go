@@ -37,12 +37,6 @@ const (
 	PerSubject Per = "subject"
 )
 
-// FactKind is a (source, fact type) pair a contract reads.
-type FactKind struct {
-	Source string `json:"source"`
-	Type   string `json:"type"`
-}
-
 // Spec is the contract as written. Durations are Duration values; a zero
 // Effect.Count means "at least one, no upper bound".
 type Spec struct {
@@ -57,6 +51,9 @@ type Spec struct {
 	Limits      []Limit      `json:"limits,omitempty"`
 	Effects     []Effect     `json:"effects,omitempty"`
 	Forbids     []Forbid     `json:"forbids,omitempty"`
+	// Bindings say which tool calls record an action of this contract
+	// (bindings.go); they are inert until a gateway or an ingest reads them.
+	Bindings []Binding `json:"bindings,omitempty"`
 }
 
 // Rule is a policy predicate over params, action and state.

@@ -4,8 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"cel.dev/cel-go/common/types"
-
 	"github.com/commitlayer/commitlayer"
 )
 
@@ -30,7 +28,7 @@ type Orphan struct {
 func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact) []Orphan {
 	type check struct {
 		id    string
-		kind  FactKind
+		kind  commitlayer.FactType
 		where *program
 	}
 	var checks []check
@@ -44,7 +42,7 @@ func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact
 			checks = append(checks, check{f.spec.ID, f.kind, f.where})
 		}
 	}
-	byKind := map[FactKind][]int{}
+	byKind := map[commitlayer.FactType][]int{}
 	for i, ch := range checks {
 		byKind[ch.kind] = append(byKind[ch.kind], i)
 	}
@@ -54,7 +52,7 @@ func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact
 	for _, s := range c.Spec.Sources {
 		state[s] = map[string]any{}
 	}
-	act := activation{params: emptyMap, action: emptyMap, state: types.DefaultTypeAdapter.NativeToValue(state)}
+	act := activation{params: emptyMap, action: emptyMap, state: exact.NativeToValue(state)}
 
 	type hit struct {
 		fact  int
@@ -64,10 +62,10 @@ func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact
 	subjects := map[commitlayer.Subject]bool{}
 	for i := range facts {
 		f := &facts[i]
-		for _, ci := range byKind[FactKind{Source: f.Source, Type: f.Type}] {
+		for _, ci := range byKind[commitlayer.FactType{Source: f.Source, Type: f.Type}] {
 			ch := checks[ci]
 			if ch.where != nil {
-				act.effect = types.DefaultTypeAdapter.NativeToValue(effectMap(f))
+				act.effect = exact.NativeToValue(effectMap(f))
 				if ok, err := runBool(ch.where, &act); err == nil && !ok {
 					continue
 				}

@@ -321,7 +321,7 @@ func (p *parser) spec(root *yaml.Node) Spec {
 		}
 	}
 	f := p.fields(root, "", "id", "kind", "description", "subject", "settlement", "watch", "sources",
-		"policy", "limits", "effects", "forbids")
+		"policy", "limits", "effects", "forbids", "bindings")
 	var s Spec
 	if f == nil {
 		return s
@@ -412,5 +412,6 @@ func (p *parser) spec(root *yaml.Node) Spec {
 			Remedy:    p.remedy(g["remedy"], path+".remedy"),
 		})
 	}
+	s.Bindings = p.bindings(f["bindings"])
 	return s
 }

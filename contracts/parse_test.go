@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
 )
 
@@ -51,7 +52,7 @@ func TestParseMinimal(t *testing.T) {
 	require.Equal(t, time.Duration(0), c.Watch())
 	require.Equal(t, t0.Add(10*time.Minute), c.SettlesAt(t0))
 	require.Equal(t, t0.Add(10*time.Minute), c.WatchUntil(t0))
-	require.Equal(t, []contracts.FactKind{{Source: "payments", Type: "refund_created"}, {Source: "orders", Type: "order_status_changed"}}, c.EffectKinds())
+	require.Equal(t, []commitlayer.FactType{{Source: "payments", Type: "refund_created"}, {Source: "orders", Type: "order_status_changed"}}, c.EffectKinds())
 }
 
 func TestParseErrors(t *testing.T) {

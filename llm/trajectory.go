@@ -9,10 +9,9 @@ import (
 
 // Trajectory is what an agent did, as a trace-based evaluator sees it: the
 // task, every model turn, every tool call attempt with its arguments and
-// answer, and the agent's report. Its JSON names for the instruction,
-// calls and report are those of the sandbox's scripted-agent trajectory
-// (sandbox/agent.Trajectory), so a scripted run's trajectory decodes into
-// this type as it is and the judges read both.
+// answer, and the agent's report. It is the one trajectory type: the
+// sandbox's scripted agent, its model-driven agent and its replays record
+// this, and the judges read it (a scripted one has no turns).
 type Trajectory struct {
 	Instruction string    `json:"instruction"`
 	Calls       []Attempt `json:"calls"`
@@ -53,6 +52,18 @@ func (a Attempt) Failure() string {
 		return fmt.Sprintf("%s: %s", a.Tool, a.Error)
 	}
 	return fmt.Sprintf("%s: HTTP %d", a.Tool, a.Status)
+}
+
+// Object decodes the attempt's answer as a JSON object (numbers exact,
+// json.Number); an answer that is not one is an error, never a panic.
+func (a Attempt) Object() (map[string]any, error) {
+	dec := json.NewDecoder(strings.NewReader(a.Response))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return nil, fmt.Errorf("%s: response is not a JSON object", a.Tool)
+	}
+	return m, nil
 }
 
 // Outcome is the attempt as the model is shown it.

@@ -13,7 +13,8 @@ import (
 )
 
 const actionColumns = `tenant_id, id, contract_id, contract_version, agent, subject, params, requested_at,
-	claim_status, claim_message, trace, settles_at, watch_until, created_at`
+	claim_status, claim_message, trace, settles_at, watch_until, created_at,
+	verification_started_at, verification_failed_at, verification_error`
 
 // CreateAction records an action. It is idempotent in two ways:
 //   - with a non-empty idempotencyKey, a key already used for the tenant
@@ -265,11 +266,20 @@ func scanActionInto(row pgx.CollectableRow, extra ...any) (commitlayer.ActionRec
 		subject string
 		params  []byte
 		trace   []byte
+		started *time.Time
+		failed  *time.Time
 	)
 	dest := append([]any{&r.TenantID, &r.ID, &r.Contract, &r.ContractVersion, &r.Agent, &subject, &params,
-		&r.RequestedAt, &r.Claim.Status, &r.Claim.Message, &trace, &r.SettlesAt, &r.WatchUntil, &r.CreatedAt}, extra...)
+		&r.RequestedAt, &r.Claim.Status, &r.Claim.Message, &trace, &r.SettlesAt, &r.WatchUntil, &r.CreatedAt,
+		&started, &failed, &r.VerificationError}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return r, err
+	}
+	if started != nil {
+		r.VerificationStartedAt = started.UTC()
+	}
+	if failed != nil {
+		r.VerificationFailedAt = failed.UTC()
 	}
 	r.Subject = commitlayer.Subject(subject)
 	r.RequestedAt = r.RequestedAt.UTC()

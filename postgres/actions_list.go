@@ -138,15 +138,6 @@ func (db *DB) ListActions(ctx context.Context, tenantID string, f commitlayer.Ac
 	return page, nil
 }
 
-// prefixed qualifies each column of a comma-separated list with p.
-func prefixed(p, columns string) string {
-	cols := strings.Split(columns, ",")
-	for i, c := range cols {
-		cols[i] = p + strings.TrimSpace(c)
-	}
-	return strings.Join(cols, ", ")
-}
-
 // ActionStats counts the tenant's actions requested in [q.Since, q.Until)
 // by current verdict, per bucket (q.Bucket long, counted from q.Since),
 // contract and agent. Only buckets with actions are returned, in time

@@ -296,7 +296,8 @@ func decodeAttrs(b []byte) (commitlayer.Attrs, error) {
 	if m == nil {
 		return nil, nil
 	}
-	n, err := commitlayer.NormalizeValue(m)
+	// Lenient: a number stored before the exactness rule still reads.
+	n, err := commitlayer.NormalizeStoredValue(m)
 	if err != nil {
 		return nil, err
 	}

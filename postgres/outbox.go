@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,7 +84,7 @@ func (db *DB) DeliverNotifications(ctx context.Context, limit int, deliver func(
 				backoff := time.Second << min(n.Attempts, 6)
 				if _, err := tx.Exec(ctx, `UPDATE fact_notifications SET attempts = attempts + 1,
 					next_attempt_at = now() + make_interval(secs => $2), last_error = $3 WHERE id = $1`,
-					n.ID, min(backoff, time.Minute).Seconds(), truncateText(derr.Error(), 500)); err != nil {
+					n.ID, min(backoff, time.Minute).Seconds(), commitlayer.Clip(derr.Error(), 500)); err != nil {
 					return err
 				}
 				continue
@@ -120,12 +121,22 @@ func (db *DB) VerificationStarted(ctx context.Context, tenantID, actionID string
 	return nil
 }
 
-// PendingStarts lists up to limit actions recorded at least olderThan ago
-// whose verification was never marked started, oldest first.
+// PendingStarts lists up to limit actions whose verification was never
+// started nor refused for good and whose start is due: recorded at least
+// olderThan ago, and past their own backoff after a failed start. The list
+// is fair across tenants: each tenant's oldest due start first, then each
+// tenant's second, and so on (a tenant with a thousand pending starts does
+// not hold back another's one).
 func (db *DB) PendingStarts(ctx context.Context, olderThan time.Duration, limit int) ([]commitlayer.ActionRecord, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+actionColumns+` FROM actions
-		WHERE verification_started_at IS NULL AND created_at <= now() - make_interval(secs => $1)
-		ORDER BY created_at LIMIT $2`, olderThan.Seconds(), limit)
+	rows, err := db.pool.Query(ctx, `WITH due AS (
+			SELECT tenant_id, id, coalesce(next_start_at, created_at) AS due_at,
+				row_number() OVER (PARTITION BY tenant_id ORDER BY coalesce(next_start_at, created_at), id) AS turn
+			FROM actions
+			WHERE verification_started_at IS NULL AND verification_failed_at IS NULL
+				AND created_at <= now() - make_interval(secs => $1)
+				AND (next_start_at IS NULL OR next_start_at <= now()))
+		SELECT `+prefixed("a.", actionColumns)+` FROM actions a JOIN due USING (tenant_id, id)
+		ORDER BY due.turn, due.due_at, a.tenant_id, a.id LIMIT $2`, olderThan.Seconds(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending starts: %w", classify(err))
 	}
@@ -134,6 +145,50 @@ func (db *DB) PendingStarts(ctx context.Context, olderThan time.Duration, limit 
 		return nil, fmt.Errorf("pending starts: %w", classify(err))
 	}
 	return recs, nil
+}
+
+// StartDeferred records a failed start that a later try may fix (Temporal
+// away, or a fault of unknown kind): the action waits before its next try
+// 1 s doubling with each attempt, at most most, and the error is kept. It
+// returns the attempts so far.
+func (db *DB) StartDeferred(ctx context.Context, tenantID, actionID string, most time.Duration, reason string) (int, error) {
+	var attempts int
+	err := db.pool.QueryRow(ctx, `UPDATE actions SET start_attempts = start_attempts + 1,
+			next_start_at = now() + make_interval(secs => least(power(2, least(start_attempts, 20)), $3)),
+			start_error = $4
+		WHERE tenant_id = $1 AND id = $2 AND verification_started_at IS NULL
+		RETURNING start_attempts`, tenantID, actionID, most.Seconds(), commitlayer.Clip(reason, 500)).Scan(&attempts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil // started meanwhile (another process)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("defer start of %q: %w", actionID, classify(err))
+	}
+	return attempts, nil
+}
+
+// StartFailed marks an action's verification as failed for good: its start
+// was refused for a reason no retry can fix. The action leaves the pending
+// starts; GET /v1/actions/{id} shows the reason. It reports whether it
+// marked it (false when it had been started or marked already).
+func (db *DB) StartFailed(ctx context.Context, tenantID, actionID, reason string) (bool, error) {
+	tag, err := db.pool.Exec(ctx, `UPDATE actions SET verification_failed_at = now(), verification_error = $3,
+			start_attempts = start_attempts + 1
+		WHERE tenant_id = $1 AND id = $2 AND verification_started_at IS NULL AND verification_failed_at IS NULL`,
+		tenantID, actionID, commitlayer.Clip(reason, 500))
+	if err != nil {
+		return false, fmt.Errorf("mark start of %q failed: %w", actionID, classify(err))
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// prefixed qualifies each column of a comma-separated list with p ("a.").
+func prefixed(p, columns string) string {
+	parts := strings.Split(columns, ",")
+	for i, c := range parts {
+		parts[i] = p + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Identity names this database (a random id written by the migrations),
@@ -147,11 +202,4 @@ func (db *DB) Identity(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("store identity: %w", classify(err))
 	}
 	return id, nil
-}
-
-func truncateText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

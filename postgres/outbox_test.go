@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -122,4 +123,57 @@ func TestOutboxRoundStopsAtTheFirstFailure(t *testing.T) {
 	require.NoError(t, testDB.Pool().QueryRow(ctx, `SELECT count(*) FROM fact_notifications WHERE tenant_id = $1 AND attempts = 0`,
 		tn.ID).Scan(&untouched))
 	require.Equal(t, 2, untouched)
+}
+
+// TestPendingStartsFairWithOwnBackoff: the pending starts alternate between
+// tenants (each one's oldest first), a deferred start waits its own backoff
+// while the others stay due, and a start marked failed leaves the queue for
+// good, with its reason on the action.
+func TestPendingStartsFairWithOwnBackoff(t *testing.T) {
+	testDB := testStore(t)
+	ctx := context.Background()
+	a, b := newTenant(t), newTenant(t)
+	mine := map[string]bool{a.ID: true, b.ID: true}
+	for i, tn := range []commitlayer.Tenant{a, a, a, b} {
+		_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction(fmt.Sprintf("act_fair_%d", i), "order:o1", t0), t0, t0, "", nil)
+		require.NoError(t, err)
+	}
+	order := func() []string {
+		recs, err := testDB.PendingStarts(ctx, 0, 1000)
+		require.NoError(t, err)
+		var out []string
+		for _, r := range recs {
+			if mine[r.TenantID] {
+				out = append(out, r.ID)
+			}
+		}
+		return out
+	}
+	require.Equal(t, []string{"act_fair_0", "act_fair_3", "act_fair_1", "act_fair_2"}, order(),
+		"each tenant's oldest first: b's one start is not behind a's three")
+
+	attempts, err := testDB.StartDeferred(ctx, a.ID, "act_fair_0", time.Minute, "temporal unavailable")
+	require.NoError(t, err)
+	require.Equal(t, 1, attempts)
+	require.Equal(t, []string{"act_fair_1", "act_fair_3", "act_fair_2"}, order(), "a deferred start waits its own backoff; the others stay due")
+
+	marked, err := testDB.StartFailed(ctx, b.ID, "act_fair_3", "Temporal refused the verification's start: too long")
+	require.NoError(t, err)
+	require.True(t, marked)
+	marked, err = testDB.StartFailed(ctx, b.ID, "act_fair_3", "again")
+	require.NoError(t, err)
+	require.False(t, marked, "marked once")
+	require.Equal(t, []string{"act_fair_1", "act_fair_2"}, order(), "a failed start leaves the queue")
+	rec, err := testDB.GetAction(ctx, b.ID, "act_fair_3")
+	require.NoError(t, err)
+	require.Equal(t, commitlayer.VerificationFailed, rec.Verification())
+	require.Equal(t, "Temporal refused the verification's start: too long", rec.VerificationError)
+
+	require.NoError(t, testDB.VerificationStarted(ctx, a.ID, "act_fair_1"))
+	rec, err = testDB.GetAction(ctx, a.ID, "act_fair_1")
+	require.NoError(t, err)
+	require.Equal(t, commitlayer.VerificationStarted, rec.Verification())
+	rec, err = testDB.GetAction(ctx, a.ID, "act_fair_2")
+	require.NoError(t, err)
+	require.Equal(t, commitlayer.VerificationPending, rec.Verification())
 }

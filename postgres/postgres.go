@@ -1,7 +1,7 @@
 // Package postgres is CommitLayer's store on PostgreSQL (pgx/v5, pgxpool):
 // tenants and API keys, contract versions, facts, actions, verdict history,
-// connectors, source coverage and benchmark runs. Every query is scoped by
-// tenant.
+// connectors, source coverage, webhooks and the outbox. Every query is
+// scoped by tenant.
 package postgres
 
 import (
@@ -60,6 +60,14 @@ func (db *DB) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Migrations are recorded by file name and never re-run. 0001 and 0004
+// once also made the sandbox benchmark's tables (benchmark_runs,
+// tenants.benchmark_run_id) and 0008 its agent steps: they moved to the
+// benchmark's own schema and migrations (sandbox/benchstore), whose first
+// migration moves those tables out of a database that has them. A database
+// migrated before keeps 0008 in schema_migrations, harmlessly; a fresh one
+// never makes a benchmark table. Numbers are never reused.
+//
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
@@ -331,12 +339,4 @@ func upperBound(t time.Time) time.Time {
 		return time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
 	}
 	return t
-}
-
-// nullTime stores the zero time as NULL.
-func nullTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
 }

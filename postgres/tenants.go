@@ -19,10 +19,6 @@ const apiKeyPrefix = "cl_"
 // keys are "cl_<first 8 characters of the id's random part>_<32 random bytes
 // in base32>".
 func (db *DB) CreateTenant(ctx context.Context, name string) (commitlayer.Tenant, string, error) {
-	return db.createTenant(ctx, name, nil)
-}
-
-func (db *DB) createTenant(ctx context.Context, name string, benchmarkRun *string) (commitlayer.Tenant, string, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return commitlayer.Tenant{}, "", fmt.Errorf("create tenant: %w: name is required", commitlayer.ErrInvalid)
@@ -32,8 +28,8 @@ func (db *DB) createTenant(ctx context.Context, name string, benchmarkRun *strin
 	hash := sha256.Sum256([]byte(key))
 	t := commitlayer.Tenant{ID: id, Name: name}
 	err := db.pool.QueryRow(ctx,
-		`INSERT INTO tenants (id, name, api_key_hash, benchmark_run_id) VALUES ($1, $2, $3, $4) RETURNING created_at`,
-		id, name, hash[:], benchmarkRun).Scan(&t.CreatedAt)
+		`INSERT INTO tenants (id, name, api_key_hash) VALUES ($1, $2, $3) RETURNING created_at`,
+		id, name, hash[:]).Scan(&t.CreatedAt)
 	if err != nil {
 		return commitlayer.Tenant{}, "", fmt.Errorf("create tenant: %w", classify(err))
 	}
@@ -88,8 +84,7 @@ func (db *DB) TenantByAPIKey(ctx context.Context, key string) (commitlayer.Tenan
 }
 
 // DeleteTenant purges the tenant and every row it owns (contracts, facts,
-// coverage, actions, verdicts, connectors). Benchmark runs that name the
-// tenant are admin records and stay.
+// coverage, actions, verdicts, connectors).
 func (db *DB) DeleteTenant(ctx context.Context, tenantID string) error {
 	tag, err := db.pool.Exec(ctx, `DELETE FROM tenants WHERE id = $1`, tenantID)
 	if err != nil {

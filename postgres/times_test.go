@@ -72,10 +72,6 @@ func TestTimesOutOfRange(t *testing.T) {
 			_, err := testDB.WatchedActions(ctx, tn.ID, []commitlayer.Subject{"order:o1"}, at)
 			return err
 		},
-		"CreateBenchmarkRun": func(at time.Time) error {
-			_, err := testDB.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{Status: "x", StartedAt: at})
-			return err
-		},
 	}
 	for name, call := range calls {
 		for what, at := range bads {

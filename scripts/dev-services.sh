@@ -71,6 +71,14 @@ DYNAMIC_CONFIG=(
 	# the default 3 + 3 minutes, so a rollout (and its test) sees it drain.
 	'matching.wv.VersionDrainageStatusRefreshInterval="5s"'
 	'matching.wv.VersionDrainageStatusVisibilityGracePeriod="5s"'
+	# A developer machine and CI keep one server for many builds and test runs: each test process makes
+	# its own deployments, and each benchmark process adds its own task queue to its build's version.
+	# Temporal's defaults (100 deployments per namespace, 100 versions per deployment, 100 task queues
+	# per version) fill up within a few `make test` runs.
+	matching.maxDeployments=10000
+	matching.maxVersionsInDeployment=10000
+	matching.maxTaskQueuesInDeployment=100000
+	matching.maxTaskQueuesInDeploymentVersion=10000
 )
 
 say() { printf 'dev-services: %s\n' "$*"; }

@@ -185,11 +185,7 @@ func (s *Actions) Orphans(ctx context.Context, tenantID, contractID string, sinc
 	if err != nil {
 		return nil, err
 	}
-	var kinds []commitlayer.FactType
-	for _, k := range c.EffectKinds() {
-		kinds = append(kinds, commitlayer.FactType{Source: k.Source, Type: k.Type})
-	}
-	facts, err := s.store.FactsOfKinds(ctx, tenantID, kinds, since, until)
+	facts, err := s.store.FactsOfKinds(ctx, tenantID, c.EffectKinds(), since, until)
 	if err != nil {
 		return nil, fmt.Errorf("orphans: facts: %w", err)
 	}

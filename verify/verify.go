@@ -31,6 +31,9 @@ type Store interface {
 	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
 	LinkedSubjects(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Subject, error)
 	VerificationStarted(ctx context.Context, tenantID, actionID string) error
+	// StartFailed marks a verification whose start Temporal refused for
+	// good; it reports whether this call marked it.
+	StartFailed(ctx context.Context, tenantID, actionID, reason string) (bool, error)
 }
 
 // maxNudgeSubjects bounds how far NotifyFacts widens a batch's subjects
@@ -112,10 +115,24 @@ func Input(tenantID string, a commitlayer.ActionRecord, storeID string) workflow
 // in the store (the reconciler starts the actions never marked). Starting
 // one that already exists (running or finished) is not an error: the
 // action's verification is unique.
+//
+// A start Temporal refuses for its content (InvalidArgument) is marked
+// failed in the store and returned as a *StartRefusedError: it leaves the
+// pending starts. A Temporal that does not answer gives an *AwayError.
 func (c *Client) Start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
 	_, err := c.Temporal.ExecuteWorkflow(ctx, StartOptions(c.taskQueue(), tenantID, a), workflows.VerifyAction, Input(tenantID, a, c.StoreID))
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {
+		switch classify(err) {
+		case faultBad:
+			refused := &StartRefusedError{ActionID: a.ID, Reason: refusedReason(err), Err: err}
+			if _, merr := c.Store.StartFailed(ctx, tenantID, a.ID, refused.Reason); merr != nil {
+				return fmt.Errorf("start verification of %s: %w (and marking it failed: %w)", a.ID, err, merr)
+			}
+			return refused
+		case faultAway:
+			return fmt.Errorf("start verification of %s: %w", a.ID, &AwayError{Err: err})
+		}
 		return fmt.Errorf("start verification of %s: %w", a.ID, err)
 	}
 	if c.BackgroundStarts > 0 {
@@ -192,8 +209,39 @@ func (c *Client) ensurePoller(ctx context.Context, tenantID string) error {
 	return nil
 }
 
-// Recheck forces a re-verification now and returns the new current verdict.
+// probeTimeout bounds the look at a verification before a call that may
+// wait long (a recheck, a wait for a verdict): a Temporal that is away
+// answers the caller in this time, not in the call's own timeout.
+const probeTimeout = 2 * time.Second
+
+// probe asks Temporal about the verification's workflow within
+// probeTimeout: ErrNotRunning when it does not exist or has closed, an
+// *AwayError when Temporal does not answer.
+func (c *Client) probe(ctx context.Context, workflowID string) error {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	d, err := c.Temporal.DescribeWorkflow(pctx, workflowID, "")
+	switch {
+	case err == nil:
+		if d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return ErrNotRunning
+		}
+		return nil
+	case isNotRunning(err):
+		return ErrNotRunning
+	case classify(err) == faultAway:
+		return &AwayError{Err: err}
+	}
+	return err
+}
+
+// Recheck forces a re-verification now and returns the new current
+// verdict. A Temporal that is away fails it within about 2 s (an
+// *AwayError: commitlayer.ErrUnavailable), not after ctx's deadline.
 func (c *Client) Recheck(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error) {
+	if err := c.probe(ctx, workflows.VerifyWorkflowID(tenantID, actionID)); err != nil {
+		return commitlayer.Verdict{}, fmt.Errorf("recheck %s: %w", actionID, err)
+	}
 	h, err := c.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   workflows.VerifyWorkflowID(tenantID, actionID),
 		UpdateName:   workflows.UpdateRecheck,
@@ -313,8 +361,11 @@ func (c *Client) reach(ctx context.Context, tenantID string, subjects []commitla
 	return all, nil
 }
 
-// CheckHealth reports whether the Temporal frontend answers (for /readyz).
+// CheckHealth reports whether the Temporal frontend answers (for /readyz),
+// within probeTimeout at most.
 func (c *Client) CheckHealth(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
 	if _, err := c.Temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 		return fmt.Errorf("temporal health: %w", err)
 	}

@@ -28,6 +28,11 @@ import (
 // idempotent); ErrNotRunning when the verification has ended (its stored
 // verdicts are all there is).
 func (c *Client) Wait(ctx context.Context, tenantID string, a commitlayer.ActionRecord, final, fresh bool) (commitlayer.Verdict, bool, error) {
+	// A Temporal that is away fails the wait within about 2 s, not after
+	// ctx's deadline (the update-with-start retries until then).
+	if err := c.CheckHealth(ctx); err != nil {
+		return commitlayer.Verdict{}, false, fmt.Errorf("wait for verdict of %s: %w", a.ID, &AwayError{Err: err})
+	}
 	opts := StartOptions(c.taskQueue(), tenantID, a)
 	// Attach to the running verification instead of failing; a closed one
 	// is still refused by the reject-duplicate reuse policy.

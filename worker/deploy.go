@@ -161,7 +161,9 @@ func makeCurrentOnce(ctx context.Context, h client.WorkerDeploymentHandle, d Dep
 
 // retryableRouting: the version or deployment is not known yet (its
 // pollers have not reached the server), a concurrent change won, or the
-// server is briefly away.
+// server is briefly away or slow (a routing change is an update of the
+// deployment's own workflow inside the server, which a busy server may not
+// finish within one call's deadline; the retry finds it done or does it).
 func retryableRouting(err error) bool {
 	if isNotFound(err) {
 		return true
@@ -170,17 +172,21 @@ func retryableRouting(err error) bool {
 		fp  *serviceerror.FailedPrecondition
 		un  *serviceerror.Unavailable
 		ab  *serviceerror.Aborted
+		de  *serviceerror.DeadlineExceeded
+		re  *serviceerror.ResourceExhausted
 		ina *serviceerror.InvalidArgument
 	)
 	switch {
-	case errors.As(err, &fp), errors.As(err, &un), errors.As(err, &ab):
+	case errors.As(err, &fp), errors.As(err, &un), errors.As(err, &ab), errors.As(err, &de), errors.As(err, &re):
 		return true
 	case errors.As(err, &ina):
 		// "version not found in deployment" arrives as InvalidArgument on
 		// some servers until the first poll is recorded.
 		return strings.Contains(strings.ToLower(ina.Error()), "not found")
 	}
-	return false
+	// One call's own deadline (the SDK's RPC timeout); the caller's
+	// context, when it is the one that ended, stops the retries.
+	return errors.Is(err, context.DeadlineExceeded)
 }
 
 func isNotFound(err error) bool {

@@ -10,21 +10,10 @@ import (
 	"github.com/commitlayer/commitlayer/activities"
 )
 
-// pass is the scripted activities.Pass: the scripted pull, then the
-// scripted evaluation, as the real one composes them.
+// pass is activities.Pass's own composition over the scripted pull and
+// evaluation.
 func (w *world) pass(ctx context.Context, in activities.PassInput) (activities.PassResult, error) {
-	var out activities.PassResult
-	if in.Pull {
-		ex, err := w.extract(ctx, in.Extract)
-		if err != nil {
-			return out, err
-		}
-		out.Pulled, out.Unreachable = true, ex.Unreachable
-		in.Evaluate.Unreachable = ex.Unreachable
-	}
-	ev, err := w.evaluate(ctx, in.Evaluate)
-	out.Evaluate = ev
-	return out, err
+	return activities.PassWith(ctx, in, w.extract, w.evaluate)
 }
 
 // TestVerifyOldPathStillRuns: a run that recorded no lean marker (started

@@ -31,6 +31,8 @@ import (
 	"github.com/commitlayer/commitlayer/metrics"
 	"github.com/commitlayer/commitlayer/postgres"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
+	"github.com/commitlayer/commitlayer/sandbox/benchapi"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/service"
@@ -261,6 +263,10 @@ type Main struct {
 	// nil unless the process has the Benchmark role.
 	Runner  *bench.Runner
 	Harness *harness.Activities
+	// Bench is the benchmark's store (its runs, run tenants and agent
+	// steps, in the database's benchmark schema) on DB's pool; nil unless
+	// the process has the Benchmark role.
+	Bench *benchstore.Store
 	// API is the HTTP API's server.
 	API *api.Server
 	// Reconciler starts pending verifications and delivers pending notices
@@ -334,17 +340,22 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 	m.Guard = netguard.New(gopts)
 	m.Contracts = service.NewContracts(m.DB, 0)
 	m.Actions = service.NewActions(m.DB, m.Contracts, nil)
-	var benchmarks api.Benchmarks
-	var reports api.Reports
+	var mounts []api.Mount
+	var docs [][]byte
+	if roles.Benchmark || roles.BenchmarkWorker {
+		if err := m.openBench(ctx); err != nil {
+			return err
+		}
+	}
 	if roles.Benchmark {
-		m.Runner = &bench.Runner{Temporal: m.Temporal, Store: m.DB, TaskQueue: m.Config.BenchmarkTaskQueue}
-		benchmarks = m.Runner
-		reports = bench.Reports{TemporalUI: temporalUIBase(m.Config), Namespace: m.Config.Temporal.Namespace}
+		m.Runner = &bench.Runner{Temporal: m.Temporal, Store: m.Bench, TaskQueue: m.Config.BenchmarkTaskQueue}
+		routes := &benchapi.API{Runs: m.Bench, Runner: m.Runner,
+			Reports: bench.Reports{TemporalUI: temporalUIBase(m.Config), Namespace: m.Config.Temporal.Namespace}}
+		mounts, docs = routes.Mounts(), [][]byte{benchapi.OpenAPI}
 	}
 	m.API = api.New(api.Config{
 		Store:         m.DB,
 		Verifier:      m.Verifier,
-		Benchmarks:    benchmarks,
 		AdminKey:      m.Config.AdminKey,
 		Logger:        m.Logger,
 		Registry:      m.Registry,
@@ -354,7 +365,9 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		Guard:         m.Guard,
 		MaxFutureSkew: m.Config.MaxFutureSkew,
 		Metrics:       m.Config.metricsMode(),
-		Reports:       reports,
+		// The benchmark's admin routes, with the Benchmark role.
+		Mounts:           mounts,
+		OpenAPIFragments: docs,
 	})
 	if roles.Worker || roles.BenchmarkWorker {
 		if err := m.startWorkers(ctx, roles); err != nil {
@@ -386,6 +399,15 @@ func (m *Main) openDB(ctx context.Context) error {
 	m.DB = db
 	if err := db.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate database: %w", err)
+	}
+	return nil
+}
+
+// openBench migrates the benchmark's own schema, after the product's.
+func (m *Main) openBench(ctx context.Context) error {
+	m.Bench = benchstore.New(m.DB)
+	if err := m.Bench.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate benchmark schema: %w", err)
 	}
 	return nil
 }
@@ -502,7 +524,7 @@ func (m *Main) startBenchmarkWorkers() error {
 	localQueue := localTaskQueue(m.Config.BenchmarkTaskQueue)
 	host := &harness.Host{}
 	m.Harness = &harness.Activities{
-		Store:     m.DB,
+		Store:     m.Bench,
 		Recorder:  m.Actions,
 		Rechecker: m.Verifier,
 		Contracts: sbcontracts.FS,
@@ -513,7 +535,7 @@ func (m *Main) startBenchmarkWorkers() error {
 		// Model-driven agents: providers built in this process (keys
 		// from its environment), turns and tool calls written ahead.
 		Models:     &harness.Models{},
-		AgentSteps: m.DB,
+		AgentSteps: m.Bench,
 	}
 	// The sandbox's systems listen on the loopback: its own wiring pulls
 	// them without the production guard, each tenant through its

@@ -59,20 +59,34 @@ func newStack(t *testing.T, roles Roles) *stack {
 // newStackOn is newStack on the Temporal server at temporalAddr.
 func newStackOn(t *testing.T, roles Roles, temporalAddr string) *stack {
 	t.Helper()
+	return newStackWith(t, roles, temporalAddr, nil)
+}
+
+// testDeployment is this test process's Worker Deployment (and, with
+// "-benchmark", the benchmark's): one per process, not per stack, since a
+// namespace holds a bounded number of deployments. Its tests run one at a
+// time and each makes its build current at start, so tests in other
+// packages (other builds) never re-route it.
+var testDeployment = "commitlayer-test-" + randHex(6)
+
+// newStackWith is newStackOn with more environment (or other values).
+func newStackWith(t *testing.T, roles Roles, temporalAddr string, extra map[string]string) *stack {
+	t.Helper()
 	env := map[string]string{
-		"DATABASE_URL":           testenv.Postgres(t),
-		"TEMPORAL_ADDRESS":       temporalAddr,
-		"TEMPORAL_NAMESPACE":     testenv.Namespace(),
-		"COMMITLAYER_ADDR":       "127.0.0.1:0",
-		"COMMITLAYER_ADMIN_KEY":  "test-admin-" + randHex(12),
-		"COMMITLAYER_TASK_QUEUE": "commitlayer-test-" + randHex(6),
-		// A deployment of the test's own, its build made current at once:
-		// tests in other packages (other builds) never re-route it.
-		"COMMITLAYER_DEPLOYMENT":   "commitlayer-test-" + randHex(6),
+		"DATABASE_URL":             testenv.Postgres(t),
+		"TEMPORAL_ADDRESS":         temporalAddr,
+		"TEMPORAL_NAMESPACE":       testenv.Namespace(),
+		"COMMITLAYER_ADDR":         "127.0.0.1:0",
+		"COMMITLAYER_ADMIN_KEY":    "test-admin-" + randHex(12),
+		"COMMITLAYER_TASK_QUEUE":   "commitlayer-test-" + randHex(6),
+		"COMMITLAYER_DEPLOYMENT":   testDeployment,
 		"COMMITLAYER_MAKE_CURRENT": "always",
 		"COMMITLAYER_SANDBOX_DIR":  t.TempDir(),
 		// The test's feeds are httptest servers on the loopback.
 		"COMMITLAYER_ALLOW_PRIVATE_ADDRESSES": "1",
+	}
+	for k, v := range extra {
+		env[k] = v
 	}
 	for k, v := range env {
 		t.Setenv(k, v)

@@ -225,7 +225,7 @@ func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, refunds, "the refund is in the trajectory once")
-	n, err := s.m.DB.CountAgentSteps(context.Background(), run.ID, "refund/baseline", "call")
+	n, err := s.m.Bench.CountAgentSteps(context.Background(), run.ID, "refund/baseline", "call")
 	require.NoError(t, err)
 	require.Equal(t, len(r.Trajectory.Calls), n)
 }
@@ -262,7 +262,7 @@ func TestModelDrivenKeyNeverLeaves(t *testing.T) {
 			seen = append(seen, string(b))
 		}
 	}
-	rows, err := s.m.DB.Pool().Query(context.Background(), `SELECT result::text FROM benchmark_agent_steps WHERE run_id = $1`, run.ID)
+	rows, err := s.m.DB.Pool().Query(context.Background(), `SELECT result::text FROM benchmark.agent_steps WHERE run_id = $1`, run.ID)
 	require.NoError(t, err)
 	for rows.Next() {
 		var txt string

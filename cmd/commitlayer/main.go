@@ -9,6 +9,7 @@
 //	commitlayer sandbox [flags]     run the failure matrix
 //	commitlayer demo                the main job on the embedded defaults
 //	commitlayer bench verify|settle measure latency and throughput
+//	commitlayer mcp [flags]         the MCP gateway recording bound tool calls
 //	commitlayer version             the version and the build ID
 //	commitlayer deploy …            Worker Deployment rollouts
 //
@@ -54,6 +55,7 @@ commands:
   bench verify|settle  measure POST → verdict latency and settlement throughput on the local services,
                        next to a same-run no-op baseline (-workers N: N worker processes)
   bench scale          how a verification's cost grows with facts, open verifications and ingest (ratios last)
+  mcp [flags]          an MCP gateway in front of an MCP server: bound tool calls recorded as actions (see commitlayer mcp -h)
   check [flags]        verify actions against facts and contracts from files, no server (CI; exit 0/1/2/3)
 
 environment:
@@ -117,6 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return benchCmd(ctx, logger, args[1:], stdout, stderr)
 	case "check":
 		return checkCmd(args[1:], stdout, stderr)
+	case "mcp":
+		return mcpCmd(ctx, logger, args[1:], stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

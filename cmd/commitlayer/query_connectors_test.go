@@ -57,7 +57,7 @@ func TestRefundThroughQueryConnectors(t *testing.T) {
 	}
 	var kinds []string
 	rows, err := s.m.DB.Pool().Query(context.Background(), `SELECT c.source || ':' || c.kind FROM connectors c
-		JOIN tenants t ON t.id = c.tenant_id WHERE t.benchmark_run_id = $1 ORDER BY 1`, started.ID)
+		JOIN benchmark.run_tenants r ON r.tenant_id = c.tenant_id WHERE r.run_id = $1 ORDER BY 1`, started.ID)
 	require.NoError(t, err)
 	for rows.Next() {
 		var k string

@@ -13,10 +13,10 @@ import (
 
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/fake"
-	"github.com/commitlayer/commitlayer/llm/sinks"
-	"github.com/commitlayer/commitlayer/llm/sinks/sinkstest"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/sinks"
+	"github.com/commitlayer/commitlayer/sandbox/sinks/sinkstest"
 )
 
 // benchRun is a benchmark run as GET /v1/admin/benchmark/{id} shows it.
@@ -136,6 +136,11 @@ func TestReplayThroughAdminAPI(t *testing.T) {
 	// In Temporal: a Replay parent with one Scenario child per row.
 	ctx := context.Background()
 	parentID := bench.BenchmarkWorkflowID(rep.ID)
+	// The run's row says done before the parent's last step (the sinks)
+	// and its completion: wait for the workflow itself.
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	require.NoError(t, s.m.Temporal.GetWorkflow(wctx, parentID, "").Get(wctx, nil))
 	desc, err := describeWorkflow(ctx, s, parentID, "")
 	require.NoError(t, err)
 	require.Equal(t, "Replay", desc.WorkflowExecutionInfo.Type.Name)

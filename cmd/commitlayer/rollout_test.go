@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/worker"
@@ -55,8 +56,10 @@ func verifyActionUnguarded(ctx workflow.Context, in workflows.VerifyActionInput)
 func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	ctx := context.Background()
 	buildA, buildB := "A-"+randHex(4), "B-"+randHex(4)
-	t.Setenv("COMMITLAYER_BUILD_ID", buildA)
-	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
+	// Deployments of its own: it leaves an old build draining and routes
+	// to builds no other test runs.
+	s := newStackWith(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true}, testenv.TemporalAddress(t),
+		map[string]string{"COMMITLAYER_BUILD_ID": buildA, "COMMITLAYER_DEPLOYMENT": "commitlayer-rollout-" + randHex(6)})
 	c := s.m.Temporal
 	product, benchDep := s.m.Config.Deployment, s.m.Config.BenchmarkDeployment
 	targets := map[string]worker.Deployment{
@@ -173,15 +176,15 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	for _, r := range run.Results {
 		require.True(t, r.Agree.Both(), "%s disagrees", r.ID)
 	}
-	d, err := c.DescribeWorkflowExecution(ctx, bench.BenchmarkWorkflowID(started.ID), "")
+	d, err := c.DescribeWorkflow(ctx, bench.BenchmarkWorkflowID(started.ID), "")
 	require.NoError(t, err)
-	vi := d.GetWorkflowExecutionInfo().GetVersioningInfo()
+	vi := d.RawResponse.GetWorkflowExecutionInfo().GetVersioningInfo()
 	require.Equal(t, enumspb.VERSIONING_BEHAVIOR_PINNED, vi.GetBehavior())
 	require.Equal(t, buildA, vi.GetDeploymentVersion().GetBuildId(), "the run finished on the build it started on")
 	last := subset[len(subset)-1]
-	d, err = c.DescribeWorkflowExecution(ctx, bench.ScenarioWorkflowID(started.ID, last), "")
+	d, err = c.DescribeWorkflow(ctx, bench.ScenarioWorkflowID(started.ID, last), "")
 	require.NoError(t, err)
-	require.Equal(t, buildA, d.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId(),
+	require.Equal(t, buildA, d.RawResponse.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId(),
 		"a scenario started after B became current still runs on its run's build")
 
 	// No workflow task failed; every verification's last task ran on B.
@@ -251,8 +254,8 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 		require.Equal(t, commitlayer.StatusPass, h[len(h)-1].Status)
 		wid := workflows.VerifyWorkflowID(tenantOfKey(sB, tn.APIKey), created.ID)
 		require.Eventually(t, func() bool {
-			d, err := mB.Temporal.DescribeWorkflowExecution(ctx, wid, "")
-			return err == nil && d.GetWorkflowExecutionInfo().GetMemo().GetFields()["build"] != nil
+			d, err := mB.Temporal.DescribeWorkflow(ctx, wid, "")
+			return err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetMemo().GetFields()["build"] != nil
 		}, 30*time.Second, 200*time.Millisecond, "B's guarded step ran for a verification that started on B")
 		return wid
 	}()

@@ -17,12 +17,10 @@ import (
 
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/commitlayer/commitlayer/api"
-	"github.com/commitlayer/commitlayer/internal/netguard"
-	"github.com/commitlayer/commitlayer/llm/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer/sandbox/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
@@ -157,11 +155,10 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		os.Setenv("COMMITLAYER_ADMIN_KEY", "demo-"+hex.EncodeToString(b[:]))
 		generatedKey = true
 	}
-	// The sandbox's systems listen on the loopback: its runs allow private
-	// addresses (a production process does not, unless told).
-	if os.Getenv(netguard.EnvAllowPrivate) == "" {
-		os.Setenv(netguard.EnvAllowPrivate, "1")
-	}
+	// The sandbox's systems listen on the loopback; the benchmark's own
+	// wiring pulls them (no address guard there), so the process keeps the
+	// production rules for everything else: the demo's product worker and
+	// API refuse internal addresses unless COMMITLAYER_ALLOW_PRIVATE_ADDRESSES=1.
 	// The benchmark's own workers run the run; the demo also runs a
 	// product worker, so the API it serves verifies what is posted to it.
 	roles := Roles{API: o.serve, Worker: o.demo, Benchmark: true, BenchmarkWorker: true}
@@ -184,7 +181,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		m.Runner.Pin = sdkworker.WorkerDeploymentVersion{DeploymentName: d.Name, BuildID: d.BuildID}
 	}
 
-	req := o.llm.request(api.BenchmarkRequest{Only: o.only, Concurrency: o.concurrency, Payments: o.payments, Repeat: o.repeat, Judge: o.judge})
+	req := o.llm.request(bench.Request{Only: o.only, Concurrency: o.concurrency, Payments: o.payments, Repeat: o.repeat, Judge: o.judge})
 	if o.replay != "" {
 		if req, err = replayRequest(ctx, m.Runner, o, stdout); err != nil {
 			logger.Error("replay", "error", err)
@@ -247,7 +244,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		if started.Agent != nil {
 			base = harness.LLMFileBase(started.Agent.Provider)
 		}
-		if err := writeCheckBundle(ctx, m.DB, runID, results.Commit, o.out, base, stdout); err != nil {
+		if err := writeCheckBundle(ctx, m.Bench, runID, results.Commit, o.out, base, stdout); err != nil {
 			logger.Error("write check bundle", "error", err)
 			return 1
 		}
@@ -263,7 +260,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	fmt.Fprint(stdout, md)
 	fmt.Fprintf(stdout, "\nwall time %.1fs · Temporal UI: %s\n", results.WallSeconds, temporalUI(cfg))
 	if o.purge {
-		if n, err := m.DB.PurgeBenchmarkTenants(ctx, runID); err != nil {
+		if n, err := m.Bench.PurgeBenchmarkTenants(ctx, runID); err != nil {
 			logger.Error("purge", "run", runID, "error", err)
 		} else {
 			fmt.Fprintf(stdout, "purged the run's %d tenants\n", n)

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 )
@@ -75,7 +74,7 @@ func (o *llmOptions) check() error {
 }
 
 // request adds the agent's fields to a run's request.
-func (o *llmOptions) request(req api.BenchmarkRequest) api.BenchmarkRequest {
+func (o *llmOptions) request(req bench.Request) bench.Request {
 	if o.agent != harness.AgentLLM {
 		return req
 	}

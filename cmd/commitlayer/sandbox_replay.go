@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
@@ -55,8 +54,8 @@ func checkReplayFlags(name string, o *sandboxOptions, stderr io.Writer) error {
 
 // replayRequest is the request replaying o.replay: a run id as it is, or a
 // results file imported as a stored run first.
-func replayRequest(ctx context.Context, r *bench.Runner, o sandboxOptions, stdout io.Writer) (api.BenchmarkRequest, error) {
-	req := api.BenchmarkRequest{Concurrency: o.concurrency, ReplayOf: o.replay}
+func replayRequest(ctx context.Context, r *bench.Runner, o sandboxOptions, stdout io.Writer) (bench.Request, error) {
+	req := bench.Request{Concurrency: o.concurrency, ReplayOf: o.replay}
 	if !looksLikeFile(o.replay) {
 		return req, nil
 	}

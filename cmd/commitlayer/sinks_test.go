@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/llm/sinks"
-	"github.com/commitlayer/commitlayer/llm/sinks/sinkstest"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/sinks"
+	"github.com/commitlayer/commitlayer/sandbox/sinks/sinkstest"
 )
 
 // TestSinksFlag: -sinks builds the sinks up front (a missing key refuses

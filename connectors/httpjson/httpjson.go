@@ -10,8 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +50,9 @@ func (e *StatusError) Error() string {
 
 // Is makes errors.Is(err, ErrBadResponse) hold.
 func (e *StatusError) Is(target error) bool { return target == ErrBadResponse }
+
+// HTTPStatus is the status answered (netguard.Classify says "http 500").
+func (e *StatusError) HTTPStatus() int { return e.StatusCode }
 
 // Config is an http_json connector's configuration.
 type Config struct {
@@ -197,12 +202,14 @@ func (c *Config) compile() (*compiled, error) {
 			return nil, bad("subject_type", "%q may only hold a-z, 0-9 and _", c.SubjectType)
 		}
 	}
-	for p, typ := range c.Links {
+	// In the pointers' order: a fact's links come out the same on every
+	// pull (a map's order is random).
+	for _, p := range slices.Sorted(maps.Keys(c.Links)) {
 		var l link
 		if err := ptr("links", p, &l.p); err != nil {
 			return nil, err
 		}
-		l.typ = typ
+		l.typ = c.Links[p]
 		out.links = append(out.links, l)
 	}
 	if c.Timeout != "" {

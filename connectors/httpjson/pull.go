@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -65,13 +66,15 @@ func (c *Client) Pull(ctx context.Context, source, cursor string) (commitlayer.F
 		if errors.Is(err, errRedirect) {
 			return commitlayer.FactPage{}, fmt.Errorf("pull %s from %s: %w: %w", source, where, ErrBadResponse, errRedirect)
 		}
-		// The URL's query may hold a token: name only the host.
-		return commitlayer.FactPage{}, fmt.Errorf("pull %s from %s: %w: %s", source, where, ErrUnreachable, transportReason(err))
+		// The URL's query may hold a token: name only the host, and keep
+		// the cause (refused, timeout, address not allowed) without the
+		// URL net/http wraps it in.
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s from %s: %w: %w", source, where, ErrUnreachable, transportCause(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, cc.maxBytes+1))
 	if err != nil {
-		return commitlayer.FactPage{}, fmt.Errorf("pull %s from %s: read body: %w: %s", source, where, ErrUnreachable, transportReason(err))
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s from %s: read body: %w: %w", source, where, ErrUnreachable, transportCause(err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return commitlayer.FactPage{}, fmt.Errorf("pull %s from %s: %w", source, where, &StatusError{StatusCode: resp.StatusCode})
@@ -86,23 +89,18 @@ func (c *Client) Pull(ctx context.Context, source, cursor string) (commitlayer.F
 	return p, nil
 }
 
-// transportReason says why a request failed without the URL (which
-// net/http's errors repeat, query included).
-func transportReason(err error) string {
-	var ue interface {
-		Unwrap() error
-		Timeout() bool
+// transportCause is why a request failed without the URL (which
+// net/http's *url.Error repeats, query included): the error it wraps.
+func transportCause(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
 	}
-	if errors.As(err, &ue) && ue.Timeout() {
-		return "timed out"
+	var te interface{ Timeout() bool }
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &te) && te.Timeout() {
+		return fmt.Errorf("timed out: %w", err)
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return "timed out"
-	}
-	if inner := errors.Unwrap(err); inner != nil {
-		return inner.Error()
-	}
-	return err.Error()
+	return err
 }
 
 // PullAll follows pages from cursor until the last page or MaxPages pages;

@@ -93,6 +93,12 @@ func (c *Client) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeDescribeExec
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			// The server answered (a password refused, no such database):
+			// say so, it is not "unreachable".
+			err = &SQLError{Code: pgErr.Code, Message: pgErr.Message, Err: err}
+		}
 		return nil, fmt.Errorf("connect to %s: %w: %w", cfg.Host, ErrUnreachable, c.redact(err))
 	}
 	return conn, nil
@@ -222,19 +228,47 @@ func (c *Client) pullQuery(ctx context.Context, conn *pgx.Conn, source string, q
 	return facts, last, more, nil
 }
 
-// classify marks connection trouble and timeouts as ErrUnreachable.
+// SQLError is an error the database answered, with the class a tenant
+// sees (netguard.Classify reads ErrorClass): "timeout" for the statement
+// timeout, "authentication failed", "sql error 42P01" for the others.
+type SQLError struct {
+	Code, Message string
+	Err           error
+}
+
+func (e *SQLError) Error() string { return fmt.Sprintf("%s (SQLSTATE %s)", e.Message, e.Code) }
+func (e *SQLError) Unwrap() error { return e.Err }
+
+// ErrorClass is the tenant's view of the error: no text of the server's.
+func (e *SQLError) ErrorClass() string {
+	switch {
+	case e.Code == "57014":
+		return "timeout"
+	case strings.HasPrefix(e.Code, "28"):
+		return "authentication failed"
+	case e.Code == "3D000":
+		return "database does not exist"
+	case e.Code == "25006":
+		return "sql error 25006 (the query tried to write)"
+	}
+	return "sql error " + e.Code
+}
+
+func sqlError(pgErr *pgconn.PgError) *SQLError {
+	return &SQLError{Code: pgErr.Code, Message: pgErr.Message, Err: pgErr}
+}
+
+// classify marks connection trouble and timeouts as ErrUnreachable, and
+// gives SQL errors their class.
 func classify(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
-		case pgErr.Code == "57014": // query_canceled: the statement timeout
-			return fmt.Errorf("%w: statement timeout: %s", ErrUnreachable, pgErr.Message)
-		case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "57P"):
-			return fmt.Errorf("%w: %s", ErrUnreachable, pgErr.Message)
-		case pgErr.Code == "25006":
-			return fmt.Errorf("the query tried to write in a read-only transaction: %s", pgErr.Message)
+		case pgErr.Code == "57014", // query_canceled: the statement timeout
+			strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "57P"):
+			return fmt.Errorf("%w: %w", ErrUnreachable, sqlError(pgErr))
 		}
-		return fmt.Errorf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+		return sqlError(pgErr)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) || pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) {

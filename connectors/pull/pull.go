@@ -17,6 +17,7 @@ import (
 	"github.com/commitlayer/commitlayer/connectors/httpjson"
 	"github.com/commitlayer/commitlayer/connectors/pgquery"
 	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
+	"github.com/commitlayer/commitlayer/internal/secrets"
 )
 
 // Kinds of connector.
@@ -26,9 +27,6 @@ const (
 	KindHTTPJSON   = httpjson.Kind
 	KindStripe     = stripeconn.Kind
 )
-
-// Kinds lists the connector kinds Open knows.
-var Kinds = []string{KindHTTPEvents, KindPostgres, KindHTTPJSON, KindStripe}
 
 // Puller reads facts from one connector.
 type Puller interface {
@@ -42,44 +40,18 @@ var ErrUnreachable = errors.New("source unreachable")
 // Options are the process's means of reaching sources: the address rules
 // belong in them.
 type Options struct {
-	// HTTP is the client for http_events and http_json (give it a timeout
-	// and a transport that applies the address rules).
+	// HTTP is the client for http_events, http_json and stripe (give it a
+	// timeout and a transport that applies the address rules).
 	HTTP *http.Client
 	// DialFunc makes the database connections of postgres connectors.
 	DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 	// PageLimit is the page size asked of http_events feeds (0: its default).
 	PageLimit int
-	// Secret is the connector's credential, opened (the stripe kind's API
-	// key); set per connector, never logged.
+	// Secrets opens the credentials a kind sealed at registration.
+	Secrets *secrets.Box
+	// Secret is an opened credential given directly (the stripe kind's API
+	// key), for a connector that was never sealed; never logged.
 	Secret string
-}
-
-// Open returns the Puller of a connector: url for http_events, the JSON
-// configuration for postgres and http_json (validated here; errors name the
-// field).
-func Open(kind, url string, config []byte, opts Options) (Puller, error) {
-	switch kind {
-	case KindHTTPEvents:
-		return &eventsPuller{c: &httpevents.Client{HTTP: opts.HTTP, BaseURL: url}, limit: opts.PageLimit}, nil
-	case KindPostgres:
-		cfg, err := pgquery.ParseConfig(config)
-		if err != nil {
-			return nil, err
-		}
-		return &pgPuller{c: &pgquery.Client{Config: cfg, DialFunc: opts.DialFunc}}, nil
-	case KindHTTPJSON:
-		cfg, err := httpjson.ParseConfig(config)
-		if err != nil {
-			return nil, err
-		}
-		return &jsonPuller{c: &httpjson.Client{Config: cfg, HTTP: opts.HTTP}}, nil
-	case KindStripe:
-		if opts.Secret == "" {
-			return nil, errors.New("stripe connector: no api key")
-		}
-		return &stripePuller{c: &stripeconn.Client{HTTP: opts.HTTP, BaseURL: url, Key: opts.Secret}, limit: opts.PageLimit}, nil
-	}
-	return nil, fmt.Errorf("connector kind %q is not supported (known: %v)", kind, Kinds)
 }
 
 type stripePuller struct {

@@ -37,12 +37,17 @@ const (
 	Unreachable       = "unreachable"
 )
 
+// classed is an error that knows its tenant-safe class (a connector's SQL
+// error: "sql error 42P01"); Classify answers it as it is.
+type classed interface{ ErrorClass() string }
+
 // httpStatus is an error carrying the non-2xx status a server answered
 // (httpevents.StatusError, given an HTTPStatus method).
 type httpStatus interface{ HTTPStatus() int }
 
 // Classify returns a short phrase for a failed fetch that a tenant may see:
-// "http 503" for a status, or one of the constants above. It never returns
+// "http 503" for a status, the class an error gives itself (ErrorClass()
+// string, e.g. "sql error 42P01"), or one of the constants above. It never returns
 // the error's text, which may name internal addresses or tell open and
 // closed ports apart beyond these classes: log err itself on the server.
 // A nil error gives "".
@@ -52,6 +57,7 @@ func Classify(err error) string {
 	}
 	var (
 		hs     httpStatus
+		cl     classed
 		dnsErr *net.DNSError
 		urlErr *URLError
 		netErr net.Error
@@ -59,6 +65,8 @@ func Classify(err error) string {
 	switch {
 	case errors.Is(err, ErrNotAllowed):
 		return AddressNotAllowed
+	case errors.As(err, &cl) && cl.ErrorClass() != "":
+		return cl.ErrorClass()
 	case errors.As(err, &urlErr):
 		return InvalidURL
 	case errors.As(err, &hs) && hs.HTTPStatus() != 0:

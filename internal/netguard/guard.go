@@ -144,6 +144,26 @@ func (g *Guard) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	return u, nil
 }
 
+// CheckHost checks a host and port a tenant registers outside a URL (a
+// database DSN's host): the same rules as a URL's host, and the same
+// resolution the dialer does at each connection (DialContext). A Unix
+// socket path ("/var/run/postgresql", "@abstract") is refused: it reaches
+// the server's own machine, never a tenant's system.
+func (g *Guard) CheckHost(ctx context.Context, host string, port uint16) error {
+	switch {
+	case host == "":
+		return &URLError{"a host is required"}
+	case strings.HasPrefix(host, "/"), strings.HasPrefix(host, "@"):
+		return &AddressError{Host: host, Reason: "unix socket"}
+	case strings.ContainsAny(host, " \t\r\n\x00\\/"):
+		return &URLError{"host contains spaces, control characters or slashes"}
+	case strings.Contains(host, "%"):
+		return &AddressError{Host: host, Reason: "zoned IPv6 address"}
+	}
+	_, err := g.resolve(ctx, strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), port)
+	return err
+}
+
 func (g *Guard) checkURLForm(raw string) (*url.URL, error) {
 	if strings.ContainsAny(raw, " \t\r\n\x00\\") {
 		return nil, &URLError{"contains spaces, control characters or backslashes"}

@@ -65,8 +65,8 @@ func TestRuleJudge(t *testing.T) {
 	}
 }
 
-// A scripted agent's trajectory (sandbox/agent.Trajectory's JSON) is judged
-// as it is.
+// A scripted agent's trajectory (no turns, as a results file holds it) is
+// judged as it is.
 func TestRuleJudgeReadsScriptedTrajectories(t *testing.T) {
 	raw := `{"instruction":"Refund 25.00 USD on order o_1001.","calls":[
 	 {"tool":"get_order","args":{"order_id":"o_1001"},"attempt":1,"method":"GET","path":"/orders/orders/o_1001","status":200,"response":"{}"},

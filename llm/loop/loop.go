@@ -11,11 +11,11 @@
 //		req, err := c.Request()           // KindLimit error: max turns reached
 //		resp := <activity: provider.Complete(req)>
 //		step, err := c.Step(resp)         // KindMalformed error: record an agent error
-//		if step.Report != nil { break }   // the agent's claim
 //		for _, call := range step.Calls {
 //			attempt := <activity: run call through the chaos>
 //			c.Record(call, attempt)           // the last one becomes the next user message
 //		}
+//		if c.Done { break }               // the agent reported (step.Report)
 //	}
 //	tr := c.Trajectory
 //
@@ -57,6 +57,12 @@ type Config struct {
 	// Nudges is how often a turn that ends without any tool call is
 	// answered with a reminder to report (default 1) before it is an error.
 	Nudges int `json:"nudges"`
+	// CallsBesideReport runs the calls a model sends in the same message
+	// as its report (a last write and report_result as parallel tool_use
+	// blocks) before the report is taken. Off, they are dropped, as
+	// conversations recorded before it did (a workflow sets it behind a
+	// version).
+	CallsBesideReport bool `json:"calls_beside_report,omitempty"`
 }
 
 // Conversation is the agent's state between turns. It encodes to JSON.
@@ -73,6 +79,9 @@ type Conversation struct {
 	Results []llm.ToolResult `json:"results,omitempty"`
 	// Done is set once the agent has reported.
 	Done bool `json:"done"`
+	// Reported is the report of a message whose other calls are still
+	// pending (CallsBesideReport); it is taken once they are recorded.
+	Reported *llm.Report `json:"reported,omitempty"`
 	// sent marks how many messages earlier turns already sent.
 	Sent int `json:"sent"`
 }
@@ -140,7 +149,8 @@ func (c *Conversation) Request() (llm.Request, error) {
 type Next struct {
 	// Calls are the tool calls to run, in order, each once.
 	Calls []llm.ToolCall `json:"calls,omitempty"`
-	// Report is the agent's final report.
+	// Report is the agent's final report. When Calls are given beside it,
+	// the conversation is Done once they are all recorded.
 	Report *llm.Report `json:"report,omitempty"`
 }
 
@@ -187,6 +197,8 @@ func (c *Conversation) Step(resp llm.Response) (Next, error) {
 		return Next{}, nil
 	}
 	ids := map[string]bool{}
+	var calls []llm.ToolCall
+	var report *llm.Report
 	for i, call := range resp.ToolCalls {
 		if call.ID == "" || ids[call.ID] {
 			return fail("tool call %d (%s) has an empty or repeated id", i, call.Name)
@@ -198,19 +210,40 @@ func (c *Conversation) Step(resp llm.Response) (Next, error) {
 		if _, err := decodeArgs(call.Args); err != nil {
 			return fail("tool call %q: %v", call.Name, err)
 		}
-		if call.Name == ReportTool {
+		if call.Name != ReportTool {
+			calls = append(calls, call)
+			continue
+		}
+		if !c.Config.CallsBesideReport {
+			// Conversations recorded before CallsBesideReport: the
+			// report ends the task at once, calls beside it not run.
 			rep, err := parseReport(call.Args)
 			if err != nil {
 				return fail("%s: %v", ReportTool, err)
 			}
-			// The report ends the task; calls made beside it are not run.
 			c.Done = true
 			c.Trajectory.Report = rep
 			return Next{Report: &rep}, nil
 		}
+		if report != nil {
+			return fail("turn %d called %s more than once", c.Turns, ReportTool)
+		}
+		rep, err := parseReport(call.Args)
+		if err != nil {
+			return fail("%s: %v", ReportTool, err)
+		}
+		report = &rep
 	}
-	c.Pending = append([]llm.ToolCall(nil), resp.ToolCalls...)
-	return Next{Calls: c.Pending}, nil
+	if report != nil && len(calls) == 0 {
+		c.Done = true
+		c.Trajectory.Report = *report
+		return Next{Report: report}, nil
+	}
+	// Every call of the message runs, in order; a report beside them is
+	// taken once they are recorded.
+	c.Reported = report
+	c.Pending = calls
+	return Next{Calls: append([]llm.ToolCall(nil), calls...), Report: report}, nil
 }
 
 // Abort ends the conversation on a turn that failed for good (the turn
@@ -277,6 +310,11 @@ func (c *Conversation) Record(call llm.ToolCall, a llm.Attempt) error {
 	if len(c.Pending) == 0 {
 		c.Messages = append(c.Messages, llm.Message{Role: llm.User, ToolResults: c.Results})
 		c.Results = nil
+		if c.Reported != nil {
+			c.Done = true
+			c.Trajectory.Report = *c.Reported
+			c.Reported = nil
+		}
 	}
 	return nil
 }

@@ -97,11 +97,11 @@ func drive(t *testing.T, prov llm.Provider, task string, e *env, maxTurns int) (
 		if err != nil {
 			return c, err
 		}
-		if next.Report != nil {
-			return c, nil
-		}
 		for _, call := range next.Calls {
 			require.NoError(t, c.Record(call, e.run(call)))
+		}
+		if c.Done {
+			return c, nil
 		}
 		c = roundTrip(t, c)
 	}
@@ -385,4 +385,75 @@ func TestLoopGeminiWithoutCallIDs(t *testing.T) {
 	for _, r := range srv.Requests() {
 		require.Equal(t, 200, r.Status)
 	}
+}
+
+// A model may send its last write and report_result as parallel tool calls
+// in one message (Anthropic tool_use blocks, OpenAI tool_calls, Gemini
+// functionCalls). Through each provider's adapter and its wire-faithful
+// fake: every call of the message runs, in order, before the report is
+// taken; without CallsBesideReport (conversations recorded before it) they
+// are dropped as they were.
+func TestLoopRunsCallsBesideTheReport(t *testing.T) {
+	batched := fake.PolicyFunc(func(turn fake.Turn) (fake.Reply, error) {
+		return fake.Reply{Text: "Refunding and reporting.", Calls: []fake.Call{
+			{Name: "refund", Args: json.RawMessage(`{"order_id":"o_1","amount":2500,"idempotency_key":"k1"}`)},
+			{Name: loop.ReportTool, Args: json.RawMessage(`{"claimed":"success","message":"Refunded 25.00."}`)},
+			{Name: "add_note", Args: json.RawMessage(`{"ticket_id":"t_1","body":"Refunded."}`)},
+			{Name: "get_order", Args: json.RawMessage(`{"order_id":"o_1"}`)},
+		}}, nil
+	})
+	for _, p := range providers {
+		t.Run(p, func(t *testing.T) {
+			srv, err := fake.Start(p, batched)
+			require.NoError(t, err)
+			t.Cleanup(srv.Close)
+			prov, err := llm.New(srv.Config())
+			require.NoError(t, err)
+			for _, beside := range []bool{true, false} {
+				c, err := loop.New(loop.Config{Provider: prov.Name(), System: "s", Tools: tools, MaxTokens: 512,
+					CallsBesideReport: beside}, "Refund order o_1.")
+				require.NoError(t, err)
+				req, err := c.Request()
+				require.NoError(t, err)
+				resp, err := prov.Complete(context.Background(), req)
+				require.NoError(t, err)
+				require.Len(t, resp.ToolCalls, 4, "the adapter keeps every parallel call")
+				next, err := c.Step(resp)
+				require.NoError(t, err)
+				require.NotNil(t, next.Report)
+				if !beside {
+					require.Empty(t, next.Calls)
+					require.True(t, c.Done)
+					require.Empty(t, c.Trajectory.Calls, "recorded before: calls beside the report dropped")
+					continue
+				}
+				require.False(t, c.Done, "the report waits for the calls beside it")
+				require.Len(t, next.Calls, 3)
+				require.Equal(t, []string{"refund", "add_note", "get_order"}, []string{next.Calls[0].Name, next.Calls[1].Name, next.Calls[2].Name})
+				e := &env{}
+				for i, call := range next.Calls {
+					_, err := c.Request()
+					require.Error(t, err, "no turn while calls are pending")
+					require.NoError(t, c.Record(call, e.run(call)))
+					require.Equal(t, i == len(next.Calls)-1, c.Done)
+				}
+				c = roundTrip(t, c)
+				require.True(t, c.Done)
+				require.Equal(t, llm.Report{Status: llm.ClaimSuccess, Message: "Refunded 25.00."}, c.Trajectory.Report)
+				require.Equal(t, []callView{{"refund", 200, true}, {"add_note", 200, false}, {"get_order", 200, false}}, view(c.Trajectory))
+				require.Equal(t, 1, c.Turns)
+				_, err = c.Request()
+				require.Error(t, err, "reported: no more turns")
+			}
+		})
+	}
+}
+
+func TestStepRefusesTwoReports(t *testing.T) {
+	cfg := loop.Config{Tools: tools, CallsBesideReport: true}
+	rep := call(loop.ReportTool, `{"claimed":"success","message":"x"}`)
+	second := rep
+	second.ID = "c2"
+	_, _, err := stepWith(t, cfg, llm.Response{ToolCalls: []llm.ToolCall{rep, second}})
+	require.ErrorContains(t, err, "more than once")
 }

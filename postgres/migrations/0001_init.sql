@@ -97,21 +97,3 @@ CREATE TABLE connectors (
     PRIMARY KEY (tenant_id, id),
     UNIQUE (tenant_id, source)
 );
-
--- Benchmark runs are admin records: they name the tenant a run used but
--- outlive it, so purging a run's tenant keeps its results. Payloads are
--- json (not jsonb) so they come back byte for byte.
-CREATE TABLE benchmark_runs (
-    id          text PRIMARY KEY CHECK (id <> ''),
-    status      text NOT NULL,
-    request     json,
-    summary     json,
-    results     json,
-    markdown    text NOT NULL DEFAULT '',
-    log_tail    text NOT NULL DEFAULT '',
-    tenant_id   text NOT NULL DEFAULT '',
-    started_at  timestamptz NOT NULL,
-    finished_at timestamptz,
-    created_at  timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX benchmark_runs_started ON benchmark_runs (started_at DESC);

@@ -4,8 +4,3 @@
 ALTER TABLE connectors ADD COLUMN config jsonb NOT NULL DEFAULT '{}';
 ALTER TABLE connectors ADD COLUMN secret text NOT NULL DEFAULT '';
 ALTER TABLE connectors ADD COLUMN secret_hint text NOT NULL DEFAULT '';
-
--- Benchmark tenants name their run: a purge finds them by this column,
--- not by a name pattern.
-ALTER TABLE tenants ADD COLUMN benchmark_run_id text;
-CREATE INDEX tenants_benchmark_run ON tenants (benchmark_run_id) WHERE benchmark_run_id IS NOT NULL;

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/business"
 )
 
@@ -44,14 +45,7 @@ type Task struct {
 // Result is the action the agent reports and how it got there.
 type Result struct {
 	Action     commitlayer.Action `json:"action"`
-	Trajectory Trajectory         `json:"trajectory"`
-}
-
-// Trajectory records every tool call attempt and the final report.
-type Trajectory struct {
-	Instruction string            `json:"instruction"`
-	Calls       []Call            `json:"calls"`
-	Report      commitlayer.Claim `json:"report"`
+	Trajectory llm.Trajectory     `json:"trajectory"`
 }
 
 // Validate checks that the task names a business process, a subject of its
@@ -94,7 +88,7 @@ func (t Task) Prompt() string {
 }
 
 // NewAction builds the action an agent records for a task.
-func NewAction(t Task, requestedAt time.Time, claim commitlayer.Claim, tr Trajectory) (commitlayer.Action, error) {
+func NewAction(t Task, requestedAt time.Time, claim commitlayer.Claim, tr llm.Trajectory) (commitlayer.Action, error) {
 	wf, ok := business.Lookup(t.Workflow)
 	if !ok {
 		return commitlayer.Action{}, fmt.Errorf("build action: unknown workflow %q", t.Workflow)

@@ -14,6 +14,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/business"
@@ -131,7 +132,7 @@ func TestEachWorkflowClean(t *testing.T) {
 				require.Empty(t, c.IdempotencyKey)
 			}
 			require.Equal(t, commitlayer.ClaimSuccess, res.Action.Claim.Status)
-			require.Equal(t, res.Trajectory.Report, res.Action.Claim)
+			require.Equal(t, llm.Report{Status: res.Action.Claim.Status, Message: res.Action.Claim.Message}, res.Trajectory.Report)
 			require.Equal(t, task.Subject, res.Action.Subject)
 			require.Equal(t, "agent-1", res.Action.Agent)
 			require.True(t, res.Action.RequestedAt.Equal(before.Add(agent.StartOffset)), "requested_at is just after the clock at start")
@@ -139,7 +140,7 @@ func TestEachWorkflowClean(t *testing.T) {
 			require.NoError(t, res.Action.Validate())
 			wf, _ := business.Lookup(name)
 			require.Equal(t, wf.Contract, res.Action.Contract)
-			var tr agent.Trajectory
+			var tr llm.Trajectory
 			require.NoError(t, json.Unmarshal(res.Action.Trace, &tr))
 			require.Len(t, tr.Calls, len(want[name]))
 			require.NotEmpty(t, tr.Instruction)
@@ -177,7 +178,7 @@ func TestLostResponseRetries(t *testing.T) {
 			require.Equal(t, tc.claim, res.Action.Claim.Status)
 			require.Equal(t, tc.refunds, scalar[int64](t, e, "payments", `SELECT COUNT(*) FROM refunds WHERE order_id='o_1001'`))
 			require.Equal(t, tc.statusAfter, scalar[string](t, e, "orders", `SELECT status FROM orders WHERE id='o_1001'`))
-			var refundCalls []agent.Call
+			var refundCalls []llm.Attempt
 			for _, c := range res.Trajectory.Calls {
 				if c.Tool == "refund" {
 					refundCalls = append(refundCalls, c)
@@ -425,7 +426,7 @@ func TestClientDo(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "/orders/orders/a%2Fb%20c", call.Path)
 	require.NotEmpty(t, call.Error, "nothing listens on port 1")
-	require.True(t, call.Retryable())
+	require.Zero(t, call.Status, "no answer came back: the scripted agent would retry it")
 	for _, spec := range agent.Tools {
 		require.Contains(t, []string{"GET", "POST"}, spec.Method, spec.Name)
 		require.Equal(t, spec.Method == "POST", spec.Write, spec.Name)

@@ -173,13 +173,12 @@ func planTemperament(t fake.Turn) fake.Temperament {
 // layer refuses before any HTTP (unknown tool, a missing or malformed
 // argument) is answered 400 with an error body, as a tool server would; an
 // HTTP failure keeps its status, body or transport error.
-func Attempt(call Call, err error) llm.Attempt {
+func Attempt(call llm.Attempt, err error) llm.Attempt {
 	if err != nil {
 		body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": "invalid_arguments", "message": err.Error()}})
 		return llm.Attempt{Tool: call.Tool, Args: call.Args, Attempt: 1, Status: 400, Response: string(body)}
 	}
-	return llm.Attempt{Tool: call.Tool, Args: call.Args, Attempt: call.Attempt, Method: call.Method, Path: call.Path,
-		Body: call.Body, IdempotencyKey: call.IdempotencyKey, Status: call.Status, Response: call.Response, Error: call.Error}
+	return call
 }
 
 // ModelArgs decodes a model's tool call arguments (numbers exact) and
@@ -206,12 +205,4 @@ func ModelArgs(raw json.RawMessage) (map[string]any, string, error) {
 		}
 	}
 	return args, key, nil
-}
-
-// CallFromAttempt is a model's tool call attempt in the scripted agent's
-// shape, for what reads a main task's calls (after-settlement injections
-// find the effect's id in them).
-func CallFromAttempt(a llm.Attempt) Call {
-	return Call{Tool: a.Tool, Args: a.Args, Attempt: a.Attempt, Method: a.Method, Path: a.Path, Body: a.Body,
-		IdempotencyKey: a.IdempotencyKey, Status: a.Status, Response: a.Response, Error: a.Error}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/business"
 )
 
@@ -82,14 +83,14 @@ type run struct {
 	requestedAt time.Time
 	id          string // the id acted on
 	ticket      string
-	calls       []Call
+	calls       []llm.Attempt
 	tickets     []string // ticket text read, for instructions
 }
 
 // stepError is a tool call that failed for good.
-type stepError struct{ call Call }
+type stepError struct{ call llm.Attempt }
 
-func (e *stepError) Error() string { return e.call.Failure() }
+func (e *stepError) Error() string { return failure(e.call) }
 
 // Run carries out the task. It returns an error only for a task it cannot
 // start (unknown workflow, missing params); what happens in the systems is
@@ -120,9 +121,9 @@ func (a *Scripted) Run(ctx context.Context, t Task) (Result, error) {
 			claim = commitlayer.Claim{Status: commitlayer.ClaimFailure, Message: "could not complete: " + err.Error()}
 		}
 	}
-	tr := Trajectory{Instruction: t.Prompt(), Calls: r.calls, Report: claim}
+	tr := llm.Trajectory{Instruction: t.Prompt(), Calls: r.calls, Report: llm.Report{Status: claim.Status, Message: claim.Message}}
 	if tr.Calls == nil {
-		tr.Calls = []Call{}
+		tr.Calls = []llm.Attempt{}
 	}
 	act, err := NewAction(t, r.requestedAt, claim, tr)
 	if err != nil {
@@ -133,7 +134,7 @@ func (a *Scripted) Run(ctx context.Context, t Task) (Result, error) {
 
 // call makes a tool call with the profile's retries and records every
 // attempt. A call that does not end in 2xx is a *stepError.
-func (r *run) call(ctx context.Context, tool string, args map[string]any) (Call, error) {
+func (r *run) call(ctx context.Context, tool string, args map[string]any) (llm.Attempt, error) {
 	p := r.a.Profile
 	key := ""
 	if p.RetryWithKey {
@@ -143,16 +144,16 @@ func (r *run) call(ctx context.Context, tool string, args map[string]any) (Call,
 	if p.RetryWithKey || p.RetryWithoutKey {
 		attempts += max(p.Retries, 1)
 	}
-	var c Call
+	var c llm.Attempt
 	for i := 1; i <= attempts; i++ {
 		var err error
 		c, err = r.a.Client.Do(ctx, tool, args, key)
 		if err != nil {
-			return Call{}, err
+			return llm.Attempt{}, err
 		}
 		c.Attempt = i
 		r.calls = append(r.calls, c)
-		if c.OK() || !c.Retryable() || ctx.Err() != nil {
+		if c.OK() || !retryable(c) || ctx.Err() != nil {
 			break
 		}
 	}
@@ -170,7 +171,7 @@ func (r *run) read(ctx context.Context, tool string, args map[string]any) (map[s
 	}
 	obj, err := c.Object()
 	if err != nil {
-		return nil, &stepError{call: Call{Tool: tool, Status: c.Status, Error: err.Error()}}
+		return nil, &stepError{call: llm.Attempt{Tool: tool, Status: c.Status, Error: err.Error()}}
 	}
 	return obj, nil
 }
@@ -240,7 +241,7 @@ func (r *run) Param(name string) any {
 
 // Fail stops the script at tool.
 func (r *run) Fail(tool, reason string) error {
-	return &stepError{call: Call{Tool: tool, Error: reason}}
+	return &stepError{call: llm.Attempt{Tool: tool, Error: reason}}
 }
 
 // script runs the process's calls.

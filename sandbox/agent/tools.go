@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/commitlayer/commitlayer/llm"
 	"io"
 	"net"
 	"net/http"
@@ -74,34 +75,21 @@ func Tool(name string) (ToolSpec, bool) {
 	return ToolSpec{}, false
 }
 
-// Call is one HTTP attempt of a tool call, as the trajectory records it.
-type Call struct {
-	Tool           string         `json:"tool"`
-	Args           map[string]any `json:"args"`
-	Attempt        int            `json:"attempt"` // 1 for the first try
-	Method         string         `json:"method"`
-	Path           string         `json:"path"`
-	Body           string         `json:"body,omitempty"`
-	IdempotencyKey string         `json:"idempotency_key,omitempty"`
-	Status         int            `json:"status,omitempty"` // 0 when no response came back
-	Response       string         `json:"response,omitempty"`
-	Error          string         `json:"error,omitempty"`
-}
+// A tool call attempt is recorded as an llm.Attempt, the one type every
+// trajectory (scripted, model-driven, replayed) and its judges use.
 
-// OK reports whether the call got a 2xx answer.
-func (c Call) OK() bool { return c.Status >= 200 && c.Status < 300 && c.Error == "" }
-
-// Retryable reports whether trying again could help: a timeout, a transport
-// error, 429 or a 5xx.
-func (c Call) Retryable() bool {
+// retryable reports whether trying again could help: a timeout, a
+// transport error, 429 or a 5xx.
+func retryable(c llm.Attempt) bool {
 	if c.Status == 0 {
 		return true
 	}
 	return c.Status == http.StatusTooManyRequests || c.Status >= 500
 }
 
-// Failure describes why a call did not succeed, for reports.
-func (c Call) Failure() string {
+// failure describes why a call did not succeed, for the agent's report:
+// the error, or the status with the error code and message of the answer.
+func failure(c llm.Attempt) string {
 	if c.Error != "" {
 		return fmt.Sprintf("%s: %s", c.Tool, c.Error)
 	}
@@ -112,18 +100,6 @@ func (c Call) Failure() string {
 		return fmt.Sprintf("%s: %d %s: %s", c.Tool, c.Status, e.Error.Code, e.Error.Message)
 	}
 	return fmt.Sprintf("%s: status %d", c.Tool, c.Status)
-}
-
-// Object decodes a successful response as a JSON object (numbers exact); an
-// odd body gives an error, never a panic.
-func (c Call) Object() (map[string]any, error) {
-	dec := json.NewDecoder(strings.NewReader(c.Response))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil || m == nil {
-		return nil, fmt.Errorf("%s: response is not a JSON object", c.Tool)
-	}
-	return m, nil
 }
 
 // Client calls the sandbox systems' tools over HTTP.
@@ -144,21 +120,21 @@ const maxResponse = 1 << 20
 // none). Errors of the call itself are recorded in the returned Call; the
 // error result is only for a call that could not be made (unknown tool,
 // missing argument).
-func (c *Client) Do(ctx context.Context, tool string, args map[string]any, key string) (Call, error) {
+func (c *Client) Do(ctx context.Context, tool string, args map[string]any, key string) (llm.Attempt, error) {
 	spec, ok := Tool(tool)
 	if !ok {
-		return Call{}, fmt.Errorf("call tool %q: unknown tool", tool)
+		return llm.Attempt{}, fmt.Errorf("call tool %q: unknown tool", tool)
 	}
 	path, body, err := spec.request(args)
 	if err != nil {
-		return Call{}, fmt.Errorf("call tool %q: %w", tool, err)
+		return llm.Attempt{}, fmt.Errorf("call tool %q: %w", tool, err)
 	}
-	call := Call{Tool: tool, Args: args, Attempt: 1, Method: spec.Method, Path: path, Body: string(body)}
+	call := llm.Attempt{Tool: tool, Args: args, Attempt: 1, Method: spec.Method, Path: path, Body: string(body)}
 	if spec.Write {
 		call.IdempotencyKey = key
 	}
 	if err := c.send(ctx, &call); err != nil {
-		return Call{}, fmt.Errorf("call tool %q: %w", tool, err)
+		return llm.Attempt{}, fmt.Errorf("call tool %q: %w", tool, err)
 	}
 	return call, nil
 }
@@ -167,7 +143,7 @@ func (c *Client) Do(ctx context.Context, tool string, args map[string]any, key s
 // key) and records the answer in it: the status and body, or the
 // transport error as an agent sees it. The error result is only for a
 // request that could not be built.
-func (c *Client) send(ctx context.Context, call *Call) error {
+func (c *Client) send(ctx context.Context, call *llm.Attempt) error {
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second

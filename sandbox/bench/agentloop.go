@@ -28,6 +28,11 @@ import (
 // replay unchanged.
 const changeLLMAgent = "llm-agent-loop"
 
+// changeCallsBesideReport runs the calls a model sends beside
+// report_result before the report is taken (loop.Config.CallsBesideReport);
+// runs recorded before it drop them, and replay so.
+const changeCallsBesideReport = "llm-calls-beside-report"
+
 // turnTimeout bounds one model turn attempt.
 const turnTimeout = 3 * time.Minute
 
@@ -46,8 +51,9 @@ func (s *scenarioRun) runModelAgent(ctx, local workflow.Context) (harness.AgentR
 		Get(ctx, &start); err != nil {
 		return harness.AgentResult{}, fmt.Errorf("start agent: %w", err)
 	}
+	beside := workflow.GetVersion(ctx, changeCallsBesideReport, workflow.DefaultVersion, 1) >= 1
 	conv, err := loop.New(loop.Config{Provider: spec.Provider, System: start.System, Tools: start.Tools,
-		MaxTurns: spec.MaxTurns, MaxTokens: spec.MaxTokens}, start.Task)
+		MaxTurns: spec.MaxTurns, MaxTokens: spec.MaxTokens, CallsBesideReport: beside}, start.Task)
 	if err != nil {
 		return harness.AgentResult{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrInvalidInput, nil)
 	}

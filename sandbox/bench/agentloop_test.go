@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 )
 
@@ -72,24 +71,19 @@ func TestScriptedRunsCarryNoAgent(t *testing.T) {
 func TestSelectForAgent(t *testing.T) {
 	all, err := harness.Select(nil)
 	require.NoError(t, err)
-	spec, run, skipped, err := selectForAgent(api.BenchmarkRequest{Agent: "llm", Provider: "fake-openai"}, all)
+	spec, run, skipped, err := selectForAgent(Request{Agent: "llm", Provider: "fake-openai"}, all)
 	require.NoError(t, err)
 	require.Equal(t, "fake-openai", spec.Model)
 	require.Len(t, run, len(all)-12)
 	require.Len(t, skipped, 12)
 	none, err := harness.Select([]string{"refund/no_calls_claims_success"})
 	require.NoError(t, err)
-	_, _, _, err = selectForAgent(api.BenchmarkRequest{Provider: "fake-openai"}, none)
+	_, _, _, err = selectForAgent(Request{Provider: "fake-openai"}, none)
 	var fe *commitlayer.FieldError
 	require.True(t, errors.As(err, &fe))
 	require.Equal(t, "only", fe.Field)
-	spec, run, _, err = selectForAgent(api.BenchmarkRequest{}, all)
+	spec, run, _, err = selectForAgent(Request{}, all)
 	require.NoError(t, err)
 	require.Nil(t, spec)
 	require.Len(t, run, len(all))
-}
-
-// TestProviderListsAgree: the API's list of providers is the harness's.
-func TestProviderListsAgree(t *testing.T) {
-	require.Equal(t, harness.AgentProviders, api.BenchmarkProviders)
 }

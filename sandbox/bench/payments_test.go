@@ -18,7 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
@@ -71,7 +71,7 @@ func TestSelectScenariosByPayments(t *testing.T) {
 
 func TestStartRejectsBadPaymentsBeforeTouchingAnything(t *testing.T) {
 	r := &Runner{} // no store, no Temporal client
-	for _, req := range []api.BenchmarkRequest{
+	for _, req := range []Request{
 		{Payments: "paypal"},
 		{Payments: "stripe-fake", Only: []string{"discount/"}},
 	} {
@@ -82,16 +82,16 @@ func TestStartRejectsBadPaymentsBeforeTouchingAnything(t *testing.T) {
 }
 
 // fakeRuns stores runs in memory.
-type fakeRuns struct{ runs []commitlayer.BenchmarkRun }
+type fakeRuns struct{ runs []benchstore.Run }
 
-func (f *fakeRuns) CreateBenchmarkRun(_ context.Context, r commitlayer.BenchmarkRun) (commitlayer.BenchmarkRun, error) {
+func (f *fakeRuns) CreateBenchmarkRun(_ context.Context, r benchstore.Run) (benchstore.Run, error) {
 	f.runs = append(f.runs, r)
 	return r, nil
 }
-func (f *fakeRuns) GetBenchmarkRun(context.Context, string) (commitlayer.BenchmarkRun, error) {
-	return commitlayer.BenchmarkRun{}, commitlayer.ErrNotFound
+func (f *fakeRuns) GetBenchmarkRun(context.Context, string) (benchstore.Run, error) {
+	return benchstore.Run{}, commitlayer.ErrNotFound
 }
-func (f *fakeRuns) UpdateBenchmarkRun(context.Context, commitlayer.BenchmarkRun) error { return nil }
+func (f *fakeRuns) UpdateBenchmarkRun(context.Context, benchstore.Run) error { return nil }
 
 // startOnly is a Temporal client that records the workflow it is asked to
 // start; nothing else is used.
@@ -115,7 +115,7 @@ func TestStripeKeyNeverInRequestOrWorkflowInputs(t *testing.T) {
 	store, tc := &fakeRuns{}, &startOnly{}
 	r := &Runner{Temporal: tc, Store: store}
 	reqJSON := `{"payments":"stripe","only":["refund/"]}`
-	var req api.BenchmarkRequest
+	var req Request
 	require.NoError(t, json.Unmarshal([]byte(reqJSON), &req))
 	started, err := r.StartRun(context.Background(), req)
 	require.NoError(t, err)

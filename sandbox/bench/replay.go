@@ -7,8 +7,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/report"
 )
@@ -133,7 +133,7 @@ func deliverToSinks(ctx workflow.Context, in BenchmarkInput) {
 
 // reportExtras adds to a stored run's report what a repeat or a replay
 // adds: k, the recorded run and how the replay went.
-func reportExtras(run commitlayer.BenchmarkRun, r *report.Run) {
+func reportExtras(run benchstore.Run, r *report.Run) {
 	if len(r.Summary.PassK) > 0 {
 		r.Repeat = r.Summary.PassK[0].K
 	}

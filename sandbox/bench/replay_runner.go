@@ -11,9 +11,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/api"
-	"github.com/commitlayer/commitlayer/llm/sinks"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/sinks"
 )
 
 // MaxRepeat bounds --repeat (pass^k).
@@ -21,7 +21,7 @@ const MaxRepeat = 10
 
 // checkRepeatAndJudge refuses a repeat out of range and a judge that names
 // no provider (field errors: 422 on the API).
-func checkRepeatAndJudge(req api.BenchmarkRequest) error {
+func checkRepeatAndJudge(req Request) error {
 	if req.Repeat < 0 || req.Repeat > MaxRepeat {
 		return &commitlayer.FieldError{Field: "repeat", Reason: fmt.Sprintf("must be between 1 and %d", MaxRepeat)}
 	}
@@ -94,21 +94,21 @@ func (r *Runner) loadReplaySource(ctx context.Context, runID string) (replaySour
 
 // startReplay stores a run and starts its Replay workflow over the
 // recorded run's rows.
-func (r *Runner) startReplay(ctx context.Context, req api.BenchmarkRequest) (commitlayer.BenchmarkRun, client.WorkflowRun, error) {
+func (r *Runner) startReplay(ctx context.Context, req Request) (benchstore.Run, client.WorkflowRun, error) {
 	if len(req.Only) > 0 || req.Payments != "" || req.Repeat > 1 || req.Judge != "" {
-		return commitlayer.BenchmarkRun{}, nil, &commitlayer.FieldError{Field: "replay_of",
+		return benchstore.Run{}, nil, &commitlayer.FieldError{Field: "replay_of",
 			Reason: "a replay re-runs the recorded run's scenarios on its payments backend, carrying its judges' verdicts over; only, payments, repeat and judge do not apply"}
 	}
 	conc, err := r.concurrency(req.Concurrency)
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, nil, err
+		return benchstore.Run{}, nil, err
 	}
 	if err := checkSinks(req.Sinks); err != nil {
-		return commitlayer.BenchmarkRun{}, nil, err
+		return benchstore.Run{}, nil, err
 	}
 	src, err := r.loadReplaySource(ctx, req.ReplayOf)
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, nil, err
+		return benchstore.Run{}, nil, err
 	}
 	runID := newRunID()
 	reqJSON, err := json.Marshal(struct {
@@ -119,7 +119,7 @@ func (r *Runner) startReplay(ctx context.Context, req api.BenchmarkRequest) (com
 		Payments    string   `json:"payments,omitempty"`
 	}{req.ReplayOf, conc, src.ids, src.skipped, src.payments})
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("encode run request: %w", err)
+		return benchstore.Run{}, nil, fmt.Errorf("encode run request: %w", err)
 	}
 	summary := fmt.Sprintf("replay %s of run %s: %d scenarios, %d at a time", runID, req.ReplayOf, len(src.ids), conc)
 	return r.launch(ctx, reqJSON, "Replay", Replay, summary, BenchmarkInput{RunID: runID, ScenarioIDs: src.ids,
@@ -129,17 +129,17 @@ func (r *Runner) startReplay(ctx context.Context, req api.BenchmarkRequest) (com
 // ImportResults stores a results file's rows (latest.json) as a finished
 // run, so it can be replayed by id: `commitlayer sandbox -replay FILE`.
 // The run's request names the file it came from.
-func (r *Runner) ImportResults(ctx context.Context, source string, res harness.Results) (commitlayer.BenchmarkRun, error) {
+func (r *Runner) ImportResults(ctx context.Context, source string, res harness.Results) (benchstore.Run, error) {
 	if len(res.Scenarios) == 0 {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("import %s: no scenarios", source)
+		return benchstore.Run{}, fmt.Errorf("import %s: no scenarios", source)
 	}
 	rows, err := json.Marshal(res.Scenarios)
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("import %s: %w", source, err)
+		return benchstore.Run{}, fmt.Errorf("import %s: %w", source, err)
 	}
 	summary, err := json.Marshal(res.Summary)
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("import %s: %w", source, err)
+		return benchstore.Run{}, fmt.Errorf("import %s: %w", source, err)
 	}
 	reqJSON, err := json.Marshal(struct {
 		ImportedFrom string `json:"imported_from"`
@@ -147,17 +147,17 @@ func (r *Runner) ImportResults(ctx context.Context, source string, res harness.R
 		Payments     string `json:"payments"`
 	}{source, res.Commit, res.PaymentsBackend})
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("import %s: %w", source, err)
+		return benchstore.Run{}, fmt.Errorf("import %s: %w", source, err)
 	}
 	now := time.Now().UTC()
-	run, err := r.Store.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{ID: newRunID(), Status: "running", Request: reqJSON, StartedAt: now})
+	run, err := r.Store.CreateBenchmarkRun(ctx, benchstore.Run{ID: newRunID(), Status: "running", Request: reqJSON, StartedAt: now})
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("import %s: store run: %w", source, err)
+		return benchstore.Run{}, fmt.Errorf("import %s: store run: %w", source, err)
 	}
 	run.Status, run.Results, run.Summary, run.FinishedAt = "imported", rows, summary, now
 	run.LogTail = fmt.Sprintf("imported from %s (commit %s): %d scenarios\n", source, res.Commit, len(res.Scenarios))
 	if err := r.Store.UpdateBenchmarkRun(ctx, run); err != nil {
-		return commitlayer.BenchmarkRun{}, fmt.Errorf("import %s: %w", source, err)
+		return benchstore.Run{}, fmt.Errorf("import %s: %w", source, err)
 	}
 	return run, nil
 }

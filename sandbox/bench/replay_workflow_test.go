@@ -18,8 +18,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 )
 
@@ -178,7 +178,7 @@ func TestReportsRenderReplayAndRepeat(t *testing.T) {
 		Replay: &harness.RowReplay{Of: "r0", Calls: 5}}
 	rows, err := json.Marshal([]harness.Row{row})
 	require.NoError(t, err)
-	page, err := Reports{}.Render(commitlayer.BenchmarkRun{ID: "r1", Status: "done", Results: rows})
+	page, err := Reports{}.Render(benchstore.Run{ID: "r1", Status: "done", Results: rows})
 	require.NoError(t, err)
 	require.Contains(t, string(page), "r0")
 	require.Contains(t, string(page), "5, 0 answered differently from the recording")
@@ -191,7 +191,7 @@ func TestReportsRenderReplayAndRepeat(t *testing.T) {
 	require.NoError(t, err)
 	rows, err = json.Marshal(res.Scenarios)
 	require.NoError(t, err)
-	page, err = Reports{}.Render(commitlayer.BenchmarkRun{ID: "r2", Status: "done", Summary: summary, Results: rows})
+	page, err = Reports{}.Render(benchstore.Run{ID: "r2", Status: "done", Summary: summary, Results: rows})
 	require.NoError(t, err)
 	require.Contains(t, string(page), "k = 2")
 	require.Contains(t, string(page), url.PathEscape(ScenarioAttemptWorkflowID("r2", "refund/baseline", 2)))

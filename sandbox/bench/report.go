@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
@@ -18,7 +18,7 @@ type Reports struct {
 }
 
 // Render builds the page from the run's stored summary and rows.
-func (rp Reports) Render(run commitlayer.BenchmarkRun) ([]byte, error) {
+func (rp Reports) Render(run benchstore.Run) ([]byte, error) {
 	r := report.Run{ID: run.ID, StartedAt: run.StartedAt, FinishedAt: run.FinishedAt}
 	if !run.FinishedAt.IsZero() {
 		r.WallSeconds = run.FinishedAt.Sub(run.StartedAt).Seconds()

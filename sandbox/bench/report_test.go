@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 )
 
@@ -25,7 +26,7 @@ func TestReportsRenderAStoredRun(t *testing.T) {
 	require.NoError(t, err)
 	rows, err := json.Marshal(res.Scenarios)
 	require.NoError(t, err)
-	page, err := Reports{TemporalUI: "http://ui.example:8233", Namespace: "prod"}.Render(commitlayer.BenchmarkRun{
+	page, err := Reports{TemporalUI: "http://ui.example:8233", Namespace: "prod"}.Render(benchstore.Run{
 		ID: "run-7", Status: "done", Summary: summary, Results: rows, StartedAt: time.Unix(0, 0), FinishedAt: time.Unix(9, 0)})
 	require.NoError(t, err)
 	html := string(page)
@@ -34,6 +35,6 @@ func TestReportsRenderAStoredRun(t *testing.T) {
 	require.Contains(t, html, "http://ui.example:8233/namespaces/prod/workflows/")
 	require.NotContains(t, html, "<b>it</b>", "row text is escaped")
 
-	_, err = Reports{}.Render(commitlayer.BenchmarkRun{ID: "bad", Results: json.RawMessage(`{"not":"rows"}`)})
+	_, err = Reports{}.Render(benchstore.Run{ID: "bad", Results: json.RawMessage(`{"not":"rows"}`)})
 	require.Error(t, err)
 }

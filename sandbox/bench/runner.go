@@ -17,16 +17,16 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
 // Store is what the runner needs from the database.
 type Store interface {
-	CreateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) (commitlayer.BenchmarkRun, error)
-	GetBenchmarkRun(ctx context.Context, id string) (commitlayer.BenchmarkRun, error)
-	UpdateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) error
+	CreateBenchmarkRun(ctx context.Context, r benchstore.Run) (benchstore.Run, error)
+	GetBenchmarkRun(ctx context.Context, id string) (benchstore.Run, error)
+	UpdateBenchmarkRun(ctx context.Context, r benchstore.Run) error
 }
 
 // Runner starts and follows benchmark runs of the failure matrix: a
@@ -44,21 +44,19 @@ type Runner struct {
 	Pin sdkworker.WorkerDeploymentVersion
 }
 
-var _ api.Benchmarks = (*Runner)(nil)
-
 // MaxConcurrency bounds a run's sliding window.
 const MaxConcurrency = 64
 
 // Start validates the request, stores the run and starts its Benchmark
 // workflow.
-func (r *Runner) Start(ctx context.Context, req api.BenchmarkRequest) (commitlayer.BenchmarkRun, error) {
+func (r *Runner) Start(ctx context.Context, req Request) (benchstore.Run, error) {
 	run, _, err := r.start(ctx, req)
 	return run, err
 }
 
 // Started is a run just started.
 type Started struct {
-	Run       commitlayer.BenchmarkRun
+	Run       benchstore.Run
 	Scenarios []string
 	Workflow  client.WorkflowRun
 	// Agent is a model-driven run's agent; Skipped the scenarios it left
@@ -68,7 +66,7 @@ type Started struct {
 }
 
 // StartRun is Start, also returning the scenarios and the workflow run.
-func (r *Runner) StartRun(ctx context.Context, req api.BenchmarkRequest) (Started, error) {
+func (r *Runner) StartRun(ctx context.Context, req Request) (Started, error) {
 	run, wr, err := r.start(ctx, req)
 	if err != nil {
 		return Started{}, err
@@ -84,24 +82,24 @@ func (r *Runner) StartRun(ctx context.Context, req api.BenchmarkRequest) (Starte
 	return st, nil
 }
 
-func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlayer.BenchmarkRun, client.WorkflowRun, error) {
+func (r *Runner) start(ctx context.Context, req Request) (benchstore.Run, client.WorkflowRun, error) {
 	if req.ReplayOf != "" {
 		return r.startReplay(ctx, req)
 	}
 	if err := checkRepeatAndJudge(req); err != nil {
-		return commitlayer.BenchmarkRun{}, nil, err
+		return benchstore.Run{}, nil, err
 	}
 	payments, scenarios, err := SelectScenarios(req.Payments, req.Only)
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, nil, err
+		return benchstore.Run{}, nil, err
 	}
 	spec, scenarios, skipped, err := selectForAgent(req, scenarios)
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, nil, err
+		return benchstore.Run{}, nil, err
 	}
 	conc, err := r.concurrency(req.Concurrency)
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, nil, err
+		return benchstore.Run{}, nil, err
 	}
 	ids := make([]string, 0, len(scenarios))
 	for _, s := range scenarios {
@@ -122,7 +120,7 @@ func (r *Runner) start(ctx context.Context, req api.BenchmarkRequest) (commitlay
 		Sinks       []string           `json:"sinks,omitempty"`
 	}{req.Only, conc, ids, payments, spec, skipped, req.Repeat, req.Judge, req.Sinks})
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("encode run request: %w", err)
+		return benchstore.Run{}, nil, fmt.Errorf("encode run request: %w", err)
 	}
 	summary := fmt.Sprintf("benchmark %s: %d scenarios, %d at a time, payments %s", runID, len(ids), conc, payments)
 	return r.launch(ctx, reqJSON, "Benchmark", Benchmark, summary, BenchmarkInput{RunID: runID, ScenarioIDs: ids,
@@ -146,14 +144,14 @@ func (r *Runner) concurrency(n int) (int, error) {
 // launch stores a run and starts its parent workflow (Benchmark or
 // Replay) with in, started now; a workflow that cannot start leaves the run
 // marked failed, saying why.
-func (r *Runner) launch(ctx context.Context, reqJSON []byte, name string, wf any, summary string, in BenchmarkInput) (commitlayer.BenchmarkRun, client.WorkflowRun, error) {
+func (r *Runner) launch(ctx context.Context, reqJSON []byte, name string, wf any, summary string, in BenchmarkInput) (benchstore.Run, client.WorkflowRun, error) {
 	now := time.Now().UTC()
 	in.StartedAt = now
-	run, err := r.Store.CreateBenchmarkRun(ctx, commitlayer.BenchmarkRun{
+	run, err := r.Store.CreateBenchmarkRun(ctx, benchstore.Run{
 		ID: in.RunID, Status: "running", Request: reqJSON, StartedAt: now,
 	})
 	if err != nil {
-		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("store run: %w", err)
+		return benchstore.Run{}, nil, fmt.Errorf("store run: %w", err)
 	}
 	tq := r.TaskQueue
 	if tq == "" {
@@ -175,7 +173,7 @@ func (r *Runner) launch(ctx context.Context, reqJSON []byte, name string, wf any
 		if uerr := r.Store.UpdateBenchmarkRun(ctx, run); uerr != nil {
 			err = errors.Join(err, uerr)
 		}
-		return commitlayer.BenchmarkRun{}, nil, fmt.Errorf("start %s workflow: %w", strings.ToLower(name), err)
+		return benchstore.Run{}, nil, fmt.Errorf("start %s workflow: %w", strings.ToLower(name), err)
 	}
 	return run, wr, nil
 }
@@ -183,7 +181,7 @@ func (r *Runner) launch(ctx context.Context, reqJSON []byte, name string, wf any
 // selectForAgent builds a model-driven run's agent (nil for the scripted
 // agent) and leaves out the scenarios that script one specific agent
 // behaviour. Errors are field errors.
-func selectForAgent(req api.BenchmarkRequest, scenarios []harness.Scenario) (*harness.AgentSpec, []harness.Scenario, []harness.Skipped, error) {
+func selectForAgent(req Request, scenarios []harness.Scenario) (*harness.AgentSpec, []harness.Scenario, []harness.Skipped, error) {
 	if req.Agent == "" && req.Provider == "" {
 		return nil, scenarios, nil, nil
 	}

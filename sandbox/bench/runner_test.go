@@ -8,14 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/api"
 )
 
 func TestStartRejectsBadRequestsBeforeTouchingAnything(t *testing.T) {
 	// No store and no Temporal client: a bad request must be refused
 	// before either is used.
 	r := &Runner{}
-	for name, req := range map[string]api.BenchmarkRequest{
+	for name, req := range map[string]Request{
 		"unknown scenario":       {Only: []string{"refund/nope"}},
 		"unknown workflow":       {Only: []string{"teleport/"}},
 		"negative concurrency":   {Concurrency: -1},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
@@ -30,8 +31,8 @@ type Store interface {
 	CreateConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.Connector, error)
 	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
 	GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error)
-	GetBenchmarkRun(ctx context.Context, id string) (commitlayer.BenchmarkRun, error)
-	UpdateBenchmarkRun(ctx context.Context, r commitlayer.BenchmarkRun) error
+	GetBenchmarkRun(ctx context.Context, id string) (benchstore.Run, error)
+	UpdateBenchmarkRun(ctx context.Context, r benchstore.Run) error
 	VerificationStarted(ctx context.Context, tenantID, actionID string) error
 }
 
@@ -383,10 +384,7 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 	latency := float64(final.EvaluatedAt.Sub(rec.CreatedAt)) / float64(time.Millisecond)
 	row := BuildRow(l.Scenario, truth, stray, history[0], history[len(history)-1], len(history), subjects,
 		in.Claim, in.Calls, latency, l.ChaosLog())
-	tr, err := neutralTrajectory(l.Env.Result.Trajectory)
-	if err != nil {
-		return Row{}, fmt.Errorf("trajectory: %w", err)
-	}
+	tr := l.Env.Result.Trajectory
 	row.PassLatencyMS = float64(final.PassLatency) / float64(time.Millisecond)
 	row.Trajectory = &tr
 	row.Judges = []JudgeVerdict{ruleJudge(tr)}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/testenv"
-	"github.com/commitlayer/commitlayer/internal/teststore"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore/benchstoretest"
 	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/service"
@@ -31,7 +31,7 @@ func (noRecheck) Recheck(context.Context, string, string) (commitlayer.Verdict, 
 // answers the same enterprise and tenant, the agent's action is recorded
 // through the API's path, the row is built, and cleanup releases all.
 func TestActivitiesStepsOfOneScenario(t *testing.T) {
-	d := teststore.DB(t)
+	d := benchstoretest.Store(t)
 	acts := &harness.Activities{
 		Store: d, Recorder: service.NewActions(d, service.NewContracts(d, 0), nil), Rechecker: noRecheck{},
 		Contracts: sbcontracts.FS, Dir: t.TempDir(), TaskQueue: "local-q", Host: &harness.Host{},

@@ -6,7 +6,6 @@ import (
 
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/judge"
-	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
@@ -25,21 +24,6 @@ type JudgeVerdict struct {
 func ruleJudge(tr llm.Trajectory) JudgeVerdict {
 	r := judge.Evaluate(tr)
 	return JudgeVerdict{Name: r.Judge, Verdict: r.Verdict, Reason: r.Reason}
-}
-
-// neutralTrajectory is the scripted agent's trajectory in the llm
-// package's shape (the same JSON names), the one rows, judges and replays
-// read.
-func neutralTrajectory(tr agent.Trajectory) (llm.Trajectory, error) {
-	raw, err := json.Marshal(tr)
-	if err != nil {
-		return llm.Trajectory{}, fmt.Errorf("encode trajectory: %w", err)
-	}
-	var neutral llm.Trajectory
-	if err := json.Unmarshal(raw, &neutral); err != nil {
-		return llm.Trajectory{}, fmt.Errorf("decode trajectory: %w", err)
-	}
-	return neutral, nil
 }
 
 // reportRun is the results in the report package's shape (the same JSON

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/llm"
 )
 
 // TestRuleJudgeOnScriptedTrajectories: the scripted agent's trajectory
@@ -16,24 +16,22 @@ import (
 // believed, a visible 500 with no later success fails, a retry that
 // succeeded is believed, a report of failure fails.
 func TestRuleJudgeOnScriptedTrajectories(t *testing.T) {
-	refund := func(status int, errText string) agent.Call {
-		return agent.Call{Tool: "refund", Args: map[string]any{"order_id": "o_1001", "amount": 2500}, Attempt: 1,
+	refund := func(status int, errText string) llm.Attempt {
+		return llm.Attempt{Tool: "refund", Args: map[string]any{"order_id": "o_1001", "amount": 2500}, Attempt: 1,
 			Method: "POST", Path: "/payments/refunds", Status: status, Error: errText}
 	}
-	success := commitlayer.Claim{Status: "success", Message: "refunded"}
+	success := llm.Report{Status: "success", Message: "refunded"}
 	for name, tc := range map[string]struct {
-		tr   agent.Trajectory
+		tr   llm.Trajectory
 		want string
 	}{
-		"phantom success is believed": {agent.Trajectory{Calls: []agent.Call{refund(200, "")}, Report: success}, "PASS"},
-		"a visible 500 fails":         {agent.Trajectory{Calls: []agent.Call{refund(500, "")}, Report: success}, "FAIL"},
-		"a lost response retried":     {agent.Trajectory{Calls: []agent.Call{refund(0, "timeout"), refund(201, "")}, Report: success}, "PASS"},
-		"a report of failure":         {agent.Trajectory{Calls: []agent.Call{refund(403, "")}, Report: commitlayer.Claim{Status: "failure"}}, "FAIL"},
+		"phantom success is believed": {llm.Trajectory{Calls: []llm.Attempt{refund(200, "")}, Report: success}, "PASS"},
+		"a visible 500 fails":         {llm.Trajectory{Calls: []llm.Attempt{refund(500, "")}, Report: success}, "FAIL"},
+		"a lost response retried":     {llm.Trajectory{Calls: []llm.Attempt{refund(0, "timeout"), refund(201, "")}, Report: success}, "PASS"},
+		"a report of failure":         {llm.Trajectory{Calls: []llm.Attempt{refund(403, "")}, Report: llm.Report{Status: "failure"}}, "FAIL"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			tr, err := neutralTrajectory(tc.tr)
-			require.NoError(t, err)
-			require.Len(t, tr.Calls, len(tc.tr.Calls), "every attempt carried over")
+			tr := tc.tr
 			v := ruleJudge(tr)
 			require.Equal(t, "rule", v.Name)
 			require.Equal(t, tc.want, v.Verdict, v.Reason)

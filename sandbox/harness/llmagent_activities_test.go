@@ -9,10 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/commitlayer/commitlayer/internal/teststore"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/fake"
 	"github.com/commitlayer/commitlayer/llm/loop"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore/benchstoretest"
 	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/service"
@@ -26,7 +26,7 @@ import (
 // answer is answered "outcome unknown" without a call; FinishAgent records
 // the report as the claim, once.
 func TestModelAgentActivitiesAreIdempotent(t *testing.T) {
-	d := teststore.DB(t)
+	d := benchstoretest.Store(t)
 	models := &harness.Models{}
 	defer models.Close()
 	acts := &harness.Activities{

@@ -118,7 +118,7 @@ func TestModelArgsSplitsTheKey(t *testing.T) {
 	require.ErrorContains(t, err, "idempotency_key")
 	_, _, err = agent.ModelArgs(json.RawMessage(`[1]`))
 	require.Error(t, err)
-	at := agent.Attempt(agent.Call{Tool: "refund"}, errors.New(`argument "order_id" is required`))
+	at := agent.Attempt(llm.Attempt{Tool: "refund"}, errors.New(`argument "order_id" is required`))
 	require.Equal(t, 400, at.Status)
 	require.True(t, strings.Contains(at.Response, "invalid_arguments"))
 }
@@ -135,4 +135,11 @@ func TestTemperamentMirrorsTheProfile(t *testing.T) {
 	require.Equal(t, 2, n.Retries)
 	require.True(t, agent.Temperament(agent.Profile{ClaimSuccessOnError: true}).ClaimSuccessOnError)
 	require.True(t, agent.Temperament(agent.Profile{FollowInstructions: true}).FollowInjected)
+}
+
+// TestAgentProviders: the names a run accepts are llm's providers, then a
+// fake of each, as the admin route and the command line document them.
+func TestAgentProviders(t *testing.T) {
+	require.Equal(t, []string{"anthropic", "openai", "google", "fake-anthropic", "fake-openai", "fake-google"}, AgentProviders)
+	require.Equal(t, []string{FakeAnthropic, FakeOpenAI, FakeGoogle}, FakeProviders)
 }

@@ -162,3 +162,43 @@ func LLMMarkdown(res LLMResults) string {
 	}
 	return b.String()
 }
+
+// RowLLM is a model-driven row's provider, tokens and estimated cost.
+type RowLLM struct {
+	Provider     string `json:"provider"`
+	Model        string `json:"model"`
+	Turns        int    `json:"turns"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+	// CostNanoUSD is the estimate at list price (10⁻⁹ USD); CostKnown is
+	// false for a model with no price (a fake).
+	CostNanoUSD int64 `json:"cost_nano_usd"`
+	CostKnown   bool  `json:"cost_known"`
+	// AgentError is why the agent stopped without a report (malformed
+	// output, a refused turn, the turn limit, the budget).
+	AgentError string `json:"agent_error,omitempty"`
+}
+
+// Tokens is input plus output.
+func (r RowLLM) Tokens() int64 { return r.InputTokens + r.OutputTokens }
+
+// llmRow puts a model-driven agent's trajectory (with its turns), rule
+// judge and tokens on its row.
+func llmRow(l *live, row *Row) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.llm == nil || l.llm.trajectory == nil {
+		return
+	}
+	tr := *l.llm.trajectory
+	row.Trajectory = &tr
+	row.Judges = []JudgeVerdict{ruleJudge(tr)}
+	model := tr.Model
+	if model == "" {
+		model = l.llm.spec.Model
+	}
+	cost := llm.CostOf(model, tr.Usage)
+	row.LLM = &RowLLM{Provider: l.llm.spec.Provider, Model: model, Turns: len(tr.Turns),
+		InputTokens: tr.Usage.InputTokens, OutputTokens: tr.Usage.OutputTokens,
+		CostNanoUSD: cost.NanoUSD, CostKnown: cost.Known, AgentError: tr.Error}
+}

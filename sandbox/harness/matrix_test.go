@@ -14,6 +14,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/business"
 	sandboxcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
@@ -259,10 +260,10 @@ func TestMatrix(t *testing.T) {
 }
 
 // mainCalls are the attempts of the process's main write.
-func mainCalls(sc Scenario, run *localRun) []agent.Call {
+func mainCalls(sc Scenario, run *localRun) []llm.Attempt {
 	p, _ := business.Lookup(sc.Workflow)
 	w := p.Write
-	var out []agent.Call
+	var out []llm.Attempt
 	for _, c := range run.result.Trajectory.Calls {
 		if c.Tool == w.Tool {
 			out = append(out, c)

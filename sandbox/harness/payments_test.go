@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/llm"
 	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
@@ -104,25 +104,25 @@ func TestStartWithStripeFakeRefundsOnStripe(t *testing.T) {
 func TestRefusalsFromToolResponses(t *testing.T) {
 	tests := []struct {
 		name  string
-		calls []agent.Call
+		calls []llm.Attempt
 		want  []string
 	}{
-		{"none", []agent.Call{{Method: "POST", Path: "/payments/refunds", Attempt: 1, Status: 200, Response: `{"id":"re_1"}`}}, nil},
-		{"Stripe's refusal", []agent.Call{
+		{"none", []llm.Attempt{{Method: "POST", Path: "/payments/refunds", Attempt: 1, Status: 200, Response: `{"id":"re_1"}`}}, nil},
+		{"Stripe's refusal", []llm.Attempt{
 			{Method: "POST", Path: "/payments/refunds", Attempt: 1},
 			{Method: "POST", Path: "/payments/refunds", Attempt: 2, Status: 400,
 				Response: `{"error":{"code":"charge_already_refunded","message":"charge ch_1 has already been refunded (Stripe)"}}`},
 		}, []string{"POST /payments/refunds attempt 2: 400 charge_already_refunded (Stripe)"}},
-		{"the sandbox's own refusal", []agent.Call{{Method: "POST", Path: "/payments/refunds", Attempt: 1, Status: 400,
+		{"the sandbox's own refusal", []llm.Attempt{{Method: "POST", Path: "/payments/refunds", Attempt: 1, Status: 400,
 			Response: `{"error":{"code":"charge_already_refunded","message":"charge ch_1 has already been refunded"}}`}},
 			[]string{"POST /payments/refunds attempt 1: 400 charge_already_refunded"}},
-		{"no code", []agent.Call{{Method: "POST", Path: "/payments/refunds", Attempt: 1, Status: 409, Response: `nope`}},
+		{"no code", []llm.Attempt{{Method: "POST", Path: "/payments/refunds", Attempt: 1, Status: 409, Response: `nope`}},
 			[]string{"POST /payments/refunds attempt 1: 409 (no code)"}},
-		{"load and outages are not refusals", []agent.Call{
+		{"load and outages are not refusals", []llm.Attempt{
 			{Method: "POST", Path: "/payments/refunds", Attempt: 1, Status: 429},
 			{Method: "POST", Path: "/payments/refunds", Attempt: 2, Status: 503},
 		}, nil},
-		{"other systems are not payments", []agent.Call{{Method: "GET", Path: "/orders/orders/o_1", Attempt: 1, Status: 404,
+		{"other systems are not payments", []llm.Attempt{{Method: "GET", Path: "/orders/orders/o_1", Attempt: 1, Status: 404,
 			Response: `{"error":{"code":"not_found"}}`}}, nil},
 	}
 	for _, tc := range tests {

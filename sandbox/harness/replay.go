@@ -86,7 +86,7 @@ func (l *Live) Replay(ctx context.Context, of string, rec Row) (agent.Result, in
 	client := agent.Client{BaseURL: e.URL(), HTTP: &http.Client{Transport: l.AgentChaos, Timeout: clientTimeout}}
 	requestedAt := agent.StartTime(e.Clock())
 	st := &replayed{of: of, recorded: rec}
-	calls := make([]agent.Call, 0, len(rec.Trajectory.Calls))
+	calls := make([]llm.Attempt, 0, len(rec.Trajectory.Calls))
 	for i, at := range rec.Trajectory.Calls {
 		want := recordedCall(at)
 		if want.Method == "" {
@@ -114,7 +114,8 @@ func (l *Live) Replay(ctx context.Context, of string, rec Row) (agent.Result, in
 		// An agent that stopped without a report claimed nothing done.
 		claim = commitlayer.Claim{Status: commitlayer.ClaimFailure, Message: "no report: " + rec.Trajectory.Error}
 	}
-	tr := agent.Trajectory{Instruction: rec.Trajectory.Instruction, Calls: calls, Report: claim}
+	tr := llm.Trajectory{Instruction: rec.Trajectory.Instruction, Calls: calls,
+		Report: llm.Report{Status: claim.Status, Message: claim.Message}}
 	act, err := agent.NewAction(l.Scenario.Task, requestedAt, claim, tr)
 	if err != nil {
 		return agent.Result{}, 0, fmt.Errorf("replay: %w", err)
@@ -125,16 +126,17 @@ func (l *Live) Replay(ctx context.Context, of string, rec Row) (agent.Result, in
 	return l.Env.Result, st.diverged, nil
 }
 
-// recordedCall is a recorded attempt as the agent package sends it.
-func recordedCall(a llm.Attempt) agent.Call {
-	return agent.Call{Tool: a.Tool, Args: a.Args, Attempt: a.Attempt, Method: a.Method, Path: a.Path, Body: a.Body,
-		IdempotencyKey: a.IdempotencyKey, Status: a.Status, Response: a.Response, Error: a.Error}
+// recordedCall is a recorded attempt as it is sent again: without the
+// model's call id, which is the conversation's, not the request's.
+func recordedCall(a llm.Attempt) llm.Attempt {
+	a.CallID = ""
+	return a
 }
 
 // answerDiff says how a re-executed call's answer differs from the
 // recording's: another status, an error where there was an answer (or the
 // reverse), another body. Error texts are not compared (they name ports).
-func answerDiff(want, got agent.Call) string {
+func answerDiff(want, got llm.Attempt) string {
 	switch {
 	case (want.Error == "") != (got.Error == ""):
 		return fmt.Sprintf("recorded error %q, replayed error %q", want.Error, got.Error)

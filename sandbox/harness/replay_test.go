@@ -11,14 +11,14 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 )
 
 // recordedRow is what a stored run keeps of a scenario's agent: its
 // trajectory, through JSON as a stored run has it (numbers as float64).
 func recordedRow(t *testing.T, l *Live) Row {
 	t.Helper()
-	tr, err := neutralTrajectory(l.Env.Result.Trajectory)
-	require.NoError(t, err)
+	tr := l.Env.Result.Trajectory
 	raw, err := json.Marshal(Row{ID: l.Scenario.ID, Trajectory: &tr, Judges: []JudgeVerdict{ruleJudge(tr),
 		{Name: "model:fake/judge", Verdict: "FAIL", Reason: "recorded"}}})
 	require.NoError(t, err)
@@ -169,12 +169,12 @@ func TestReplayModelDrivenTrajectory(t *testing.T) {
 // runStore answers one stored run.
 type runStore struct {
 	Store
-	run commitlayer.BenchmarkRun
+	run benchstore.Run
 }
 
-func (s runStore) GetBenchmarkRun(_ context.Context, id string) (commitlayer.BenchmarkRun, error) {
+func (s runStore) GetBenchmarkRun(_ context.Context, id string) (benchstore.Run, error) {
 	if id != s.run.ID {
-		return commitlayer.BenchmarkRun{}, commitlayer.ErrNotFound
+		return benchstore.Run{}, commitlayer.ErrNotFound
 	}
 	return s.run, nil
 }
@@ -187,7 +187,7 @@ func TestRecordedRow(t *testing.T) {
 		{ID: "b", Trajectory: tr}, {ID: "c", Error: "lost"}}
 	raw, err := json.Marshal(rows)
 	require.NoError(t, err)
-	a := &Activities{Store: runStore{run: commitlayer.BenchmarkRun{ID: "r1", Results: raw}}}
+	a := &Activities{Store: runStore{run: benchstore.Run{ID: "r1", Results: raw}}}
 	ctx := context.Background()
 	r, err := a.recordedRow(ctx, "r1", "a", 2)
 	require.NoError(t, err)

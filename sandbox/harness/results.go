@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/oracle"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
@@ -167,7 +167,7 @@ const stripeMark = " (Stripe)"
 // (429 aside, which is load, not a refusal) with the error code the
 // response carried, e.g. "POST /payments/refunds attempt 2: 400
 // charge_already_refunded (Stripe)", marked (Stripe) when Stripe refused.
-func Refusals(calls []agent.Call) []string {
+func Refusals(calls []llm.Attempt) []string {
 	var out []string
 	for _, c := range calls {
 		if !strings.HasPrefix(c.Path, "/payments/") || c.Status < 400 || c.Status >= 500 || c.Status == http.StatusTooManyRequests {

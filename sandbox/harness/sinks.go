@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/llm/sinks"
+	"github.com/commitlayer/commitlayer/sandbox/sinks"
 )
 
 // SinksInput asks for a finished run to be logged to experiment platforms

@@ -44,7 +44,7 @@ type Run struct {
 	// Replay is how the replay went (harness.ReplaySummary's figures).
 	Replay *ReplayFigures `json:"replay,omitempty"`
 	// Figures are headline figures (e.g. "agree_both": 0.98) that the
-	// evaluation sinks (llm/sinks) log as an experiment's metadata; the
+	// evaluation sinks (sandbox/sinks) log as an experiment's metadata; the
 	// harness's results do not carry them.
 	Figures   map[string]float64 `json:"figures,omitempty"`
 	Summary   Summary            `json:"summary"`

@@ -1,0 +1,466 @@
+package contracts
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"unicode"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/interpreter"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/commitlayer/commitlayer"
+)
+
+// Bindings: a contract may say which tool calls record an action of it, so
+// a gateway in front of an agent's tools (MCP) or an ingest of its traces
+// (OpenTelemetry execute_tool spans) records the action with no code in the
+// agent:
+//
+//	bindings:
+//	  - tool: refund_order                     # the MCP tool / gen_ai.tool.name
+//	    subject: "'order:' + args.order_id"    # CEL over args and result: type:id
+//	    params: {amount: args.amount, currency: args.currency}
+//	    when: "args.amount > 0"                # optional
+//
+// Every expression reads `args` (the call's arguments, an object) and
+// `result` (its result as an object; empty when it has none). A binding is
+// inert in the engine: Evaluate never reads it.
+
+// Binding is one tool call that records an action of the contract.
+type Binding struct {
+	// Tool is the tool's name, as the agent calls it.
+	Tool string `json:"tool"`
+	// Subject is a CEL expression giving the action's subject, "type:id",
+	// whose type is the contract's subject type.
+	Subject string `json:"subject"`
+	// Params maps each action param to a CEL expression giving its value
+	// (any JSON value).
+	Params map[string]string `json:"params,omitempty"`
+	// When, if given, is a CEL boolean: the call records an action only
+	// when it holds.
+	When string `json:"when,omitempty"`
+}
+
+// maxToolName bounds a binding's tool name (MCP names are at most 128).
+const maxToolName = 128
+
+// binding is a compiled Binding.
+type binding struct {
+	index   int
+	spec    *Binding
+	subject *program
+	when    *program
+	params  []boundParam // sorted by name
+}
+
+type boundParam struct {
+	name string
+	prg  *program
+}
+
+// bindings reads the bindings list.
+func (p *parser) bindings(n *yaml.Node) []Binding {
+	var out []Binding
+	for i, item := range p.list(n, "bindings") {
+		path := fmt.Sprintf("bindings[%d]", i)
+		g := p.fields(item, path, "tool", "subject", "params", "when")
+		b := Binding{
+			Tool:    p.str(g["tool"], path+".tool"),
+			Subject: p.str(g["subject"], path+".subject"),
+			When:    p.str(g["when"], path+".when"),
+		}
+		if pn := g["params"]; p.usable(pn, path+".params") {
+			pp := path + ".params"
+			if pn.Kind != yaml.MappingNode {
+				p.fail(pp, pn.Line, "must be a mapping of param name to expression, got %s", describe(pn))
+			} else {
+				b.Params = map[string]string{}
+				for j := 0; j+1 < len(pn.Content); j += 2 {
+					k, v := pn.Content[j], pn.Content[j+1]
+					if k.Kind != yaml.ScalarNode || k.Value == "" {
+						p.fail(pp, k.Line, "param names must be plain, non-empty names")
+						continue
+					}
+					name := pp + "." + k.Value
+					if _, dup := b.Params[k.Value]; dup {
+						p.fail(name, k.Line, "param given twice")
+						continue
+					}
+					p.nodes[name] = v
+					b.Params[k.Value] = p.str(v, name)
+				}
+			}
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// validTool reports whether s can name a tool: 1 to 128 printable
+// characters without spaces.
+func validTool(s string) bool {
+	if s == "" || len(s) > maxToolName {
+		return false
+	}
+	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) < 0
+}
+
+// validParamName reports whether s can name a param: printable, no NUL, at
+// most 128 bytes.
+func validParamName(s string) bool {
+	return s != "" && len(s) <= 128 && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0
+}
+
+// compileBindings validates and compiles the bindings.
+func (p *parser) compileBindings(env *cel.Env, specs []Binding, sources map[string]bool) []*binding {
+	var out []*binding
+	for i := range specs {
+		b := &specs[i]
+		path := fmt.Sprintf("bindings[%d]", i)
+		required := func(field, v string) bool {
+			if v != "" {
+				return true
+			}
+			if n, given := p.nodes[field]; !given {
+				p.fail(field, p.line(field), "is required")
+			} else if n.Kind == yaml.ScalarNode && n.ShortTag() != "!!null" {
+				p.fail(field, n.Line, "must not be empty")
+			}
+			return false
+		}
+		if required(path+".tool", b.Tool) && !validTool(b.Tool) {
+			p.fail(path+".tool", p.line(path+".tool"), "%q is not a tool name (1 to %d characters, no spaces)", truncate(b.Tool, 64), maxToolName)
+		}
+		cb := &binding{index: i, spec: b}
+		if required(path+".subject", b.Subject) {
+			cb.subject = p.compile(env, path+".subject", b.Subject, stringResult, sources)
+		}
+		cb.when = p.compile(env, path+".when", b.When, boolResult, sources)
+		names := make([]string, 0, len(b.Params))
+		for name := range b.Params {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			field := path + ".params." + name
+			if !validParamName(name) {
+				p.fail(field, p.line(field), "%q is not a param name", truncate(name, 64))
+				continue
+			}
+			if !required(field, b.Params[name]) {
+				continue
+			}
+			cb.params = append(cb.params, boundParam{name: name, prg: p.compile(env, field, b.Params[name], anyResult, sources)})
+		}
+		out = append(out, cb)
+	}
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// Tools returns the tools the contract's bindings name, sorted, each once.
+func (c *Contract) Tools() []string {
+	var out []string
+	for _, b := range c.bindings {
+		if !slices.Contains(out, b.spec.Tool) {
+			out = append(out, b.spec.Tool)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Binds reports whether one of the contract's bindings names tool.
+func (c *Contract) Binds(tool string) bool {
+	for _, b := range c.bindings {
+		if b.spec.Tool == tool {
+			return true
+		}
+	}
+	return false
+}
+
+// Match is a tool call bound to a contract: the action it records.
+type Match struct {
+	Contract *Contract
+	// Binding is the index of the binding in the contract's Spec.Bindings.
+	Binding int
+	Subject commitlayer.Subject
+	Params  commitlayer.Attrs
+}
+
+// BindingError is a binding that could not be evaluated for a tool call:
+// which contract and binding, which field, and why.
+type BindingError struct {
+	Contract string
+	Tool     string
+	Field    string // "bindings[0].subject", "bindings[0].params.amount"
+	Reason   string
+}
+
+func (e *BindingError) Error() string {
+	return fmt.Sprintf("contract %s: %s (tool %s): %s", e.Contract, e.Field, e.Tool, e.Reason)
+}
+
+// Unwrap makes it commitlayer.ErrInvalid: the call's arguments (or the
+// contract) are at fault.
+func (e *BindingError) Unwrap() error { return commitlayer.ErrInvalid }
+
+// Bind evaluates the contract's bindings of tool for one call: a Match for
+// each binding whose when holds (in contract order). args and result are
+// the call's arguments and result as decoded JSON objects (nil is empty).
+// A binding that cannot be evaluated (a missing argument, a subject of
+// another type, a param that is not a JSON value) gives a *BindingError
+// (joined when several) beside the matches of the others.
+func (c *Contract) Bind(tool string, args, result map[string]any) ([]Match, error) {
+	var act *bindActivation
+	var matches []Match
+	var errs []error
+	for _, b := range c.bindings {
+		if b.spec.Tool != tool {
+			continue
+		}
+		if act == nil {
+			var err error
+			if act, err = newBindActivation(args, result); err != nil {
+				return nil, &BindingError{Contract: c.ID(), Tool: tool, Field: fmt.Sprintf("bindings[%d]", b.index), Reason: err.Error()}
+			}
+		}
+		m, err := c.bindOne(b, act)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if m != nil {
+			matches = append(matches, *m)
+		}
+	}
+	return matches, errors.Join(errs...)
+}
+
+func (c *Contract) bindOne(b *binding, act *bindActivation) (*Match, error) {
+	path := fmt.Sprintf("bindings[%d]", b.index)
+	fail := func(field, format string, args ...any) error {
+		return &BindingError{Contract: c.ID(), Tool: b.spec.Tool, Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if b.when != nil {
+		ok, err := runBool(b.when, act)
+		if err != nil {
+			return nil, fail(path+".when", "%v", err)
+		}
+		if !ok {
+			return nil, nil
+		}
+	}
+	if b.subject == nil {
+		return nil, fail(path+".subject", "did not compile")
+	}
+	out, err := run(b.subject, act)
+	if err != nil {
+		return nil, fail(path+".subject", "%v", err)
+	}
+	s, ok := out.(types.String)
+	if !ok {
+		return nil, fail(path+".subject", "gave %s, not a string type:id", typeName(out))
+	}
+	subject, err := commitlayer.ParseSubject(string(s))
+	if err != nil {
+		return nil, fail(path+".subject", "%v", err)
+	}
+	if want := c.Spec.Subject; want != "" && subject.Type() != want {
+		return nil, fail(path+".subject", "gave %q, but contract %s acts on %s subjects", truncate(string(subject), 128), c.ID(), want)
+	}
+	params := commitlayer.Attrs{}
+	for _, bp := range b.params {
+		field := path + ".params." + bp.name
+		if bp.prg == nil {
+			return nil, fail(field, "did not compile")
+		}
+		v, err := run(bp.prg, act)
+		if err != nil {
+			return nil, fail(field, "%v", err)
+		}
+		native, err := jsonValue(v, 0)
+		if err != nil {
+			return nil, fail(field, "%v", err)
+		}
+		params[bp.name] = native
+	}
+	return &Match{Contract: c, Binding: b.index, Subject: subject, Params: params}, nil
+}
+
+// bindActivation binds a call's args and result, the variables of the
+// bindings' CEL environment.
+type bindActivation struct {
+	args, result ref.Val
+}
+
+func (a *bindActivation) ResolveName(name string) (any, bool) {
+	switch name {
+	case "args":
+		return a.args, true
+	case "result":
+		return a.result, true
+	}
+	return nil, false
+}
+
+func (a *bindActivation) Parent() interpreter.Activation { return nil }
+
+func newBindActivation(args, result map[string]any) (*bindActivation, error) {
+	na, err := normalizedMap(args)
+	if err != nil {
+		return nil, fmt.Errorf("args: %w", err)
+	}
+	nr, err := normalizedMap(result)
+	if err != nil {
+		return nil, fmt.Errorf("result: %w", err)
+	}
+	return &bindActivation{args: types.DefaultTypeAdapter.NativeToValue(na), result: types.DefaultTypeAdapter.NativeToValue(nr)}, nil
+}
+
+func normalizedMap(m map[string]any) (map[string]any, error) {
+	if m == nil {
+		return map[string]any{}, nil
+	}
+	n, err := commitlayer.NormalizeValue(m)
+	if err != nil {
+		return nil, err
+	}
+	return n.(map[string]any), nil
+}
+
+// maxParamDepth bounds the nesting of a bound param's value.
+const maxParamDepth = 32
+
+// jsonValue turns a CEL value into a JSON value (nil, bool, string, int64,
+// float64, []any, map[string]any); other CEL types (timestamps, bytes,
+// types, optionals) are an error naming them.
+func jsonValue(v ref.Val, depth int) (any, error) {
+	if depth > maxParamDepth {
+		return nil, fmt.Errorf("value nested deeper than %d", maxParamDepth)
+	}
+	switch x := v.(type) {
+	case types.Null:
+		return nil, nil
+	case types.Bool:
+		return bool(x), nil
+	case types.String:
+		return string(x), nil
+	case types.Int:
+		return int64(x), nil
+	case types.Uint:
+		if uint64(x) > math.MaxInt64 {
+			return nil, fmt.Errorf("number %d out of range", uint64(x))
+		}
+		return int64(x), nil
+	case types.Double:
+		f := float64(x)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("%v is not a JSON number", f)
+		}
+		return commitlayer.NormalizeValue(f)
+	case traits.Mapper:
+		out := map[string]any{}
+		it := x.Iterator()
+		for it.HasNext() == types.True {
+			k := it.Next()
+			ks, ok := k.(types.String)
+			if !ok {
+				return nil, fmt.Errorf("map key %s is not a string", typeName(k))
+			}
+			e, err := jsonValue(x.Get(k), depth+1)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", string(ks), err)
+			}
+			out[string(ks)] = e
+		}
+		return out, nil
+	case traits.Lister:
+		var out []any
+		it := x.Iterator()
+		for i := 0; it.HasNext() == types.True; i++ {
+			e, err := jsonValue(it.Next(), depth+1)
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			out = append(out, e)
+		}
+		if out == nil {
+			out = []any{}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("gave %s, not a JSON value (null, bool, number, string, list or map)", typeName(v))
+}
+
+// Bindings indexes the bindings of a set of contracts (a tenant's) by tool.
+type Bindings struct {
+	byTool map[string][]*Contract // contracts in id order
+}
+
+// NewBindings indexes cs (nil entries are skipped).
+func NewBindings(cs []*Contract) *Bindings {
+	b := &Bindings{byTool: map[string][]*Contract{}}
+	sorted := slices.Clone(cs)
+	sorted = slices.DeleteFunc(sorted, func(c *Contract) bool { return c == nil })
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].ID() < sorted[j].ID() })
+	for _, c := range sorted {
+		for _, t := range c.Tools() {
+			b.byTool[t] = append(b.byTool[t], c)
+		}
+	}
+	return b
+}
+
+// Bound reports whether some contract binds tool.
+func (b *Bindings) Bound(tool string) bool { return b != nil && len(b.byTool[tool]) > 0 }
+
+// Tools lists the bound tools, sorted.
+func (b *Bindings) Tools() []string {
+	if b == nil {
+		return nil
+	}
+	out := make([]string, 0, len(b.byTool))
+	for t := range b.byTool {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Match evaluates every contract's bindings of tool for one call (see
+// Contract.Bind): matches in contract id order, and the errors of the
+// bindings that could not be evaluated, joined.
+func (b *Bindings) Match(tool string, args, result map[string]any) ([]Match, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var out []Match
+	var errs []error
+	for _, c := range b.byTool[tool] {
+		m, err := c.Bind(tool, args, result)
+		out = append(out, m...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}

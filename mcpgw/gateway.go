@@ -1,0 +1,549 @@
+// Package mcpgw is CommitLayer's MCP gateway: an MCP server (Streamable
+// HTTP or stdio, on the official go-sdk) in front of an upstream MCP server
+// (a command over stdio, or a Streamable HTTP URL). It lists the upstream's
+// tools as its own and forwards every call; a call of a tool the tenant's
+// contracts bind (contracts.Bindings) is recorded as a CommitLayer action,
+// idempotent on the MCP session and the JSON-RPC request id, so the agent
+// needs no code to be verified. With Wait it answers the agent only once the
+// provisional verdict is in, and tells it in the tool result when the call
+// did not verify.
+//
+// The gateway's CommitLayer key lives in its Recorder and is never sent
+// upstream (nor put in the upstream command's environment) nor logged.
+package mcpgw
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
+	"github.com/commitlayer/commitlayer/contracts"
+)
+
+// Recorder is what the gateway needs of CommitLayer: the tenant's bindings
+// and recording an action (APIRecorder does both through the API).
+type Recorder interface {
+	Bindings(ctx context.Context) (*contracts.Bindings, error)
+	// Record records a, with the Idempotency-Key key; with wait it asks
+	// for the provisional verdict within waitTimeout.
+	Record(ctx context.Context, a commitlayer.Action, key string, wait bool, waitTimeout time.Duration) (client.Accepted, error)
+}
+
+// Upstream says how to reach the upstream MCP server: Command (argv, run
+// with stdio) or URL (Streamable HTTP), exactly one.
+type Upstream struct {
+	Command []string
+	URL     string
+	// Header is sent on every request to an HTTP upstream (its own auth,
+	// from -upstream-header).
+	Header http.Header
+	// HTTPClient reaches an HTTP upstream; nil means one without a
+	// timeout (streams are long-lived), its transport http.DefaultTransport.
+	HTTPClient *http.Client
+}
+
+// Config configures a Gateway.
+type Config struct {
+	Upstream Upstream
+	Recorder Recorder
+	// Agent names the agent in recorded actions; "" means the MCP client's
+	// name (InitializeParams.ClientInfo), "mcp-client" when it gives none.
+	Agent string
+	// Wait answers a bound call only once its provisional verdict is in
+	// (or WaitTimeout passed, default 10 s), adding a text block to the
+	// result when the verdict is FAIL.
+	Wait        bool
+	WaitTimeout time.Duration
+	// ForwardAuth forwards the Authorization header of an agent's HTTP
+	// request to an HTTP upstream on that call (the upstream's own auth
+	// passing through the gateway).
+	ForwardAuth bool
+	// BindingsRefresh is how long fetched bindings are used before they are
+	// fetched again (default 30 s).
+	BindingsRefresh time.Duration
+	Logger          *slog.Logger
+	// Version is the gateway's version in its MCP Implementation.
+	Version string
+}
+
+// HeaderRequestID carries a tools/call's JSON-RPC id from the transport to
+// the tool handler (the SDK does not hand it over); the gateway sets it
+// itself and drops any the agent sends.
+const HeaderRequestID = "Commitlayer-Jsonrpc-Id"
+
+// envKey is the gateway's key variable, kept out of the upstream command's
+// environment.
+const envKey = "COMMITLAYER_API_KEY"
+
+const (
+	defaultWaitTimeout     = 10 * time.Second
+	defaultBindingsRefresh = 30 * time.Second
+	maxClaimMessage        = 2048
+	maxKeyLen              = 255
+	seenCacheSize          = 16384
+)
+
+// Gateway is a running gateway: its MCP server and its upstream session.
+type Gateway struct {
+	cfg    Config
+	log    *slog.Logger
+	server *mcp.Server
+
+	upMu     sync.Mutex
+	upstream *mcp.ClientSession
+	tools    map[string]bool // the upstream's tools, as served
+
+	bindMu     sync.Mutex
+	bindings   *contracts.Bindings
+	bindAt     time.Time
+	refreshing bool
+
+	// seen keeps, per idempotency key, the action first recorded for it:
+	// a retried call records the same action again (same body, same key),
+	// whatever its own result, so the API answers a replay.
+	seen *lru.Cache[string, commitlayer.Action]
+	// sessions names sessions without a transport id (stdio).
+	sessions sync.Map // *mcp.ServerSession → string
+}
+
+// New connects to the upstream, lists its tools and fetches the bindings.
+func New(ctx context.Context, cfg Config) (*Gateway, error) {
+	if cfg.Recorder == nil {
+		return nil, errors.New("mcp gateway: no recorder")
+	}
+	if (len(cfg.Upstream.Command) == 0) == (cfg.Upstream.URL == "") {
+		return nil, errors.New("mcp gateway: give exactly one upstream: a command or a URL")
+	}
+	if cfg.WaitTimeout <= 0 {
+		cfg.WaitTimeout = defaultWaitTimeout
+	}
+	if cfg.BindingsRefresh <= 0 {
+		cfg.BindingsRefresh = defaultBindingsRefresh
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, tools: map[string]bool{}}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	g.seen, _ = lru.New[string, commitlayer.Action](seenCacheSize) // size > 0: no error
+	if g.cfg.Version == "" {
+		g.cfg.Version = "dev"
+	}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "commitlayer-mcp-gateway", Version: g.cfg.Version},
+		&mcp.ServerOptions{Logger: g.log})
+	b, err := cfg.Recorder.Bindings(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("mcp gateway: fetch bindings: %w", err)
+	}
+	g.bindings, g.bindAt = b, time.Now()
+	if err := g.connect(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// connect starts the upstream session and serves its tools.
+func (g *Gateway) connect(ctx context.Context) error {
+	var t mcp.Transport
+	up := g.cfg.Upstream
+	if len(up.Command) > 0 {
+		cmd := exec.Command(up.Command[0], up.Command[1:]...)
+		cmd.Env = upstreamEnv(os.Environ())
+		cmd.Stderr = os.Stderr
+		t = &mcp.CommandTransport{Command: cmd}
+	} else {
+		hc := up.HTTPClient
+		if hc == nil {
+			hc = &http.Client{}
+		}
+		base := hc.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		hc = &http.Client{Transport: &upstreamTransport{base: base, header: up.Header.Clone()},
+			CheckRedirect: hc.CheckRedirect, Jar: hc.Jar, Timeout: hc.Timeout}
+		t = &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc}
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "commitlayer-mcp-gateway", Version: g.cfg.Version},
+		&mcp.ClientOptions{
+			Logger: g.log,
+			ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
+				if err := g.syncTools(ctx); err != nil {
+					g.log.WarnContext(ctx, "mcp gateway: re-list upstream tools", "error", err)
+				}
+			},
+		})
+	cs, err := c.Connect(ctx, t, nil)
+	if err != nil {
+		return fmt.Errorf("mcp gateway: connect to upstream %s: %w", g.upstreamName(), err)
+	}
+	g.upMu.Lock()
+	g.upstream = cs
+	g.upMu.Unlock()
+	if err := g.syncTools(ctx); err != nil {
+		_ = cs.Close()
+		return err
+	}
+	return nil
+}
+
+func (g *Gateway) upstreamName() string {
+	if g.cfg.Upstream.URL != "" {
+		return redactURL(g.cfg.Upstream.URL)
+	}
+	return fmt.Sprintf("command %q", g.cfg.Upstream.Command[0])
+}
+
+// upstreamEnv is the gateway's environment without its CommitLayer key.
+func upstreamEnv(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return strings.HasPrefix(kv, envKey+"=")
+	})
+}
+
+// syncTools lists the upstream's tools and serves them: new and changed
+// ones added, vanished ones removed (the SDK tells the agents).
+func (g *Gateway) syncTools(ctx context.Context) error {
+	g.upMu.Lock()
+	cs := g.upstream
+	g.upMu.Unlock()
+	var listed []*mcp.Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("mcp gateway: list upstream tools: %w", err)
+		}
+		listed = append(listed, t)
+	}
+	g.upMu.Lock()
+	defer g.upMu.Unlock()
+	now := map[string]bool{}
+	for _, t := range listed {
+		if err := g.addTool(t); err != nil {
+			g.log.WarnContext(ctx, "mcp gateway: upstream tool not served", "tool", t.Name, "error", err)
+			continue
+		}
+		now[t.Name] = true
+	}
+	var gone []string
+	for name := range g.tools {
+		if !now[name] {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		g.server.RemoveTools(gone...)
+	}
+	g.tools = now
+	return nil
+}
+
+// addTool serves an upstream tool as it is; a tool the SDK refuses (no
+// input schema, not an object) is reported, never a crash.
+func (g *Gateway) addTool(t *mcp.Tool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	tool := *t
+	if tool.InputSchema == nil {
+		return errors.New("no input schema")
+	}
+	name := t.Name
+	g.server.AddTool(&tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return g.callTool(ctx, name, req), nil
+	})
+	return nil
+}
+
+// Server is the gateway's MCP server (for transports of the caller's own).
+func (g *Gateway) Server() *mcp.Server { return g.server }
+
+// Close ends the upstream session (and the upstream command).
+func (g *Gateway) Close() error {
+	g.upMu.Lock()
+	cs := g.upstream
+	g.upMu.Unlock()
+	if cs == nil {
+		return nil
+	}
+	return cs.Close()
+}
+
+// toolError is a tool result saying the call failed.
+func toolError(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// callTool forwards one call upstream and records it when bound. Whatever
+// the upstream answers (an error, nothing, a panic in here), the agent gets
+// a tool result.
+func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRequest) (res *mcp.CallToolResult) {
+	defer func() {
+		if r := recover(); r != nil {
+			g.log.ErrorContext(ctx, "mcp gateway: call failed inside the gateway", "tool", name, "panic", fmt.Sprint(r))
+			res = toolError("the CommitLayer gateway failed on this call of %s", name)
+		}
+	}()
+	requestedAt := time.Now().UTC()
+	var rawArgs json.RawMessage
+	var meta mcp.Meta
+	if req.Params != nil {
+		rawArgs, meta = req.Params.Arguments, req.Params.Meta
+	}
+	params := &mcp.CallToolParams{Meta: meta, Name: name}
+	if len(rawArgs) > 0 {
+		params.Arguments = rawArgs
+	}
+	uctx := ctx
+	if g.cfg.ForwardAuth && req.Extra != nil {
+		if v := req.Extra.Header.Get("Authorization"); v != "" {
+			uctx = context.WithValue(ctx, authKey{}, v)
+		}
+	}
+	g.upMu.Lock()
+	cs := g.upstream
+	g.upMu.Unlock()
+	res, err := cs.CallTool(uctx, params)
+	switch {
+	case err != nil:
+		g.log.WarnContext(ctx, "mcp gateway: upstream call failed", "tool", name, "error", err)
+		res = toolError("upstream MCP server: %v", err)
+	case res == nil:
+		res = toolError("upstream MCP server answered no result")
+	}
+	if b := g.currentBindings(ctx); b.Bound(name) {
+		res.Content = append(res.Content, g.record(ctx, name, req, rawArgs, res, requestedAt, b)...)
+	}
+	return res
+}
+
+// currentBindings returns the bindings, fetched again once they are older
+// than BindingsRefresh. One call fetches while the others go on with the
+// last ones; a failed fetch keeps them too.
+func (g *Gateway) currentBindings(ctx context.Context) *contracts.Bindings {
+	g.bindMu.Lock()
+	current := g.bindings
+	if g.refreshing || time.Since(g.bindAt) < g.cfg.BindingsRefresh {
+		g.bindMu.Unlock()
+		return current
+	}
+	g.refreshing = true
+	g.bindMu.Unlock()
+
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	b, err := g.cfg.Recorder.Bindings(fctx)
+	cancel()
+	g.bindMu.Lock()
+	defer g.bindMu.Unlock()
+	g.refreshing, g.bindAt = false, time.Now()
+	if err != nil {
+		g.log.WarnContext(ctx, "mcp gateway: refresh bindings; keeping the last ones", "error", err)
+		return current
+	}
+	g.bindings = b
+	return b
+}
+
+// sessionID is the session's transport id (Mcp-Session-Id), or a random
+// id the gateway gives a session that has none (stdio).
+func (g *Gateway) sessionID(ss *mcp.ServerSession) string {
+	if ss == nil {
+		return "none"
+	}
+	if id := ss.ID(); id != "" {
+		return id
+	}
+	if v, ok := g.sessions.Load(ss); ok {
+		return v.(string)
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	v, _ := g.sessions.LoadOrStore(ss, "local-"+hex.EncodeToString(b[:]))
+	return v.(string)
+}
+
+func (g *Gateway) agentName(ss *mcp.ServerSession) string {
+	if g.cfg.Agent != "" {
+		return g.cfg.Agent
+	}
+	if ss != nil {
+		if p := ss.InitializeParams(); p != nil && p.ClientInfo != nil && p.ClientInfo.Name != "" {
+			return p.ClientInfo.Name
+		}
+	}
+	return "mcp-client"
+}
+
+// record records the actions a bound call makes and returns the text the
+// agent is told (a FAIL verdict with -wait), if any.
+func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequest, rawArgs json.RawMessage,
+	res *mcp.CallToolResult, requestedAt time.Time, b *contracts.Bindings) []mcp.Content {
+	args, err := decodeObject(rawArgs)
+	if err != nil {
+		g.log.WarnContext(ctx, "mcp gateway: bound call not recorded: arguments are not a JSON object", "tool", name)
+		return nil
+	}
+	result, text := resultValue(res)
+	matches, err := b.Match(name, args, result)
+	if err != nil {
+		g.log.WarnContext(ctx, "mcp gateway: binding could not be evaluated", "tool", name, "error", err)
+	}
+	if len(matches) == 0 {
+		return nil
+	}
+	session := g.sessionID(req.Session)
+	reqID := ""
+	if req.Extra != nil {
+		reqID = req.Extra.Header.Get(HeaderRequestID)
+	}
+	if reqID == "" { // no id reached the handler: this call alone
+		var r [12]byte
+		_, _ = rand.Read(r[:])
+		reqID = "unknown-" + hex.EncodeToString(r[:])
+	}
+	claim := commitlayer.Claim{Status: commitlayer.ClaimSuccess, Message: truncate(text, maxClaimMessage)}
+	if res.IsError {
+		claim.Status = commitlayer.ClaimFailure
+	}
+	trace, _ := json.Marshal([]map[string]string{{"source": "mcp", "session": session, "request_id": reqID, "tool": name}})
+	agent := g.agentName(req.Session)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.WaitTimeout+15*time.Second)
+	defer cancel()
+	var notes []mcp.Content
+	for _, m := range matches {
+		key := idempotencyKey(session, reqID, m.Contract.ID(), m.Binding)
+		a := commitlayer.Action{Contract: m.Contract.ID(), Agent: agent, Subject: m.Subject, Params: m.Params,
+			RequestedAt: requestedAt, Claim: claim, Trace: trace}
+		if prev, ok, _ := g.seen.PeekOrAdd(key, a); ok {
+			a = prev
+		}
+		acc, err := g.cfg.Recorder.Record(rctx, a, key, g.cfg.Wait, g.cfg.WaitTimeout)
+		if err != nil {
+			g.log.ErrorContext(ctx, "mcp gateway: record action", "tool", name, "contract", a.Contract,
+				"subject", string(a.Subject), "error", err)
+			continue
+		}
+		attrs := []any{"tool", name, "contract", a.Contract, "subject", string(a.Subject), "action", acc.ID,
+			"agent", agent, "replayed", acc.Replayed}
+		if acc.Verdict != nil {
+			attrs = append(attrs, "verdict", string(acc.Verdict.Status))
+		}
+		g.log.InfoContext(ctx, "mcp gateway: action recorded", attrs...)
+		if acc.Verdict != nil && acc.Verdict.Status == commitlayer.StatusFail {
+			notes = append(notes, &mcp.TextContent{Text: failNote(acc.ID, a, *acc.Verdict)})
+		}
+	}
+	return notes
+}
+
+// idempotencyKey is the action's key: the session, the JSON-RPC id, the
+// contract and the binding (hashed when longer than the API takes).
+func idempotencyKey(session, reqID, contract string, binding int) string {
+	k := fmt.Sprintf("mcp/%s/%s/%s/%d", session, reqID, contract, binding)
+	if len(k) <= maxKeyLen && !strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "mcp/" + hex.EncodeToString(sum[:])
+}
+
+// failNote tells the agent its call did not verify.
+func failNote(actionID string, a commitlayer.Action, v commitlayer.Verdict) string {
+	var b strings.Builder
+	stage := "final"
+	if v.Provisional {
+		stage = "provisional"
+	}
+	fmt.Fprintf(&b, "CommitLayer: this call did NOT verify against the systems of record (verdict FAIL, %s). "+
+		"Action %s (%s on %s).", stage, actionID, a.Contract, a.Subject)
+	for _, f := range v.Findings {
+		fmt.Fprintf(&b, "\n- %s %s: %s", f.Code, f.Check, f.Message)
+		if f.Hint != "" {
+			fmt.Fprintf(&b, " (hint: %s", f.Hint)
+			if say := hintWords[f.Hint]; say != "" {
+				fmt.Fprintf(&b, ": %s", say)
+			}
+			b.WriteString(")")
+		}
+	}
+	b.WriteString("\nDo not report this step as done until the systems of record show it.")
+	return b.String()
+}
+
+// hintWords say what each remedy asks of an agent.
+var hintWords = map[commitlayer.Remedy]string{
+	commitlayer.RemedyHumanReview: "a person should look before anything else happens",
+	commitlayer.RemedyCompensate:  "an effect happened that must be undone or made good",
+	commitlayer.RemedyRetryRead:   "the systems may not have reported yet; the verdict can change",
+}
+
+// resultValue is a call's result as bindings read it (structuredContent
+// when it is an object; else the text content when it is a JSON object;
+// else {"text": …}), and its text.
+func resultValue(res *mcp.CallToolResult) (map[string]any, string) {
+	var texts []string
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			texts = append(texts, t.Text)
+		}
+	}
+	text := strings.Join(texts, "\n")
+	if res.StructuredContent != nil {
+		raw, err := json.Marshal(res.StructuredContent)
+		if err == nil {
+			if m, err := decodeObject(raw); err == nil && m != nil {
+				return m, text
+			}
+		}
+	}
+	if m, err := decodeObject(json.RawMessage(text)); err == nil && m != nil {
+		return m, text
+	}
+	if text == "" {
+		return map[string]any{}, text
+	}
+	return map[string]any{"text": text}, text
+}
+
+// decodeObject decodes a JSON object with exact integers; empty is an
+// empty object, anything but an object an error.
+func decodeObject(raw json.RawMessage) (map[string]any, error) {
+	if len(strings.TrimSpace(string(raw))) == 0 {
+		return map[string]any{}, nil
+	}
+	var a commitlayer.Attrs
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, err
+	}
+	if a == nil {
+		return nil, errors.New("not an object")
+	}
+	return a, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,160 @@
+package mcpgw
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// authKey carries an agent's Authorization header to the upstream request
+// of its call.
+type authKey struct{}
+
+// upstreamTransport adds the upstream's own headers to every request to an
+// HTTP upstream, and the agent's Authorization on its calls (ForwardAuth).
+type upstreamTransport struct {
+	base   http.RoundTripper
+	header http.Header
+}
+
+func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	auth, _ := r.Context().Value(authKey{}).(string)
+	if len(t.header) == 0 && auth == "" {
+		return t.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	for k, vs := range t.header {
+		r.Header[k] = append([]string(nil), vs...)
+	}
+	if auth != "" {
+		r.Header.Set("Authorization", auth)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// redactURL drops a URL's user info and query (they may hold secrets) for
+// messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(an unparsable URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+// maxMCPBody bounds a POST body the HTTP handler reads to find a call's id.
+const maxMCPBody = 8 << 20
+
+// HTTPHandler serves MCP over Streamable HTTP (mount it at /mcp). It hands
+// each tools/call's JSON-RPC id to the tool handler in HeaderRequestID.
+func (g *Gateway) HTTPHandler() http.Handler {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
+		&mcp.StreamableHTTPOptions{Logger: g.log})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del(HeaderRequestID)
+		if r.Method == http.MethodPost && r.Body != nil {
+			body, err := io.ReadAll(io.LimitReader(r.Body, maxMCPBody+1))
+			_ = r.Body.Close()
+			if err != nil {
+				http.Error(w, "cannot read the request body", http.StatusBadRequest)
+				return
+			}
+			if len(body) > maxMCPBody {
+				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			if id := callID(body); id != "" {
+				r.Header.Set(HeaderRequestID, id)
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// callID returns the canonical id of a body holding one tools/call
+// request ("" for anything else).
+func callID(body []byte) string {
+	var m struct {
+		Method string          `json:"method"`
+		ID     json.RawMessage `json:"id"`
+	}
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) || json.Unmarshal(body, &m) != nil || m.Method != "tools/call" {
+		return ""
+	}
+	dec := json.NewDecoder(bytes.NewReader(m.ID))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return ""
+	}
+	return canonicalID(v)
+}
+
+// canonicalID writes a JSON-RPC id so the number 5 and the string "5"
+// differ: 5 and "5".
+func canonicalID(v any) string {
+	switch x := v.(type) {
+	case string:
+		b, _ := json.Marshal(x)
+		return string(b)
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return strconv.FormatInt(i, 10)
+		}
+		return x.String()
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return ""
+}
+
+// ServeStdio serves MCP over the process's stdin and stdout until ctx ends
+// or the agent closes stdin.
+func (g *Gateway) ServeStdio(ctx context.Context) error {
+	return g.server.Run(ctx, &idTransport{inner: &mcp.StdioTransport{}})
+}
+
+// ServeIO serves MCP over r and w (newline-delimited JSON-RPC), as stdio.
+func (g *Gateway) ServeIO(ctx context.Context, r io.ReadCloser, w io.WriteCloser) error {
+	return g.server.Run(ctx, &idTransport{inner: &mcp.IOTransport{Reader: r, Writer: w}})
+}
+
+// idTransport hands each tools/call's JSON-RPC id to the tool handler, as
+// the HTTP handler does with a header.
+type idTransport struct{ inner mcp.Transport }
+
+func (t *idTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &idConn{Connection: c}, nil
+}
+
+type idConn struct{ mcp.Connection }
+
+func (c *idConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if err != nil {
+		return msg, err
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/call" && req.ID.IsValid() && req.Extra == nil {
+		if id := canonicalID(req.ID.Raw()); id != "" && !strings.ContainsAny(id, "\r\n") {
+			req.Extra = &mcp.RequestExtra{Header: http.Header{HeaderRequestID: {id}}}
+		}
+	}
+	return msg, nil
+}
