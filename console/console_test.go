@@ -248,3 +248,17 @@ func TestAPIAndConsoleAgree(t *testing.T) {
 	require.Contains(t, page, `<span class="badge status-fail">FAIL</span>`)
 	fx.noKeyAnywhere(t)
 }
+
+// TestFailedStartShown: an action whose start Temporal refused for good
+// says so on its page, with the reason, instead of "no verdict yet".
+func TestFailedStartShown(t *testing.T) {
+	fx := newFixture(t)
+	c := fx.browser(t)
+	fx.login(t, c)
+	a := fx.get(t, c, "/console/actions/"+fx.failedStartID)
+	require.Equal(t, http.StatusOK, a.status)
+	require.Contains(t, a.body, "Verification failed to start")
+	require.Contains(t, a.body, startRefusal)
+	require.NotContains(t, a.body, "has not stored its first one")
+	require.NotContains(t, a.body, "Re-verify now", "nothing to re-verify: it never started")
+}

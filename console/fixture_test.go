@@ -101,18 +101,20 @@ func (s *syncBuffer) String() string {
 // one), a webhook with deliveries and a connector in error; and the API
 // with the console mounted as cmd mounts them, on a real HTTP server.
 type fixture struct {
-	db       *postgres.DB
-	tenant   commitlayer.Tenant
-	key      string
-	failID   string
-	passID   string
-	ver      *fakeVerifier
-	logs     *syncBuffer
-	srv      *httptest.Server
-	console  *console.Console
-	now      time.Time
-	clock    func() time.Time
-	setClock func(time.Time)
+	db     *postgres.DB
+	tenant commitlayer.Tenant
+	key    string
+	failID string
+	passID string
+	// failedStartID is an action whose verification never started.
+	failedStartID string
+	ver           *fakeVerifier
+	logs          *syncBuffer
+	srv           *httptest.Server
+	console       *console.Console
+	now           time.Time
+	clock         func() time.Time
+	setClock      func(time.Time)
 
 	mu        sync.Mutex
 	responses []recorded // every answer the console sent, to look for the key
@@ -122,6 +124,9 @@ type recorded struct {
 	header http.Header
 	body   []byte
 }
+
+// startRefusal is why the fixture's failed start failed.
+const startRefusal = "search attribute CommitLayerAgent value exceeds size limit"
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
@@ -192,6 +197,10 @@ func newFixture(t *testing.T) *fixture {
 		Lens: commitlayer.LensOutcome, Message: failMessage, Facts: []string{"ledger-po-7"}})
 	open := record("send_payout", "ops-assistant", "account:acc_9", now.Add(-3*time.Minute))
 	verdict(open, commitlayer.StatusPass, true)
+	// An action whose start Temporal refused for good (verify marks it).
+	fx.failedStartID = record("send_payout", "ops-assistant", "account:acc_11", now.Add(-4*time.Minute))
+	_, err = db.StartFailed(ctx, tenant.ID, fx.failedStartID, startRefusal)
+	require.NoError(t, err)
 
 	// A webhook with deliveries, a connector in error.
 	_, err = db.CreateWebhook(ctx, tenant.ID, commitlayer.Webhook{ID: "wh_console", URL: "https://hooks.example.com/commitlayer",

@@ -389,8 +389,9 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, se *session) {
 		c.fail(w, r, fmt.Errorf("verdict history: %w", err))
 		return
 	}
-	d := actionData{Action: rec, Params: compactJSON(rec.Params), CanRecheck: c.cfg.Verifier != nil,
-		Watching: c.now().Before(rec.WatchUntil)}
+	d := actionData{Action: rec, Params: compactJSON(rec.Params),
+		CanRecheck: c.cfg.Verifier != nil && rec.Verification() != commitlayer.VerificationFailed,
+		Watching:   c.now().Before(rec.WatchUntil)}
 	if c.cfg.TemporalUI != "" && c.cfg.WorkflowID != nil {
 		d.TemporalURL = c.cfg.TemporalUI + "/namespaces/" + url.PathEscape(c.cfg.Namespace) + "/workflows/" +
 			url.PathEscape(c.cfg.WorkflowID(tid, rec.ID))
