@@ -299,14 +299,7 @@ func listRequest(query string) *workflowservice.ListWorkflowExecutionsRequest {
 // verifications wait on their settlement timers; a new worker process
 // finishes all 50, with exactly one provisional and one final verdict each.
 func TestWorkerKilledWhileVerificationsWait(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary and runs worker processes")
-	}
-	bin := filepath.Join(t.TempDir(), "commitlayer")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	bin := commitlayerBinary(t)
 
 	s := newStack(t, Roles{API: true}) // the API here, the worker in a process of its own
 	startWorker := func() *exec.Cmd {
@@ -327,63 +320,15 @@ func TestWorkerKilledWhileVerificationsWait(t *testing.T) {
 	w1 := startWorker()
 
 	key := s.tenant()
-	s.do(key, "POST", "/v1/contracts", payoutContract("payout_kill", "20s", "0s"), 201, nil)
-	now := time.Now().UTC()
-	var facts []any
-	for i := range 50 {
-		acc := fmt.Sprintf("account:acc_%d", i)
-		facts = append(facts,
-			fact("account_opened", acc, fmt.Sprintf("open-%d", i), now.Add(-time.Hour), map[string]any{"status": "active"}),
-			fact("payout_sent", acc, fmt.Sprintf("po-%d", i), now.Add(time.Second), map[string]any{"payout_id": fmt.Sprint(i), "amount": 100 + i}))
-	}
-	s.do(key, "POST", "/v1/facts", map[string]any{"facts": facts}, 200, nil)
-	ids := make([]string, 50)
-	for i := range 50 {
-		var created struct {
-			ID string `json:"id"`
-		}
-		s.do(key, "POST", "/v1/actions", map[string]any{
-			"contract": "payout_kill", "agent": "agent-1", "subject": fmt.Sprintf("account:acc_%d", i),
-			"params": map[string]any{"amount": 100 + i}, "requested_at": now.Format(time.RFC3339Nano),
-			"claim": map[string]string{"status": "success"},
-		}, 202, &created)
-		ids[i] = created.ID
-	}
-	// All 50 have their provisional verdict and wait on their timers.
-	for _, id := range ids {
-		h := s.waitVerdict(key, id, 60*time.Second, func(h []commitlayer.Verdict) bool { return len(h) >= 1 })
-		require.True(t, h[0].Provisional)
-	}
+	ids, _ := s.sleepingPayouts(key, "payout_kill", "20s", 50)
 	require.NoError(t, w1.Process.Kill())
 	_ = w1.Wait()
 	// The premise: the worker died while every verification still waited
 	// on its timer (no final verdict yet).
-	for _, id := range ids {
-		var v actionView
-		s.do(key, "GET", "/v1/actions/"+id, nil, 200, &v)
-		require.Len(t, v.History, 1, "action %s settled before the worker was killed", id)
-	}
+	s.requireStillSleeping(key, ids, "the worker was killed")
 
 	startWorker()
-	var wg sync.WaitGroup
-	histories := make([][]commitlayer.Verdict, len(ids))
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			histories[i] = s.waitVerdict(key, id, 90*time.Second, func(h []commitlayer.Verdict) bool {
-				return len(h) >= 2 && !h[len(h)-1].Provisional
-			})
-		}()
-	}
-	wg.Wait()
-	for i, h := range histories {
-		require.Len(t, h, 2, "action %s: one provisional and one final verdict, no duplicate", ids[i])
-		require.True(t, h[0].Provisional)
-		require.False(t, h[1].Provisional)
-		require.Equal(t, []int{1, 2}, []int{h[0].Version, h[1].Version})
-		require.Equal(t, commitlayer.StatusPass, h[1].Status)
-	}
+	s.requireOneProvisionalOneFinal(key, ids, 90*time.Second)
 	// And every workflow completed (watch 0s).
 	require.Eventually(t, func() bool {
 		for _, id := range ids {
@@ -474,3 +419,74 @@ func TestRegressionSubsetThroughAdminAPI(t *testing.T) {
 }
 
 func sanitizeName(id string) string { return strings.NewReplacer("/", "_").Replace(id) }
+
+// sleepingPayouts posts contract (settlement, no watch) and n payouts, each
+// with its opening and its payout fact, and waits for every provisional
+// verdict: n verifications then sleep on their settlement timers. It
+// returns the action ids and the requested_at they share.
+func (s *stack) sleepingPayouts(key, contract, settlement string, n int) ([]string, time.Time) {
+	s.t.Helper()
+	s.do(key, "POST", "/v1/contracts", payoutContract(contract, settlement, "0s"), 201, nil)
+	now := time.Now().UTC()
+	var facts []any
+	for i := range n {
+		acc := fmt.Sprintf("account:acc_%d", i)
+		facts = append(facts,
+			fact("account_opened", acc, fmt.Sprintf("open-%d", i), now.Add(-time.Hour), map[string]any{"status": "active"}),
+			fact("payout_sent", acc, fmt.Sprintf("po-%d", i), now.Add(time.Second), map[string]any{"payout_id": fmt.Sprint(i), "amount": 100 + i}))
+	}
+	s.do(key, "POST", "/v1/facts", map[string]any{"facts": facts}, 200, nil)
+	ids := make([]string, n)
+	for i := range n {
+		var created struct {
+			ID string `json:"id"`
+		}
+		s.do(key, "POST", "/v1/actions", map[string]any{
+			"contract": contract, "agent": "agent-1", "subject": fmt.Sprintf("account:acc_%d", i),
+			"params": map[string]any{"amount": 100 + i}, "requested_at": now.Format(time.RFC3339Nano),
+			"claim": map[string]string{"status": "success"},
+		}, 202, &created)
+		ids[i] = created.ID
+	}
+	for _, id := range ids {
+		h := s.waitVerdict(key, id, 60*time.Second, func(h []commitlayer.Verdict) bool { return len(h) >= 1 })
+		require.True(s.t, h[0].Provisional)
+	}
+	return ids, now
+}
+
+// requireStillSleeping checks the premise of a test that disturbs sleeping
+// verifications: none has its final verdict yet.
+func (s *stack) requireStillSleeping(key string, ids []string, before string) {
+	s.t.Helper()
+	for _, id := range ids {
+		var v actionView
+		s.do(key, "GET", "/v1/actions/"+id, nil, 200, &v)
+		require.Len(s.t, v.History, 1, "action %s settled before %s", id, before)
+	}
+}
+
+// requireOneProvisionalOneFinal waits for every action's final verdict and
+// requires exactly one provisional and one final PASS each.
+func (s *stack) requireOneProvisionalOneFinal(key string, ids []string, timeout time.Duration) {
+	s.t.Helper()
+	var wg sync.WaitGroup
+	histories := make([][]commitlayer.Verdict, len(ids))
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			histories[i] = s.waitVerdict(key, id, timeout, func(h []commitlayer.Verdict) bool {
+				return len(h) >= 2 && !h[len(h)-1].Provisional
+			})
+		}()
+	}
+	wg.Wait()
+	for i, h := range histories {
+		require.Len(s.t, h, 2, "action %s: one provisional and one final verdict, no duplicate", ids[i])
+		require.True(s.t, h[0].Provisional)
+		require.False(s.t, h[1].Provisional)
+		require.Equal(s.t, []int{1, 2}, []int{h[0].Version, h[1].Version})
+		require.Equal(s.t, commitlayer.StatusPass, h[1].Status)
+	}
+}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,33 +72,8 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	// 50 verifications on A, each waiting on its settlement timer.
 	key := s.tenant()
 	tenant := tenantOfKey(s, key)
-	s.do(key, "POST", "/v1/contracts", payoutContract("payout_rollout", "20s", "0s"), 201, nil)
-	now := time.Now().UTC()
 	const n = 50
-	var facts []any
-	for i := range n {
-		acc := fmt.Sprintf("account:acc_%d", i)
-		facts = append(facts,
-			fact("account_opened", acc, fmt.Sprintf("open-%d", i), now.Add(-time.Hour), map[string]any{"status": "active"}),
-			fact("payout_sent", acc, fmt.Sprintf("po-%d", i), now.Add(time.Second), map[string]any{"payout_id": fmt.Sprint(i), "amount": 100 + i}))
-	}
-	s.do(key, "POST", "/v1/facts", map[string]any{"facts": facts}, 200, nil)
-	ids := make([]string, n)
-	for i := range n {
-		var created struct {
-			ID string `json:"id"`
-		}
-		s.do(key, "POST", "/v1/actions", map[string]any{
-			"contract": "payout_rollout", "agent": "agent-1", "subject": fmt.Sprintf("account:acc_%d", i),
-			"params": map[string]any{"amount": 100 + i}, "requested_at": now.Format(time.RFC3339Nano),
-			"claim": map[string]string{"status": "success"},
-		}, 202, &created)
-		ids[i] = created.ID
-	}
-	for _, id := range ids {
-		h := s.waitVerdict(key, id, 60*time.Second, func(h []commitlayer.Verdict) bool { return len(h) >= 1 })
-		require.True(t, h[0].Provisional)
-	}
+	ids, now := s.sleepingPayouts(key, "payout_rollout", "20s", n)
 	// A benchmark run in flight on A, one scenario at a time.
 	subset := harness.RegressionSubset()
 	var started struct {
@@ -142,32 +115,10 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	var inFlight runView
 	s.do(s.adminKey, "GET", "/v1/admin/benchmark/"+started.ID, nil, 200, &inFlight)
 	require.Equal(t, "running", inFlight.Status, "the premise: the benchmark run is still in flight when B becomes current")
-	// The premise: every verification still waits on its timer.
-	for _, id := range ids {
-		var v actionView
-		s.do(key, "GET", "/v1/actions/"+id, nil, 200, &v)
-		require.Len(t, v.History, 1, "action %s settled before B was current", id)
-	}
-
-	// Every verification settles (on B), once.
-	var wg sync.WaitGroup
-	histories := make([][]commitlayer.Verdict, n)
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			histories[i] = s.waitVerdict(key, id, 2*time.Minute, func(h []commitlayer.Verdict) bool {
-				return len(h) >= 2 && !h[len(h)-1].Provisional
-			})
-		}()
-	}
-	wg.Wait()
-	for i, h := range histories {
-		require.Len(t, h, 2, "action %s: one provisional and one final verdict", ids[i])
-		require.True(t, h[0].Provisional)
-		require.False(t, h[1].Provisional)
-		require.Equal(t, commitlayer.StatusPass, h[1].Status)
-	}
+	// The premise: every verification still waits on its timer. Then each
+	// settles (on B), once.
+	s.requireStillSleeping(key, ids, "B was current")
+	s.requireOneProvisionalOneFinal(key, ids, 2*time.Minute)
 
 	// The benchmark run completes, on A.
 	run := waitRun(t, s, started.ID, 5*time.Minute)

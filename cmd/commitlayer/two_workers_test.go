@@ -53,32 +53,7 @@ func TestTwoWorkersShareVerificationsAndSurviveAKill(t *testing.T) {
 
 	const n = 40
 	key := s.tenant()
-	s.do(key, "POST", "/v1/contracts", payoutContract("payout_two", "15s", "0s"), 201, nil)
-	now := time.Now().UTC()
-	var facts []any
-	for i := range n {
-		acc := fmt.Sprintf("account:acc_%d", i)
-		facts = append(facts,
-			fact("account_opened", acc, fmt.Sprintf("open-%d", i), now.Add(-time.Hour), map[string]any{"status": "active"}),
-			fact("payout_sent", acc, fmt.Sprintf("po-%d", i), now.Add(time.Second), map[string]any{"payout_id": fmt.Sprint(i), "amount": 100 + i}))
-	}
-	s.do(key, "POST", "/v1/facts", map[string]any{"facts": facts}, 200, nil)
-	ids := make([]string, n)
-	for i := range n {
-		var created struct {
-			ID string `json:"id"`
-		}
-		s.do(key, "POST", "/v1/actions", map[string]any{
-			"contract": "payout_two", "agent": "agent-1", "subject": fmt.Sprintf("account:acc_%d", i),
-			"params": map[string]any{"amount": 100 + i}, "requested_at": now.Format(time.RFC3339Nano),
-			"claim": map[string]string{"status": "success"},
-		}, 202, &created)
-		ids[i] = created.ID
-	}
-	for _, id := range ids {
-		h := s.waitVerdict(key, id, 60*time.Second, func(h []commitlayer.Verdict) bool { return len(h) >= 1 })
-		require.True(t, h[0].Provisional)
-	}
+	ids, _ := s.sleepingPayouts(key, "payout_two", "15s", n)
 	// Who ran each verification's first workflow task: both workers share
 	// the queue.
 	firstBy := map[string]string{}
