@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,13 +110,21 @@ func TestBrowser(t *testing.T) {
 	require.Equal(t, "Actions · CommitLayer console", run(t, ctx, chromedp.Title()))
 	require.Equal(t, base+"/console/actions", run(t, ctx, chromedp.Location()), "the login sent back to the page asked for")
 
-	// Filter to FAIL with the form.
+	// Filter to FAIL with the form. The failed action is on the unfiltered
+	// page too: wait for the filtered page to load, not for its link.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.SetValue(chromedp.ID("status"), "FAIL"),
 		chromedp.Click(chromedp.CSS(`form[aria-label="Filter actions"] button[type="submit"]`)),
+	))
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(run(t, ctx, chromedp.Location()), "status=FAIL") {
+		require.True(t, time.Now().Before(deadline), "the filter form did not load the filtered page")
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.WaitReady("body"),
 		chromedp.WaitVisible(chromedp.CSS(`a[href="/console/actions/`+fx.failID+`"]`)),
 	))
-	require.Contains(t, run(t, ctx, chromedp.Location()), "status=FAIL")
 	require.Equal(t, 1, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("main table tbody tr").length`)), "one FAIL")
 
 	// Open it.

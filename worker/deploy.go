@@ -22,10 +22,13 @@ const DefaultDeployment = "commitlayer"
 type Deployment struct {
 	Name    string // the deployment, e.g. "commitlayer"; "" runs unversioned
 	BuildID string // this build, e.g. the VCS revision (CurrentBuild().ID)
-	// ProcessQueues: each of its workers also polls a task queue of its
-	// own process (the benchmark's), which a newer build never polls; a
-	// routing change ignores such queues instead of refusing.
-	ProcessQueues bool
+	// IgnoreMissingQueues: a routing change to this build ignores task
+	// queues that only the build it replaces polls, instead of refusing
+	// (Temporal would leave their workflows unversioned). The benchmark's
+	// workers each poll a queue of their own process, which a newer build
+	// never polls; a fleet that moved to another task queue does the same.
+	// dev-style one-machine runs and tests with a queue per stack set it.
+	IgnoreMissingQueues bool
 }
 
 // Versioned reports whether workers of d run as a deployment version.
@@ -151,7 +154,7 @@ func makeCurrentOnce(ctx context.Context, h client.WorkerDeploymentHandle, d Dep
 		return false, err
 	}
 	_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{
-		BuildID: d.BuildID, ConflictToken: token, Identity: identity, IgnoreMissingTaskQueues: d.ProcessQueues,
+		BuildID: d.BuildID, ConflictToken: token, Identity: identity, IgnoreMissingTaskQueues: d.IgnoreMissingQueues,
 	})
 	if err != nil {
 		return false, err
@@ -268,7 +271,7 @@ func SetCurrent(ctx context.Context, c client.Client, d Deployment, identity str
 	h := c.WorkerDeploymentClient().GetHandle(d.Name)
 	return retryRouting(ctx, func() error {
 		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{
-			BuildID: d.BuildID, Identity: identity, IgnoreMissingTaskQueues: d.ProcessQueues})
+			BuildID: d.BuildID, Identity: identity, IgnoreMissingTaskQueues: d.IgnoreMissingQueues})
 		return err
 	})
 }
@@ -282,7 +285,7 @@ func SetRamping(ctx context.Context, c client.Client, d Deployment, percent floa
 	h := c.WorkerDeploymentClient().GetHandle(d.Name)
 	return retryRouting(ctx, func() error {
 		_, err := h.SetRampingVersion(ctx, client.WorkerDeploymentSetRampingVersionOptions{
-			BuildID: d.BuildID, Percentage: percent, Identity: identity, IgnoreMissingTaskQueues: d.ProcessQueues})
+			BuildID: d.BuildID, Percentage: percent, Identity: identity, IgnoreMissingTaskQueues: d.IgnoreMissingQueues})
 		return err
 	})
 }

@@ -88,6 +88,13 @@ type Config struct {
 	// default, when the deployment has none; always; never). dev, demo and
 	// sandbox default to always.
 	MakeCurrent worker.CurrentPolicy
+	// IgnoreMissingQueues lets this process make its build current although
+	// the current build polls task queues it does not
+	// (COMMITLAYER_IGNORE_MISSING_TASK_QUEUES=1): a fleet that moved to
+	// another COMMITLAYER_TASK_QUEUE, or tests whose stacks each have a
+	// queue of their own. Otherwise Temporal refuses such a change, since
+	// those queues' workflows would be left unversioned.
+	IgnoreMissingQueues bool
 	// PollInterval is how often connectors are pulled during a watch
 	// (COMMITLAYER_POLL_INTERVAL, a Go duration).
 	PollInterval time.Duration
@@ -149,6 +156,13 @@ func ConfigFromEnv(roles Roles) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("COMMITLAYER_WORKER_VERSIONING is 0 or 1, got %q", v)
 	}
+	switch v := strings.TrimSpace(os.Getenv("COMMITLAYER_IGNORE_MISSING_TASK_QUEUES")); v {
+	case "", "0":
+	case "1":
+		cfg.IgnoreMissingQueues = true
+	default:
+		return Config{}, fmt.Errorf("COMMITLAYER_IGNORE_MISSING_TASK_QUEUES is 0 or 1, got %q", v)
+	}
 	policy, err := worker.ParseCurrentPolicy(os.Getenv("COMMITLAYER_MAKE_CURRENT"))
 	if err != nil {
 		return Config{}, err
@@ -206,7 +220,7 @@ func (c Config) productDeployment() worker.Deployment {
 	if !c.Versioning {
 		return worker.Deployment{}
 	}
-	return worker.Deployment{Name: c.Deployment, BuildID: c.BuildID}
+	return worker.Deployment{Name: c.Deployment, BuildID: c.BuildID, IgnoreMissingQueues: c.IgnoreMissingQueues}
 }
 
 // benchmarkDeployment is the benchmark workers' deployment version.
@@ -214,7 +228,7 @@ func (c Config) benchmarkDeployment() worker.Deployment {
 	if !c.Versioning {
 		return worker.Deployment{}
 	}
-	return worker.Deployment{Name: c.BenchmarkDeployment, BuildID: c.BuildID, ProcessQueues: true}
+	return worker.Deployment{Name: c.BenchmarkDeployment, BuildID: c.BuildID, IgnoreMissingQueues: true}
 }
 
 // defaultMakeCurrent makes `always` the policy of a one-machine command

@@ -81,7 +81,9 @@ func newStackWith(t *testing.T, roles Roles, temporalAddr string, extra map[stri
 		"COMMITLAYER_TASK_QUEUE":   "commitlayer-test-" + randHex(6),
 		"COMMITLAYER_DEPLOYMENT":   testDeployment,
 		"COMMITLAYER_MAKE_CURRENT": "always",
-		"COMMITLAYER_SANDBOX_DIR":  t.TempDir(),
+		// Each stack has a task queue of its own in the one deployment.
+		"COMMITLAYER_IGNORE_MISSING_TASK_QUEUES": "1",
+		"COMMITLAYER_SANDBOX_DIR":                t.TempDir(),
 		// The test's feeds are httptest servers on the loopback.
 		"COMMITLAYER_ALLOW_PRIVATE_ADDRESSES": "1",
 	}

@@ -62,7 +62,7 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	product, benchDep := s.m.Config.Deployment, s.m.Config.BenchmarkDeployment
 	targets := map[string]worker.Deployment{
 		product:  {Name: product, BuildID: buildB},
-		benchDep: {Name: benchDep, BuildID: buildB, ProcessQueues: true},
+		benchDep: {Name: benchDep, BuildID: buildB, IgnoreMissingQueues: true},
 	}
 
 	st, err := worker.DescribeDeployment(ctx, c, product)
