@@ -101,10 +101,6 @@ func ParseCurrentPolicy(s string) (CurrentPolicy, error) {
 	return "", fmt.Errorf("COMMITLAYER_MAKE_CURRENT is auto, always or never, got %q", s)
 }
 
-// makeCurrentWait is how long MakeCurrent waits for the server to see this
-// build's pollers.
-const makeCurrentWait = time.Minute
-
 // MakeCurrent applies the policy: it makes d's build the deployment's
 // current version (after its workers have started polling, which registers
 // the version with the server), unless the policy says otherwise. It
@@ -113,25 +109,17 @@ func MakeCurrent(ctx context.Context, c client.Client, d Deployment, policy Curr
 	if !d.Versioned() || policy == CurrentNever {
 		return false, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, makeCurrentWait)
-	defer cancel()
 	h := c.WorkerDeploymentClient().GetHandle(d.Name)
-	backoff := 50 * time.Millisecond
-	for {
-		changed, err := makeCurrentOnce(ctx, h, d, policy, identity)
-		if err == nil {
-			return changed, nil
-		}
-		if !retryableRouting(err) {
-			return false, fmt.Errorf("make %s current: %w", d, err)
-		}
-		select {
-		case <-ctx.Done():
-			return false, fmt.Errorf("make %s current: the server did not see this build's workers within %s: %w", d, makeCurrentWait, err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Second)
+	var changed bool
+	err := retryRouting(ctx, func() error {
+		var err error
+		changed, err = makeCurrentOnce(ctx, h, d, policy, identity)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("make %s current (the server must see this build's workers first): %w", d, err)
 	}
+	return changed, nil
 }
 
 func makeCurrentOnce(ctx context.Context, h client.WorkerDeploymentHandle, d Deployment, policy CurrentPolicy, identity string) (bool, error) {

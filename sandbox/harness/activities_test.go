@@ -57,7 +57,7 @@ func TestActivitiesStepsOfOneScenario(t *testing.T) {
 	require.Equal(t, prep, again, "a retried Prepare builds nothing new")
 	require.Equal(t, "local-q", prep.TaskQueue)
 	require.Equal(t, "send_payout", prep.ContractID)
-	require.NotNil(t, acts.Host.HTTPClient(prep.TenantID), "connector pulls go through the scenario's chaos")
+	require.NotNil(t, acts.Host.ExtractTransport(prep.TenantID), "connector pulls go through the scenario's chaos")
 	conns, err := d.ListConnectors(context.Background(), prep.TenantID)
 	require.NoError(t, err)
 	require.Len(t, conns, 7)
@@ -103,7 +103,7 @@ func TestActivitiesStepsOfOneScenario(t *testing.T) {
 
 	require.NoError(t, do(acts.Cleanup, step, nil))
 	require.NoError(t, do(acts.Cleanup, step, nil), "cleaning up twice is fine")
-	require.Nil(t, acts.Host.HTTPClient(prep.TenantID))
+	require.Nil(t, acts.Host.ExtractTransport(prep.TenantID))
 	err = do(acts.RunAgent, step, nil)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "%v", err)

@@ -60,10 +60,10 @@ type live struct {
 	workflowID string
 }
 
-// HTTPClient returns the transport a tenant's connectors are pulled
+// ExtractTransport returns the transport a tenant's connectors are pulled
 // through: the scenario's extractor chaos for a tenant of a scenario live
 // in this process, nil for any other.
-func (h *Host) HTTPClient(tenantID string) http.RoundTripper {
+func (h *Host) ExtractTransport(tenantID string) http.RoundTripper {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if l, ok := h.live[tenantID]; ok {
@@ -85,7 +85,7 @@ type tenantRouter struct{ h *Host }
 
 func (r tenantRouter) RoundTrip(req *http.Request) (*http.Response, error) {
 	if tenant, ok := activities.PullTenant(req.Context()); ok {
-		if rt := r.h.HTTPClient(tenant); rt != nil {
+		if rt := r.h.ExtractTransport(tenant); rt != nil {
 			return rt.RoundTrip(req)
 		}
 	}
