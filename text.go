@@ -1,6 +1,10 @@
 package commitlayer
 
-import "unicode/utf8"
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"unicode/utf8"
+)
 
 // Clip returns s cut to at most n bytes at a rune boundary, with "…" added
 // when it was cut: for quoting a client's value in a message or a log
@@ -17,3 +21,13 @@ func Clip(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// NewID returns prefix + 16 random lowercase base32 characters (80 bits):
+// the ids of stored records ("act_…", "conn_…", "wh_…").
+func NewID(prefix string) string {
+	var b [10]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return prefix + idEncoding.EncodeToString(b[:])
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)

@@ -2,8 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,7 +159,7 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenantID := tenantOf(r.Context()).ID
-	id := newID("conn_")
+	id := commitlayer.NewID("conn_")
 	var env pull.Env
 	env.Secrets = s.secrets
 	if s.guard != nil {
@@ -273,14 +271,6 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sources": out})
-}
-
-// newID names a connector ("conn_") or a webhook ("wh_") before it is
-// stored, so its sealed secret can be bound to it.
-func newID(prefix string) string {
-	var b [10]byte
-	_, _ = rand.Read(b[:])
-	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:]))
 }
 
 // deleteConnector removes a connector: its pulls stop; the facts it brought

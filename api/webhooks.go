@@ -154,7 +154,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusConflict, codeConflict, "a tenant has at most %d webhooks; delete one first", maxWebhooks))
 		return
 	}
-	id, secret := newID("wh_"), newWebhookSecret()
+	id, secret := commitlayer.NewID("wh_"), newWebhookSecret()
 	sealed, err := s.secrets.Seal([]byte(secret), activities.WebhookSecretAD(tenantID, id))
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("seal webhook secret: %w", err))

@@ -137,7 +137,7 @@ func (p *parser) compileBindings(env *cel.Env, specs []Binding, sources map[stri
 			return false
 		}
 		if required(path+".tool", b.Tool) && !validTool(b.Tool) {
-			p.fail(path+".tool", p.line(path+".tool"), "%q is not a tool name (1 to %d characters, no spaces)", truncate(b.Tool, 64), maxToolName)
+			p.fail(path+".tool", p.line(path+".tool"), "%q is not a tool name (1 to %d characters, no spaces)", commitlayer.Clip(b.Tool, 64), maxToolName)
 		}
 		cb := &binding{index: i, spec: b}
 		if required(path+".subject", b.Subject) {
@@ -152,7 +152,7 @@ func (p *parser) compileBindings(env *cel.Env, specs []Binding, sources map[stri
 		for _, name := range names {
 			field := path + ".params." + name
 			if !validParamName(name) {
-				p.fail(field, p.line(field), "%q is not a param name", truncate(name, 64))
+				p.fail(field, p.line(field), "%q is not a param name", commitlayer.Clip(name, 64))
 				continue
 			}
 			if !required(field, b.Params[name]) {
@@ -163,16 +163,6 @@ func (p *parser) compileBindings(env *cel.Env, specs []Binding, sources map[stri
 		out = append(out, cb)
 	}
 	return out
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // Tools returns the tools the contract's bindings name, sorted, each once.
@@ -285,7 +275,7 @@ func (c *Contract) bindOne(b *binding, act *bindActivation) (*Match, error) {
 		return nil, fail(path+".subject", "%v", err)
 	}
 	if want := c.Spec.Subject; want != "" && subject.Type() != want {
-		return nil, fail(path+".subject", "gave %q, but contract %s acts on %s subjects", truncate(string(subject), 128), c.ID(), want)
+		return nil, fail(path+".subject", "gave %q, but contract %s acts on %s subjects", commitlayer.Clip(string(subject), 128), c.ID(), want)
 	}
 	params := commitlayer.Attrs{}
 	for _, bp := range b.params {

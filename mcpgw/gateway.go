@@ -418,7 +418,7 @@ func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequ
 		_, _ = rand.Read(r[:])
 		reqID = "unknown-" + hex.EncodeToString(r[:])
 	}
-	claim := commitlayer.Claim{Status: commitlayer.ClaimSuccess, Message: truncate(text, maxClaimMessage)}
+	claim := commitlayer.Claim{Status: commitlayer.ClaimSuccess, Message: commitlayer.Clip(text, maxClaimMessage)}
 	if res.IsError {
 		claim.Status = commitlayer.ClaimFailure
 	}
@@ -536,14 +536,4 @@ func decodeObject(raw json.RawMessage) (map[string]any, error) {
 		return nil, errors.New("not an object")
 	}
 	return a, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -87,7 +87,7 @@ func EncodingOf(contentType string) (Encoding, error) {
 	case "application/json":
 		return JSON, nil
 	}
-	return Protobuf, fmt.Errorf("%w: Content-Type %q (OTLP/HTTP is application/x-protobuf or application/json)", ErrUnsupported, truncate(contentType, 64))
+	return Protobuf, fmt.Errorf("%w: Content-Type %q (OTLP/HTTP is application/x-protobuf or application/json)", ErrUnsupported, commitlayer.Clip(contentType, 64))
 }
 
 // ReadBody reads a request body of at most limit bytes, before and after
@@ -123,7 +123,7 @@ func ReadBody(r io.Reader, contentEncoding string, limit int64) ([]byte, error) 
 		}
 		return out, nil
 	default:
-		return nil, fmt.Errorf("%w: Content-Encoding %q (gzip or identity)", ErrUnsupported, truncate(contentEncoding, 32))
+		return nil, fmt.Errorf("%w: Content-Encoding %q (gzip or identity)", ErrUnsupported, commitlayer.Clip(contentEncoding, 32))
 	}
 }
 
@@ -429,14 +429,14 @@ func Map(c ToolCall, b *contracts.Bindings) (recs []Recording, bound bool, err e
 	}
 	switch {
 	case c.TraceID == "" || c.SpanID == "":
-		return nil, true, fmt.Errorf("span of tool %s has no trace id or span id", truncate(c.Tool, 64))
+		return nil, true, fmt.Errorf("span of tool %s has no trace id or span id", commitlayer.Clip(c.Tool, 64))
 	case c.ArgsError != "":
-		return nil, true, fmt.Errorf("span %s of tool %s: %s %s", c.SpanID, truncate(c.Tool, 64), AttrToolArguments, c.ArgsError)
+		return nil, true, fmt.Errorf("span %s of tool %s: %s %s", c.SpanID, commitlayer.Clip(c.Tool, 64), AttrToolArguments, c.ArgsError)
 	case c.Start.Unix() <= 0:
-		return nil, true, fmt.Errorf("span %s of tool %s has no start time", c.SpanID, truncate(c.Tool, 64))
+		return nil, true, fmt.Errorf("span %s of tool %s has no start time", c.SpanID, commitlayer.Clip(c.Tool, 64))
 	case c.Agent == "":
 		return nil, true, fmt.Errorf("span %s of tool %s names no agent (%s on an invoke_agent parent, or the resource's %s)",
-			c.SpanID, truncate(c.Tool, 64), AttrAgentName, AttrServiceName)
+			c.SpanID, commitlayer.Clip(c.Tool, 64), AttrAgentName, AttrServiceName)
 	}
 	matches, merr := b.Match(c.Tool, c.Args, c.Result)
 	if merr != nil {
@@ -452,7 +452,7 @@ func Map(c ToolCall, b *contracts.Bindings) (recs []Recording, bound bool, err e
 			Subject:     m.Subject,
 			Params:      m.Params,
 			RequestedAt: c.Start,
-			Claim:       commitlayer.Claim{Status: c.Claim.Status, Message: truncate(c.Claim.Message, maxClaimMessage)},
+			Claim:       commitlayer.Claim{Status: c.Claim.Status, Message: commitlayer.Clip(c.Claim.Message, maxClaimMessage)},
 			Trace:       trace,
 		}
 		if err := storable(&a); err != nil {
@@ -484,14 +484,4 @@ func storable(a *commitlayer.Action) error {
 		return errors.New("the span holds a NUL character, which cannot be stored")
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

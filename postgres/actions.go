@@ -59,7 +59,7 @@ func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.A
 		trace = a.Trace
 	}
 	if a.ID == "" {
-		a.ID = newID("act_")
+		a.ID = commitlayer.NewID("act_")
 	}
 	var key *string
 	if idempotencyKey != "" {

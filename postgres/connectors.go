@@ -21,7 +21,7 @@ func (db *DB) CreateConnector(ctx context.Context, tenantID string, c commitlaye
 		return commitlayer.Connector{}, fmt.Errorf("create connector for %q: %w: a source name and a kind are required", c.Source, commitlayer.ErrInvalid)
 	}
 	if c.ID == "" {
-		c.ID = newID("conn_")
+		c.ID = commitlayer.NewID("conn_")
 	}
 	config := []byte(c.Config)
 	if len(config) == 0 {

@@ -301,9 +301,6 @@ func randomToken(n int) string {
 	return idEncoding.EncodeToString(b)
 }
 
-// newID returns prefix + 16 random base32 characters (80 bits).
-func newID(prefix string) string { return prefix + randomToken(10) }
-
 // timeOrZero turns a nullable timestamp into a UTC time, zero for NULL.
 func timeOrZero(t *time.Time) time.Time {
 	if t == nil {

@@ -23,7 +23,7 @@ func (db *DB) CreateTenant(ctx context.Context, name string) (commitlayer.Tenant
 	if name == "" {
 		return commitlayer.Tenant{}, "", fmt.Errorf("create tenant: %w: name is required", commitlayer.ErrInvalid)
 	}
-	id := newID("t_")
+	id := commitlayer.NewID("t_")
 	key := apiKeyPrefix + strings.TrimPrefix(id, "t_")[:8] + "_" + randomToken(32)
 	hash := sha256.Sum256([]byte(key))
 	t := commitlayer.Tenant{ID: id, Name: name}

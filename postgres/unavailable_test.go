@@ -22,7 +22,7 @@ func TestKilledConnectionsAreRetriedOrUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	// A pool of this test's own, named, so only its connections are killed
 	// (other packages' tests share the database).
-	name := "killtest_" + newID("")
+	name := "killtest_" + commitlayer.NewID("")
 	u, err := url.Parse(testDatabaseURL(t))
 	require.NoError(t, err)
 	q := u.Query()

@@ -75,9 +75,9 @@ func (c *Contracts) Load(ctx context.Context, tenantID, id string, version int) 
 	rec, err := c.store.GetContract(ctx, tenantID, id, version)
 	switch {
 	case errors.Is(err, commitlayer.ErrNotFound) && version > 0:
-		return rec, nil, commitlayer.Errorf(commitlayer.ErrInvalid, CodeUnknownContract, "contract %q has no version %d", truncate(id, 128), version)
+		return rec, nil, commitlayer.Errorf(commitlayer.ErrInvalid, CodeUnknownContract, "contract %q has no version %d", commitlayer.Clip(id, 128), version)
 	case errors.Is(err, commitlayer.ErrNotFound):
-		return rec, nil, commitlayer.Errorf(commitlayer.ErrInvalid, CodeUnknownContract, "no contract %q; post it to /v1/contracts first", truncate(id, 128))
+		return rec, nil, commitlayer.Errorf(commitlayer.ErrInvalid, CodeUnknownContract, "no contract %q; post it to /v1/contracts first", commitlayer.Clip(id, 128))
 	case err != nil:
 		return rec, nil, fmt.Errorf("load contract %q: %w", id, err)
 	}
@@ -197,16 +197,3 @@ func (s *Actions) Orphans(ctx context.Context, tenantID, contractID string, sinc
 	}
 	return contracts.Orphans(c, actions, facts), nil
 }
-
-// truncate shortens s to at most n bytes for a message, on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

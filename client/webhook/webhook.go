@@ -168,7 +168,7 @@ func VerifySignature(secret string, h http.Header, body []byte, tolerance time.D
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
-		return fmt.Errorf("webhook: %w: webhook-timestamp %q is not unix seconds", ErrNoSignature, truncate(ts, 32))
+		return fmt.Errorf("webhook: %w: webhook-timestamp %q is not unix seconds", ErrNoSignature, commitlayer.Clip(ts, 32))
 	}
 	var sigs [][]byte
 	for _, part := range strings.Fields(header) {
@@ -198,11 +198,4 @@ func VerifySignature(secret string, h http.Header, body []byte, tolerance time.D
 		return fmt.Errorf("webhook: %w: signed %s from now, tolerance %s", ErrTooOld, d.Round(time.Second), tolerance)
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -38,7 +38,7 @@ func TestScriptedAgentOverStripe(t *testing.T) {
 			tr := chaos.New(nil, r.e.URL())
 			require.NoError(t, tr.Arm(ctx, chaos.Rule{System: "payments", Route: "POST /payments/refunds", Call: 1, Mode: chaos.LostResponse}))
 			a := agent.NewScripted(r.e.URL(), &http.Client{Transport: tr, Timeout: 10 * time.Second}, r.e.Clock(), tc.profile)
-			res, err := a.Run(ctx, agent.Task{Workflow: "refund", Subject: commitlayer.Subject("order:" + tc.order), AgentID: "agent_1",
+			res, err := a.Run(ctx, agent.Task{Process: "refund", Subject: commitlayer.Subject("order:" + tc.order), AgentID: "agent_1",
 				Params: commitlayer.Attrs{"amount": tc.amount, "currency": "USD"}})
 			require.NoError(t, err)
 			require.Equal(t, tc.claim, res.Action.Claim.Status, res.Action.Claim.Message)

@@ -26,6 +26,7 @@ import (
 	stripe "github.com/stripe/stripe-go/v79"
 	"github.com/stripe/stripe-go/v79/client"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/stripeapi"
 	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
@@ -257,7 +258,7 @@ func (b *Backend) CreateRefund(tx *systems.Tx, req systems.RefundRequest) (syste
 	p := &stripe.RefundParams{PaymentIntent: stripe.String(pi), Amount: stripe.Int64(req.Amount)}
 	p.AddMetadata("order_id", req.OrderID)
 	if req.Reason != "" {
-		p.AddMetadata("reason", truncate(req.Reason, 500))
+		p.AddMetadata("reason", commitlayer.Clip(req.Reason, 499)) // Stripe holds 500 characters; Clip adds one
 	}
 	if req.IdempotencyKey != "" {
 		p.SetIdempotencyKey(b.stripeKey(req.IdempotencyKey))
@@ -320,13 +321,6 @@ func (b *Backend) refundError(ctx context.Context, req systems.RefundRequest, c 
 		return &systems.APIError{Status: http.StatusBadRequest, Code: systems.CodeInvalidRequest, Message: desc}
 	}
 	return &systems.APIError{Status: http.StatusBadGateway, Code: "payments_backend_error", Message: desc}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // Reconcile lists Stripe's refunds of every seeded PaymentIntent and
