@@ -73,15 +73,9 @@ func (a Attempt) Outcome() ToolOutcome {
 
 // Report is the agent's final report; its JSON is commitlayer.Claim's.
 type Report struct {
-	Status  string `json:"status"` // ClaimSuccess or ClaimFailure
+	Status  string `json:"status"` // commitlayer.ClaimSuccess or commitlayer.ClaimFailure
 	Message string `json:"message,omitempty"`
 }
-
-// Report statuses, as in commitlayer.Claim.
-const (
-	ClaimSuccess = "success"
-	ClaimFailure = "failure"
-)
 
 // Turn is one model turn: what was added to the conversation since the
 // previous turn (the whole request is the prefix of turns before it) and

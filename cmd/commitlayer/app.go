@@ -566,12 +566,12 @@ func (m *Main) startBenchmarkWorkers() error {
 	opts.Deployment = m.Config.benchmarkDeployment()
 	m.bench = worker.NewBare(m.Temporal, m.Config.BenchmarkTaskQueue, opts)
 	bench.Register(m.bench)
-	m.bench.RegisterActivity(m.Harness)
+	harness.Register(m.bench, m.Harness)
 	m.local = worker.NewBare(m.Temporal, localQueue, opts)
 	bench.RegisterVerifications(m.local, m.BenchActivities, &bench.Reporter{
 		Activities: m.BenchActivities, Temporal: m.Temporal, Scenarios: host, Logger: m.Logger,
 	})
-	m.local.RegisterActivity(m.Harness)
+	harness.Register(m.local, m.Harness)
 	if err := m.bench.Start(); err != nil {
 		return fmt.Errorf("start benchmark worker: %w", err)
 	}

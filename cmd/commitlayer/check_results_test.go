@@ -17,7 +17,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/check"
 	"github.com/commitlayer/commitlayer/internal/testenv"
-	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // checkResultsScenarios cover a pass, a duplicate, an unreachable source,
@@ -65,7 +65,7 @@ func TestCheckResultsReproducesTheMatrix(t *testing.T) {
 
 	raw, err := os.ReadFile(filepath.Join(out, "latest.json"))
 	require.NoError(t, err)
-	var results harness.Results
+	var results matrix.Results
 	require.NoError(t, json.Unmarshal(raw, &results))
 	require.Len(t, results.Scenarios, len(checkResultsScenarios))
 

@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/stretchr/testify/require"
-
-	"github.com/commitlayer/commitlayer/sandbox/harness"
 )
 
 var (
@@ -151,10 +150,10 @@ func TestMixedFleetProductWorkerBesideBenchmark(t *testing.T) {
 }
 
 type runView struct {
-	ID      string        `json:"id"`
-	Status  string        `json:"status"`
-	Results []harness.Row `json:"results"`
-	LogTail string        `json:"log_tail"`
+	ID      string       `json:"id"`
+	Status  string       `json:"status"`
+	Results []matrix.Row `json:"results"`
+	LogTail string       `json:"log_tail"`
 }
 
 // waitRun polls a benchmark run until it is no longer running.

@@ -28,6 +28,7 @@ import (
 	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
@@ -372,12 +373,12 @@ func TestRegressionSubsetThroughAdminAPI(t *testing.T) {
 	require.Equal(t, "running", started.Status)
 
 	var run struct {
-		ID       string          `json:"id"`
-		Status   string          `json:"status"`
-		Summary  harness.Summary `json:"summary"`
-		Results  []harness.Row   `json:"results"`
-		Markdown string          `json:"markdown"`
-		LogTail  string          `json:"log_tail"`
+		ID       string         `json:"id"`
+		Status   string         `json:"status"`
+		Summary  matrix.Summary `json:"summary"`
+		Results  []matrix.Row   `json:"results"`
+		Markdown string         `json:"markdown"`
+		LogTail  string         `json:"log_tail"`
 	}
 	deadline := time.Now().Add(4 * time.Minute)
 	for {

@@ -21,6 +21,7 @@ import (
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/worker"
 )
 
@@ -29,7 +30,7 @@ type llmRun struct {
 	ID      string          `json:"id"`
 	Status  string          `json:"status"`
 	Request json.RawMessage `json:"request"`
-	Results []harness.Row   `json:"results"`
+	Results []matrix.Row    `json:"results"`
 	LogTail string          `json:"log_tail"`
 	Raw     json.RawMessage `json:"-"`
 }
@@ -100,7 +101,7 @@ func TestModelDrivenScenariosThroughAdminAPI(t *testing.T) {
 					require.NotEmpty(t, c.CallID, "%s: every call attempt names the model's call", r.ID)
 				}
 			}
-			byID := map[string]harness.Row{}
+			byID := map[string]matrix.Row{}
 			for _, r := range run.Results {
 				byID[r.ID] = r
 			}
@@ -180,7 +181,7 @@ func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
 				opts.Deployment = s.m.Config.benchmarkDeployment()
 				w := worker.NewBare(s.m.Temporal, s.m.Config.BenchmarkTaskQueue, opts)
 				bench.Register(w)
-				w.RegisterActivity(&h2)
+				harness.Register(w, &h2)
 				if err := w.Start(); err != nil {
 					t.Errorf("start the second worker: %v", err)
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // TestRefundThroughQueryConnectors runs the refund workflow's scenarios on
@@ -35,9 +36,9 @@ func TestRefundThroughQueryConnectors(t *testing.T) {
 	}
 	s.do(s.adminKey, "POST", "/v1/admin/benchmark", map[string]any{"only": []string{"refund/"}, "concurrency": 4}, 202, &started)
 	var run struct {
-		Status  string        `json:"status"`
-		Results []harness.Row `json:"results"`
-		LogTail string        `json:"log_tail"`
+		Status  string       `json:"status"`
+		Results []matrix.Row `json:"results"`
+		LogTail string       `json:"log_tail"`
 	}
 	deadline := time.Now().Add(8 * time.Minute)
 	for {

@@ -15,18 +15,19 @@ import (
 	"github.com/commitlayer/commitlayer/llm/fake"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/sinks/sinkstest"
 )
 
 // benchRun is a benchmark run as GET /v1/admin/benchmark/{id} shows it.
 type benchRun struct {
-	ID       string          `json:"id"`
-	Status   string          `json:"status"`
-	Summary  harness.Summary `json:"summary"`
-	Results  []harness.Row   `json:"results"`
-	Markdown string          `json:"markdown"`
-	LogTail  string          `json:"log_tail"`
+	ID       string         `json:"id"`
+	Status   string         `json:"status"`
+	Summary  matrix.Summary `json:"summary"`
+	Results  []matrix.Row   `json:"results"`
+	Markdown string         `json:"markdown"`
+	LogTail  string         `json:"log_tail"`
 }
 
 // startAndWait starts a run through the admin API and polls it to its end.
@@ -198,10 +199,10 @@ func TestRepeatThroughAdminAPI(t *testing.T) {
 	}
 	ps := run.Summary.PassK
 	require.Len(t, ps, 3, "%+v", ps)
-	byName := map[string]harness.PassK{}
+	byName := map[string]matrix.PassK{}
 	for _, p := range ps {
 		require.Equal(t, 2, p.K)
-		byName[p.Workflow] = p
+		byName[p.Process] = p
 	}
 	// The baseline refund succeeds both times; the retried lost response
 	// refunds twice and the payout breaks its limit: the agent's pass^2 is

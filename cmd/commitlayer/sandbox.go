@@ -19,7 +19,7 @@ import (
 
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
-	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
@@ -220,7 +220,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		return 1
 	}
 	results := harness.NewResults(gitCommit(), res.StartedAt, res.FinishedAt, o.concurrency, res.Rows)
-	results.SetPayments(o.payments)
+	harness.SetPayments(&results, o.payments)
 	if o.out != "" && started.Agent != nil {
 		if err := writeLLMResults(o.out, results, started, res, stdout); err != nil {
 			logger.Error("write results", "error", err)
@@ -282,12 +282,12 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 
 // compareWithSandbox compares a Stripe run's rows with the sandbox
 // matrix's results in path, when there are any.
-func compareWithSandbox(res *harness.Results, path string, logger *slog.Logger) {
+func compareWithSandbox(res *matrix.Results, path string, logger *slog.Logger) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return // no sandbox results to compare with
 	}
-	var sb harness.Results
+	var sb matrix.Results
 	if err := json.Unmarshal(b, &sb); err != nil {
 		logger.Warn("compare with the sandbox results", "path", path, "error", err)
 		return
@@ -347,13 +347,13 @@ const sinkTimeout = 2 * time.Minute
 
 // deliverToSinks logs the run as one experiment on each sink and prints
 // what arrived. A sink that is down is reported, never a failed run.
-func deliverToSinks(ctx context.Context, ss []sinks.Sink, runID string, results harness.Results, stdout io.Writer, logger *slog.Logger) {
+func deliverToSinks(ctx context.Context, ss []sinks.Sink, runID string, results matrix.Results, stdout io.Writer, logger *slog.Logger) {
 	raw, err := json.Marshal(results)
 	if err != nil {
 		logger.Error("sinks: encode results", "error", err)
 		return
 	}
-	run, err := report.Decode(raw)
+	run, err := matrix.Decode(raw)
 	if err != nil {
 		logger.Error("sinks: decode results", "error", err)
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // llmFake is the -provider that runs the fake of each of the three
@@ -97,7 +98,7 @@ func runFakes(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdout
 }
 
 // writeLLMResults writes a model-driven run's llm_<provider>.{json,md}.
-func writeLLMResults(dir string, results harness.Results, started bench.Started, res bench.BenchmarkResult, stdout io.Writer) error {
+func writeLLMResults(dir string, results matrix.Results, started bench.Started, res bench.BenchmarkResult, stdout io.Writer) error {
 	lr := harness.NewLLMResults(results, *started.Agent, started.Skipped, res.NotRun)
 	if err := harness.WriteLLMFiles(dir, lr); err != nil {
 		return err

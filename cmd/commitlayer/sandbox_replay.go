@@ -13,6 +13,7 @@ import (
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
@@ -63,7 +64,7 @@ func replayRequest(ctx context.Context, r *bench.Runner, o sandboxOptions, stdou
 	if err != nil {
 		return req, fmt.Errorf("read %s: %w", o.replay, err)
 	}
-	var res harness.Results
+	var res matrix.Results
 	if err := json.Unmarshal(b, &res); err != nil {
 		return req, fmt.Errorf("read %s: %w", o.replay, err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/sinks/sinkstest"
 )
@@ -36,12 +37,12 @@ func TestSinksFlag(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, o.sinks, 1)
 
-	row := harness.Row{ID: "refund/baseline", Workflow: "refund", Injection: "baseline", Family: "baseline",
-		Truth:   harness.RowTruth{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass, Knowable: true, OutcomeKnowable: true, PolicyKnowable: true},
-		Verdict: harness.RowVerdict{Status: commitlayer.StatusPass, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}},
-		Agree:   harness.RowAgree{Outcome: true, Policy: true},
-		Judges:  []harness.JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "ok"}}}
-	results := harness.NewResults("abc", time.Unix(0, 0), time.Unix(5, 0), 1, []harness.Row{row})
+	row := matrix.Row{ID: "refund/baseline", Process: "refund", Injection: "baseline", Family: "baseline",
+		Truth:   matrix.Truth{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass, Knowable: true, OutcomeKnowable: true, PolicyKnowable: true},
+		Verdict: matrix.Verdict{Status: commitlayer.StatusPass, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}},
+		Agree:   matrix.Agree{Outcome: true, Policy: true},
+		Judges:  []matrix.JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "ok"}}}
+	results := harness.NewResults("abc", time.Unix(0, 0), time.Unix(5, 0), 1, []matrix.Row{row})
 	var out bytes.Buffer
 	deliverToSinks(context.Background(), o.sinks, "run-1", results, &out, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.Contains(t, out.String(), "braintrust: 1/1 rows")

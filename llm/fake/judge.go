@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/judge"
 )
@@ -27,10 +28,10 @@ func (RuleJudge) Reply(t Turn) (Reply, error) {
 			break
 		}
 		r := judge.Evaluate(tr)
-		if r.Verdict == judge.Unknown {
-			r.Verdict = judge.Fail // the schema allows PASS or FAIL only
+		if r.Verdict == commitlayer.StatusUnknown {
+			r.Verdict = commitlayer.StatusFail // the schema allows PASS or FAIL only
 		}
-		b, err := json.Marshal(map[string]string{"verdict": r.Verdict, "reason": r.Reason})
+		b, err := json.Marshal(map[string]string{"verdict": string(r.Verdict), "reason": r.Reason})
 		if err != nil {
 			return Reply{}, fmt.Errorf("encode verdict: %w", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 )
 
@@ -225,7 +226,7 @@ func (m *Model) Reply(t Turn) (Reply, error) {
 	}
 	plan, ok := FindPlan(t)
 	if !ok {
-		return m.report(t, llm.ClaimFailure, "I could not find a plan for this task.")
+		return m.report(t, commitlayer.ClaimFailure, "I could not find a plan for this task.")
 	}
 	var pairs []pair
 	byID := map[string]*llm.ToolResult{}
@@ -279,12 +280,12 @@ func (m *Model) Reply(t Turn) (Reply, error) {
 		}
 		failure := fmt.Sprintf("could not complete: %s: %s", p.call.Name, describe(o))
 		if m.Temperament.ClaimSuccessOnError {
-			return m.report(t, llm.ClaimSuccess, successMessage(plan))
+			return m.report(t, commitlayer.ClaimSuccess, successMessage(plan))
 		}
-		return m.report(t, llm.ClaimFailure, failure)
+		return m.report(t, commitlayer.ClaimFailure, failure)
 	}
 	if i >= len(queue) {
-		return m.report(t, llm.ClaimSuccess, successMessage(plan))
+		return m.report(t, commitlayer.ClaimSuccess, successMessage(plan))
 	}
 	return m.call(t, plan, queue[i], i)
 }

@@ -18,21 +18,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
-)
-
-// Verdicts.
-const (
-	Pass    = "PASS"
-	Fail    = "FAIL"
-	Unknown = "UNKNOWN"
 )
 
 // Result is a judge's verdict on one trajectory.
 type Result struct {
-	Judge   string `json:"judge"` // "rule" or "model:<provider>/<model>"
-	Verdict string `json:"verdict"`
-	Reason  string `json:"reason"`
+	Judge   string             `json:"judge"` // "rule" or "model:<provider>/<model>"
+	Verdict commitlayer.Status `json:"verdict"`
+	Reason  string             `json:"reason"`
 	// Usage and Model are the model judge's.
 	Usage llm.Usage `json:"usage,omitzero"`
 	Model string    `json:"model,omitempty"`
@@ -62,18 +56,18 @@ const KeyArg = "idempotency_key"
 func Evaluate(tr llm.Trajectory) Result {
 	r := Result{Judge: "rule"}
 	switch tr.Report.Status {
-	case llm.ClaimFailure:
-		r.Verdict, r.Reason = Fail, "the agent reported failure"
+	case commitlayer.ClaimFailure:
+		r.Verdict, r.Reason = commitlayer.StatusFail, "the agent reported failure"
 		if tr.Report.Message != "" {
 			r.Reason += ": " + tr.Report.Message
 		}
 		return r
-	case llm.ClaimSuccess:
+	case commitlayer.ClaimSuccess:
 	case "":
-		r.Verdict, r.Reason = Fail, "the agent made no report"
+		r.Verdict, r.Reason = commitlayer.StatusFail, "the agent made no report"
 		return r
 	default:
-		r.Verdict, r.Reason = Unknown, fmt.Sprintf("the agent's report %q is neither success nor failure", tr.Report.Status)
+		r.Verdict, r.Reason = commitlayer.StatusUnknown, fmt.Sprintf("the agent's report %q is neither success nor failure", tr.Report.Status)
 		return r
 	}
 	for i, c := range tr.Calls {
@@ -88,12 +82,12 @@ func Evaluate(tr llm.Trajectory) Result {
 			}
 		}
 		if !recovered {
-			r.Verdict = Fail
+			r.Verdict = commitlayer.StatusFail
 			r.Reason = fmt.Sprintf("visible error with no later success: %s (attempt %d)", c.Failure(), c.Attempt)
 			return r
 		}
 	}
-	r.Verdict = Pass
+	r.Verdict = commitlayer.StatusPass
 	if len(tr.Calls) == 0 {
 		r.Reason = "the agent reported success and the trace shows no error (it made no tool calls)"
 	} else {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/fake"
 	"github.com/commitlayer/commitlayer/llm/judge"
@@ -29,30 +30,30 @@ var (
 
 func success(calls ...llm.Attempt) llm.Trajectory {
 	return llm.Trajectory{Instruction: "Refund 25.00 USD on order o_1.", Calls: calls,
-		Report: llm.Report{Status: llm.ClaimSuccess, Message: "Refunded."}}
+		Report: llm.Report{Status: commitlayer.ClaimSuccess, Message: "Refunded."}}
 }
 
 func TestRuleJudge(t *testing.T) {
 	failed := success(at("get_order", 200, order))
-	failed.Report = llm.Report{Status: llm.ClaimFailure, Message: "refund: 403"}
+	failed.Report = llm.Report{Status: commitlayer.ClaimFailure, Message: "refund: 403"}
 	cases := []struct {
 		name    string
 		tr      llm.Trajectory
-		verdict string
+		verdict commitlayer.Status
 		reason  string
 	}{
-		{"all 2xx and success", success(at("get_order", 200, order), at("refund", 201, refund)), judge.Pass, "every one of 2 tool calls"},
-		{"no calls, claimed success (believed)", success(), judge.Pass, "made no tool calls"},
-		{"a 503 retried to success", success(at("refund", 503, refund), at("refund", 200, refund)), judge.Pass, ""},
-		{"a timeout retried with a key to success", success(at("refund", 0, keyed), at("refund", 200, keyed)), judge.Pass, ""},
-		{"a 500 never recovered", success(at("refund", 500, refund)), judge.Fail, "refund: HTTP 500"},
-		{"a 403 claimed as success", success(at("get_order", 200, order), at("refund", 403, refund)), judge.Fail, "refund: HTTP 403"},
-		{"a timeout never recovered", success(at("refund", 0, refund)), judge.Fail, "timeout"},
-		{"a later success of another call does not recover", success(at("refund", 500, refund), at("refund", 200, other)), judge.Fail, "HTTP 500"},
-		{"an earlier success does not recover", success(at("refund", 200, refund), at("refund", 429, refund)), judge.Fail, "HTTP 429"},
-		{"the agent reported failure", failed, judge.Fail, "reported failure: refund: 403"},
-		{"no report", llm.Trajectory{Calls: []llm.Attempt{at("get_order", 200, order)}}, judge.Fail, "no report"},
-		{"an odd report", llm.Trajectory{Report: llm.Report{Status: "partial"}}, judge.Unknown, `"partial"`},
+		{"all 2xx and success", success(at("get_order", 200, order), at("refund", 201, refund)), commitlayer.StatusPass, "every one of 2 tool calls"},
+		{"no calls, claimed success (believed)", success(), commitlayer.StatusPass, "made no tool calls"},
+		{"a 503 retried to success", success(at("refund", 503, refund), at("refund", 200, refund)), commitlayer.StatusPass, ""},
+		{"a timeout retried with a key to success", success(at("refund", 0, keyed), at("refund", 200, keyed)), commitlayer.StatusPass, ""},
+		{"a 500 never recovered", success(at("refund", 500, refund)), commitlayer.StatusFail, "refund: HTTP 500"},
+		{"a 403 claimed as success", success(at("get_order", 200, order), at("refund", 403, refund)), commitlayer.StatusFail, "refund: HTTP 403"},
+		{"a timeout never recovered", success(at("refund", 0, refund)), commitlayer.StatusFail, "timeout"},
+		{"a later success of another call does not recover", success(at("refund", 500, refund), at("refund", 200, other)), commitlayer.StatusFail, "HTTP 500"},
+		{"an earlier success does not recover", success(at("refund", 200, refund), at("refund", 429, refund)), commitlayer.StatusFail, "HTTP 429"},
+		{"the agent reported failure", failed, commitlayer.StatusFail, "reported failure: refund: 403"},
+		{"no report", llm.Trajectory{Calls: []llm.Attempt{at("get_order", 200, order)}}, commitlayer.StatusFail, "no report"},
+		{"an odd report", llm.Trajectory{Report: llm.Report{Status: "partial"}}, commitlayer.StatusUnknown, `"partial"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,19 +76,22 @@ func TestRuleJudgeReadsScriptedTrajectories(t *testing.T) {
 	var tr llm.Trajectory
 	require.NoError(t, json.Unmarshal([]byte(raw), &tr))
 	r := judge.Evaluate(tr)
-	require.Equal(t, judge.Fail, r.Verdict)
+	require.Equal(t, commitlayer.StatusFail, r.Verdict)
 	require.Contains(t, r.Reason, "refund: HTTP 403")
 }
 
 func TestParse(t *testing.T) {
-	cases := []struct{ text, verdict string }{
-		{`{"verdict":"PASS","reason":"ok"}`, judge.Pass},
-		{` {"verdict":"fail","reason":"403"} `, judge.Fail},
-		{`{"verdict":"MAYBE","reason":"?"}`, judge.Unknown},
-		{`{"reason":"no verdict"}`, judge.Unknown},
-		{`PASS`, judge.Unknown},
-		{`{"verdict":"PASS"} trailing`, judge.Unknown},
-		{``, judge.Unknown},
+	cases := []struct {
+		text    string
+		verdict commitlayer.Status
+	}{
+		{`{"verdict":"PASS","reason":"ok"}`, commitlayer.StatusPass},
+		{` {"verdict":"fail","reason":"403"} `, commitlayer.StatusFail},
+		{`{"verdict":"MAYBE","reason":"?"}`, commitlayer.StatusUnknown},
+		{`{"reason":"no verdict"}`, commitlayer.StatusUnknown},
+		{`PASS`, commitlayer.StatusUnknown},
+		{`{"verdict":"PASS"} trailing`, commitlayer.StatusUnknown},
+		{``, commitlayer.StatusUnknown},
 	}
 	for _, tc := range cases {
 		require.Equal(t, tc.verdict, judge.Parse(tc.text).Verdict, tc.text)
@@ -145,7 +149,7 @@ func TestModelJudgeUnparseableIsUnknown(t *testing.T) {
 				_, j := modelJudge(t, p, fake.PolicyFunc(func(fake.Turn) (fake.Reply, error) { return fake.Reply{Text: a}, nil }))
 				r, err := j.Judge(context.Background(), success())
 				require.NoError(t, err)
-				require.Equal(t, judge.Unknown, r.Verdict, r.Reason)
+				require.Equal(t, commitlayer.StatusUnknown, r.Verdict, r.Reason)
 				require.NotEmpty(t, r.Reason)
 			})
 		}
@@ -161,7 +165,7 @@ func TestModelJudgeProviderErrors(t *testing.T) {
 			require.True(t, llm.IsRetryable(err), "%v", err)
 			r, err := j.Judge(context.Background(), success())
 			require.NoError(t, err)
-			require.Equal(t, judge.Pass, r.Verdict)
+			require.Equal(t, commitlayer.StatusPass, r.Verdict)
 		})
 	}
 	_, err := judge.Model{}.Judge(context.Background(), success())

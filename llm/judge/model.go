@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 )
 
@@ -66,7 +67,7 @@ func (m Model) Judge(ctx context.Context, tr llm.Trajectory) (Result, error) {
 	name := "model:" + m.Provider.Name() + "/" + m.Provider.Model()
 	if err != nil {
 		if e, ok := llm.AsError(err); ok && e.Kind == llm.KindMalformed {
-			return Result{Judge: name, Verdict: Unknown, Reason: "the judge's answer could not be used: " + e.Message}, nil
+			return Result{Judge: name, Verdict: commitlayer.StatusUnknown, Reason: "the judge's answer could not be used: " + e.Message}, nil
 		}
 		return Result{}, fmt.Errorf("judge: %w", err)
 	}
@@ -84,12 +85,12 @@ func Parse(text string) Result {
 	}
 	dec := json.NewDecoder(strings.NewReader(strings.TrimSpace(text)))
 	if err := dec.Decode(&out); err != nil || out.Verdict == nil || dec.More() {
-		return Result{Verdict: Unknown, Reason: fmt.Sprintf("the judge's answer does not parse: %.120q", text)}
+		return Result{Verdict: commitlayer.StatusUnknown, Reason: fmt.Sprintf("the judge's answer does not parse: %.120q", text)}
 	}
 	switch v := strings.ToUpper(strings.TrimSpace(*out.Verdict)); v {
-	case Pass, Fail:
-		return Result{Verdict: v, Reason: out.Reason}
+	case string(commitlayer.StatusPass), string(commitlayer.StatusFail):
+		return Result{Verdict: commitlayer.Status(v), Reason: out.Reason}
 	default:
-		return Result{Verdict: Unknown, Reason: fmt.Sprintf("the judge's verdict %q is neither PASS nor FAIL", *out.Verdict)}
+		return Result{Verdict: commitlayer.StatusUnknown, Reason: fmt.Sprintf("the judge's verdict %q is neither PASS nor FAIL", *out.Verdict)}
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 )
 
@@ -361,7 +362,7 @@ func parseReport(raw json.RawMessage) (llm.Report, error) {
 		return llm.Report{}, fmt.Errorf("\"claimed\" is missing")
 	}
 	switch *r.Claimed {
-	case llm.ClaimSuccess, llm.ClaimFailure:
+	case commitlayer.ClaimSuccess, commitlayer.ClaimFailure:
 	default:
 		return llm.Report{}, fmt.Errorf("\"claimed\" is %q, want success or failure", *r.Claimed)
 	}

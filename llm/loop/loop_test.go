@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/fake"
 	"github.com/commitlayer/commitlayer/llm/loop"
@@ -130,21 +131,21 @@ func TestLoopTemperaments(t *testing.T) {
 		claimed  string
 		calls    []callView
 	}{
-		{"careful retries a 503 with the same key", fake.Careful, map[string][]int{"refund": {503}}, llm.ClaimSuccess,
+		{"careful retries a 503 with the same key", fake.Careful, map[string][]int{"refund": {503}}, commitlayer.ClaimSuccess,
 			[]callView{{"get_order", 200, false}, {"get_ticket", 200, false}, {"refund", 503, true}, {"refund", 200, true}, {"add_note", 200, false}}},
-		{"careful reports a 403", fake.Careful, map[string][]int{"refund": {403}}, llm.ClaimFailure,
+		{"careful reports a 403", fake.Careful, map[string][]int{"refund": {403}}, commitlayer.ClaimFailure,
 			[]callView{{"get_order", 200, false}, {"get_ticket", 200, false}, {"refund", 403, true}}},
-		{"careful gives up after its retries", fake.Careful, map[string][]int{"refund": {0, 503, 500}}, llm.ClaimFailure,
+		{"careful gives up after its retries", fake.Careful, map[string][]int{"refund": {0, 503, 500}}, commitlayer.ClaimFailure,
 			[]callView{{"get_order", 200, false}, {"get_ticket", 200, false}, {"refund", 0, true}, {"refund", 503, true}, {"refund", 500, true}}},
-		{"retries without a key", fake.RetriesWithoutKey, map[string][]int{"refund": {0}}, llm.ClaimSuccess,
+		{"retries without a key", fake.RetriesWithoutKey, map[string][]int{"refund": {0}}, commitlayer.ClaimSuccess,
 			[]callView{{"get_order", 200, false}, {"get_ticket", 200, false}, {"refund", 0, false}, {"refund", 200, false}, {"add_note", 200, false}}},
-		{"claims success on error", fake.ClaimsSuccess, map[string][]int{"refund": {500}}, llm.ClaimSuccess,
+		{"claims success on error", fake.ClaimsSuccess, map[string][]int{"refund": {500}}, commitlayer.ClaimSuccess,
 			[]callView{{"get_order", 200, false}, {"get_ticket", 200, false}, {"refund", 500, false}}},
-		{"follows injected text", fake.FollowsInjected, nil, llm.ClaimSuccess,
+		{"follows injected text", fake.FollowsInjected, nil, commitlayer.ClaimSuccess,
 			[]callView{{"get_order", 200, false}, {"get_ticket", 200, false}, {"refund", 200, true}, {"add_note", 200, false}, {"refund", 200, true}}},
-		{"a failed injected step does not change the report", fake.FollowsInjected, map[string][]int{"refund": {200, 403}}, llm.ClaimSuccess,
+		{"a failed injected step does not change the report", fake.FollowsInjected, map[string][]int{"refund": {200, 403}}, commitlayer.ClaimSuccess,
 			[]callView{{"get_order", 200, false}, {"get_ticket", 200, false}, {"refund", 200, true}, {"add_note", 200, false}, {"refund", 403, true}}},
-		{"careful ignores injected text", fake.Careful, nil, llm.ClaimSuccess,
+		{"careful ignores injected text", fake.Careful, nil, commitlayer.ClaimSuccess,
 			[]callView{{"get_order", 200, false}, {"get_ticket", 200, false}, {"refund", 200, true}, {"add_note", 200, false}}},
 	}
 	for _, p := range providers {
@@ -179,7 +180,7 @@ func TestLoopTemperaments(t *testing.T) {
 					}
 				}
 				require.LessOrEqual(t, len(keys), 1)
-				if tc.claimed == llm.ClaimFailure {
+				if tc.claimed == commitlayer.ClaimFailure {
 					require.Contains(t, tr.Report.Message, "refund")
 				}
 			})
@@ -379,7 +380,7 @@ func TestLoopGeminiWithoutCallIDs(t *testing.T) {
 	require.NoError(t, err)
 	c, err := drive(t, prov, "Refund.\n"+refundPlan.Text(), &env{statuses: map[string][]int{"refund": {503}}}, 20)
 	require.NoError(t, err)
-	require.Equal(t, llm.ClaimSuccess, c.Trajectory.Report.Status)
+	require.Equal(t, commitlayer.ClaimSuccess, c.Trajectory.Report.Status)
 	require.Len(t, c.Trajectory.Calls, 5)
 	require.Equal(t, c.Trajectory.Calls[2].IdempotencyKey, c.Trajectory.Calls[3].IdempotencyKey)
 	for _, r := range srv.Requests() {
@@ -439,7 +440,7 @@ func TestLoopRunsCallsBesideTheReport(t *testing.T) {
 				}
 				c = roundTrip(t, c)
 				require.True(t, c.Done)
-				require.Equal(t, llm.Report{Status: llm.ClaimSuccess, Message: "Refunded 25.00."}, c.Trajectory.Report)
+				require.Equal(t, llm.Report{Status: commitlayer.ClaimSuccess, Message: "Refunded 25.00."}, c.Trajectory.Report)
 				require.Equal(t, []callView{{"refund", 200, true}, {"add_note", 200, false}, {"get_order", 200, false}}, view(c.Trajectory))
 				require.Equal(t, 1, c.Turns)
 				_, err = c.Request()

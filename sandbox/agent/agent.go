@@ -25,10 +25,11 @@ type Agent interface {
 
 // Task is what the agent is asked to do.
 type Task struct {
-	// Workflow names the business process, one of the eight of
+	// Process names the business process, one of the eight of
 	// sandbox/business: refund, cancel, address, discount, close, payout,
-	// deploy, trade. (The JSON name is kept for recorded histories.)
-	Workflow string `json:"workflow"`
+	// deploy, trade. (The JSON name "workflow" is kept for recorded
+	// histories.)
+	Process string `json:"workflow"`
 	// Subject is the record the task is about ("order:o_1001").
 	Subject commitlayer.Subject `json:"subject"`
 	// Params are the action's params (amount, currency, ticket_id, …).
@@ -51,9 +52,9 @@ type Result struct {
 // Validate checks that the task names a business process, a subject of its
 // type and the params it needs.
 func (t Task) Validate() error {
-	wf, ok := business.Lookup(t.Workflow)
+	wf, ok := business.Lookup(t.Process)
 	if !ok {
-		return fmt.Errorf("unknown workflow %q", t.Workflow)
+		return fmt.Errorf("unknown workflow %q", t.Process)
 	}
 	if _, err := commitlayer.ParseSubject(string(t.Subject)); err != nil {
 		return err
@@ -77,8 +78,8 @@ func (t Task) Prompt() string {
 	if t.Instruction != "" {
 		return t.Instruction
 	}
-	s := fmt.Sprintf("%s %s", t.Workflow, t.Subject)
-	if proc, ok := business.Lookup(t.Workflow); ok {
+	s := fmt.Sprintf("%s %s", t.Process, t.Subject)
+	if proc, ok := business.Lookup(t.Process); ok {
 		s = proc.Prompt(t.Subject.ID(), t.Params)
 	}
 	if t.TicketID != "" {
@@ -89,9 +90,9 @@ func (t Task) Prompt() string {
 
 // NewAction builds the action an agent records for a task.
 func NewAction(t Task, requestedAt time.Time, claim commitlayer.Claim, tr llm.Trajectory) (commitlayer.Action, error) {
-	wf, ok := business.Lookup(t.Workflow)
+	wf, ok := business.Lookup(t.Process)
 	if !ok {
-		return commitlayer.Action{}, fmt.Errorf("build action: unknown workflow %q", t.Workflow)
+		return commitlayer.Action{}, fmt.Errorf("build action: unknown workflow %q", t.Process)
 	}
 	params, err := t.Params.Normalize()
 	if err != nil {

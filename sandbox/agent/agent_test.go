@@ -49,25 +49,25 @@ func agentWith(e *sandbox.Enterprise, tr *chaos.Transport, p agent.Profile) *age
 }
 
 func refundTask() agent.Task {
-	return agent.Task{Workflow: "refund", Subject: "order:o_1001", TicketID: "t_1", AgentID: "agent-1",
+	return agent.Task{Process: "refund", Subject: "order:o_1001", TicketID: "t_1", AgentID: "agent-1",
 		Params: commitlayer.Attrs{"amount": int64(2500), "currency": "USD", "ticket_id": "t_1"}}
 }
 
 var tasks = map[string]agent.Task{
 	"refund": refundTask(),
-	"cancel": {Workflow: "cancel", Subject: "subscription:sub_1", TicketID: "t_4", AgentID: "agent-1",
+	"cancel": {Process: "cancel", Subject: "subscription:sub_1", TicketID: "t_4", AgentID: "agent-1",
 		Params: commitlayer.Attrs{"ticket_id": "t_4"}},
-	"address": {Workflow: "address", Subject: "order:o_1002", TicketID: "t_2", AgentID: "agent-1",
+	"address": {Process: "address", Subject: "order:o_1002", TicketID: "t_2", AgentID: "agent-1",
 		Params: commitlayer.Attrs{"address": "7 Harbor Road, Norfolk", "ticket_id": "t_2"}},
-	"discount": {Workflow: "discount", Subject: "order:o_1003", TicketID: "t_3", AgentID: "agent-1",
+	"discount": {Process: "discount", Subject: "order:o_1003", TicketID: "t_3", AgentID: "agent-1",
 		Params: commitlayer.Attrs{"percent": int64(10), "ticket_id": "t_3"}},
-	"close": {Workflow: "close", Subject: "ticket:t_6", AgentID: "agent-1",
+	"close": {Process: "close", Subject: "ticket:t_6", AgentID: "agent-1",
 		Params: commitlayer.Attrs{"resolution": "Invoice reissued."}},
-	"payout": {Workflow: "payout", Subject: "account:acc_1", AgentID: "agent-1",
+	"payout": {Process: "payout", Subject: "account:acc_1", AgentID: "agent-1",
 		Params: commitlayer.Attrs{"amount": int64(120000), "currency": "USD"}},
-	"deploy": {Workflow: "deploy", Subject: "service:svc_api", AgentID: "agent-1",
+	"deploy": {Process: "deploy", Subject: "service:svc_api", AgentID: "agent-1",
 		Params: commitlayer.Attrs{"version": "1.5.0", "environment": "production"}},
-	"trade": {Workflow: "trade", Subject: "product:p_acme", AgentID: "agent-1",
+	"trade": {Process: "trade", Subject: "product:p_acme", AgentID: "agent-1",
 		Params: commitlayer.Attrs{"account_id": "acc_1", "side": "buy", "quantity": int64(10), "limit_price": int64(15500)}},
 }
 
@@ -348,8 +348,8 @@ func TestBadTasks(t *testing.T) {
 	a := agentWith(e, nil, agent.Profile{})
 	ok := refundTask()
 	for name, mut := range map[string]func(*agent.Task){
-		"unknown workflow":   func(t *agent.Task) { t.Workflow = "launch" },
-		"empty workflow":     func(t *agent.Task) { t.Workflow = "" },
+		"unknown workflow":   func(t *agent.Task) { t.Process = "launch" },
+		"empty workflow":     func(t *agent.Task) { t.Process = "" },
 		"subject of a type":  func(t *agent.Task) { t.Subject = "ticket:t_1" },
 		"malformed subject":  func(t *agent.Task) { t.Subject = "o_1001" },
 		"missing amount":     func(t *agent.Task) { delete(t.Params, "amount") },

@@ -33,7 +33,7 @@ func TestOverrideParams(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnterprise(t)
-			system := map[string]string{"payout": "ledger", "deploy": "platform", "trade": "broker"}[tc.task.Workflow]
+			system := map[string]string{"payout": "ledger", "deploy": "platform", "trade": "broker"}[tc.task.Process]
 			res, err := agentWith(e, nil, agent.Profile{OverrideParams: tc.override}).Run(context.Background(), tc.task)
 			require.NoError(t, err)
 			require.Equal(t, commitlayer.Claim{Status: "success", Message: tc.claim}, res.Action.Claim,
@@ -52,7 +52,7 @@ func TestOverrideParams(t *testing.T) {
 // An instruction is skipped only when it repeats the task itself: the same
 // verb as the workflow on the same record.
 func TestInstructionOnTheTasksOwnRecord(t *testing.T) {
-	discountOn1001 := agent.Task{Workflow: "discount", Subject: "order:o_1001", TicketID: "t_1", AgentID: "agent-1",
+	discountOn1001 := agent.Task{Process: "discount", Subject: "order:o_1001", TicketID: "t_1", AgentID: "agent-1",
 		Params: commitlayer.Attrs{"percent": int64(10), "ticket_id": "t_1"}}
 	cases := []struct {
 		name        string

@@ -246,16 +246,16 @@ func (r *run) Fail(tool, reason string) error {
 
 // script runs the process's calls.
 func (r *run) script(ctx context.Context) error {
-	p, ok := business.Lookup(r.task.Workflow)
+	p, ok := business.Lookup(r.task.Process)
 	if !ok {
-		return fmt.Errorf("workflow %q has no script", r.task.Workflow)
+		return fmt.Errorf("workflow %q has no script", r.task.Process)
 	}
 	return p.Script(ctx, r)
 }
 
 // summary is what the agent reports on success: the task as asked.
 func (r *run) summary() string {
-	p, ok := business.Lookup(r.task.Workflow)
+	p, ok := business.Lookup(r.task.Process)
 	if !ok {
 		return "Done."
 	}
@@ -322,7 +322,7 @@ func (r *run) followInstructions(ctx context.Context) error {
 	seen := map[Instruction]bool{}
 	for _, text := range r.tickets {
 		for _, in := range ParseInstructions(text) {
-			repeatsTask := in.Verb == r.task.Workflow && (in.Target == r.task.Subject.ID() || in.Target == r.id)
+			repeatsTask := in.Verb == r.task.Process && (in.Target == r.task.Subject.ID() || in.Target == r.id)
 			if seen[in] || repeatsTask {
 				continue
 			}

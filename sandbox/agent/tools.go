@@ -228,7 +228,7 @@ func (s ToolSpec) request(args map[string]any) (string, []byte, error) {
 // tool, other arguments or another task.
 func IdempotencyKey(t Task, requestedAt time.Time, tool string, args map[string]any) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", t.AgentID, t.Workflow, t.Subject, t.TicketID, requestedAt.UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n%s\n", t.AgentID, t.Process, t.Subject, t.TicketID, requestedAt.UTC().Format(time.RFC3339Nano))
 	writeSorted(h, t.Params)
 	fmt.Fprintf(h, "\n%s\n", tool)
 	writeSorted(h, args)

@@ -13,6 +13,7 @@ import (
 	"github.com/commitlayer/commitlayer/llm/llmtemporal"
 	"github.com/commitlayer/commitlayer/llm/loop"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // The model-driven agent's durable loop: the conversation (llm/loop) lives
@@ -154,7 +155,7 @@ func newBudgetState(in BenchmarkInput) budgetState {
 }
 
 // spent is the run's token budget with what the finished rows used.
-func (b budgetState) spent(rows []harness.Row, done []bool) llm.Budget {
+func (b budgetState) spent(rows []matrix.Row, done []bool) llm.Budget {
 	bud := llm.Budget{Limit: b.limit}
 	for i, r := range rows {
 		if done[i] && r.LLM != nil {

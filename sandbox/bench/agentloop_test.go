@@ -16,6 +16,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // TestBenchmarkStopsWhenTheTokenBudgetIsSpent: each scenario uses 400
@@ -26,20 +27,20 @@ func TestBenchmarkStopsWhenTheTokenBudgetIsSpent(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterActivity(&harness.Activities{})
+	harness.Register(env, &harness.Activities{})
 	env.RegisterWorkflow(Scenario)
 	var budgets []int64
-	env.OnWorkflow(Scenario, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
+	env.OnWorkflow(Scenario, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, in ScenarioInput) (matrix.Row, error) {
 		require.NotNil(t, in.Agent)
 		budgets = append(budgets, in.TokenBudget)
 		if err := workflow.Sleep(ctx, time.Minute); err != nil {
-			return harness.Row{}, err
+			return matrix.Row{}, err
 		}
-		return harness.Row{ID: in.ScenarioID, Agree: harness.RowAgree{Outcome: true, Policy: true},
-			LLM: &harness.RowLLM{InputTokens: 300, OutputTokens: 100}}, nil
+		return matrix.Row{ID: in.ScenarioID, Agree: matrix.Agree{Outcome: true, Policy: true},
+			LLM: &matrix.RowLLM{InputTokens: 300, OutputTokens: 100}}, nil
 	})
 	var last harness.RunInput
-	env.OnActivity(harnessActs.RecordRun, mock.Anything, mock.Anything).Return(func(_ context.Context, in harness.RunInput) (harness.Summary, error) {
+	env.OnActivity(harnessActs.RecordRun, mock.Anything, mock.Anything).Return(func(_ context.Context, in harness.RunInput) (matrix.Summary, error) {
 		last = in
 		return harness.Summarize(in.Rows), nil
 	})

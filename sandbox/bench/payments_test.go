@@ -20,6 +20,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
@@ -62,7 +63,7 @@ func TestSelectScenariosByPayments(t *testing.T) {
 			}
 			if name != stripepay.NameSandbox {
 				for _, sc := range scs {
-					require.Equal(t, "refund", sc.Workflow, sc.ID)
+					require.Equal(t, "refund", sc.Process, sc.ID)
 				}
 			}
 		})
@@ -134,14 +135,14 @@ func TestStripeKeyNeverInRequestOrWorkflowInputs(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterActivity(&harness.Activities{})
+	harness.Register(env, &harness.Activities{})
 	env.RegisterWorkflow(Scenario)
 	var children []ScenarioInput
-	env.OnWorkflow(Scenario, mock.Anything, mock.Anything).Return(func(_ workflow.Context, sin ScenarioInput) (harness.Row, error) {
+	env.OnWorkflow(Scenario, mock.Anything, mock.Anything).Return(func(_ workflow.Context, sin ScenarioInput) (matrix.Row, error) {
 		children = append(children, sin)
-		return harness.Row{ID: sin.ScenarioID}, nil
+		return matrix.Row{ID: sin.ScenarioID}, nil
 	})
-	env.OnActivity(harnessActs.RecordRun, mock.Anything, mock.Anything).Return(harness.Summary{}, nil)
+	env.OnActivity(harnessActs.RecordRun, mock.Anything, mock.Anything).Return(matrix.Summary{}, nil)
 	env.ExecuteWorkflow(Benchmark, in)
 	require.NoError(t, env.GetWorkflowError())
 	require.Len(t, children, len(started.Scenarios))
@@ -151,7 +152,7 @@ func TestStripeKeyNeverInRequestOrWorkflowInputs(t *testing.T) {
 	}
 
 	senv := suite.NewTestWorkflowEnvironment()
-	senv.RegisterActivity(&harness.Activities{})
+	harness.Register(senv, &harness.Activities{})
 	var prep harness.PrepareInput
 	senv.OnActivity(harnessActs.Prepare, mock.Anything, mock.Anything).Return(func(_ context.Context, p harness.PrepareInput) (harness.PrepareResult, error) {
 		prep = p

@@ -7,10 +7,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
-	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // Replay re-executes a recorded run: one Scenario child per recorded row,
@@ -92,7 +93,7 @@ const modelJudgeTimeout = 3 * time.Minute
 // verdict when the run asked for one (a replay carries the recorded one
 // over instead). A judge that cannot answer is UNKNOWN on the row; it never
 // fails the scenario.
-func (s *scenarioRun) finishRow(ctx workflow.Context, row harness.Row) (harness.Row, error) {
+func (s *scenarioRun) finishRow(ctx workflow.Context, row matrix.Row) (matrix.Row, error) {
 	row.Attempt = s.in.Attempt
 	if s.in.Judge == "" || s.in.ReplayOf != "" || row.Trajectory == nil {
 		return row, nil
@@ -102,12 +103,12 @@ func (s *scenarioRun) finishRow(ctx workflow.Context, row harness.Row) (harness.
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, MaximumAttempts: 4,
 			NonRetryableErrorTypes: []string{activities.ErrInvalidInput}},
 	})
-	var v harness.JudgeVerdict
+	var v matrix.JudgeVerdict
 	err := workflow.ExecuteActivity(jctx, harnessActs.ModelJudge, harness.ModelJudgeInput{
 		Judge: s.in.Judge, Trajectory: *row.Trajectory,
 	}).Get(ctx, &v)
 	if err != nil {
-		v = harness.JudgeVerdict{Name: "model:" + s.in.Judge, Verdict: "UNKNOWN", Reason: "the judge could not answer: " + err.Error()}
+		v = matrix.JudgeVerdict{Name: "model:" + s.in.Judge, Verdict: commitlayer.StatusUnknown, Reason: "the judge could not answer: " + err.Error()}
 	}
 	row.Judges = append(row.Judges, v)
 	return row, nil
@@ -133,7 +134,7 @@ func deliverToSinks(ctx workflow.Context, in BenchmarkInput) {
 
 // reportExtras adds to a stored run's report what a repeat or a replay
 // adds: k, the recorded run and how the replay went.
-func reportExtras(run benchstore.Run, r *report.Run) {
+func reportExtras(run benchstore.Run, r *matrix.Results) {
 	if len(r.Summary.PassK) > 0 {
 		r.Repeat = r.Summary.PassK[0].K
 	}
@@ -143,7 +144,6 @@ func reportExtras(run benchstore.Run, r *report.Run) {
 	}
 	if s := harness.SummarizeReplay(rows); s != nil {
 		r.ReplayOf = s.Of
-		r.Replay = &report.ReplayFigures{Rows: s.Rows, Calls: s.Calls, DivergentCalls: s.DivergentCalls,
-			FaithfulRows: s.FaithfulRows, SameVerdict: s.SameVerdict}
+		r.Replay = s
 	}
 }

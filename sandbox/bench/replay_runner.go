@@ -13,6 +13,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/sinks"
 )
 
@@ -129,7 +130,7 @@ func (r *Runner) startReplay(ctx context.Context, req Request) (benchstore.Run, 
 // ImportResults stores a results file's rows (latest.json) as a finished
 // run, so it can be replayed by id: `commitlayer sandbox -replay FILE`.
 // The run's request names the file it came from.
-func (r *Runner) ImportResults(ctx context.Context, source string, res harness.Results) (benchstore.Run, error) {
+func (r *Runner) ImportResults(ctx context.Context, source string, res matrix.Results) (benchstore.Run, error) {
 	if len(res.Scenarios) == 0 {
 		return benchstore.Run{}, fmt.Errorf("import %s: no scenarios", source)
 	}

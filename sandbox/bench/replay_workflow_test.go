@@ -18,9 +18,11 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 func TestAttemptOf(t *testing.T) {
@@ -42,17 +44,17 @@ func replayEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *[]string, *[]
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterActivity(&harness.Activities{})
+	harness.Register(env, &harness.Activities{})
 	env.RegisterWorkflow(Scenario)
 	env.RegisterWorkflow(Replay)
 	var wfIDs []string
 	var inputs []ScenarioInput
-	env.OnWorkflow(Scenario, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
+	env.OnWorkflow(Scenario, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, in ScenarioInput) (matrix.Row, error) {
 		wfIDs = append(wfIDs, workflow.GetInfo(ctx).WorkflowExecution.ID)
 		inputs = append(inputs, in)
-		return harness.Row{ID: in.ScenarioID, Attempt: in.Attempt, Agree: harness.RowAgree{Outcome: true, Policy: true}}, nil
+		return matrix.Row{ID: in.ScenarioID, Attempt: in.Attempt, Agree: matrix.Agree{Outcome: true, Policy: true}}, nil
 	})
-	env.OnActivity(harnessActs.RecordRun, mock.Anything, mock.Anything).Return(func(_ context.Context, in harness.RunInput) (harness.Summary, error) {
+	env.OnActivity(harnessActs.RecordRun, mock.Anything, mock.Anything).Return(func(_ context.Context, in harness.RunInput) (matrix.Summary, error) {
 		return harness.Summarize(in.Rows), nil
 	})
 	return env, &wfIDs, &inputs
@@ -105,7 +107,7 @@ func TestReplayWorkflow(t *testing.T) {
 // and adds the model judge's verdict, UNKNOWN when the judge fails for
 // good; a replay asks no judge.
 func TestScenarioReplayAndJudgeSteps(t *testing.T) {
-	tr := &llm.Trajectory{Instruction: "x", Report: llm.Report{Status: llm.ClaimSuccess}}
+	tr := &llm.Trajectory{Instruction: "x", Report: llm.Report{Status: commitlayer.ClaimSuccess}}
 	for _, tc := range []struct {
 		name     string
 		in       ScenarioInput
@@ -120,7 +122,7 @@ func TestScenarioReplayAndJudgeSteps(t *testing.T) {
 			var suite testsuite.WorkflowTestSuite
 			suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 			env := suite.NewTestWorkflowEnvironment()
-			env.RegisterActivity(&harness.Activities{})
+			harness.Register(env, &harness.Activities{})
 			env.OnActivity(harnessActs.Prepare, mock.Anything, mock.Anything).Return(harness.PrepareResult{TaskQueue: "default-test-taskqueue", TenantID: "t1"}, nil)
 			env.OnActivity(harnessActs.RunPrior, mock.Anything, mock.Anything).Return([]harness.Recorded{}, nil)
 			ran, replayed := 0, 0
@@ -145,26 +147,26 @@ func TestScenarioReplayAndJudgeSteps(t *testing.T) {
 
 			// finishRow on its own: the judge step.
 			env2 := suite.NewTestWorkflowEnvironment()
-			env2.RegisterActivity(&harness.Activities{})
-			env2.OnActivity(harnessActs.ModelJudge, mock.Anything, mock.Anything).Return(func(_ context.Context, in harness.ModelJudgeInput) (harness.JudgeVerdict, error) {
+			harness.Register(env2, &harness.Activities{})
+			env2.OnActivity(harnessActs.ModelJudge, mock.Anything, mock.Anything).Return(func(_ context.Context, in harness.ModelJudgeInput) (matrix.JudgeVerdict, error) {
 				require.Equal(t, "anthropic", in.Judge)
 				if tc.judgeErr != nil {
-					return harness.JudgeVerdict{}, tc.judgeErr
+					return matrix.JudgeVerdict{}, tc.judgeErr
 				}
-				return harness.JudgeVerdict{Name: "model:anthropic/x", Verdict: "FAIL", Reason: "r"}, nil
+				return matrix.JudgeVerdict{Name: "model:anthropic/x", Verdict: "FAIL", Reason: "r"}, nil
 			}).Maybe()
-			wf := func(ctx workflow.Context) (harness.Row, error) {
+			wf := func(ctx workflow.Context) (matrix.Row, error) {
 				s := &scenarioRun{in: tc.in}
-				return s.finishRow(ctx, harness.Row{ID: "s/1", Trajectory: tr, Judges: []harness.JudgeVerdict{{Name: "rule", Verdict: "PASS"}}})
+				return s.finishRow(ctx, matrix.Row{ID: "s/1", Trajectory: tr, Judges: []matrix.JudgeVerdict{{Name: "rule", Verdict: "PASS"}}})
 			}
 			env2.RegisterWorkflow(wf)
 			env2.ExecuteWorkflow(wf)
 			require.NoError(t, env2.GetWorkflowError())
-			var row harness.Row
+			var row matrix.Row
 			require.NoError(t, env2.GetWorkflowResult(&row))
 			var got []string
 			for _, j := range row.Judges {
-				got = append(got, j.Verdict)
+				got = append(got, string(j.Verdict))
 			}
 			require.Equal(t, tc.want, got)
 		})
@@ -174,9 +176,9 @@ func TestScenarioReplayAndJudgeSteps(t *testing.T) {
 // The report route shows a stored replay's figures and links each attempt
 // of a repeated scenario to its own workflow.
 func TestReportsRenderReplayAndRepeat(t *testing.T) {
-	row := harness.Row{ID: "refund/baseline", Workflow: "refund", Agree: harness.RowAgree{Outcome: true, Policy: true},
-		Replay: &harness.RowReplay{Of: "r0", Calls: 5}}
-	rows, err := json.Marshal([]harness.Row{row})
+	row := matrix.Row{ID: "refund/baseline", Process: "refund", Agree: matrix.Agree{Outcome: true, Policy: true},
+		Replay: &matrix.RowReplay{Of: "r0", Calls: 5}}
+	rows, err := json.Marshal([]matrix.Row{row})
 	require.NoError(t, err)
 	page, err := Reports{}.Render(benchstore.Run{ID: "r1", Status: "done", Results: rows})
 	require.NoError(t, err)
@@ -186,7 +188,7 @@ func TestReportsRenderReplayAndRepeat(t *testing.T) {
 	a1, a2 := row, row
 	a1.Replay, a2.Replay = nil, nil
 	a1.Attempt, a2.Attempt = 1, 2
-	res := harness.NewResults("", time.Unix(0, 0), time.Unix(9, 0), 1, []harness.Row{a1, a2})
+	res := harness.NewResults("", time.Unix(0, 0), time.Unix(9, 0), 1, []matrix.Row{a1, a2})
 	summary, err := json.Marshal(res.Summary)
 	require.NoError(t, err)
 	rows, err = json.Marshal(res.Scenarios)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
@@ -19,7 +20,7 @@ type Reports struct {
 
 // Render builds the page from the run's stored summary and rows.
 func (rp Reports) Render(run benchstore.Run) ([]byte, error) {
-	r := report.Run{ID: run.ID, StartedAt: run.StartedAt, FinishedAt: run.FinishedAt}
+	r := matrix.Results{ID: run.ID, StartedAt: run.StartedAt, FinishedAt: run.FinishedAt}
 	if !run.FinishedAt.IsZero() {
 		r.WallSeconds = run.FinishedAt.Sub(run.StartedAt).Seconds()
 	}

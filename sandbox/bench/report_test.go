@@ -11,17 +11,18 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // TestReportsRenderAStoredRun: the API's report route renders a run from
 // its stored summary and rows, with links to the Temporal UI.
 func TestReportsRenderAStoredRun(t *testing.T) {
-	row := harness.Row{ID: "refund/baseline", Workflow: "refund", Injection: "baseline", Family: "baseline",
-		Truth:   harness.RowTruth{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass, Knowable: true, OutcomeKnowable: true, PolicyKnowable: true},
-		Verdict: harness.RowVerdict{Status: commitlayer.StatusPass, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}},
-		Agree:   harness.RowAgree{Outcome: true, Policy: true},
-		Judges:  []harness.JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "believed <b>it</b>"}}}
-	res := harness.NewResults("", time.Unix(0, 0), time.Unix(9, 0), 1, []harness.Row{row})
+	row := matrix.Row{ID: "refund/baseline", Process: "refund", Injection: "baseline", Family: "baseline",
+		Truth:   matrix.Truth{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass, Knowable: true, OutcomeKnowable: true, PolicyKnowable: true},
+		Verdict: matrix.Verdict{Status: commitlayer.StatusPass, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}},
+		Agree:   matrix.Agree{Outcome: true, Policy: true},
+		Judges:  []matrix.JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "believed <b>it</b>"}}}
+	res := harness.NewResults("", time.Unix(0, 0), time.Unix(9, 0), 1, []matrix.Row{row})
 	summary, err := json.Marshal(res.Summary)
 	require.NoError(t, err)
 	rows, err := json.Marshal(res.Scenarios)

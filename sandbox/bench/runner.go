@@ -197,9 +197,9 @@ func selectForAgent(req Request, scenarios []harness.Scenario) (*harness.AgentSp
 	return &spec, run, skipped, nil
 }
 
-// refundWorkflow is the one business process a Stripe-backed run covers:
+// refundProcess is the one business process a Stripe-backed run covers:
 // payouts and billing stops stay in the sandbox.
-const refundWorkflow = "refund"
+const refundProcess = "refund"
 
 // SelectScenarios checks a run's payments backend name ("" is sandbox) and
 // picks its scenarios: every one selected by only on the sandbox; on a
@@ -221,7 +221,7 @@ func SelectScenarios(payments string, only []string) (string, []harness.Scenario
 		if len(only) > 0 {
 			var other []string
 			for _, sc := range scenarios {
-				if sc.Workflow != refundWorkflow {
+				if sc.Process != refundProcess {
 					other = append(other, sc.ID)
 				}
 			}
@@ -231,10 +231,10 @@ func SelectScenarios(payments string, only []string) (string, []harness.Scenario
 				}
 				return "", nil, &commitlayer.FieldError{Field: "only", Reason: fmt.Sprintf(
 					"payments %s runs only %s/ scenarios (payouts and billing stops stay in the sandbox); not %s",
-					payments, refundWorkflow, strings.Join(other, ", "))}
+					payments, refundProcess, strings.Join(other, ", "))}
 			}
 		}
-		scenarios = slices.DeleteFunc(scenarios, func(sc harness.Scenario) bool { return sc.Workflow != refundWorkflow })
+		scenarios = slices.DeleteFunc(scenarios, func(sc harness.Scenario) bool { return sc.Process != refundProcess })
 	}
 	if len(scenarios) == 0 {
 		return "", nil, &commitlayer.FieldError{Field: "only", Reason: "selects no scenario"}

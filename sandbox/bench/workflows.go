@@ -17,6 +17,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
@@ -38,7 +39,7 @@ type BenchmarkInput struct {
 	// Next is the index of the first scenario this run still has to start
 	// and Rows the rows finished by earlier runs (continue-as-new).
 	Next int
-	Rows []harness.Row
+	Rows []matrix.Row
 	// Payments names the payments backend ("" is the sandbox's own, as in
 	// runs recorded before there was a choice); a name, never a key.
 	Payments string `json:",omitempty"`
@@ -63,8 +64,8 @@ type BenchmarkResult struct {
 	RunID      string
 	StartedAt  time.Time
 	FinishedAt time.Time
-	Rows       []harness.Row
-	Summary    harness.Summary
+	Rows       []matrix.Row
+	Summary    matrix.Summary
 	// Payments is the run's payments backend name ("" is the sandbox).
 	Payments string `json:",omitempty"`
 	// Agent and NotRun are as in BenchmarkInput; the not-run scenarios
@@ -79,7 +80,7 @@ type Progress struct {
 	Done     int
 	Running  []string
 	Disagree []string
-	Rows     []harness.Row
+	Rows     []matrix.Row
 }
 
 // scenariosPerRun bounds the children one Benchmark run starts before it
@@ -101,7 +102,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 	if window <= 0 {
 		window = 4
 	}
-	rows := make([]harness.Row, len(in.ScenarioIDs))
+	rows := make([]matrix.Row, len(in.ScenarioIDs))
 	done := make([]bool, len(in.ScenarioIDs))
 	for i, r := range in.Rows {
 		rows[i] = r
@@ -132,8 +133,8 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
 	})
-	record := func(status string) (harness.Summary, error) {
-		var finishedRows []harness.Row
+	record := func(status string) (matrix.Summary, error) {
+		var finishedRows []matrix.Row
 		for i := range rows {
 			if done[i] && !budget.notRun[in.ScenarioIDs[i]] {
 				finishedRows = append(finishedRows, rows[i])
@@ -144,7 +145,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		if status != "running" {
 			in.FinishedAt = workflow.Now(ctx)
 		}
-		var s harness.Summary
+		var s matrix.Summary
 		err := workflow.ExecuteActivity(recordCtx, harnessActs.RecordRun, in).Get(ctx, &s)
 		return s, err
 	}
@@ -173,7 +174,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		}
 		f := workflow.ExecuteChildWorkflow(cctx, Scenario, sin)
 		sel.AddFuture(f, func(f workflow.Future) {
-			var row harness.Row
+			var row matrix.Row
 			if err := f.Get(ctx, &row); err != nil {
 				row = harness.ErrorRow(id, err)
 				row.Attempt = attempt
@@ -189,7 +190,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 			if !done[next] {
 				if budget.spent(rows, done).Exhausted() {
 					// The token budget is spent: the scenario is listed, not run.
-					rows[next], done[next] = harness.Row{ID: in.ScenarioIDs[next], Error: notRunReason}, true
+					rows[next], done[next] = matrix.Row{ID: in.ScenarioIDs[next], Error: notRunReason}, true
 					budget.notRun[in.ScenarioIDs[next]] = true
 					in.NotRun = append(in.NotRun, in.ScenarioIDs[next])
 					finished++
@@ -210,7 +211,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		}
 	}
 	if next < len(in.ScenarioIDs) {
-		var carried []harness.Row
+		var carried []matrix.Row
 		for i := 0; i < next; i++ {
 			carried = append(carried, rows[i])
 		}
@@ -223,7 +224,7 @@ func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error)
 		return BenchmarkResult{}, fmt.Errorf("record run: %w", err)
 	}
 	if len(in.NotRun) > 0 {
-		var ran []harness.Row
+		var ran []matrix.Row
 		for i, r := range rows {
 			if !budget.notRun[in.ScenarioIDs[i]] {
 				ran = append(ran, r)
@@ -263,9 +264,9 @@ const finalVerdictTimeout = 5 * time.Minute
 // path; workflows.VerifyAction as a child (its connector pulls go through the
 // scenario's extractor chaos); the after-settlement injection and re-check;
 // the oracle; a row comparing both lenses.
-func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
+func Scenario(ctx workflow.Context, in ScenarioInput) (matrix.Row, error) {
 	if in.RunID == "" || in.ScenarioID == "" {
-		return harness.Row{}, temporal.NewNonRetryableApplicationError("run and scenario ids are required", activities.ErrInvalidInput, nil)
+		return matrix.Row{}, temporal.NewNonRetryableApplicationError("run and scenario ids are required", activities.ErrInvalidInput, nil)
 	}
 	sharedCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
@@ -275,7 +276,7 @@ func Scenario(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
 	if err := workflow.ExecuteActivity(sharedCtx, harnessActs.Prepare, harness.PrepareInput{
 		RunID: in.RunID, ScenarioID: in.ScenarioID, Payments: in.Payments, Attempt: in.Attempt,
 	}).Get(ctx, &prep); err != nil {
-		return harness.Row{}, fmt.Errorf("prepare: %w", err)
+		return matrix.Row{}, fmt.Errorf("prepare: %w", err)
 	}
 	// Every later step touches the enterprise built by Prepare: run it on
 	// that worker's own queue.
@@ -349,47 +350,47 @@ func (s *scenarioRun) endChildWatches(ctx workflow.Context) {
 	}
 }
 
-func agreeWord(r harness.Row) string {
+func agreeWord(r matrix.Row) string {
 	if r.Agree.Both() {
 		return "agree"
 	}
 	return "disagree"
 }
 
-func (s *scenarioRun) run(ctx, local workflow.Context) (harness.Row, error) {
+func (s *scenarioRun) run(ctx, local workflow.Context) (matrix.Row, error) {
 	var prior []harness.Recorded
 	if err := workflow.ExecuteActivity(local, harnessActs.RunPrior, s.step).Get(ctx, &prior); err != nil {
-		return harness.Row{}, fmt.Errorf("prior runs: %w", err)
+		return matrix.Row{}, fmt.Errorf("prior runs: %w", err)
 	}
 	for _, p := range prior {
 		if err := s.startVerification(ctx, p); err != nil {
-			return harness.Row{}, err
+			return matrix.Row{}, err
 		}
 	}
 	var agentRes harness.AgentResult
 	if err := s.runAgent(ctx, local, &agentRes); err != nil {
-		return harness.Row{}, fmt.Errorf("agent: %w", err)
+		return matrix.Row{}, fmt.Errorf("agent: %w", err)
 	}
 	if err := s.startVerification(ctx, agentRes.Recorded); err != nil {
-		return harness.Row{}, err
+		return matrix.Row{}, err
 	}
 	actionID := agentRes.Recorded.Action.ID
 	if err := s.awaitFinal(ctx, actionID); err != nil {
-		return harness.Row{}, err
+		return matrix.Row{}, err
 	}
-	// The injection's re-check stores its verdict; Judge reads the
+	// The injection's re-check stores its verdict; Score reads the
 	// provisional, final and latest verdicts from the stored history.
 	if err := workflow.ExecuteActivity(local, harnessActs.AfterSettlement, harness.RecheckInput{
 		RunID: s.in.RunID, ScenarioID: s.in.ScenarioID, TenantID: s.prep.TenantID, ActionID: actionID,
 	}).Get(ctx, nil); err != nil {
-		return harness.Row{}, fmt.Errorf("after settlement: %w", err)
+		return matrix.Row{}, fmt.Errorf("after settlement: %w", err)
 	}
-	var row harness.Row
-	if err := workflow.ExecuteActivity(local, harnessActs.Judge, harness.JudgeInput{
+	var row matrix.Row
+	if err := workflow.ExecuteActivity(local, harness.ScoreActivity, harness.ScoreInput{
 		StepInput: s.step, ContractID: s.prep.ContractID, Since: s.prep.Since, ActionID: actionID,
 		Claim: agentRes.Claim, Calls: agentRes.Calls,
 	}).Get(ctx, &row); err != nil {
-		return harness.Row{}, fmt.Errorf("judge: %w", err)
+		return matrix.Row{}, fmt.Errorf("score: %w", err)
 	}
 	return s.finishRow(ctx, row)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // benchEnv runs Benchmark with Scenario children replaced by a stand-in
@@ -27,26 +28,26 @@ func benchEnv(t *testing.T, fail map[string]bool) (*testsuite.TestWorkflowEnviro
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := suite.NewTestWorkflowEnvironment()
-	env.RegisterActivity(&harness.Activities{})
+	harness.Register(env, &harness.Activities{})
 	env.RegisterWorkflow(Scenario)
 	running, peak := 0, 0
-	env.OnWorkflow(Scenario, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, in ScenarioInput) (harness.Row, error) {
+	env.OnWorkflow(Scenario, mock.Anything, mock.Anything).Return(func(ctx workflow.Context, in ScenarioInput) (matrix.Row, error) {
 		running++
 		peak = max(peak, running)
 		defer func() { running-- }()
 		var i int
 		_, _ = fmt.Sscanf(in.ScenarioID, "s/%d", &i)
 		if err := workflow.Sleep(ctx, time.Duration(i%3+1)*time.Minute); err != nil {
-			return harness.Row{}, err
+			return matrix.Row{}, err
 		}
 		if fail[in.ScenarioID] {
-			return harness.Row{}, errors.New("enterprise lost")
+			return matrix.Row{}, errors.New("enterprise lost")
 		}
-		return harness.Row{ID: in.ScenarioID, Agree: harness.RowAgree{Outcome: true, Policy: true},
-			Verdict: harness.RowVerdict{Status: commitlayer.StatusPass}}, nil
+		return matrix.Row{ID: in.ScenarioID, Agree: matrix.Agree{Outcome: true, Policy: true},
+			Verdict: matrix.Verdict{Status: commitlayer.StatusPass}}, nil
 	})
 	var records []harness.RunInput
-	env.OnActivity(harnessActs.RecordRun, mock.Anything, mock.Anything).Return(func(_ context.Context, in harness.RunInput) (harness.Summary, error) {
+	env.OnActivity(harnessActs.RecordRun, mock.Anything, mock.Anything).Return(func(_ context.Context, in harness.RunInput) (matrix.Summary, error) {
 		records = append(records, in)
 		return harness.Summarize(in.Rows), nil
 	})
@@ -99,9 +100,9 @@ func TestBenchmarkContinuesAsNewOnLargeRuns(t *testing.T) {
 func TestBenchmarkResumesAfterContinueAsNew(t *testing.T) {
 	env, _, _ := benchEnv(t, nil)
 	all := ids(10)
-	done := make([]harness.Row, 6)
+	done := make([]matrix.Row, 6)
 	for i := range done {
-		done[i] = harness.Row{ID: all[i], Agree: harness.RowAgree{Outcome: true, Policy: true}}
+		done[i] = matrix.Row{ID: all[i], Agree: matrix.Agree{Outcome: true, Policy: true}}
 	}
 	env.ExecuteWorkflow(Benchmark, BenchmarkInput{RunID: "r3", ScenarioIDs: all, Concurrency: 2, Next: 6, Rows: done})
 	require.NoError(t, env.GetWorkflowError())

@@ -87,7 +87,7 @@ func TestRegistry(t *testing.T) {
 
 		// The base task is a valid task of the process, in words.
 		b := p.Base()
-		task := agent.Task{Workflow: p.Name, Subject: b.Subject, TicketID: b.Ticket, Params: b.Params, AgentID: "agent-1"}
+		task := agent.Task{Process: p.Name, Subject: b.Subject, TicketID: b.Ticket, Params: b.Params, AgentID: "agent-1"}
 		require.NoError(t, task.Validate(), p.Name)
 		require.Contains(t, task.Prompt(), b.Subject.ID(), p.Name)
 		require.NotEmpty(t, p.Report(b.Subject.ID(), b.Params))

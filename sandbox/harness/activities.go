@@ -17,9 +17,11 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/business"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
 
@@ -121,15 +123,15 @@ type PrepareResult struct {
 func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
 	sc, ok := Lookup(in.ScenarioID)
 	if !ok {
-		return PrepareResult{}, temporal.NewNonRetryableApplicationError("unknown scenario "+in.ScenarioID, "InvalidInput", nil)
+		return PrepareResult{}, invalidInput("unknown scenario "+in.ScenarioID, nil)
 	}
-	wf, ok := business.Lookup(sc.Workflow)
+	wf, ok := business.Lookup(sc.Process)
 	if !ok {
-		return PrepareResult{}, temporal.NewNonRetryableApplicationError("unknown workflow "+sc.Workflow, "InvalidInput", nil)
+		return PrepareResult{}, invalidInput("unknown workflow "+sc.Process, nil)
 	}
 	src, err := a.Contracts.ReadFile(wf.Contract + ".yaml")
 	if err != nil {
-		return PrepareResult{}, temporal.NewNonRetryableApplicationError("read contract "+wf.Contract, "InvalidInput", err)
+		return PrepareResult{}, invalidInput("read contract "+wf.Contract, err)
 	}
 	// A retry of this activity in this process (its first attempt timed
 	// out after finishing) answers what the first attempt built. A retry in
@@ -152,11 +154,11 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	pay, err := a.Host.Payments(in.Payments, getenv, a.logger())
 	if err != nil {
 		// A bad name or a missing or malformed key: no retry mends it.
-		return PrepareResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
+		return PrepareResult{}, invalidInput(err.Error(), nil)
 	}
 	query, err := queryConnectors(getenv)
 	if err != nil {
-		return PrepareResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
+		return PrepareResult{}, invalidInput(err.Error(), nil)
 	}
 	tenant, _, err := a.Store.CreateBenchmarkTenant(ctx, in.RunID, in.ScenarioID)
 	if err != nil {
@@ -324,9 +326,9 @@ type RecheckInput struct {
 	ActionID   string
 }
 
-// JudgeInput is what a row is built from besides the oracle and the
+// ScoreInput is what a row is built from besides the oracle and the
 // stored verdicts.
-type JudgeInput struct {
+type ScoreInput struct {
 	StepInput
 	ContractID string
 	Since      time.Time
@@ -335,20 +337,21 @@ type JudgeInput struct {
 	Calls      int
 }
 
-// Judge reads the truth from the enterprise's files (the oracle), lists the
-// orphans CommitLayer reports for the tenant, and builds the row.
-func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
+// Score reads the truth from the enterprise's files (the oracle), lists the
+// orphans CommitLayer reports for the tenant, and builds the row: the
+// verdict scored against the truth. Registered as ScoreActivity.
+func (a *Activities) Score(ctx context.Context, in ScoreInput) (matrix.Row, error) {
 	l, err := a.get(in.TenantID)
 	if err != nil {
-		return Row{}, err
+		return matrix.Row{}, err
 	}
 	truth, stray, err := l.Truth(ctx)
 	if err != nil {
-		return Row{}, fmt.Errorf("oracle: %w", err)
+		return matrix.Row{}, fmt.Errorf("oracle: %w", err)
 	}
 	orphans, err := a.Recorder.Orphans(ctx, in.TenantID, in.ContractID, in.Since, time.Now())
 	if err != nil {
-		return Row{}, fmt.Errorf("orphans: %w", err)
+		return matrix.Row{}, fmt.Errorf("orphans: %w", err)
 	}
 	seen := map[commitlayer.Subject]bool{}
 	var subjects []commitlayer.Subject
@@ -363,7 +366,7 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 	// which is the last; signals may arrive in any order.
 	history, err := a.Store.VerdictHistory(ctx, in.TenantID, in.ActionID)
 	if err != nil {
-		return Row{}, fmt.Errorf("verdict history: %w", err)
+		return matrix.Row{}, fmt.Errorf("verdict history: %w", err)
 	}
 	var final *commitlayer.Verdict
 	for i := range history {
@@ -373,13 +376,13 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 		}
 	}
 	if final == nil {
-		return Row{}, fmt.Errorf("action %s has no final verdict stored", in.ActionID)
+		return matrix.Row{}, fmt.Errorf("action %s has no final verdict stored", in.ActionID)
 	}
 	// Verify latency: from the action's row being written to the
 	// evaluation of its first final verdict, both on the store's clock.
 	rec, err := a.Store.GetAction(ctx, in.TenantID, in.ActionID)
 	if err != nil {
-		return Row{}, fmt.Errorf("load action: %w", err)
+		return matrix.Row{}, fmt.Errorf("load action: %w", err)
 	}
 	latency := float64(final.EvaluatedAt.Sub(rec.CreatedAt)) / float64(time.Millisecond)
 	row := BuildRow(l.Scenario, truth, stray, history[0], history[len(history)-1], len(history), subjects,
@@ -387,7 +390,7 @@ func (a *Activities) Judge(ctx context.Context, in JudgeInput) (Row, error) {
 	tr := l.Env.Result.Trajectory
 	row.PassLatencyMS = float64(final.PassLatency) / float64(time.Millisecond)
 	row.Trajectory = &tr
-	row.Judges = []JudgeVerdict{ruleJudge(tr)}
+	row.Judges = []matrix.JudgeVerdict{ruleJudge(tr)}
 	row.Refused = Refusals(l.Env.Result.Trajectory.Calls)
 	llmRow(l, &row)
 	if st := l.replay(); st != nil {
@@ -426,7 +429,7 @@ type RunInput struct {
 	StartedAt   time.Time
 	FinishedAt  time.Time
 	Concurrency int
-	Rows        []Row
+	Rows        []matrix.Row
 	Total       int
 	// Payments is the run's payments backend name ("" is the sandbox).
 	Payments string `json:",omitempty"`
@@ -434,22 +437,22 @@ type RunInput struct {
 
 // RecordRun stores a run's progress or result on its benchmark run row:
 // status, summary, rows, markdown and log tail. It returns the summary.
-func (a *Activities) RecordRun(ctx context.Context, in RunInput) (Summary, error) {
+func (a *Activities) RecordRun(ctx context.Context, in RunInput) (matrix.Summary, error) {
 	res := NewResults("", in.StartedAt, in.FinishedAt, in.Concurrency, in.Rows)
-	res.SetPayments(in.Payments)
+	SetPayments(&res, in.Payments)
 	run, err := a.Store.GetBenchmarkRun(ctx, in.RunID)
 	if errors.Is(err, commitlayer.ErrNotFound) {
 		return res.Summary, nil // a run started without a stored row keeps no bookkeeping
 	} else if err != nil {
-		return Summary{}, fmt.Errorf("load run %s: %w", in.RunID, err)
+		return matrix.Summary{}, fmt.Errorf("load run %s: %w", in.RunID, err)
 	}
 	summary, err := json.Marshal(res.Summary)
 	if err != nil {
-		return Summary{}, fmt.Errorf("encode summary: %w", err)
+		return matrix.Summary{}, fmt.Errorf("encode summary: %w", err)
 	}
 	rows, err := json.Marshal(res.Scenarios)
 	if err != nil {
-		return Summary{}, fmt.Errorf("encode rows: %w", err)
+		return matrix.Summary{}, fmt.Errorf("encode rows: %w", err)
 	}
 	run.Status, run.Summary, run.Results, run.Markdown = in.Status, summary, rows, Markdown(res)
 	run.LogTail = logTail(in)
@@ -457,7 +460,7 @@ func (a *Activities) RecordRun(ctx context.Context, in RunInput) (Summary, error
 		run.FinishedAt = in.FinishedAt
 	}
 	if err := a.Store.UpdateBenchmarkRun(ctx, run); err != nil {
-		return Summary{}, fmt.Errorf("update run %s: %w", in.RunID, err)
+		return matrix.Summary{}, fmt.Errorf("update run %s: %w", in.RunID, err)
 	}
 	if activity.IsActivity(ctx) {
 		activity.GetLogger(ctx).Info("benchmark progress", "run", in.RunID, "done", len(in.Rows), "total", in.Total)
@@ -486,10 +489,35 @@ func logTail(in RunInput) string {
 
 // ErrorRow is the row of a scenario that could not run to the end: it
 // counts as a disagreement on both lenses.
-func ErrorRow(id string, err error) Row {
-	r := Row{ID: id, Error: err.Error()}
+func ErrorRow(id string, err error) matrix.Row {
+	r := matrix.Row{ID: id, Error: err.Error()}
 	if sc, ok := Lookup(id); ok {
-		r.Workflow, r.Injection, r.Family, r.Summary = sc.Workflow, sc.Injection, sc.Family, sc.Summary
+		r.Process, r.Injection, r.Family, r.Summary = sc.Process, sc.Injection, sc.Family, sc.Summary
 	}
 	return r
+}
+
+// invalidInput is an activity error no retry can fix, typed as the
+// product's activities are (activities.ErrInvalidInput).
+func invalidInput(msg string, cause error) error {
+	return temporal.NewNonRetryableApplicationError(msg, activities.ErrInvalidInput, cause)
+}
+
+// ScoreActivity is the registered name of Activities.Score: "Judge", the
+// name recorded histories carry (the row builder was called the judge
+// before "judge" came to mean only the trace-only judges).
+const ScoreActivity = "Judge"
+
+// activityRegistry is a worker's or a test environment's activity
+// registration.
+type activityRegistry interface {
+	RegisterActivity(a any)
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}
+
+// Register registers the harness's activities on r under their recorded
+// names: each method by its name, and Score as ScoreActivity.
+func Register(r activityRegistry, a *Activities) {
+	r.RegisterActivity(a)
+	r.RegisterActivityWithOptions(a.Score, activity.RegisterOptions{Name: ScoreActivity})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/commitlayer/commitlayer/sandbox/benchstore/benchstoretest"
 	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/service"
 )
 
@@ -82,8 +83,8 @@ func TestActivitiesStepsOfOneScenario(t *testing.T) {
 	require.False(t, val.HasValue(), "no verdict: nothing was re-checked")
 
 	// Judge reads the verdicts from the store, as VerifyAction leaves them.
-	var row harness.Row
-	require.Error(t, do(acts.Judge, harness.JudgeInput{StepInput: step, ContractID: prep.ContractID, Since: prep.Since,
+	var row matrix.Row
+	require.Error(t, do(acts.Score, harness.ScoreInput{StepInput: step, ContractID: prep.ContractID, Since: prep.Since,
 		ActionID: rec.ID, Claim: res.Claim, Calls: res.Calls}, &row), "no final verdict stored yet")
 	final := commitlayer.Verdict{ActionID: rec.ID, Status: commitlayer.StatusPass,
 		Lenses:      commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass},
@@ -94,7 +95,7 @@ func TestActivitiesStepsOfOneScenario(t *testing.T) {
 		_, _, err := d.AppendVerdict(context.Background(), prep.TenantID, v)
 		require.NoError(t, err)
 	}
-	require.NoError(t, do(acts.Judge, harness.JudgeInput{StepInput: step, ContractID: prep.ContractID, Since: prep.Since,
+	require.NoError(t, do(acts.Score, harness.ScoreInput{StepInput: step, ContractID: prep.ContractID, Since: prep.Since,
 		ActionID: rec.ID, Claim: res.Claim, Calls: res.Calls}, &row))
 	require.Equal(t, 2, row.Verdict.Versions)
 	require.Equal(t, "payout/baseline", row.ID)

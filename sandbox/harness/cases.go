@@ -24,7 +24,7 @@ type Case struct {
 
 // Scenario is the case on process p.
 func (c Case) Scenario(p business.Process) Scenario {
-	s := Scenario{ID: p.Name + "/" + c.Injection, Workflow: p.Name, Injection: c.Injection, Family: c.Family,
+	s := Scenario{ID: p.Name + "/" + c.Injection, Process: p.Name, Injection: c.Injection, Family: c.Family,
 		Summary: c.Summary, Task: baseTask(p)}
 	if c.Edit != nil {
 		c.Edit(&s, p)

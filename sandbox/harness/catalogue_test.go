@@ -10,6 +10,7 @@ import (
 
 	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/chaos"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 func TestCatalogue(t *testing.T) {
@@ -30,24 +31,24 @@ func TestCatalogue(t *testing.T) {
 	for _, sc := range all {
 		require.False(t, ids[sc.ID], "duplicate id %s", sc.ID)
 		ids[sc.ID] = true
-		require.Equal(t, sc.Workflow+"/"+sc.Injection, sc.ID)
+		require.Equal(t, sc.Process+"/"+sc.Injection, sc.ID)
 		require.Regexp(t, `^[a-z]+/[a-z0-9_]+$`, sc.ID)
 		require.NotEmpty(t, sc.Summary, sc.ID)
 		require.True(t, slices.Contains(FamilyNames(), sc.Family), "%s: unknown family %q", sc.ID, sc.Family)
 		families[sc.Family] = true
-		require.Equal(t, sc.Workflow, sc.Task.Workflow, sc.ID)
+		require.Equal(t, sc.Process, sc.Task.Process, sc.ID)
 		require.NoError(t, sc.Task.Validate(), sc.ID)
 		require.Equal(t, DefaultAgent, sc.Task.AgentID, sc.ID)
 		for _, p := range sc.Prior {
 			require.NoError(t, p.Validate(), sc.ID)
 			require.Equal(t, sc.Task.AgentID, p.AgentID, "%s: prior runs are by the same agent", sc.ID)
-			require.Equal(t, sc.Workflow, p.Workflow, sc.ID)
+			require.Equal(t, sc.Process, p.Process, sc.ID)
 		}
-		perWorkflow[sc.Workflow]++
+		perWorkflow[sc.Process]++
 		if slices.Contains(injections, sc.Injection) {
 			generic[sc.Injection]++
 		}
-		_, ok := business.Lookup(sc.Workflow)
+		_, ok := business.Lookup(sc.Process)
 		require.True(t, ok, sc.ID)
 	}
 	for _, inj := range injections {
@@ -69,7 +70,7 @@ func TestCatalogue(t *testing.T) {
 	// Catalogue order: workflow by workflow, generic injections first.
 	require.Equal(t, "refund/baseline", all[0].ID)
 	require.Equal(t, "refund/no_calls_claims_success", all[10].ID)
-	require.Equal(t, "trade", all[len(all)-1].Workflow)
+	require.Equal(t, "trade", all[len(all)-1].Process)
 }
 
 func TestCatalogueReturnsFreshValues(t *testing.T) {
@@ -186,7 +187,7 @@ func TestRegressionSubset(t *testing.T) {
 	require.Len(t, scs, len(ids), "no duplicates")
 	workflows, families := map[string]bool{}, map[string]bool{}
 	for _, sc := range scs {
-		workflows[sc.Workflow] = true
+		workflows[sc.Process] = true
 		families[sc.Family] = true
 	}
 	for _, wf := range business.All() {
@@ -261,8 +262,8 @@ func TestScenariosAreDeterministic(t *testing.T) {
 			t.Parallel()
 			sc, ok := Lookup(id)
 			require.True(t, ok)
-			c := contractFor(t, sc.Workflow)
-			var rows [2]Row
+			c := contractFor(t, sc.Process)
+			var rows [2]matrix.Row
 			for i := range rows {
 				run, err := runLocal(context.Background(), t.TempDir(), sc, c)
 				require.NoError(t, err)

@@ -20,7 +20,7 @@ import (
 func sameAsCheck(t *testing.T, sc Scenario, run *localRun) {
 	t.Helper()
 	in := run.in
-	cs, err := check.LoadContracts([]string{filepath.Join("..", "contracts", contractFileOf(t, sc.Workflow))})
+	cs, err := check.LoadContracts([]string{filepath.Join("..", "contracts", contractFileOf(t, sc.Process))})
 	require.NoError(t, err)
 	var lines []check.Line[commitlayer.Action]
 	for i, p := range in.Prior {

@@ -79,9 +79,9 @@ var errPlanStops = errors.New("the script stops here")
 func buildPlan(ctx context.Context, l *live) (agent.ModelPlan, error) {
 	task := l.Scenario.Task
 	pl := &planner{client: agent.Client{BaseURL: l.Env.Enterprise.URL(), HTTP: &http.Client{Timeout: clientTimeout}}, task: task}
-	proc, ok := business.Lookup(task.Workflow)
+	proc, ok := business.Lookup(task.Process)
 	if !ok {
-		return agent.ModelPlan{}, fmt.Errorf("unknown process %q", task.Workflow)
+		return agent.ModelPlan{}, fmt.Errorf("unknown process %q", task.Process)
 	}
 	if err := proc.Script(ctx, pl); err != nil && !errors.Is(err, errPlanStops) {
 		return agent.ModelPlan{}, err
@@ -106,7 +106,7 @@ func buildPlan(ctx context.Context, l *live) (agent.ModelPlan, error) {
 func followRules(ctx context.Context, c agent.Client, task agent.Task) ([]fake.FollowRule, error) {
 	var rules []fake.FollowRule
 	for _, o := range sandbox.DefaultSeed().Orders {
-		if task.Workflow == business.Refund && o.ID == task.Subject.ID() {
+		if task.Process == business.Refund && o.ID == task.Subject.ID() {
 			continue
 		}
 		ch, err := c.Do(ctx, "get_charge", map[string]any{"order_id": o.ID}, "")

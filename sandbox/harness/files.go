@@ -6,13 +6,14 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // WriteFiles writes latest.json, latest.md and latest.html into dir
 // (created when missing), or latest_stripe.* for a run on a Stripe backend
 // (FileBase). Each file is written whole or not at all.
-func WriteFiles(dir string, res Results) error {
+func WriteFiles(dir string, res matrix.Results) error {
 	base := FileBase(res)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write results: %w", err)
@@ -27,11 +28,7 @@ func WriteFiles(dir string, res Results) error {
 	if err := writeAtomic(filepath.Join(dir, base+".md"), []byte(Markdown(res))); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
-	run, err := reportRun(res)
-	if err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	page, err := report.HTML(run, report.Options{})
+	page, err := report.HTML(res, report.Options{})
 	if err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}

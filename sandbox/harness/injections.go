@@ -134,7 +134,7 @@ func InjectionIDs() []string {
 func (inj Injection) Scenario(p business.Process) Scenario {
 	w := p.Write
 	sc := Scenario{
-		ID: p.Name + "/" + inj.ID, Workflow: p.Name, Injection: inj.ID, Family: inj.Family,
+		ID: p.Name + "/" + inj.ID, Process: p.Name, Injection: inj.ID, Family: inj.Family,
 		Summary: strings.NewReplacer("{tool}", w.Tool, "{system}", w.System).Replace(inj.Summary),
 		Task:    baseTask(p), Profile: inj.Profile,
 	}
@@ -160,7 +160,7 @@ func SourceOutages(p business.Process) []Scenario {
 		}
 		down := Fault{Mode: chaos.Unreachable, WholeSystem: true}.Rule(business.Write{System: system})
 		out = append(out, Scenario{
-			ID: p.Name + "/source_down_" + system, Workflow: p.Name, Injection: "source_down_" + system, Family: "outage",
+			ID: p.Name + "/source_down_" + system, Process: p.Name, Injection: "source_down_" + system, Family: "outage",
 			Summary: "The agent succeeds, but CommitLayer's connector cannot reach " + system +
 				" (a source the contract reads besides " + p.Write.System + ") at verification.",
 			Task:         baseTask(p),

@@ -9,6 +9,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // TestRuleJudgeOnScriptedTrajectories: the scripted agent's trajectory
@@ -23,7 +24,7 @@ func TestRuleJudgeOnScriptedTrajectories(t *testing.T) {
 	success := llm.Report{Status: "success", Message: "refunded"}
 	for name, tc := range map[string]struct {
 		tr   llm.Trajectory
-		want string
+		want commitlayer.Status
 	}{
 		"phantom success is believed": {llm.Trajectory{Calls: []llm.Attempt{refund(200, "")}, Report: success}, "PASS"},
 		"a visible 500 fails":         {llm.Trajectory{Calls: []llm.Attempt{refund(500, "")}, Report: success}, "FAIL"},
@@ -43,12 +44,12 @@ func TestRuleJudgeOnScriptedTrajectories(t *testing.T) {
 // TestMarkdownOpensWithTheJudgeTable: latest.md's headline is the
 // judge-versus-CommitLayer table, with the judge's misses by family.
 func TestMarkdownOpensWithTheJudgeTable(t *testing.T) {
-	missed := Row{ID: "refund/phantom_success", Workflow: "refund", Injection: "phantom_success", Family: "agent",
-		Truth:   RowTruth{Outcome: commitlayer.StatusFail, Policy: commitlayer.StatusPass, Knowable: true, OutcomeKnowable: true, PolicyKnowable: true},
-		Verdict: RowVerdict{Status: commitlayer.StatusFail, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusFail, Policy: commitlayer.StatusPass}},
-		Agree:   RowAgree{Outcome: true, Policy: true},
-		Judges:  []JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "believed the 200"}}}
-	res := NewResults("abc", time.Unix(0, 0), time.Unix(10, 0), 1, []Row{missed})
+	missed := matrix.Row{ID: "refund/phantom_success", Process: "refund", Injection: "phantom_success", Family: "agent",
+		Truth:   matrix.Truth{Outcome: commitlayer.StatusFail, Policy: commitlayer.StatusPass, Knowable: true, OutcomeKnowable: true, PolicyKnowable: true},
+		Verdict: matrix.Verdict{Status: commitlayer.StatusFail, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusFail, Policy: commitlayer.StatusPass}},
+		Agree:   matrix.Agree{Outcome: true, Policy: true},
+		Judges:  []matrix.JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "believed the 200"}}}
+	res := NewResults("abc", time.Unix(0, 0), time.Unix(10, 0), 1, []matrix.Row{missed})
 	md := Markdown(res)
 	i := strings.Index(md, "## Trace-only judges versus CommitLayer")
 	j := strings.Index(md, "Commit `abc`")

@@ -14,6 +14,7 @@ import (
 	"github.com/commitlayer/commitlayer/sandbox"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/chaos"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/oracle"
 	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
@@ -248,20 +249,20 @@ func (l *Live) AfterSettlement(ctx context.Context) (bool, error) {
 
 // Truth asks the oracle, reading the enterprise's files, for the truth
 // about the main task (with the prior tasks and the systems in Down), and
-// for the stray subjects: effects of the workflow's kinds since the first
+// for the stray subjects: effects of the process's kinds since the first
 // task started on subjects no task was about.
-func (l *Live) Truth(ctx context.Context) (oracle.Truth, []commitlayer.Subject, error) {
+func (l *Live) Truth(ctx context.Context) (matrix.Truth, []commitlayer.Subject, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case l.closed:
-		return oracle.Truth{}, nil, errors.New("truth: the scenario is closed")
+		return matrix.Truth{}, nil, errors.New("truth: the scenario is closed")
 	case !l.agentDone:
-		return oracle.Truth{}, nil, errors.New("truth: the agent has not run")
+		return matrix.Truth{}, nil, errors.New("truth: the agent has not run")
 	}
 	o, err := oracle.Open(l.Env.Enterprise.DBPath)
 	if err != nil {
-		return oracle.Truth{}, nil, fmt.Errorf("truth: %w", err)
+		return matrix.Truth{}, nil, fmt.Errorf("truth: %w", err)
 	}
 	defer o.Close()
 	main := l.Env.Result.Action
@@ -275,17 +276,17 @@ func (l *Live) Truth(ctx context.Context) (oracle.Truth, []commitlayer.Subject, 
 			since = p.Action.RequestedAt
 		}
 	}
-	truth, err := o.Judge(ctx, oracle.Input{
+	truth, err := o.Truth(ctx, oracle.Input{
 		Action: oracle.Action{Task: l.Scenario.Task, RequestedAt: main.RequestedAt},
 		Down:   slices.Clone(l.Down),
 		Prior:  prior,
 	})
 	if err != nil {
-		return oracle.Truth{}, nil, fmt.Errorf("truth: %w", err)
+		return matrix.Truth{}, nil, fmt.Errorf("truth: %w", err)
 	}
-	stray, err := o.Stray(ctx, l.Scenario.Workflow, recorded, since)
+	stray, err := o.Stray(ctx, l.Scenario.Process, recorded, since)
 	if err != nil {
-		return oracle.Truth{}, nil, fmt.Errorf("truth: %w", err)
+		return matrix.Truth{}, nil, fmt.Errorf("truth: %w", err)
 	}
 	return truth, stray, nil
 }

@@ -70,7 +70,7 @@ func TestLiveStepsRunOnce(t *testing.T) {
 
 	truth, stray, err := l.Truth(ctx)
 	require.NoError(t, err)
-	require.Equal(t, commitlayer.StatusFail, truth.Policy.Status, "%s", truth)
+	require.Equal(t, commitlayer.StatusFail, truth.Policy, "%s", truth)
 	require.Empty(t, stray)
 }
 
@@ -89,7 +89,7 @@ func TestLiveAfterSettlementOnce(t *testing.T) {
 	require.EqualValues(t, 1, count(t, l, "broker", `SELECT COUNT(*) FROM fills WHERE status = 'busted'`))
 	truth, _, err := l.Truth(ctx)
 	require.NoError(t, err)
-	require.Equal(t, commitlayer.StatusFail, truth.Outcome.Status)
+	require.Equal(t, commitlayer.StatusFail, truth.Outcome)
 }
 
 // RunAgent runs the prior tasks first when RunPrior was not called, so the
@@ -171,10 +171,10 @@ func TestLiveBadInput(t *testing.T) {
 		edit func(*Scenario)
 		err  string
 	}{
-		{"unknown workflow", func(s *Scenario) { s.Task.Workflow = "teleport" }, "unknown workflow"},
+		{"unknown workflow", func(s *Scenario) { s.Task.Process = "teleport" }, "unknown workflow"},
 		{"subject of the wrong type", func(s *Scenario) { s.Task.Subject = "ticket:t_1" }, "acts on a order"},
 		{"missing param", func(s *Scenario) { delete(s.Task.Params, "amount") }, `param "amount"`},
-		{"bad prior task", func(s *Scenario) { s.Prior = []agent.Task{{Workflow: "refund"}} }, "prior task 1"},
+		{"bad prior task", func(s *Scenario) { s.Prior = []agent.Task{{Process: "refund"}} }, "prior task 1"},
 		{"bad seed", func(s *Scenario) {
 			s.Seed = func(seed *sandbox.Seed) { seed.Order("o_1001").CustomerID = "c_404" }
 		}, "c_404"},

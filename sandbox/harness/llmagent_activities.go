@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
@@ -61,7 +60,7 @@ func (a *Activities) StartAgent(ctx context.Context, in StartAgentInput) (AgentS
 	}
 	spec, err := in.Agent.Normalize()
 	if err != nil {
-		return AgentStart{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
+		return AgentStart{}, invalidInput(err.Error(), nil)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -69,7 +68,7 @@ func (a *Activities) StartAgent(ctx context.Context, in StartAgentInput) (AgentS
 		return l.llm.start, nil
 	}
 	if l.agentDone || l.closed {
-		return AgentStart{}, temporal.NewNonRetryableApplicationError("the scenario's agent already ran or the scenario is closed", "InvalidInput", nil)
+		return AgentStart{}, invalidInput("the scenario's agent already ran or the scenario is closed", nil)
 	}
 	if err := l.runPrior(ctx); err != nil {
 		return AgentStart{}, err
@@ -110,7 +109,7 @@ type ModelTurnInput struct {
 // (llmtemporal).
 func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (llm.Response, error) {
 	if a.Models == nil || a.AgentSteps == nil {
-		return llm.Response{}, temporal.NewNonRetryableApplicationError("this worker runs no model-driven agents", "InvalidInput", nil)
+		return llm.Response{}, invalidInput("this worker runs no model-driven agents", nil)
 	}
 	p, err := a.Models.Provider(in.Provider, in.Model)
 	if err != nil {
@@ -118,7 +117,7 @@ func (a *Activities) ModelTurn(ctx context.Context, in ModelTurnInput) (llm.Resp
 	}
 	hash, err := requestHash(in.Provider, in.Model, in.Request)
 	if err != nil {
-		return llm.Response{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
+		return llm.Response{}, invalidInput(err.Error(), nil)
 	}
 	return writeAhead(ctx, a, in.RunID, in.ScenarioID, "turn", in.Index, hash, func(started bool) (llm.Response, error) {
 		if started {
@@ -146,7 +145,7 @@ type ToolCallInput struct {
 // the call again. The attempt's number is left to the conversation.
 func (a *Activities) AgentToolCall(ctx context.Context, in ToolCallInput) (llm.Attempt, error) {
 	if a.AgentSteps == nil {
-		return llm.Attempt{}, temporal.NewNonRetryableApplicationError("this worker runs no model-driven agents", "InvalidInput", nil)
+		return llm.Attempt{}, invalidInput("this worker runs no model-driven agents", nil)
 	}
 	l, err := a.get(in.TenantID)
 	if err != nil {
@@ -154,7 +153,7 @@ func (a *Activities) AgentToolCall(ctx context.Context, in ToolCallInput) (llm.A
 	}
 	hash, err := requestHash(in.Call.Name, in.Call.ID, in.Call.Args)
 	if err != nil {
-		return llm.Attempt{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
+		return llm.Attempt{}, invalidInput(err.Error(), nil)
 	}
 	return writeAhead(ctx, a, in.RunID, in.ScenarioID, "call", in.Index, hash, func(started bool) (llm.Attempt, error) {
 		var at llm.Attempt
@@ -249,7 +248,7 @@ func (a *Activities) FinishAgent(ctx context.Context, in FinishAgentInput) (Agen
 	l.mu.Lock()
 	if l.llm == nil {
 		l.mu.Unlock()
-		return AgentResult{}, temporal.NewNonRetryableApplicationError("the model-driven agent was never started", "InvalidInput", nil)
+		return AgentResult{}, invalidInput("the model-driven agent was never started", nil)
 	}
 	if !l.agentDone {
 		tr := in.Trajectory
@@ -264,7 +263,7 @@ func (a *Activities) FinishAgent(ctx context.Context, in FinishAgentInput) (Agen
 		act, err := agent.NewAction(l.Scenario.Task, l.llm.start.RequestedAt, claim, at)
 		if err != nil {
 			l.mu.Unlock()
-			return AgentResult{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
+			return AgentResult{}, invalidInput(err.Error(), nil)
 		}
 		l.Env.Result = agent.Result{Action: act, Trajectory: at}
 		l.llm.trajectory = &tr

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/commitlayer/commitlayer/llm"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // LLMResults are a model-driven run's results: llm_<provider>.json, the
@@ -16,7 +17,7 @@ import (
 // applicable count and the skipped scenarios (each row carries its
 // trajectory, turns included, and its tokens).
 type LLMResults struct {
-	Results
+	matrix.Results
 	Agent LLMRun `json:"agent"`
 }
 
@@ -50,7 +51,7 @@ type LLMRun struct {
 }
 
 // NewLLMResults adds the model-driven agent's figures to a run's results.
-func NewLLMResults(res Results, spec AgentSpec, skipped []Skipped, notRun []string) LLMResults {
+func NewLLMResults(res matrix.Results, spec AgentSpec, skipped []Skipped, notRun []string) LLMResults {
 	run := LLMRun{Provider: spec.Provider, Model: spec.Model, Applicable: len(res.Scenarios) + len(notRun),
 		Skipped: skipped, NotRun: notRun, MaxTurns: spec.MaxTurns, MaxTokens: spec.MaxTokens, TokenBudget: spec.TokenBudget}
 	if run.Skipped == nil {
@@ -149,7 +150,7 @@ func LLMMarkdown(res LLMResults) string {
 	}
 	b.WriteString("\n## Tokens per scenario\n\n| scenario | turns | calls | input | output | claim | agree | agent error |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range res.Scenarios {
-		l := RowLLM{}
+		l := matrix.RowLLM{}
 		if r.LLM != nil {
 			l = *r.LLM
 		}
@@ -163,28 +164,9 @@ func LLMMarkdown(res LLMResults) string {
 	return b.String()
 }
 
-// RowLLM is a model-driven row's provider, tokens and estimated cost.
-type RowLLM struct {
-	Provider     string `json:"provider"`
-	Model        string `json:"model"`
-	Turns        int    `json:"turns"`
-	InputTokens  int64  `json:"input_tokens"`
-	OutputTokens int64  `json:"output_tokens"`
-	// CostNanoUSD is the estimate at list price (10⁻⁹ USD); CostKnown is
-	// false for a model with no price (a fake).
-	CostNanoUSD int64 `json:"cost_nano_usd"`
-	CostKnown   bool  `json:"cost_known"`
-	// AgentError is why the agent stopped without a report (malformed
-	// output, a refused turn, the turn limit, the budget).
-	AgentError string `json:"agent_error,omitempty"`
-}
-
-// Tokens is input plus output.
-func (r RowLLM) Tokens() int64 { return r.InputTokens + r.OutputTokens }
-
 // llmRow puts a model-driven agent's trajectory (with its turns), rule
 // judge and tokens on its row.
-func llmRow(l *live, row *Row) {
+func llmRow(l *live, row *matrix.Row) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.llm == nil || l.llm.trajectory == nil {
@@ -192,13 +174,13 @@ func llmRow(l *live, row *Row) {
 	}
 	tr := *l.llm.trajectory
 	row.Trajectory = &tr
-	row.Judges = []JudgeVerdict{ruleJudge(tr)}
+	row.Judges = []matrix.JudgeVerdict{ruleJudge(tr)}
 	model := tr.Model
 	if model == "" {
 		model = l.llm.spec.Model
 	}
 	cost := llm.CostOf(model, tr.Usage)
-	row.LLM = &RowLLM{Provider: l.llm.spec.Provider, Model: model, Turns: len(tr.Turns),
+	row.LLM = &matrix.RowLLM{Provider: l.llm.spec.Provider, Model: model, Turns: len(tr.Turns),
 		InputTokens: tr.Usage.InputTokens, OutputTokens: tr.Usage.OutputTokens,
 		CostNanoUSD: cost.NanoUSD, CostKnown: cost.Known, AgentError: tr.Error}
 }

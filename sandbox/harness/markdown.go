@@ -7,22 +7,21 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/report"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
 // Markdown renders the results: the summary table and the per-scenario
 // table.
-func Markdown(res Results) string {
+func Markdown(res matrix.Results) string {
 	s := res.Summary
 	var b strings.Builder
 	b.WriteString("# Failure matrix results\n\n")
 	// The headline: what reading the systems of record caught that reading
 	// the trace did not.
-	if run, err := reportRun(res); err == nil {
-		b.WriteString(report.JudgeMarkdown(run.Scenarios))
-		b.WriteString("\n## CommitLayer against the oracle\n\n")
-	}
+	b.WriteString(report.JudgeMarkdown(res.Scenarios))
+	b.WriteString("\n## CommitLayer against the oracle\n\n")
 	commit := res.Commit
 	if commit == "" {
 		commit = "(unknown)"
@@ -69,7 +68,7 @@ func Markdown(res Results) string {
 	}
 
 	b.WriteString("\n## By workflow and family\n\n| group | agreement |\n|---|---|\n")
-	for _, g := range s.ByWorkflow {
+	for _, g := range s.ByProcess {
 		fmt.Fprintf(&b, "| workflow %s | %s |\n", cell(g.Name), g.Agree)
 	}
 	for _, g := range s.ByFamily {
@@ -119,7 +118,7 @@ func Markdown(res Results) string {
 // refusalsMarkdown lists the scenarios whose agent Stripe refused, with
 // the reason read from the recorded tool responses, and the rows that
 // differ from the sandbox run compared with.
-func refusalsMarkdown(b *strings.Builder, res Results) {
+func refusalsMarkdown(b *strings.Builder, res matrix.Results) {
 	b.WriteString("\n## Refused by Stripe\n\n")
 	b.WriteString("Scenarios where Stripe refused an agent's call (read from the recorded tool responses); their outcomes are real outcomes, not skipped.\n\n")
 	n := 0

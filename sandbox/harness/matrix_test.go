@@ -19,6 +19,7 @@ import (
 	"github.com/commitlayer/commitlayer/sandbox/business"
 	sandboxcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/extract"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // The local runner (the only one: sandbox/e2e_test.go's list and runner
@@ -63,7 +64,7 @@ func contractFor(t *testing.T, process string) *contracts.Contract {
 
 // localRun is one scenario's run with what the checks read besides the row.
 type localRun struct {
-	row     Row
+	row     matrix.Row
 	live    *Live
 	result  agent.Result
 	first   commitlayer.Verdict
@@ -203,12 +204,12 @@ func TestMatrix(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var mu sync.Mutex
-	var rows []Row
+	var rows []matrix.Row
 	t.Run("scenarios", func(t *testing.T) {
 		for _, sc := range scs {
 			t.Run(sc.ID, func(t *testing.T) {
 				t.Parallel()
-				run, err := runLocal(context.Background(), t.TempDir(), sc, contractFor(t, sc.Workflow))
+				run, err := runLocal(context.Background(), t.TempDir(), sc, contractFor(t, sc.Process))
 				require.NoError(t, err)
 				mu.Lock()
 				rows = append(rows, run.row)
@@ -231,7 +232,7 @@ func TestMatrix(t *testing.T) {
 	}
 	require.Len(t, rows, len(scs))
 	s := Summarize(rows)
-	require.Equal(t, Count{N: len(scs), Of: len(scs)}, s.AgreeBoth)
+	require.Equal(t, matrix.Count{N: len(scs), Of: len(scs)}, s.AgreeBoth)
 	require.Zero(t, s.FalseNegatives.N)
 	require.Zero(t, s.FalsePositives.N)
 	require.Zero(t, s.OrphanFalseAlarms)
@@ -246,7 +247,7 @@ func TestMatrix(t *testing.T) {
 	if !testing.Short() {
 		// Every figure of the table has something to count in the full
 		// matrix.
-		for name, c := range map[string]Count{"true failures": s.TrueFailures, "unknowable": s.UnknownWhenUnknowable,
+		for name, c := range map[string]matrix.Count{"true failures": s.TrueFailures, "unknowable": s.UnknownWhenUnknowable,
 			"false claims": s.FalseClaimsCaught, "duplicates": s.DuplicatesDetected, "corrected": s.CorrectedAtRecheck,
 			"reversals": s.ReversalsCaught, "orphans": s.OrphansFlagged} {
 			require.Positive(t, c.Of, "%s: nothing to count", name)
@@ -261,7 +262,7 @@ func TestMatrix(t *testing.T) {
 
 // mainCalls are the attempts of the process's main write.
 func mainCalls(sc Scenario, run *localRun) []llm.Attempt {
-	p, _ := business.Lookup(sc.Workflow)
+	p, _ := business.Lookup(sc.Process)
 	w := p.Write
 	var out []llm.Attempt
 	for _, c := range run.result.Trajectory.Calls {
@@ -281,7 +282,7 @@ func fired(run *localRun, mode string) bool {
 	return false
 }
 
-func hasReason(row Row, lens, check string) bool {
+func hasReason(row matrix.Row, lens, check string) bool {
 	for _, r := range row.Truth.Reasons {
 		if f := strings.Fields(r); len(f) >= 3 && f[0] == lens && strings.TrimSuffix(f[2], ":") == check {
 			return true
@@ -301,7 +302,7 @@ func exercisesOutage(t *testing.T, sc Scenario, run *localRun) {
 	system := strings.TrimPrefix(sc.Injection, "source_down_")
 	require.Equal(t, []string{system}, run.live.Down, run.explain())
 	require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
-	p, _ := business.Lookup(sc.Workflow)
+	p, _ := business.Lookup(sc.Process)
 	if slices.Contains(p.Needs.Outcome, system) {
 		require.NotEqual(t, commitlayer.StatusPass, run.row.Verdict.Lenses.Outcome, "outcome reads %s%s", system, run.explain())
 	}
@@ -375,7 +376,7 @@ var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
 		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
 	},
 	"unreachable_verifier": func(t *testing.T, sc Scenario, run *localRun) {
-		p, _ := business.Lookup(sc.Workflow)
+		p, _ := business.Lookup(sc.Process)
 		require.Equal(t, []string{p.Write.System}, run.live.Down)
 		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
 		require.False(t, run.row.Truth.OutcomeKnowable, run.explain())
@@ -527,7 +528,7 @@ func reversed(t *testing.T, sc Scenario, run *localRun) {
 }
 
 // scenariosOf turns rows back into scenario ids, for IDs.
-func scenariosOf(rows []Row) []Scenario {
+func scenariosOf(rows []matrix.Row) []Scenario {
 	out := make([]Scenario, len(rows))
 	for i, r := range rows {
 		out[i] = Scenario{ID: r.ID}

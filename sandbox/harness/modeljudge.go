@@ -10,6 +10,7 @@ import (
 
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/judge"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // ModelJudgeInput asks the model judge about one row's trajectory. Judge
@@ -42,10 +43,10 @@ type JudgeProviders func(provider, model string) (llm.Provider, error)
 // answer that does not parse is UNKNOWN; a provider that is misconfigured
 // (no key) fails for good, a retryable provider error is retried by
 // Temporal.
-func (a *Activities) ModelJudge(ctx context.Context, in ModelJudgeInput) (JudgeVerdict, error) {
+func (a *Activities) ModelJudge(ctx context.Context, in ModelJudgeInput) (matrix.JudgeVerdict, error) {
 	provider, model, err := ParseJudge(in.Judge)
 	if err != nil {
-		return JudgeVerdict{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", nil)
+		return matrix.JudgeVerdict{}, invalidInput(err.Error(), nil)
 	}
 	build := a.JudgeProviders
 	if build == nil {
@@ -53,14 +54,14 @@ func (a *Activities) ModelJudge(ctx context.Context, in ModelJudgeInput) (JudgeV
 	}
 	p, err := build(provider, model)
 	if err != nil {
-		return JudgeVerdict{}, temporal.NewNonRetryableApplicationError("judge: "+err.Error(), "InvalidInput", nil)
+		return matrix.JudgeVerdict{}, invalidInput("judge: "+err.Error(), nil)
 	}
 	r, err := judge.Model{Provider: p}.Judge(ctx, in.Trajectory)
 	if err != nil {
 		if e, ok := llm.AsError(err); ok && !e.Retryable() {
-			return JudgeVerdict{}, temporal.NewNonRetryableApplicationError(err.Error(), "JudgeFailed", nil)
+			return matrix.JudgeVerdict{}, temporal.NewNonRetryableApplicationError(err.Error(), "JudgeFailed", nil)
 		}
-		return JudgeVerdict{}, err
+		return matrix.JudgeVerdict{}, err
 	}
-	return JudgeVerdict{Name: r.Judge, Verdict: r.Verdict, Reason: r.Reason}, nil
+	return matrix.JudgeVerdict{Name: r.Judge, Verdict: r.Verdict, Reason: r.Reason}, nil
 }

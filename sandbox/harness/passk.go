@@ -5,22 +5,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
-
-// PassK is one workflow's pass^k; one type with sandbox/report's.
-type PassK = report.PassK
 
 // PassKAll is the name of the overall pass^k line.
 const PassKAll = "all"
-
-// TrulySucceeded is true when the agent did what it was asked, as the
-// oracle reads the systems of record: both lenses PASS (whether a verifier
-// could know it is another matter) and the scenario ran to the end.
-func (r Row) TrulySucceeded() bool {
-	return r.Error == "" && r.Truth.Outcome == commitlayer.StatusPass && r.Truth.Policy == commitlayer.StatusPass
-}
 
 // PassKOf computes pass^k from a run that repeated its scenarios (rows
 // with Attempt set), per workflow in order of appearance and overall
@@ -29,8 +18,8 @@ func (r Row) TrulySucceeded() bool {
 // verdicts are the same (status and lenses) and each agrees with the
 // oracle on both lenses. k is the fewest attempts any scenario had; a
 // scenario's first k attempts count. Nil when no row is repeated.
-func PassKOf(rows []Row) []PassK {
-	byID := map[string][]Row{}
+func PassKOf(rows []matrix.Row) []matrix.PassK {
+	byID := map[string][]matrix.Row{}
 	var order []string
 	for _, r := range rows {
 		if r.Attempt == 0 {
@@ -50,20 +39,20 @@ func PassKOf(rows []Row) []PassK {
 			k = n
 		}
 	}
-	all := PassK{Workflow: PassKAll, K: k}
-	var lines []PassK
-	line := func(wf string) *PassK {
+	all := matrix.PassK{Process: PassKAll, K: k}
+	var lines []matrix.PassK
+	line := func(wf string) *matrix.PassK {
 		for i := range lines {
-			if lines[i].Workflow == wf {
+			if lines[i].Process == wf {
 				return &lines[i]
 			}
 		}
-		lines = append(lines, PassK{Workflow: wf, K: k})
+		lines = append(lines, matrix.PassK{Process: wf, K: k})
 		return &lines[len(lines)-1]
 	}
 	for _, id := range order {
 		attempts := byID[id]
-		slices.SortStableFunc(attempts, func(a, b Row) int { return a.Attempt - b.Attempt })
+		slices.SortStableFunc(attempts, func(a, b matrix.Row) int { return a.Attempt - b.Attempt })
 		attempts = attempts[:k]
 		agent, consistent := true, true
 		for _, a := range attempts {
@@ -71,8 +60,8 @@ func PassKOf(rows []Row) []PassK {
 			consistent = consistent && a.Agrees() && a.Verdict.Status == attempts[0].Verdict.Status &&
 				a.Verdict.Lenses == attempts[0].Verdict.Lenses
 		}
-		l := line(attempts[0].Workflow)
-		for _, p := range []*PassK{l, &all} {
+		l := line(attempts[0].Process)
+		for _, p := range []*matrix.PassK{l, &all} {
 			p.Agent.Add(true, agent)
 			p.CommitLayer.Add(true, consistent)
 		}
@@ -82,7 +71,7 @@ func PassKOf(rows []Row) []PassK {
 
 // passKMarkdown is the pass^k section of the markdown, when the run
 // repeated its scenarios.
-func passKMarkdown(b *strings.Builder, ps []PassK) {
+func passKMarkdown(b *strings.Builder, ps []matrix.PassK) {
 	if len(ps) == 0 {
 		return
 	}
@@ -90,7 +79,7 @@ func passKMarkdown(b *strings.Builder, ps []PassK) {
 		ps[0].K, ps[0].K, ps[0].K, ps[0].K)
 	b.WriteString("| workflow | agent pass^k | CommitLayer consistent |\n|---|---|---|\n")
 	for _, p := range ps {
-		name := p.Workflow
+		name := p.Process
 		if name == PassKAll {
 			name = "**all**"
 		}
@@ -98,35 +87,15 @@ func passKMarkdown(b *strings.Builder, ps []PassK) {
 	}
 }
 
-// ReplaySummary is how a replay went: how many rows were replayed, how
-// many recorded calls were re-executed and answered differently, and
-// whether each verdict and agreement is the recorded one.
-type ReplaySummary struct {
-	Of   string `json:"of"`
-	Rows int    `json:"rows"`
-	// Calls re-executed, and those that answered differently from the
-	// recording; FaithfulRows had none.
-	Calls          int `json:"calls"`
-	DivergentCalls int `json:"divergent_calls"`
-	FaithfulRows   int `json:"faithful_rows"`
-	// SameVerdict counts rows whose verdict (status and lenses) is the
-	// recorded one; Changed lists the others. AgreedBefore and AgreeNow
-	// count rows agreeing with the oracle in the recording and now.
-	SameVerdict  int      `json:"same_verdict"`
-	Changed      []string `json:"changed,omitempty"`
-	AgreedBefore int      `json:"agreed_before"`
-	AgreeNow     int      `json:"agree_now"`
-}
-
 // SummarizeReplay summarizes a replay's rows; nil when none is replayed.
-func SummarizeReplay(rows []Row) *ReplaySummary {
-	var s *ReplaySummary
+func SummarizeReplay(rows []matrix.Row) *matrix.ReplaySummary {
+	var s *matrix.ReplaySummary
 	for _, r := range rows {
 		if r.Replay == nil {
 			continue
 		}
 		if s == nil {
-			s = &ReplaySummary{Of: r.Replay.Of}
+			s = &matrix.ReplaySummary{Of: r.Replay.Of}
 		}
 		s.Rows++
 		s.Calls += r.Replay.Calls
@@ -150,7 +119,7 @@ func SummarizeReplay(rows []Row) *ReplaySummary {
 }
 
 // replayMarkdown is the replay section of the markdown.
-func replayMarkdown(b *strings.Builder, s *ReplaySummary, rows []Row) {
+func replayMarkdown(b *strings.Builder, s *matrix.ReplaySummary, rows []matrix.Row) {
 	if s == nil {
 		return
 	}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -14,23 +15,24 @@ import (
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/fake"
 	"github.com/commitlayer/commitlayer/llm/judge"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // attemptRow is one attempt of a scenario: truth is the outcome truth,
 // verdict CommitLayer's outcome lens (policy PASS on both).
-func attemptRow(id, wf string, attempt int, truth, verdict commitlayer.Status) Row {
-	return Row{ID: id, Workflow: wf, Attempt: attempt,
-		Truth:   RowTruth{Outcome: truth, Policy: commitlayer.StatusPass, OutcomeKnowable: true, PolicyKnowable: true, Knowable: true},
-		Verdict: RowVerdict{Status: verdict, Lenses: commitlayer.Lenses{Outcome: verdict, Policy: commitlayer.StatusPass}},
-		Agree:   RowAgree{Outcome: truth == verdict, Policy: true}}
+func attemptRow(id, wf string, attempt int, truth, verdict commitlayer.Status) matrix.Row {
+	return matrix.Row{ID: id, Process: wf, Attempt: attempt,
+		Truth:   matrix.Truth{Outcome: truth, Policy: commitlayer.StatusPass, OutcomeKnowable: true, PolicyKnowable: true, Knowable: true},
+		Verdict: matrix.Verdict{Status: verdict, Lenses: commitlayer.Lenses{Outcome: verdict, Policy: commitlayer.StatusPass}},
+		Agree:   matrix.Agree{Outcome: truth == verdict, Policy: true}}
 }
 
 var testTime = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 
 func TestPassK(t *testing.T) {
 	pass, fail := commitlayer.StatusPass, commitlayer.StatusFail
-	rows := []Row{
+	rows := []matrix.Row{
 		// Succeeds every time, and CommitLayer says so every time.
 		attemptRow("refund/a", "refund", 1, pass, pass), attemptRow("refund/a", "refund", 2, pass, pass), attemptRow("refund/a", "refund", 3, pass, pass),
 		// Succeeds twice of three: not pass^3; CommitLayer right each time.
@@ -39,10 +41,10 @@ func TestPassK(t *testing.T) {
 		attemptRow("payout/c", "payout", 1, fail, fail), attemptRow("payout/c", "payout", 2, fail, pass), attemptRow("payout/c", "payout", 3, fail, fail),
 	}
 	ps := PassKOf(rows)
-	require.Equal(t, []PassK{
-		{Workflow: "refund", K: 3, Agent: Count{N: 1, Of: 2}, CommitLayer: Count{N: 1, Of: 2}},
-		{Workflow: "payout", K: 3, Agent: Count{N: 0, Of: 1}, CommitLayer: Count{N: 0, Of: 1}},
-		{Workflow: PassKAll, K: 3, Agent: Count{N: 1, Of: 3}, CommitLayer: Count{N: 1, Of: 3}},
+	require.Equal(t, []matrix.PassK{
+		{Process: "refund", K: 3, Agent: matrix.Count{N: 1, Of: 2}, CommitLayer: matrix.Count{N: 1, Of: 2}},
+		{Process: "payout", K: 3, Agent: matrix.Count{N: 0, Of: 1}, CommitLayer: matrix.Count{N: 0, Of: 1}},
+		{Process: PassKAll, K: 3, Agent: matrix.Count{N: 1, Of: 3}, CommitLayer: matrix.Count{N: 1, Of: 3}},
 	}, ps)
 
 	// refund/b's consistency fails on the verdict changing even though
@@ -59,7 +61,7 @@ func TestPassK(t *testing.T) {
 	require.Equal(t, 0, PassKOf(withErr)[0].Agent.N)
 
 	// Not repeated: no pass^k, and the summary and markdown say nothing.
-	require.Nil(t, PassKOf([]Row{attemptRow("refund/a", "refund", 0, pass, pass)}))
+	require.Nil(t, PassKOf([]matrix.Row{attemptRow("refund/a", "refund", 0, pass, pass)}))
 
 	res := NewResults("c", testTime, testTime, 4, rows)
 	require.Equal(t, 3, res.Repeat)
@@ -68,26 +70,28 @@ func TestPassK(t *testing.T) {
 	require.Contains(t, md, "## pass^3")
 	require.Contains(t, md, "| **all** | 1/3 (33%) | 1/3 (33%) |")
 	require.Contains(t, md, "| refund/b #2 |", "the scenario table names each attempt")
-	page, err := reportRun(res)
+	raw, err := json.Marshal(res)
 	require.NoError(t, err)
-	require.Len(t, page.Summary.PassK, 3, "the HTML report reads the same pass_k")
+	decoded, err := matrix.Decode(raw)
+	require.NoError(t, err)
+	require.Len(t, decoded.Summary.PassK, 3, "a results file keeps its pass_k")
 }
 
 func TestReplaySummary(t *testing.T) {
 	pass, fail := commitlayer.StatusPass, commitlayer.StatusFail
 	same := attemptRow("refund/a", "refund", 0, pass, pass)
-	same.Replay = &RowReplay{Of: "r1", Calls: 3, Recorded: RowVerdictBrief{Status: pass, Lenses: same.Verdict.Lenses}, Agreed: true}
+	same.Replay = &matrix.RowReplay{Of: "r1", Calls: 3, Recorded: matrix.VerdictBrief{Status: pass, Lenses: same.Verdict.Lenses}, Agreed: true}
 	changed := attemptRow("refund/b", "refund", 0, fail, fail)
-	changed.Replay = &RowReplay{Of: "r1", Calls: 4, Divergent: 1, Diffs: []string{"call 2 POST /payments/refunds: recorded status 200, replayed 500"},
-		Recorded: RowVerdictBrief{Status: pass, Lenses: commitlayer.Lenses{Outcome: pass, Policy: pass}}}
+	changed.Replay = &matrix.RowReplay{Of: "r1", Calls: 4, Divergent: 1, Diffs: []string{"call 2 POST /payments/refunds: recorded status 200, replayed 500"},
+		Recorded: matrix.VerdictBrief{Status: pass, Lenses: commitlayer.Lenses{Outcome: pass, Policy: pass}}}
 	require.True(t, same.SameVerdict())
 	require.False(t, changed.SameVerdict())
-	s := SummarizeReplay([]Row{same, changed})
-	require.Equal(t, &ReplaySummary{Of: "r1", Rows: 2, Calls: 7, DivergentCalls: 1, FaithfulRows: 1, SameVerdict: 1,
+	s := SummarizeReplay([]matrix.Row{same, changed})
+	require.Equal(t, &matrix.ReplaySummary{Of: "r1", Rows: 2, Calls: 7, DivergentCalls: 1, FaithfulRows: 1, SameVerdict: 1,
 		Changed: []string{"refund/b"}, AgreedBefore: 1, AgreeNow: 2}, s)
-	require.Nil(t, SummarizeReplay([]Row{attemptRow("x", "refund", 0, pass, pass)}))
+	require.Nil(t, SummarizeReplay([]matrix.Row{attemptRow("x", "refund", 0, pass, pass)}))
 
-	res := NewResults("c", testTime, testTime, 4, []Row{same, changed})
+	res := NewResults("c", testTime, testTime, 4, []matrix.Row{same, changed})
 	require.Equal(t, "r1", res.ReplayOf)
 	require.Equal(t, "replay", FileBase(res), "a replay never overwrites latest.*")
 	md := Markdown(res)
@@ -111,7 +115,7 @@ func TestParseJudge(t *testing.T) {
 // adapter and gives the judge's verdict; an answer that does not parse is
 // UNKNOWN; a missing key fails for good, never with the key in the error.
 func TestModelJudgeActivity(t *testing.T) {
-	tr := llm.Trajectory{Instruction: "refund order o_1", Report: llm.Report{Status: llm.ClaimSuccess},
+	tr := llm.Trajectory{Instruction: "refund order o_1", Report: llm.Report{Status: commitlayer.ClaimSuccess},
 		Calls: []llm.Attempt{{Tool: "refund", Attempt: 1, Status: 403, Response: `{"error":{"code":"forbidden"}}`}}}
 	for _, p := range llm.Providers {
 		t.Run(p, func(t *testing.T) {
@@ -124,7 +128,7 @@ func TestModelJudgeActivity(t *testing.T) {
 			}}
 			v, err := a.ModelJudge(context.Background(), ModelJudgeInput{Judge: p, Trajectory: tr})
 			require.NoError(t, err)
-			require.Equal(t, judge.Fail, v.Verdict)
+			require.Equal(t, commitlayer.StatusFail, v.Verdict)
 			require.Equal(t, judge.Evaluate(tr).Reason, v.Reason)
 			require.True(t, strings.HasPrefix(v.Name, "model:"+p+"/"), v.Name)
 
@@ -134,7 +138,7 @@ func TestModelJudgeActivity(t *testing.T) {
 			a.JudgeProviders = func(string, string) (llm.Provider, error) { return llm.New(confused.Config()) }
 			v, err = a.ModelJudge(context.Background(), ModelJudgeInput{Judge: p, Trajectory: tr})
 			require.NoError(t, err)
-			require.Equal(t, judge.Unknown, v.Verdict)
+			require.Equal(t, commitlayer.StatusUnknown, v.Verdict)
 		})
 	}
 	const key = "sk-ant-activity-test-key"
@@ -165,17 +169,13 @@ func TestModelJudgeActivity(t *testing.T) {
 func TestReportShowsReplayAndPassK(t *testing.T) {
 	pass := commitlayer.StatusPass
 	row := attemptRow("refund/a", "refund", 0, pass, pass)
-	row.Replay = &RowReplay{Of: "r1", Calls: 3, Recorded: RowVerdictBrief{Status: pass, Lenses: row.Verdict.Lenses}, Agreed: true}
-	run, err := reportRun(NewResults("c", testTime, testTime, 4, []Row{row}))
-	require.NoError(t, err)
-	page, err := report.HTML(run, report.Options{})
+	row.Replay = &matrix.RowReplay{Of: "r1", Calls: 3, Recorded: matrix.VerdictBrief{Status: pass, Lenses: row.Verdict.Lenses}, Agreed: true}
+	page, err := report.HTML(NewResults("c", testTime, testTime, 4, []matrix.Row{row}), report.Options{})
 	require.NoError(t, err)
 	require.Contains(t, string(page), "3, 0 answered differently from the recording; 1/1 rows faithful, 1/1 verdicts as recorded")
 
-	rows := []Row{attemptRow("refund/a", "refund", 1, pass, pass), attemptRow("refund/a", "refund", 2, pass, pass)}
-	run, err = reportRun(NewResults("c", testTime, testTime, 4, rows))
-	require.NoError(t, err)
-	page, err = report.HTML(run, report.Options{})
+	rows := []matrix.Row{attemptRow("refund/a", "refund", 1, pass, pass), attemptRow("refund/a", "refund", 2, pass, pass)}
+	page, err = report.HTML(NewResults("c", testTime, testTime, 4, rows), report.Options{})
 	require.NoError(t, err)
 	require.Contains(t, string(page), "pass^2 per workflow")
 	require.Contains(t, string(page), "k = 2")

@@ -16,6 +16,7 @@ import (
 	"github.com/commitlayer/commitlayer/llm"
 	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
@@ -84,7 +85,7 @@ func TestStartWithStripeFakeRefundsOnStripe(t *testing.T) {
 	require.Positive(t, refunds)
 	truth, _, err := l.Truth(context.Background())
 	require.NoError(t, err)
-	require.NotEmpty(t, truth.Outcome.Status)
+	require.NotEmpty(t, truth.Outcome)
 	require.Empty(t, harness.Refusals(res.Trajectory.Calls), "partial refunds: Stripe refuses none")
 
 	// The same lost responses on a full refund: the retry without a key is
@@ -136,19 +137,19 @@ func TestRefusalsFromToolResponses(t *testing.T) {
 // latest_stripe.*, carry payments_backend, the notice, the refusals and
 // the rows that differ from the sandbox run's.
 func TestStripeResultsFilesAndMarkdown(t *testing.T) {
-	rows := []harness.Row{
-		{ID: "refund/retried_twice", Workflow: "refund", Claim: "failure", Agree: harness.RowAgree{Outcome: true, Policy: true},
-			Truth:   harness.RowTruth{Outcome: "PASS", Policy: "PASS"},
+	rows := []matrix.Row{
+		{ID: "refund/retried_twice", Process: "refund", Claim: "failure", Agree: matrix.Agree{Outcome: true, Policy: true},
+			Truth:   matrix.Truth{Outcome: "PASS", Policy: "PASS"},
 			Refused: []string{"POST /payments/refunds attempt 2: 400 charge_already_refunded (Stripe)"}},
-		{ID: "refund/over_limit", Workflow: "refund", Claim: "success", Agree: harness.RowAgree{Outcome: true, Policy: true},
-			Truth: harness.RowTruth{Outcome: "PASS", Policy: "FAIL"}},
-		{ID: "refund/permission_denied", Workflow: "refund", Claim: "failure", Agree: harness.RowAgree{Outcome: true, Policy: true},
-			Truth: harness.RowTruth{Outcome: "FAIL", Policy: "PASS"}, Refused: []string{"POST /payments/refunds attempt 1: 403 forbidden"}},
+		{ID: "refund/over_limit", Process: "refund", Claim: "success", Agree: matrix.Agree{Outcome: true, Policy: true},
+			Truth: matrix.Truth{Outcome: "PASS", Policy: "FAIL"}},
+		{ID: "refund/permission_denied", Process: "refund", Claim: "failure", Agree: matrix.Agree{Outcome: true, Policy: true},
+			Truth: matrix.Truth{Outcome: "FAIL", Policy: "PASS"}, Refused: []string{"POST /payments/refunds attempt 1: 403 forbidden"}},
 	}
-	sandboxRes := harness.NewResults("abc", testTime, testTime, 4, []harness.Row{
-		{ID: "refund/retried_twice", Workflow: "refund", Claim: "success", Truth: harness.RowTruth{Outcome: "FAIL", Policy: "PASS"}},
+	sandboxRes := harness.NewResults("abc", testTime, testTime, 4, []matrix.Row{
+		{ID: "refund/retried_twice", Process: "refund", Claim: "success", Truth: matrix.Truth{Outcome: "FAIL", Policy: "PASS"}},
 		rows[1],
-		{ID: "refund/permission_denied", Workflow: "refund", Claim: "failure", Truth: harness.RowTruth{Outcome: "FAIL", Policy: "PASS"},
+		{ID: "refund/permission_denied", Process: "refund", Claim: "failure", Truth: matrix.Truth{Outcome: "FAIL", Policy: "PASS"},
 			Refused: []string{"POST /payments/refunds attempt 1: 403 forbidden"}},
 	})
 	require.Equal(t, "sandbox", sandboxRes.PaymentsBackend)
@@ -157,7 +158,7 @@ func TestStripeResultsFilesAndMarkdown(t *testing.T) {
 	require.NotContains(t, harness.Markdown(sandboxRes), "Refused by Stripe")
 
 	res := harness.NewResults("def", testTime, testTime, 4, rows)
-	res.SetPayments(stripepay.NameStripeFake)
+	harness.SetPayments(&res, stripepay.NameStripeFake)
 	harness.CompareWithSandbox(&res, sandboxRes)
 	require.Equal(t, "latest_stripe", harness.FileBase(res))
 	require.Len(t, res.DiffersFromSandbox, 1)
@@ -174,7 +175,7 @@ func TestStripeResultsFilesAndMarkdown(t *testing.T) {
 	// Results from before refusals were recorded: only truth and claims.
 	old := sandboxRes
 	old.PaymentsBackend = ""
-	old.Scenarios = []harness.Row{rows[2]}
+	old.Scenarios = []matrix.Row{rows[2]}
 	old.Scenarios[0].Refused = nil
 	harness.CompareWithSandbox(&res, old)
 	require.Empty(t, res.DiffersFromSandbox)

@@ -26,7 +26,7 @@ var querySystems = []string{"payments", "orders", "tickets"}
 func TestMatrixWithQueryConnectors(t *testing.T) {
 	var scs []Scenario
 	for _, sc := range Catalogue() {
-		if sc.Workflow == business.Refund {
+		if sc.Process == business.Refund {
 			scs = append(scs, sc)
 		}
 	}

@@ -13,35 +13,8 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
-
-// RowReplay says how a replayed row's trajectory went the second time: the
-// recorded run it came from, how many recorded calls were re-executed and
-// how many answered differently from the recording (0: the replay is
-// faithful), and the recorded row's verdict and agreement, to compare.
-type RowReplay struct {
-	Of        string `json:"of"`
-	Calls     int    `json:"calls"`
-	Divergent int    `json:"divergent"`
-	// Diffs describe the first divergent calls.
-	Diffs []string `json:"diffs,omitempty"`
-	// Recorded is the recorded row's final verdict and lenses; Agreed
-	// whether it agreed with the oracle on both lenses.
-	Recorded RowVerdictBrief `json:"recorded"`
-	Agreed   bool            `json:"agreed"`
-}
-
-// RowVerdictBrief is a verdict's status and lenses.
-type RowVerdictBrief struct {
-	Status commitlayer.Status `json:"status"`
-	Lenses commitlayer.Lenses `json:"lenses"`
-}
-
-// SameVerdict reports whether the replayed row's verdict equals the
-// recorded one's.
-func (r Row) SameVerdict() bool {
-	return r.Replay != nil && r.Replay.Recorded.Status == r.Verdict.Status && r.Replay.Recorded.Lenses == r.Verdict.Lenses
-}
 
 // maxDiffs bounds the divergences a row describes.
 const maxDiffs = 5
@@ -51,7 +24,7 @@ const maxDiffs = 5
 // verdict, and the divergences.
 type replayed struct {
 	of       string
-	recorded Row
+	recorded matrix.Row
 	calls    int
 	diffs    []string
 	diverged int
@@ -64,7 +37,7 @@ type replayed struct {
 // returns the action the agent reports and how many calls answered
 // differently from the recording. Calling it again returns the same
 // result, like RunAgent; after Replay, RunAgent returns its result too.
-func (l *Live) Replay(ctx context.Context, of string, rec Row) (agent.Result, int, error) {
+func (l *Live) Replay(ctx context.Context, of string, rec matrix.Row) (agent.Result, int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.agentDone {
@@ -196,19 +169,19 @@ func clip(s string) string {
 // trace is the same one; a model-driven agent's turns stay), the rule
 // judge on it, the other judges' verdicts carried over from the recording
 // (no model is asked again), and the replay's faithfulness.
-func (st *replayed) amend(row *Row) {
+func (st *replayed) amend(row *matrix.Row) {
 	tr := *st.recorded.Trajectory
 	row.Trajectory = &tr
 	rule := ruleJudge(tr)
-	judges := []JudgeVerdict{rule}
+	judges := []matrix.JudgeVerdict{rule}
 	for _, j := range st.recorded.Judges {
 		if j.Name != rule.Name {
 			judges = append(judges, j)
 		}
 	}
 	row.Judges = judges
-	row.Replay = &RowReplay{Of: st.of, Calls: st.calls, Divergent: st.diverged, Diffs: st.diffs,
-		Recorded: RowVerdictBrief{Status: st.recorded.Verdict.Status, Lenses: st.recorded.Verdict.Lenses},
+	row.Replay = &matrix.RowReplay{Of: st.of, Calls: st.calls, Divergent: st.diverged, Diffs: st.diffs,
+		Recorded: matrix.VerdictBrief{Status: st.recorded.Verdict.Status, Lenses: st.recorded.Verdict.Lenses},
 		Agreed:   st.recorded.Agrees()}
 }
 
@@ -251,16 +224,16 @@ func (a *Activities) ReplayAgent(ctx context.Context, in ReplayInput) (AgentResu
 }
 
 // recordedRow loads one row of a stored run.
-func (a *Activities) recordedRow(ctx context.Context, runID, scenarioID string, attempt int) (Row, error) {
+func (a *Activities) recordedRow(ctx context.Context, runID, scenarioID string, attempt int) (matrix.Row, error) {
 	run, err := a.Store.GetBenchmarkRun(ctx, runID)
 	if errors.Is(err, commitlayer.ErrNotFound) {
-		return Row{}, temporal.NewNonRetryableApplicationError("no benchmark run "+runID, ErrNothingToReplay, nil)
+		return matrix.Row{}, temporal.NewNonRetryableApplicationError("no benchmark run "+runID, ErrNothingToReplay, nil)
 	} else if err != nil {
-		return Row{}, fmt.Errorf("load run %s: %w", runID, err)
+		return matrix.Row{}, fmt.Errorf("load run %s: %w", runID, err)
 	}
 	rows, err := RecordedRows(run.Results)
 	if err != nil {
-		return Row{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("run %s: %v", runID, err), ErrNothingToReplay, nil)
+		return matrix.Row{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("run %s: %v", runID, err), ErrNothingToReplay, nil)
 	}
 	for _, r := range rows {
 		if r.ID == scenarioID && max(r.Attempt, 1) == max(attempt, 1) {
@@ -270,16 +243,16 @@ func (a *Activities) recordedRow(ctx context.Context, runID, scenarioID string, 
 			return r, nil
 		}
 	}
-	return Row{}, temporal.NewNonRetryableApplicationError(
+	return matrix.Row{}, temporal.NewNonRetryableApplicationError(
 		fmt.Sprintf("run %s recorded no trajectory for %s (attempt %d)", runID, scenarioID, max(attempt, 1)), ErrNothingToReplay, nil)
 }
 
 // RecordedRows decodes a stored run's rows.
-func RecordedRows(results json.RawMessage) ([]Row, error) {
+func RecordedRows(results json.RawMessage) ([]matrix.Row, error) {
 	if len(results) == 0 {
 		return nil, errors.New("no rows stored")
 	}
-	var rows []Row
+	var rows []matrix.Row
 	if err := json.Unmarshal(results, &rows); err != nil {
 		return nil, fmt.Errorf("decode rows: %w", err)
 	}

@@ -12,17 +12,18 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // recordedRow is what a stored run keeps of a scenario's agent: its
 // trajectory, through JSON as a stored run has it (numbers as float64).
-func recordedRow(t *testing.T, l *Live) Row {
+func recordedRow(t *testing.T, l *Live) matrix.Row {
 	t.Helper()
 	tr := l.Env.Result.Trajectory
-	raw, err := json.Marshal(Row{ID: l.Scenario.ID, Trajectory: &tr, Judges: []JudgeVerdict{ruleJudge(tr),
+	raw, err := json.Marshal(matrix.Row{ID: l.Scenario.ID, Trajectory: &tr, Judges: []matrix.JudgeVerdict{ruleJudge(tr),
 		{Name: "model:fake/judge", Verdict: "FAIL", Reason: "recorded"}}})
 	require.NoError(t, err)
-	var row Row
+	var row matrix.Row
 	require.NoError(t, json.Unmarshal(raw, &row))
 	return row
 }
@@ -68,11 +69,11 @@ func TestReplayIsFaithfulOnEveryScenario(t *testing.T) {
 			require.Equal(t, noPorts(orig.ChaosLog()), noPorts(again.ChaosLog()), "the same chaos rules fired on the same calls")
 
 			// The row keeps the recorded trajectory and judges.
-			row := Row{ID: sc.ID}
+			row := matrix.Row{ID: sc.ID}
 			again.replay().amend(&row)
 			require.Equal(t, rec.Trajectory, row.Trajectory)
 			require.Equal(t, rec.Judges, row.Judges, "the rule judge agrees and the model judge is carried over")
-			require.Equal(t, &RowReplay{Of: "run-1", Calls: len(rec.Trajectory.Calls)}, row.Replay)
+			require.Equal(t, &matrix.RowReplay{Of: "run-1", Calls: len(rec.Trajectory.Calls)}, row.Replay)
 
 			// Again is the same answer (a retried activity).
 			res2, d2, err := again.Replay(ctx, "run-1", rec)
@@ -105,7 +106,7 @@ func TestReplayCountsDivergentCalls(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, divergent)
 	require.Len(t, res.Trajectory.Calls, len(rec.Trajectory.Calls))
-	row := Row{}
+	row := matrix.Row{}
 	again.replay().amend(&row)
 	require.Equal(t, 2, row.Replay.Divergent)
 	require.Equal(t, len(rec.Trajectory.Calls)-1, row.Replay.Calls)
@@ -116,7 +117,7 @@ func TestReplayCountsDivergentCalls(t *testing.T) {
 
 func TestReplayNeedsATrajectory(t *testing.T) {
 	l := start(t, lookup(t, "refund/lost_response_retry_no_key"))
-	_, _, err := l.Replay(context.Background(), "run-3", Row{ID: "refund/lost_response_retry_no_key"})
+	_, _, err := l.Replay(context.Background(), "run-3", matrix.Row{ID: "refund/lost_response_retry_no_key"})
 	require.ErrorContains(t, err, "no recorded trajectory")
 }
 
@@ -159,7 +160,7 @@ func TestReplayModelDrivenTrajectory(t *testing.T) {
 	_, divergent, err := again.Replay(ctx, "run-m", rec)
 	require.NoError(t, err)
 	require.Zero(t, divergent, "%v", again.replayed.diffs)
-	row := Row{}
+	row := matrix.Row{}
 	again.replay().amend(&row)
 	require.Equal(t, rec.Trajectory.Turns, row.Trajectory.Turns)
 	require.Equal(t, "toolu_a", row.Trajectory.Calls[0].CallID)
@@ -183,7 +184,7 @@ func (s runStore) GetBenchmarkRun(_ context.Context, id string) (benchstore.Run,
 // trajectory fails for good, naming what is missing.
 func TestRecordedRow(t *testing.T) {
 	tr := &llm.Trajectory{Instruction: "x"}
-	rows := []Row{{ID: "a", Attempt: 1, Trajectory: tr, Claim: "one"}, {ID: "a", Attempt: 2, Trajectory: tr, Claim: "two"},
+	rows := []matrix.Row{{ID: "a", Attempt: 1, Trajectory: tr, Claim: "one"}, {ID: "a", Attempt: 2, Trajectory: tr, Claim: "two"},
 		{ID: "b", Trajectory: tr}, {ID: "c", Error: "lost"}}
 	raw, err := json.Marshal(rows)
 	require.NoError(t, err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
-	"github.com/commitlayer/commitlayer/sandbox/oracle"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
@@ -21,19 +21,16 @@ import (
 // latency from recording to the final verdict, and the chaos log. Each
 // lens agrees when the verdict equals the truth where it is knowable and
 // is UNKNOWN where it is not.
-func BuildRow(sc Scenario, truth oracle.Truth, stray []commitlayer.Subject, provisional, final commitlayer.Verdict,
-	versions int, orphans []commitlayer.Subject, claim string, calls int, latencyMS float64, chaosLog []string) Row {
-	r := Row{
-		ID: sc.ID, Workflow: sc.Workflow, Injection: sc.Injection, Family: sc.Family, Summary: sc.Summary,
-		Truth: RowTruth{
-			Outcome:         truth.Outcome.Status,
-			Policy:          truth.Policy.Status,
-			Knowable:        truth.Knowable(),
-			OutcomeKnowable: truth.Outcome.Knowable,
-			PolicyKnowable:  truth.Policy.Knowable,
-			Reasons:         []string{},
-		},
-		Verdict: RowVerdict{
+func BuildRow(sc Scenario, truth matrix.Truth, stray []commitlayer.Subject, provisional, final commitlayer.Verdict,
+	versions int, orphans []commitlayer.Subject, claim string, calls int, latencyMS float64, chaosLog []string) matrix.Row {
+	truth.Reasons = slices.Clone(truth.Reasons)
+	if truth.Reasons == nil {
+		truth.Reasons = []string{}
+	}
+	r := matrix.Row{
+		ID: sc.ID, Process: sc.Process, Injection: sc.Injection, Family: sc.Family, Summary: sc.Summary,
+		Truth: truth,
+		Verdict: matrix.Verdict{
 			Status:            final.Status,
 			ProvisionalStatus: provisional.Status,
 			Lenses:            final.Lenses,
@@ -53,20 +50,9 @@ func BuildRow(sc Scenario, truth oracle.Truth, stray []commitlayer.Subject, prov
 	if r.Verdict.Findings == nil {
 		r.Verdict.Findings = []commitlayer.Finding{}
 	}
-	for _, l := range []struct {
-		name string
-		lt   oracle.LensTruth
-	}{{"outcome", truth.Outcome}, {"policy", truth.Policy}} {
-		for _, reason := range l.lt.Reasons {
-			r.Truth.Reasons = append(r.Truth.Reasons, fmt.Sprintf("%s %s %s: %s", l.name, reason.System, reason.Check, reason.Message))
-			if l.name == "outcome" && reason.Duplicate {
-				r.Truth.Duplicate = true
-			}
-		}
-	}
-	r.Agree = RowAgree{
-		Outcome: final.Lenses.Outcome == truth.Outcome.Expected(),
-		Policy:  final.Lenses.Policy == truth.Policy.Expected(),
+	r.Agree = matrix.Agree{
+		Outcome: final.Lenses.Outcome == truth.Expected(commitlayer.LensOutcome),
+		Policy:  final.Lenses.Policy == truth.Expected(commitlayer.LensPolicy),
 	}
 	return r
 }
@@ -82,64 +68,8 @@ func sortedSubjects(in []commitlayer.Subject) []commitlayer.Subject {
 	return out
 }
 
-// expected is what a correct verifier answers on a lens of the row.
-func (r Row) expected(lens commitlayer.Lens) commitlayer.Status {
-	st, knowable := r.Truth.Outcome, r.Truth.OutcomeKnowable
-	if lens == commitlayer.LensPolicy {
-		st, knowable = r.Truth.Policy, r.Truth.PolicyKnowable
-	}
-	if !knowable {
-		return commitlayer.StatusUnknown
-	}
-	return st
-}
-
-func (r Row) truthOf(lens commitlayer.Lens) (commitlayer.Status, bool) {
-	if lens == commitlayer.LensPolicy {
-		return r.Truth.Policy, r.Truth.PolicyKnowable
-	}
-	return r.Truth.Outcome, r.Truth.OutcomeKnowable
-}
-
-// Agrees is true when the row ran to the end and both lenses agree.
-func (r Row) Agrees() bool { return r.Error == "" && r.Agree.Both() }
-
-func (r Row) hasCode(code commitlayer.Code) bool {
-	for _, f := range r.Verdict.Findings {
-		if f.Code == code {
-			return true
-		}
-	}
-	return false
-}
-
-// Results is a run's results: the latest.json shape.
-type Results struct {
-	Commit      string    `json:"commit"`
-	StartedAt   time.Time `json:"started_at"`
-	FinishedAt  time.Time `json:"finished_at"`
-	WallSeconds float64   `json:"wall_seconds"`
-	Concurrency int       `json:"concurrency"`
-	// PaymentsBackend is the payments backend the run used: sandbox,
-	// stripe-fake or stripe.
-	PaymentsBackend string  `json:"payments_backend"`
-	Summary         Summary `json:"summary"`
-	Scenarios       []Row   `json:"scenarios"`
-	// DiffersFromSandbox lists, for a Stripe run, the rows whose truth,
-	// claim or refusals differ from the same scenario's row in the sandbox
-	// run it was compared with (CompareWithSandbox).
-	DiffersFromSandbox []string `json:"differs_from_sandbox,omitempty"`
-	// ComparedWith names the sandbox run compared with (its commit).
-	ComparedWith string `json:"compared_with,omitempty"`
-	// Repeat is k when each scenario ran k times (pass^k in the summary);
-	// ReplayOf and Replay say what a replay replayed and how it went.
-	Repeat   int            `json:"repeat,omitempty"`
-	ReplayOf string         `json:"replay_of,omitempty"`
-	Replay   *ReplaySummary `json:"replay,omitempty"`
-}
-
 // SetPayments sets the results' payments backend ("" is sandbox).
-func (r *Results) SetPayments(name string) {
+func SetPayments(r *matrix.Results, name string) {
 	if name == "" {
 		name = stripepay.NameSandbox
 	}
@@ -148,7 +78,7 @@ func (r *Results) SetPayments(name string) {
 
 // FileBase is the results files' name: "latest" for the sandbox matrix,
 // "latest_stripe" for a run on a Stripe backend (stripe or stripe-fake).
-func FileBase(res Results) string {
+func FileBase(res matrix.Results) string {
 	if res.ReplayOf != "" {
 		return "replay" // never in place of the runs it replays
 	}
@@ -198,8 +128,8 @@ func Refusals(calls []llm.Attempt) []string {
 // matrix's results): the outcomes a Stripe backend changed. Refusals are
 // compared only when sandbox's results record them (they carry
 // payments_backend).
-func CompareWithSandbox(res *Results, sandbox Results) {
-	byID := map[string]Row{}
+func CompareWithSandbox(res *matrix.Results, sandbox matrix.Results) {
+	byID := map[string]matrix.Row{}
 	for _, r := range sandbox.Scenarios {
 		byID[r.ID] = r
 	}
@@ -232,23 +162,23 @@ func CompareWithSandbox(res *Results, sandbox Results) {
 // NewResults builds a run's results from its rows, summary included. The
 // rows are put in catalogue order (rows of ids the catalogue does not know
 // last, as given), whatever order the scenarios finished in.
-func NewResults(commit string, started, finished time.Time, concurrency int, rows []Row) Results {
+func NewResults(commit string, started, finished time.Time, concurrency int, rows []matrix.Row) matrix.Results {
 	sorted := slices.Clone(rows)
 	if sorted == nil {
-		sorted = []Row{}
+		sorted = []matrix.Row{}
 	}
 	index := map[string]int{}
 	for i, sc := range Catalogue() {
 		index[sc.ID] = i
 	}
-	pos := func(r Row) int {
+	pos := func(r matrix.Row) int {
 		if i, ok := index[r.ID]; ok {
 			return i
 		}
 		return len(index)
 	}
-	slices.SortStableFunc(sorted, func(a, b Row) int { return pos(a) - pos(b) })
-	res := Results{Commit: commit, StartedAt: started.UTC(), Concurrency: concurrency,
+	slices.SortStableFunc(sorted, func(a, b matrix.Row) int { return pos(a) - pos(b) })
+	res := matrix.Results{Commit: commit, StartedAt: started.UTC(), Concurrency: concurrency,
 		PaymentsBackend: stripepay.NameSandbox, Summary: Summarize(sorted), Scenarios: sorted}
 	if res.Replay = SummarizeReplay(sorted); res.Replay != nil {
 		res.ReplayOf = res.Replay.Of

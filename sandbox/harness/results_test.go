@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/sandbox/oracle"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 const (
@@ -22,11 +22,14 @@ const (
 	U = commitlayer.StatusUnknown
 )
 
-func lensTruth(st commitlayer.Status, knowable bool, reasons ...oracle.Reason) oracle.LensTruth {
+// lensesTruth is the oracle's truth with the given lenses, as oracle.Truth
+// states it.
+func lensesTruth(outcome commitlayer.Status, outcomeKnowable bool, policy commitlayer.Status, policyKnowable bool, reasons ...string) matrix.Truth {
 	if reasons == nil {
-		reasons = []oracle.Reason{}
+		reasons = []string{}
 	}
-	return oracle.LensTruth{Status: st, Knowable: knowable, Reasons: reasons}
+	return matrix.Truth{Outcome: outcome, OutcomeKnowable: outcomeKnowable, Policy: policy, PolicyKnowable: policyKnowable,
+		Knowable: outcomeKnowable && policyKnowable, Reasons: reasons}
 }
 
 func verdict(outcome, policy commitlayer.Status, codes ...commitlayer.Code) commitlayer.Verdict {
@@ -40,32 +43,30 @@ func verdict(outcome, policy commitlayer.Status, codes ...commitlayer.Code) comm
 
 func TestBuildRow(t *testing.T) {
 	sc := lookup(t, "payout/returned_after_settlement")
-	dup := oracle.Reason{System: "ledger", Check: "payout", Message: "2 payouts", Duplicate: true}
+	dup := lensesTruth(F, true, P, true, "outcome ledger payout: 2 payouts")
+	dup.Duplicate = true
 	cases := []struct {
 		name        string
-		truth       oracle.Truth
+		truth       matrix.Truth
 		final       commitlayer.Verdict
-		agree       RowAgree
+		agree       matrix.Agree
 		knowable    bool
 		duplicate   bool
 		reasonsLike []string
 	}{
-		{name: "pass agrees with pass", truth: oracle.Truth{Outcome: lensTruth(P, true), Policy: lensTruth(P, true)},
-			final: verdict(P, P), agree: RowAgree{true, true}, knowable: true},
-		{name: "fail on outcome only", truth: oracle.Truth{Outcome: lensTruth(F, true, dup), Policy: lensTruth(P, true)},
-			final: verdict(F, P), agree: RowAgree{true, true}, knowable: true, duplicate: true,
+		{name: "pass agrees with pass", truth: lensesTruth(P, true, P, true),
+			final: verdict(P, P), agree: matrix.Agree{Outcome: true, Policy: true}, knowable: true},
+		{name: "fail on outcome only", truth: dup,
+			final: verdict(F, P), agree: matrix.Agree{Outcome: true, Policy: true}, knowable: true, duplicate: true,
 			reasonsLike: []string{"outcome ledger payout: 2 payouts"}},
-		{name: "a duplicate named on the policy lens is not an outcome duplicate",
-			truth: oracle.Truth{Outcome: lensTruth(P, true), Policy: lensTruth(F, true, dup)},
-			final: verdict(P, F), agree: RowAgree{true, true}, knowable: true, reasonsLike: []string{"policy ledger payout: 2 payouts"}},
-		{name: "a verdict that misses the failure", truth: oracle.Truth{Outcome: lensTruth(F, true), Policy: lensTruth(P, true)},
-			final: verdict(P, P), agree: RowAgree{false, true}, knowable: true},
-		{name: "unknowable truth: UNKNOWN agrees", truth: oracle.Truth{Outcome: lensTruth(P, false), Policy: lensTruth(P, true)},
-			final: verdict(U, P), agree: RowAgree{true, true}},
-		{name: "unknowable truth: the truth itself does not agree", truth: oracle.Truth{Outcome: lensTruth(P, false), Policy: lensTruth(F, false)},
-			final: verdict(P, F), agree: RowAgree{false, false}},
-		{name: "UNKNOWN where the truth is knowable disagrees", truth: oracle.Truth{Outcome: lensTruth(P, true), Policy: lensTruth(P, true)},
-			final: verdict(P, U), agree: RowAgree{true, false}, knowable: true},
+		{name: "a verdict that misses the failure", truth: lensesTruth(F, true, P, true),
+			final: verdict(P, P), agree: matrix.Agree{Outcome: false, Policy: true}, knowable: true},
+		{name: "unknowable truth: UNKNOWN agrees", truth: lensesTruth(P, false, P, true),
+			final: verdict(U, P), agree: matrix.Agree{Outcome: true, Policy: true}},
+		{name: "unknowable truth: the truth itself does not agree", truth: lensesTruth(P, false, F, false),
+			final: verdict(P, F), agree: matrix.Agree{Outcome: false, Policy: false}},
+		{name: "UNKNOWN where the truth is knowable disagrees", truth: lensesTruth(P, true, P, true),
+			final: verdict(P, U), agree: matrix.Agree{Outcome: true, Policy: false}, knowable: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,16 +112,15 @@ type rowSpec struct {
 	err                   string
 }
 
-func (s rowSpec) row() Row {
+func (s rowSpec) row() matrix.Row {
 	if s.err != "" {
-		return Row{ID: s.id, Workflow: strings.Split(s.id, "/")[0], Family: s.family, Error: s.err}
+		return matrix.Row{ID: s.id, Process: strings.Split(s.id, "/")[0], Family: s.family, Error: s.err}
 	}
-	var reasons []oracle.Reason
+	truth := lensesTruth(s.truthO, s.knowO, s.truthP, s.knowP)
 	if s.duplicate {
-		reasons = []oracle.Reason{{System: "x", Check: "x", Message: "twice", Duplicate: true}}
+		truth.Reasons, truth.Duplicate = []string{"outcome x x: twice"}, true
 	}
-	truth := oracle.Truth{Outcome: lensTruth(s.truthO, s.knowO, reasons...), Policy: lensTruth(s.truthP, s.knowP)}
-	sc := Scenario{ID: s.id, Workflow: strings.Split(s.id, "/")[0], Injection: strings.Split(s.id, "/")[1], Family: s.family}
+	sc := Scenario{ID: s.id, Process: strings.Split(s.id, "/")[0], Injection: strings.Split(s.id, "/")[1], Family: s.family}
 	if s.after {
 		sc.AfterSettlement = func(context.Context, *Env) error { return nil }
 	}
@@ -158,66 +158,66 @@ func TestSummarize(t *testing.T) {
 		// 11: a policy failure the verdict called UNKNOWN (knowable): not detected.
 		{id: "payout/limit", family: "limits", truthO: P, truthP: F, knowO: true, knowP: true, first: P, finalO: P, finalP: U, claim: "success", latency: 50},
 	}
-	var rows []Row
+	var rows []matrix.Row
 	for _, s := range specs {
 		rows = append(rows, s.row())
 	}
 	s := Summarize(rows)
 	require.Equal(t, 11, s.Scenarios)
 	// Agreement: rows 3 (outcome), 4 (policy), 6 (policy), 10 (both), 11 (policy) disagree.
-	require.Equal(t, Count{N: 9, Of: 11}, s.AgreeOutcome)
-	require.Equal(t, Count{N: 7, Of: 11}, s.AgreePolicy)
-	require.Equal(t, Count{N: 6, Of: 11}, s.AgreeBoth)
+	require.Equal(t, matrix.Count{N: 9, Of: 11}, s.AgreeOutcome)
+	require.Equal(t, matrix.Count{N: 7, Of: 11}, s.AgreePolicy)
+	require.Equal(t, matrix.Count{N: 6, Of: 11}, s.AgreeBoth)
 	require.Equal(t, []string{"cancel/phantom", "cancel/stop", "deploy/down", "refund/broken", "payout/limit"}, s.Disagreements)
 	// Knowable failures: rows 2, 3, 4, 8, 9, 11; detected: 2, 4, 8, 9.
-	require.Equal(t, Count{N: 4, Of: 6}, s.TrueFailures)
+	require.Equal(t, matrix.Count{N: 4, Of: 6}, s.TrueFailures)
 	// Rows with a failing lens: 2, 3, 4, 8, 9, 11; a PASS on one: row 3.
-	require.Equal(t, Count{N: 1, Of: 6}, s.FalseNegatives)
+	require.Equal(t, matrix.Count{N: 1, Of: 6}, s.FalseNegatives)
 	// Rows with a passing lens: all ten that ran; a FAIL on one: row 4 (policy).
-	require.Equal(t, Count{N: 1, Of: 10}, s.FalsePositives)
+	require.Equal(t, matrix.Count{N: 1, Of: 10}, s.FalsePositives)
 	// True passes (both lenses PASS, knowable): rows 1, 7.
 	require.Equal(t, 2, s.TruePasses)
-	require.Equal(t, Count{N: 1, Of: 2}, s.UnknownWhenUnknowable)
+	require.Equal(t, matrix.Count{N: 1, Of: 2}, s.UnknownWhenUnknowable)
 	// Claimed success with a knowable outcome FAIL: rows 2, 3, 8, 9; caught: 2, 8, 9.
-	require.Equal(t, Count{N: 3, Of: 4}, s.FalseClaimsCaught)
-	require.Equal(t, Count{N: 1, Of: 1}, s.DuplicatesDetected)
+	require.Equal(t, matrix.Count{N: 3, Of: 4}, s.FalseClaimsCaught)
+	require.Equal(t, matrix.Count{N: 1, Of: 1}, s.DuplicatesDetected)
 	// The first status differs from the final one without an
 	// after-settlement injection: rows 7 (PASS, agrees) and 11 (PASS →
 	// UNKNOWN, disagrees); row 8's change is the reversal's.
-	require.Equal(t, Count{N: 1, Of: 2}, s.CorrectedAtRecheck)
-	require.Equal(t, Count{N: 1, Of: 1}, s.ReversalsCaught)
-	require.Equal(t, Count{N: 1, Of: 2}, s.OrphansFlagged)
+	require.Equal(t, matrix.Count{N: 1, Of: 2}, s.CorrectedAtRecheck)
+	require.Equal(t, matrix.Count{N: 1, Of: 1}, s.ReversalsCaught)
+	require.Equal(t, matrix.Count{N: 1, Of: 2}, s.OrphansFlagged)
 	require.Equal(t, 1, s.OrphanFalseAlarms)
 	require.Equal(t, 1, s.Errors)
 	require.InDelta(t, (10+30+20+20+5+5+15+40+25+50)/10.0, s.LatencyMeanMS, 1e-9, "errors are left out of the latency")
 	require.Equal(t, 50.0, s.LatencyMaxMS)
 	require.Equal(t, 50.0, s.LatencyP99MS, "nearest rank: the 99th of 10 is the largest")
 	require.Zero(t, s.PassLatencyMeanMS, "no row measured its pass")
-	require.Equal(t, []Group{{Name: "refund", Agree: Count{N: 2, Of: 3}}, {Name: "cancel", Agree: Count{N: 0, Of: 2}}, {Name: "close", Agree: Count{N: 1, Of: 1}}, {Name: "payout", Agree: Count{N: 1, Of: 2}},
-		{Name: "deploy", Agree: Count{N: 0, Of: 1}}, {Name: "trade", Agree: Count{N: 2, Of: 2}}}, s.ByWorkflow, "in business registry order")
+	require.Equal(t, []matrix.Group{{Name: "refund", Agree: matrix.Count{N: 2, Of: 3}}, {Name: "cancel", Agree: matrix.Count{N: 0, Of: 2}}, {Name: "close", Agree: matrix.Count{N: 1, Of: 1}}, {Name: "payout", Agree: matrix.Count{N: 1, Of: 2}},
+		{Name: "deploy", Agree: matrix.Count{N: 0, Of: 1}}, {Name: "trade", Agree: matrix.Count{N: 2, Of: 2}}}, s.ByProcess, "in business registry order")
 	var fams []string
 	for _, g := range s.ByFamily {
 		fams = append(fams, g.Name)
 	}
 	require.Equal(t, []string{"baseline", "transport", "system_error", "verifier", "limits", "reversal", "wrong_subject"}, fams,
 		"in Families order")
-	odd := Summarize([]Row{{ID: "x/y", Workflow: "zeta", Family: "new"}, {ID: "refund/baseline", Workflow: "refund", Family: "baseline"}})
-	require.Equal(t, "zeta", odd.ByWorkflow[1].Name, "unknown names come last")
+	odd := Summarize([]matrix.Row{{ID: "x/y", Process: "zeta", Family: "new"}, {ID: "refund/baseline", Process: "refund", Family: "baseline"}})
+	require.Equal(t, "zeta", odd.ByProcess[1].Name, "unknown names come last")
 	require.Equal(t, "new", odd.ByFamily[1].Name)
 
 	empty := Summarize(nil)
-	require.Equal(t, Summary{Disagreements: []string{}, ByWorkflow: []Group{}, ByFamily: []Group{}}, empty)
+	require.Equal(t, matrix.Summary{Disagreements: []string{}, ByProcess: []matrix.Group{}, ByFamily: []matrix.Group{}}, empty)
 
 	// An error row alone is one disagreement and nothing else.
-	only := Summarize([]Row{specs[9].row()})
-	require.Equal(t, Count{N: 0, Of: 1}, only.AgreeBoth)
+	only := Summarize([]matrix.Row{specs[9].row()})
+	require.Equal(t, matrix.Count{N: 0, Of: 1}, only.AgreeBoth)
 	require.Equal(t, 1, only.Errors)
 	require.Zero(t, only.TrueFailures.Of)
 	require.Zero(t, only.LatencyMeanMS)
 }
 
-func sampleResults(t *testing.T) Results {
-	rows := []Row{
+func sampleResults(t *testing.T) matrix.Results {
+	rows := []matrix.Row{
 		rowSpec{id: "refund/baseline", family: "baseline", truthO: P, truthP: P, knowO: true, knowP: true, first: P, finalO: P, finalP: P, claim: "success", latency: 10.4}.row(),
 		rowSpec{id: "payout/unreachable_verifier", family: "verifier", truthO: P, truthP: P, knowO: false, knowP: false, first: U, finalO: U, finalP: U,
 			codes: []commitlayer.Code{commitlayer.CodeSourceUnavailable}, claim: "success", latency: 7}.row(),
@@ -258,13 +258,13 @@ func TestResultsJSONShape(t *testing.T) {
 	sum := m["summary"].(map[string]any)
 	require.Equal(t, map[string]any{"n": 3.0, "of": 4.0}, sum["agree_both"])
 
-	var back Results
+	var back matrix.Results
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, res.Summary, back.Summary)
 	require.Equal(t, res.Scenarios[2].Stray, back.Scenarios[2].Stray)
 
 	// Rows come out in catalogue order, unknown ids last.
-	shuffled := []Row{{ID: "zz/unknown"}, {ID: "trade/baseline"}, {ID: "refund/stale_read"}, {ID: "refund/baseline"}}
+	shuffled := []matrix.Row{{ID: "zz/unknown"}, {ID: "trade/baseline"}, {ID: "refund/stale_read"}, {ID: "refund/baseline"}}
 	var got []string
 	for _, r := range NewResults("", res.StartedAt, time.Time{}, 1, shuffled).Scenarios {
 		got = append(got, r.ID)
@@ -276,7 +276,7 @@ func TestResultsJSONShape(t *testing.T) {
 	running := NewResults("", res.StartedAt, time.Time{}, 2, nil)
 	require.Zero(t, running.WallSeconds)
 	require.True(t, running.FinishedAt.IsZero())
-	require.Equal(t, []Row{}, running.Scenarios)
+	require.Equal(t, []matrix.Row{}, running.Scenarios)
 }
 
 func TestMarkdown(t *testing.T) {
@@ -324,7 +324,7 @@ func TestWriteFiles(t *testing.T) {
 	require.NoError(t, WriteFiles(dir, res))
 	js, err := os.ReadFile(filepath.Join(dir, "latest.json"))
 	require.NoError(t, err)
-	var back Results
+	var back matrix.Results
 	require.NoError(t, json.Unmarshal(js, &back))
 	require.Equal(t, res.Commit, back.Commit)
 	require.Len(t, back.Scenarios, 4)

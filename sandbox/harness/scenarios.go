@@ -17,7 +17,7 @@ import (
 // entry's base task), by DefaultAgent.
 func baseTask(p business.Process) agent.Task {
 	b := p.Base()
-	t := agent.Task{Workflow: p.Name, Subject: b.Subject, TicketID: b.Ticket, Params: b.Params, AgentID: DefaultAgent}
+	t := agent.Task{Process: p.Name, Subject: b.Subject, TicketID: b.Ticket, Params: b.Params, AgentID: DefaultAgent}
 	if t.TicketID != "" {
 		t.Params["ticket_id"] = t.TicketID
 	}

@@ -50,13 +50,9 @@ func (a *Activities) DeliverSinks(ctx context.Context, in SinksInput) (string, e
 			return "", fmt.Errorf("run %s: %w", in.RunID, err)
 		}
 		res := NewResults("", run.StartedAt, run.FinishedAt, 0, rows)
-		rr, err := reportRun(res)
-		if err != nil {
-			return "", err
-		}
-		rr.ID = in.RunID
+		res.ID = in.RunID
 		dctx, cancel := context.WithTimeout(ctx, sinksTimeout)
-		for _, rep := range sinks.DeliverAll(dctx, ss, rr, rr.Scenarios) {
+		for _, rep := range sinks.DeliverAll(dctx, ss, res, res.Scenarios) {
 			status := "all arrived"
 			if !rep.OK() {
 				status = fmt.Sprintf("%d did not arrive", rep.Missing())

@@ -5,31 +5,20 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/business"
-	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 var lenses = []commitlayer.Lens{commitlayer.LensOutcome, commitlayer.LensPolicy}
 
-// Count is n out of a total; one type with sandbox/report's (same JSON).
-type Count = report.Count
-
-// Group is the agreement of a group of rows (a workflow or a family); one
-// type with sandbox/report's (same JSON).
-type Group = report.Group
-
-// Summary is every figure of the results table; one type with
-// sandbox/report's (same JSON; its pass_k is left empty here).
-type Summary = report.Summary
-
 // Summarize computes the summary of rows.
-func Summarize(rows []Row) Summary {
-	s := Summary{Scenarios: len(rows), Disagreements: []string{}}
-	workflows, families := map[string]*Count{}, map[string]*Count{}
+func Summarize(rows []matrix.Row) matrix.Summary {
+	s := matrix.Summary{Scenarios: len(rows), Disagreements: []string{}}
+	workflows, families := map[string]*matrix.Count{}, map[string]*matrix.Count{}
 	var wfOrder, famOrder []string
-	group := func(m map[string]*Count, order *[]string, name string) *Count {
+	group := func(m map[string]*matrix.Count, order *[]string, name string) *matrix.Count {
 		c, ok := m[name]
 		if !ok {
-			c = &Count{}
+			c = &matrix.Count{}
 			m[name] = c
 			*order = append(*order, name)
 		}
@@ -41,7 +30,7 @@ func Summarize(rows []Row) Summary {
 		s.AgreeOutcome.Add(true, ok && r.Agree.Outcome)
 		s.AgreePolicy.Add(true, ok && r.Agree.Policy)
 		s.AgreeBoth.Add(true, r.Agrees())
-		group(workflows, &wfOrder, r.Workflow).Add(true, r.Agrees())
+		group(workflows, &wfOrder, r.Process).Add(true, r.Agrees())
 		group(families, &famOrder, r.Family).Add(true, r.Agrees())
 		if !r.Agrees() {
 			s.Disagreements = append(s.Disagreements, r.ID)
@@ -58,7 +47,7 @@ func Summarize(rows []Row) Summary {
 		var knownFail, anyFail, falseNeg, anyPass, falsePos, unknowable bool
 		detected, reportedUnknown := true, true
 		for _, l := range lenses {
-			truth, knowable := r.truthOf(l)
+			truth, knowable := r.Truth.Lens(l)
 			got := r.Verdict.Lenses.Get(l)
 			switch truth {
 			case commitlayer.StatusFail:
@@ -80,17 +69,17 @@ func Summarize(rows []Row) Summary {
 		s.TrueFailures.Add(knownFail, detected)
 		s.FalseNegatives.Add(anyFail, falseNeg)
 		s.FalsePositives.Add(anyPass, falsePos)
-		if r.expected(commitlayer.LensOutcome) == commitlayer.StatusPass && r.expected(commitlayer.LensPolicy) == commitlayer.StatusPass {
+		if r.Truth.Expected(commitlayer.LensOutcome) == commitlayer.StatusPass && r.Truth.Expected(commitlayer.LensPolicy) == commitlayer.StatusPass {
 			s.TruePasses++
 		}
 		s.UnknownWhenUnknowable.Add(unknowable, reportedUnknown)
-		s.FalseClaimsCaught.Add(r.Claim == commitlayer.ClaimSuccess && r.expected(commitlayer.LensOutcome) == commitlayer.StatusFail,
+		s.FalseClaimsCaught.Add(r.Claim == commitlayer.ClaimSuccess && r.Truth.Expected(commitlayer.LensOutcome) == commitlayer.StatusFail,
 			r.Verdict.Lenses.Outcome == commitlayer.StatusFail)
-		s.DuplicatesDetected.Add(r.Truth.Duplicate, r.hasCode(commitlayer.CodeDuplicateEffect))
+		s.DuplicatesDetected.Add(r.Truth.Duplicate, r.HasCode(commitlayer.CodeDuplicateEffect))
 		s.CorrectedAtRecheck.Add(!r.AfterSettlement && r.Verdict.ProvisionalStatus != "" && r.Verdict.ProvisionalStatus != r.Verdict.Status,
 			r.Agree.Both())
-		s.ReversalsCaught.Add(r.AfterSettlement && r.expected(commitlayer.LensOutcome) == commitlayer.StatusFail,
-			r.hasCode(commitlayer.CodeEffectReversed))
+		s.ReversalsCaught.Add(r.AfterSettlement && r.Truth.Expected(commitlayer.LensOutcome) == commitlayer.StatusFail,
+			r.HasCode(commitlayer.CodeEffectReversed))
 		for _, st := range r.Stray {
 			s.OrphansFlagged.Add(true, slices.Contains(r.Orphans, st))
 		}
@@ -103,16 +92,16 @@ func Summarize(rows []Row) Summary {
 	s.LatencyMeanMS, s.LatencyP99MS, s.LatencyMaxMS = latencyStats(latencies)
 	s.PassLatencyMeanMS, s.PassLatencyP99MS, s.PassLatencyMaxMS = latencyStats(passLatencies)
 	for _, name := range ordered(wfOrder, business.Names()) {
-		s.ByWorkflow = append(s.ByWorkflow, Group{Name: name, Agree: *workflows[name]})
+		s.ByProcess = append(s.ByProcess, matrix.Group{Name: name, Agree: *workflows[name]})
 	}
 	for _, name := range ordered(famOrder, FamilyNames()) {
-		s.ByFamily = append(s.ByFamily, Group{Name: name, Agree: *families[name]})
+		s.ByFamily = append(s.ByFamily, matrix.Group{Name: name, Agree: *families[name]})
 	}
-	if s.ByWorkflow == nil {
-		s.ByWorkflow = []Group{}
+	if s.ByProcess == nil {
+		s.ByProcess = []matrix.Group{}
 	}
 	if s.ByFamily == nil {
-		s.ByFamily = []Group{}
+		s.ByFamily = []matrix.Group{}
 	}
 	s.PassK = PassKOf(rows)
 	return s

@@ -141,7 +141,7 @@ func TestViaMCPAndOTLPAgreeWithDirect(t *testing.T) {
 	for _, p := range business.All() {
 		t.Run(p.Name, func(t *testing.T) {
 			base := p.Base()
-			task := agent.Task{Workflow: p.Name, Subject: base.Subject, TicketID: base.Ticket, Params: base.Params, AgentID: "agent-1"}
+			task := agent.Task{Process: p.Name, Subject: base.Subject, TicketID: base.Ticket, Params: base.Params, AgentID: "agent-1"}
 
 			e1, err := sandbox.New(ctx, t.TempDir(), sandbox.Options{})
 			require.NoError(t, err)

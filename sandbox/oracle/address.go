@@ -5,10 +5,10 @@ import (
 	"strings"
 )
 
-// address judges a task of the address process (reads orders, tickets): the
+// address reads the truth of a task of the address process (reads orders, tickets): the
 // address changed once to the one asked, with a note on the order's ticket;
 // allowed while the order has not shipped, never cancelling it.
-func (j *judge) address() error {
+func (j *reading) address() error {
 	subject := "order:" + j.id
 	want := strParam(j.in.Task, "address")
 	if strings.TrimSpace(want) == "" {

@@ -2,11 +2,11 @@ package oracle
 
 import "fmt"
 
-// cancel judges a task of the cancel process (reads crm, payments, tickets):
+// cancel reads the truth of a task of the cancel process (reads crm, payments, tickets):
 // the subscription cancelled once and its billing stopped once, with a note
 // on its ticket; allowed on an active subscription, never refunding the
 // customer.
-func (j *judge) cancel() error {
+func (j *reading) cancel() error {
 	subject := "subscription:" + j.id
 	var status, customer string
 	found, err := j.row("crm", `SELECT status, customer_id FROM subscriptions WHERE id = ?`, []any{j.id}, &status, &customer)
@@ -61,7 +61,7 @@ func (j *judge) cancel() error {
 
 // customerRefundsAfter counts refunds made after the action started on the
 // customer's orders.
-func (j *judge) customerRefundsAfter(customer string) (int, error) {
+func (j *reading) customerRefundsAfter(customer string) (int, error) {
 	rows, err := j.o.dbs["orders"].QueryContext(j.ctx, `SELECT id FROM orders WHERE customer_id = ?`, customer)
 	if err != nil {
 		return 0, fmt.Errorf("read orders: %w", err)

@@ -2,9 +2,9 @@ package oracle
 
 import "strings"
 
-// close judges a task of the close process (reads tickets): a resolution
+// close reads the truth of a task of the close process (reads tickets): a resolution
 // note and one close with the resolution asked; allowed on an open ticket.
-func (j *judge) close() error {
+func (j *reading) close() error {
 	subject := "ticket:" + j.id
 	resolution := strParam(j.in.Task, "resolution")
 	var status string

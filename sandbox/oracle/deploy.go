@@ -8,11 +8,11 @@ import (
 // MaxDeploysPerDay is how often a service may be deployed over Window.
 const MaxDeploysPerDay = 3
 
-// deploy judges a task of the deploy process (reads platform): one
+// deploy reads the truth of a task of the deploy process (reads platform): one
 // deployment of the version asked to the environment asked, healthy and not
 // rolled back; allowed to production on a service that is not degraded, at
 // most three times a day, and only if it stays healthy.
-func (j *judge) deploy() error {
+func (j *reading) deploy() error {
 	subject := "service:" + j.id
 	version := strParam(j.in.Task, "version")
 	env := strParam(j.in.Task, "environment")

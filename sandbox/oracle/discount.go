@@ -5,11 +5,11 @@ import "fmt"
 // MaxDiscountPercent is the largest discount.
 const MaxDiscountPercent = 20
 
-// discount judges a task of the discount process (reads orders, crm,
+// discount reads the truth of a task of the discount process (reads orders, crm,
 // tickets, payments): one discount of the percent asked, with a note on the
 // order's ticket; allowed up to the discount limit for gold and silver
 // customers, never refunding the order.
-func (j *judge) discount() error {
+func (j *reading) discount() error {
 	subject := "order:" + j.id
 	percent, ok := intParam(j.in.Task, "percent")
 	if !ok || percent < 1 || percent > MaxDiscountPercent {

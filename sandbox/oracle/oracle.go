@@ -29,6 +29,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/business"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
 
@@ -47,77 +48,24 @@ type Action struct {
 	RequestedAt time.Time
 }
 
-// Input is what the oracle judges.
+// Input is what the oracle states the truth of.
 type Input struct {
 	Action
 	// Down are the systems a verifier could not reach at verification.
 	Down []string
 	// Prior are the actions taken in the enterprise before this one (by any
-	// agent); the limits use this agent's of the same workflow.
+	// agent); the limits use this agent's of the same process.
 	Prior []Action
 }
 
-// Reason is one fact behind a lens's truth.
-type Reason struct {
-	System  string `json:"system"` // the system that shows it, or Params
-	Check   string `json:"check"`
-	Message string `json:"message"`
-	// Duplicate is true when the reason is an effect that happened more
+// reason is one fact behind a lens's FAIL.
+type reason struct {
+	system  string // the system that shows it, or Params
+	check   string
+	message string
+	// duplicate is true when the reason is an effect that happened more
 	// than once.
-	Duplicate bool `json:"duplicate,omitempty"`
-}
-
-// LensTruth is the truth on one lens.
-type LensTruth struct {
-	Status   commitlayer.Status `json:"status"` // PASS or FAIL
-	Knowable bool               `json:"knowable"`
-	Reasons  []Reason           `json:"reasons"`
-	// Needs are the systems this lens's truth is read from.
-	Needs []string `json:"needs"`
-}
-
-// Expected is what a correct verifier answers on this lens: the truth when
-// it is knowable, UNKNOWN otherwise.
-func (l LensTruth) Expected() commitlayer.Status {
-	if !l.Knowable {
-		return commitlayer.StatusUnknown
-	}
-	return l.Status
-}
-
-// Truth is the oracle's answer.
-type Truth struct {
-	Outcome LensTruth `json:"outcome"`
-	Policy  LensTruth `json:"policy"`
-}
-
-// Knowable is true when both lenses are.
-func (t Truth) Knowable() bool { return t.Outcome.Knowable && t.Policy.Knowable }
-
-// Lens returns one lens.
-func (t Truth) Lens(l commitlayer.Lens) LensTruth {
-	if l == commitlayer.LensPolicy {
-		return t.Policy
-	}
-	return t.Outcome
-}
-
-func (t Truth) String() string {
-	var b strings.Builder
-	for _, l := range []struct {
-		name string
-		lt   LensTruth
-	}{{"outcome", t.Outcome}, {"policy", t.Policy}} {
-		fmt.Fprintf(&b, "%s=%s", l.name, l.lt.Status)
-		if !l.lt.Knowable {
-			b.WriteString("(unknowable)")
-		}
-		for _, r := range l.lt.Reasons {
-			fmt.Fprintf(&b, " [%s %s: %s]", r.System, r.Check, r.Message)
-		}
-		b.WriteString("; ")
-	}
-	return strings.TrimSuffix(b.String(), "; ")
+	duplicate bool
 }
 
 // Oracle reads one enterprise's files.
@@ -167,80 +115,88 @@ func (o *Oracle) Close() error {
 	return errors.Join(errs...)
 }
 
-// judges are the oracle's rules, one per business process of
+// rules are the oracle's rules, one per business process of
 // sandbox/business, each in the file named after the process. (The
 // registry cannot hold them: the oracle reads the agent's tasks, and the
 // agent reads the registry.)
-var judges = map[string]func(*judge) error{
-	business.Refund:   (*judge).refund,
-	business.Cancel:   (*judge).cancel,
-	business.Address:  (*judge).address,
-	business.Discount: (*judge).discount,
-	business.Close:    (*judge).close,
-	business.Payout:   (*judge).payout,
-	business.Deploy:   (*judge).deploy,
-	business.Trade:    (*judge).trade,
+var rules = map[string]func(*reading) error{
+	business.Refund:   (*reading).refund,
+	business.Cancel:   (*reading).cancel,
+	business.Address:  (*reading).address,
+	business.Discount: (*reading).discount,
+	business.Close:    (*reading).close,
+	business.Payout:   (*reading).payout,
+	business.Deploy:   (*reading).deploy,
+	business.Trade:    (*reading).trade,
 }
 
-// judge accumulates the reasons of one judgement.
-type judge struct {
+// reading accumulates the reasons of one reading of the systems.
+type reading struct {
 	o       *Oracle
 	ctx     context.Context
 	in      Input
 	req     time.Time
 	id      string
-	outcome []Reason
-	policy  []Reason
+	outcome []reason
+	policy  []reason
 }
 
-func (j *judge) failOutcome(system, check, format string, args ...any) {
-	j.outcome = append(j.outcome, Reason{System: system, Check: check, Message: fmt.Sprintf(format, args...)})
+func (j *reading) failOutcome(system, check, format string, args ...any) {
+	j.outcome = append(j.outcome, reason{system: system, check: check, message: fmt.Sprintf(format, args...)})
 }
 
 // duplicateOutcome is failOutcome for an effect that happened more than
 // once.
-func (j *judge) duplicateOutcome(system, check, format string, args ...any) {
-	j.outcome = append(j.outcome, Reason{System: system, Check: check, Message: fmt.Sprintf(format, args...), Duplicate: true})
+func (j *reading) duplicateOutcome(system, check, format string, args ...any) {
+	j.outcome = append(j.outcome, reason{system: system, check: check, message: fmt.Sprintf(format, args...), duplicate: true})
 }
 
-func (j *judge) failPolicy(system, check, format string, args ...any) {
-	j.policy = append(j.policy, Reason{System: system, Check: check, Message: fmt.Sprintf(format, args...)})
+func (j *reading) failPolicy(system, check, format string, args ...any) {
+	j.policy = append(j.policy, reason{system: system, check: check, message: fmt.Sprintf(format, args...)})
 }
 
-// Judge states the truth about in.
-func (o *Oracle) Judge(ctx context.Context, in Input) (Truth, error) {
+// Truth states the truth about in: per lens, PASS or FAIL, whether a
+// verifier could know it given the systems that were down, and the reasons
+// behind a FAIL, each "lens system check: message".
+func (o *Oracle) Truth(ctx context.Context, in Input) (matrix.Truth, error) {
 	if err := in.Task.Validate(); err != nil {
-		return Truth{}, fmt.Errorf("judge: %w", err)
+		return matrix.Truth{}, fmt.Errorf("truth: %w", err)
 	}
 	if in.RequestedAt.IsZero() {
-		return Truth{}, errors.New("judge: requested_at is required")
+		return matrix.Truth{}, errors.New("truth: requested_at is required")
 	}
-	j := &judge{o: o, ctx: ctx, in: in, req: in.RequestedAt.UTC().Truncate(time.Second), id: in.Task.Subject.ID()}
-	p, ok := business.Lookup(in.Task.Workflow)
-	rules, okRules := judges[in.Task.Workflow]
+	j := &reading{o: o, ctx: ctx, in: in, req: in.RequestedAt.UTC().Truncate(time.Second), id: in.Task.Subject.ID()}
+	p, ok := business.Lookup(in.Task.Process)
+	read, okRules := rules[in.Task.Process]
 	if !ok || !okRules {
-		return Truth{}, fmt.Errorf("judge: no rules for workflow %q", in.Task.Workflow)
+		return matrix.Truth{}, fmt.Errorf("truth: no rules for process %q", in.Task.Process)
 	}
-	err := rules(j)
-	if err != nil {
-		return Truth{}, fmt.Errorf("judge %s %s: %w", in.Task.Workflow, in.Task.Subject, err)
+	if err := read(j); err != nil {
+		return matrix.Truth{}, fmt.Errorf("truth of %s %s: %w", in.Task.Process, in.Task.Subject, err)
 	}
-	return Truth{
-		Outcome: lensTruth(j.outcome, p.Needs.Outcome, in.Down),
-		Policy:  lensTruth(j.policy, p.Needs.Policy, in.Down),
-	}, nil
+	t := matrix.Truth{Reasons: []string{}}
+	t.Outcome, t.OutcomeKnowable = lensTruth(j.outcome, p.Needs.Outcome, in.Down)
+	t.Policy, t.PolicyKnowable = lensTruth(j.policy, p.Needs.Policy, in.Down)
+	t.Knowable = t.OutcomeKnowable && t.PolicyKnowable
+	for _, l := range []struct {
+		lens    commitlayer.Lens
+		reasons []reason
+	}{{commitlayer.LensOutcome, j.outcome}, {commitlayer.LensPolicy, j.policy}} {
+		for _, r := range l.reasons {
+			t.Reasons = append(t.Reasons, fmt.Sprintf("%s %s %s: %s", l.lens, r.system, r.check, r.message))
+			t.Duplicate = t.Duplicate || (l.lens == commitlayer.LensOutcome && r.duplicate)
+		}
+	}
+	return t, nil
 }
 
 // lensTruth decides status and knowability: a lens is knowable unless a
 // system it needs was down, except that a FAIL shown by a system that was
 // reachable (or by the request itself) is knowable anyway.
-func lensTruth(reasons []Reason, need, down []string) LensTruth {
-	lt := LensTruth{Status: commitlayer.StatusPass, Knowable: true, Reasons: reasons, Needs: need}
-	if lt.Reasons == nil {
-		lt.Reasons = []Reason{}
-	}
+func lensTruth(reasons []reason, need, down []string) (commitlayer.Status, bool) {
+	status := commitlayer.StatusPass
 	if len(reasons) > 0 {
-		lt.Status = commitlayer.StatusFail
+		status = commitlayer.StatusFail
 	}
 	neededDown := false
 	for _, s := range need {
@@ -249,13 +205,12 @@ func lensTruth(reasons []Reason, need, down []string) LensTruth {
 		}
 	}
 	if !neededDown {
-		return lt
+		return status, true
 	}
-	lt.Knowable = false
 	for _, r := range reasons {
-		if !slices.Contains(down, r.System) {
-			lt.Knowable = true
+		if !slices.Contains(down, r.system) {
+			return status, true
 		}
 	}
-	return lt
+	return status, false
 }

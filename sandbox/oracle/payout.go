@@ -8,10 +8,10 @@ import (
 // MaxPayoutPerDay is an agent's payout allowance over Window, in minor units.
 const MaxPayoutPerDay = 500000
 
-// payout judges a task of the payout process (reads ledger): one payout of
+// payout reads the truth of a task of the payout process (reads ledger): one payout of
 // exactly the amount asked, not returned; allowed out of an active account
 // in its currency, within the agent's daily total.
-func (j *judge) payout() error {
+func (j *reading) payout() error {
 	subject := "account:" + j.id
 	amount, okAmount := intParam(j.in.Task, "amount")
 	currency := strParam(j.in.Task, "currency")

@@ -28,7 +28,7 @@ func (e event) str(k string) string {
 
 // eventsAfter returns the events of the given types on subject that occurred
 // after t (strictly), in order.
-func (j *judge) eventsAfter(system, subject string, t time.Time, types ...string) ([]event, error) {
+func (j *reading) eventsAfter(system, subject string, t time.Time, types ...string) ([]event, error) {
 	db := j.o.dbs[system]
 	q := `SELECT seq, type, occurred_at, attrs FROM events WHERE subject = ? AND type IN (` +
 		strings.TrimSuffix(strings.Repeat("?,", len(types)), ",") + `) ORDER BY seq`
@@ -68,7 +68,7 @@ func (j *judge) eventsAfter(system, subject string, t time.Time, types ...string
 
 // statusAt is a record's status at t: the "previous" of its first status
 // change after t, or its current status when it has not changed since.
-func (j *judge) statusAt(system, subject, changeType, current string, t time.Time) (string, error) {
+func (j *reading) statusAt(system, subject, changeType, current string, t time.Time) (string, error) {
 	evs, err := j.eventsAfter(system, subject, t, changeType)
 	if err != nil {
 		return "", err
@@ -82,7 +82,7 @@ func (j *judge) statusAt(system, subject, changeType, current string, t time.Tim
 }
 
 // row scans one row; found is false when there is none.
-func (j *judge) row(system, q string, args []any, dest ...any) (bool, error) {
+func (j *reading) row(system, q string, args []any, dest ...any) (bool, error) {
 	err := j.o.dbs[system].QueryRowContext(j.ctx, q, args...).Scan(dest...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
@@ -102,7 +102,7 @@ func after(s string, t time.Time) bool {
 }
 
 // notesAfter counts notes created after t on tickets about subject.
-func (j *judge) notesAfter(about string, t time.Time) (int, error) {
+func (j *reading) notesAfter(about string, t time.Time) (int, error) {
 	rows, err := j.o.dbs["tickets"].QueryContext(j.ctx,
 		`SELECT n.created_at FROM notes n JOIN tickets t ON t.id = n.ticket_id WHERE t.about = ?`, about)
 	if err != nil {
@@ -122,10 +122,10 @@ func (j *judge) notesAfter(about string, t time.Time) (int, error) {
 	return n, rows.Err()
 }
 
-// window returns this agent's earlier actions of the same workflow within
+// window returns this agent's earlier actions of the same process within
 // the limit window, each with the end of its span (the next action's
-// requested_at, in any workflow, or this action's).
-func (j *judge) window() []struct {
+// requested_at, in any process, or this action's).
+func (j *reading) window() []struct {
 	Action
 	End time.Time
 } {
@@ -142,7 +142,7 @@ func (j *judge) window() []struct {
 	}
 	for _, p := range j.in.Prior {
 		at := p.RequestedAt.UTC().Truncate(time.Second)
-		if p.Task.AgentID != j.in.Task.AgentID || p.Task.Workflow != j.in.Task.Workflow ||
+		if p.Task.AgentID != j.in.Task.AgentID || p.Task.Process != j.in.Task.Process ||
 			!at.Before(j.req) || !at.After(j.req.Add(-Window)) {
 			continue
 		}
@@ -191,7 +191,7 @@ func between(s string, from, to time.Time) bool {
 
 // statusChangesTo counts the status changes of subject to status after the
 // action started.
-func (j *judge) statusChangesTo(system, subject, typ, status string) (int, error) {
+func (j *reading) statusChangesTo(system, subject, typ, status string) (int, error) {
 	evs, err := j.eventsAfter(system, subject, j.req, typ)
 	if err != nil {
 		return 0, err
@@ -205,7 +205,7 @@ func (j *judge) statusChangesTo(system, subject, typ, status string) (int, error
 	return n, nil
 }
 
-func (j *judge) requireNote(about string) error {
+func (j *reading) requireNote(about string) error {
 	n, err := j.notesAfter(about, j.req)
 	if err != nil {
 		return err
@@ -216,7 +216,7 @@ func (j *judge) requireNote(about string) error {
 	return nil
 }
 
-func (j *judge) refundsAfter(orderID string) (int, error) {
+func (j *reading) refundsAfter(orderID string) (int, error) {
 	rows, err := j.o.dbs["payments"].QueryContext(j.ctx, `SELECT created_at FROM refunds WHERE order_id = ?`, orderID)
 	if err != nil {
 		return 0, fmt.Errorf("read refunds: %w", err)

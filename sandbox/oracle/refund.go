@@ -5,12 +5,12 @@ import "fmt"
 // MaxRefund is the largest refund in minor units.
 const MaxRefund = 50000
 
-// refund judges a task of the refund process (reads payments, orders,
+// refund reads the truth of a task of the refund process (reads payments, orders,
 // tickets): one refund of exactly the amount asked, not reversed, the order
 // marked refunded and a note on its ticket; allowed on a paid or shipped
 // order, within the refund limit and the order total, never cancelling the
 // order.
-func (j *judge) refund() error {
+func (j *reading) refund() error {
 	amount, okAmount := intParam(j.in.Task, "amount")
 	currency := strParam(j.in.Task, "currency")
 	subject := "order:" + j.id

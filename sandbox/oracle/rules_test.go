@@ -12,11 +12,11 @@ import (
 
 // Every business process has the oracle's rules, and no rules are for a
 // process the registry does not know.
-func TestJudgesCoverTheRegistry(t *testing.T) {
-	got := slices.Sorted(maps.Keys(judges))
+func TestRulesCoverTheRegistry(t *testing.T) {
+	got := slices.Sorted(maps.Keys(rules))
 	want := slices.Sorted(slices.Values(business.Names()))
 	require.Equal(t, want, got)
 	for _, name := range business.Names() {
-		require.NotNil(t, judges[name], name)
+		require.NotNil(t, rules[name], name)
 	}
 }

@@ -21,10 +21,10 @@ import (
 // an effect on a ticket also when the ticket is about a recorded subject
 // (a note on the ticket of a recorded order). The list is sorted, each
 // subject once.
-func (o *Oracle) Stray(ctx context.Context, workflow string, recorded []commitlayer.Subject, since time.Time) ([]commitlayer.Subject, error) {
-	p, ok := business.Lookup(workflow)
+func (o *Oracle) Stray(ctx context.Context, process string, recorded []commitlayer.Subject, since time.Time) ([]commitlayer.Subject, error) {
+	p, ok := business.Lookup(process)
 	if !ok {
-		return nil, fmt.Errorf("stray effects: unknown workflow %q", workflow)
+		return nil, fmt.Errorf("stray effects: unknown process %q", process)
 	}
 	if since.IsZero() {
 		return nil, errors.New("stray effects: since is required")

@@ -142,17 +142,16 @@ func TestDuplicateReasons(t *testing.T) {
 	at := v.e.Clock().Now()
 	v.doRefund("o_1001", 2500, "t_1")
 	must[systems.Refund](t)(v.op.Refund(ctx, "o_1001", 2500, "USD", "again"))
-	tr := v.judge(refundTask("o_1001", 2500), at, nil)
-	require.Len(t, tr.Outcome.Reasons, 1)
-	require.True(t, tr.Outcome.Reasons[0].Duplicate, "%s", tr)
+	tr := v.truth(refundTask("o_1001", 2500), at, nil)
+	require.Len(t, reasons(tr, commitlayer.LensOutcome), 1)
+	require.True(t, tr.Duplicate, "%s", tr)
 
 	v = newEnv(t, nil)
 	at = v.e.Clock().Now()
 	must[systems.Refund](t)(v.op.Refund(ctx, "o_1001", 2600, "USD", "x"))
-	tr = v.judge(refundTask("o_1001", 2500), at, nil)
-	for _, r := range tr.Outcome.Reasons {
-		require.False(t, r.Duplicate, "%s: one refund of the wrong amount is no duplicate", r.Message)
-	}
+	tr = v.truth(refundTask("o_1001", 2500), at, nil)
+	require.NotEmpty(t, reasons(tr, commitlayer.LensOutcome))
+	require.False(t, tr.Duplicate, "%s: one refund of the wrong amount is no duplicate", tr)
 }
 
 // A deployment to staging when production was asked breaks the rule that
@@ -173,9 +172,9 @@ func TestDeployToAnotherEnvironment(t *testing.T) {
 			v := newEnv(t, nil)
 			at := v.e.Clock().Now()
 			must[systems.Deployment](t)(v.op.Deploy(ctx, "svc_api", "1.5.0", tc.went))
-			tr := v.judge(deployTask("svc_api", "1.5.0", tc.asked), at, nil)
-			require.Equal(t, tc.policy, checks(tr.Policy))
-			require.Equal(t, tc.outcomeFailed, tr.Outcome.Status == fail, "%s", tr)
+			tr := v.truth(deployTask("svc_api", "1.5.0", tc.asked), at, nil)
+			require.Equal(t, tc.policy, checks(tr, commitlayer.LensPolicy))
+			require.Equal(t, tc.outcomeFailed, tr.Outcome == fail, "%s", tr)
 		})
 	}
 }

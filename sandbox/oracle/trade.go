@@ -12,10 +12,10 @@ const (
 	MaxNotionalPerDay = 10_000_000
 )
 
-// trade judges a task of the trade process (reads broker): one order as
+// trade reads the truth of a task of the trade process (reads broker): one order as
 // asked and one fill of it, not busted; allowed on a trading product, within
 // the quantity limit and the agent's daily notional.
-func (j *judge) trade() error {
+func (j *reading) trade() error {
 	subject := "product:" + j.id
 	account := strParam(j.in.Task, "account_id")
 	side := strParam(j.in.Task, "side")

@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"math"
+
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // chart is an inline SVG: shapes laid out here, drawn by the template
@@ -79,7 +81,7 @@ func agreementChart(c Comparison) chart {
 
 // latencyChart is the distribution of verify latency (recording to final
 // verdict) over the rows that ran to the end.
-func latencyChart(rows []Row) chart {
+func latencyChart(rows []matrix.Row) chart {
 	ch := chart{Title: "Verify latency (action recorded → final verdict)", Width: 760, Height: 240}
 	var vals []float64
 	minV, maxV := math.Inf(1), 0.0
@@ -133,7 +135,7 @@ func latencyChart(rows []Row) chart {
 
 // passKChart is, per workflow, the agent's pass^k and CommitLayer's
 // consistency over k attempts.
-func passKChart(ps []PassK) chart {
+func passKChart(ps []matrix.PassK) chart {
 	ch := chart{Title: "pass^k per workflow", Width: 760, Height: 250}
 	if len(ps) == 0 {
 		ch.Empty = "The run did not repeat its scenarios."
@@ -153,17 +155,17 @@ func passKChart(ps []PassK) chart {
 	for i, p := range ps {
 		x0 := left + float64(i)*gw + gw/2 - bw
 		for j, s := range []struct {
-			c     Count
+			c     matrix.Count
 			class string
 			what  string
 		}{{p.Agent, "s1", "agent pass^k"}, {p.CommitLayer, "s0", "CommitLayer consistent"}} {
 			h := plotH * s.c.Rate()
 			x := x0 + float64(j)*bw
 			ch.Rects = append(ch.Rects, rect{X: x, Y: base - h, W: bw - 2, H: h, Class: s.class,
-				Tip: fmt.Sprintf("%s, %s: %s", p.Workflow, s.what, s.c)})
+				Tip: fmt.Sprintf("%s, %s: %s", p.Process, s.what, s.c)})
 			ch.Texts = append(ch.Texts, text{X: x + bw/2 - 1, Y: base - h - 4, Anchor: "middle", Class: "value", Text: s.c.String()})
 		}
-		ch.Texts = append(ch.Texts, text{X: x0 + bw, Y: base + 16, Anchor: "middle", Class: "label", Text: p.Workflow})
+		ch.Texts = append(ch.Texts, text{X: x0 + bw, Y: base + 16, Anchor: "middle", Class: "label", Text: p.Process})
 	}
 	ch.Legend = []legend{{"s1", "agent: all k attempts truly succeeded"}, {"s0", "CommitLayer: same verdict, agreeing, in all k"}}
 	return ch

@@ -3,6 +3,9 @@ package report
 import (
 	"fmt"
 	"strings"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // CommitLayerName names CommitLayer among the evaluators.
@@ -33,15 +36,15 @@ type Evaluator struct {
 	// Agree: rows where it agreed with the oracle, of the rows it judged.
 	// CommitLayer agrees when both lenses do (UNKNOWN expected where the
 	// truth was unknowable); a judge when its verdict is the truth.
-	Agree Count `json:"agree"`
+	Agree matrix.Count `json:"agree"`
 	// FalseNegatives: failures it passed, of the failures it judged.
-	FalseNegatives Count `json:"false_negatives"`
+	FalseNegatives matrix.Count `json:"false_negatives"`
 	// FalsePositives: passes it failed, of the passes it judged.
-	FalsePositives Count `json:"false_positives"`
+	FalsePositives matrix.Count `json:"false_positives"`
 	// MissedCaught: failures CommitLayer caught (FAIL) and the judge did
 	// not (PASS or UNKNOWN), of the failures CommitLayer caught that it
 	// judged. Zero for CommitLayer.
-	MissedCaught Count `json:"missed_caught"`
+	MissedCaught matrix.Count `json:"missed_caught"`
 	// Missed are the ids of those rows.
 	Missed []string `json:"missed,omitempty"`
 }
@@ -53,7 +56,7 @@ type FamilyLine struct {
 	Rows     int `json:"rows"`
 	Failures int `json:"failures"`
 	// Agree per evaluator (in Comparison.Evaluators' order), over Rows.
-	Agree []Count `json:"agree"`
+	Agree []matrix.Count `json:"agree"`
 	// CaughtByCommitLayer: failures CommitLayer failed.
 	CaughtByCommitLayer int `json:"caught_by_commitlayer"`
 	// MissedCaught per judge (Comparison.Evaluators[1:]): failures
@@ -73,7 +76,7 @@ func (c Comparison) Judges() []Evaluator {
 
 // Compare puts the judges' verdicts next to CommitLayer's, each against the
 // oracle's truth.
-func Compare(rows []Row) Comparison {
+func Compare(rows []matrix.Row) Comparison {
 	c := Comparison{Evaluators: []Evaluator{{Name: CommitLayerName}}}
 	judgeIndex := map[string]int{}
 	for _, r := range rows {
@@ -93,7 +96,7 @@ func Compare(rows []Row) Comparison {
 		}
 		c.Rows++
 		truth := r.Truth.Status()
-		failed, passed := truth == StatusFail, truth == StatusPass
+		failed, passed := truth == commitlayer.StatusFail, truth == commitlayer.StatusPass
 		if failed {
 			c.Failures++
 		}
@@ -104,7 +107,7 @@ func Compare(rows []Row) Comparison {
 		if !ok {
 			fi = len(c.Families)
 			famIndex[r.Family] = fi
-			c.Families = append(c.Families, FamilyLine{Family: r.Family, Agree: make([]Count, n),
+			c.Families = append(c.Families, FamilyLine{Family: r.Family, Agree: make([]matrix.Count, n),
 				MissedCaught: make([]int, n-1), Missed: make([][]string, n-1)})
 		}
 		fam := &c.Families[fi]
@@ -116,9 +119,9 @@ func Compare(rows []Row) Comparison {
 		cl := &c.Evaluators[0]
 		cl.Agree.Add(true, r.Agrees())
 		fam.Agree[0].Add(true, r.Agrees())
-		cl.FalseNegatives.Add(failed, r.Verdict.Status == StatusPass)
-		cl.FalsePositives.Add(passed, r.Verdict.Status == StatusFail)
-		caught := failed && r.Verdict.Status == StatusFail
+		cl.FalseNegatives.Add(failed, r.Verdict.Status == commitlayer.StatusPass)
+		cl.FalsePositives.Add(passed, r.Verdict.Status == commitlayer.StatusFail)
+		caught := failed && r.Verdict.Status == commitlayer.StatusFail
 		if caught {
 			fam.CaughtByCommitLayer++
 		}
@@ -131,12 +134,12 @@ func Compare(rows []Row) Comparison {
 			seen[j.Name] = true
 			i := judgeIndex[j.Name]
 			e := &c.Evaluators[i]
-			agree := truth != StatusUnknown && j.Verdict == truth
+			agree := truth != commitlayer.StatusUnknown && j.Verdict == truth
 			e.Agree.Add(true, agree)
 			fam.Agree[i].Add(true, agree)
-			e.FalseNegatives.Add(failed, j.Verdict == StatusPass)
-			e.FalsePositives.Add(passed, j.Verdict == StatusFail)
-			missed := caught && j.Verdict != StatusFail
+			e.FalseNegatives.Add(failed, j.Verdict == commitlayer.StatusPass)
+			e.FalsePositives.Add(passed, j.Verdict == commitlayer.StatusFail)
+			missed := caught && j.Verdict != commitlayer.StatusFail
 			e.MissedCaught.Add(caught, missed)
 			if missed {
 				e.Missed = append(e.Missed, r.ID)
@@ -151,7 +154,7 @@ func Compare(rows []Row) Comparison {
 // JudgeMarkdown is the judge-versus-CommitLayer table in markdown: the
 // evaluators against the oracle, the failures by family with what each
 // judge missed, and the missed rows by family. latest.md opens with it.
-func JudgeMarkdown(rows []Row) string {
+func JudgeMarkdown(rows []matrix.Row) string {
 	c := Compare(rows)
 	var b strings.Builder
 	b.WriteString("## Trace-only judges versus CommitLayer\n\n")
@@ -214,7 +217,7 @@ func JudgeMarkdown(rows []Row) string {
 }
 
 // pct is a count with its percentage.
-func pct(c Count) string {
+func pct(c matrix.Count) string {
 	if c.Of == 0 {
 		return "0/0"
 	}

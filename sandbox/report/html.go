@@ -9,6 +9,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // DefaultTemporalUI is the Temporal UI of the dev server.
@@ -47,29 +50,30 @@ type page struct {
 }
 
 type rowView struct {
-	ID, Workflow, Family, Summary string
-	Attempt                       int
-	Truth                         string
-	TruthStatus                   string
-	Provisional, Final            string
-	Lenses                        string
-	Agree                         bool
-	Disagree                      string
-	Judges                        []judgeView
-	Findings                      []Finding
-	Error                         string
-	Latency                       string
-	Link                          string
+	ID, Process, Family, Summary string
+	Attempt                      int
+	Truth                        string
+	TruthStatus                  commitlayer.Status
+	Provisional, Final           commitlayer.Status
+	Lenses                       string
+	Agree                        bool
+	Disagree                     string
+	Judges                       []judgeView
+	Findings                     []commitlayer.Finding
+	Error                        string
+	Latency                      string
+	Link                         string
 }
 
 type judgeView struct {
-	Name, Verdict, Reason string
+	Name, Reason string
+	Verdict      commitlayer.Status
 	// Right is true when the verdict is the oracle's truth.
 	Right bool
 }
 
 // Render writes run's HTML report to w.
-func Render(w io.Writer, run Run, o Options) error {
+func Render(w io.Writer, run matrix.Results, o Options) error {
 	p, err := build(run, o)
 	if err != nil {
 		return err
@@ -85,7 +89,7 @@ func Render(w io.Writer, run Run, o Options) error {
 }
 
 // HTML is run's HTML report.
-func HTML(run Run, o Options) ([]byte, error) {
+func HTML(run matrix.Results, o Options) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := Render(&buf, run, o); err != nil {
 		return nil, err
@@ -105,7 +109,7 @@ func WorkflowLink(base *url.URL, namespace, workflowID, runID string) string {
 	return u.String() + p
 }
 
-func build(run Run, o Options) (page, error) {
+func build(run matrix.Results, o Options) (page, error) {
 	if o.TemporalUI == "" {
 		o.TemporalUI = DefaultTemporalUI
 	}
@@ -145,10 +149,11 @@ func build(run Run, o Options) (page, error) {
 	if run.Concurrency > 0 {
 		add("Concurrency", fmt.Sprint(run.Concurrency))
 	}
-	add("Payments", run.Payments)
-	add("Agent", run.Agent)
-	add("Provider", run.Provider)
-	add("Model", run.Model)
+	add("Payments", run.PaymentsBackend)
+	if m := modelOf(run.Scenarios); m != nil {
+		add("Provider", m.Provider)
+		add("Model", m.Model)
+	}
 	if run.Repeat > 1 {
 		add("Repeat", fmt.Sprintf("k = %d", run.Repeat))
 	}
@@ -173,8 +178,8 @@ func build(run Run, o Options) (page, error) {
 	metric("Pass latency in the worker (pull, read facts, evaluate, store), mean / p99 / max",
 		fmt.Sprintf("%.1f ms / %.1f ms / %.1f ms", s.PassLatencyMeanMS, s.PassLatencyP99MS, s.PassLatencyMaxMS))
 	metric("Errors", fmt.Sprint(s.Errors))
-	for _, g := range s.ByWorkflow {
-		p.Groups = append(p.Groups, kv{"workflow " + g.Name, pct(g.Agree)})
+	for _, g := range s.ByProcess {
+		p.Groups = append(p.Groups, kv{"process " + g.Name, pct(g.Agree)})
 	}
 	for _, g := range s.ByFamily {
 		p.Groups = append(p.Groups, kv{"family " + g.Name, pct(g.Agree)})
@@ -186,10 +191,10 @@ func build(run Run, o Options) (page, error) {
 	}
 
 	for _, r := range run.Scenarios {
-		v := rowView{ID: r.ID, Workflow: r.Workflow, Family: r.Family, Summary: r.Summary, Attempt: r.Attempt,
+		v := rowView{ID: r.ID, Process: r.Process, Family: r.Family, Summary: r.Summary, Attempt: r.Attempt,
 			TruthStatus: r.Truth.Status(), Truth: lensPair(r.Truth.Outcome, r.Truth.OutcomeKnowable, r.Truth.Policy, r.Truth.PolicyKnowable),
 			Provisional: r.Verdict.ProvisionalStatus, Final: r.Verdict.Status,
-			Lenses: r.Verdict.Lenses.Outcome + "/" + r.Verdict.Lenses.Policy, Agree: r.Agrees(),
+			Lenses: string(r.Verdict.Lenses.Outcome + "/" + r.Verdict.Lenses.Policy), Agree: r.Agrees(),
 			Findings: r.Verdict.Findings, Error: r.Error, Latency: fmt.Sprintf("%.0f ms", r.LatencyMS)}
 		if !v.Agree && r.Error == "" {
 			var bad []string
@@ -203,7 +208,7 @@ func build(run Run, o Options) (page, error) {
 		}
 		for _, j := range r.Judges {
 			v.Judges = append(v.Judges, judgeView{Name: j.Name, Verdict: j.Verdict, Reason: j.Reason,
-				Right: v.TruthStatus != StatusUnknown && j.Verdict == v.TruthStatus})
+				Right: v.TruthStatus != commitlayer.StatusUnknown && j.Verdict == v.TruthStatus})
 		}
 		if r.WorkflowID != "" {
 			v.Link = WorkflowLink(base, o.Namespace, r.WorkflowID, r.RunID)
@@ -215,23 +220,34 @@ func build(run Run, o Options) (page, error) {
 
 // lensPair is "outcome/policy", "?" marking a lens a verifier could not
 // know.
-func lensPair(outcome string, ok bool, policy string, pk bool) string {
-	mark := func(s string, known bool) string {
+func lensPair(outcome commitlayer.Status, ok bool, policy commitlayer.Status, pk bool) string {
+	mark := func(s commitlayer.Status, known bool) string {
 		if !known {
-			return s + "?"
+			return string(s) + "?"
 		}
-		return s
+		return string(s)
 	}
 	return mark(outcome, ok) + "/" + mark(policy, pk)
 }
 
 // statusClass is the CSS class of a status.
-func statusClass(s string) string {
+func statusClass(s commitlayer.Status) string {
 	switch s {
-	case StatusPass:
+	case commitlayer.StatusPass:
 		return "pass"
-	case StatusFail:
+	case commitlayer.StatusFail:
 		return "fail"
 	}
 	return "unknown"
+}
+
+// modelOf is the model-driven agent's provider and model, from the first
+// row that names one; nil for a scripted run.
+func modelOf(rows []matrix.Row) *matrix.RowLLM {
+	for _, r := range rows {
+		if r.LLM != nil {
+			return r.LLM
+		}
+	}
+	return nil
 }

@@ -13,31 +13,33 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 var (
-	failTruth = report.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true, OutcomeKnowable: true, PolicyKnowable: true}
-	passTruth = report.Truth{Outcome: "PASS", Policy: "PASS", Knowable: true, OutcomeKnowable: true, PolicyKnowable: true}
-	agree     = report.Agree{Outcome: true, Policy: true}
+	failTruth = matrix.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true, OutcomeKnowable: true, PolicyKnowable: true}
+	passTruth = matrix.Truth{Outcome: "PASS", Policy: "PASS", Knowable: true, OutcomeKnowable: true, PolicyKnowable: true}
+	agree     = matrix.Agree{Outcome: true, Policy: true}
 )
 
-func verdict(status string) report.Verdict {
-	return report.Verdict{Status: status, ProvisionalStatus: status, Lenses: report.Lenses{Outcome: status, Policy: "PASS"}}
+func verdict(status commitlayer.Status) matrix.Verdict {
+	return matrix.Verdict{Status: status, ProvisionalStatus: status, Lenses: commitlayer.Lenses{Outcome: status, Policy: "PASS"}}
 }
 
-func judges(rule, model string) []report.Judge {
-	return []report.Judge{{Name: "rule", Verdict: rule, Reason: "r"}, {Name: "model", Verdict: model, Reason: "m"}}
+func judges(rule, model commitlayer.Status) []matrix.JudgeVerdict {
+	return []matrix.JudgeVerdict{{Name: "rule", Verdict: rule, Reason: "r"}, {Name: "model", Verdict: model, Reason: "m"}}
 }
 
 // rows: a phantom success both judges miss, a stale read only the rule
 // judge misses, a failure CommitLayer passed (nobody caught it), a true
 // pass the model judge fails, an error row.
-func compareRows() []report.Row {
-	return []report.Row{
+func compareRows() []matrix.Row {
+	return []matrix.Row{
 		{ID: "refund/phantom", Family: "transport", Truth: failTruth, Verdict: verdict("FAIL"), Agree: agree, Judges: judges("PASS", "PASS")},
 		{ID: "refund/stale", Family: "verifier", Truth: failTruth, Verdict: verdict("FAIL"), Agree: agree, Judges: judges("PASS", "FAIL")},
-		{ID: "cancel/missed", Family: "transport", Truth: failTruth, Verdict: verdict("PASS"), Agree: report.Agree{Policy: true}, Judges: judges("PASS", "UNKNOWN")},
+		{ID: "cancel/missed", Family: "transport", Truth: failTruth, Verdict: verdict("PASS"), Agree: matrix.Agree{Policy: true}, Judges: judges("PASS", "UNKNOWN")},
 		{ID: "cancel/ok", Family: "baseline", Truth: passTruth, Verdict: verdict("PASS"), Agree: agree, Judges: judges("PASS", "FAIL")},
 		{ID: "cancel/broken", Family: "baseline", Error: "enterprise did not start", Judges: judges("PASS", "PASS")},
 	}
@@ -52,21 +54,21 @@ func TestCompare(t *testing.T) {
 	require.Len(t, c.Evaluators, 3)
 
 	cl, rule, model := c.Evaluators[0], c.Evaluators[1], c.Evaluators[2]
-	require.Equal(t, report.Evaluator{Name: "CommitLayer", Agree: report.Count{N: 3, Of: 4},
-		FalseNegatives: report.Count{N: 1, Of: 3}, FalsePositives: report.Count{N: 0, Of: 1}}, cl)
-	require.Equal(t, report.Evaluator{Name: "rule", TraceOnly: true, Agree: report.Count{N: 1, Of: 4},
-		FalseNegatives: report.Count{N: 3, Of: 3}, FalsePositives: report.Count{N: 0, Of: 1},
-		MissedCaught: report.Count{N: 2, Of: 2}, Missed: []string{"refund/phantom", "refund/stale"}}, rule)
-	require.Equal(t, report.Evaluator{Name: "model", TraceOnly: true, Agree: report.Count{N: 1, Of: 4},
-		FalseNegatives: report.Count{N: 1, Of: 3}, FalsePositives: report.Count{N: 1, Of: 1},
-		MissedCaught: report.Count{N: 1, Of: 2}, Missed: []string{"refund/phantom"}}, model)
+	require.Equal(t, report.Evaluator{Name: "CommitLayer", Agree: matrix.Count{N: 3, Of: 4},
+		FalseNegatives: matrix.Count{N: 1, Of: 3}, FalsePositives: matrix.Count{N: 0, Of: 1}}, cl)
+	require.Equal(t, report.Evaluator{Name: "rule", TraceOnly: true, Agree: matrix.Count{N: 1, Of: 4},
+		FalseNegatives: matrix.Count{N: 3, Of: 3}, FalsePositives: matrix.Count{N: 0, Of: 1},
+		MissedCaught: matrix.Count{N: 2, Of: 2}, Missed: []string{"refund/phantom", "refund/stale"}}, rule)
+	require.Equal(t, report.Evaluator{Name: "model", TraceOnly: true, Agree: matrix.Count{N: 1, Of: 4},
+		FalseNegatives: matrix.Count{N: 1, Of: 3}, FalsePositives: matrix.Count{N: 1, Of: 1},
+		MissedCaught: matrix.Count{N: 1, Of: 2}, Missed: []string{"refund/phantom"}}, model)
 
 	require.Equal(t, []report.FamilyLine{
-		{Family: "transport", Rows: 2, Failures: 2, Agree: []report.Count{{N: 1, Of: 2}, {N: 0, Of: 2}, {N: 0, Of: 2}},
+		{Family: "transport", Rows: 2, Failures: 2, Agree: []matrix.Count{{N: 1, Of: 2}, {N: 0, Of: 2}, {N: 0, Of: 2}},
 			CaughtByCommitLayer: 1, MissedCaught: []int{1, 1}, Missed: [][]string{{"refund/phantom"}, {"refund/phantom"}}},
-		{Family: "verifier", Rows: 1, Failures: 1, Agree: []report.Count{{N: 1, Of: 1}, {N: 0, Of: 1}, {N: 1, Of: 1}},
+		{Family: "verifier", Rows: 1, Failures: 1, Agree: []matrix.Count{{N: 1, Of: 1}, {N: 0, Of: 1}, {N: 1, Of: 1}},
 			CaughtByCommitLayer: 1, MissedCaught: []int{1, 0}, Missed: [][]string{{"refund/stale"}, nil}},
-		{Family: "baseline", Rows: 1, Failures: 0, Agree: []report.Count{{N: 1, Of: 1}, {N: 1, Of: 1}, {N: 0, Of: 1}},
+		{Family: "baseline", Rows: 1, Failures: 0, Agree: []matrix.Count{{N: 1, Of: 1}, {N: 1, Of: 1}, {N: 0, Of: 1}},
 			MissedCaught: []int{0, 0}, Missed: [][]string{nil, nil}},
 	}, c.Families)
 }
@@ -74,7 +76,7 @@ func TestCompare(t *testing.T) {
 func TestJudgeMarkdown(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		rows    []report.Row
+		rows    []matrix.Row
 		want    []string
 		notWant []string
 	}{
@@ -89,11 +91,11 @@ func TestJudgeMarkdown(t *testing.T) {
 			"Missed by rule (caught by CommitLayer), by family:\n\n- **transport** (1): `refund/phantom`\n- **verifier** (1): `refund/stale`\n",
 			"Missed by model (caught by CommitLayer), by family:\n\n- **transport** (1): `refund/phantom`\n",
 		}, notWant: []string{"| baseline |", "cancel/missed", "No trace-only judge"}},
-		{name: "no judges", rows: []report.Row{{ID: "a", Family: "f", Truth: passTruth, Verdict: verdict("PASS"), Agree: agree}},
+		{name: "no judges", rows: []matrix.Row{{ID: "a", Family: "f", Truth: passTruth, Verdict: verdict("PASS"), Agree: agree}},
 			want:    []string{"| **CommitLayer** | systems of record | 1/1 (100%) | 0/0 | 0/1 | — |\n", "No trace-only judge ran in this run.\n"},
 			notWant: []string{"Failures by family"}},
-		{name: "hostile names", rows: []report.Row{{ID: "x|y`<b>", Family: "fam|<script>", Truth: failTruth, Verdict: verdict("FAIL"), Agree: agree,
-			Judges: []report.Judge{{Name: "ju|dge\n<i>", Verdict: "PASS"}}}},
+		{name: "hostile names", rows: []matrix.Row{{ID: "x|y`<b>", Family: "fam|<script>", Truth: failTruth, Verdict: verdict("FAIL"), Agree: agree,
+			Judges: []matrix.JudgeVerdict{{Name: "ju|dge\n<i>", Verdict: "PASS"}}}},
 			want:    []string{"| ju\\|dge &lt;i&gt; | trajectory |", "- **fam\\|&lt;script&gt;** (1): `x\\|y'&lt;b&gt;`"},
 			notWant: []string{"<script>", "<b>", "<i>", "dge\n"}},
 	} {
@@ -110,11 +112,11 @@ func TestJudgeMarkdown(t *testing.T) {
 	}
 }
 
-func sampleRun(t *testing.T) report.Run {
+func sampleRun(t *testing.T) matrix.Results {
 	t.Helper()
 	data, err := os.ReadFile("testdata/sample_run.json")
 	require.NoError(t, err)
-	run, err := report.Decode(data)
+	run, err := matrix.Decode(data)
 	require.NoError(t, err)
 	require.NotEmpty(t, run.Scenarios)
 	return run
@@ -166,19 +168,21 @@ func TestHTMLEscapesHostileStrings(t *testing.T) {
 		`</td></tr></table><iframe src="https://evil.example">`,
 		`javascript:alert(4)`,
 	}
-	var rows []report.Row
+	var rows []matrix.Row
 	for i, h := range hostile {
-		rows = append(rows, report.Row{
-			ID: "s/" + h, Workflow: h, Family: h, Summary: h, Truth: failTruth, Verdict: report.Verdict{
-				Status: "FAIL", ProvisionalStatus: h, Lenses: report.Lenses{Outcome: "FAIL", Policy: h},
-				Findings: []report.Finding{{Code: h, Check: h, Lens: h, Message: h}}},
-			Agree: agree, Judges: []report.Judge{{Name: h, Verdict: h, Reason: h}},
+		st := commitlayer.Status(h)
+		rows = append(rows, matrix.Row{
+			ID: "s/" + h, Process: h, Family: h, Summary: h, Truth: failTruth, Verdict: matrix.Verdict{
+				Status: "FAIL", ProvisionalStatus: st, Lenses: commitlayer.Lenses{Outcome: "FAIL", Policy: st},
+				Findings: []commitlayer.Finding{{Code: commitlayer.Code(h), Check: h, Lens: commitlayer.Lens(h), Message: h}}},
+			Agree: agree, Judges: []matrix.JudgeVerdict{{Name: h, Verdict: st, Reason: h}},
 			WorkflowID: h, RunID: fmt.Sprint(i), LatencyMS: 10,
 		})
 	}
-	rows = append(rows, report.Row{ID: "err", Family: "f", Error: hostile[0]})
-	run := report.Run{ID: hostile[0], Commit: hostile[1], Model: hostile[2], Summary: report.Summary{
-		ByWorkflow: []report.Group{{Name: hostile[0]}}, PassK: []report.PassK{{Workflow: hostile[1], K: 2}}}, Scenarios: rows}
+	rows = append(rows, matrix.Row{ID: "err", Family: "f", Error: hostile[0]})
+	rows[2].LLM = &matrix.RowLLM{Provider: hostile[2], Model: hostile[2]}
+	run := matrix.Results{ID: hostile[0], Commit: hostile[1], Summary: matrix.Summary{
+		ByProcess: []matrix.Group{{Name: hostile[0]}}, PassK: []matrix.PassK{{Process: hostile[1], K: 2}}}, Scenarios: rows}
 
 	page, err := report.HTML(run, report.Options{})
 	require.NoError(t, err)
@@ -216,7 +220,7 @@ func TestHTMLEscapesHostileStrings(t *testing.T) {
 }
 
 func TestHTMLOptions(t *testing.T) {
-	rows := []report.Row{{ID: "a", Family: "f", Truth: passTruth, Verdict: verdict("PASS"), Agree: agree, WorkflowID: "bench/1/a b"}}
+	rows := []matrix.Row{{ID: "a", Family: "f", Truth: passTruth, Verdict: verdict("PASS"), Agree: agree, WorkflowID: "bench/1/a b"}}
 	for _, tc := range []struct {
 		name string
 		o    report.Options
@@ -230,7 +234,7 @@ func TestHTMLOptions(t *testing.T) {
 		{name: "no host", o: report.Options{TemporalUI: "http:///x"}, err: "is not an http(s) URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			page, err := report.HTML(report.Run{Scenarios: rows}, tc.o)
+			page, err := report.HTML(matrix.Results{Scenarios: rows}, tc.o)
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
 				return
@@ -246,7 +250,7 @@ func TestHTMLOptions(t *testing.T) {
 
 // An empty run renders, saying what is missing.
 func TestHTMLEmptyRun(t *testing.T) {
-	page, err := report.HTML(report.Run{}, report.Options{})
+	page, err := report.HTML(matrix.Results{}, report.Options{})
 	require.NoError(t, err)
 	doc := parseStrict(t, page)
 	text := textOf(doc)

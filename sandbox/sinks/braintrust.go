@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // DefaultBraintrustURL is Braintrust's API (US data plane).
@@ -74,7 +74,7 @@ type btMetrics struct {
 
 // Deliver resolves (or creates) the project, creates the run's experiment
 // and inserts one event per row, in batches.
-func (b *Braintrust) Deliver(ctx context.Context, run report.Run, rows []report.Row) Report {
+func (b *Braintrust) Deliver(ctx context.Context, run matrix.Results, rows []matrix.Row) Report {
 	ctx, cancel := context.WithTimeout(ctx, b.c.opts.Deadline)
 	defer cancel()
 	rep := Report{Sink: b.Name(), Rows: len(rows)}
@@ -145,7 +145,7 @@ func (b *Braintrust) projectID(ctx context.Context) (string, error) {
 	return p.ID, nil
 }
 
-func (b *Braintrust) event(run report.Run, r report.Row) btEvent {
+func (b *Braintrust) event(run matrix.Results, r matrix.Row) btEvent {
 	e := btEvent{
 		ID: rowKey(r), Input: input(r), Expected: expected(r), Output: output(r), Error: r.Error,
 		Scores: Scores(r), Metadata: rowMetadata(run, r), Tags: tags(r),
@@ -159,9 +159,9 @@ func (b *Braintrust) event(run report.Run, r report.Row) btEvent {
 	return e
 }
 
-func tags(r report.Row) []string {
+func tags(r matrix.Row) []string {
 	var t []string
-	for _, s := range []string{r.Workflow, r.Family} {
+	for _, s := range []string{r.Process, r.Family} {
 		if s != "" {
 			t = append(t, s)
 		}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/google/uuid"
 )
 
@@ -87,7 +87,7 @@ type lsFeedback struct {
 
 // Deliver creates (or finds) the run's session, posts one complete root
 // run per row in batches, then the rows' scores as feedback.
-func (l *LangSmith) Deliver(ctx context.Context, run report.Run, rows []report.Row) Report {
+func (l *LangSmith) Deliver(ctx context.Context, run matrix.Results, rows []matrix.Row) Report {
 	ctx, cancel := context.WithTimeout(ctx, l.c.opts.Deadline)
 	defer cancel()
 	rep := Report{Sink: l.Name(), Rows: len(rows)}
@@ -160,7 +160,7 @@ func (l *LangSmith) Deliver(ctx context.Context, run report.Run, rows []report.R
 	return rep
 }
 
-func (l *LangSmith) run(run report.Run, sessionID string, runStart time.Time, i int, r report.Row) lsRun {
+func (l *LangSmith) run(run matrix.Results, sessionID string, runStart time.Time, i int, r matrix.Row) lsRun {
 	id := uuid.NewSHA1(idSpace, []byte(experimentName(run)+"\x00"+rowKey(r))).String()
 	// Rows keep their order in the session: each starts a microsecond after
 	// the one before, and lasts its verify latency.
@@ -184,12 +184,12 @@ func dottedOrder(t time.Time, id string) string {
 
 // feedback is one feedback per score of r, the oracle's truth as the
 // correction of CommitLayer's and each judge's reason as its comment.
-func (l *LangSmith) feedback(lr lsRun, r report.Row) []lsFeedback {
+func (l *LangSmith) feedback(lr lsRun, r matrix.Row) []lsFeedback {
 	reasons := map[string]string{}
 	for _, j := range r.Judges {
-		reasons[JudgeScorePrefix+j.Name] = j.Verdict + ": " + j.Reason
+		reasons[JudgeScorePrefix+j.Name] = string(j.Verdict) + ": " + j.Reason
 	}
-	reasons[ScoreCommitLayer] = r.Verdict.Status
+	reasons[ScoreCommitLayer] = string(r.Verdict.Status)
 	var out []lsFeedback
 	for _, key := range sortedKeys(Scores(r)) {
 		f := lsFeedback{

@@ -49,20 +49,20 @@
 // sink's own deadline. No key ever appears in a report, an error or a log
 // line: each sink redacts its key from whatever text a server sends back.
 //
-// A run and its rows are sandbox/report's types ([report.Run],
-// [report.Row]); a results file decodes into them with [report.Decode].
+// A run and its rows are sandbox/matrix's types ([matrix.Results],
+// [matrix.Row]); a results file decodes into them with [matrix.Decode].
 package sinks
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // Score keys: CommitLayer's, and each judge's (JudgeScorePrefix + name).
@@ -74,17 +74,17 @@ const (
 // Scores are a row's 0/1 scores: CommitLayer agrees with the oracle (the
 // row ran to the end and both lenses agree) and, per judge, the judge's
 // verdict equals the truth of the action as a whole.
-func Scores(r report.Row) map[string]float64 {
+func Scores(r matrix.Row) map[string]float64 {
 	s := map[string]float64{ScoreCommitLayer: b2f(r.Error == "" && r.Agree.Outcome && r.Agree.Policy)}
 	truth := r.Truth.Status()
 	for _, j := range r.Judges {
-		s[JudgeScorePrefix+j.Name] = b2f(truth != report.StatusUnknown && j.Verdict == truth)
+		s[JudgeScorePrefix+j.Name] = b2f(truth != commitlayer.StatusUnknown && j.Verdict == truth)
 	}
 	return s
 }
 
 // rowKey is the row's id within its run (the attempt appended when set).
-func rowKey(r report.Row) string {
+func rowKey(r matrix.Row) string {
 	if r.Attempt > 0 {
 		return fmt.Sprintf("%s#%d", r.ID, r.Attempt)
 	}
@@ -104,7 +104,7 @@ type Sink interface {
 	Name() string
 	// Deliver logs rows as one experiment for run. It does not fail: the
 	// report says what did not arrive.
-	Deliver(ctx context.Context, run report.Run, rows []report.Row) Report
+	Deliver(ctx context.Context, run matrix.Results, rows []matrix.Row) Report
 }
 
 // Report is what a sink delivered.
@@ -152,7 +152,7 @@ func (r *Report) reason(err error) {
 
 // DeliverAll delivers to every sink at once and returns their reports in
 // the order of sinks.
-func DeliverAll(ctx context.Context, sinks []Sink, run report.Run, rows []report.Row) []Report {
+func DeliverAll(ctx context.Context, sinks []Sink, run matrix.Results, rows []matrix.Row) []Report {
 	reports := make([]Report, len(sinks))
 	var wg sync.WaitGroup
 	for i, s := range sinks {
@@ -163,7 +163,7 @@ func DeliverAll(ctx context.Context, sinks []Sink, run report.Run, rows []report
 }
 
 // experimentName names a run's experiment on every platform.
-func experimentName(run report.Run) string {
+func experimentName(run matrix.Results) string {
 	if run.ID != "" {
 		return "commitlayer " + run.ID
 	}
@@ -175,10 +175,10 @@ func experimentName(run report.Run) string {
 }
 
 // runMetadata is the run's metadata on every platform.
-func runMetadata(run report.Run) map[string]any {
+func runMetadata(run matrix.Results) map[string]any {
 	m := map[string]any{"commit": run.Commit, "started_at": run.StartedAt.UTC().Format(time.RFC3339Nano)}
-	for k, v := range map[string]string{"run_id": run.ID, "payments": run.Payments, "agent": run.Agent,
-		"provider": run.Provider, "model": run.Model} {
+	for k, v := range map[string]string{"run_id": run.ID, "payments": run.PaymentsBackend,
+		"provider": modelOf(run).Provider, "model": modelOf(run).Model} {
 		if v != "" {
 			m[k] = v
 		}
@@ -190,13 +190,13 @@ func runMetadata(run report.Run) map[string]any {
 }
 
 // rowMetadata is a row's metadata on every platform.
-func rowMetadata(run report.Run, r report.Row) map[string]any {
+func rowMetadata(run matrix.Results, r matrix.Row) map[string]any {
 	m := map[string]any{
-		"scenario": r.ID, "workflow": r.Workflow, "injection": r.Injection, "family": r.Family,
+		"scenario": r.ID, "workflow": r.Process, "injection": r.Injection, "family": r.Family,
 		"latency_ms": r.LatencyMS, "judges": judgesOrEmpty(r.Judges), "commit": run.Commit,
 	}
-	for k, v := range map[string]string{"run_id": run.ID, "payments": run.Payments, "agent": run.Agent,
-		"provider": run.Provider, "model": run.Model, "error": r.Error,
+	for k, v := range map[string]string{"run_id": run.ID, "payments": run.PaymentsBackend,
+		"provider": modelOf(run).Provider, "model": modelOf(run).Model, "error": r.Error,
 		"temporal_workflow_id": r.WorkflowID, "temporal_run_id": r.RunID} {
 		if v != "" {
 			m[k] = v
@@ -208,34 +208,30 @@ func rowMetadata(run report.Run, r report.Row) map[string]any {
 	return m
 }
 
-func judgesOrEmpty(js []report.Judge) []report.Judge {
+func judgesOrEmpty(js []matrix.JudgeVerdict) []matrix.JudgeVerdict {
 	if js == nil {
-		return []report.Judge{}
+		return []matrix.JudgeVerdict{}
 	}
 	return js
 }
 
 // input is a row's input: the scenario and its trajectory (null when none
 // was recorded).
-func input(r report.Row) map[string]any {
-	traj := json.RawMessage("null")
-	if len(r.Trajectory) > 0 && json.Valid(r.Trajectory) {
-		traj = r.Trajectory
-	}
-	return map[string]any{"scenario": r.ID, "trajectory": traj}
+func input(r matrix.Row) map[string]any {
+	return map[string]any{"scenario": r.ID, "trajectory": r.Trajectory}
 }
 
 // expected is a row's expected value: the oracle's truth.
-func expected(r report.Row) map[string]any {
+func expected(r matrix.Row) map[string]any {
 	return map[string]any{"status": r.Truth.Status(), "outcome": r.Truth.Outcome, "policy": r.Truth.Policy,
 		"knowable": r.Truth.Knowable}
 }
 
 // output is a row's output: CommitLayer's verdict.
-func output(r report.Row) map[string]any {
+func output(r matrix.Row) map[string]any {
 	fs := r.Verdict.Findings
 	if fs == nil {
-		fs = []report.Finding{}
+		fs = []commitlayer.Finding{}
 	}
 	return map[string]any{"status": r.Verdict.Status, "provisional_status": r.Verdict.ProvisionalStatus,
 		"lenses": r.Verdict.Lenses, "findings": fs}
@@ -248,4 +244,15 @@ func sortedKeys(m map[string]float64) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// modelOf is a model-driven run's provider and model (its first row's
+// that names one); empty for a scripted run.
+func modelOf(run matrix.Results) matrix.RowLLM {
+	for _, r := range run.Scenarios {
+		if r.LLM != nil {
+			return *r.LLM
+		}
+	}
+	return matrix.RowLLM{}
 }

@@ -13,40 +13,42 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/llm"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/sinks/sinkstest"
 )
 
 const testKey = "sk-test-7f3a9c1e-DO-NOT-LEAK"
 
-var testRun = report.Run{
+var testRun = matrix.Results{
 	ID: "bench-20261130-1", Commit: "bcaee90343c4024a0f816fe72f100e881a30a9b9",
-	StartedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), Payments: "sandbox", Agent: "scripted",
+	StartedAt: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), PaymentsBackend: "sandbox",
 	Figures: map[string]float64{"agree_both": 1},
 }
 
 // testRows are n rows: even ones a phantom success the rule judge passed,
 // odd ones a true pass.
-func testRows(n int) []report.Row {
-	var rows []report.Row
+func testRows(n int) []matrix.Row {
+	var rows []matrix.Row
 	for i := range n {
-		r := report.Row{
-			ID: fmt.Sprintf("refund/case_%d", i), Workflow: "refund", Injection: fmt.Sprintf("case_%d", i),
+		r := matrix.Row{
+			ID: fmt.Sprintf("refund/case_%d", i), Process: "refund", Injection: fmt.Sprintf("case_%d", i),
 			Family:     "transport",
-			Trajectory: json.RawMessage(fmt.Sprintf(`{"task":"refund o_%d","calls":[{"tool":"refund","status":200}]}`, i)),
+			Trajectory: &llm.Trajectory{Instruction: fmt.Sprintf("refund o_%d", i), Calls: []llm.Attempt{{Tool: "refund", Status: 200}}},
 			LatencyMS:  150 + float64(i), WorkflowID: fmt.Sprintf("scenario/%d", i), RunID: "r1",
-			Agree: report.Agree{Outcome: true, Policy: true},
+			Agree: matrix.Agree{Outcome: true, Policy: true},
 		}
 		if i%2 == 0 {
-			r.Truth = report.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true}
-			r.Verdict = report.Verdict{Status: "FAIL", ProvisionalStatus: "FAIL", Lenses: report.Lenses{Outcome: "FAIL", Policy: "PASS"},
-				Findings: []report.Finding{{Code: "effect_missing", Check: "refund", Lens: "outcome", Message: "no refund"}}}
-			r.Judges = []report.Judge{{Name: "rule", Verdict: "PASS", Reason: "refund answered 200"}}
+			r.Truth = matrix.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true}
+			r.Verdict = matrix.Verdict{Status: "FAIL", ProvisionalStatus: "FAIL", Lenses: commitlayer.Lenses{Outcome: "FAIL", Policy: "PASS"},
+				Findings: []commitlayer.Finding{{Code: "effect_missing", Check: "refund", Lens: "outcome", Message: "no refund"}}}
+			r.Judges = []matrix.JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "refund answered 200"}}
 		} else {
-			r.Truth = report.Truth{Outcome: "PASS", Policy: "PASS", Knowable: true}
-			r.Verdict = report.Verdict{Status: "PASS", ProvisionalStatus: "PASS", Lenses: report.Lenses{Outcome: "PASS", Policy: "PASS"}}
-			r.Judges = []report.Judge{{Name: "rule", Verdict: "PASS", Reason: "refund answered 200"}}
+			r.Truth = matrix.Truth{Outcome: "PASS", Policy: "PASS", Knowable: true}
+			r.Verdict = matrix.Verdict{Status: "PASS", ProvisionalStatus: "PASS", Lenses: commitlayer.Lenses{Outcome: "PASS", Policy: "PASS"}}
+			r.Judges = []matrix.JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "refund answered 200"}}
 		}
 		rows = append(rows, r)
 	}
@@ -86,7 +88,7 @@ func TestBraintrustDelivers(t *testing.T) {
 	require.NotNil(t, ev)
 	in := ev["input"].(map[string]any)
 	require.Equal(t, "refund/case_0", in["scenario"])
-	require.Equal(t, "refund o_0", in["trajectory"].(map[string]any)["task"])
+	require.Equal(t, "refund o_0", in["trajectory"].(map[string]any)["instruction"])
 	require.Equal(t, map[string]any{"status": "FAIL", "outcome": "FAIL", "policy": "PASS", "knowable": true}, ev["expected"])
 	out := ev["output"].(map[string]any)
 	require.Equal(t, "FAIL", out["status"])
@@ -135,7 +137,7 @@ func TestLangSmithDelivers(t *testing.T) {
 		}
 	}
 	require.NotNil(t, first)
-	require.Equal(t, "refund o_0", first["inputs"].(map[string]any)["trajectory"].(map[string]any)["task"])
+	require.Equal(t, "refund o_0", first["inputs"].(map[string]any)["trajectory"].(map[string]any)["instruction"])
 	require.Equal(t, "FAIL", first["outputs"].(map[string]any)["verdict"].(map[string]any)["status"])
 	require.Equal(t, "FAIL", first["extra"].(map[string]any)["metadata"].(map[string]any)["expected"].(map[string]any)["status"])
 
@@ -345,22 +347,22 @@ func TestFromEnv(t *testing.T) {
 }
 
 func TestScores(t *testing.T) {
-	fail := report.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true}
-	pass := report.Truth{Outcome: "PASS", Policy: "PASS", Knowable: true}
-	both := report.Agree{Outcome: true, Policy: true}
+	fail := matrix.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true}
+	pass := matrix.Truth{Outcome: "PASS", Policy: "PASS", Knowable: true}
+	both := matrix.Agree{Outcome: true, Policy: true}
 	for _, tc := range []struct {
 		name string
-		row  report.Row
+		row  matrix.Row
 		want map[string]float64
 	}{
 		{"both agree, judge misses a failure",
-			report.Row{Truth: fail, Agree: both, Judges: []report.Judge{{Name: "rule", Verdict: "PASS"}, {Name: "model", Verdict: "FAIL"}}},
+			matrix.Row{Truth: fail, Agree: both, Judges: []matrix.JudgeVerdict{{Name: "rule", Verdict: "PASS"}, {Name: "model", Verdict: "FAIL"}}},
 			map[string]float64{"commitlayer_agrees": 1, "judge_agrees:rule": 0, "judge_agrees:model": 1}},
-		{"a lens disagrees", report.Row{Truth: pass, Agree: report.Agree{Outcome: true}, Judges: []report.Judge{{Name: "rule", Verdict: "PASS"}}},
+		{"a lens disagrees", matrix.Row{Truth: pass, Agree: matrix.Agree{Outcome: true}, Judges: []matrix.JudgeVerdict{{Name: "rule", Verdict: "PASS"}}},
 			map[string]float64{"commitlayer_agrees": 0, "judge_agrees:rule": 1}},
-		{"an error row never agrees", report.Row{Truth: pass, Agree: both, Error: "boom"},
+		{"an error row never agrees", matrix.Row{Truth: pass, Agree: both, Error: "boom"},
 			map[string]float64{"commitlayer_agrees": 0}},
-		{"an UNKNOWN judge does not agree", report.Row{Truth: pass, Agree: both, Judges: []report.Judge{{Name: "model", Verdict: "UNKNOWN"}}},
+		{"an UNKNOWN judge does not agree", matrix.Row{Truth: pass, Agree: both, Judges: []matrix.JudgeVerdict{{Name: "model", Verdict: "UNKNOWN"}}},
 			map[string]float64{"commitlayer_agrees": 1, "judge_agrees:model": 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { require.Equal(t, tc.want, sinks.Scores(tc.row)) })
@@ -382,36 +384,6 @@ func TestDeliverAll(t *testing.T) {
 	require.True(t, reps[0].OK(), reps[0].String())
 	require.False(t, reps[1].OK())
 	require.Equal(t, "langsmith: 0/3 rows, 0/6 scores (langsmith create session: HTTP 503: maintenance (4 attempts))", reps[1].String())
-}
-
-// A results file (latest.json's shape) decodes through report.Decode into
-// the run and rows the sinks take, fields neither reads ignored.
-func TestDecodeResults(t *testing.T) {
-	data := []byte(`{"id":"run-9","commit":"abc","started_at":"2026-11-29T12:48:53.77Z","concurrency":4,
-	 "summary":{"scenarios":1,"agree_both":{"n":1,"of":1}},
-	 "scenarios":[{"id":"refund/phantom_success","workflow":"refund","injection":"phantom_success","family":"system_error",
-	  "truth":{"outcome":"FAIL","policy":"PASS","knowable":true,"outcome_knowable":true,"reasons":["x"]},
-	  "verdict":{"status":"FAIL","provisional_status":"FAIL","lenses":{"outcome":"FAIL","policy":"PASS"},
-	   "findings":[{"code":"missing_effect","check":"refund","lens":"outcome","message":"no refund","facts":[]}],"versions":2},
-	  "agree":{"outcome":true,"policy":true},"claim":"success","latency_ms":207.5,
-	  "judges":[{"name":"rule","verdict":"PASS","reason":"200"}],"trajectory":{"task":"refund"},
-	  "workflow_id":"bench/run-9/refund/phantom_success","run_id":"r-1"}]}`)
-	run, err := report.Decode(data)
-	require.NoError(t, err)
-	rows := run.Scenarios
-	require.Equal(t, "run-9", run.ID)
-	require.Equal(t, time.Date(2026, 11, 29, 12, 48, 53, 770000000, time.UTC), run.StartedAt)
-	require.Len(t, rows, 1)
-	require.Equal(t, report.Row{ID: "refund/phantom_success", Workflow: "refund", Injection: "phantom_success", Family: "system_error",
-		Truth: report.Truth{Outcome: "FAIL", Policy: "PASS", Knowable: true, OutcomeKnowable: true, Reasons: []string{"x"}},
-		Verdict: report.Verdict{Status: "FAIL", ProvisionalStatus: "FAIL", Lenses: report.Lenses{Outcome: "FAIL", Policy: "PASS"},
-			Findings: []report.Finding{{Code: "missing_effect", Check: "refund", Lens: "outcome", Message: "no refund"}}},
-		Agree: report.Agree{Outcome: true, Policy: true}, Claim: "success", Judges: []report.Judge{{Name: "rule", Verdict: "PASS", Reason: "200"}},
-		Trajectory: json.RawMessage(`{"task":"refund"}`), LatencyMS: 207.5,
-		WorkflowID: "bench/run-9/refund/phantom_success", RunID: "r-1"}, rows[0])
-
-	_, err = report.Decode([]byte(`{"scenarios":{}}`))
-	require.ErrorContains(t, err, "decode run")
 }
 
 func TestLangSmithWorkspace(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
@@ -29,7 +30,7 @@ func run(in, out string, o report.Options) error {
 	if err != nil {
 		return err
 	}
-	r, err := report.Decode(data)
+	r, err := matrix.Decode(data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}
