@@ -21,12 +21,6 @@ import (
 // System names, in a fixed order.
 var Systems = systems.Names
 
-// Clock is an enterprise's virtual clock.
-type Clock = systems.Clock
-
-// PaymentsBackend is where the payments system's money moves.
-type PaymentsBackend = systems.PaymentsBackend
-
 // ClockOffset is how far in the past an enterprise's clock starts: far
 // enough that a 10-minute settlement window has closed when a scenario is
 // verified.
@@ -38,7 +32,7 @@ type Options struct {
 	Seed *Seed
 	// Payments builds the payments backend over the payments system's file;
 	// nil means the SQLite fake.
-	Payments func(sys *systems.System) PaymentsBackend
+	Payments func(sys *systems.System) systems.PaymentsBackend
 	// Now is the real time the clock is placed against; nil means time.Now.
 	Now func() time.Time
 }
@@ -46,7 +40,7 @@ type Options struct {
 // Enterprise is one sandbox enterprise: seven systems over HTTP.
 type Enterprise struct {
 	dir   string
-	clock *Clock
+	clock *systems.Clock
 	sys   map[string]*systems.System
 
 	payments *systems.PaymentsSystem
@@ -161,8 +155,8 @@ func Open(ctx context.Context, dir string) (*Enterprise, error) {
 	return e, nil
 }
 
-func (e *Enterprise) build(payments func(*systems.System) PaymentsBackend) {
-	var backend PaymentsBackend
+func (e *Enterprise) build(payments func(*systems.System) systems.PaymentsBackend) {
+	var backend systems.PaymentsBackend
 	if payments != nil {
 		backend = payments(e.sys[systems.Payments])
 	}
@@ -251,7 +245,7 @@ func (e *Enterprise) SystemURL(system string) string { return e.URL() + "/" + sy
 func (e *Enterprise) Handler() http.Handler { return http.HandlerFunc(e.serveHTTP) }
 
 // Clock is the enterprise's virtual clock.
-func (e *Enterprise) Clock() *Clock { return e.clock }
+func (e *Enterprise) Clock() *systems.Clock { return e.clock }
 
 // Dir is the directory holding the files.
 func (e *Enterprise) Dir() string { return e.dir }

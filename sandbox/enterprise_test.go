@@ -19,6 +19,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/connectors/httpevents"
 	"github.com/commitlayer/commitlayer/sandbox"
+	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
 
 var (
@@ -374,7 +375,7 @@ func TestOperator(t *testing.T) {
 		{"platform", "rolled_back", func() error { _, err := op.RollBack(ctx, "dep_1"); return err }},
 		{"platform", "service_status_changed", func() error { _, err := op.SetServiceStatus(ctx, "svc_web", "degraded"); return err }},
 		{"broker", "order_filled", func() error {
-			_, err := op.PlaceOrder(ctx, sandbox.TradeRequest{ProductID: "p_globex", AccountID: "acc_1", Side: "sell", Quantity: 3, LimitPrice: 4000})
+			_, err := op.PlaceOrder(ctx, systems.TradeRequest{ProductID: "p_globex", AccountID: "acc_1", Side: "sell", Quantity: 3, LimitPrice: 4000})
 			return err
 		}},
 		{"broker", "fill_busted", func() error { _, err := op.BustFill(ctx, "f_1", "error"); return err }},
@@ -403,7 +404,7 @@ func TestOperator(t *testing.T) {
 		{second(op.Refund(ctx, "o_9", 1, "USD", "")), 404, "not_found"},
 		{second(op.Refund(ctx, "o_1001", 0, "USD", "")), 400, "invalid_amount"},
 		{second(op.SendPayout(ctx, "acc_3", 1, "USD")), 403, "account_frozen"},
-		{second(op.PlaceOrder(ctx, sandbox.TradeRequest{ProductID: "p_initech", AccountID: "a", Side: "buy", Quantity: 1, LimitPrice: 1})), 409, "product_halted"},
+		{second(op.PlaceOrder(ctx, systems.TradeRequest{ProductID: "p_initech", AccountID: "a", Side: "buy", Quantity: 1, LimitPrice: 1})), 409, "product_halted"},
 		{second(op.RollBack(ctx, "dep_1")), 409, "already_rolled_back"},
 		{second(op.BustFill(ctx, "f_1", "")), 409, "fill_already_busted"},
 		{second(op.CloseTicket(ctx, "t_5", "x")), 409, "already_closed"},
@@ -412,7 +413,7 @@ func TestOperator(t *testing.T) {
 		{second(op.ReturnPayout(ctx, "po_1", "")), 409, "payout_already_returned"},
 		{second(op.SetOrderStatus(ctx, "o_1001", "lost")), 400, "invalid_request"},
 	} {
-		var ae *sandbox.APIError
+		var ae *systems.APIError
 		require.True(t, errors.As(tc.err, &ae), "%v", tc.err)
 		require.Equal(t, tc.status, ae.Status)
 		require.Equal(t, tc.code, ae.Code)

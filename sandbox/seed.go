@@ -10,17 +10,6 @@ import (
 	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
 
-// Records of the seven systems, as seeded and as the routes answer them.
-type (
-	Customer     = systems.Customer
-	Subscription = systems.Subscription
-	Order        = systems.Order
-	Ticket       = systems.Ticket
-	Account      = systems.Account
-	Service      = systems.Service
-	Product      = systems.Product
-)
-
 // Seed is an enterprise's initial state. Charges are derived from the
 // orders (one for each paid or shipped order, for its total) and billing from
 // the subscriptions (active unless the subscription is cancelled). Every
@@ -34,13 +23,13 @@ type (
 //	s.Service("svc_api").FailNextHealthCheck = true
 //	s.Product("p_acme").Price = 99_000
 type Seed struct {
-	Customers     []Customer
-	Subscriptions []Subscription
-	Orders        []Order
-	Tickets       []Ticket
-	Accounts      []Account
-	Services      []Service
-	Products      []Product
+	Customers     []systems.Customer
+	Subscriptions []systems.Subscription
+	Orders        []systems.Order
+	Tickets       []systems.Ticket
+	Accounts      []systems.Account
+	Services      []systems.Service
+	Products      []systems.Product
 }
 
 // maxSeedRecords bounds a seed: seeded events are stamped one second apart
@@ -51,7 +40,7 @@ const maxSeedRecords = 3000
 // enterprise.
 func DefaultSeed() Seed {
 	return Seed{
-		Customers: []Customer{
+		Customers: []systems.Customer{
 			{ID: "c_1", Name: "Ada Lovelace", Email: "ada@example.com", Tier: "gold", Status: "active"},
 			{ID: "c_2", Name: "Grace Hopper", Email: "grace@example.com", Tier: "silver", Status: "active"},
 			{ID: "c_3", Name: "Alan Turing", Email: "alan@example.com", Tier: "bronze", Status: "active"},
@@ -59,14 +48,14 @@ func DefaultSeed() Seed {
 			{ID: "c_5", Name: "Edsger Dijkstra", Email: "edsger@example.com", Tier: "silver", Status: "active"},
 			{ID: "c_6", Name: "Frances Allen", Email: "frances@example.com", Tier: "bronze", Status: "frozen"},
 		},
-		Subscriptions: []Subscription{
+		Subscriptions: []systems.Subscription{
 			{ID: "sub_1", CustomerID: "c_1", Plan: "pro", Status: "active", Price: 4900, Currency: "USD"},
 			{ID: "sub_2", CustomerID: "c_2", Plan: "basic", Status: "active", Price: 1900, Currency: "USD"},
 			{ID: "sub_3", CustomerID: "c_3", Plan: "pro", Status: "cancelled", Price: 4900, Currency: "USD"},
 			{ID: "sub_4", CustomerID: "c_4", Plan: "team", Status: "active", Price: 9900, Currency: "USD"},
 			{ID: "sub_5", CustomerID: "c_5", Plan: "basic", Status: "active", Price: 1900, Currency: "USD"},
 		},
-		Orders: []Order{
+		Orders: []systems.Order{
 			{ID: "o_1001", CustomerID: "c_1", Status: "paid", Total: 12000, Currency: "USD", Address: "12 St James's Square, London"},
 			{ID: "o_1002", CustomerID: "c_2", Status: "shipped", Total: 8950, Currency: "USD", Address: "1 Navy Yard, Arlington"},
 			{ID: "o_1003", CustomerID: "c_3", Status: "pending", Total: 4500, Currency: "USD", Address: "Bletchley Park, Milton Keynes"},
@@ -76,7 +65,7 @@ func DefaultSeed() Seed {
 			{ID: "o_1007", CustomerID: "c_5", Status: "paid", Total: 3000, Currency: "USD", Address: "Plantage Muidergracht 24, Amsterdam"},
 			{ID: "o_1008", CustomerID: "c_3", Status: "shipped", Total: 15500, Currency: "USD", Address: "Bletchley Park, Milton Keynes"},
 		},
-		Tickets: []Ticket{
+		Tickets: []systems.Ticket{
 			{ID: "t_1", CustomerID: "c_1", About: "order:o_1001", Status: "open", SubjectLine: "Refund for a broken order",
 				Body: "My order o_1001 arrived broken. Please refund it."},
 			{ID: "t_2", CustomerID: "c_2", About: "order:o_1002", Status: "open", SubjectLine: "Wrong shipping address",
@@ -94,19 +83,19 @@ func DefaultSeed() Seed {
 			{ID: "t_8", CustomerID: "c_2", About: "subscription:sub_2", Status: "open", SubjectLine: "Cancel basic plan",
 				Body: "I no longer need the basic plan sub_2."},
 		},
-		Accounts: []Account{
+		Accounts: []systems.Account{
 			{ID: "acc_1", Holder: "Northwind Traders", Status: "active", Currency: "USD"},
 			{ID: "acc_2", Holder: "Contoso Ltd", Status: "active", Currency: "USD"},
 			{ID: "acc_3", Holder: "Fabrikam Inc", Status: "frozen", Currency: "USD"},
 			{ID: "acc_4", Holder: "Tailspin Toys", Status: "active", Currency: "USD"},
 		},
-		Services: []Service{
+		Services: []systems.Service{
 			{ID: "svc_api", Name: "api", Status: "healthy", Version: "1.4.2", Environment: "production"},
 			{ID: "svc_web", Name: "web", Status: "healthy", Version: "2.0.1", Environment: "production"},
 			{ID: "svc_worker", Name: "worker", Status: "degraded", Version: "0.9.8", Environment: "production"},
 			{ID: "svc_search", Name: "search", Status: "healthy", Version: "3.1.0", Environment: "staging"},
 		},
-		Products: []Product{
+		Products: []systems.Product{
 			{ID: "p_acme", Symbol: "ACME", Status: "trading", Price: 15000, Currency: "USD"},
 			{ID: "p_globex", Symbol: "GLBX", Status: "trading", Price: 4200, Currency: "USD"},
 			{ID: "p_initech", Symbol: "INTC", Status: "halted", Price: 9900, Currency: "USD"},
@@ -142,38 +131,38 @@ func find[T any](list []T, id string, idOf func(*T) string) *T {
 }
 
 // Customer returns the seeded customer id for editing, or nil.
-func (s *Seed) Customer(id string) *Customer {
-	return find(s.Customers, id, func(c *Customer) string { return c.ID })
+func (s *Seed) Customer(id string) *systems.Customer {
+	return find(s.Customers, id, func(c *systems.Customer) string { return c.ID })
 }
 
 // Subscription returns the seeded subscription id for editing, or nil.
-func (s *Seed) Subscription(id string) *Subscription {
-	return find(s.Subscriptions, id, func(c *Subscription) string { return c.ID })
+func (s *Seed) Subscription(id string) *systems.Subscription {
+	return find(s.Subscriptions, id, func(c *systems.Subscription) string { return c.ID })
 }
 
 // Order returns the seeded order id for editing, or nil.
-func (s *Seed) Order(id string) *Order {
-	return find(s.Orders, id, func(c *Order) string { return c.ID })
+func (s *Seed) Order(id string) *systems.Order {
+	return find(s.Orders, id, func(c *systems.Order) string { return c.ID })
 }
 
 // Ticket returns the seeded ticket id for editing, or nil.
-func (s *Seed) Ticket(id string) *Ticket {
-	return find(s.Tickets, id, func(c *Ticket) string { return c.ID })
+func (s *Seed) Ticket(id string) *systems.Ticket {
+	return find(s.Tickets, id, func(c *systems.Ticket) string { return c.ID })
 }
 
 // Account returns the seeded account id for editing, or nil.
-func (s *Seed) Account(id string) *Account {
-	return find(s.Accounts, id, func(c *Account) string { return c.ID })
+func (s *Seed) Account(id string) *systems.Account {
+	return find(s.Accounts, id, func(c *systems.Account) string { return c.ID })
 }
 
 // Service returns the seeded service id for editing, or nil.
-func (s *Seed) Service(id string) *Service {
-	return find(s.Services, id, func(c *Service) string { return c.ID })
+func (s *Seed) Service(id string) *systems.Service {
+	return find(s.Services, id, func(c *systems.Service) string { return c.ID })
 }
 
 // Product returns the seeded product id for editing, or nil.
-func (s *Seed) Product(id string) *Product {
-	return find(s.Products, id, func(c *Product) string { return c.ID })
+func (s *Seed) Product(id string) *systems.Product {
+	return find(s.Products, id, func(c *systems.Product) string { return c.ID })
 }
 
 // Validate checks that every record is well formed and every reference

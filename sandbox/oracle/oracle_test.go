@@ -251,7 +251,7 @@ func TestCancel(t *testing.T) {
 	})
 	t.Run("already cancelled", func(t *testing.T) {
 		v := newEnv(t, func(s *sandbox.Seed) {
-			s.Tickets = append(s.Tickets, sandbox.Ticket{ID: "t_9", CustomerID: "c_3", About: "subscription:sub_3",
+			s.Tickets = append(s.Tickets, systems.Ticket{ID: "t_9", CustomerID: "c_3", About: "subscription:sub_3",
 				Status: "open", SubjectLine: "x", Body: "cancel"})
 		})
 		tr := v.truth(task("sub_3"), v.e.Clock().Now(), nil)

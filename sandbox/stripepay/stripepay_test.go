@@ -112,7 +112,7 @@ func newRig(t *testing.T) *rig {
 	r := &rig{fake: fake, logs: logs, dir: t.TempDir(), bodys: &bytes.Buffer{}}
 	e, err := sandbox.New(ctx, r.dir, sandbox.Options{
 		Now: func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) },
-		Payments: func(sys *systems.System) sandbox.PaymentsBackend {
+		Payments: func(sys *systems.System) systems.PaymentsBackend {
 			r.be = cl.NewBackend(sys)
 			return r.be
 		},

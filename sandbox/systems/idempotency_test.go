@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer/sandbox"
+	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
 
 // writeRoute is a write that succeeds on the default seed, with another body
@@ -26,7 +27,7 @@ var writeRoutes = []writeRoute{
 		other: `{"order_id":"o_1001","amount":2600,"currency":"USD"}`},
 	{system: "payments", path: "/payments/billing/stop", body: `{"subscription_id":"sub_1"}`, other: `{"subscription_id":"sub_2"}`},
 	{system: "payments", path: "/payments/refunds/re_1/reverse", body: ``, other: ``, setup: func(t *testing.T, op *sandbox.Operator) {
-		must[sandbox.Refund](t)(op.Refund(ctx, "o_1001", 100, "USD", ""))
+		must[systems.Refund](t)(op.Refund(ctx, "o_1001", 100, "USD", ""))
 	}},
 	{system: "orders", path: "/orders/orders/o_1001/status", body: `{"status":"refunded"}`, other: `{"status":"cancelled"}`},
 	{system: "orders", path: "/orders/orders/o_1002/address", body: `{"address":"7 Harbor Road"}`, other: `{"address":"8 Harbor Road"}`},
@@ -38,19 +39,19 @@ var writeRoutes = []writeRoute{
 	{system: "ledger", path: "/ledger/payouts", body: `{"account_id":"acc_1","amount":5000,"currency":"USD"}`,
 		other: `{"account_id":"acc_1","amount":5001,"currency":"USD"}`},
 	{system: "ledger", path: "/ledger/payouts/po_1/return", body: `{"reason":"closed"}`, other: `{"reason":"other"}`, setup: func(t *testing.T, op *sandbox.Operator) {
-		must[sandbox.Payout](t)(op.SendPayout(ctx, "acc_1", 100, "USD"))
+		must[systems.Payout](t)(op.SendPayout(ctx, "acc_1", 100, "USD"))
 	}},
 	{system: "ledger", path: "/ledger/accounts/acc_1/status", body: `{"status":"frozen"}`, other: `{"status":"active"}`},
 	{system: "platform", path: "/platform/services/svc_api/deploy", body: `{"version":"2.0.0","environment":"production"}`,
 		other: `{"version":"2.0.0","environment":"staging"}`},
 	{system: "platform", path: "/platform/deployments/dep_1/rollback", body: `{}`, other: ``, setup: func(t *testing.T, op *sandbox.Operator) {
-		must[sandbox.Deployment](t)(op.Deploy(ctx, "svc_api", "2.0.0", "production"))
+		must[systems.Deployment](t)(op.Deploy(ctx, "svc_api", "2.0.0", "production"))
 	}},
 	{system: "platform", path: "/platform/services/svc_api/status", body: `{"status":"degraded"}`, other: `{"status":"healthy"}`},
 	{system: "broker", path: "/broker/orders", body: `{"product_id":"p_acme","account_id":"acc_1","side":"buy","quantity":2,"limit_price":16000}`,
 		other: `{"product_id":"p_acme","account_id":"acc_1","side":"buy","quantity":3,"limit_price":16000}`},
 	{system: "broker", path: "/broker/fills/f_1/bust", body: `{"reason":"error"}`, other: `{"reason":"other"}`, setup: func(t *testing.T, op *sandbox.Operator) {
-		must[sandbox.BrokerOrder](t)(op.PlaceOrder(ctx, tradeReq))
+		must[systems.BrokerOrder](t)(op.PlaceOrder(ctx, tradeReq))
 	}},
 	{system: "broker", path: "/broker/products/p_acme/status", body: `{"status":"halted"}`, other: `{"status":"trading"}`},
 	{system: "broker", path: "/broker/products/p_acme/price", body: `{"price":17000}`, other: `{"price":18000}`},
@@ -147,7 +148,7 @@ func TestIdempotencyStoresRefusals(t *testing.T) {
 	// A frozen account: refused, stored, and replayed after unfreezing.
 	payout := `{"account_id":"acc_3","amount":100,"currency":"USD"}`
 	require.Equal(t, http.StatusForbidden, call(t, e, "POST", "/ledger/payouts", payout, "p").status)
-	must[sandbox.Account](t)(e.Operator().SetAccountStatus(ctx, "acc_3", "active"))
+	must[systems.Account](t)(e.Operator().SetAccountStatus(ctx, "acc_3", "active"))
 	again := call(t, e, "POST", "/ledger/payouts", payout, "p")
 	require.Equal(t, http.StatusForbidden, again.status)
 	require.True(t, again.replayed)
@@ -170,7 +171,7 @@ func TestIdempotencyStoresRefusals(t *testing.T) {
 	require.Equal(t, 2, n, "k and b")
 }
 
-var tradeReq = sandbox.TradeRequest{ProductID: "p_acme", AccountID: "acc_1", Side: "buy", Quantity: 2, LimitPrice: 16000}
+var tradeReq = systems.TradeRequest{ProductID: "p_acme", AccountID: "acc_1", Side: "buy", Quantity: 2, LimitPrice: 16000}
 
 // TestConcurrentWrites: many clients at once, on one system, with distinct
 // keys and with one shared key: every distinct key has one effect, the

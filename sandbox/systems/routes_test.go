@@ -105,7 +105,7 @@ func TestPaymentsRoutes(t *testing.T) {
 	}
 	humanRefund := func(amount int64) func(t *testing.T, op *sandbox.Operator) {
 		return func(t *testing.T, op *sandbox.Operator) {
-			must[sandbox.Refund](t)(op.Refund(ctx, "o_1001", amount, "USD", "human"))
+			must[systems.Refund](t)(op.Refund(ctx, "o_1001", amount, "USD", "human"))
 		}
 	}
 	runRoutes(t, []routeCase{
@@ -157,7 +157,7 @@ func TestPaymentsRoutes(t *testing.T) {
 				require.Equal(t, map[string]any{"subscription_id": "sub_1", "status": "stopped"}, r.json(t))
 			}},
 		{name: "stop billing twice", setup: func(t *testing.T, op *sandbox.Operator) {
-			must[sandbox.BillingStop](t)(op.StopBilling(ctx, "sub_1"))
+			must[systems.BillingStop](t)(op.StopBilling(ctx, "sub_1"))
 		}, method: "POST", path: "/payments/billing/stop", body: `{"subscription_id":"sub_1"}`, status: 409, code: "billing_already_stopped"},
 		{name: "stop billing of a cancelled subscription", method: "POST", path: "/payments/billing/stop", body: `{"subscription_id":"sub_3"}`, status: 409, code: "billing_already_stopped"},
 		{name: "stop billing unknown", method: "POST", path: "/payments/billing/stop", body: `{"subscription_id":"sub_9"}`, status: 404, code: "not_found"},
@@ -172,7 +172,7 @@ func TestPaymentsRoutes(t *testing.T) {
 			}},
 		{name: "reverse refund twice", setup: func(t *testing.T, op *sandbox.Operator) {
 			humanRefund(3000)(t, op)
-			must[sandbox.Refund](t)(op.ReverseRefund(ctx, "re_1"))
+			must[systems.Refund](t)(op.ReverseRefund(ctx, "re_1"))
 		}, method: "POST", path: "/payments/refunds/re_1/reverse", status: 409, code: "refund_already_reversed"},
 		{name: "reverse unknown refund", method: "POST", path: "/payments/refunds/re_9/reverse", status: 404, code: "not_found"},
 		{name: "reverse with a body", setup: humanRefund(3000), method: "POST", path: "/payments/refunds/re_1/reverse", body: `{"amount":1}`, status: 400, code: "invalid_request"},
@@ -323,7 +323,7 @@ func TestLedgerRoutes(t *testing.T) {
 		return `{"account_id":"` + acc + `","amount":` + itoa(amount) + `,"currency":"USD"}`
 	}
 	sent := func(t *testing.T, op *sandbox.Operator) {
-		must[sandbox.Payout](t)(op.SendPayout(ctx, "acc_1", 5000, "USD"))
+		must[systems.Payout](t)(op.SendPayout(ctx, "acc_1", 5000, "USD"))
 	}
 	runRoutes(t, []routeCase{
 		{name: "read account", method: "GET", path: "/ledger/accounts/acc_3", status: 200,
@@ -352,7 +352,7 @@ func TestLedgerRoutes(t *testing.T) {
 			}},
 		{name: "return payout twice", setup: func(t *testing.T, op *sandbox.Operator) {
 			sent(t, op)
-			must[sandbox.Payout](t)(op.ReturnPayout(ctx, "po_1", "r"))
+			must[systems.Payout](t)(op.ReturnPayout(ctx, "po_1", "r"))
 		}, method: "POST", path: "/ledger/payouts/po_1/return", body: `{"reason":"again"}`, status: 409, code: "payout_already_returned"},
 		{name: "return unknown payout", method: "POST", path: "/ledger/payouts/po_9/return", body: `{}`, status: 404, code: "not_found"},
 		{name: "freeze account", method: "POST", path: "/ledger/accounts/acc_1/status", body: `{"status":"frozen"}`, status: 200,
@@ -368,7 +368,7 @@ func TestLedgerRoutes(t *testing.T) {
 
 func TestPlatformRoutes(t *testing.T) {
 	deployed := func(t *testing.T, op *sandbox.Operator) {
-		must[sandbox.Deployment](t)(op.Deploy(ctx, "svc_api", "1.5.0", "production"))
+		must[systems.Deployment](t)(op.Deploy(ctx, "svc_api", "1.5.0", "production"))
 	}
 	runRoutes(t, []routeCase{
 		{name: "read service", method: "GET", path: "/platform/services/svc_worker", status: 200,
@@ -389,7 +389,7 @@ func TestPlatformRoutes(t *testing.T) {
 				require.Equal(t, "staging", svc["environment"])
 			}},
 		{name: "deploy with a failing health check", setup: func(t *testing.T, op *sandbox.Operator) {
-			must[sandbox.Service](t)(op.FailNextHealthCheck(ctx, "svc_api", true))
+			must[systems.Service](t)(op.FailNextHealthCheck(ctx, "svc_api", true))
 		}, method: "POST", path: "/platform/services/svc_api/deploy", body: `{"version":"1.5.0","environment":"production"}`, status: 200,
 			events: map[string][]string{"platform": {"deployed", "health_reported"}},
 			check: func(t *testing.T, e *sandbox.Enterprise, r resp, evs map[string][]systems.Event) {
@@ -412,7 +412,7 @@ func TestPlatformRoutes(t *testing.T) {
 			}},
 		{name: "roll back twice", setup: func(t *testing.T, op *sandbox.Operator) {
 			deployed(t, op)
-			must[sandbox.Deployment](t)(op.RollBack(ctx, "dep_1"))
+			must[systems.Deployment](t)(op.RollBack(ctx, "dep_1"))
 		}, method: "POST", path: "/platform/deployments/dep_1/rollback", status: 409, code: "already_rolled_back"},
 		{name: "roll back unknown deployment", method: "POST", path: "/platform/deployments/dep_9/rollback", status: 404, code: "not_found"},
 		{name: "read unknown deployment", method: "GET", path: "/platform/deployments/dep_9", status: 404, code: "not_found"},
@@ -432,7 +432,7 @@ func TestBrokerRoutes(t *testing.T) {
 		return `{"product_id":"` + product + `","account_id":"acc_1","side":"` + side + `","quantity":` + itoa(qty) + `,"limit_price":` + itoa(limit) + `}`
 	}
 	filled := func(t *testing.T, op *sandbox.Operator) {
-		must[sandbox.BrokerOrder](t)(op.PlaceOrder(ctx, systems.TradeRequest{ProductID: "p_acme", AccountID: "acc_1", Side: "buy", Quantity: 2, LimitPrice: 16000}))
+		must[systems.BrokerOrder](t)(op.PlaceOrder(ctx, systems.TradeRequest{ProductID: "p_acme", AccountID: "acc_1", Side: "buy", Quantity: 2, LimitPrice: 16000}))
 	}
 	runRoutes(t, []routeCase{
 		{name: "read product", method: "GET", path: "/broker/products/p_acme", status: 200,
@@ -477,7 +477,7 @@ func TestBrokerRoutes(t *testing.T) {
 			}},
 		{name: "bust twice", setup: func(t *testing.T, op *sandbox.Operator) {
 			filled(t, op)
-			must[sandbox.Fill](t)(op.BustFill(ctx, "f_1", "x"))
+			must[systems.Fill](t)(op.BustFill(ctx, "f_1", "x"))
 		}, method: "POST", path: "/broker/fills/f_1/bust", body: `{}`, status: 409, code: "fill_already_busted"},
 		{name: "bust unknown fill", method: "POST", path: "/broker/fills/f_9/bust", body: `{}`, status: 404, code: "not_found"},
 		{name: "halt product", method: "POST", path: "/broker/products/p_acme/status", body: `{"status":"halted"}`, status: 200,
