@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 )
 
 type listAnswer struct {
@@ -27,7 +28,7 @@ type listAnswer struct {
 
 func (e *env) list(key string, q url.Values) listAnswer {
 	e.t.Helper()
-	res := e.do(req{method: "GET", path: "/v1/actions?" + q.Encode(), key: key})
+	res := e.do(apitest.Request{Method: "GET", Path: "/v1/actions?" + q.Encode(), Key: key})
 	require.Equal(e.t, http.StatusOK, res.Status, "%s", res.Body)
 	var out listAnswer
 	require.NoError(e.t, json.Unmarshal(res.Body, &out))
@@ -37,12 +38,12 @@ func (e *env) list(key string, q url.Values) listAnswer {
 // recordAt posts a payout action requested at t by agent.
 func (e *env) recordAt(key, agent, subject string, at time.Time) string {
 	e.t.Helper()
-	res := e.do(req{method: "POST", path: "/v1/actions", key: key, body: map[string]any{
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: map[string]any{
 		"contract": "send_payout", "agent": agent, "subject": subject, "requested_at": at.Format(time.RFC3339Nano),
 		"params": map[string]any{"amount": 2500, "currency": "USD"}, "claim": map[string]string{"status": "success"},
 	}})
 	require.Equal(e.t, http.StatusAccepted, res.Status, "%s", res.Body)
-	return res.json(e.t)["id"].(string)
+	return res.JSON(e.t)["id"].(string)
 }
 
 func TestListActions(t *testing.T) {
@@ -146,19 +147,19 @@ func TestListActions(t *testing.T) {
 		"status=FAIL&status=OK": "status:",
 		"since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z": "until:",
 	} {
-		res := e.do(req{method: "GET", path: "/v1/actions?" + raw, key: key})
+		res := e.do(apitest.Request{Method: "GET", Path: "/v1/actions?" + raw, Key: key})
 		require.Equal(t, http.StatusBadRequest, res.Status, raw)
-		require.Equal(t, codeInvalidRequest, res.errCode(t), raw)
-		require.Contains(t, res.json(t)["error"].(map[string]any)["message"], param, raw)
+		require.Equal(t, codeInvalidRequest, res.ErrCode(t), raw)
+		require.Contains(t, res.JSON(t)["error"].(map[string]any)["message"], param, raw)
 	}
-	require.Equal(t, http.StatusUnauthorized, e.do(req{method: "GET", path: "/v1/actions"}).Status)
+	require.Equal(t, http.StatusUnauthorized, e.do(apitest.Request{Method: "GET", Path: "/v1/actions"}).Status)
 	// The other routes under /v1/actions still answer.
-	require.Equal(t, http.StatusOK, e.do(req{method: "GET", path: "/v1/actions/" + ids[1], key: key}).Status)
-	require.Equal(t, http.StatusOK, e.do(req{method: "GET", path: "/v1/actions/orphans?contract_id=send_payout", key: key}).Status)
+	require.Equal(t, http.StatusOK, e.do(apitest.Request{Method: "GET", Path: "/v1/actions/" + ids[1], Key: key}).Status)
+	require.Equal(t, http.StatusOK, e.do(apitest.Request{Method: "GET", Path: "/v1/actions/orphans?contract_id=send_payout", Key: key}).Status)
 
 	// Stats: per bucket, contract and agent.
-	res := e.do(req{method: "GET", path: "/v1/actions/stats?bucket=1h&since=" + url.QueryEscape(base.Add(-2*time.Hour).Format(time.RFC3339)) +
-		"&until=" + url.QueryEscape(e.now.Add(time.Second).Format(time.RFC3339)), key: key})
+	res := e.do(apitest.Request{Method: "GET", Path: "/v1/actions/stats?bucket=1h&since=" + url.QueryEscape(base.Add(-2*time.Hour).Format(time.RFC3339)) +
+		"&until=" + url.QueryEscape(e.now.Add(time.Second).Format(time.RFC3339)), Key: key})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	var stats struct {
 		Bucket  string `json:"bucket"`
@@ -188,9 +189,9 @@ func TestListActions(t *testing.T) {
 		"status=FAIL":                "status:",
 		"since=2999-01-01T00:00:00Z": "since:",
 	} {
-		res := e.do(req{method: "GET", path: "/v1/actions/stats?" + raw, key: key})
+		res := e.do(apitest.Request{Method: "GET", Path: "/v1/actions/stats?" + raw, Key: key})
 		require.Equal(t, http.StatusBadRequest, res.Status, raw)
-		require.Contains(t, res.json(t)["error"].(map[string]any)["message"], param, raw)
+		require.Contains(t, res.JSON(t)["error"].(map[string]any)["message"], param, raw)
 	}
 }
 

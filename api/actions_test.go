@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 )
 
 func TestActions(t *testing.T) {
@@ -20,21 +21,21 @@ func TestActions(t *testing.T) {
 	_, other := e.tenant("actions-other")
 	e.contract(key, payoutContract)
 
-	res := e.do(req{method: "POST", path: "/v1/actions", key: key, body: map[string]any{
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: map[string]any{
 		"contract": "send_payout", "agent": "agent-1", "subject": "account:acc_1",
 		"params": map[string]any{"amount": 2500, "currency": "USD"},
 		"claim":  map[string]string{"status": "success", "message": "paid"},
 		"trace":  []any{map[string]any{"tool": "payout", "ok": true}},
 	}})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	m := res.json(t)
+	m := res.JSON(t)
 	id := m["id"].(string)
 	require.NotEmpty(t, id)
 	require.Equal(t, "/v1/actions/"+id, m["verdict_url"])
 	require.Equal(t, "/v1/actions/"+id, res.Header.Get("Location"))
 	require.Equal(t, []string{tid + "/" + id}, e.ver.startCalls())
 
-	res = e.do(req{method: "GET", path: "/v1/actions/" + id, key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/actions/" + id, Key: key})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	var got struct {
 		Action struct {
@@ -71,7 +72,7 @@ func TestActions(t *testing.T) {
 	v2.Findings = []commitlayer.Finding{{Code: commitlayer.CodeMissingEffect, Check: "payout", Lens: commitlayer.LensOutcome, Message: "no payout_sent"}}
 	_, _, err = e.db.AppendVerdict(ctx, tid, v2)
 	require.NoError(t, err)
-	res = e.do(req{method: "GET", path: "/v1/actions/" + id, key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/actions/" + id, Key: key})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.NoError(t, json.Unmarshal(res.Body, &got))
 	require.NotNil(t, got.Verdict)
@@ -83,11 +84,11 @@ func TestActions(t *testing.T) {
 
 	// An explicit requested_at drives the windows.
 	at := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, body: map[string]any{
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: map[string]any{
 		"contract": "send_payout", "agent": "agent-1", "subject": "account:acc_2", "requested_at": at.Format(time.RFC3339),
 	}})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	rec, err := e.db.GetAction(ctx, tid, res.json(t)["id"].(string))
+	rec, err := e.db.GetAction(ctx, tid, res.JSON(t)["id"].(string))
 	require.NoError(t, err)
 	require.True(t, at.Equal(rec.RequestedAt))
 	require.True(t, at.Add(10*time.Minute).Equal(rec.SettlesAt))
@@ -95,30 +96,30 @@ func TestActions(t *testing.T) {
 
 	// A pinned contract version, and a contract without a subject type.
 	e.contract(key, strings.Replace(payoutContract, "settlement: 10m", "settlement: 20m", 1))
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, body: map[string]any{
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: map[string]any{
 		"contract": "send_payout", "contract_version": 1, "agent": "a", "subject": "account:acc_3", "requested_at": at.Format(time.RFC3339),
 	}})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	rec, err = e.db.GetAction(ctx, tid, res.json(t)["id"].(string))
+	rec, err = e.db.GetAction(ctx, tid, res.JSON(t)["id"].(string))
 	require.NoError(t, err)
 	require.Equal(t, 1, rec.ContractVersion)
 	require.True(t, at.Add(10*time.Minute).Equal(rec.SettlesAt))
 	e.contract(key, anyContract)
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, body: map[string]any{
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: map[string]any{
 		"contract": "note_anything", "agent": "a", "subject": "whatever:w_1"}})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 
 	// Another tenant gets 404 and none of the action's data.
 	for _, p := range []string{"GET /v1/actions/" + id, "POST /v1/actions/" + id + "/recheck"} {
 		method, path, _ := strings.Cut(p, " ")
-		res = e.do(req{method: method, path: path, key: other})
+		res = e.do(apitest.Request{Method: method, Path: path, Key: other})
 		require.Equal(t, http.StatusNotFound, res.Status, p)
-		require.Equal(t, codeNotFound, res.errCode(t))
+		require.Equal(t, codeNotFound, res.ErrCode(t))
 		require.NotContains(t, string(res.Body), "agent-1")
 	}
-	res = e.do(req{method: "GET", path: "/v1/actions/act_nope", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/actions/act_nope", Key: key})
 	require.Equal(t, http.StatusNotFound, res.Status)
-	res = e.do(req{method: "GET", path: "/v1/actions/%00", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/actions/%00", Key: key})
 	require.Equal(t, http.StatusNotFound, res.Status)
 }
 
@@ -129,9 +130,9 @@ func TestActionsIdempotency(t *testing.T) {
 	idem := map[string]string{"Idempotency-Key": "k-1"}
 
 	body := `{"contract":"send_payout","agent":"a1","subject":"account:acc_1","params":{"amount":2500,"currency":"USD"}}`
-	res := e.do(req{method: "POST", path: "/v1/actions", key: key, header: idem, body: body})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: idem, Body: body})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	id := res.json(t)["id"].(string)
+	id := res.JSON(t)["id"].(string)
 	require.Empty(t, res.Header.Get("Idempotent-Replayed"))
 
 	// The same request, written differently (key order, spacing, 2500.0),
@@ -139,57 +140,57 @@ func TestActionsIdempotency(t *testing.T) {
 	e.now = e.now.Add(time.Minute)
 	same := `{ "subject": "account:acc_1", "params": {"currency": "USD", "amount": 2500.0},
 		"agent": "a1", "contract": "send_payout" }`
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, header: idem, body: same})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: idem, Body: same})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	require.Equal(t, id, res.json(t)["id"])
+	require.Equal(t, id, res.JSON(t)["id"])
 	require.Equal(t, "true", res.Header.Get("Idempotent-Replayed"))
 	require.Equal(t, []string{tid + "/" + id}, e.ver.startCalls())
 
 	// The same key with another body: 409, nothing started.
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, header: idem,
-		body: strings.Replace(body, "2500", "2600", 1)})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: idem,
+		Body: strings.Replace(body, "2500", "2600", 1)})
 	require.Equal(t, http.StatusConflict, res.Status)
-	require.Equal(t, codeIdempotency, res.errCode(t))
+	require.Equal(t, codeIdempotency, res.ErrCode(t))
 	require.Len(t, e.ver.startCalls(), 1)
 
 	// The key is per tenant.
 	_, other := e.tenant("idem-other")
 	e.contract(other, payoutContract)
-	res = e.do(req{method: "POST", path: "/v1/actions", key: other, header: idem, body: body})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: other, Header: idem, Body: body})
 	require.Equal(t, http.StatusAccepted, res.Status)
-	require.NotEqual(t, id, res.json(t)["id"])
+	require.NotEqual(t, id, res.JSON(t)["id"])
 
 	// A client-given id is idempotent the same way.
 	withID := `{"id":"my-action-1","contract":"send_payout","agent":"a1","subject":"account:acc_9"}`
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, body: withID})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: withID})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	require.Equal(t, "my-action-1", res.json(t)["id"])
+	require.Equal(t, "my-action-1", res.JSON(t)["id"])
 	n := len(e.ver.startCalls())
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, body: withID})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: withID})
 	require.Equal(t, http.StatusAccepted, res.Status)
-	require.Equal(t, "my-action-1", res.json(t)["id"])
+	require.Equal(t, "my-action-1", res.JSON(t)["id"])
 	require.Len(t, e.ver.startCalls(), n)
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, body: strings.Replace(withID, "a1", "a2", 1)})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: strings.Replace(withID, "a1", "a2", 1)})
 	require.Equal(t, http.StatusConflict, res.Status)
-	require.Equal(t, codeIdempotency, res.errCode(t))
+	require.Equal(t, codeIdempotency, res.ErrCode(t))
 
 	// A start that fails answers 202 "pending" (the action is kept, and the
 	// reconciler starts it); a retry with the same key starts it too.
 	e.ver.startErr = fmt.Errorf("temporal unavailable")
 	idem2 := map[string]string{"Idempotency-Key": "k-2"}
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, header: idem2, body: body})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: idem2, Body: body})
 	require.Equal(t, http.StatusAccepted, res.Status)
-	require.Equal(t, "pending", res.json(t)["verification"])
+	require.Equal(t, "pending", res.JSON(t)["verification"])
 	require.Contains(t, e.logs.String(), "temporal unavailable")
 	e.ver.startErr = nil
 	n = len(e.ver.startCalls())
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, header: idem2, body: body})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: idem2, Body: body})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 	require.Len(t, e.ver.startCalls(), n+1)
-	retried := res.json(t)["id"].(string)
+	retried := res.JSON(t)["id"].(string)
 	require.Equal(t, tid+"/"+retried, e.ver.startCalls()[n])
 	// …and once started, a further replay starts nothing.
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, header: idem2, body: body})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: idem2, Body: body})
 	require.Equal(t, http.StatusAccepted, res.Status)
 	require.Len(t, e.ver.startCalls(), n+1)
 
@@ -199,9 +200,9 @@ func TestActionsIdempotency(t *testing.T) {
 		Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}, EvaluatedAt: e.now, SettlesAt: e.now})
 	require.NoError(t, err)
 	e2 := newEnv(t)
-	res = e2.do(req{method: "POST", path: "/v1/actions", key: key, header: idem, body: body})
+	res = e2.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: idem, Body: body})
 	require.Equal(t, http.StatusAccepted, res.Status)
-	require.Equal(t, id, res.json(t)["id"])
+	require.Equal(t, id, res.JSON(t)["id"])
 	require.Empty(t, e2.ver.startCalls())
 }
 
@@ -262,9 +263,9 @@ func TestActionsBadInput(t *testing.T) {
 		{"over limit", with("params", map[string]any{"pad": strings.Repeat("x", MaxBody)}), nil, http.StatusRequestEntityTooLarge, codeTooLarge, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := e.do(req{method: "POST", path: "/v1/actions", key: key, header: tc.header, body: tc.body})
+			res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: tc.header, Body: tc.body})
 			require.Equal(t, tc.want, res.Status, "%s", res.Body)
-			require.Equal(t, tc.code, res.errCode(t), "%s", res.Body)
+			require.Equal(t, tc.code, res.ErrCode(t), "%s", res.Body)
 			require.Contains(t, string(res.Body), tc.contains)
 		})
 	}
@@ -280,7 +281,7 @@ func TestRecheck(t *testing.T) {
 	e.ver.recheckWith = commitlayer.Verdict{Status: commitlayer.StatusPass,
 		Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}, Version: 3,
 		EvaluatedAt: e.now, SettlesAt: e.now.Add(10 * time.Minute)}
-	res := e.do(req{method: "POST", path: "/v1/actions/" + id + "/recheck", key: key})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions/" + id + "/recheck", Key: key})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	var got struct{ Verdict commitlayer.Verdict }
 	require.NoError(t, json.Unmarshal(res.Body, &got))
@@ -291,16 +292,16 @@ func TestRecheck(t *testing.T) {
 
 	// A failure within the watch: 503; after it: 409.
 	e.ver.recheckErr = fmt.Errorf("workflow not found")
-	res = e.do(req{method: "POST", path: "/v1/actions/" + id + "/recheck", key: key})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions/" + id + "/recheck", Key: key})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
-	require.Equal(t, codeUnavailable, res.errCode(t))
+	require.Equal(t, codeUnavailable, res.ErrCode(t))
 	require.NotContains(t, string(res.Body), "workflow not found")
 	e.now = e.now.Add(2 * time.Hour)
-	res = e.do(req{method: "POST", path: "/v1/actions/" + id + "/recheck", key: key})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions/" + id + "/recheck", Key: key})
 	require.Equal(t, http.StatusConflict, res.Status)
-	require.Equal(t, codeVerificationEnded, res.errCode(t))
+	require.Equal(t, codeVerificationEnded, res.ErrCode(t))
 
-	res = e.do(req{method: "POST", path: "/v1/actions/nope/recheck", key: key})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions/nope/recheck", Key: key})
 	require.Equal(t, http.StatusNotFound, res.Status)
 }
 
@@ -311,7 +312,7 @@ func TestOrphans(t *testing.T) {
 	e.contract(key, payoutContract)
 	e.contract(other, payoutContract)
 	at := e.now.Add(-time.Hour)
-	res := e.do(req{method: "POST", path: "/v1/actions", key: key, body: map[string]any{
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: map[string]any{
 		"contract": "send_payout", "agent": "a", "subject": "account:acc_1", "requested_at": at.Format(time.RFC3339)}})
 	require.Equal(t, http.StatusAccepted, res.Status)
 
@@ -319,7 +320,7 @@ func TestOrphans(t *testing.T) {
 		return map[string]any{"source": "ledger", "type": typ, "subject": subject, "external_id": id,
 			"occurred_at": occurred.Format(time.RFC3339), "attrs": map[string]any{"amount": 2500}}
 	}
-	res = e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: map[string]any{"facts": []any{
 		mk("p-1", "account:acc_1", at.Add(time.Minute), "payout_sent"),      // the action's effect
 		mk("p-2", "account:acc_2", at.Add(2*time.Minute), "payout_sent"),    // no action: orphan
 		mk("f-1", "account:acc_3", at.Add(3*time.Minute), "account_frozen"), // forbidden kind, no action: orphan
@@ -328,7 +329,7 @@ func TestOrphans(t *testing.T) {
 	}}})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 
-	res = e.do(req{method: "GET", path: "/v1/actions/orphans?contract_id=send_payout", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/actions/orphans?contract_id=send_payout", Key: key})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	var got struct {
 		Orphans []struct {
@@ -349,14 +350,14 @@ func TestOrphans(t *testing.T) {
 
 	// since reaches back to the old payout.
 	since := e.now.Add(-40 * 24 * time.Hour).Format(time.RFC3339)
-	res = e.do(req{method: "GET", path: "/v1/actions/orphans?contract_id=send_payout&since=" + since, key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/actions/orphans?contract_id=send_payout&since=" + since, Key: key})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.NoError(t, json.Unmarshal(res.Body, &got))
 	require.Len(t, got.Orphans, 3)
 	require.Equal(t, "p-old", got.Orphans[0].Fact.ExternalID)
 
 	// Another tenant with the same contract sees none of these facts.
-	res = e.do(req{method: "GET", path: "/v1/actions/orphans?contract_id=send_payout", key: other})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/actions/orphans?contract_id=send_payout", Key: other})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.Contains(t, string(res.Body), `"orphans":[]`)
 
@@ -371,8 +372,8 @@ func TestOrphans(t *testing.T) {
 		{"?contract_id=send_payout&since=last-week", http.StatusBadRequest, codeInvalidRequest},
 		{"?contract_id=nope", http.StatusUnprocessableEntity, codeUnknownContract},
 	} {
-		res := e.do(req{method: "GET", path: "/v1/actions/orphans" + tc.query, key: key})
+		res := e.do(apitest.Request{Method: "GET", Path: "/v1/actions/orphans" + tc.query, Key: key})
 		require.Equal(t, tc.want, res.Status, "%s: %s", tc.query, res.Body)
-		require.Equal(t, tc.code, res.errCode(t), tc.query)
+		require.Equal(t, tc.code, res.ErrCode(t), tc.query)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer/connectors/pull"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/internal/netguard"
 	"github.com/commitlayer/commitlayer/internal/secrets"
 )
@@ -107,11 +108,11 @@ func TestOneAddressRuleForEveryKind(t *testing.T) {
 			if kind == "webhook" {
 				path = "/v1/webhooks"
 			}
-			res := e.do(req{method: "POST", path: path, key: key, body: body})
+			res := e.do(apitest.Request{Method: "POST", Path: path, Key: key, Body: body})
 			require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s %s: %s", kind, host, res.Body)
-			require.Equal(t, codeAddressNotAllowed, res.errCode(t), "%s %s", kind, host)
-			require.True(t, strings.HasPrefix(res.errMessage(t), wantField[kind]), "%s %s: %s", kind, host, res.Body)
-			require.NotContains(t, res.errMessage(t), "10.0.0.5", "the answer names no resolved address")
+			require.Equal(t, codeAddressNotAllowed, res.ErrCode(t), "%s %s", kind, host)
+			require.True(t, strings.HasPrefix(res.ErrMessage(t), wantField[kind]), "%s %s: %s", kind, host, res.Body)
+			require.NotContains(t, res.ErrMessage(t), "10.0.0.5", "the answer names no resolved address")
 		}
 	}
 	for kind, body := range registrations("public.example", 999) {
@@ -119,7 +120,7 @@ func TestOneAddressRuleForEveryKind(t *testing.T) {
 		if kind == "webhook" {
 			path = "/v1/webhooks"
 		}
-		res := e.do(req{method: "POST", path: path, key: key, body: body})
+		res := e.do(apitest.Request{Method: "POST", Path: path, Key: key, Body: body})
 		require.Equal(t, http.StatusCreated, res.Status, "%s public: %s", kind, res.Body)
 	}
 
@@ -128,16 +129,16 @@ func TestOneAddressRuleForEveryKind(t *testing.T) {
 		"host=/var/run/postgresql dbname=shop user=reader",
 		"postgres://reader@/shop?host=/tmp",
 	} {
-		res := e.do(req{method: "POST", path: "/v1/connectors", key: key, body: map[string]any{"source": "sock", "kind": "postgres",
+		res := e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key, Body: map[string]any{"source": "sock", "kind": "postgres",
 			"config": map[string]any{"dsn": dsn, "queries": []any{map[string]any{"type": "t", "sql": "SELECT 1 WHERE $1 IS NULL", "cursor": "id", "subject": "s", "occurred_at": "at"}}}}})
 		require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s: %s", dsn, res.Body)
-		require.Equal(t, "config.dsn: address not allowed", res.errMessage(t), dsn)
+		require.Equal(t, "config.dsn: address not allowed", res.ErrMessage(t), dsn)
 	}
 	for _, dsn := range []string{"dbname=shop user=reader", "postgres:///shop", "host=public.example passfile=/root/.pgpass dbname=shop"} {
-		res := e.do(req{method: "POST", path: "/v1/connectors", key: key, body: map[string]any{"source": "nohost", "kind": "postgres",
+		res := e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key, Body: map[string]any{"source": "nohost", "kind": "postgres",
 			"config": map[string]any{"dsn": dsn, "queries": []any{map[string]any{"type": "t", "sql": "SELECT 1 WHERE $1 IS NULL", "cursor": "id", "subject": "s", "occurred_at": "at"}}}}})
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", dsn, res.Body)
-		require.Contains(t, res.errMessage(t), "dsn: ", dsn)
+		require.Contains(t, res.ErrMessage(t), "dsn: ", dsn)
 	}
 }
 
@@ -156,7 +157,7 @@ func TestPrivateAddressesAllowedWhenAsked(t *testing.T) {
 			if kind == "webhook" {
 				path = "/v1/webhooks"
 			}
-			res := e.do(req{method: "POST", path: path, key: key, body: body})
+			res := e.do(apitest.Request{Method: "POST", Path: path, Key: key, Body: body})
 			require.Equal(t, http.StatusCreated, res.Status, "%s %s: %s", kind, host, res.Body)
 		}
 	}
@@ -171,11 +172,11 @@ func TestPrivateAddressesAllowedWhenAsked(t *testing.T) {
 			if kind == "webhook" {
 				path = "/v1/webhooks"
 			}
-			res := e.do(req{method: "POST", path: path, key: key, body: body})
+			res := e.do(apitest.Request{Method: "POST", Path: path, Key: key, Body: body})
 			require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s %s: %s", kind, host, res.Body)
 		}
 	}
-	res := e.do(req{method: "POST", path: "/v1/connectors", key: key, body: map[string]any{"source": "sock", "kind": "postgres",
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key, Body: map[string]any{"source": "sock", "kind": "postgres",
 		"config": map[string]any{"dsn": "host=/var/run/postgresql dbname=shop", "queries": []any{map[string]any{"type": "t", "sql": "SELECT 1 WHERE $1 IS NULL", "cursor": "id", "subject": "s", "occurred_at": "at"}}}}})
 	require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s", res.Body)
 }
@@ -195,14 +196,14 @@ func TestHTTPJSONHeadersSealed(t *testing.T) {
 	box := testBox(t)
 	e := newEnv(t, func(c *Config) { c.Secrets = box })
 	tid, key := e.tenant("headers")
-	res := e.do(req{method: "POST", path: "/v1/connectors", key: key, body: map[string]any{"source": "refunds", "kind": "http_json",
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key, Body: map[string]any{"source": "refunds", "kind": "http_json",
 		"config": json.RawMessage(`{"url":"` + srv.URL + `/refunds","headers":{"Authorization":"` + token + `","X-Api-Key":"k_0123456789abcdef"},` + jsonMapping + `}`)}})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	require.NotContains(t, string(res.Body), "0123456789abcdef", "the answer shows no header value")
-	cfg := res.json(t)["config"].(map[string]any)
+	cfg := res.JSON(t)["config"].(map[string]any)
 	require.Equal(t, map[string]any{"Authorization": "…WXYZ", "X-Api-Key": "…cdef"}, cfg["headers"])
 
-	res = e.do(req{method: "GET", path: "/v1/connectors", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/connectors", Key: key})
 	require.NotContains(t, string(res.Body), "0123456789abcdef")
 	var row string
 	require.NoError(t, e.db.Pool().QueryRow(context.Background(),
@@ -222,9 +223,9 @@ func TestHTTPJSONHeadersSealed(t *testing.T) {
 	// Without a secrets key, headers are refused (as DSN passwords are).
 	bare := newEnv(t)
 	_, key2 := bare.tenant("headers-nokey")
-	res = bare.do(req{method: "POST", path: "/v1/connectors", key: key2, body: map[string]any{"source": "refunds", "kind": "http_json",
+	res = bare.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key2, Body: map[string]any{"source": "refunds", "kind": "http_json",
 		"config": json.RawMessage(`{"url":"` + srv.URL + `/refunds","headers":{"Authorization":"` + token + `"},` + jsonMapping + `}`)}})
 	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
-	require.Contains(t, res.errMessage(t), "headers: ")
+	require.Contains(t, res.ErrMessage(t), "headers: ")
 	require.NotContains(t, string(res.Body), "0123456789abcdef")
 }

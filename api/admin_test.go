@@ -6,16 +6,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/stretchr/testify/require"
 )
 
 func TestAdminRoutesDisabledWithoutAdminKey(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.AdminKey = "" })
 	for _, k := range []string{"", "anything"} {
-		res := e.do(req{method: "GET", path: "/v1/admin/tenants", key: k})
+		res := e.do(apitest.Request{Method: "GET", Path: "/v1/admin/tenants", Key: k})
 		require.Equal(t, http.StatusUnauthorized, res.Status)
 	}
-	res := e.do(req{method: "GET", path: "/v1/admin/tenants", header: map[string]string{"Authorization": "Bearer"}})
+	res := e.do(apitest.Request{Method: "GET", Path: "/v1/admin/tenants", Header: map[string]string{"Authorization": "Bearer"}})
 	require.Equal(t, http.StatusUnauthorized, res.Status)
 }
 
@@ -23,7 +24,7 @@ func TestAdminTenants(t *testing.T) {
 	e := newEnv(t)
 	id, key := e.tenant("  Acme Support  ")
 	require.NotEmpty(t, key)
-	res := e.do(req{method: "GET", path: "/v1/admin/tenants", key: adminKey})
+	res := e.do(apitest.Request{Method: "GET", Path: "/v1/admin/tenants", Key: adminKey})
 	require.Equal(t, http.StatusOK, res.Status)
 	var list struct{ Tenants []map[string]any }
 	require.NoError(t, json.Unmarshal(res.Body, &list))
@@ -37,7 +38,7 @@ func TestAdminTenants(t *testing.T) {
 	}
 	require.True(t, found)
 	// The new key works on tenant routes.
-	res = e.do(req{method: "GET", path: "/v1/contracts", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/contracts", Key: key})
 	require.Equal(t, http.StatusOK, res.Status)
 
 	for _, tc := range []struct {
@@ -56,9 +57,9 @@ func TestAdminTenants(t *testing.T) {
 		{"over limit", map[string]string{"name": strings.Repeat("n", MaxBody)}, http.StatusRequestEntityTooLarge, codeTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := e.do(req{method: "POST", path: "/v1/admin/tenants", key: adminKey, body: tc.body})
+			res := e.do(apitest.Request{Method: "POST", Path: "/v1/admin/tenants", Key: adminKey, Body: tc.body})
 			require.Equal(t, tc.want, res.Status, "%s", res.Body)
-			require.Equal(t, tc.code, res.errCode(t))
+			require.Equal(t, tc.code, res.ErrCode(t))
 		})
 	}
 }

@@ -3,15 +3,11 @@ package api
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/internal/teststore"
 	"github.com/commitlayer/commitlayer/postgres"
@@ -112,24 +109,6 @@ func (f *fakeVerifier) startCalls() []string {
 	return slices.Clone(f.starts)
 }
 
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is one server on the shared store with fakes for Temporal.
 type env struct {
 	t    *testing.T
@@ -137,7 +116,7 @@ type env struct {
 	ver  *fakeVerifier
 	srv  *Server
 	reg  *prometheus.Registry
-	logs *syncBuffer
+	logs *apitest.SyncBuffer
 	now  time.Time
 	spec *openapi3.T // the served document, when mounts add to it
 }
@@ -149,7 +128,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	d := db(t)
 	e := &env{
 		t: t, db: d, ver: &fakeVerifier{},
-		reg: prometheus.NewRegistry(), logs: &syncBuffer{},
+		reg: prometheus.NewRegistry(), logs: &apitest.SyncBuffer{},
 		now: time.Now().UTC().Truncate(time.Second),
 	}
 	cfg := Config{
@@ -165,67 +144,14 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	return e
 }
 
-// response is a decoded answer.
-type response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-func (r response) json(t testing.TB) map[string]any {
-	t.Helper()
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(r.Body, &m), "body: %s", r.Body)
-	return m
-}
-
-// errCode returns the error code of an error answer, checking the shape.
-func (r response) errCode(t testing.TB) string {
-	t.Helper()
-	m := r.json(t)
-	require.Len(t, m, 1, "error body has only \"error\": %s", r.Body)
-	e, ok := m["error"].(map[string]any)
-	require.True(t, ok, "error body: %s", r.Body)
-	require.NotEmpty(t, e["message"], "error message: %s", r.Body)
-	code, _ := e["code"].(string)
-	return code
-}
-
-type req struct {
-	method, path, key string
-	body              any // string, []byte, or a value to marshal
-	header            map[string]string
-}
-
 // do sends a request through the full handler and checks the answer
 // against the OpenAPI document: the status is documented for the route,
 // and a JSON body matches the documented schema.
-func (e *env) do(r req) response {
+func (e *env) do(r apitest.Request) apitest.Response {
 	e.t.Helper()
-	var body io.Reader
-	switch b := r.body.(type) {
-	case nil:
-	case string:
-		body = strings.NewReader(b)
-	case []byte:
-		body = bytes.NewReader(b)
-	default:
-		buf, err := json.Marshal(b)
-		require.NoError(e.t, err)
-		body = bytes.NewReader(buf)
-	}
-	hr := httptest.NewRequest(r.method, r.path, body)
-	if r.key != "" {
-		hr.Header.Set("Authorization", "Bearer "+r.key)
-	}
-	for k, v := range r.header {
-		hr.Header.Set(k, v)
-	}
+	hr := r.HTTP(e.t)
 	_, pattern := e.srv.mux.Handler(hr.Clone(context.Background()))
-	rec := httptest.NewRecorder()
-	e.srv.Handler().ServeHTTP(rec, hr)
-	res := response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
-	require.NotEmpty(e.t, res.Header.Get("X-Request-Id"))
+	res := apitest.Serve(e.t, e.srv.Handler(), hr)
 	if bytes.Equal(e.srv.OpenAPI(), OpenAPI) {
 		checkAgainstDoc(e.t, hr, pattern, res)
 	} else {
@@ -240,27 +166,27 @@ func (e *env) do(r req) response {
 // tenant creates a tenant through the admin API and returns its id and key.
 func (e *env) tenant(name string) (string, string) {
 	e.t.Helper()
-	res := e.do(req{method: "POST", path: "/v1/admin/tenants", key: adminKey, body: map[string]string{"name": name}})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/admin/tenants", Key: adminKey, Body: map[string]string{"name": name}})
 	require.Equal(e.t, http.StatusCreated, res.Status, "%s", res.Body)
-	m := res.json(e.t)
+	m := res.JSON(e.t)
 	return m["id"].(string), m["api_key"].(string)
 }
 
 func (e *env) contract(key, src string) {
 	e.t.Helper()
-	res := e.do(req{method: "POST", path: "/v1/contracts", key: key, body: src, header: map[string]string{"Content-Type": "application/yaml"}})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/contracts", Key: key, Body: src, Header: map[string]string{"Content-Type": "application/yaml"}})
 	require.Contains(e.t, []int{http.StatusCreated, http.StatusOK}, res.Status, "%s", res.Body)
 }
 
 // action posts a payout action and returns its id.
 func (e *env) action(key, subject string, extra map[string]string) string {
 	e.t.Helper()
-	res := e.do(req{method: "POST", path: "/v1/actions", key: key, header: extra, body: map[string]any{
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: extra, Body: map[string]any{
 		"contract": "send_payout", "agent": "agent-1", "subject": subject,
 		"params": map[string]any{"amount": 2500, "currency": "USD"}, "claim": map[string]string{"status": "success"},
 	}})
 	require.Equal(e.t, http.StatusAccepted, res.Status, "%s", res.Body)
-	return res.json(e.t)["id"].(string)
+	return res.JSON(e.t)["id"].(string)
 }
 
 func fact(i int, subject string) map[string]any {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -14,21 +15,21 @@ func TestConnectors(t *testing.T) {
 	_, key := e.tenant("connectors")
 	_, other := e.tenant("connectors-other")
 
-	res := e.do(req{method: "POST", path: "/v1/connectors", key: key,
-		body: map[string]string{"source": "ledger", "kind": "http_events", "url": "http://127.0.0.1:9999/ledger"}})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key,
+		Body: map[string]string{"source": "ledger", "kind": "http_events", "url": "http://127.0.0.1:9999/ledger"}})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
-	m := res.json(t)
+	m := res.JSON(t)
 	require.NotEmpty(t, m["id"])
 	require.Equal(t, "ledger", m["source"])
 	require.Equal(t, "http_events", m["kind"])
 	require.Nil(t, m["last_pull_at"])
 
-	res = e.do(req{method: "POST", path: "/v1/connectors", key: key,
-		body: map[string]string{"source": "ledger", "kind": "http_events", "url": "https://example.test/ledger"}})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key,
+		Body: map[string]string{"source": "ledger", "kind": "http_events", "url": "https://example.test/ledger"}})
 	require.Equal(t, http.StatusConflict, res.Status)
-	require.Equal(t, codeConflict, res.errCode(t))
+	require.Equal(t, codeConflict, res.ErrCode(t))
 
-	res = e.do(req{method: "GET", path: "/v1/connectors", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/connectors", Key: key})
 	require.Equal(t, http.StatusOK, res.Status)
 	var list struct{ Connectors []map[string]any }
 	require.NoError(t, json.Unmarshal(res.Body, &list))
@@ -36,7 +37,7 @@ func TestConnectors(t *testing.T) {
 	require.Equal(t, m["id"], list.Connectors[0]["id"])
 
 	// The connector's source shows in coverage, not yet reported.
-	res = e.do(req{method: "GET", path: "/v1/sources", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/sources", Key: key})
 	var srcs struct{ Sources []map[string]any }
 	require.NoError(t, json.Unmarshal(res.Body, &srcs))
 	require.Len(t, srcs.Sources, 1)
@@ -44,12 +45,12 @@ func TestConnectors(t *testing.T) {
 	require.Equal(t, m["id"], srcs.Sources[0]["connector_id"])
 
 	// Another tenant sees nothing and may use the same source.
-	res = e.do(req{method: "GET", path: "/v1/connectors", key: other})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/connectors", Key: other})
 	require.JSONEq(t, `{"connectors":[]}`, string(res.Body))
-	res = e.do(req{method: "GET", path: "/v1/sources", key: other})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/sources", Key: other})
 	require.JSONEq(t, `{"sources":[]}`, string(res.Body))
-	res = e.do(req{method: "POST", path: "/v1/connectors", key: other,
-		body: map[string]string{"source": "ledger", "kind": "http_events", "url": "http://127.0.0.1:9999/ledger"}})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: other,
+		Body: map[string]string{"source": "ledger", "kind": "http_events", "url": "http://127.0.0.1:9999/ledger"}})
 	require.Equal(t, http.StatusCreated, res.Status)
 
 	for _, tc := range []struct {
@@ -73,12 +74,12 @@ func TestConnectors(t *testing.T) {
 		{"over limit", `{"source":"crm","kind":"http_events","url":"http://x/` + strings.Repeat("a", MaxBody) + `"}`, http.StatusRequestEntityTooLarge, codeTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := e.do(req{method: "POST", path: "/v1/connectors", key: key, body: tc.body})
+			res := e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key, Body: tc.body})
 			require.Equal(t, tc.want, res.Status, "%s", res.Body)
-			require.Equal(t, tc.code, res.errCode(t))
+			require.Equal(t, tc.code, res.ErrCode(t))
 		})
 	}
-	res = e.do(req{method: "GET", path: "/v1/connectors", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/connectors", Key: key})
 	require.NoError(t, json.Unmarshal(res.Body, &list))
 	require.Len(t, list.Connectors, 1, "no bad request created a connector")
 }

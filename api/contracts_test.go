@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -14,29 +15,29 @@ func TestContracts(t *testing.T) {
 	_, key := e.tenant("contracts")
 	_, other := e.tenant("contracts-other")
 
-	res := e.do(req{method: "POST", path: "/v1/contracts", key: key, body: payoutContract})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/contracts", Key: key, Body: payoutContract})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
-	m := res.json(t)
+	m := res.JSON(t)
 	require.Equal(t, "send_payout", m["id"])
 	require.EqualValues(t, 1, m["version"])
 	require.Equal(t, "/v1/contracts/send_payout?version=1", res.Header.Get("Location"))
 
 	// The same source again is the same version.
-	res = e.do(req{method: "POST", path: "/v1/contracts", key: key, body: payoutContract})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/contracts", Key: key, Body: payoutContract})
 	require.Equal(t, http.StatusOK, res.Status)
-	require.EqualValues(t, 1, res.json(t)["version"])
+	require.EqualValues(t, 1, res.JSON(t)["version"])
 
 	// A change is a new version; JSON is accepted as well as YAML.
 	v2 := strings.Replace(payoutContract, "watch: 1h", "watch: 2h", 1)
-	res = e.do(req{method: "POST", path: "/v1/contracts", key: key, body: v2})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/contracts", Key: key, Body: v2})
 	require.Equal(t, http.StatusCreated, res.Status)
-	require.EqualValues(t, 2, res.json(t)["version"])
-	res = e.do(req{method: "POST", path: "/v1/contracts", key: key, header: map[string]string{"Content-Type": "application/json"},
-		body: `{"id":"json_contract","kind":"action","settlement":"1m","watch":"1m","sources":["tickets"],
+	require.EqualValues(t, 2, res.JSON(t)["version"])
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/contracts", Key: key, Header: map[string]string{"Content-Type": "application/json"},
+		Body: `{"id":"json_contract","kind":"action","settlement":"1m","watch":"1m","sources":["tickets"],
 		"effects":[{"id":"note","source":"tickets","type":"note_added"}]}`})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 
-	res = e.do(req{method: "GET", path: "/v1/contracts", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/contracts", Key: key})
 	require.Equal(t, http.StatusOK, res.Status)
 	var list struct {
 		Contracts []struct {
@@ -52,13 +53,13 @@ func TestContracts(t *testing.T) {
 	require.Equal(t, 2, list.Contracts[1].Version)
 	require.Nil(t, list.Contracts[1].Source)
 
-	res = e.do(req{method: "GET", path: "/v1/contracts/send_payout", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/contracts/send_payout", Key: key})
 	require.Equal(t, http.StatusOK, res.Status)
-	require.EqualValues(t, 2, res.json(t)["version"])
-	require.Equal(t, v2, res.json(t)["source"])
-	res = e.do(req{method: "GET", path: "/v1/contracts/send_payout?version=1", key: key})
+	require.EqualValues(t, 2, res.JSON(t)["version"])
+	require.Equal(t, v2, res.JSON(t)["source"])
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/contracts/send_payout?version=1", Key: key})
 	require.Equal(t, http.StatusOK, res.Status)
-	require.Equal(t, payoutContract, res.json(t)["source"])
+	require.Equal(t, payoutContract, res.JSON(t)["source"])
 
 	for _, tc := range []struct {
 		path string
@@ -73,16 +74,16 @@ func TestContracts(t *testing.T) {
 		{"/v1/contracts/%00", http.StatusNotFound, codeNotFound},
 		{"/v1/contracts/%ff%fe", http.StatusNotFound, codeNotFound},
 	} {
-		res := e.do(req{method: "GET", path: tc.path, key: key})
+		res := e.do(apitest.Request{Method: "GET", Path: tc.path, Key: key})
 		require.Equal(t, tc.want, res.Status, "%s: %s", tc.path, res.Body)
-		require.Equal(t, tc.code, res.errCode(t), tc.path)
+		require.Equal(t, tc.code, res.ErrCode(t), tc.path)
 	}
 
 	// Another tenant sees none of it.
-	res = e.do(req{method: "GET", path: "/v1/contracts/send_payout", key: other})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/contracts/send_payout", Key: other})
 	require.Equal(t, http.StatusNotFound, res.Status)
 	require.NotContains(t, string(res.Body), "ledger")
-	res = e.do(req{method: "GET", path: "/v1/contracts", key: other})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/contracts", Key: other})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.JSONEq(t, `{"contracts":[]}`, string(res.Body))
 }
@@ -108,14 +109,14 @@ func TestContractsBadInput(t *testing.T) {
 		{"over limit", payoutContract + "# " + strings.Repeat("x", MaxBody) + "\n", http.StatusRequestEntityTooLarge, codeTooLarge, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := e.do(req{method: "POST", path: "/v1/contracts", key: key, body: tc.body})
+			res := e.do(apitest.Request{Method: "POST", Path: "/v1/contracts", Key: key, Body: tc.body})
 			require.Equal(t, tc.want, res.Status, "%s", res.Body)
-			require.Equal(t, tc.code, res.errCode(t))
+			require.Equal(t, tc.code, res.ErrCode(t))
 			for _, c := range tc.contains {
 				require.Contains(t, string(res.Body), c)
 			}
 		})
 	}
-	res := e.do(req{method: "GET", path: "/v1/contracts", key: key})
+	res := e.do(apitest.Request{Method: "GET", Path: "/v1/contracts", Key: key})
 	require.JSONEq(t, `{"contracts":[]}`, string(res.Body), "nothing was stored")
 }

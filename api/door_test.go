@@ -17,16 +17,9 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc"
 
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/verify"
 )
-
-// errMessage returns the message of an error answer.
-func (r response) errMessage(t testing.TB) string {
-	t.Helper()
-	e, _ := r.json(t)["error"].(map[string]any)
-	msg, _ := e["message"].(string)
-	return msg
-}
 
 // TestDoorBoundsSearchAttributeValues: every value that reaches a search
 // attribute or a workflow ID is bounded at the door, and the answer names
@@ -49,15 +42,15 @@ func TestDoorBoundsSearchAttributeValues(t *testing.T) {
 	} {
 		b := base()
 		b[tc.field] = tc.value
-		res := e.do(req{method: "POST", path: "/v1/actions", key: key, body: b})
+		res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: b})
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", tc.field, res.Body)
-		require.Contains(t, res.errMessage(t), tc.want)
+		require.Contains(t, res.ErrMessage(t), tc.want)
 		require.Less(t, len(res.Body), 600, "the answer does not echo the value")
 	}
 	require.Empty(t, e.ver.startCalls(), "nothing reached Temporal")
 	b := base()
 	b["agent"] = strings.Repeat("a", 256)
-	res := e.do(req{method: "POST", path: "/v1/actions", key: key, body: b})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: b})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 }
 
@@ -67,12 +60,12 @@ func TestDoorBoundsSearchAttributeValues(t *testing.T) {
 func TestRequestLogNamesTenant(t *testing.T) {
 	e := newEnv(t)
 	tid, key := e.tenant("logs")
-	res := e.do(req{method: "GET", path: "/v1/contracts", key: key, header: map[string]string{"X-Request-Id": "req-logs-1"}})
+	res := e.do(apitest.Request{Method: "GET", Path: "/v1/contracts", Key: key, Header: map[string]string{"X-Request-Id": "req-logs-1"}})
 	require.Equal(t, http.StatusOK, res.Status)
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, body: map[string]any{"contract": "nope"},
-		header: map[string]string{"X-Request-Id": "req-logs-2"}})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: map[string]any{"contract": "nope"},
+		Header: map[string]string{"X-Request-Id": "req-logs-2"}})
 	require.Equal(t, http.StatusBadRequest, res.Status)
-	res = e.do(req{method: "GET", path: "/v1/contracts", key: "cl_wrong", header: map[string]string{"X-Request-Id": "req-logs-3"}})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/contracts", Key: "cl_wrong", Header: map[string]string{"X-Request-Id": "req-logs-3"}})
 	require.Equal(t, http.StatusUnauthorized, res.Status)
 
 	seen := map[string]string{}
@@ -101,11 +94,11 @@ func TestDoorRefusesNonsense(t *testing.T) {
 	e := newEnv(t)
 	_, key := e.tenant("door-nonsense")
 	e.contract(key, payoutContract)
-	action := func(mod func(map[string]any)) response {
+	action := func(mod func(map[string]any)) apitest.Response {
 		b := map[string]any{"contract": "send_payout", "agent": "agent-1", "subject": "account:acc_1",
 			"params": map[string]any{"amount": 2500}, "claim": map[string]any{"status": "success"}}
 		mod(b)
-		return e.do(req{method: "POST", path: "/v1/actions", key: key, body: b})
+		return e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: b})
 	}
 	for _, tc := range []struct {
 		name string
@@ -121,7 +114,7 @@ func TestDoorRefusesNonsense(t *testing.T) {
 	} {
 		res := action(tc.mod)
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", tc.name, res.Body)
-		require.Contains(t, res.errMessage(t), tc.want, tc.name)
+		require.Contains(t, res.ErrMessage(t), tc.want, tc.name)
 	}
 	for _, status := range []string{"success", "failure", "partial", "unknown", ""} {
 		res := action(func(b map[string]any) { b["claim"] = map[string]any{"status": status} })
@@ -130,15 +123,15 @@ func TestDoorRefusesNonsense(t *testing.T) {
 	res := action(func(b map[string]any) { b["requested_at"] = e.now.Add(time.Hour).Format(time.RFC3339) })
 	require.Equal(t, http.StatusAccepted, res.Status, "within the skew: %s", res.Body)
 
-	fact := func(at string) response {
-		return e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{map[string]any{
+	fact := func(at string) apitest.Response {
+		return e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: map[string]any{"facts": []any{map[string]any{
 			"source": "ledger", "type": "payout_sent", "subject": "account:acc_1", "external_id": "x-" + at, "occurred_at": at,
 		}}}})
 	}
 	for _, at := range []string{"0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"} {
 		res := fact(at)
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", at, res.Body)
-		require.Contains(t, res.errMessage(t), "facts[0].occurred_at: ", at)
+		require.Contains(t, res.ErrMessage(t), "facts[0].occurred_at: ", at)
 	}
 }
 
@@ -150,27 +143,27 @@ func TestNumbersBeyondInt64Refused(t *testing.T) {
 	e := newEnv(t)
 	_, key := e.tenant("numbers")
 	e.contract(key, payoutContract)
-	action := func(amount string) response {
-		return e.do(req{method: "POST", path: "/v1/actions", key: key,
-			body: `{"contract":"send_payout","agent":"a","subject":"account:acc_1","params":{"amount":` + amount + `}}`})
+	action := func(amount string) apitest.Response {
+		return e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key,
+			Body: `{"contract":"send_payout","agent":"a","subject":"account:acc_1","params":{"amount":` + amount + `}}`})
 	}
-	fact := func(i int, amount string) response {
-		return e.do(req{method: "POST", path: "/v1/facts", key: key, body: `{"facts":[{"source":"ledger","type":"payout_sent",` +
+	fact := func(i int, amount string) apitest.Response {
+		return e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: `{"facts":[{"source":"ledger","type":"payout_sent",` +
 			`"subject":"account:acc_1","external_id":"n-` + strconv.Itoa(i) + `","occurred_at":"2026-11-01T10:00:00Z","attrs":{"amount":` + amount + `}}]}`})
 	}
 	for i, n := range []string{"9223372036854775808", "18446744073709551616", "18446744073709551617", "-9223372036854775809",
 		"123456789012345678901234567890", "1e19", "9007199254740993.5"} {
 		res := action(n)
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", n, res.Body)
-		require.Contains(t, res.errMessage(t), "params: amount: ", n)
+		require.Contains(t, res.ErrMessage(t), "params: amount: ", n)
 		res = fact(i, n)
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", n, res.Body)
-		require.Contains(t, res.errMessage(t), "facts[0].attrs: amount: ", n)
+		require.Contains(t, res.ErrMessage(t), "facts[0].attrs: amount: ", n)
 	}
 	res := action("9223372036854775807")
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	id := res.json(t)["id"].(string)
-	res = e.do(req{method: "GET", path: "/v1/actions/" + id, key: key})
+	id := res.JSON(t)["id"].(string)
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/actions/" + id, Key: key})
 	require.Contains(t, string(res.Body), `"amount":9223372036854775807`, "kept exact end to end")
 	res = fact(99, "9223372036854775807")
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
@@ -238,11 +231,11 @@ func TestRecheckAnswersWhenTemporalIsAway(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Verifier = vc })
 	_, key := e.tenant("away")
 	e.contract(key, payoutContract)
-	res := e.do(req{method: "POST", path: "/v1/actions", key: key, body: map[string]any{
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: map[string]any{
 		"contract": "send_payout", "agent": "agent-1", "subject": "account:acc_1", "params": map[string]any{"amount": 1}}})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	require.Equal(t, "pending", res.json(t)["verification"])
-	id := res.json(t)["id"].(string)
+	require.Equal(t, "pending", res.JSON(t)["verification"])
+	id := res.JSON(t)["id"].(string)
 
 	srv := httptest.NewServer(e.srv.Handler())
 	defer srv.Close()
@@ -283,12 +276,12 @@ func TestInvalidTextRefusedNamingTheField(t *testing.T) {
 		{"/v1/facts", "{\"facts\":[{\"source\":\"ledger\",\"type\":\"t\",\"subject\":\"account:acc_1\",\"external_id\":\"x\",\"occurred_at\":\"2026-11-01T10:00:00Z\",\"attrs\":{\"memo\":[\"ok\",\"bad\xed\xa0\x80\"]}}]}", "facts[0].attrs.memo[1]: is not valid UTF-8"},
 		{"/v1/connectors", "{\"source\":\"s\xfe\",\"kind\":\"http_events\",\"url\":\"http://x.example/\"}", "source: is not valid UTF-8"},
 	} {
-		res := e.do(req{method: "POST", path: tc.path, key: key, body: []byte(tc.body)})
+		res := e.do(apitest.Request{Method: "POST", Path: tc.path, Key: key, Body: []byte(tc.body)})
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", tc.want, res.Body)
-		require.Equal(t, tc.want, res.errMessage(t)[:len(tc.want)], "%s", res.Body)
+		require.Equal(t, tc.want, res.ErrMessage(t)[:len(tc.want)], "%s", res.Body)
 	}
 	// A surrogate pair is text (U+1F600), and so is any valid UTF-8.
-	res := e.do(req{method: "POST", path: "/v1/actions", key: key,
-		body: `{"contract":"send_payout","agent":"a\ud83d\ude00 é","subject":"account:acc_1","params":{"amount":1}}`})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key,
+		Body: `{"contract":"send_payout","agent":"a\ud83d\ude00 é","subject":"account:acc_1","params":{"amount":1}}`})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 }

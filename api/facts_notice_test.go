@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 )
 
 // slowVerifier holds each FactsArrived until released, as a Temporal that
@@ -52,7 +53,7 @@ func TestPostFactsAnswersBeforeTheNotice(t *testing.T) {
 	_, key := e.tenant("notice-after")
 	tid := tenantID(t, e, key)
 
-	res := e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{fact(1, "account:acc_1")}}})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: map[string]any{"facts": []any{fact(1, "account:acc_1")}}})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.JSONEq(t, `{"inserted":1,"duplicates":0}`, string(res.Body))
 	// Answered while the notice is still being delivered: it is in the
@@ -83,7 +84,7 @@ func TestPostFactsDeliversInlineWhenTheBackgroundIsFull(t *testing.T) {
 	answered := make(chan int, 1)
 	go func() {
 		defer wg.Done()
-		res := e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{fact(2, "account:acc_2")}}})
+		res := e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: map[string]any{"facts": []any{fact(2, "account:acc_2")}}})
 		answered <- res.Status
 	}()
 	require.Eventually(t, func() bool { return ver.calls.Load() == 1 }, 10*time.Second, 5*time.Millisecond)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 )
 
 func TestFacts(t *testing.T) {
@@ -25,7 +26,7 @@ func TestFacts(t *testing.T) {
 			"occurred_at": "2026-11-29T10:00:01.5+01:00", "attrs": map[string]any{"amount": 2500.0, "body": "done"},
 			"links": []string{"order:o_1"}, "seq": 77},
 	}}
-	res := e.do(req{method: "POST", path: "/v1/facts", key: key, body: batch})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: batch})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.JSONEq(t, `{"inserted":3,"duplicates":0}`, string(res.Body))
 	require.Len(t, e.ver.arrived, 1)
@@ -40,24 +41,24 @@ func TestFacts(t *testing.T) {
 	require.Equal(t, []commitlayer.Subject{"order:o_1"}, got[0].Links)
 
 	// Posting again: all duplicates, nothing new to notify.
-	res = e.do(req{method: "POST", path: "/v1/facts", key: key, body: batch})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: batch})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.JSONEq(t, `{"inserted":0,"duplicates":3}`, string(res.Body))
 	require.Len(t, e.ver.arrived, 1)
 
 	// Another tenant's facts are its own: the same external ids insert.
-	res = e.do(req{method: "POST", path: "/v1/facts", key: other, body: batch})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: other, Body: batch})
 	require.JSONEq(t, `{"inserted":3,"duplicates":0}`, string(res.Body))
 
 	// A failed notification is logged; the write stands.
 	e.ver.arrivedErr = fmt.Errorf("temporal down")
-	res = e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{fact(3, "account:acc_3")}}})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: map[string]any{"facts": []any{fact(3, "account:acc_3")}}})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.JSONEq(t, `{"inserted":1,"duplicates":0}`, string(res.Body))
 	require.Contains(t, e.logs.String(), "temporal down")
 	require.Contains(t, e.logs.String(), res.Header.Get("X-Request-Id"))
 
-	res = e.do(req{method: "GET", path: "/v1/sources", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/sources", Key: key})
 	require.Equal(t, http.StatusOK, res.Status)
 	var srcs struct {
 		Sources []struct {
@@ -141,9 +142,9 @@ func TestFactsBadInput(t *testing.T) {
 			http.StatusBadRequest, codeInvalidRequest, "facts[0].attrs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := e.do(req{method: "POST", path: "/v1/facts", key: key, body: tc.body})
+			res := e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: tc.body})
 			require.Equal(t, tc.want, res.Status, "%s", res.Body)
-			require.Equal(t, tc.code, res.errCode(t), "%s", res.Body)
+			require.Equal(t, tc.code, res.ErrCode(t), "%s", res.Body)
 			require.Contains(t, string(res.Body), tc.contains)
 		})
 	}
@@ -158,12 +159,12 @@ func TestFactsBadInput(t *testing.T) {
 		fmt.Fprintf(&big, `{"source":"ledger","type":"t","subject":"a:b","external_id":"big-%d","occurred_at":"2026-11-29T10:00:00Z","attrs":{"pad":%q}}`, i, pad)
 	}
 	big.WriteString("]}")
-	res := e.do(req{method: "POST", path: "/v1/facts", key: key, body: big.String()})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: big.String()})
 	require.Equal(t, http.StatusRequestEntityTooLarge, res.Status)
-	require.Equal(t, codeTooLarge, res.errCode(t))
+	require.Equal(t, codeTooLarge, res.ErrCode(t))
 
 	// No batch landed partly: the tenant has no facts at all.
-	res = e.do(req{method: "GET", path: "/v1/sources", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/sources", Key: key})
 	require.JSONEq(t, `{"sources":[]}`, string(res.Body))
 	require.Empty(t, e.ver.arrived)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/internal/netguard"
 )
 
@@ -76,7 +77,7 @@ func TestHostileCorpus(t *testing.T) {
 			if b := h.body(t); len(b) > 0 || h.Method == "POST" {
 				body = b
 			}
-			res := e.do(req{method: h.Method, path: h.Path, key: k, body: body})
+			res := e.do(apitest.Request{Method: h.Method, Path: h.Path, Key: k, Body: body})
 			require.Equal(t, h.Want, res.Status, "%s", res.Body)
 			requireClientAnswer(t, h.Name, res.Status, res.Body)
 		})

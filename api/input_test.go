@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,11 +33,11 @@ func TestOrphansSinceBounds(t *testing.T) {
 		{"now", e.now.Format(time.RFC3339), http.StatusOK, `"orphans":[]`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := e.do(req{method: "GET", path: "/v1/actions/orphans?contract_id=send_payout&since=" + url.QueryEscape(tc.since), key: key})
+			res := e.do(apitest.Request{Method: "GET", Path: "/v1/actions/orphans?contract_id=send_payout&since=" + url.QueryEscape(tc.since), Key: key})
 			require.Equal(t, tc.want, res.Status, "%s", res.Body)
 			require.Contains(t, string(res.Body), tc.contains)
 			if tc.want != http.StatusOK {
-				require.Equal(t, codeInvalidRequest, res.errCode(t))
+				require.Equal(t, codeInvalidRequest, res.ErrCode(t))
 			}
 		})
 	}
@@ -72,11 +73,11 @@ func TestRequestedAtRange(t *testing.T) {
 		{"null", body(rawJSON("null")), http.StatusAccepted, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := e.do(req{method: "POST", path: "/v1/actions", key: key, body: tc.body,
-				header: map[string]string{"Idempotency-Key": "ra-" + tc.name}})
+			res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: tc.body,
+				Header: map[string]string{"Idempotency-Key": "ra-" + tc.name}})
 			require.Equal(t, tc.want, res.Status, "%s", res.Body)
 			if tc.want != http.StatusAccepted {
-				require.Equal(t, codeInvalidRequest, res.errCode(t))
+				require.Equal(t, codeInvalidRequest, res.ErrCode(t))
 				require.Contains(t, string(res.Body), tc.contains)
 			}
 		})
@@ -112,19 +113,19 @@ func TestDuplicateKeys(t *testing.T) {
 		{"tenant name twice", "/v1/admin/tenants", adminKey, `{"name":"a","name":"b"}`, `key \"name\" is given twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := e.do(req{method: "POST", path: tc.path, key: tc.key, body: tc.body,
-				header: map[string]string{"Content-Type": "application/json"}})
+			res := e.do(apitest.Request{Method: "POST", Path: tc.path, Key: tc.key, Body: tc.body,
+				Header: map[string]string{"Content-Type": "application/json"}})
 			require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
-			require.Equal(t, codeInvalidJSON, res.errCode(t), "%s", res.Body)
+			require.Equal(t, codeInvalidJSON, res.ErrCode(t), "%s", res.Body)
 			require.Contains(t, string(res.Body), tc.contains)
 		})
 	}
 	require.Empty(t, e.ver.startCalls())
 
 	// The same key in sibling objects, or in different facts, is fine.
-	res := e.do(req{method: "POST", path: "/v1/facts", key: key, body: `{"facts":[{` + f + `,"external_id":"x","attrs":{"a":{"k":1},"b":{"k":1}}},{` + f + `,"external_id":"y"}]}`})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: `{"facts":[{` + f + `,"external_id":"x","attrs":{"a":{"k":1},"b":{"k":1}}},{` + f + `,"external_id":"y"}]}`})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key, body: `{` + a + `,"params":{"a":{"k":1},"b":[{"k":1},{"k":2}]},"trace":[{"k":1},{"k":1}]}`})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: `{` + a + `,"params":{"a":{"k":1},"b":[{"k":1},{"k":2}]},"trace":[{"k":1},{"k":1}]}`})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 }
 
@@ -178,13 +179,13 @@ func TestContentTypes(t *testing.T) {
 				if ct.contentType != "" {
 					h["Content-Type"] = ct.contentType
 				}
-				res := e.do(req{method: "POST", path: rt.path, key: rt.key, body: rt.body(), header: h})
+				res := e.do(apitest.Request{Method: "POST", Path: rt.path, Key: rt.key, Body: rt.body(), Header: h})
 				if ct.accepted {
 					require.Equal(t, rt.ok, res.Status, "%s", res.Body)
 					return
 				}
 				require.Equal(t, http.StatusUnsupportedMediaType, res.Status, "%s", res.Body)
-				require.Equal(t, codeUnsupportedMediaType, res.errCode(t))
+				require.Equal(t, codeUnsupportedMediaType, res.ErrCode(t))
 				require.Contains(t, string(res.Body), "Content-Type")
 				require.Equal(t, "application/json", res.Header.Get("Accept-Post"))
 			})
@@ -192,7 +193,7 @@ func TestContentTypes(t *testing.T) {
 	}
 
 	// Auth comes first: a bad key with a bad type is 401.
-	res := e.do(req{method: "POST", path: "/v1/facts", key: "nope", body: `{}`, header: map[string]string{"Content-Type": "text/plain"}})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: "nope", Body: `{}`, Header: map[string]string{"Content-Type": "text/plain"}})
 	require.Equal(t, http.StatusUnauthorized, res.Status)
 
 	// Contracts keep taking YAML and JSON, whatever they are labelled.
@@ -201,7 +202,7 @@ func TestContentTypes(t *testing.T) {
 		{"text/plain", strings.Replace(payoutContract, "send_payout", "ct_text", 1)},
 		{"application/json", `{"id":"ct_json","kind":"action","subject":"account","settlement":"10m","watch":"1h","sources":["ledger"],"effects":[{"id":"e","source":"ledger","type":"payout_sent"}]}`},
 	} {
-		res := e.do(req{method: "POST", path: "/v1/contracts", key: key, body: c.body, header: map[string]string{"Content-Type": c.ctype}})
+		res := e.do(apitest.Request{Method: "POST", Path: "/v1/contracts", Key: key, Body: c.body, Header: map[string]string{"Content-Type": c.ctype}})
 		require.Equal(t, http.StatusCreated, res.Status, "%s: %s", c.ctype, res.Body)
 	}
 }
@@ -216,29 +217,29 @@ func TestFactsFromTheFuture(t *testing.T) {
 	t.Run("default skew 24h", func(t *testing.T) {
 		e := newEnv(t)
 		_, key := e.tenant("future-default")
-		res := e.do(req{method: "POST", path: "/v1/facts", key: key, body: batch(e, 24*time.Hour+time.Second)})
+		res := e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: batch(e, 24*time.Hour+time.Second)})
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
-		require.Equal(t, codeInvalidRequest, res.errCode(t))
+		require.Equal(t, codeInvalidRequest, res.ErrCode(t))
 		require.Contains(t, string(res.Body), "facts[1].occurred_at: "+at(e, 24*time.Hour+time.Second)+" is later than "+
 			at(e, 24*time.Hour)+", the server's clock plus 24h0m0s")
-		res = e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{map[string]any{
+		res = e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: map[string]any{"facts": []any{map[string]any{
 			"source": "ledger", "type": "t", "subject": "a:b", "external_id": "far", "occurred_at": "9999-12-31T23:59:59Z"}}}})
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
 		require.Contains(t, string(res.Body), "facts[0].occurred_at")
-		res = e.do(req{method: "GET", path: "/v1/sources", key: key})
+		res = e.do(apitest.Request{Method: "GET", Path: "/v1/sources", Key: key})
 		require.JSONEq(t, `{"sources":[]}`, string(res.Body), "nothing of a refused batch is stored")
 
-		res = e.do(req{method: "POST", path: "/v1/facts", key: key, body: batch(e, 24*time.Hour)})
+		res = e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: batch(e, 24*time.Hour)})
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	})
 	t.Run("configured skew", func(t *testing.T) {
 		e := newEnv(t, func(c *Config) { c.MaxFutureSkew = time.Minute })
 		_, key := e.tenant("future-minute")
-		res := e.do(req{method: "POST", path: "/v1/facts", key: key, body: batch(e, 2*time.Minute)})
+		res := e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: batch(e, 2*time.Minute)})
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
 		require.Contains(t, string(res.Body), "facts[1].occurred_at")
 		require.Contains(t, string(res.Body), "plus 1m0s")
-		res = e.do(req{method: "POST", path: "/v1/facts", key: key, body: batch(e, 30*time.Second)})
+		res = e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: batch(e, 30*time.Second)})
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 )
 
 // widgetDoc documents the test's mounted routes, as a mount's author
@@ -77,11 +78,11 @@ func TestMounts(t *testing.T) {
 	})
 	_, tenantKey := e.tenant("mounts")
 
-	res := e.do(req{method: "POST", path: "/v1/admin/widgets", key: adminKey, body: widget{Name: "w1"}})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/admin/widgets", Key: adminKey, Body: widget{Name: "w1"}})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	require.JSONEq(t, `{"name":"w1"}`, string(res.Body))
-	require.Equal(t, http.StatusUnauthorized, e.do(req{method: "POST", path: "/v1/admin/widgets", body: widget{Name: "w"}}).Status)
-	require.Equal(t, http.StatusForbidden, e.do(req{method: "POST", path: "/v1/admin/widgets", key: tenantKey, body: widget{Name: "w"}}).Status)
+	require.Equal(t, http.StatusUnauthorized, e.do(apitest.Request{Method: "POST", Path: "/v1/admin/widgets", Body: widget{Name: "w"}}).Status)
+	require.Equal(t, http.StatusForbidden, e.do(apitest.Request{Method: "POST", Path: "/v1/admin/widgets", Key: tenantKey, Body: widget{Name: "w"}}).Status)
 
 	for _, tc := range []struct {
 		body   string
@@ -98,14 +99,14 @@ func TestMounts(t *testing.T) {
 		{`{"name":"away"}`, nil, http.StatusServiceUnavailable, codeUnavailable},
 		{`{"name":"boom"}`, nil, http.StatusInternalServerError, codeInternal},
 	} {
-		res := e.do(req{method: "POST", path: "/v1/admin/widgets", key: adminKey, body: tc.body, header: tc.header})
+		res := e.do(apitest.Request{Method: "POST", Path: "/v1/admin/widgets", Key: adminKey, Body: tc.body, Header: tc.header})
 		require.Equal(t, tc.status, res.Status, "%s: %s", tc.body[:min(len(tc.body), 40)], res.Body)
-		require.Equal(t, tc.code, res.errCode(t))
+		require.Equal(t, tc.code, res.ErrCode(t))
 		require.NotContains(t, string(res.Body), "secret detail")
 	}
 	require.Contains(t, e.logs.String(), "secret detail", "the internal error is logged")
 
-	res = e.do(req{method: "GET", path: "/v1/admin/widgets", key: adminKey})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/admin/widgets", Key: adminKey})
 	require.Equal(t, http.StatusMethodNotAllowed, res.Status)
 	require.Equal(t, "POST", res.Header.Get("Allow"))
 
@@ -115,7 +116,7 @@ func TestMounts(t *testing.T) {
 	}
 	require.Contains(t, routes, "POST /v1/admin/widgets")
 
-	res = e.do(req{method: "GET", path: "/openapi.json"})
+	res = e.do(apitest.Request{Method: "GET", Path: "/openapi.json"})
 	require.Equal(t, http.StatusOK, res.Status)
 	var doc struct {
 		Paths      map[string]json.RawMessage

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -46,7 +47,7 @@ func openAPISpec(t testing.TB) *openapi3.T {
 // content type and matches the documented schema. Requests no route took
 // (pattern "/") are not in the document; their answer must match the error
 // schema every error uses.
-func checkAgainstDoc(t testing.TB, r *http.Request, pattern string, res response) {
+func checkAgainstDoc(t testing.TB, r *http.Request, pattern string, res apitest.Response) {
 	t.Helper()
 	checkAgainstSpec(t, openAPISpec(t), r, pattern, res)
 }
@@ -63,7 +64,7 @@ func loadSpec(t testing.TB, data []byte) *openapi3.T {
 }
 
 // checkAgainstSpec is checkAgainstDoc against doc.
-func checkAgainstSpec(t testing.TB, doc *openapi3.T, r *http.Request, pattern string, res response) {
+func checkAgainstSpec(t testing.TB, doc *openapi3.T, r *http.Request, pattern string, res apitest.Response) {
 	t.Helper()
 	method, path, ok := strings.Cut(pattern, " ")
 	if !ok {
@@ -101,13 +102,13 @@ func TestCheckAgainstDocRejects(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		pattern string
-		res     response
+		res     apitest.Response
 	}{
-		{"undocumented status", "GET /healthz", response{Status: http.StatusTeapot, Header: jsonHeader, Body: []byte(`{"status":"ok"}`)}},
-		{"wrong content type", "GET /healthz", response{Status: http.StatusOK, Header: http.Header{"Content-Type": []string{"text/plain"}}, Body: []byte(`ok`)}},
-		{"body off schema", "GET /healthz", response{Status: http.StatusOK, Header: jsonHeader, Body: []byte(`{"status":7}`)}},
-		{"undocumented route", "GET /v1/nowhere", response{Status: http.StatusOK, Header: jsonHeader, Body: []byte(`{}`)}},
-		{"unmatched answer not an error", "/", response{Status: http.StatusNotFound, Header: jsonHeader, Body: []byte(`{"message":"no"}`)}},
+		{"undocumented status", "GET /healthz", apitest.Response{Status: http.StatusTeapot, Header: jsonHeader, Body: []byte(`{"status":"ok"}`)}},
+		{"wrong content type", "GET /healthz", apitest.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": []string{"text/plain"}}, Body: []byte(`ok`)}},
+		{"body off schema", "GET /healthz", apitest.Response{Status: http.StatusOK, Header: jsonHeader, Body: []byte(`{"status":7}`)}},
+		{"undocumented route", "GET /v1/nowhere", apitest.Response{Status: http.StatusOK, Header: jsonHeader, Body: []byte(`{}`)}},
+		{"unmatched answer not an error", "/", apitest.Response{Status: http.StatusNotFound, Header: jsonHeader, Body: []byte(`{"message":"no"}`)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ft := &failT{TB: t}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -64,13 +65,13 @@ func TestAuth(t *testing.T) {
 				}{"tenant key", nil, key, http.StatusForbidden})
 			}
 			for _, tc := range cases {
-				res := e.do(req{method: rt.Method, path: path, key: tc.key, header: tc.header, body: `{"name":"intruder"}`})
+				res := e.do(apitest.Request{Method: rt.Method, Path: path, Key: tc.key, Header: tc.header, Body: `{"name":"intruder"}`})
 				require.Equal(t, tc.want, res.Status, "%s: %s", tc.name, res.Body)
 				if tc.want == http.StatusUnauthorized {
-					require.Equal(t, codeUnauthorized, res.errCode(t), tc.name)
+					require.Equal(t, codeUnauthorized, res.ErrCode(t), tc.name)
 					require.NotEmpty(t, res.Header.Get("WWW-Authenticate"))
 				} else {
-					require.Equal(t, codeForbidden, res.errCode(t), tc.name)
+					require.Equal(t, codeForbidden, res.ErrCode(t), tc.name)
 				}
 			}
 		})
@@ -118,7 +119,7 @@ func TestInternalErrors(t *testing.T) {
 	} {
 		t.Run(tc.fail+" "+tc.method+" "+tc.path, func(t *testing.T) {
 			fe := newEnv(t, withStore(failingStore{Store: e.db, method: tc.fail}))
-			res := fe.do(req{method: tc.method, path: tc.path, key: tc.key, body: tc.body})
+			res := fe.do(apitest.Request{Method: tc.method, Path: tc.path, Key: tc.key, Body: tc.body})
 			require.Equal(t, http.StatusInternalServerError, res.Status, "%s", res.Body)
 			require.JSONEq(t, `{"error":{"code":"internal","message":"internal error"}}`, string(res.Body))
 			logs := fe.logs.String()
@@ -139,7 +140,7 @@ func TestPanicIsRecovered(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Verifier = &panicVerifier{} })
 	_, key := e.tenant("panic")
 	e.contract(key, payoutContract)
-	res := e.do(req{method: "POST", path: "/v1/actions", key: key, body: map[string]any{
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: map[string]any{
 		"contract": "send_payout", "agent": "a", "subject": "account:acc_1"}})
 	require.Equal(t, http.StatusInternalServerError, res.Status)
 	require.JSONEq(t, `{"error":{"code":"internal","message":"internal error"}}`, string(res.Body))
@@ -150,7 +151,7 @@ func TestPanicIsRecovered(t *testing.T) {
 
 func metricsText(t *testing.T, e *env) string {
 	t.Helper()
-	res := e.do(req{method: "GET", path: "/metrics"})
+	res := e.do(apitest.Request{Method: "GET", Path: "/metrics"})
 	require.Equal(t, http.StatusOK, res.Status)
 	return string(res.Body)
 }
@@ -160,17 +161,17 @@ func metricsText(t *testing.T, e *env) string {
 // when either does not answer, the detail only in the log.
 func TestHealthzAndReadyz(t *testing.T) {
 	e := newEnv(t)
-	res := e.do(req{method: "GET", path: "/healthz"})
+	res := e.do(apitest.Request{Method: "GET", Path: "/healthz"})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.JSONEq(t, `{"status":"ok"}`, string(res.Body))
-	res = e.do(req{method: "GET", path: "/readyz"})
+	res = e.do(apitest.Request{Method: "GET", Path: "/readyz"})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.JSONEq(t, `{"status":"ok","database":"ok","temporal":"ok"}`, string(res.Body))
 
 	fe := newEnv(t, withStore(failingStore{Store: e.db, method: "TenantByAPIKey"}))
-	res = fe.do(req{method: "GET", path: "/healthz"})
+	res = fe.do(apitest.Request{Method: "GET", Path: "/healthz"})
 	require.Equal(t, http.StatusOK, res.Status, "liveness does not depend on the database")
-	res = fe.do(req{method: "GET", path: "/readyz"})
+	res = fe.do(apitest.Request{Method: "GET", Path: "/readyz"})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
 	require.Equal(t, "1", res.Header.Get("Retry-After"))
 	require.JSONEq(t, `{"status":"unavailable","database":"unavailable","temporal":"ok"}`, string(res.Body))
@@ -178,15 +179,15 @@ func TestHealthzAndReadyz(t *testing.T) {
 	require.Contains(t, fe.logs.String(), "secret detail")
 
 	te := newEnv(t, func(c *Config) { c.Verifier = unhealthyVerifier{c.Verifier} })
-	res = te.do(req{method: "GET", path: "/readyz"})
+	res = te.do(apitest.Request{Method: "GET", Path: "/readyz"})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
 	require.JSONEq(t, `{"status":"unavailable","database":"ok","temporal":"unavailable"}`, string(res.Body))
 	require.Contains(t, te.logs.String(), "frontend gone")
 
 	ne := newEnv(t, func(c *Config) { c.Verifier = nil })
-	res = ne.do(req{method: "GET", path: "/readyz"})
+	res = ne.do(apitest.Request{Method: "GET", Path: "/readyz"})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
-	require.Equal(t, "not configured", res.json(t)["temporal"])
+	require.Equal(t, "not configured", res.JSON(t)["temporal"])
 }
 
 // unhealthyVerifier is a verifier whose Temporal does not answer.
@@ -203,10 +204,10 @@ func TestMetrics(t *testing.T) {
 	e.contract(key, payoutContract)
 	e.action(key, "account:acc_1", map[string]string{"Idempotency-Key": "m"})
 	e.action(key, "account:acc_1", map[string]string{"Idempotency-Key": "m"})
-	e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{fact(1, "account:acc_1"), fact(2, "account:acc_1")}}})
-	e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{fact(1, "account:acc_1")}}})
-	e.do(req{method: "GET", path: "/v1/actions/nope", key: key})
-	e.do(req{method: "GET", path: "/nowhere"})
+	e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: map[string]any{"facts": []any{fact(1, "account:acc_1"), fact(2, "account:acc_1")}}})
+	e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: map[string]any{"facts": []any{fact(1, "account:acc_1")}}})
+	e.do(apitest.Request{Method: "GET", Path: "/v1/actions/nope", Key: key})
+	e.do(apitest.Request{Method: "GET", Path: "/nowhere"})
 
 	text := metricsText(t, e)
 	for _, want := range []string{
@@ -242,22 +243,22 @@ func TestUnmatchedRoutes(t *testing.T) {
 		{"PUT", "/v1/actions/abc", http.StatusMethodNotAllowed, "GET, HEAD"},
 		{"DELETE", "/v1/admin/tenants", http.StatusMethodNotAllowed, "GET, HEAD, POST"},
 	} {
-		res := e.do(req{method: tc.method, path: tc.path})
+		res := e.do(apitest.Request{Method: tc.method, Path: tc.path})
 		require.Equal(t, tc.want, res.Status, "%s %s", tc.method, tc.path)
-		require.Contains(t, []string{codeNotFound, codeMethodNotAllowed}, res.errCode(t))
+		require.Contains(t, []string{codeNotFound, codeMethodNotAllowed}, res.ErrCode(t))
 		require.Equal(t, tc.allow, res.Header.Get("Allow"))
 	}
 }
 
 func TestRequestID(t *testing.T) {
 	e := newEnv(t)
-	res := e.do(req{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": "abc-123"}})
+	res := e.do(apitest.Request{Method: "GET", Path: "/healthz", Header: map[string]string{"X-Request-Id": "abc-123"}})
 	require.Equal(t, "abc-123", res.Header.Get("X-Request-Id"))
-	res = e.do(req{method: "GET", path: "/healthz", header: map[string]string{"X-Request-Id": "bad id\n"}})
+	res = e.do(apitest.Request{Method: "GET", Path: "/healthz", Header: map[string]string{"X-Request-Id": "bad id\n"}})
 	require.NotEqual(t, "bad id\n", res.Header.Get("X-Request-Id"))
 	require.Len(t, res.Header.Get("X-Request-Id"), 24)
-	a := e.do(req{method: "GET", path: "/healthz"}).Header.Get("X-Request-Id")
-	b := e.do(req{method: "GET", path: "/healthz"}).Header.Get("X-Request-Id")
+	a := e.do(apitest.Request{Method: "GET", Path: "/healthz"}).Header.Get("X-Request-Id")
+	b := e.do(apitest.Request{Method: "GET", Path: "/healthz"}).Header.Get("X-Request-Id")
 	require.NotEqual(t, a, b)
 }
 
@@ -293,7 +294,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		}
 	}
 
-	res := e.do(req{method: "GET", path: "/openapi.json"})
+	res := e.do(apitest.Request{Method: "GET", Path: "/openapi.json"})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.Equal(t, OpenAPI, res.Body)
 }
@@ -309,7 +310,7 @@ func TestServedOverHTTP(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	checkAgainstDoc(t, resp.Request, "GET /healthz", response{Status: resp.StatusCode, Header: resp.Header, Body: body})
+	checkAgainstDoc(t, resp.Request, "GET /healthz", apitest.Response{Status: resp.StatusCode, Header: resp.Header, Body: body})
 	require.JSONEq(t, `{"status":"ok"}`, string(body))
 }
 
@@ -317,21 +318,21 @@ func TestWithoutVerifier(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Verifier = nil })
 	_, key := e.tenant("no-verifier")
 	e.contract(key, payoutContract)
-	res := e.do(req{method: "POST", path: "/v1/actions", key: key, header: map[string]string{"Idempotency-Key": "nv"},
-		body: map[string]any{"contract": "send_payout", "agent": "a", "subject": "account:acc_1"}})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: map[string]string{"Idempotency-Key": "nv"},
+		Body: map[string]any{"contract": "send_payout", "agent": "a", "subject": "account:acc_1"}})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	require.Equal(t, "pending", res.json(t)["verification"], "kept; a reconciler starts it")
+	require.Equal(t, "pending", res.JSON(t)["verification"], "kept; a reconciler starts it")
 	require.Contains(t, e.logs.String(), "no verifier configured")
-	res = e.do(req{method: "POST", path: "/v1/facts", key: key, body: map[string]any{"facts": []any{fact(1, "account:acc_1")}}})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: map[string]any{"facts": []any{fact(1, "account:acc_1")}}})
 	require.Equal(t, http.StatusOK, res.Status)
 	// The action was kept; with a verifier, the retry starts it.
 	e2 := newEnv(t)
-	res = e2.do(req{method: "POST", path: "/v1/actions", key: key, header: map[string]string{"Idempotency-Key": "nv"},
-		body: map[string]any{"contract": "send_payout", "agent": "a", "subject": "account:acc_1"}})
+	res = e2.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: map[string]string{"Idempotency-Key": "nv"},
+		Body: map[string]any{"contract": "send_payout", "agent": "a", "subject": "account:acc_1"}})
 	require.Equal(t, http.StatusAccepted, res.Status)
 	require.Len(t, e2.ver.startCalls(), 1)
-	id := res.json(t)["id"].(string)
-	res = e.do(req{method: "POST", path: "/v1/actions/" + id + "/recheck", key: key})
+	id := res.JSON(t)["id"].(string)
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions/" + id + "/recheck", Key: key})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
 }
 
@@ -340,12 +341,12 @@ func TestWithoutVerifier(t *testing.T) {
 func TestMetricsModes(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Metrics = MetricsAdmin })
 	_, key := e.tenant("metrics-admin")
-	require.Equal(t, http.StatusUnauthorized, e.do(req{method: "GET", path: "/metrics"}).Status)
-	require.Equal(t, http.StatusForbidden, e.do(req{method: "GET", path: "/metrics", key: key}).Status)
-	res := e.do(req{method: "GET", path: "/metrics", key: adminKey})
+	require.Equal(t, http.StatusUnauthorized, e.do(apitest.Request{Method: "GET", Path: "/metrics"}).Status)
+	require.Equal(t, http.StatusForbidden, e.do(apitest.Request{Method: "GET", Path: "/metrics", Key: key}).Status)
+	res := e.do(apitest.Request{Method: "GET", Path: "/metrics", Key: adminKey})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.Contains(t, string(res.Body), "commitlayer_")
 
 	off := newEnv(t, func(c *Config) { c.Metrics = MetricsOff })
-	require.Equal(t, http.StatusNotFound, off.do(req{method: "GET", path: "/metrics", key: adminKey}).Status)
+	require.Equal(t, http.StatusNotFound, off.do(apitest.Request{Method: "GET", Path: "/metrics", Key: adminKey}).Status)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/internal/secrets"
 )
 
@@ -25,10 +26,10 @@ func TestStripeConnectorKeySealed(t *testing.T) {
 	tid, key := e.tenant("stripe-connector")
 
 	const apiKey = "rk_test_apiconnectortest9876"
-	res := e.do(req{method: "POST", path: "/v1/connectors", key: key,
-		body: map[string]any{"source": "payments", "kind": "stripe", "api_key": apiKey}})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key,
+		Body: map[string]any{"source": "payments", "kind": "stripe", "api_key": apiKey}})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
-	require.Equal(t, "…9876", res.json(t)["api_key_last4"])
+	require.Equal(t, "…9876", res.JSON(t)["api_key_last4"])
 	require.NotContains(t, string(res.Body), apiKey)
 
 	cs, err := e.db.ListConnectors(context.Background(), tid)
@@ -36,7 +37,7 @@ func TestStripeConnectorKeySealed(t *testing.T) {
 	require.Len(t, cs, 1)
 	require.NotEmpty(t, cs[0].Secret)
 	require.NotContains(t, cs[0].Secret, apiKey, "stored sealed")
-	res = e.do(req{method: "GET", path: "/v1/connectors", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/connectors", Key: key})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.NotContains(t, string(res.Body), apiKey)
 	require.NotContains(t, string(res.Body), cs[0].Secret, "not even sealed")
@@ -48,15 +49,15 @@ func TestStripeConnectorKeySealed(t *testing.T) {
 		"key on another kind": {"source": "ledger", "kind": "http_events", "url": "http://feed.example",
 			"api_key": "rk_test_abcdefgh12345678"},
 	} {
-		res := e.do(req{method: "POST", path: "/v1/connectors", key: key, body: body})
+		res := e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key, Body: body})
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", name, res.Body)
 		require.NotContains(t, string(res.Body), "abcdefgh12345678", name)
 	}
 
 	nobox := newEnv(t)
 	_, key2 := nobox.tenant("stripe-no-secrets")
-	res = nobox.do(req{method: "POST", path: "/v1/connectors", key: key2,
-		body: map[string]any{"source": "payments", "kind": "stripe", "api_key": apiKey}})
+	res = nobox.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key2,
+		Body: map[string]any{"source": "payments", "kind": "stripe", "api_key": apiKey}})
 	require.Equal(t, http.StatusBadRequest, res.Status)
 	require.Contains(t, string(res.Body), secrets.EnvKey)
 	require.NotContains(t, string(res.Body), apiKey)

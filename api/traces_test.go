@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 )
 
 func init() {
@@ -96,9 +97,9 @@ func agentSpan(trace, span byte, agent string) otlpSpan {
 		attrs: map[string]any{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent}}
 }
 
-func (e *env) postTraces(key string, body []byte, header map[string]string) response {
+func (e *env) postTraces(key string, body []byte, header map[string]string) apitest.Response {
 	e.t.Helper()
-	return e.do(req{method: "POST", path: "/v1/traces", key: key, body: body, header: header})
+	return e.do(apitest.Request{Method: "POST", Path: "/v1/traces", Key: key, Body: body, Header: header})
 }
 
 func jsonBody(t testing.TB, r ptraceotlp.ExportRequest) []byte {
@@ -108,7 +109,7 @@ func jsonBody(t testing.TB, r ptraceotlp.ExportRequest) []byte {
 }
 
 // partial decodes an OTLP/JSON ExportTraceServiceResponse.
-func partial(t testing.TB, res response) (rejected int64, message string) {
+func partial(t testing.TB, res apitest.Response) (rejected int64, message string) {
 	t.Helper()
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.Equal(t, "application/json", res.Header.Get("Content-Type"))
@@ -157,7 +158,7 @@ func TestTracesRecordBoundToolSpans(t *testing.T) {
 	require.Equal(t, 2.0, spans(spanUnbound))
 	require.Equal(t, 4.0, spans(spanIgnored))
 	require.Zero(t, spans(spanRejected))
-	metrics := e.do(req{method: "GET", path: "/metrics"})
+	metrics := e.do(apitest.Request{Method: "GET", Path: "/metrics"})
 	require.Contains(t, string(metrics.Body), `commitlayer_otlp_spans_total{result="unbound"} 2`)
 
 	// Protobuf, gzip; a failed call (status Error) claims failure; no
@@ -214,7 +215,7 @@ func TestTracesErrorAnswers(t *testing.T) {
 	e := newEnv(t, func(c *Config) {})
 	_, key := e.tenant("traces-errors")
 	e.contract(key, boundPayout)
-	status := func(t *testing.T, res response, want int) string {
+	status := func(t *testing.T, res apitest.Response, want int) string {
 		t.Helper()
 		require.Equal(t, want, res.Status, "%s", res.Body)
 		var st rpcstatus.Status

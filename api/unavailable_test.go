@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 )
 
 // unavailableStore answers as a database that cannot be reached: the
@@ -44,22 +45,22 @@ func TestDatabaseAwayAnswers503(t *testing.T) {
 	e.contract(key, payoutContract)
 
 	u.downWrites = true
-	res := e.do(req{method: "POST", path: "/v1/actions", key: key,
-		body: map[string]any{"contract": "send_payout", "agent": "a", "subject": "account:acc_1"}})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key,
+		Body: map[string]any{"contract": "send_payout", "agent": "a", "subject": "account:acc_1"}})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status, "%s", res.Body)
 	require.Equal(t, "1", res.Header.Get("Retry-After"))
-	require.Equal(t, codeUnavailable, res.errCode(t))
+	require.Equal(t, codeUnavailable, res.ErrCode(t))
 	require.NotContains(t, string(res.Body), "secret detail")
 	require.Contains(t, e.logs.String(), "secret detail")
 
 	// The key lookup itself (every tenant route) fails the same way.
 	u.downAuth = true
-	res = e.do(req{method: "GET", path: "/v1/contracts", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/contracts", Key: key})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
 	require.Equal(t, "1", res.Header.Get("Retry-After"))
 
 	u.downWrites, u.downAuth = false, false
-	res = e.do(req{method: "POST", path: "/v1/actions", key: key,
-		body: map[string]any{"contract": "send_payout", "agent": "a", "subject": "account:acc_1"}})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key,
+		Body: map[string]any{"contract": "send_payout", "agent": "a", "subject": "account:acc_1"}})
 	require.Equal(t, http.StatusAccepted, res.Status, "back: %s", res.Body)
 }

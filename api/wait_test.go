@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 )
 
 // fakeWaiter answers waits as it is told and records them.
@@ -54,9 +55,9 @@ func TestPostActionWait(t *testing.T) {
 
 	// Reached: 200 with the verdict (findings carry their hint).
 	fw.verdict, fw.reached = prov, true
-	res := e.do(req{method: "POST", path: "/v1/actions?wait=provisional&timeout=5", key: key, body: body("w1")})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions?wait=provisional&timeout=5", Key: key, Body: body("w1")})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
-	m := res.json(t)
+	m := res.JSON(t)
 	require.Equal(t, "w1", m["id"])
 	require.Equal(t, "/v1/actions/w1", res.Header.Get("Location"))
 	v := m["verdict"].(map[string]any)
@@ -67,24 +68,24 @@ func TestPostActionWait(t *testing.T) {
 
 	// Not reached (the run continued as new): 202 as without wait.
 	fw.reached = false
-	res = e.do(req{method: "POST", path: "/v1/actions?wait=final&timeout=2s", key: key, body: body("w2")})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions?wait=final&timeout=2s", Key: key, Body: body("w2")})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	require.Nil(t, res.json(t)["verdict"])
-	require.Equal(t, "started", res.json(t)["verification"])
+	require.Nil(t, res.JSON(t)["verdict"])
+	require.Equal(t, "started", res.JSON(t)["verification"])
 
 	// The timeout passes first: 202, and the start is made sure of.
 	fw.block = true
-	res = e.do(req{method: "POST", path: "/v1/actions?wait=final&timeout=0.05", key: key, body: body("w3")})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions?wait=final&timeout=0.05", Key: key, Body: body("w3")})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	require.Equal(t, "started", res.json(t)["verification"])
+	require.Equal(t, "started", res.JSON(t)["verification"])
 	require.Contains(t, fw.startCalls(), mustTenantID(t, e, key)+"/w3")
 
 	// Temporal fails: 202 pending, left to the reconciler.
 	fw.block, fw.err = false, errors.New("unavailable")
 	fw.fakeVerifier.startErr = errors.New("unavailable")
-	res = e.do(req{method: "POST", path: "/v1/actions?wait=provisional", key: key, body: body("w4")})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions?wait=provisional", Key: key, Body: body("w4")})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	require.Equal(t, "pending", res.json(t)["verification"])
+	require.Equal(t, "pending", res.JSON(t)["verification"])
 	fw.err, fw.fakeVerifier.startErr = nil, nil
 
 	// A stored verdict at the stage answers at once, without asking
@@ -95,10 +96,10 @@ func TestPostActionWait(t *testing.T) {
 	_, _, err := e.db.AppendVerdict(context.Background(), tid, stored)
 	require.NoError(t, err)
 	n := len(fw.waits)
-	res = e.do(req{method: "POST", path: "/v1/actions?wait=provisional", key: key, body: body("w1")})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions?wait=provisional", Key: key, Body: body("w1")})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.Equal(t, "true", res.Header.Get("Idempotent-Replayed"))
-	res = e.do(req{method: "GET", path: "/v1/actions/w1?wait=provisional&timeout=1", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/actions/w1?wait=provisional&timeout=1", Key: key})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.Len(t, fw.waits, n, "stored verdicts answer without a wait")
 
@@ -110,11 +111,11 @@ func TestPostActionWait(t *testing.T) {
 		"?wait=final&timeout=abc": "timeout: must be seconds (15) or a duration (15s)",
 		"?timeout=5":              "timeout: only with wait",
 	} {
-		res = e.do(req{method: "POST", path: "/v1/actions" + q, key: key, body: body("bad")})
+		res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions" + q, Key: key, Body: body("bad")})
 		require.Equal(t, http.StatusBadRequest, res.Status, q)
 		require.Contains(t, string(res.Body), want, q)
 	}
-	res = e.do(req{method: "GET", path: "/v1/actions/bad", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/actions/bad", Key: key})
 	require.Equal(t, http.StatusNotFound, res.Status)
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/client/webhook"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/internal/netguard"
 	"github.com/commitlayer/commitlayer/internal/secrets"
 )
@@ -31,22 +32,22 @@ func TestWebhookRoutes(t *testing.T) {
 		`{"url":"https://hooks.example.com/x","events":["deleted"]}`: `events[0]: "deleted" is not an event`,
 		`{"url":"https://hooks.example.com/x","events":"x"}`:         "events",
 	} {
-		res := e.do(req{method: "POST", path: "/v1/webhooks", key: key, body: body})
+		res := e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks", Key: key, Body: body})
 		require.Equal(t, http.StatusBadRequest, res.Status, body)
-		require.Contains(t, res.json(t)["error"].(map[string]any)["message"], want, body)
+		require.Contains(t, res.JSON(t)["error"].(map[string]any)["message"], want, body)
 	}
 	// The connectors' address rules.
 	for _, u := range []string{"http://127.0.0.1:9/x", "http://169.254.169.254/latest", "http://10.0.0.1/x", "ftp://hooks.example.com"} {
-		res := e.do(req{method: "POST", path: "/v1/webhooks", key: key, body: map[string]any{"url": u, "events": []string{"verdict.final"}}})
+		res := e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks", Key: key, Body: map[string]any{"url": u, "events": []string{"verdict.final"}}})
 		require.Contains(t, []int{http.StatusUnprocessableEntity, http.StatusBadRequest}, res.Status, u)
 		require.NotContains(t, string(res.Body), "169.254", "the answer names no address")
 	}
 
 	// Created: the secret once, sealed in the store.
-	res := e.do(req{method: "POST", path: "/v1/webhooks", key: key, body: map[string]any{
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks", Key: key, Body: map[string]any{
 		"url": "https://93.184.215.14/hooks", "events": []string{"verdict.final", "verdict.final", "verdict.changed"}}})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
-	m := res.json(t)
+	m := res.JSON(t)
 	id, secret := m["id"].(string), m["secret"].(string)
 	require.True(t, strings.HasPrefix(secret, "whsec_"))
 	require.Equal(t, []any{"verdict.final", "verdict.changed"}, m["events"], "repeats dropped")
@@ -58,30 +59,30 @@ func TestWebhookRoutes(t *testing.T) {
 	require.Equal(t, secret, string(opened))
 	require.NotContains(t, e.logs.String(), secret[len("whsec_"):])
 
-	res = e.do(req{method: "GET", path: "/v1/webhooks", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/webhooks", Key: key})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.NotContains(t, string(res.Body), "secret")
 	require.Contains(t, string(res.Body), id)
 
 	// Another tenant sees none of it.
 	_, other := e.tenant("hooks-other")
-	res = e.do(req{method: "GET", path: "/v1/webhooks/" + id + "/deliveries", key: other})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/webhooks/" + id + "/deliveries", Key: other})
 	require.Equal(t, http.StatusNotFound, res.Status)
-	res = e.do(req{method: "DELETE", path: "/v1/webhooks/" + id, key: other})
+	res = e.do(apitest.Request{Method: "DELETE", Path: "/v1/webhooks/" + id, Key: other})
 	require.Equal(t, http.StatusNotFound, res.Status)
 
-	res = e.do(req{method: "GET", path: "/v1/webhooks/" + id + "/deliveries", key: key})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/webhooks/" + id + "/deliveries", Key: key})
 	require.Equal(t, http.StatusOK, res.Status)
-	require.Equal(t, []any{}, res.json(t)["deliveries"])
-	res = e.do(req{method: "DELETE", path: "/v1/webhooks/" + id, key: key})
+	require.Equal(t, []any{}, res.JSON(t)["deliveries"])
+	res = e.do(apitest.Request{Method: "DELETE", Path: "/v1/webhooks/" + id, Key: key})
 	require.Equal(t, http.StatusNoContent, res.Status)
-	res = e.do(req{method: "DELETE", path: "/v1/webhooks/" + id, key: key})
+	res = e.do(apitest.Request{Method: "DELETE", Path: "/v1/webhooks/" + id, Key: key})
 	require.Equal(t, http.StatusNotFound, res.Status)
 
 	// Without a secrets key the server refuses to keep a secret.
 	e2 := newEnv(t)
 	_, key2 := e2.tenant("hooks-nokey")
-	res = e2.do(req{method: "POST", path: "/v1/webhooks", key: key2, body: map[string]any{
+	res = e2.do(apitest.Request{Method: "POST", Path: "/v1/webhooks", Key: key2, Body: map[string]any{
 		"url": "https://hooks.example.com/x", "events": []string{"verdict.final"}}})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
 }
@@ -102,7 +103,7 @@ func TestPostgresConnectorDSNPasswordSealed(t *testing.T) {
 				"subject_type": "order", "occurred_at": "created_at",
 				"sql": "SELECT id, order_id, created_at FROM refunds WHERE $1::bigint IS NULL OR id > $1::bigint ORDER BY id LIMIT $2"}}}}
 	}
-	res := e.do(req{method: "POST", path: "/v1/connectors", key: key, body: body("payments", "postgres://reader:pw-api-0042@db.example.com/shop")})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key, Body: body("payments", "postgres://reader:pw-api-0042@db.example.com/shop")})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	require.NotContains(t, string(res.Body), "pw-api-0042")
 	cs, err := e.db.ListConnectors(t.Context(), tid)
@@ -115,11 +116,11 @@ func TestPostgresConnectorDSNPasswordSealed(t *testing.T) {
 
 	e2 := newEnv(t)
 	_, key2 := e2.tenant("pg-nokey")
-	res = e2.do(req{method: "POST", path: "/v1/connectors", key: key2, body: body("payments", "postgres://reader:pw-api-0042@db.example.com/shop")})
+	res = e2.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key2, Body: body("payments", "postgres://reader:pw-api-0042@db.example.com/shop")})
 	require.Equal(t, http.StatusBadRequest, res.Status)
-	require.Contains(t, res.json(t)["error"].(map[string]any)["message"], "COMMITLAYER_SECRETS_KEY")
+	require.Contains(t, res.JSON(t)["error"].(map[string]any)["message"], "COMMITLAYER_SECRETS_KEY")
 	require.NotContains(t, string(res.Body), "pw-api-0042")
-	res = e2.do(req{method: "POST", path: "/v1/connectors", key: key2, body: body("payments", "postgres://reader@db.example.com/shop")})
+	res = e2.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key2, Body: body("payments", "postgres://reader@db.example.com/shop")})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 }
 
@@ -130,10 +131,10 @@ func TestWebhookRotate(t *testing.T) {
 	require.NoError(t, err)
 	e := newEnv(t, func(c *Config) { c.Secrets = box })
 	tid, key := e.tenant("rotate")
-	res := e.do(req{method: "POST", path: "/v1/webhooks", key: key, body: map[string]any{
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks", Key: key, Body: map[string]any{
 		"url": "https://93.184.215.14/hooks", "events": []string{"verdict.final"}}})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
-	id, first := res.json(t)["id"].(string), res.json(t)["secret"].(string)
+	id, first := res.JSON(t)["id"].(string), res.JSON(t)["secret"].(string)
 	_, err = webhook.DecodeSecret(first)
 	require.NoError(t, err, "a Standard Webhooks secret: whsec_<base64>")
 
@@ -144,17 +145,17 @@ func TestWebhookRotate(t *testing.T) {
 		`{"overlap":24}`:        "overlap",
 		`{"overlapp":"1h"}`:     "overlapp",
 	} {
-		res := e.do(req{method: "POST", path: "/v1/webhooks/" + id + "/rotate", key: key, body: body})
+		res := e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks/" + id + "/rotate", Key: key, Body: body})
 		require.Equal(t, http.StatusBadRequest, res.Status, body)
-		require.Contains(t, res.json(t)["error"].(map[string]any)["message"], want, body)
+		require.Contains(t, res.JSON(t)["error"].(map[string]any)["message"], want, body)
 	}
-	require.Equal(t, http.StatusNotFound, e.do(req{method: "POST", path: "/v1/webhooks/wh_nope/rotate", key: key}).Status)
+	require.Equal(t, http.StatusNotFound, e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks/wh_nope/rotate", Key: key}).Status)
 
 	// No body: the default overlap.
-	res = e.do(req{method: "POST", path: "/v1/webhooks/" + id + "/rotate", key: key})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks/" + id + "/rotate", Key: key})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.Equal(t, "no-store", res.Header.Get("Cache-Control"))
-	m := res.json(t)
+	m := res.JSON(t)
 	second := m["secret"].(string)
 	require.NotEqual(t, first, second)
 	require.Equal(t, e.now.Add(DefaultRotationOverlap).Format(time.RFC3339Nano), m["previous_secret_until"])
@@ -165,16 +166,16 @@ func TestWebhookRotate(t *testing.T) {
 	require.Equal(t, second, string(opened), "the new secret is the current one, sealed")
 
 	// An overlap named; listed without secrets.
-	res = e.do(req{method: "POST", path: "/v1/webhooks/" + id + "/rotate", key: key, body: `{"overlap":"90m"}`})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks/" + id + "/rotate", Key: key, Body: `{"overlap":"90m"}`})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
-	require.Equal(t, e.now.Add(90*time.Minute).Format(time.RFC3339Nano), res.json(t)["previous_secret_until"])
-	res = e.do(req{method: "GET", path: "/v1/webhooks", key: key})
+	require.Equal(t, e.now.Add(90*time.Minute).Format(time.RFC3339Nano), res.JSON(t)["previous_secret_until"])
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/webhooks", Key: key})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.NotContains(t, string(res.Body), "whsec_")
 	require.Contains(t, string(res.Body), `"previous_secret_until"`)
 	// 0s: the old secret stops at once.
-	res = e.do(req{method: "POST", path: "/v1/webhooks/" + id + "/rotate", key: key, body: `{"overlap":"0s"}`})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks/" + id + "/rotate", Key: key, Body: `{"overlap":"0s"}`})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
-	require.NotContains(t, res.json(t), "previous_secret_until")
+	require.NotContains(t, res.JSON(t), "previous_secret_until")
 	require.NotContains(t, e.logs.String(), second[len("whsec_"):])
 }

@@ -12,15 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 )
 
 func TestAdminBenchmark(t *testing.T) {
 	e := newEnv(t)
-	res := e.do(req{method: "POST", path: "/v1/admin/benchmark", key: adminKey, body: map[string]any{"only": []string{"refund/"}, "concurrency": 4}})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/admin/benchmark", Key: adminKey, Body: map[string]any{"only": []string{"refund/"}, "concurrency": 4}})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
-	m := res.json(t)
+	m := res.JSON(t)
 	id := m["id"].(string)
 	require.Equal(t, "running", m["status"])
 	require.Equal(t, "/v1/admin/benchmark/"+id, res.Header.Get("Location"))
@@ -34,9 +35,9 @@ func TestAdminBenchmark(t *testing.T) {
 	run.Markdown, run.LogTail, run.FinishedAt = "| a | b |", "done\n", run.StartedAt.Add(90e9)
 	require.NoError(t, e.store.UpdateBenchmarkRun(ctx, run))
 
-	res = e.do(req{method: "GET", path: "/v1/admin/benchmark/" + id, key: adminKey})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/admin/benchmark/" + id, Key: adminKey})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
-	m = res.json(t)
+	m = res.JSON(t)
 	require.Equal(t, "done", m["status"])
 	require.Equal(t, map[string]any{"scenarios": float64(2)}, m["summary"])
 	require.Equal(t, []any{map[string]any{"id": "refund/ok"}}, m["results"])
@@ -45,7 +46,7 @@ func TestAdminBenchmark(t *testing.T) {
 	require.Equal(t, map[string]any{"only": []any{"refund/"}, "concurrency": float64(4)}, m["request"])
 	require.NotNil(t, m["finished_at"])
 
-	res = e.do(req{method: "GET", path: "/v1/admin/benchmark", key: adminKey})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/admin/benchmark", Key: adminKey})
 	require.Equal(t, http.StatusOK, res.Status)
 	var list struct{ Runs []map[string]any }
 	require.NoError(t, json.Unmarshal(res.Body, &list))
@@ -58,7 +59,7 @@ func TestAdminBenchmark(t *testing.T) {
 	require.NotNil(t, mine)
 	require.NotContains(t, mine, "results", "the list leaves out the per-scenario rows")
 
-	res = e.do(req{method: "GET", path: "/v1/admin/benchmark/bench_nope", key: adminKey})
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/admin/benchmark/bench_nope", Key: adminKey})
 	require.Equal(t, http.StatusNotFound, res.Status)
 
 	// Purging a finished run deletes the tenants it made, not others.
@@ -68,9 +69,9 @@ func TestAdminBenchmark(t *testing.T) {
 	}
 	bystander, _, err := e.store.CreateTenant(ctx, "benchmark bystander")
 	require.NoError(t, err)
-	res = e.do(req{method: "DELETE", path: "/v1/admin/benchmark/" + id + "/tenants", key: adminKey})
+	res = e.do(apitest.Request{Method: "DELETE", Path: "/v1/admin/benchmark/" + id + "/tenants", Key: adminKey})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
-	require.Equal(t, map[string]any{"id": id, "purged_tenants": float64(2)}, res.json(t))
+	require.Equal(t, map[string]any{"id": id, "purged_tenants": float64(2)}, res.JSON(t))
 	tenants, err := e.store.ListTenants(ctx)
 	require.NoError(t, err)
 	names := map[string]bool{}
@@ -78,10 +79,10 @@ func TestAdminBenchmark(t *testing.T) {
 		names[tn.ID] = true
 	}
 	require.True(t, names[bystander.ID])
-	res = e.do(req{method: "DELETE", path: "/v1/admin/benchmark/bench_nope/tenants", key: adminKey})
+	res = e.do(apitest.Request{Method: "DELETE", Path: "/v1/admin/benchmark/bench_nope/tenants", Key: adminKey})
 	require.Equal(t, http.StatusNotFound, res.Status)
 	tenantKey := e.tenant("purger")
-	res = e.do(req{method: "DELETE", path: "/v1/admin/benchmark/" + id + "/tenants", key: tenantKey})
+	res = e.do(apitest.Request{Method: "DELETE", Path: "/v1/admin/benchmark/" + id + "/tenants", Key: tenantKey})
 	require.Equal(t, http.StatusForbidden, res.Status)
 
 	for _, tc := range []struct {
@@ -101,42 +102,42 @@ func TestAdminBenchmark(t *testing.T) {
 		{"payments not a name", map[string]string{"payments": strings.Repeat("p", 51)}, http.StatusBadRequest, "invalid_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := e.do(req{method: "POST", path: "/v1/admin/benchmark", key: adminKey, body: tc.body})
+			res := e.do(apitest.Request{Method: "POST", Path: "/v1/admin/benchmark", Key: adminKey, Body: tc.body})
 			require.Equal(t, tc.want, res.Status, "%s", res.Body)
-			require.Equal(t, tc.code, res.errCode(t))
+			require.Equal(t, tc.code, res.ErrCode(t))
 		})
 	}
 	require.Len(t, e.runner.reqs, 1, "no bad request reached the runner")
 
 	// A body labelled as something else than JSON is 415, as on the API's
 	// own routes.
-	res = e.do(req{method: "POST", path: "/v1/admin/benchmark", key: adminKey, body: `{}`,
-		header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/admin/benchmark", Key: adminKey, Body: `{}`,
+		Header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}})
 	require.Equal(t, http.StatusUnsupportedMediaType, res.Status, "%s", res.Body)
 
 	// A running run is not purged.
-	res = e.do(req{method: "POST", path: "/v1/admin/benchmark", key: adminKey, body: `{}`})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/admin/benchmark", Key: adminKey, Body: `{}`})
 	require.Equal(t, http.StatusAccepted, res.Status)
-	res = e.do(req{method: "DELETE", path: "/v1/admin/benchmark/" + res.json(t)["id"].(string) + "/tenants", key: adminKey})
+	res = e.do(apitest.Request{Method: "DELETE", Path: "/v1/admin/benchmark/" + res.JSON(t)["id"].(string) + "/tenants", Key: adminKey})
 	require.Equal(t, http.StatusConflict, res.Status, "%s", res.Body)
-	require.Equal(t, CodeBenchmarkRunning, res.errCode(t))
+	require.Equal(t, CodeBenchmarkRunning, res.ErrCode(t))
 
 	// The runner refuses a request it cannot run: 422.
 	e.runner.err = fmt.Errorf("start: %w", &commitlayer.FieldError{Field: "only[0]", Reason: "matches no scenario"})
-	res = e.do(req{method: "POST", path: "/v1/admin/benchmark", key: adminKey, body: `{"only":["zzz/"]}`})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/admin/benchmark", Key: adminKey, Body: `{"only":["zzz/"]}`})
 	require.Equal(t, http.StatusUnprocessableEntity, res.Status)
-	require.Equal(t, CodeInvalidBenchmark, res.errCode(t))
+	require.Equal(t, CodeInvalidBenchmark, res.ErrCode(t))
 	// Anything else from the runner is a generic 500.
 	e.runner.err = errors.New("temporal at 10.0.0.1 refused (secret detail)")
-	res = e.do(req{method: "POST", path: "/v1/admin/benchmark", key: adminKey, body: `{}`})
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/admin/benchmark", Key: adminKey, Body: `{}`})
 	require.Equal(t, http.StatusInternalServerError, res.Status)
 	require.NotContains(t, string(res.Body), "secret detail")
 
 	// Without a runner: 503, and runs are still listed.
 	e2 := newEnv(t, func(a *API) { a.Runner = nil })
-	res = e2.do(req{method: "POST", path: "/v1/admin/benchmark", key: adminKey, body: `{}`})
+	res = e2.do(apitest.Request{Method: "POST", Path: "/v1/admin/benchmark", Key: adminKey, Body: `{}`})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
-	res = e2.do(req{method: "GET", path: "/v1/admin/benchmark", key: adminKey})
+	res = e2.do(apitest.Request{Method: "GET", Path: "/v1/admin/benchmark", Key: adminKey})
 	require.Equal(t, http.StatusOK, res.Status)
 }
 
@@ -149,7 +150,7 @@ func TestAuth(t *testing.T) {
 		method, path, _ := strings.Cut(m.Pattern, " ")
 		path = strings.ReplaceAll(path, "{id}", "bench_x")
 		for key, want := range map[string]int{"": http.StatusUnauthorized, "cl_nope_nope": http.StatusUnauthorized, tenantKey: http.StatusForbidden} {
-			res := e.do(req{method: method, path: path, key: key, body: `{}`})
+			res := e.do(apitest.Request{Method: method, Path: path, Key: key, Body: `{}`})
 			require.Equal(t, want, res.Status, "%s with %q: %s", m.Pattern, key, res.Body)
 		}
 	}
@@ -170,7 +171,7 @@ func TestInternalErrors(t *testing.T) {
 	} {
 		t.Run(tc.fail+" "+tc.method+" "+tc.path, func(t *testing.T) {
 			fe := newEnv(t, func(a *API) { a.Runs = failingRuns{Runs: e.store, method: tc.fail}; a.Reports = fakeReports{} })
-			res := fe.do(req{method: tc.method, path: tc.path, key: adminKey})
+			res := fe.do(apitest.Request{Method: tc.method, Path: tc.path, Key: adminKey})
 			require.Equal(t, http.StatusInternalServerError, res.Status, "%s", res.Body)
 			require.JSONEq(t, `{"error":{"code":"internal","message":"internal error"}}`, string(res.Body))
 			logs := fe.logs.String()
@@ -197,18 +198,18 @@ func TestBenchmarkReport(t *testing.T) {
 	tenantKey := e.tenant("report-tenant")
 	run, err := e.store.CreateBenchmarkRun(context.Background(), benchstore.Run{Status: "done"})
 	require.NoError(t, err)
-	res := e.do(req{method: "GET", path: "/v1/admin/benchmark/" + run.ID + "/report", key: adminKey})
+	res := e.do(apitest.Request{Method: "GET", Path: "/v1/admin/benchmark/" + run.ID + "/report", Key: adminKey})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.Equal(t, "text/html; charset=utf-8", res.Header.Get("Content-Type"))
 	require.Contains(t, res.Header.Get("Content-Security-Policy"), "default-src 'none'")
 	require.Contains(t, string(res.Body), "report of "+run.ID)
-	require.Equal(t, http.StatusNotFound, e.do(req{method: "GET", path: "/v1/admin/benchmark/bench_nope/report", key: adminKey}).Status)
-	require.Equal(t, http.StatusForbidden, e.do(req{method: "GET", path: "/v1/admin/benchmark/" + run.ID + "/report", key: tenantKey}).Status)
+	require.Equal(t, http.StatusNotFound, e.do(apitest.Request{Method: "GET", Path: "/v1/admin/benchmark/bench_nope/report", Key: adminKey}).Status)
+	require.Equal(t, http.StatusForbidden, e.do(apitest.Request{Method: "GET", Path: "/v1/admin/benchmark/" + run.ID + "/report", Key: tenantKey}).Status)
 
 	off := newEnv(t)
-	require.Equal(t, http.StatusServiceUnavailable, off.do(req{method: "GET", path: "/v1/admin/benchmark/" + run.ID + "/report", key: adminKey}).Status)
+	require.Equal(t, http.StatusServiceUnavailable, off.do(apitest.Request{Method: "GET", Path: "/v1/admin/benchmark/" + run.ID + "/report", Key: adminKey}).Status)
 	bad := newEnv(t, func(a *API) { a.Reports = fakeReports{fail: true} })
-	res = bad.do(req{method: "GET", path: "/v1/admin/benchmark/" + run.ID + "/report", key: adminKey})
+	res = bad.do(apitest.Request{Method: "GET", Path: "/v1/admin/benchmark/" + run.ID + "/report", Key: adminKey})
 	require.Equal(t, http.StatusInternalServerError, res.Status)
 	require.NotContains(t, string(res.Body), "secret detail")
 }

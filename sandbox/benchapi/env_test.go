@@ -1,15 +1,11 @@
 package benchapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 
@@ -20,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
@@ -51,24 +48,6 @@ func (f *fakeRunner) Start(ctx context.Context, req bench.Request) (benchstore.R
 	return f.store.CreateBenchmarkRun(ctx, benchstore.Run{Status: "running", Request: b})
 }
 
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is the product's API with the benchmark routes mounted, as cmd
 // mounts them, on the shared test store.
 type env struct {
@@ -76,7 +55,7 @@ type env struct {
 	store  *benchstore.Store
 	runner *fakeRunner
 	srv    *api.Server
-	logs   *syncBuffer
+	logs   *apitest.SyncBuffer
 	router routers.Router
 	doc    *openapi3.T
 }
@@ -84,7 +63,7 @@ type env struct {
 func newEnv(t *testing.T, opts ...func(*API)) *env {
 	t.Helper()
 	s := benchstoretest.Store(t)
-	e := &env{t: t, store: s, runner: &fakeRunner{store: s}, logs: &syncBuffer{}}
+	e := &env{t: t, store: s, runner: &fakeRunner{store: s}, logs: &apitest.SyncBuffer{}}
 	b := &API{Runs: s, Runner: e.runner}
 	for _, o := range opts {
 		o(b)
@@ -114,65 +93,15 @@ func servedDoc(t *testing.T, srv *api.Server) (*openapi3.T, routers.Router) {
 	return doc, router
 }
 
-type response struct {
-	Status int
-	Header http.Header
-	Body   []byte
-}
-
-func (r response) json(t testing.TB) map[string]any {
-	t.Helper()
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(r.Body, &m), "body: %s", r.Body)
-	return m
-}
-
-// errCode returns the error code of an error answer, checking the shape.
-func (r response) errCode(t testing.TB) string {
-	t.Helper()
-	m := r.json(t)
-	require.Len(t, m, 1, "error body has only \"error\": %s", r.Body)
-	e, ok := m["error"].(map[string]any)
-	require.True(t, ok, "error body: %s", r.Body)
-	require.NotEmpty(t, e["message"], "error message: %s", r.Body)
-	code, _ := e["code"].(string)
-	return code
-}
-
-type req struct {
-	method, path, key string
-	body              any // string, or a value to marshal
-	header            map[string]string
-}
-
 // do sends a request through the API's full handler and checks the answer
 // against the served OpenAPI document: the route and status are
 // documented, and the body matches the documented schema.
-func (e *env) do(r req) response {
+func (e *env) do(r apitest.Request) apitest.Response {
 	e.t.Helper()
-	var body io.Reader
-	switch b := r.body.(type) {
-	case nil:
-	case string:
-		body = strings.NewReader(b)
-	default:
-		buf, err := json.Marshal(b)
-		require.NoError(e.t, err)
-		body = bytes.NewReader(buf)
-	}
-	hr := httptest.NewRequest(r.method, r.path, body)
-	if r.key != "" {
-		hr.Header.Set("Authorization", "Bearer "+r.key)
-	}
-	for k, v := range r.header {
-		hr.Header.Set(k, v)
-	}
-	rec := httptest.NewRecorder()
-	e.srv.Handler().ServeHTTP(rec, hr)
-	res := response{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
-	require.NotEmpty(e.t, res.Header.Get("X-Request-Id"))
+	hr := r.HTTP(e.t)
+	res := apitest.Serve(e.t, e.srv.Handler(), hr)
 	route, params, err := e.router.FindRoute(hr)
-	require.NoError(e.t, err, "%s %s is not documented", r.method, r.path)
+	require.NoError(e.t, err, "%s %s is not documented", r.Method, r.Path)
 	in := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: hr, PathParams: params, Route: route},
 		Status:                 res.Status,
@@ -181,16 +110,16 @@ func (e *env) do(r req) response {
 	}
 	in.SetBodyBytes(res.Body)
 	require.NoError(e.t, openapi3filter.ValidateResponse(context.Background(), in),
-		"%s %s %d: the answer does not match openapi.json: %s", r.method, r.path, res.Status, res.Body)
+		"%s %s %d: the answer does not match openapi.json: %s", r.Method, r.Path, res.Status, res.Body)
 	return res
 }
 
 // tenant creates a tenant through the API's own admin route.
 func (e *env) tenant(name string) string {
 	e.t.Helper()
-	res := e.do(req{method: "POST", path: "/v1/admin/tenants", key: adminKey, body: map[string]string{"name": name}})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/admin/tenants", Key: adminKey, Body: map[string]string{"name": name}})
 	require.Equal(e.t, http.StatusCreated, res.Status, "%s", res.Body)
-	return res.json(e.t)["api_key"].(string)
+	return res.JSON(e.t)["api_key"].(string)
 }
 
 // failingRuns fails one method with an internal error, to check 500s.

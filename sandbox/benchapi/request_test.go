@@ -8,13 +8,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 )
 
 func TestAdminBenchmarkAgent(t *testing.T) {
 	e := newEnv(t)
-	res := e.do(req{method: "POST", path: "/v1/admin/benchmark", key: adminKey,
-		body: map[string]any{"provider": "fake-google", "model": "fake-google", "max_turns": 12, "token_budget": 50000}})
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/admin/benchmark", Key: adminKey,
+		Body: map[string]any{"provider": "fake-google", "model": "fake-google", "max_turns": 12, "token_budget": 50000}})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 	require.Equal(t, []bench.Request{{Agent: "llm", Provider: "fake-google", Model: "fake-google", MaxTurns: 12, TokenBudget: 50000}}, e.runner.reqs)
 
@@ -33,9 +34,9 @@ func TestAdminBenchmarkAgent(t *testing.T) {
 		{"a key is not a provider", map[string]any{"provider": "sk-ant-api03-abc"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := e.do(req{method: "POST", path: "/v1/admin/benchmark", key: adminKey, body: tc.body})
+			res := e.do(apitest.Request{Method: "POST", Path: "/v1/admin/benchmark", Key: adminKey, Body: tc.body})
 			require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
-			require.Equal(t, "invalid_request", res.errCode(t))
+			require.Equal(t, "invalid_request", res.ErrCode(t))
 			require.NotContains(t, string(res.Body), "sk-ant", "a value pasted as the provider is not echoed")
 		})
 	}
