@@ -50,7 +50,7 @@ type VerifyState struct {
 	Ended bool `json:",omitempty"`
 	// Webhooks holds the verdict events not delivered yet (webhooks.go).
 	Webhooks *WebhookState `json:",omitempty"`
-	// LastPassAt is when the latest pass started (lean runs).
+	// LastPassAt is when the latest pass started (compact runs).
 	LastPassAt time.Time `json:",omitzero"`
 }
 
@@ -134,8 +134,8 @@ type verification struct {
 	// answer with what there is.
 	closing bool
 	hooks   webhooks // verdict events' delivery (webhooks.go)
-	// lean: this run takes the lean path (lean.go), once leanKnown.
-	lean, leanKnown bool
+	// compact: this run takes the compact path (compact.go), once compactKnown.
+	compact, compactKnown bool
 }
 
 func (v *verification) setup(ctx workflow.Context) error {
@@ -315,8 +315,8 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 		return err
 	}
 	defer v.mu.Unlock()
-	if v.isLean(ctx) {
-		return v.leanPass(ctx, pull)
+	if v.isCompact(ctx) {
+		return v.compactPass(ctx, pull)
 	}
 
 	// Version 1 runs a pass's steps as local activities on the workflow's
@@ -388,7 +388,7 @@ func (v *verification) publish(ctx workflow.Context) error {
 	); err != nil {
 		return fmt.Errorf("upsert search attributes: %w", err)
 	}
-	if !v.isLean(ctx) {
+	if !v.isCompact(ctx) {
 		if err := workflow.UpsertMemo(ctx, map[string]any{"verdict": verdict.Summary()}); err != nil {
 			return fmt.Errorf("upsert memo: %w", err)
 		}

@@ -96,7 +96,7 @@ func fetchHistory(t *testing.T, s *stack, workflowID string) *historypb.History 
 
 // TestHistoryEventsPerVerification counts what a verification costs
 // Temporal on the product path (POST /v1/actions, no benchmark signals):
-// a clean PASS with no watch after its window (the lean target: at most 20
+// a clean PASS with no watch after its window (the compact-history target: at most 20
 // events), a clean PASS with a watch, and a reversal during the watch.
 // With -record-histories it records the first and the last for the replay
 // tests. Run with -v for the counts (docs/benchmarks.md).

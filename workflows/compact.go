@@ -10,8 +10,10 @@ import (
 	"github.com/commitlayer/commitlayer/activities"
 )
 
-// changeLean is the change id of the lean verification (version 1): fewer
-// history events and Temporal actions for the same verdicts.
+// changeCompactHistory is the change id of the compact history (version
+// 1): fewer history events and Temporal actions for the same verdicts. Its
+// string stays "lean-verification", as recorded histories carry it (the
+// change was called lean when it was made).
 //   - A pass is one local activity (activities.Pass: pull when asked, then
 //     evaluate and store) instead of two: one marker per pass.
 //   - A verdict change is published once in the history: one search
@@ -20,35 +22,36 @@ import (
 //     history).
 //   - The pass before completing is skipped when the latest pass already
 //     ran at or after the watch's end (it would re-read the same facts),
-//     and its GetVersion is not asked for: a lean run always has it.
+//     and its GetVersion is not asked for: a compact run always has it.
 //   - The "pass-local-activities" and "final-pass-before-complete" versions
 //     are implied (both 1) and not recorded again.
 //
-// Runs recorded before (no lean marker) replay along the old path.
-const changeLean = "lean-verification"
+// Runs recorded before (no marker of this change) replay along the old
+// path.
+const changeCompactHistory = "lean-verification"
 
-// isLean reports whether this run takes the lean path, asking once per run
+// isCompact reports whether this run takes the compact path, asking once per run
 // (the first pass records the marker).
-func (v *verification) isLean(ctx workflow.Context) bool {
-	if !v.leanKnown {
-		v.lean = workflow.GetVersion(ctx, changeLean, workflow.DefaultVersion, 1) >= 1
-		v.leanKnown = true
+func (v *verification) isCompact(ctx workflow.Context) bool {
+	if !v.compactKnown {
+		v.compact = workflow.GetVersion(ctx, changeCompactHistory, workflow.DefaultVersion, 1) >= 1
+		v.compactKnown = true
 	}
-	return v.lean
+	return v.compact
 }
 
 // finalPassNeeded reports whether the verification ends with a pass over
 // everything stored (see run).
 func (v *verification) finalPassNeeded(ctx workflow.Context) bool {
-	if v.isLean(ctx) {
+	if v.isCompact(ctx) {
 		return v.state.LastPassAt.Before(v.in.WatchUntil)
 	}
 	return workflow.GetVersion(ctx, "final-pass-before-complete", workflow.DefaultVersion, 1) >= 1
 }
 
-// leanPass is pass's lean path: one local activity; the caller holds the
+// compactPass is pass's compact path: one local activity; the caller holds the
 // pass mutex.
-func (v *verification) leanPass(ctx workflow.Context, pull bool) error {
+func (v *verification) compactPass(ctx workflow.Context, pull bool) error {
 	v.state.LastPassAt = workflow.Now(ctx)
 	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		StartToCloseTimeout: 3 * time.Minute, // a pull (2 min at most) and an evaluation

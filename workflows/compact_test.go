@@ -16,11 +16,11 @@ func (w *world) pass(ctx context.Context, in activities.PassInput) (activities.P
 	return activities.PassWith(ctx, in, w.extract, w.evaluate)
 }
 
-// TestVerifyOldPathStillRuns: a run that recorded no lean marker (started
+// TestVerifyOldPathStillRuns: a run that recorded no compact-history marker (started
 // before the change) keeps two activities per pass and the final pass.
 func TestVerifyOldPathStillRuns(t *testing.T) {
 	w, env, in := newWorld(t, pass)
-	env.OnGetVersion(changeLean, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	env.OnGetVersion(changeCompactHistory, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	env.ExecuteWorkflow(VerifyAction, in)
 	res := result(t, env)
 	require.Len(t, w.extracts, 2)
@@ -28,10 +28,10 @@ func TestVerifyOldPathStillRuns(t *testing.T) {
 	require.Equal(t, 3, res.Passes)
 }
 
-// TestVerifyLeanSkipsFinalPassWhenNothingCanBeNew: with no watch after the
+// TestVerifyCompactSkipsFinalPassWhenNothingCanBeNew: with no watch after the
 // window, the settlement pass already ran at the watch's end: no pass
 // re-reads the same facts before completing.
-func TestVerifyLeanSkipsFinalPassWhenNothingCanBeNew(t *testing.T) {
+func TestVerifyCompactSkipsFinalPassWhenNothingCanBeNew(t *testing.T) {
 	w, env, in := newWorld(t, pass)
 	in.WatchUntil = in.SettlesAt
 	env.ExecuteWorkflow(VerifyAction, in)
