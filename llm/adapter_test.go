@@ -140,7 +140,7 @@ func TestAdapterMalformedOutput(t *testing.T) {
 func TestAdapterRetryableThenSuccess(t *testing.T) {
 	cases := []struct {
 		fault fake.Fault
-		kind  llm.Kind
+		kind  llm.ErrorKind
 		after time.Duration
 	}{
 		{fake.Fault{Status: 429, RetryAfter: 2 * time.Second}, llm.KindRateLimited, 2 * time.Second},

@@ -12,25 +12,25 @@ import (
 	"time"
 )
 
-// Kind classifies a failed turn.
-type Kind string
+// ErrorKind classifies a failed turn.
+type ErrorKind string
 
 // Kinds. RateLimited, Server, Timeout and Connection are retryable; the rest
 // are not.
 const (
-	KindRateLimited Kind = "rate_limited" // 429
-	KindServer      Kind = "server"       // 5xx, overloaded
-	KindTimeout     Kind = "timeout"      // deadline exceeded before an answer
-	KindConnection  Kind = "connection"   // could not connect, connection reset
-	KindBadRequest  Kind = "bad_request"  // 400, 404, 422: the request is wrong
-	KindAuth        Kind = "auth"         // 401, 403, an invalid key
-	KindMalformed   Kind = "malformed"    // the model's output could not be used
-	KindLimit       Kind = "limit"        // max turns, max tokens or the budget
-	KindConfig      Kind = "config"       // no key, unknown provider
+	KindRateLimited ErrorKind = "rate_limited" // 429
+	KindServer      ErrorKind = "server"       // 5xx, overloaded
+	KindTimeout     ErrorKind = "timeout"      // deadline exceeded before an answer
+	KindConnection  ErrorKind = "connection"   // could not connect, connection reset
+	KindBadRequest  ErrorKind = "bad_request"  // 400, 404, 422: the request is wrong
+	KindAuth        ErrorKind = "auth"         // 401, 403, an invalid key
+	KindMalformed   ErrorKind = "malformed"    // the model's output could not be used
+	KindLimit       ErrorKind = "limit"        // max turns, max tokens or the budget
+	KindConfig      ErrorKind = "config"       // no key, unknown provider
 )
 
 // Retryable reports whether trying the same turn again could help.
-func (k Kind) Retryable() bool {
+func (k ErrorKind) Retryable() bool {
 	switch k {
 	case KindRateLimited, KindServer, KindTimeout, KindConnection:
 		return true
@@ -40,8 +40,8 @@ func (k Kind) Retryable() bool {
 
 // Error is a failed turn. Its message never holds an API key.
 type Error struct {
-	Provider string `json:"provider"`
-	Kind     Kind   `json:"kind"`
+	Provider string    `json:"provider"`
+	Kind     ErrorKind `json:"kind"`
 	// Status is the HTTP status, 0 when none came back.
 	Status int `json:"status,omitempty"`
 	// RetryAfter is the wait the provider asked for (Retry-After).
@@ -78,7 +78,7 @@ func IsRetryable(err error) bool {
 }
 
 // KindForStatus classifies an HTTP status.
-func KindForStatus(status int) Kind {
+func KindForStatus(status int) ErrorKind {
 	switch {
 	case status == http.StatusTooManyRequests:
 		return KindRateLimited

@@ -16,8 +16,8 @@ import (
 )
 
 // ErrorType is the application error type of a failed turn: "llm." and the
-// llm.Kind ("llm.rate_limited", "llm.auth", …).
-func ErrorType(k llm.Kind) string { return "llm." + string(k) }
+// llm.ErrorKind ("llm.rate_limited", "llm.auth", …).
+func ErrorType(k llm.ErrorKind) string { return "llm." + string(k) }
 
 // Turn makes one model turn; call it from an activity.
 func Turn(ctx context.Context, p llm.Provider, req llm.Request) (llm.Response, error) {
@@ -51,13 +51,13 @@ type errorDetails struct {
 	Status   int    `json:"status,omitempty"`
 }
 
-// KindOf reads the llm.Kind back from an error a turn activity returned to
+// KindOf reads the llm.ErrorKind back from an error a turn activity returned to
 // the workflow ("" when it is not one).
-func KindOf(err error) llm.Kind {
+func KindOf(err error) llm.ErrorKind {
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
 		if t := ae.Type(); len(t) > 4 && t[:4] == "llm." {
-			return llm.Kind(t[4:])
+			return llm.ErrorKind(t[4:])
 		}
 	}
 	if e, ok := llm.AsError(err); ok {

@@ -41,7 +41,7 @@ func TestApplicationError(t *testing.T) {
 	}
 	plain := errors.New("boom")
 	require.Equal(t, plain, llmtemporal.ApplicationError(plain))
-	require.Equal(t, llm.Kind(""), llmtemporal.KindOf(plain))
+	require.Equal(t, llm.ErrorKind(""), llmtemporal.KindOf(plain))
 }
 
 func contains(list []string, s string) bool {

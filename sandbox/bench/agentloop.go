@@ -124,7 +124,7 @@ func (s *scenarioRun) runModelAgent(ctx, local workflow.Context) (harness.AgentR
 	return res, nil
 }
 
-// turnError names a turn that failed for good by its llm.Kind and the
+// turnError names a turn that failed for good by its llm.ErrorKind and the
 // provider's message (which never holds a key).
 func turnError(turn int, err error) error {
 	var ae *temporal.ApplicationError
