@@ -319,3 +319,13 @@ func (l *Live) Close() error {
 	}
 	return nil
 }
+
+// Env is one scenario's live enterprise while it runs.
+type Env struct {
+	Enterprise *sandbox.Enterprise
+	// Result is the main task's result, once the agent has run.
+	Result agent.Result
+}
+
+// Operator is the enterprise's operator (for chaos actors and injections).
+func (e *Env) Operator() *sandbox.Operator { return e.Enterprise.Operator() }

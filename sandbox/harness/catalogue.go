@@ -1,7 +1,3 @@
-// Package harness puts the sandbox to work: the failure matrix's scenarios
-// (a fresh enterprise, an agent under chaos, CommitLayer's verdict, the
-// oracle's truth), the steps that run one as Temporal activities, and the
-// results (rows, summary, markdown and JSON).
 package harness
 
 import (
@@ -49,13 +45,3 @@ type Scenario struct {
 
 // DefaultAgent is the agent id of scenario tasks that name none.
 const DefaultAgent = "agent-7"
-
-// Env is one scenario's live enterprise while it runs.
-type Env struct {
-	Enterprise *sandbox.Enterprise
-	// Result is the main task's result, once the agent has run.
-	Result agent.Result
-}
-
-// Operator is the enterprise's operator (for chaos actors and injections).
-func (e *Env) Operator() *sandbox.Operator { return e.Enterprise.Operator() }
