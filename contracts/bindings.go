@@ -274,8 +274,8 @@ func (c *Contract) bindOne(b *binding, act *bindActivation) (*Match, error) {
 	if err != nil {
 		return nil, fail(path+".subject", "%v", err)
 	}
-	if want := c.Spec.Subject; want != "" && subject.Type() != want {
-		return nil, fail(path+".subject", "gave %q, but contract %s acts on %s subjects", commitlayer.Clip(string(subject), 128), c.ID(), want)
+	if !c.ActsOn(subject) {
+		return nil, fail(path+".subject", "gave %q, but contract %s acts on %s subjects", commitlayer.Clip(string(subject), 128), c.ID(), c.Spec.Subject)
 	}
 	params := commitlayer.Attrs{}
 	for _, bp := range b.params {

@@ -63,6 +63,14 @@ func (c *Contract) ID() string { return c.Spec.ID }
 // Kind is action (the default) or outcome.
 func (c *Contract) Kind() ContractKind { return c.Spec.Kind }
 
+// ActsOn reports whether the contract acts on subjects like s: of its
+// subject type, or any subject when it names none. The one check behind a
+// recorded action refused (service), a binding's subject refused
+// (bindings) and a stored action of another type failed (evaluate).
+func (c *Contract) ActsOn(s commitlayer.Subject) bool {
+	return c.Spec.Subject == "" || s.Type() == c.Spec.Subject
+}
+
 // Sources returns the contract's sources, in contract order.
 func (c *Contract) Sources() []string { return append([]string(nil), c.Spec.Sources...) }
 

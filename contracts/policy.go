@@ -5,10 +5,10 @@ import (
 )
 
 func (ev *evaluation) checkSubjectType() {
-	want := ev.c.Spec.Subject
-	if got := ev.in.Action.Subject.Type(); want != "" && got != want {
+	if !ev.c.ActsOn(ev.in.Action.Subject) {
 		ev.add(commitlayer.CodePolicyViolation, "subject", commitlayer.LensPolicy, -1, nil,
-			"subject type: the action's subject %q is of type %q; the contract is for %q", ev.in.Action.Subject, got, want)
+			"subject type: the action's subject %q is of type %q; the contract is for %q",
+			ev.in.Action.Subject, ev.in.Action.Subject.Type(), ev.c.Spec.Subject)
 	}
 }
 

@@ -165,9 +165,9 @@ func (s *Actions) Record(ctx context.Context, tenantID string, a commitlayer.Act
 	if err != nil {
 		return commitlayer.ActionRecord{}, false, err
 	}
-	if want := c.Spec.Subject; want != "" && a.Subject.Type() != want {
+	if !c.ActsOn(a.Subject) {
 		return commitlayer.ActionRecord{}, false, commitlayer.Errorf(commitlayer.ErrInvalid, CodeSubjectMismatch,
-			"subject: contract %s acts on %q subjects, not %q", c.ID(), want, a.Subject.Type())
+			"subject: contract %s acts on %q subjects, not %q", c.ID(), c.Spec.Subject, a.Subject.Type())
 	}
 	a.ContractVersion = rec.Version
 	stored, created, err := s.store.CreateAction(ctx, tenantID, a, c.SettlesAt(a.RequestedAt), c.WatchUntil(a.RequestedAt), idempotencyKey, requestHash)
