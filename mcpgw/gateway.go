@@ -81,6 +81,10 @@ type Config struct {
 	Logger          *slog.Logger
 	// Version is the gateway's version in its MCP Implementation.
 	Version string
+	// Now is the clock a call's requested_at is read from (before it is
+	// forwarded); nil means time.Now. A gateway in front of systems that
+	// keep another clock (the sandbox's virtual one) reads theirs.
+	Now func() time.Time
 }
 
 // HeaderRequestID carries a tools/call's JSON-RPC id from the transport to
@@ -119,6 +123,10 @@ type Gateway struct {
 	// a retried call records the same action again (same body, same key),
 	// whatever its own result, so the API answers a replay.
 	seen *lru.Cache[string, commitlayer.Action]
+	// retries keeps, per session and bound match (contract, binding,
+	// subject, params), the key of a call that answered an error: the
+	// agent's next call of the same match retries that action (retry.go).
+	retries *lru.Cache[string, string]
 	// sessions names sessions without a transport id (stdio).
 	sessions sync.Map // *mcp.ServerSession → string
 }
@@ -142,6 +150,10 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		g.log = slog.Default()
 	}
 	g.seen, _ = lru.New[string, commitlayer.Action](seenCacheSize) // size > 0: no error
+	g.retries, _ = lru.New[string, string](seenCacheSize)
+	if g.cfg.Now == nil {
+		g.cfg.Now = time.Now
+	}
 	if g.cfg.Version == "" {
 		g.cfg.Version = "dev"
 	}
@@ -301,7 +313,7 @@ func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRe
 			res = toolError("the CommitLayer gateway failed on this call of %s", name)
 		}
 	}()
-	requestedAt := time.Now().UTC()
+	requestedAt := g.cfg.Now().UTC()
 	var rawArgs json.RawMessage
 	var meta mcp.Meta
 	if req.Params != nil {
@@ -429,6 +441,7 @@ func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequ
 	var notes []mcp.Content
 	for _, m := range matches {
 		key := idempotencyKey(session, reqID, m.Contract.ID(), m.Binding)
+		key = g.retryKey(session, agent, m, key, res.IsError)
 		a := commitlayer.Action{Contract: m.Contract.ID(), Agent: agent, Subject: m.Subject, Params: m.Params,
 			RequestedAt: requestedAt, Claim: claim, Trace: trace}
 		if prev, ok, _ := g.seen.PeekOrAdd(key, a); ok {

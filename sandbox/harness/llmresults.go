@@ -47,11 +47,18 @@ type LLMRun struct {
 	EstimateNanoUSD int64  `json:"estimate_nano_usd,omitempty"`
 	// AgentErrors counts rows whose agent stopped without a report.
 	AgentErrors int `json:"agent_errors"`
+	// Via is the path that recorded the actions ("direct", ViaMCP,
+	// ViaOTLP), RecordedBy says it in words; NoAction counts the rows
+	// whose agent's calls recorded no action for the task.
+	Via        string `json:"via"`
+	RecordedBy string `json:"recorded_by"`
+	NoAction   int    `json:"no_action,omitempty"`
 }
 
 // NewLLMResults adds the model-driven agent's figures to a run's results.
 func NewLLMResults(res Results, spec AgentSpec, skipped []Skipped, notRun []string) LLMResults {
 	run := LLMRun{Provider: spec.Provider, Model: spec.Model, Applicable: len(res.Scenarios) + len(notRun),
+		Via: cmpOr(spec.Via, ViaDirect), RecordedBy: RecordedBy(spec.Via),
 		Skipped: skipped, NotRun: notRun, MaxTurns: spec.MaxTurns, MaxTokens: spec.MaxTokens, TokenBudget: spec.TokenBudget}
 	if run.Skipped == nil {
 		run.Skipped = []Skipped{}
@@ -69,6 +76,9 @@ func NewLLMResults(res Results, spec AgentSpec, skipped []Skipped, notRun []stri
 		if r.LLM.AgentError != "" {
 			run.AgentErrors++
 		}
+		if r.LLM.NoAction {
+			run.NoAction++
+		}
 	}
 	run.InputTokens, run.OutputTokens = usage.InputTokens, usage.OutputTokens
 	cost := llm.CostOf(spec.Model, usage)
@@ -83,9 +93,25 @@ func NewLLMResults(res Results, spec AgentSpec, skipped []Skipped, notRun []stri
 // LLMFileBase is the results' file name without extension: llm_<provider>.
 func LLMFileBase(provider string) string { return "llm_" + provider }
 
+// LLMViaFileBase is LLMFileBase of a run on a via path:
+// llm_<provider>_via-<path> (the direct path's is LLMFileBase's).
+func LLMViaFileBase(provider, via string) string {
+	if via == "" || via == ViaDirect {
+		return LLMFileBase(provider)
+	}
+	return LLMFileBase(provider) + "_via-" + via
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 // WriteLLMFiles writes llm_<provider>.json and .md into dir.
 func WriteLLMFiles(dir string, res LLMResults) error {
-	base := LLMFileBase(res.Agent.Provider)
+	base := LLMViaFileBase(res.Agent.Provider, res.Agent.Via)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
@@ -133,7 +159,13 @@ func LLMMarkdown(res LLMResults) string {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "- agent errors (no report): %d\n\n", a.AgentErrors)
+	fmt.Fprintf(&b, "- agent errors (no report): %d\n", a.AgentErrors)
+	fmt.Fprintf(&b, "- actions recorded by: %s (-via %s)", cmpOr(a.RecordedBy, RecordedBy("")), cmpOr(a.Via, ViaDirect))
+	if a.Via != "" && a.Via != ViaDirect {
+		fmt.Fprintf(&b, "; the harness recorded none of the agent's; %d rows where no call recorded an action for the task "+
+			"(read as outcome FAIL, policy PASS: nothing CommitLayer saw claims the task's effects)", a.NoAction)
+	}
+	b.WriteString("\n\n")
 	b.WriteString(Markdown(res.Results))
 	if len(a.Skipped) > 0 {
 		b.WriteString("\n## Skipped (they script one specific agent behaviour)\n\n| scenario | why |\n|---|---|\n")
@@ -177,6 +209,13 @@ type RowLLM struct {
 	// AgentError is why the agent stopped without a report (malformed
 	// output, a refused turn, the turn limit, the budget).
 	AgentError string `json:"agent_error,omitempty"`
+	// Via is the path that recorded the agent's actions ("" direct: the
+	// harness; ViaMCP, ViaOTLP); ViaActions the actions it recorded, the
+	// task's first; NoAction is set when none was the task's (no call of
+	// a bound tool was made), read as noActionVerdict.
+	Via        string   `json:"via,omitempty"`
+	ViaActions []string `json:"via_actions,omitempty"`
+	NoAction   bool     `json:"no_action,omitempty"`
 }
 
 // Tokens is input plus output.
