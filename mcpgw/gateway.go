@@ -127,6 +127,9 @@ type Gateway struct {
 	// subject, params), the key of a call that answered an error: the
 	// agent's next call of the same match retries that action (retry.go).
 	retries *lru.Cache[string, string]
+	// began keeps, per session, when the work of its next action began:
+	// the time of its first call since the last one recorded.
+	began *lru.Cache[string, time.Time]
 	// sessions names sessions without a transport id (stdio).
 	sessions sync.Map // *mcp.ServerSession → string
 }
@@ -151,6 +154,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	g.seen, _ = lru.New[string, commitlayer.Action](seenCacheSize) // size > 0: no error
 	g.retries, _ = lru.New[string, string](seenCacheSize)
+	g.began, _ = lru.New[string, time.Time](seenCacheSize)
 	if g.cfg.Now == nil {
 		g.cfg.Now = time.Now
 	}
@@ -313,7 +317,9 @@ func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRe
 			res = toolError("the CommitLayer gateway failed on this call of %s", name)
 		}
 	}()
-	requestedAt := g.cfg.Now().UTC()
+	// The action's work began at the session's first call since its last
+	// recorded one (retry.go).
+	requestedAt := g.workBegan(g.sessionID(req.Session), g.cfg.Now().UTC())
 	var rawArgs json.RawMessage
 	var meta mcp.Meta
 	if req.Params != nil {
@@ -439,6 +445,7 @@ func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequ
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.WaitTimeout+15*time.Second)
 	defer cancel()
 	var notes []mcp.Content
+	g.began.Remove(session) // the next call begins the next action's work
 	for _, m := range matches {
 		key := idempotencyKey(session, reqID, m.Contract.ID(), m.Binding)
 		key = g.retryKey(session, agent, m, key, res.IsError)

@@ -611,8 +611,15 @@ func TestGatewayJoinsRetriesOfAFailedCall(t *testing.T) {
 	require.Len(t, byAmount(), 2, "after a success the same call is a new action")
 
 	other := agentSession(t, srv.URL, "agent-1", nil)
+	_, err = other.CallTool(ctx, &mcp.CallToolParams{Name: "get_order", Arguments: map[string]any{"order_id": "o_7"}})
+	require.NoError(t, err)
+	clockMu.Lock()
+	readAt := clock
+	clockMu.Unlock()
 	_, err = other.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order_id": "o_7", "amount": 0, "currency": "EUR"}})
 	require.NoError(t, err)
+	got = byAmount()
+	require.Equal(t, readAt, got[len(got)-1].RequestedAt, "the work began at the session's read before the refund")
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order_id": "o_7", "amount": 0, "currency": "EUR"}})
 	require.NoError(t, err)
 	require.Len(t, byAmount(), 4, "a failed call in another session starts no chain here")

@@ -1,6 +1,24 @@
 package mcpgw
 
-import "github.com/commitlayer/commitlayer/contracts"
+import (
+	"time"
+
+	"github.com/commitlayer/commitlayer/contracts"
+)
+
+// workBegan is the requested_at of an action a call of session at now
+// records: when the agent began the work that leads to it, the time of
+// the session's first call since its last recorded one. The reads and
+// writes an agent makes on the way to its bound call (the ticket it reads,
+// the note it adds before it closes the ticket) fall in the action's
+// window, as they do when the agent records the action itself at the
+// start of its task; a call that records nothing keeps the time.
+func (g *Gateway) workBegan(session string, now time.Time) time.Time {
+	if t, ok, _ := g.began.PeekOrAdd(session, now); ok {
+		return t
+	}
+	return now
+}
 
 // retryKey is the idempotency key a bound call records under. A call that
 // repeats, in the same session and for the same agent, the match

@@ -2,6 +2,7 @@ package otlpingest
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/commitlayer/commitlayer"
 )
@@ -33,3 +34,26 @@ func (rc RetryChains) Join(c ToolCall, rec Recording) Recording {
 	}
 	return rec
 }
+
+// WorkStarts gives the actions of one request their requested_at as the
+// gateway does: when the agent began the work that led to the call, the
+// start of the trace's first execute_tool span (bound or not) since its
+// last one that recorded an action. The reads and writes on the way to the
+// bound call (a note added before the ticket is closed) fall in the
+// action's window. Feed it the calls in start order.
+type WorkStarts map[string]time.Time
+
+// Began notes call c and returns when the work of an action it records
+// began.
+func (w WorkStarts) Began(c ToolCall) time.Time {
+	t, ok := w[c.TraceID]
+	if !ok {
+		t = c.Start
+		w[c.TraceID] = t
+	}
+	return t
+}
+
+// Recorded says c recorded an action: the next call begins the next
+// action's work.
+func (w WorkStarts) Recorded(c ToolCall) { delete(w, c.TraceID) }

@@ -2,6 +2,7 @@ package otlpingest_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -37,4 +38,19 @@ func TestRetryChainsJoinRetriesOfAFailedSpan(t *testing.T) {
 	require.Equal(t, "otlp/t1/s7", rc.Join(call("t1", false), rec("s7", "b", 100)).Key, "another agent")
 	require.Equal(t, "otlp/t1/s8", rc.Join(call("t1", false), rec("s8", "a", 200)).Key, "other params")
 	require.Equal(t, "otlp/t1/s5", rc.Join(call("t1", false), rec("s9", "a", 100)).Key, "the chain of s5 still open")
+}
+
+// TestWorkStartsBeginAtTheFirstCallSinceTheLastRecorded: an action's work
+// begins at its trace's first call after the previous recorded one.
+func TestWorkStartsBeginAtTheFirstCallSinceTheLastRecorded(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	at := func(trace string, s int) otlpingest.ToolCall {
+		return otlpingest.ToolCall{TraceID: trace, Start: t0.Add(time.Duration(s) * time.Second)}
+	}
+	w := otlpingest.WorkStarts{}
+	require.Equal(t, t0, w.Began(at("t1", 0)), "a read")
+	require.Equal(t, t0, w.Began(at("t1", 1)), "a note")
+	w.Recorded(at("t1", 2))
+	require.Equal(t, t0.Add(3*time.Second), w.Began(at("t1", 3)), "after a recorded call")
+	require.Equal(t, t0.Add(4*time.Second), w.Began(at("t2", 4)), "another trace")
 }
