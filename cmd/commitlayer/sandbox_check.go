@@ -34,7 +34,7 @@ type bundleStore interface {
 // mains names each scenario's task action (the gateway's or the ingest's,
 // from the rows) by its id.
 func writeCheckBundle(ctx context.Context, db bundleStore, runID, commit, dir, base string, stdout io.Writer, mains map[string]string) error {
-	entries, skipped, err := checkBundleWith(ctx, db, runID, mains)
+	entries, skipped, err := checkBundle(ctx, db, runID, mains)
 	if err != nil {
 		return err
 	}
@@ -56,14 +56,9 @@ func writeCheckBundle(ctx context.Context, db bundleStore, runID, commit, dir, b
 
 // checkBundle reads the run's scenarios from the store. A tenant with no
 // main action or no verdict for it (a retried preparation's, a scenario
-// that failed before the agent acted) is counted in skipped.
-func checkBundle(ctx context.Context, db bundleStore, runID string) (entries []check.BundleEntry, skipped int, err error) {
-	return checkBundleWith(ctx, db, runID, nil)
-}
-
-// checkBundleWith is checkBundle with the main actions of a via run
-// (action id → scenario id).
-func checkBundleWith(ctx context.Context, db bundleStore, runID string, mains map[string]string) (entries []check.BundleEntry, skipped int, err error) {
+// that failed before the agent acted) is counted in skipped. mains names
+// a via run's main actions (action id → scenario id; nil otherwise).
+func checkBundle(ctx context.Context, db bundleStore, runID string, mains map[string]string) (entries []check.BundleEntry, skipped int, err error) {
 	tenants, err := db.BenchmarkTenants(ctx, runID)
 	if err != nil {
 		return nil, 0, fmt.Errorf("check bundle: %w", err)
