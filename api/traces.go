@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,8 +95,19 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	var rejected int64
 	var messages []string
 	counts := map[string]int{}
+	// An agent's retry of a failed call records as the call it retries
+	// (otlpingest.RetryChains), joined in the order the calls started.
+	slices.SortStableFunc(calls, func(a, b otlpingest.ToolCall) int { return a.Start.Compare(b.Start) })
+	chains := otlpingest.RetryChains{}
+	// An action's requested_at is when the agent began the work that led
+	// to its call (otlpingest.WorkStarts).
+	began := otlpingest.WorkStarts{}
 	for _, c := range calls {
+		at := began.Began(c)
 		recs, bound, err := otlpingest.Map(c, bindings)
+		if len(recs) > 0 {
+			began.Recorded(c)
+		}
 		if !bound {
 			counts[spanUnbound]++
 			continue
@@ -106,6 +118,8 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 		}
 		created := false
 		for _, rec := range recs {
+			rec.Action.RequestedAt = at
+			rec = chains.Join(c, rec)
 			rctx, cancel := context.WithTimeout(r.Context(), recordTimeout)
 			stored, isNew, err := s.actions.Record(rctx, tenantID, rec.Action, rec.Key, rec.Hash)
 			cancel()

@@ -1,6 +1,9 @@
 package contracts
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -453,4 +456,15 @@ func (b *Bindings) Match(tool string, args, result map[string]any) ([]Match, err
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// Fingerprint names what a match records: its contract, binding, subject
+// and params (a hash of them). Two tool calls with one fingerprint ask
+// for the same action, as an agent's retry of a failed call does.
+func (m Match) Fingerprint() string {
+	params, _ := json.Marshal(m.Params) // attrs are JSON values; sorted keys
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%s\x00", m.Contract.ID(), m.Binding, m.Subject)
+	h.Write(params)
+	return hex.EncodeToString(h.Sum(nil))
 }

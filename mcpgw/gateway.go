@@ -81,6 +81,10 @@ type Config struct {
 	Logger          *slog.Logger
 	// Version is the gateway's version in its MCP Implementation.
 	Version string
+	// Now is the clock a call's requested_at is read from (before it is
+	// forwarded); nil means time.Now. A gateway in front of systems that
+	// keep another clock (the sandbox's virtual one) reads theirs.
+	Now func() time.Time
 }
 
 // HeaderRequestID carries a tools/call's JSON-RPC id from the transport to
@@ -119,6 +123,13 @@ type Gateway struct {
 	// a retried call records the same action again (same body, same key),
 	// whatever its own result, so the API answers a replay.
 	seen *lru.Cache[string, commitlayer.Action]
+	// retries keeps, per session and bound match (contract, binding,
+	// subject, params), the key of a call that answered an error: the
+	// agent's next call of the same match retries that action (retry.go).
+	retries *lru.Cache[string, string]
+	// began keeps, per session, when the work of its next action began:
+	// the time of its first call since the last one recorded.
+	began *lru.Cache[string, time.Time]
 	// sessions names sessions without a transport id (stdio).
 	sessions sync.Map // *mcp.ServerSession → string
 }
@@ -142,6 +153,11 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		g.log = slog.Default()
 	}
 	g.seen, _ = lru.New[string, commitlayer.Action](seenCacheSize) // size > 0: no error
+	g.retries, _ = lru.New[string, string](seenCacheSize)
+	g.began, _ = lru.New[string, time.Time](seenCacheSize)
+	if g.cfg.Now == nil {
+		g.cfg.Now = time.Now
+	}
 	if g.cfg.Version == "" {
 		g.cfg.Version = "dev"
 	}
@@ -301,7 +317,9 @@ func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRe
 			res = toolError("the CommitLayer gateway failed on this call of %s", name)
 		}
 	}()
-	requestedAt := time.Now().UTC()
+	// The action's work began at the session's first call since its last
+	// recorded one (retry.go).
+	requestedAt := g.workBegan(g.sessionID(req.Session), g.cfg.Now().UTC())
 	var rawArgs json.RawMessage
 	var meta mcp.Meta
 	if req.Params != nil {
@@ -427,8 +445,10 @@ func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequ
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.WaitTimeout+15*time.Second)
 	defer cancel()
 	var notes []mcp.Content
+	g.began.Remove(session) // the next call begins the next action's work
 	for _, m := range matches {
 		key := idempotencyKey(session, reqID, m.Contract.ID(), m.Binding)
+		key = g.retryKey(session, agent, m, key, res.IsError)
 		a := commitlayer.Action{Contract: m.Contract.ID(), Agent: agent, Subject: m.Subject, Params: m.Params,
 			RequestedAt: requestedAt, Claim: claim, Trace: trace}
 		if prev, ok, _ := g.seen.PeekOrAdd(key, a); ok {

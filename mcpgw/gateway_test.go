@@ -54,6 +54,8 @@ var objectSchema = json.RawMessage(`{"type":"object","properties":{"order_id":{"
 // protocol error). calls, when set, counts refund calls.
 func upstreamServer(calls *callCounter) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)
+	var flakyMu sync.Mutex
+	flaky := 0 // calls of order o_flaky: the first times out
 	s.AddTool(&mcp.Tool{Name: "refund", Description: "refund an order", InputSchema: objectSchema},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			var a struct {
@@ -66,6 +68,15 @@ func upstreamServer(calls *callCounter) *mcp.Server {
 			}
 			if a.Amount <= 0 {
 				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "amount must be positive"}}}, nil
+			}
+			if a.OrderID == "o_flaky" {
+				flakyMu.Lock()
+				flaky++
+				first := flaky == 1
+				flakyMu.Unlock()
+				if first {
+					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "timeout: no answer"}}}, nil
+				}
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{
 				Text: fmt.Sprintf(`{"refund_id":"re_%s","status":"succeeded"}`, a.OrderID)}}}, nil
@@ -547,4 +558,69 @@ bindings:
 	read()
 	actions, _ = rec.recorded()
 	require.Len(t, actions, 2, "a failed fetch keeps the last bindings")
+}
+
+// TestGatewayJoinsRetriesOfAFailedCall: an agent's call that repeats a
+// call answered with an error (same session, same arguments) records as
+// that call's action: the recorder sees the first action again under its
+// key, so the action's window holds both attempts. A call answered without
+// an error ends the chain: the same call once more is a new action, and so
+// is the same call from another session.
+func TestGatewayJoinsRetriesOfAFailedCall(t *testing.T) {
+	up := upstreamServer(nil)
+	upSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil))
+	t.Cleanup(upSrv.Close)
+	rec := newFakeRecorder(t)
+	clock := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	var clockMu sync.Mutex
+	g := newGateway(t, mcpgw.Config{Recorder: rec, Upstream: mcpgw.Upstream{URL: upSrv.URL}, Now: func() time.Time {
+		clockMu.Lock()
+		defer clockMu.Unlock()
+		clock = clock.Add(time.Second)
+		return clock
+	}}, &syncBuffer{})
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(srv.Close)
+	cs := agentSession(t, srv.URL, "agent-1", nil)
+	ctx := context.Background()
+	args := map[string]any{"order_id": "o_flaky", "amount": 100, "currency": "EUR"}
+	byAmount := func() []commitlayer.Action { // binding 0's actions (binding 1 reads the result)
+		actions, _ := rec.recorded()
+		var out []commitlayer.Action
+		for _, a := range actions {
+			if _, ok := a.Params["amount"]; ok {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args})
+	require.NoError(t, err)
+	require.True(t, res.IsError, "the first attempt times out")
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args})
+	require.NoError(t, err)
+	require.False(t, res.IsError)
+	got := byAmount()
+	require.Len(t, got, 1, "the retry is the timed-out call's action")
+	require.Equal(t, commitlayer.ClaimFailure, got[0].Claim.Status, "the first attempt's")
+	require.Equal(t, time.Date(2026, 12, 1, 9, 0, 1, 0, time.UTC), got[0].RequestedAt, "requested_at from Config.Now, the first attempt's")
+
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args})
+	require.NoError(t, err)
+	require.Len(t, byAmount(), 2, "after a success the same call is a new action")
+
+	other := agentSession(t, srv.URL, "agent-1", nil)
+	_, err = other.CallTool(ctx, &mcp.CallToolParams{Name: "get_order", Arguments: map[string]any{"order_id": "o_7"}})
+	require.NoError(t, err)
+	clockMu.Lock()
+	readAt := clock
+	clockMu.Unlock()
+	_, err = other.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order_id": "o_7", "amount": 0, "currency": "EUR"}})
+	require.NoError(t, err)
+	got = byAmount()
+	require.Equal(t, readAt, got[len(got)-1].RequestedAt, "the work began at the session's read before the refund")
+	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order_id": "o_7", "amount": 0, "currency": "EUR"}})
+	require.NoError(t, err)
+	require.Len(t, byAmount(), 4, "a failed call in another session starts no chain here")
 }

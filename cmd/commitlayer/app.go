@@ -369,7 +369,7 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 	}
 	m.API = api.New(api.Config{
 		Store:         m.DB,
-		Verifier:      m.Verifier,
+		Verifier:      m.apiVerifier(roles),
 		AdminKey:      m.Config.AdminKey,
 		Logger:        m.Logger,
 		Registry:      m.Registry,
@@ -392,6 +392,10 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 	if roles.API {
 		if err := m.startAPI(); err != nil {
 			return err
+		}
+		if m.Harness != nil {
+			// The via paths of model-driven runs record through this API.
+			m.Harness.API, m.Harness.Actions = m.URL(), m.DB
 		}
 	}
 	if m.Config.MetricsAddr != "" && (roles.API || roles.Worker) {

@@ -149,7 +149,10 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	// A key the user supplied is never printed; one made here for this run
 	// is, so the user can reach the admin routes while it runs.
 	generatedKey := false
-	if o.serve && os.Getenv("COMMITLAYER_ADMIN_KEY") == "" {
+	// A via path records through this process's API: it is served, on a
+	// port of its own unless -serve asked for COMMITLAYER_ADDR.
+	via := o.llm.agent == harness.AgentLLM && o.llm.via != "" && o.llm.via != harness.ViaDirect
+	if (o.serve || via) && os.Getenv("COMMITLAYER_ADMIN_KEY") == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		os.Setenv("COMMITLAYER_ADMIN_KEY", "demo-"+hex.EncodeToString(b[:]))
@@ -162,10 +165,14 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	// The benchmark's own workers run the run; the demo also runs a
 	// product worker, so the API it serves verifies what is posted to it.
 	roles := Roles{API: o.serve, Worker: o.demo, Benchmark: true, BenchmarkWorker: true}
+	roles.API = roles.API || via
 	cfg, err := ConfigFromEnv(roles)
 	if err != nil {
 		logger.Error("configuration", "error", err)
 		return 1
+	}
+	if via && !o.serve {
+		cfg.Addr = "127.0.0.1:0"
 	}
 	cfg.defaultMakeCurrent()
 	m := &Main{Config: cfg, Logger: quiet(logger)}
@@ -242,9 +249,9 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		// read from the run's tenants, so before any purge.
 		base := harness.FileBase(results)
 		if started.Agent != nil {
-			base = harness.LLMFileBase(started.Agent.Provider)
+			base = harness.LLMViaFileBase(started.Agent.Provider, started.Agent.Via)
 		}
-		if err := writeCheckBundle(ctx, m.Bench, runID, results.Commit, o.out, base, stdout); err != nil {
+		if err := writeCheckBundle(ctx, m.Bench, runID, results.Commit, o.out, base, stdout, viaMains(started, res.Rows)); err != nil {
 			logger.Error("write check bundle", "error", err)
 			return 1
 		}

@@ -29,8 +29,12 @@ type bundleStore interface {
 // of the run, what its tenant holds (contracts, facts, actions, sources) and
 // the latest verdict stored for its main action, so `commitlayer check
 // --results` verifies them again with no server. Run it before a purge.
-func writeCheckBundle(ctx context.Context, db bundleStore, runID, commit, dir, base string, stdout io.Writer) error {
-	entries, skipped, err := checkBundle(ctx, db, runID)
+//
+// On a via run (mains not nil) the main actions are not the harness's:
+// mains names each scenario's task action (the gateway's or the ingest's,
+// from the rows) by its id.
+func writeCheckBundle(ctx context.Context, db bundleStore, runID, commit, dir, base string, stdout io.Writer, mains map[string]string) error {
+	entries, skipped, err := checkBundle(ctx, db, runID, mains)
 	if err != nil {
 		return err
 	}
@@ -52,8 +56,9 @@ func writeCheckBundle(ctx context.Context, db bundleStore, runID, commit, dir, b
 
 // checkBundle reads the run's scenarios from the store. A tenant with no
 // main action or no verdict for it (a retried preparation's, a scenario
-// that failed before the agent acted) is counted in skipped.
-func checkBundle(ctx context.Context, db bundleStore, runID string) (entries []check.BundleEntry, skipped int, err error) {
+// that failed before the agent acted) is counted in skipped. mains names
+// a via run's main actions (action id → scenario id; nil otherwise).
+func checkBundle(ctx context.Context, db bundleStore, runID string, mains map[string]string) (entries []check.BundleEntry, skipped int, err error) {
 	tenants, err := db.BenchmarkTenants(ctx, runID)
 	if err != nil {
 		return nil, 0, fmt.Errorf("check bundle: %w", err)
@@ -61,7 +66,7 @@ func checkBundle(ctx context.Context, db bundleStore, runID string) (entries []c
 	prefix := "benchmark/" + runID + "/"
 	attempts := map[string]int{}
 	for _, t := range tenants {
-		e, ok, err := bundleEntry(ctx, db, t.ID, prefix)
+		e, ok, err := bundleEntry(ctx, db, t.ID, prefix, mains)
 		if err != nil {
 			return nil, 0, fmt.Errorf("check bundle: tenant %s: %w", t.ID, err)
 		}
@@ -87,8 +92,9 @@ func checkBundle(ctx context.Context, db bundleStore, runID string) (entries []c
 }
 
 // bundleEntry reads one tenant. Its main action is the one recorded under
-// the key benchmark/<run>/<scenario>/main (harness.Activities.record).
-func bundleEntry(ctx context.Context, db bundleStore, tenantID, prefix string) (check.BundleEntry, bool, error) {
+// the key benchmark/<run>/<scenario>/main (harness.Activities.record), or
+// on a via run the one mains names.
+func bundleEntry(ctx context.Context, db bundleStore, tenantID, prefix string, mains map[string]string) (check.BundleEntry, bool, error) {
 	acts, err := db.AllActions(ctx, tenantID)
 	if err != nil {
 		return check.BundleEntry{}, false, err
@@ -103,6 +109,9 @@ func bundleEntry(ctx context.Context, db bundleStore, tenantID, prefix string) (
 		if k := a.IdempotencyKey; strings.HasPrefix(k, prefix) && strings.HasSuffix(k, "/main") {
 			e.Scenario = strings.TrimSuffix(strings.TrimPrefix(k, prefix), "/main")
 			e.Main = a.ID
+		}
+		if sc, ok := mains[a.ID]; ok {
+			e.Scenario, e.Main = sc, a.ID
 		}
 		e.Actions = append(e.Actions, a.Action)
 		if !slices.Contains(versions, cv{a.Contract, a.ContractVersion}) {

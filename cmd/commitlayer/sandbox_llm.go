@@ -28,6 +28,8 @@ type llmOptions struct {
 	maxTurns    int
 	maxTokens   int
 	tokenBudget int64
+	// via is who records the agent's actions (harness.Vias).
+	via string
 }
 
 func (o *llmOptions) flags(fs *flag.FlagSet) {
@@ -38,6 +40,8 @@ func (o *llmOptions) flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.model, "model", "", "the model of -agent llm (default: the provider's default model)")
 	fs.IntVar(&o.maxTurns, "max-turns", harness.DefaultMaxTurns, "model turns per scenario")
 	fs.IntVar(&o.maxTokens, "max-tokens", harness.DefaultMaxTokens, "output tokens per model turn")
+	fs.StringVar(&o.via, "via", harness.ViaDirect, "who records the -agent llm agent's actions: direct (the harness), mcp (its tool calls go through CommitLayer's MCP gateway, which records them) "+
+		"or otlp (its tool calls are exported as OpenTelemetry spans to the API's /v1/traces); results in llm_<provider>_via-<path>.{json,md}")
 	fs.Int64Var(&o.tokenBudget, "token-budget", 0, "tokens (input plus output) the run may use; once spent, the scenarios left are listed as not run (0: no limit)")
 }
 
@@ -47,6 +51,9 @@ func (o *llmOptions) check() error {
 	case "scripted", "":
 		if o.provider != "" || o.model != "" {
 			return fmt.Errorf("-provider and -model need -agent llm")
+		}
+		if o.via != "" && o.via != harness.ViaDirect {
+			return fmt.Errorf("-via %s needs -agent llm (the scripted agent's actions are recorded by the harness)", o.via)
 		}
 		return nil
 	case harness.AgentLLM:
@@ -66,7 +73,7 @@ func (o *llmOptions) check() error {
 	// The bounds are the run's (each fake takes the same): the flag
 	// Normalize refuses is named; 0 is the default, as in the API.
 	_, err := harness.AgentSpec{Kind: harness.AgentLLM, Provider: harness.FakeAnthropic, MaxTurns: o.maxTurns,
-		MaxTokens: o.maxTokens, TokenBudget: o.tokenBudget}.Normalize()
+		MaxTokens: o.maxTokens, TokenBudget: o.tokenBudget, Via: o.via}.Normalize()
 	var fe *commitlayer.FieldError
 	if errors.As(err, &fe) {
 		return fmt.Errorf("-%s: %s", strings.ReplaceAll(fe.Field, "_", "-"), fe.Reason)
@@ -81,6 +88,7 @@ func (o *llmOptions) request(req bench.Request) bench.Request {
 	}
 	req.Agent, req.Provider, req.Model = harness.AgentLLM, o.provider, o.model
 	req.MaxTurns, req.MaxTokens, req.TokenBudget = o.maxTurns, o.maxTokens, o.tokenBudget
+	req.Via = o.via
 	return req
 }
 
@@ -103,7 +111,7 @@ func writeLLMResults(dir string, results matrix.Results, started bench.Started, 
 	if err := harness.WriteLLMFiles(dir, lr); err != nil {
 		return err
 	}
-	base := harness.LLMFileBase(started.Agent.Provider)
+	base := harness.LLMViaFileBase(started.Agent.Provider, started.Agent.Via)
 	a := lr.Agent
 	fmt.Fprintf(stdout, "results: %s/%s.json, %s/%s.md\n", dir, base, dir, base)
 	fmt.Fprintf(stdout, "model-driven agent %s (%s): %d applicable, %d skipped, %d not run; %d turns, %d+%d tokens, %d agent errors\n",

@@ -25,4 +25,14 @@ func TestLLMOptionsCheckNamesTheFlag(t *testing.T) {
 	}
 	require.ErrorContains(t, (&llmOptions{agent: harness.AgentLLM, provider: "mistral"}).check(), `-provider "mistral"`)
 	require.ErrorContains(t, (&llmOptions{agent: "scripted", provider: harness.FakeOpenAI}).check(), "need -agent llm")
+
+	require.ErrorContains(t, (&llmOptions{agent: "scripted", via: harness.ViaMCP}).check(), "-via mcp needs -agent llm")
+	require.NoError(t, (&llmOptions{agent: "scripted", via: harness.ViaDirect}).check())
+	via := ok
+	via.via = "grpc"
+	require.ErrorContains(t, via.check(), `-via: "grpc" is not a path; use one of direct, mcp, otlp`)
+	for _, v := range harness.Vias {
+		via.via = v
+		require.NoError(t, via.check(), v)
+	}
 }

@@ -25,6 +25,12 @@ type Request struct {
 	MaxTurns    int    `json:"max_turns,omitempty"`
 	MaxTokens   int    `json:"max_tokens,omitempty"`
 	TokenBudget int64  `json:"token_budget,omitempty"`
+	// Via is who records the model-driven agent's actions: "direct" (the
+	// default, also ""; the harness), "mcp" (CommitLayer's MCP gateway in
+	// front of the sandbox's tools) or "otlp" (the trace ingest, from the
+	// agent's calls exported as spans). The via paths need the API in the
+	// worker's process (`commitlayer sandbox`).
+	Via string `json:"via,omitempty"`
 	// ReplayOf names a recorded run to replay instead: its recorded tool
 	// calls re-executed on fresh enterprises and verified on the current
 	// engine, no model called (only, payments and repeat do not apply).

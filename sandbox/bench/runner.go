@@ -183,10 +183,13 @@ func (r *Runner) launch(ctx context.Context, reqJSON []byte, name string, wf any
 // behaviour. Errors are field errors.
 func selectForAgent(req Request, scenarios []harness.Scenario) (*harness.AgentSpec, []harness.Scenario, []harness.Skipped, error) {
 	if req.Agent == "" && req.Provider == "" {
+		if req.Via != "" && req.Via != harness.ViaDirect {
+			return nil, nil, nil, &commitlayer.FieldError{Field: "via", Reason: "needs agent llm (the scripted agent's actions are recorded by the harness)"}
+		}
 		return nil, scenarios, nil, nil
 	}
 	spec, err := harness.AgentSpec{Kind: req.Agent, Provider: req.Provider, Model: req.Model, MaxTurns: req.MaxTurns,
-		MaxTokens: req.MaxTokens, TokenBudget: req.TokenBudget}.Normalize()
+		MaxTokens: req.MaxTokens, TokenBudget: req.TokenBudget, Via: req.Via}.Normalize()
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -371,12 +371,14 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (matrix.Row, error) {
 	if err := s.runAgent(ctx, local, &agentRes); err != nil {
 		return matrix.Row{}, fmt.Errorf("agent: %w", err)
 	}
-	if err := s.startVerification(ctx, agentRes.Recorded); err != nil {
+	if err := s.startAgentVerifications(ctx, agentRes); err != nil {
 		return matrix.Row{}, err
 	}
 	actionID := agentRes.Recorded.Action.ID
-	if err := s.awaitFinal(ctx, actionID); err != nil {
-		return matrix.Row{}, err
+	if actionID != "" { // "": a via path recorded no action for the task (via.go)
+		if err := s.awaitFinal(ctx, actionID); err != nil {
+			return matrix.Row{}, err
+		}
 	}
 	// The injection's re-check stores its verdict; Score reads the
 	// provisional, final and latest verdicts from the stored history.

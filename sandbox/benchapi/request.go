@@ -47,11 +47,15 @@ func invalid(format string, args ...any) error {
 // checkAgent checks a run's agent fields: an unknown agent or provider, a
 // provider without agent llm's, or bounds out of range is 400.
 func checkAgent(req *bench.Request) error {
+	if req.Via != "" && !slices.Contains(harness.Vias, req.Via) {
+		return invalid("via: must be one of %s", strings.Join(harness.Vias, ", "))
+	}
 	switch req.Agent {
 	case "", "scripted":
 		if req.Provider == "" {
-			if req.Model != "" || req.MaxTurns != 0 || req.MaxTokens != 0 || req.TokenBudget != 0 {
-				return invalid("model, max_turns, max_tokens and token_budget need agent llm and a provider")
+			if req.Model != "" || req.MaxTurns != 0 || req.MaxTokens != 0 || req.TokenBudget != 0 ||
+				req.Via != "" && req.Via != harness.ViaDirect {
+				return invalid("model, max_turns, max_tokens, token_budget and via need agent llm and a provider")
 			}
 			req.Agent = ""
 			return nil

@@ -86,6 +86,12 @@ type Activities struct {
 	// JudgeProviders builds the model judge's provider (--judge); nil
 	// reads its key from this process's environment (llm.FromEnv).
 	JudgeProviders JudgeProviders
+	// API is the base URL of the CommitLayer API that a model-driven
+	// agent's actions are recorded through on the via paths (the MCP
+	// gateway posts them, the OTLP export sends its spans there); Actions
+	// lists what was recorded (via_run.go). Empty: no via runs here.
+	API     string
+	Actions ActionLister
 }
 
 func (a *Activities) logger() *slog.Logger {
@@ -160,7 +166,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	if err != nil {
 		return PrepareResult{}, invalidInput(err.Error(), nil)
 	}
-	tenant, _, err := a.Store.CreateBenchmarkTenant(ctx, in.RunID, in.ScenarioID)
+	tenant, tenantKey, err := a.Store.CreateBenchmarkTenant(ctx, in.RunID, in.ScenarioID)
 	if err != nil {
 		return PrepareResult{}, fmt.Errorf("create tenant: %w", err)
 	}
@@ -199,7 +205,8 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 	if activity.IsActivity(ctx) {
 		wfID = activity.GetInfo(ctx).WorkflowExecution.ID
 	}
-	a.Host.live[tenant.ID] = &live{Live: l, tenantID: tenant.ID, dir: dir, started: time.Now(), key: key, workflowID: wfID}
+	a.Host.live[tenant.ID] = &live{Live: l, tenantID: tenant.ID, dir: dir, started: time.Now(), key: key, workflowID: wfID,
+		tenantKey: tenantKey}
 	a.Host.prepared[key] = prep
 	a.Host.mu.Unlock()
 	return prep, nil
@@ -257,6 +264,10 @@ type AgentResult struct {
 	Recorded Recorded
 	Claim    string
 	Calls    int
+	// Also are the other actions a via path recorded for the agent's calls
+	// (another subject, another contract); Recorded is then the task's
+	// action, zero when no call recorded one (via_run.go).
+	Also []Recorded `json:",omitempty"`
 }
 
 // RunAgent runs the scenario's task under the agent's chaos and records the
@@ -308,7 +319,7 @@ func (a *Activities) AfterSettlement(ctx context.Context, in RecheckInput) (*com
 	if err != nil {
 		return nil, fmt.Errorf("after-settlement injection: %w", err)
 	}
-	if !did {
+	if !did || in.ActionID == "" { // no injection, or no action to re-check (a via path recorded none)
 		return nil, nil
 	}
 	v, err := a.Rechecker.Recheck(ctx, in.TenantID, in.ActionID)
@@ -362,6 +373,16 @@ func (a *Activities) Score(ctx context.Context, in ScoreInput) (matrix.Row, erro
 		}
 	}
 	sort.Slice(subjects, func(i, j int) bool { return subjects[i] < subjects[j] })
+	if in.ActionID == "" {
+		// A via path recorded no action for the task (via_run.go).
+		if !l.viaOn() {
+			return matrix.Row{}, errNoActionID
+		}
+		row := BuildRow(l.Scenario, truth, stray, noActionVerdict, noActionVerdict, 0, subjects,
+			in.Claim, in.Calls, 0, l.ChaosLog())
+		a.amendRow(l, &row)
+		return row, nil
+	}
 	// The stored history is the authority on which verdict came first and
 	// which is the last; signals may arrive in any order.
 	history, err := a.Store.VerdictHistory(ctx, in.TenantID, in.ActionID)
@@ -387,16 +408,24 @@ func (a *Activities) Score(ctx context.Context, in ScoreInput) (matrix.Row, erro
 	latency := float64(final.EvaluatedAt.Sub(rec.CreatedAt)) / float64(time.Millisecond)
 	row := BuildRow(l.Scenario, truth, stray, history[0], history[len(history)-1], len(history), subjects,
 		in.Claim, in.Calls, latency, l.ChaosLog())
-	tr := l.Env.Result.Trajectory
 	row.PassLatencyMS = float64(final.PassLatency) / float64(time.Millisecond)
+	a.amendRow(l, &row)
+	return row, nil
+}
+
+// amendRow adds what the agent did to a judged row: the trajectory, the
+// rule judge, the refusals, the model-driven agent's figures, the via path
+// and a replay's comparison.
+func (a *Activities) amendRow(l *live, row *matrix.Row) {
+	tr := l.Env.Result.Trajectory
 	row.Trajectory = &tr
 	row.Judges = []matrix.JudgeVerdict{ruleJudge(tr)}
 	row.Refused = Refusals(l.Env.Result.Trajectory.Calls)
-	llmRow(l, &row)
+	llmRow(l, row)
+	viaRow(l, row)
 	if st := l.replay(); st != nil {
-		st.amend(&row)
+		st.amend(row)
 	}
-	return row, nil
 }
 
 // Cleanup closes the scenario's enterprise and removes its files. The
@@ -412,6 +441,7 @@ func (a *Activities) Cleanup(ctx context.Context, in StepInput) error {
 	if !ok {
 		return nil // already cleaned up (a retried activity)
 	}
+	l.closeVia()
 	err := l.Close()
 	if rerr := os.RemoveAll(l.dir); rerr != nil {
 		err = errors.Join(err, rerr)

@@ -58,6 +58,10 @@ type live struct {
 	key      string // run/scenario
 	// workflowID is the Scenario workflow that prepared it.
 	workflowID string
+	// tenantKey is the scenario tenant's API key, kept in this process's
+	// memory only: the via paths record through the API with it
+	// (via_run.go); it is in no workflow input, result or log.
+	tenantKey string
 }
 
 // ExtractTransport returns the transport a tenant's connectors are pulled
@@ -123,6 +127,7 @@ func (h *Host) CloseAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id, l := range h.live {
+		l.closeVia()
 		_ = l.Close()
 		_ = os.RemoveAll(l.dir)
 		delete(h.live, id)

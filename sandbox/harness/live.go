@@ -268,6 +268,9 @@ func (l *Live) Truth(ctx context.Context) (matrix.Truth, []commitlayer.Subject, 
 	main := l.Env.Result.Action
 	since := main.RequestedAt
 	recorded := []commitlayer.Subject{main.Subject}
+	if via, ok := l.viaRecorded(); ok {
+		recorded = via // what the gateway or the ingest recorded
+	}
 	prior := make([]oracle.Action, 0, len(l.prior))
 	for i, p := range l.prior {
 		prior = append(prior, oracle.Action{Task: l.Scenario.Prior[i], RequestedAt: p.Action.RequestedAt})

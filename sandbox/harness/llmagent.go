@@ -75,6 +75,10 @@ type AgentSpec struct {
 	// Once spent, no scenario starts and a running one stops at its next
 	// turn; the scenarios not started are listed as not run.
 	TokenBudget int64 `json:"token_budget,omitempty"`
+	// Via is how the agent's calls reach the tools and who records its
+	// actions: "" (direct: the harness records the action), ViaMCP or
+	// ViaOTLP (via_run.go).
+	Via string `json:"via,omitempty"`
 }
 
 // Normalize checks the spec and fills in its defaults.
@@ -95,6 +99,12 @@ func (s AgentSpec) Normalize() (AgentSpec, error) {
 		return s, &commitlayer.FieldError{Field: "max_tokens", Reason: "must be between 0 (the default) and 32000"}
 	case s.TokenBudget < 0:
 		return s, &commitlayer.FieldError{Field: "token_budget", Reason: "must not be negative"}
+	}
+	if s.Via == ViaDirect {
+		s.Via = ""
+	}
+	if s.Via != "" && !slices.Contains(Vias, s.Via) {
+		return s, &commitlayer.FieldError{Field: "via", Reason: fmt.Sprintf("%q is not a path; use one of %s", s.Via, strings.Join(Vias, ", "))}
 	}
 	if s.MaxTurns == 0 {
 		s.MaxTurns = DefaultMaxTurns

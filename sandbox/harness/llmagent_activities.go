@@ -29,6 +29,8 @@ type llmState struct {
 	start AgentStart
 	// trajectory is the finished conversation's, once FinishAgent ran.
 	trajectory *llm.Trajectory
+	// via is the run's via path (nil: direct; via_run.go).
+	via *viaState
 }
 
 // StartAgentInput starts a scenario's model-driven agent.
@@ -84,10 +86,17 @@ func (a *Activities) StartAgent(ctx context.Context, in StartAgentInput) (AgentS
 		plan = &p
 	}
 	start.Task = agent.ModelTask(l.Scenario.Task, plan)
+	var via *viaState
+	if spec.Via != "" {
+		if via, err = a.startVia(ctx, l, spec.Via); err != nil {
+			return AgentStart{}, err
+		}
+	}
 	if err := l.armAgentChaos(ctx); err != nil {
+		via.close()
 		return AgentStart{}, err
 	}
-	l.llm = &llmState{spec: spec, start: start}
+	l.llm = &llmState{spec: spec, start: start, via: via}
 	return start, nil
 }
 
@@ -155,6 +164,7 @@ func (a *Activities) AgentToolCall(ctx context.Context, in ToolCallInput) (llm.A
 	if err != nil {
 		return llm.Attempt{}, invalidInput(err.Error(), nil)
 	}
+	conn := l.viaConn()
 	return writeAhead(ctx, a, in.RunID, in.ScenarioID, "call", in.Index, hash, func(started bool) (llm.Attempt, error) {
 		var at llm.Attempt
 		args, key, aerr := agent.ModelArgs(in.Call.Args)
@@ -162,6 +172,9 @@ func (a *Activities) AgentToolCall(ctx context.Context, in ToolCallInput) (llm.A
 		case started:
 			at = llm.Attempt{Tool: in.Call.Name, Args: args,
 				Error: "timeout: no answer (the call's outcome is unknown; it may or may not have happened)"}
+		case conn != nil:
+			// Through CommitLayer's MCP gateway to the tool server.
+			at = conn.call(ctx, in.Call.Name, in.Call.Args)
 		case aerr != nil:
 			at = agent.Attempt(llm.Attempt{Tool: in.Call.Name}, fmt.Errorf("call tool %q: %w", in.Call.Name, aerr))
 		default:
@@ -270,7 +283,18 @@ func (a *Activities) FinishAgent(ctx context.Context, in FinishAgentInput) (Agen
 		l.agentDone = true
 	}
 	res := l.Env.Result
+	via := l.llm.via
 	l.mu.Unlock()
+	if via != nil {
+		// The gateway or the trace ingest records; the harness does not.
+		out, err := a.finishVia(ctx, in, l, res)
+		if err == nil && activity.IsActivity(ctx) {
+			activity.GetLogger(ctx).Info("model-driven agent finished", "scenario", in.ScenarioID, "via", via.mode,
+				"claim", res.Action.Claim.Status, "calls", len(res.Trajectory.Calls), "task_action", out.Recorded.Action.ID,
+				"other_actions", len(out.Also))
+		}
+		return out, err
+	}
 	rec, err := a.record(ctx, in.StepInput, res.Action, "main")
 	if err != nil {
 		return AgentResult{}, err

@@ -48,11 +48,18 @@ type LLMRun struct {
 	EstimateNanoUSD int64  `json:"estimate_nano_usd,omitempty"`
 	// AgentErrors counts rows whose agent stopped without a report.
 	AgentErrors int `json:"agent_errors"`
+	// Via is the path that recorded the actions ("direct", ViaMCP,
+	// ViaOTLP), RecordedBy says it in words; NoAction counts the rows
+	// whose agent's calls recorded no action for the task.
+	Via        string `json:"via"`
+	RecordedBy string `json:"recorded_by"`
+	NoAction   int    `json:"no_action,omitempty"`
 }
 
 // NewLLMResults adds the model-driven agent's figures to a run's results.
 func NewLLMResults(res matrix.Results, spec AgentSpec, skipped []Skipped, notRun []string) LLMResults {
 	run := LLMRun{Provider: spec.Provider, Model: spec.Model, Applicable: len(res.Scenarios) + len(notRun),
+		Via: cmpOr(spec.Via, ViaDirect), RecordedBy: RecordedBy(spec.Via),
 		Skipped: skipped, NotRun: notRun, MaxTurns: spec.MaxTurns, MaxTokens: spec.MaxTokens, TokenBudget: spec.TokenBudget}
 	if run.Skipped == nil {
 		run.Skipped = []Skipped{}
@@ -70,6 +77,9 @@ func NewLLMResults(res matrix.Results, spec AgentSpec, skipped []Skipped, notRun
 		if r.LLM.AgentError != "" {
 			run.AgentErrors++
 		}
+		if r.LLM.NoAction {
+			run.NoAction++
+		}
 	}
 	run.InputTokens, run.OutputTokens = usage.InputTokens, usage.OutputTokens
 	cost := llm.CostOf(spec.Model, usage)
@@ -84,9 +94,25 @@ func NewLLMResults(res matrix.Results, spec AgentSpec, skipped []Skipped, notRun
 // LLMFileBase is the results' file name without extension: llm_<provider>.
 func LLMFileBase(provider string) string { return "llm_" + provider }
 
+// LLMViaFileBase is LLMFileBase of a run on a via path:
+// llm_<provider>_via-<path> (the direct path's is LLMFileBase's).
+func LLMViaFileBase(provider, via string) string {
+	if via == "" || via == ViaDirect {
+		return LLMFileBase(provider)
+	}
+	return LLMFileBase(provider) + "_via-" + via
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 // WriteLLMFiles writes llm_<provider>.json and .md into dir.
 func WriteLLMFiles(dir string, res LLMResults) error {
-	base := LLMFileBase(res.Agent.Provider)
+	base := LLMViaFileBase(res.Agent.Provider, res.Agent.Via)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
@@ -134,7 +160,13 @@ func LLMMarkdown(res LLMResults) string {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "- agent errors (no report): %d\n\n", a.AgentErrors)
+	fmt.Fprintf(&b, "- agent errors (no report): %d\n", a.AgentErrors)
+	fmt.Fprintf(&b, "- actions recorded by: %s (-via %s)", cmpOr(a.RecordedBy, RecordedBy("")), cmpOr(a.Via, ViaDirect))
+	if a.Via != "" && a.Via != ViaDirect {
+		fmt.Fprintf(&b, "; the harness recorded none of the agent's; %d rows where no call recorded an action for the task "+
+			"(read as outcome FAIL, policy PASS: nothing CommitLayer saw claims the task's effects)", a.NoAction)
+	}
+	b.WriteString("\n\n")
 	b.WriteString(Markdown(res.Results))
 	if len(a.Skipped) > 0 {
 		b.WriteString("\n## Skipped (they script one specific agent behaviour)\n\n| scenario | why |\n|---|---|\n")

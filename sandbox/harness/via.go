@@ -2,9 +2,11 @@ package harness
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,7 +33,11 @@ import (
 // result is what the model-driven agent sees ({"status":…,"body":…} or
 // {"error":…}), isError when the call did not get a 2xx; arguments the tool
 // layer refuses are answered 400 as a tool server would.
-func ToolServer(c *agent.Client) *mcp.Server {
+func ToolServer(c *agent.Client) *mcp.Server { return toolServer(c, nil) }
+
+// toolServer is ToolServer telling made, when set, each attempt it made as
+// the model-driven agent records it.
+func toolServer(c *agent.Client, made func(llm.Attempt)) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "commitlayer-sandbox-tools", Version: "1"}, nil)
 	for _, t := range agent.ModelTools() {
 		name := t.Name
@@ -49,7 +55,12 @@ func ToolServer(c *agent.Client) *mcp.Server {
 				if err == nil {
 					call, err = c.Do(ctx, name, args, key)
 				}
-				out := agent.Attempt(call, err).Outcome()
+				at := agent.Attempt(call, err)
+				at.Attempt = 0 // the conversation numbers attempts
+				if made != nil {
+					made(at)
+				}
+				out := at.Outcome()
 				return &mcp.CallToolResult{IsError: !out.OK(), Content: []mcp.Content{&mcp.TextContent{Text: out.Content()}}}, nil
 			})
 	}
@@ -68,13 +79,25 @@ const ServiceName = "commitlayer-sandbox-agent"
 // millisecond later. All spans go in one export (the batcher, flushed on
 // shutdown), so the ingest finds each call's invoke_agent parent.
 func ExportToolCalls(ctx context.Context, endpoint, key, agentName string, calls []llm.Attempt, start time.Time) error {
+	return exportToolCalls(ctx, endpoint, key, agentName, calls, start, nil)
+}
+
+// exportToolCalls is ExportToolCalls with the trace and span ids from ids
+// (nil: the SDK's random ones). Ids that are the same on every export of
+// the same calls make a repeated export (a retried activity) one the
+// ingest has recorded already.
+func exportToolCalls(ctx context.Context, endpoint, key, agentName string, calls []llm.Attempt, start time.Time, ids sdktrace.IDGenerator) error {
 	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(strings.TrimRight(endpoint, "/")+"/v1/traces"),
 		otlptracehttp.WithHeaders(map[string]string{"Authorization": "Bearer " + key}))
 	if err != nil {
 		return fmt.Errorf("export tool calls: exporter: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
-		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", ServiceName))))
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", ServiceName)))}
+	if ids != nil {
+		opts = append(opts, sdktrace.WithIDGenerator(ids))
+	}
+	tp := sdktrace.NewTracerProvider(opts...)
 	tr := tp.Tracer("github.com/commitlayer/commitlayer/sandbox/harness")
 	at := start
 	actx, root := tr.Start(ctx, "invoke_agent "+agentName, trace.WithTimestamp(at), trace.WithAttributes(
@@ -109,4 +132,37 @@ func ExportToolCalls(ctx context.Context, endpoint, key, agentName string, calls
 		return fmt.Errorf("export tool calls: %w", err)
 	}
 	return nil
+}
+
+// seqIDs gives one trace id (the seed's first 16 bytes) and span ids
+// counting up from the seed's last 8: the same spans in the same order get
+// the same ids on every export.
+type seqIDs struct {
+	mu    sync.Mutex
+	trace trace.TraceID
+	next  uint64
+}
+
+func newSeqIDs(seed [32]byte) *seqIDs {
+	s := &seqIDs{next: binary.BigEndian.Uint64(seed[24:]) | 1}
+	copy(s.trace[:], seed[:16])
+	return s
+}
+
+func (s *seqIDs) NewIDs(context.Context) (trace.TraceID, trace.SpanID) {
+	return s.trace, s.span()
+}
+
+func (s *seqIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return s.span() }
+
+func (s *seqIDs) span() trace.SpanID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var id trace.SpanID
+	binary.BigEndian.PutUint64(id[:], s.next)
+	s.next++
+	if s.next == 0 {
+		s.next = 1
+	}
+	return id
 }

@@ -196,6 +196,13 @@ type RowLLM struct {
 	// AgentError is why the agent stopped without a report (malformed
 	// output, a refused turn, the turn limit, the budget).
 	AgentError string `json:"agent_error,omitempty"`
+	// Via is the path that recorded the agent's actions ("" direct: the
+	// harness; "mcp": the MCP gateway; "otlp": the trace ingest);
+	// ViaActions the actions it recorded, the task's first; NoAction is set
+	// when none was the task's (no call of a bound tool was made).
+	Via        string   `json:"via,omitempty"`
+	ViaActions []string `json:"via_actions,omitempty"`
+	NoAction   bool     `json:"no_action,omitempty"`
 }
 
 // Tokens is input plus output.
