@@ -36,6 +36,10 @@ type Options struct {
 	// SDK's 2 leave the worker idle while timers fire in bursts).
 	WorkflowTaskPollers int
 	ActivityTaskPollers int
+	// StickyCacheSize bounds the workflows the process keeps in memory
+	// between their tasks (cache.go); zero means DefaultStickyCacheSize.
+	// One bound per process: the first worker built sets it.
+	StickyCacheSize int
 }
 
 // New builds a worker polling the task queue, with the product's workflows
@@ -70,6 +74,11 @@ func NewBare(c client.Client, taskQueue string, opts Options) sdkworker.Worker {
 	if actPollers <= 0 {
 		actPollers = 4
 	}
+	cache := opts.StickyCacheSize
+	if cache <= 0 {
+		cache = DefaultStickyCacheSize
+	}
+	SetStickyCacheSize(cache)
 	return sdkworker.New(c, taskQueue, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:     opts.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: opts.MaxConcurrentWorkflowTasks,
