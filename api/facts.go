@@ -81,9 +81,11 @@ func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 const maxBackgroundNotices = 1024
 
 // backgroundNoticeTimeout bounds the wait for a notice delivered after the
-// answer: its signals queue behind others' while Temporal is busy, which is
-// not Temporal being away.
-const backgroundNoticeTimeout = 30 * time.Second
+// answer. Its signals queue behind others' while Temporal is busy, which is
+// not Temporal being away: each signal has its own timeout in the verify
+// client (a Temporal that hangs fails them in seconds), and this only
+// bounds the queue.
+const backgroundNoticeTimeout = 5 * time.Minute
 
 // deliverNotice delivers the notice of a stored batch now, within timeout,
 // and leaves it to the reconciler when Temporal does not answer (it retries

@@ -28,8 +28,9 @@ type Options struct {
 	// zero Deployment runs an unversioned worker (a server without Worker
 	// Versioning, COMMITLAYER_WORKER_VERSIONING=0).
 	Deployment Deployment
-	// MaxConcurrentActivities and MaxConcurrentWorkflowTasks: zero keeps
-	// the SDK defaults.
+	// MaxConcurrentActivities: zero keeps the SDK default.
+	// MaxConcurrentWorkflowTasks: zero means half the sticky cache (at
+	// least 2), so the tasks in flight never fill it.
 	MaxConcurrentActivities    int
 	MaxConcurrentWorkflowTasks int
 	// WorkflowTaskPollers and ActivityTaskPollers: zero means 4 each (the
@@ -79,9 +80,18 @@ func NewBare(c client.Client, taskQueue string, opts Options) sdkworker.Worker {
 		cache = DefaultStickyCacheSize
 	}
 	SetStickyCacheSize(cache)
+	// A workflow whose task is being worked on (a pass's local activity
+	// runs inside its task) is pinned in the cache; with more tasks at once
+	// than the cache holds, the SDK fails the next one ("cache capacity is
+	// fully occupied with pinned elements") and Temporal retries it later.
+	// Half the cache leaves room for the workflows about to take a step.
+	wfTasks := opts.MaxConcurrentWorkflowTasks
+	if wfTasks <= 0 {
+		wfTasks = max(cache/2, 2)
+	}
 	return sdkworker.New(c, taskQueue, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:     opts.MaxConcurrentActivities,
-		MaxConcurrentWorkflowTaskExecutionSize: opts.MaxConcurrentWorkflowTasks,
+		MaxConcurrentWorkflowTaskExecutionSize: wfTasks,
 		MaxConcurrentWorkflowTaskPollers:       wfPollers,
 		MaxConcurrentActivityTaskPollers:       actPollers,
 		DeploymentOptions:                      opts.Deployment.options(),
