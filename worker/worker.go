@@ -30,7 +30,8 @@ type Options struct {
 	Deployment Deployment
 	// MaxConcurrentActivities: zero keeps the SDK default.
 	// MaxConcurrentWorkflowTasks: zero means half the sticky cache (at
-	// least 2), so the tasks in flight never fill it.
+	// least 2, at most the SDK's 1 000), so the tasks in flight never
+	// fill it.
 	MaxConcurrentActivities    int
 	MaxConcurrentWorkflowTasks int
 	// WorkflowTaskPollers and ActivityTaskPollers: zero means 4 each (the
@@ -84,10 +85,11 @@ func NewBare(c client.Client, taskQueue string, opts Options) sdkworker.Worker {
 	// runs inside its task) is pinned in the cache; with more tasks at once
 	// than the cache holds, the SDK fails the next one ("cache capacity is
 	// fully occupied with pinned elements") and Temporal retries it later.
-	// Half the cache leaves room for the workflows about to take a step.
+	// Half the cache (at most the SDK's 1 000) leaves room for the
+	// workflows about to take a step.
 	wfTasks := opts.MaxConcurrentWorkflowTasks
 	if wfTasks <= 0 {
-		wfTasks = max(cache/2, 2)
+		wfTasks = min(max(cache/2, 2), 1000)
 	}
 	return sdkworker.New(c, taskQueue, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:     opts.MaxConcurrentActivities,
