@@ -47,45 +47,51 @@ func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 	if res.NotificationID != 0 && s.verifier != nil {
 		// The facts and their notice are stored together. With a
 		// reconciler to finish it after a crash, the notice is delivered
-		// after the answer (a signal per watching verification costs
-		// Temporal round trips the client need not wait for: measured by
-		// `bench scale`, 2 s per batch of 1 000 facts on 100 watched
-		// subjects); without a free slot, or a reconciler, before it.
+		// after the answer (the signals to the watching verifications
+		// cost Temporal round trips the client need not wait for); past
+		// maxBackgroundNotices it stays in the outbox for the reconciler,
+		// so ingest never goes at the pace Temporal takes signals.
+		// Without a reconciler it is delivered before the answer.
 		ctx := context.WithoutCancel(r.Context())
-		select {
-		case s.notices <- struct{}{}:
-			if s.reconciler == nil {
-				<-s.notices
-				s.deliverNotice(ctx, t.ID, res)
-				break
-			}
-			go func() {
-				defer func() { <-s.notices }()
-				s.deliverNotice(ctx, t.ID, res)
-			}()
+		switch {
+		case s.reconciler == nil:
+			s.deliverNotice(ctx, t.ID, res, notifyTimeout)
 		default:
-			s.deliverNotice(ctx, t.ID, res)
+			select {
+			case s.notices <- struct{}{}:
+				go func() {
+					defer func() { <-s.notices }()
+					s.deliverNotice(ctx, t.ID, res, backgroundNoticeTimeout)
+				}()
+			default:
+				s.metrics.noticesDeferred.Inc()
+			}
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"inserted": res.Inserted, "duplicates": res.Duplicates})
 }
 
-// maxBackgroundNotices bounds the notices of new facts delivered after
-// their POST answered; past it a POST delivers its own before answering,
-// which slows ingest to the pace Temporal takes signals. Measured with
-// `bench scale` (2 000 watching, 4 batches in flight): at 64, POSTs at
-// 14 900 facts/s and every notice delivered 2 min 55 s after the last; at
-// 8, 6 600 facts/s and 2 min 53 s. What bounds delivery is Temporal's
-// signal rate and the reconciler's, not this.
-const maxBackgroundNotices = 64
+// maxBackgroundNotices bounds the notices of new facts being delivered
+// after their POST answered; past it a notice waits in the outbox for the
+// reconciler (after its grace, a few seconds). The verify client coalesces
+// the signals of all of them (one in flight per verification), so what
+// this bounds is goroutines waiting, not signals.
+const maxBackgroundNotices = 1024
 
-// deliverNotice delivers the notice of a stored batch now, and leaves it
-// to the reconciler when Temporal does not answer (it retries until
-// delivered).
-func (s *Server) deliverNotice(ctx context.Context, tenantID string, res commitlayer.InsertResult) {
+// backgroundNoticeTimeout bounds the wait for a notice delivered after the
+// answer. Its signals queue behind others' while Temporal is busy, which is
+// not Temporal being away: each signal has its own timeout in the verify
+// client (a Temporal that hangs fails them in seconds), and this only
+// bounds the queue.
+const backgroundNoticeTimeout = 5 * time.Minute
+
+// deliverNotice delivers the notice of a stored batch now, within timeout,
+// and leaves it to the reconciler when Temporal does not answer (it retries
+// until delivered).
+func (s *Server) deliverNotice(ctx context.Context, tenantID string, res commitlayer.InsertResult, timeout time.Duration) {
 	err := errTemporalAway
 	if !s.temporalAway() {
-		nctx, cancel := context.WithTimeout(ctx, notifyTimeout)
+		nctx, cancel := context.WithTimeout(ctx, timeout)
 		err = s.verifier.FactsArrived(nctx, tenantID, res.Subjects)
 		cancel()
 		if err != nil {

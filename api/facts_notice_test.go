@@ -3,11 +3,11 @@ package api
 import (
 	"context"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
@@ -69,32 +69,22 @@ func TestPostFactsAnswersBeforeTheNotice(t *testing.T) {
 	require.Zero(t, kick.kicks.Load())
 }
 
-// Past maxBackgroundNotices in flight, a POST delivers its own notice
-// before answering: ingest slows to Temporal's pace instead of piling up
-// goroutines.
-func TestPostFactsDeliversInlineWhenTheBackgroundIsFull(t *testing.T) {
+// Past maxBackgroundNotices in flight, a POST answers without delivering
+// its notice: it stays in the outbox, due after its grace, for the
+// reconciler; ingest never waits on Temporal's pace. The deferral is
+// counted on /metrics.
+func TestPostFactsLeavesItsNoticeToTheOutboxWhenTheBackgroundIsFull(t *testing.T) {
 	ver := &slowVerifier{release: make(chan struct{})}
+	defer close(ver.release)
 	e := newEnv(t, func(c *Config) { c.Verifier = ver; c.Reconciler = &countingKicker{} })
 	_, key := e.tenant("notice-full")
 	for range maxBackgroundNotices {
 		e.srv.notices <- struct{}{} // every slot taken
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	answered := make(chan int, 1)
-	go func() {
-		defer wg.Done()
-		res := e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: map[string]any{"facts": []any{fact(2, "account:acc_2")}}})
-		answered <- res.Status
-	}()
-	require.Eventually(t, func() bool { return ver.calls.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
-	select {
-	case <-answered:
-		t.Fatal("answered before its notice was delivered, with no slot free")
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(ver.release)
-	wg.Wait()
-	require.Equal(t, http.StatusOK, <-answered)
-	require.Zero(t, pendingNotices(t, e, tenantID(t, e, key)))
+	before := testutil.ToFloat64(e.srv.metrics.noticesDeferred)
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: map[string]any{"facts": []any{fact(2, "account:acc_2")}}})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Zero(t, ver.calls.Load(), "no delivery tried: every slot is taken")
+	require.Equal(t, 1, pendingNotices(t, e, tenantID(t, e, key)), "the notice waits in the outbox")
+	require.Equal(t, before+1, testutil.ToFloat64(e.srv.metrics.noticesDeferred))
 }

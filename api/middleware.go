@@ -142,6 +142,9 @@ type httpMetrics struct {
 	latency  *prometheus.HistogramVec
 	facts    *prometheus.CounterVec
 	actions  *prometheus.CounterVec
+	// noticesDeferred counts notices of new facts left to the reconciler
+	// because maxBackgroundNotices were being delivered.
+	noticesDeferred prometheus.Counter
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -163,6 +166,10 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Name: "commitlayer_actions_recorded_total",
 			Help: "Actions recorded on POST /v1/actions, by result (created, replayed).",
 		}, []string{"result"})),
+		noticesDeferred: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "commitlayer_fact_notices_deferred_total",
+			Help: "Notices of new facts left in the outbox for the reconciler: too many were being delivered already.",
+		})),
 	}
 }
 

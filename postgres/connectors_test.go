@@ -188,3 +188,38 @@ func TestRecordPullAtomic(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordPullOfNothingNewTakesNoTransaction: a pull that brought
+// nothing and left the cursor where it was is one statement (the pull
+// time moves, no transaction, no notice); one whose cursor moved still
+// takes the transaction that moves it.
+func TestRecordPullOfNothingNewTakesNoTransaction(t *testing.T) {
+	testStore(t) // migrated
+	ctx := context.Background()
+	db, err := Open(ctx, storeURL) // a DB of its own: its transaction count is this test's
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	tn := newTenant(t)
+	c, err := db.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "payments", Kind: "http_events", URL: "http://x"})
+	require.NoError(t, err)
+	_, err = db.RecordPull(ctx, tn.ID, c.ID, []commitlayer.Fact{
+		mkFact("payments", "refund_created", "order:o1", "nothing-new-1", t0, nil)}, "1", t0)
+	require.NoError(t, err)
+
+	before := db.Transactions()
+	res, err := db.RecordPull(ctx, tn.ID, c.ID, nil, "1", t0.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, commitlayer.InsertResult{}, res, "nothing inserted, no notice")
+	require.Equal(t, before, db.Transactions(), "nothing new: no transaction")
+	got, err := db.GetConnector(ctx, tn.ID, c.ID)
+	require.NoError(t, err)
+	require.Equal(t, t0.Add(time.Minute), got.LastPullAt)
+	require.Equal(t, "1", got.Cursor)
+
+	_, err = db.RecordPull(ctx, tn.ID, c.ID, nil, "2", t0.Add(2*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, before+1, db.Transactions(), "the cursor moved: a transaction")
+	got, err = db.GetConnector(ctx, tn.ID, c.ID)
+	require.NoError(t, err)
+	require.Equal(t, "2", got.Cursor)
+}

@@ -16,6 +16,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
@@ -27,7 +28,12 @@ import (
 // DB is the store. It is safe for concurrent use.
 type DB struct {
 	pool *pgxpool.Pool
+	txs  atomic.Int64 // transactions begun (Transactions)
 }
+
+// Transactions counts the transactions this DB has begun (retries
+// included): what tells a one-statement path from a transaction in tests.
+func (db *DB) Transactions() int64 { return db.txs.Load() }
 
 // Open connects a pool to databaseURL and pings it.
 func Open(ctx context.Context, databaseURL string) (*DB, error) {
@@ -234,6 +240,7 @@ func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 }
 
 func (db *DB) tryTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	db.txs.Add(1)
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
 		return err

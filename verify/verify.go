@@ -49,7 +49,9 @@ type Client struct {
 	// has open verifications; zero means workflows.DefaultPollInterval.
 	PollInterval time.Duration
 	Logger       *slog.Logger
-	// SignalConcurrency bounds signals sent at once by FactsArrived.
+	// SignalConcurrency bounds the facts-arrived signals this client has
+	// in flight at once (zero: 32). Signals are coalesced per
+	// verification (notify.go).
 	SignalConcurrency int
 	// StoreID is the identity of the database actions are recorded in
 	// (postgres.DB.Identity), carried to the workers so one on another
@@ -66,6 +68,9 @@ type Client struct {
 
 	bgOnce sync.Once
 	bg     chan struct{}
+
+	notifyOnce sync.Once
+	notifier   *notifier
 }
 
 func (c *Client) taskQueue() string {
@@ -289,8 +294,13 @@ func (c *Client) FactsArrived(ctx context.Context, tenantID string, subjects []c
 // NotifyFacts signals the verifications still watching any of the
 // subjects, or a subject up to two links away from one (a refund on an
 // order reaches the cancellation of its customer's subscription, which
-// forbids refunds through the customer), except exceptActionID. A
-// verification that has just ended is not an error.
+// forbids refunds through the customer), except exceptActionID, and
+// returns once each has been delivered a signal sent after the call
+// began. Signals are coalesced across calls (notify.go): a verification
+// waiting for its signal gets one, however many batches named it. The
+// store is asked once per call (the links' two hops, then the watched
+// actions), never per fact. A verification that has just ended is not an
+// error.
 func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, exceptActionID string) error {
 	if len(subjects) == 0 {
 		return nil
@@ -303,35 +313,16 @@ func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []co
 	if err != nil {
 		return fmt.Errorf("watched actions of %s: %w", tenantID, err)
 	}
-	n := c.SignalConcurrency
-	if n <= 0 {
-		n = 8
-	}
-	sem := make(chan struct{}, n)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
+	ids := make([]string, 0, len(watched))
 	for _, a := range watched {
-		if a.ID == exceptActionID {
-			continue
+		if a.ID != exceptActionID {
+			ids = append(ids, workflows.VerifyWorkflowID(tenantID, a.ID))
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(a commitlayer.ActionRecord) {
-			defer func() { <-sem; wg.Done() }()
-			err := c.Temporal.SignalWorkflow(ctx, workflows.VerifyWorkflowID(tenantID, a.ID), "",
-				workflows.SignalFactsArrived, workflows.FactsArrived{}) // no subject list: the pass re-reads them all
-			if err != nil && !isNotRunning(err) {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("signal %s: %w", a.ID, err))
-				mu.Unlock()
-			}
-		}(a)
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	if len(ids) == 0 {
+		return nil
+	}
+	return c.notices().notify(ctx, ids)
 }
 
 // reach widens subjects by two hops of links, as far as maxNudgeSubjects.

@@ -28,14 +28,20 @@ type Options struct {
 	// zero Deployment runs an unversioned worker (a server without Worker
 	// Versioning, COMMITLAYER_WORKER_VERSIONING=0).
 	Deployment Deployment
-	// MaxConcurrentActivities and MaxConcurrentWorkflowTasks: zero keeps
-	// the SDK defaults.
+	// MaxConcurrentActivities: zero keeps the SDK default.
+	// MaxConcurrentWorkflowTasks: zero means half the sticky cache (at
+	// least 2, at most the SDK's 1 000), so the tasks in flight never
+	// fill it.
 	MaxConcurrentActivities    int
 	MaxConcurrentWorkflowTasks int
 	// WorkflowTaskPollers and ActivityTaskPollers: zero means 4 each (the
 	// SDK's 2 leave the worker idle while timers fire in bursts).
 	WorkflowTaskPollers int
 	ActivityTaskPollers int
+	// StickyCacheSize bounds the workflows the process keeps in memory
+	// between their tasks (cache.go); zero means DefaultStickyCacheSize.
+	// One bound per process: the first worker built sets it.
+	StickyCacheSize int
 }
 
 // New builds a worker polling the task queue, with the product's workflows
@@ -70,9 +76,24 @@ func NewBare(c client.Client, taskQueue string, opts Options) sdkworker.Worker {
 	if actPollers <= 0 {
 		actPollers = 4
 	}
+	cache := opts.StickyCacheSize
+	if cache <= 0 {
+		cache = DefaultStickyCacheSize
+	}
+	SetStickyCacheSize(cache)
+	// A workflow whose task is being worked on (a pass's local activity
+	// runs inside its task) is pinned in the cache; with more tasks at once
+	// than the cache holds, the SDK fails the next one ("cache capacity is
+	// fully occupied with pinned elements") and Temporal retries it later.
+	// Half the cache (at most the SDK's 1 000) leaves room for the
+	// workflows about to take a step.
+	wfTasks := opts.MaxConcurrentWorkflowTasks
+	if wfTasks <= 0 {
+		wfTasks = min(max(cache/2, 2), 1000)
+	}
 	return sdkworker.New(c, taskQueue, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:     opts.MaxConcurrentActivities,
-		MaxConcurrentWorkflowTaskExecutionSize: opts.MaxConcurrentWorkflowTasks,
+		MaxConcurrentWorkflowTaskExecutionSize: wfTasks,
 		MaxConcurrentWorkflowTaskPollers:       wfPollers,
 		MaxConcurrentActivityTaskPollers:       actPollers,
 		DeploymentOptions:                      opts.Deployment.options(),

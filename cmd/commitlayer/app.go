@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -113,6 +114,9 @@ type Config struct {
 	// FactRetention, when set, purges facts past it that no open
 	// verification reads (COMMITLAYER_FACT_RETENTION; see retention.go).
 	FactRetention time.Duration
+	// StickyCacheSize bounds the workflows a worker keeps in memory
+	// (COMMITLAYER_STICKY_CACHE_SIZE, default worker.DefaultStickyCacheSize).
+	StickyCacheSize int
 }
 
 func (c Config) metricsMode() api.MetricsMode {
@@ -194,6 +198,9 @@ func ConfigFromEnv(roles Roles) (Config, error) {
 			return Config{}, fmt.Errorf("COMMITLAYER_MAX_FUTURE_SKEW %q is not a positive duration (e.g. 24h)", s)
 		}
 		cfg.MaxFutureSkew = d
+	}
+	if cfg.StickyCacheSize, err = worker.StickyCacheSizeFromEnv(); err != nil {
+		return Config{}, err
 	}
 	if cfg.FactRetention, err = factRetentionFromEnv(); err != nil {
 		return Config{}, err
@@ -515,6 +522,7 @@ func (m *Main) startProductWorker() error {
 		Secrets:    m.Secrets,
 	}
 	opts := m.WorkerOptions
+	opts.StickyCacheSize = cmp.Or(opts.StickyCacheSize, m.Config.StickyCacheSize)
 	if opts.TaskQueue == "" {
 		opts.TaskQueue = m.Config.TaskQueue
 	}
@@ -567,6 +575,7 @@ func (m *Main) startBenchmarkWorkers() error {
 		Secrets:    m.Secrets,
 	}
 	opts := m.WorkerOptions
+	opts.StickyCacheSize = cmp.Or(opts.StickyCacheSize, m.Config.StickyCacheSize)
 	opts.Deployment = m.Config.benchmarkDeployment()
 	m.bench = worker.NewBare(m.Temporal, m.Config.BenchmarkTaskQueue, opts)
 	bench.Register(m.bench)

@@ -311,6 +311,7 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 			prefix = "w"
 		}
 		cpu0 := cpuTotal()
+		notices0 := b.m.Verifier.NoticeStats()
 		ingestStart := time.Now()
 		lat, err := b.ingest(ctx, f, prefix, pool, i)
 		if err != nil {
@@ -328,6 +329,9 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 			return err
 		}
 		fmt.Fprintf(w, "    last POST → every notice of new facts delivered: %s\n", drained.Round(time.Millisecond))
+		notices := b.m.Verifier.NoticeStats()
+		fmt.Fprintf(w, "    this process sent %d facts-arrived signals; %d more notices were coalesced into a signal still waiting\n",
+			notices.Sent-notices0.Sent, notices.Coalesced-notices0.Coalesced)
 		if i == 1 {
 			sig, err := b.signalsPerBurst(ctx, f, watchers, ingestStart)
 			if err != nil {

@@ -1,0 +1,192 @@
+package verify
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/commitlayer/commitlayer/workflows"
+)
+
+// The notifier coalesces the facts-arrived signals of a process: it holds a
+// pending notice per verification (workflow id) and sends each pending one
+// once, with at most a bounded number of signals in flight. A burst of
+// notices on one verification — the facts of many batches on its subject,
+// arriving close together — costs it one signal while it waits its turn and
+// one more if a notice came in while that signal was in flight (a pass may
+// have read before those facts were stored, so that one is not dropped; it
+// is sent once the signal in flight has been delivered). Every caller waits
+// until a signal sent after its call began has been delivered: delivered
+// means the verification will run a pass that reads the facts the caller
+// stored before calling, which is what lets the outbox row go.
+type notifier struct {
+	mu      sync.Mutex
+	pending map[string]*notice // by workflow id
+	queue   []string           // ids with a wave waiting to be sent, in order
+	running int                // senders at work
+	limit   int
+	send    func(ctx context.Context, workflowID string) error
+
+	sent, coalesced atomic.Int64
+}
+
+// notice is one verification's state: a wave in flight (sent, not yet
+// answered) and the next wave, which callers join until it is sent.
+type notice struct {
+	inFlight bool
+	next     *wave
+}
+
+// wave is one signal's delivery, awaited by every call that joined it.
+type wave struct {
+	done chan struct{}
+	err  error
+}
+
+// signalTimeout bounds one signal of the notifier.
+const signalTimeout = 5 * time.Second
+
+func newNotifier(limit int, send func(ctx context.Context, workflowID string) error) *notifier {
+	if limit <= 0 {
+		limit = defaultSignalConcurrency
+	}
+	return &notifier{pending: map[string]*notice{}, limit: limit, send: send}
+}
+
+// defaultSignalConcurrency bounds the signals a process has in flight.
+const defaultSignalConcurrency = 32
+
+// notify queues a signal to each workflow (coalesced with one not yet
+// sent) and waits until every one has been delivered, or ctx ends. A
+// workflow that has ended is not an error (send answers nil for it).
+func (n *notifier) notify(ctx context.Context, workflowIDs []string) error {
+	waves := make([]*wave, 0, len(workflowIDs))
+	n.mu.Lock()
+	for _, id := range workflowIDs {
+		p := n.pending[id]
+		if p == nil {
+			p = &notice{}
+			n.pending[id] = p
+		}
+		if p.next != nil {
+			n.coalesced.Add(1)
+			waves = append(waves, p.next)
+			continue
+		}
+		p.next = &wave{done: make(chan struct{})}
+		waves = append(waves, p.next)
+		if !p.inFlight { // else queued when the one in flight is answered
+			n.queue = append(n.queue, id)
+		}
+	}
+	for n.running < n.limit && n.running < len(n.queue) {
+		n.running++
+		go n.drain()
+	}
+	n.mu.Unlock()
+	var errs []error
+	for _, w := range waves {
+		select {
+		case <-w.done:
+			if w.err != nil {
+				errs = append(errs, w.err)
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return joinFirst(errs)
+}
+
+// drain sends queued waves until the queue is empty.
+func (n *notifier) drain() {
+	n.mu.Lock()
+	for len(n.queue) > 0 {
+		id := n.queue[0]
+		n.queue[0] = ""
+		n.queue = n.queue[1:]
+		p := n.pending[id]
+		w := p.next
+		p.next, p.inFlight = nil, true
+		n.mu.Unlock()
+
+		ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
+		w.err = n.send(ctx, id)
+		cancel()
+		n.sent.Add(1)
+		close(w.done)
+
+		n.mu.Lock()
+		p.inFlight = false
+		if p.next != nil {
+			n.queue = append(n.queue, id) // joined while in flight: goes again
+		} else {
+			delete(n.pending, id)
+		}
+	}
+	n.running--
+	n.mu.Unlock()
+}
+
+// joinFirst returns the first error and how many more there were: a
+// thousand identical "Temporal away" errors say nothing more than one.
+func joinFirst(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return &manyErrors{first: errs[0], more: len(errs) - 1}
+}
+
+type manyErrors struct {
+	first error
+	more  int
+}
+
+func (e *manyErrors) Error() string {
+	return e.first.Error() + " (and " + strconv.Itoa(e.more) + " more signals failed)"
+}
+
+func (e *manyErrors) Unwrap() error { return e.first }
+
+// NoticeStats counts this client's facts-arrived signals: Sent went out,
+// Coalesced were asked for while one to the same verification was still
+// waiting its turn (they cost no signal).
+type NoticeStats struct {
+	Sent, Coalesced int64
+}
+
+// NoticeStats returns the counts so far.
+func (c *Client) NoticeStats() NoticeStats {
+	n := c.notices()
+	return NoticeStats{Sent: n.sent.Load(), Coalesced: n.coalesced.Load()}
+}
+
+func (c *Client) notices() *notifier {
+	c.notifyOnce.Do(func() {
+		c.notifier = newNotifier(c.SignalConcurrency, func(ctx context.Context, workflowID string) error {
+			err := c.Temporal.SignalWorkflow(ctx, workflowID, "", workflows.SignalFactsArrived,
+				workflows.FactsArrived{}) // no subject list: the pass re-reads them all
+			if err != nil && isNotRunning(err) {
+				return nil
+			}
+			if err != nil {
+				return &signalError{workflowID: workflowID, err: err}
+			}
+			return nil
+		})
+	})
+	return c.notifier
+}
+
+type signalError struct {
+	workflowID string
+	err        error
+}
+
+func (e *signalError) Error() string { return "signal " + e.workflowID + ": " + e.err.Error() }
+func (e *signalError) Unwrap() error { return e.err }
