@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/internal/proccpu"
+	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/workflows"
+)
+
+// watchContract is bench_payout with a watch: its verifications stay open.
+const watchContract = `id: bench_watch
+kind: action
+subject: account
+settlement: 10m
+watch: 2h
+sources: [ledger]
+policy:
+  - id: active
+    rule: state.ledger.status == 'active'
+effects:
+  - id: payout
+    source: ledger
+    type: payout_sent
+    count: 1
+    expect: effect.amount == params.amount
+`
+
+// tenantFacts yields n facts over subjects accounts account:<prefix>_<i>,
+// each with its opening (linking its customer, 90 days before
+// requestedAt), its payout a second after requestedAt, and balance changes
+// spread over the 90 days between: a tenant's history, not a pile on one
+// subject.
+func tenantFacts(prefix string, subjects, n int, requestedAt time.Time) func() (commitlayer.Fact, bool, error) {
+	per, extra := n/subjects, n%subjects
+	i, j := 0, 0 // subject, fact of the subject
+	span := 90 * 24 * time.Hour
+	return func() (commitlayer.Fact, bool, error) {
+		if i == subjects {
+			return commitlayer.Fact{}, false, nil
+		}
+		k := per
+		if i < extra {
+			k++
+		}
+		acc := commitlayer.Subject(fmt.Sprintf("account:%s_%d", prefix, i))
+		id := prefix + "-" + strconv.Itoa(i) + "-" + strconv.Itoa(j)
+		var f commitlayer.Fact
+		switch j {
+		case 0:
+			f = commitlayer.Fact{Source: "ledger", Type: "account_opened", Subject: acc, ExternalID: id,
+				OccurredAt: requestedAt.Add(-span), Attrs: commitlayer.Attrs{"status": "active"},
+				Links: []commitlayer.Subject{commitlayer.Subject(fmt.Sprintf("customer:%s_c%d", prefix, i))}}
+		case 1:
+			f = commitlayer.Fact{Source: "ledger", Type: "payout_sent", Subject: acc, ExternalID: id,
+				OccurredAt: requestedAt.Add(time.Second), Attrs: commitlayer.Attrs{"amount": 100}}
+		default:
+			at := requestedAt.Add(-span + time.Duration(j)*span/time.Duration(k+1))
+			f = commitlayer.Fact{Source: "ledger", Type: "balance_changed", Subject: acc, ExternalID: id,
+				OccurredAt: at, Attrs: commitlayer.Attrs{"delta": j, "balance": 1000 + j}}
+		}
+		if j++; j == k {
+			i, j = i+1, 0
+		}
+		return f, true, nil
+	}
+}
+
+// probe verifies n actions on account:acc_0…, one at a time, and returns
+// their passes' latency as the worker stored it on the final verdict, and
+// POST → final verdict.
+func (b *benchmarker) probe(ctx context.Context, n int, requestedAt time.Time) (pass, e2e []time.Duration, err error) {
+	samples, err := b.closedLoop(ctx, n, 1, requestedAt)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids := make([]string, len(samples))
+	for i, s := range samples {
+		ids[i] = s.id
+		e2e = append(e2e, s.last.Sub(s.posted))
+	}
+	vs, err := b.m.DB.LatestVerdicts(ctx, b.tenant, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, id := range ids {
+		if d := vs[id].PassLatency; d > 0 {
+			pass = append(pass, d)
+		}
+	}
+	if len(pass) == 0 {
+		return nil, nil, errors.New("no verdict carries its pass latency")
+	}
+	// The next probe of the tenant verifies the next accounts.
+	b.probeBase += n
+	return pass, e2e, nil
+}
+
+// startWatchers records n actions of bench_watch on account:w_<from>…,
+// 16 at a time, and waits until each verification has its final verdict
+// (it is watching then).
+func (b *benchmarker) startWatchers(ctx context.Context, from, n int, requestedAt time.Time) ([]string, error) {
+	ids := make([]string, n)
+	err := closedLoopN(ctx, n, 16, func(ctx context.Context, i int) error {
+		acc, err := b.api.RecordAction(ctx, commitlayer.Action{
+			Contract: "bench_watch", Agent: "bench", Subject: commitlayer.Subject(fmt.Sprintf("account:w_%d", from+i)),
+			Params: commitlayer.Attrs{"amount": 100}, RequestedAt: requestedAt,
+			Claim: commitlayer.Claim{Status: commitlayer.ClaimSuccess},
+		})
+		ids[i] = acc.ID
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	pending := ids
+	for len(pending) > 0 {
+		var next []string
+		for c := 0; c < len(pending); c += 1000 {
+			chunk := pending[c:min(c+1000, len(pending))]
+			vs, err := b.m.DB.LatestVerdicts(ctx, b.tenant, chunk)
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range chunk {
+				if v, ok := vs[id]; !ok || v.Provisional {
+					next = append(next, id)
+				}
+			}
+		}
+		if pending = next; len(pending) > 0 {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("%d watching verifications without a final verdict after 10 minutes", len(pending))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return ids, nil
+}
+
+// ingest posts f.batches batches of f.batch facts, f.inFlight at once, each
+// batch f.burst facts on each of its subjects account:<prefix>_<k>, k
+// cycling through pool. It returns each POST's latency.
+func (b *benchmarker) ingest(ctx context.Context, f scaleFlags, prefix string, pool, round int) ([]time.Duration, error) {
+	perBatch := f.batch / f.burst
+	lat := make([]time.Duration, f.batches)
+	now := time.Now().UTC().Add(-time.Minute)
+	err := closedLoopN(ctx, f.batches, f.inFlight, func(ctx context.Context, j int) error {
+		facts := make([]commitlayer.Fact, 0, f.batch)
+		for s := 0; len(facts) < f.batch; s++ {
+			acc := commitlayer.Subject(fmt.Sprintf("account:%s_%d", prefix, (j*perBatch+s)%pool))
+			for k := 0; k < f.burst && len(facts) < f.batch; k++ {
+				facts = append(facts, commitlayer.Fact{Source: "ledger", Type: "note_added", Subject: acc,
+					ExternalID: fmt.Sprintf("ing-%d-%d-%d-%d", round, j, s, k), OccurredAt: now,
+					Attrs: commitlayer.Attrs{"n": k, "text": "statement line"}})
+			}
+		}
+		start := time.Now()
+		if _, err := b.api.PostFacts(ctx, facts); err != nil {
+			return err
+		}
+		lat[j] = time.Since(start)
+		return nil
+	})
+	return lat, err
+}
+
+// noticesDrained waits (up to 5 minutes) until the tenant's outbox of
+// fact notices is empty, and returns how long that took.
+func (b *benchmarker) noticesDrained(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	for {
+		var n int
+		if err := b.m.DB.Pool().QueryRow(ctx, `SELECT count(*) FROM fact_notifications WHERE tenant_id = $1`, b.tenant).Scan(&n); err != nil {
+			return 0, err
+		}
+		if n == 0 {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > 5*time.Minute {
+			return 0, fmt.Errorf("%d notices of new facts still undelivered after 5 minutes", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// signalsPerBurst reads the histories of up to 50 watching verifications
+// and compares the new-facts signals they got since since with the bursts
+// of facts posted on their subjects.
+func (b *benchmarker) signalsPerBurst(ctx context.Context, f scaleFlags, watchers []string, since time.Time) (string, error) {
+	perBatch := f.batch / f.burst
+	bursts := map[int]int{} // watcher index → bursts on its subject
+	for j := range f.batches {
+		for s := range perBatch {
+			bursts[(j*perBatch+s)%f.watching]++
+		}
+	}
+	var signals, got, sampled, wakes int64
+	step := max(len(watchers)/50, 1)
+	var mu sync.Mutex
+	var idx []int
+	for i := 0; i < len(watchers); i += step {
+		idx = append(idx, i)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, i := range idx {
+		g.Go(func() error {
+			var sig, tasks int64
+			it := b.m.Temporal.GetWorkflowHistory(gctx, workflows.VerifyWorkflowID(b.tenant, watchers[i]), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			for it.HasNext() {
+				e, err := it.Next()
+				if err != nil {
+					return err
+				}
+				if e.GetEventTime().AsTime().Before(since) {
+					continue
+				}
+				switch e.GetEventType() {
+				case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+					sig++
+				case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+					tasks++
+				}
+			}
+			mu.Lock()
+			signals += sig
+			wakes += tasks
+			got += int64(bursts[i])
+			sampled++
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return "", err
+	}
+	if got == 0 {
+		return "no burst reached the sampled verifications", nil
+	}
+	return fmt.Sprintf("%.2f signals and %.2f workflow tasks per burst of %d facts on a watched subject (%d verifications sampled, %d bursts); ≈ %.0f signals per batch",
+		float64(signals)/float64(got), float64(wakes)/float64(got), f.burst, sampled, got, float64(signals)/float64(got)*float64(perBatch)), nil
+}
+
+// waitQuiet waits, at most max, until this process (API and worker) uses
+// less than 15 % of a core over a second, and returns how long it waited.
+func waitQuiet(ctx context.Context, max time.Duration) time.Duration {
+	start := time.Now()
+	for time.Since(start) < max && ctx.Err() == nil {
+		before, err := proccpu.Of(os.Getpid())
+		if err != nil {
+			break
+		}
+		time.Sleep(time.Second)
+		after, err := proccpu.Of(os.Getpid())
+		if err != nil || after-before < 150*time.Millisecond {
+			break
+		}
+	}
+	return time.Since(start)
+}
+
+// heapMiB returns this process's heap in use after a GC, and its RSS.
+func heapMiB() (heap, rss float64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	heap = float64(ms.HeapInuse) / (1 << 20)
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				rss = kb / 1024
+			}
+		}
+	}
+	return heap, rss
+}
+
+// cpuTotal is the CPU seconds of this process, Temporal and Postgres.
+func cpuTotal() float64 {
+	var t float64
+	for _, v := range cpuByRole() {
+		t += v
+	}
+	return t
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func mib(b int64) float64        { return float64(b) / (1 << 20) }
+
+func bytesPerFact(s postgres.StoreSize) float64 {
+	if s.Facts == 0 {
+		return math.NaN()
+	}
+	return float64(s.TableBytes+s.IndexBytes) / float64(s.Facts)
+}
+
+func indexSizes(ix map[string]int64) string {
+	var parts []string
+	for _, name := range []string{"facts_pkey", "facts_tenant_id_source_external_id_key", "facts_subject", "facts_kind", "facts_link_keys"} {
+		if v, ok := ix[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f", strings.TrimPrefix(name, "facts_"), mib(v)))
+		}
+	}
+	for name, v := range ix {
+		if !strings.Contains(strings.Join([]string{"facts_pkey", "facts_tenant_id_source_external_id_key", "facts_subject", "facts_kind", "facts_link_keys"}, " "), name) {
+			parts = append(parts, fmt.Sprintf("%s %.1f", strings.TrimPrefix(name, "facts_"), mib(v)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
