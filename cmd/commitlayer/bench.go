@@ -145,11 +145,13 @@ func newBench(ctx context.Context, logger *slog.Logger) (*benchmarker, error) {
 	return b, nil
 }
 
-const benchContract = `id: bench_payout
+// benchContract is the bench's payout contract: id, settlement and watch
+// window filled in by payoutBenchContract.
+const benchContract = `id: %s
 kind: action
 subject: account
 settlement: %s
-watch: 0s
+watch: %s
 sources: [ledger]
 policy:
   - id: active
@@ -162,9 +164,15 @@ effects:
     expect: effect.amount == params.amount
 `
 
+// payoutBenchContract is benchContract as bench_payout (no watch) or, with
+// a watch, bench_watch (its verifications stay open for the window).
+func payoutBenchContract(id, settlement, watch string) []byte {
+	return []byte(fmt.Sprintf(benchContract, id, settlement, watch))
+}
+
 // setup posts the contract and, per account, its opening and its payout.
 func (b *benchmarker) setup(ctx context.Context, n int, settlement time.Duration, requestedAt time.Time) error {
-	if _, _, err := b.api.PutContract(ctx, []byte(fmt.Sprintf(benchContract, settlement))); err != nil {
+	if _, _, err := b.api.PutContract(ctx, payoutBenchContract("bench_payout", settlement.String(), "0s")); err != nil {
 		return err
 	}
 	var facts []commitlayer.Fact

@@ -185,7 +185,7 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	var passSmall, passBig []time.Duration
 	for i, t := range []*benchmarker{small, big} {
 		n := []int{f.smallFacts, f.facts}[i]
-		if _, _, err := t.api.PutContract(ctx, []byte(fmt.Sprintf(benchContract, "10m"))); err != nil {
+		if _, _, err := t.api.PutContract(ctx, payoutBenchContract("bench_payout", "10m", "0s")); err != nil {
 			return err
 		}
 		start := time.Now()
@@ -250,10 +250,10 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 		f.retention, purged, time.Since(start).Round(time.Millisecond), float64(purged)/time.Since(start).Seconds())
 
 	// open_verifications and ingest_while_watched, in the bench's tenant.
-	if _, _, err := b.api.PutContract(ctx, []byte(fmt.Sprintf(benchContract, "10m"))); err != nil {
+	if _, _, err := b.api.PutContract(ctx, payoutBenchContract("bench_payout", "10m", "0s")); err != nil {
 		return err
 	}
-	if _, _, err := b.api.PutContract(ctx, []byte(watchContract)); err != nil {
+	if _, _, err := b.api.PutContract(ctx, payoutBenchContract("bench_watch", "10m", "2h")); err != nil {
 		return err
 	}
 	if _, err := b.m.DB.BulkLoadFacts(ctx, b.tenant, tenantFacts("acc", 2*f.probes, 4*f.probes, requestedAt)); err != nil {

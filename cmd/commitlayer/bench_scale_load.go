@@ -21,24 +21,6 @@ import (
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
-// watchContract is bench_payout with a watch: its verifications stay open.
-const watchContract = `id: bench_watch
-kind: action
-subject: account
-settlement: 10m
-watch: 2h
-sources: [ledger]
-policy:
-  - id: active
-    rule: state.ledger.status == 'active'
-effects:
-  - id: payout
-    source: ledger
-    type: payout_sent
-    count: 1
-    expect: effect.amount == params.amount
-`
-
 // tenantFacts yields n facts over subjects accounts account:<prefix>_<i>,
 // each with its opening (linking its customer, 90 days before
 // requestedAt), its payout a second after requestedAt, and balance changes

@@ -333,15 +333,7 @@ func TestWorkerKilledWhileVerificationsWait(t *testing.T) {
 	startWorker()
 	s.requireOneProvisionalOneFinal(key, ids, 90*time.Second)
 	// And every workflow completed (watch 0s).
-	require.Eventually(t, func() bool {
-		for _, id := range ids {
-			d, err := s.m.Temporal.DescribeWorkflow(context.Background(), workflowIDFor(s, key, id), "")
-			if err != nil || d.WorkflowCloseTime == nil {
-				return false
-			}
-		}
-		return true
-	}, 30*time.Second, 250*time.Millisecond)
+	s.requireAllClosed(key, ids)
 }
 
 // workflowIDFor resolves an action's verification workflow id.
@@ -492,4 +484,18 @@ func (s *stack) requireOneProvisionalOneFinal(key string, ids []string, timeout 
 		require.Equal(s.t, []int{1, 2}, []int{h[0].Version, h[1].Version})
 		require.Equal(s.t, commitlayer.StatusPass, h[1].Status)
 	}
+}
+
+// requireAllClosed waits for every action's verification workflow to close.
+func (s *stack) requireAllClosed(key string, ids []string) {
+	s.t.Helper()
+	require.Eventually(s.t, func() bool {
+		for _, id := range ids {
+			d, err := s.m.Temporal.DescribeWorkflow(context.Background(), workflowIDFor(s, key, id), "")
+			if err != nil || d.WorkflowCloseTime == nil {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 250*time.Millisecond)
 }

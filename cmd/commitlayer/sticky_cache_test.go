@@ -1,19 +1,16 @@
 package main
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/worker"
 )
 
@@ -36,33 +33,8 @@ func TestBoundedStickyCacheFinishesSleepingVerifications(t *testing.T) {
 	const n = 12
 	key := s.tenant()
 	ids, _ := s.sleepingPayouts(key, "payout_sticky", "10s", n)
-	var wg sync.WaitGroup
-	histories := make([][]commitlayer.Verdict, n)
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			histories[i] = s.waitVerdict(key, id, 90*time.Second, func(h []commitlayer.Verdict) bool {
-				return len(h) >= 2 && !h[len(h)-1].Provisional
-			})
-		}()
-	}
-	wg.Wait()
-	for i, h := range histories {
-		require.Len(t, h, 2, "action %s: one provisional and one final verdict", ids[i])
-		require.True(t, h[0].Provisional)
-		require.False(t, h[1].Provisional)
-		require.Equal(t, commitlayer.StatusPass, h[1].Status)
-	}
-	require.Eventually(t, func() bool {
-		for _, id := range ids {
-			d, err := s.m.Temporal.DescribeWorkflow(context.Background(), workflowIDFor(s, key, id), "")
-			if err != nil || d.WorkflowCloseTime == nil {
-				return false
-			}
-		}
-		return true
-	}, 30*time.Second, 250*time.Millisecond)
+	s.requireOneProvisionalOneFinal(key, ids, 90*time.Second)
+	s.requireAllClosed(key, ids)
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")
 	require.NoError(t, err)
 	body, err := io.ReadAll(resp.Body)

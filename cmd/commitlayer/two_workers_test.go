@@ -2,19 +2,15 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/commitlayer/commitlayer"
 )
 
 // TestTwoWorkersShareVerificationsAndSurviveAKill runs two worker processes
@@ -82,34 +78,9 @@ func TestTwoWorkersShareVerificationsAndSurviveAKill(t *testing.T) {
 		require.Len(t, v.History, 1, "action %s settled before worker 1 was killed", id)
 	}
 
-	var wg sync.WaitGroup
-	histories := make([][]commitlayer.Verdict, n)
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			histories[i] = s.waitVerdict(key, id, 90*time.Second, func(h []commitlayer.Verdict) bool {
-				return len(h) >= 2 && !h[len(h)-1].Provisional
-			})
-		}()
-	}
-	wg.Wait()
-	for i, h := range histories {
-		require.Len(t, h, 2, "action %s: one provisional and one final verdict, no duplicate", ids[i])
-		require.Equal(t, []int{1, 2}, []int{h[0].Version, h[1].Version})
-		require.False(t, h[1].Provisional)
-		require.Equal(t, commitlayer.StatusPass, h[1].Status)
-	}
+	s.requireOneProvisionalOneFinal(key, ids, 90*time.Second)
 	// Every workflow completed, and worker 2 ran the timers of worker 1's.
-	require.Eventually(t, func() bool {
-		for _, id := range ids {
-			d, err := s.m.Temporal.DescribeWorkflow(context.Background(), workflowIDFor(s, key, id), "")
-			if err != nil || d.WorkflowCloseTime == nil {
-				return false
-			}
-		}
-		return true
-	}, 30*time.Second, 250*time.Millisecond)
+	s.requireAllClosed(key, ids)
 	for id, who := range firstBy {
 		if strings.HasPrefix(who, id1) {
 			last := lastWorkflowTaskWorker(t, s, workflowIDFor(s, key, id))
