@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/internal/testenv"
 )
 
 func TestPrintScaleEndsWithOneRatioPerAxis(t *testing.T) {
@@ -75,16 +74,7 @@ func TestParseScaleFlagsRefusesImpossibleSizes(t *testing.T) {
 // dev server, so it keeps working; it asserts the shape of the output,
 // never a timing.
 func TestBenchScaleTiny(t *testing.T) {
-	for k, v := range map[string]string{
-		"DATABASE_URL":           testenv.Postgres(t),
-		"TEMPORAL_ADDRESS":       testenv.TemporalAddress(t),
-		"TEMPORAL_NAMESPACE":     testenv.Namespace(),
-		"COMMITLAYER_ADDR":       "",
-		"COMMITLAYER_TASK_QUEUE": "",
-		"COMMITLAYER_ADMIN_KEY":  "bench-admin-" + randHex(12),
-	} {
-		t.Setenv(k, v)
-	}
+	setBenchEnv(t)
 	code, stdout, stderr := runCLI(t, "bench", "scale", "-facts", "2000", "-subjects", "200", "-small-facts", "200",
 		"-watching", "20", "-small-watching", "2", "-probes", "3", "-batches", "4", "-batch", "100", "-burst", "5", "-explain")
 	require.Zero(t, code, "stdout %s\nstderr %s", stdout, stderr)
