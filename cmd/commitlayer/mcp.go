@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/mcpgw"
 )
@@ -41,17 +42,10 @@ func (h headerFlags) Set(v string) error {
 	name, value, ok := strings.Cut(v, ":")
 	name = strings.TrimSpace(name)
 	if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") {
-		return fmt.Errorf("%q is not \"Name: value\"", truncateFlag(v))
+		return fmt.Errorf("%q is not \"Name: value\"", commitlayer.Clip(v, 24))
 	}
 	http.Header(h).Add(name, strings.TrimSpace(value))
 	return nil
-}
-
-func truncateFlag(s string) string {
-	if len(s) > 24 {
-		return s[:24] + "…"
-	}
-	return s
 }
 
 type mcpOptions struct {
