@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/commitlayer/commitlayer/llm"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
@@ -47,7 +48,7 @@ func checkReplayFlags(name string, o *sandboxOptions, stderr io.Writer) error {
 	if o.replay != "" && (len(o.only) > 0 || o.payments != stripepay.NameSandbox || o.repeat > 1 || o.judge != "") {
 		return fail(errors.New("-replay re-runs the recorded run's scenarios on its payments backend and carries its judges' verdicts over; -only, -payments, -repeat and -judge do not apply"))
 	}
-	if o.replay != "" && o.llm.agent == harness.AgentLLM {
+	if o.replay != "" && o.llm.agent == agent.KindLLM {
 		return fail(errors.New("-replay re-sends the recorded run's calls and asks no model; -agent llm does not apply (a recorded model-driven run replays as it is)"))
 	}
 	return nil

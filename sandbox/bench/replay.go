@@ -12,6 +12,7 @@ import (
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // Replay re-executes a recorded run: one Scenario child per recorded row,
@@ -142,7 +143,7 @@ func reportExtras(run benchstore.Run, r *matrix.Results) {
 	if err != nil {
 		return
 	}
-	if s := harness.SummarizeReplay(rows); s != nil {
+	if s := report.SummarizeReplay(rows); s != nil {
 		r.ReplayOf = s.Of
 		r.Replay = s
 	}

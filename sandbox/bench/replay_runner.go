@@ -12,6 +12,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/sinks"
@@ -77,7 +78,7 @@ func (r *Runner) loadReplaySource(ctx context.Context, runID string) (replaySour
 			out.skipped++
 			continue
 		}
-		if _, ok := harness.Lookup(row.ID); !ok {
+		if _, ok := catalogue.Lookup(row.ID); !ok {
 			return replaySource{}, fe("run %s has a row for %q, which is not a scenario of this build", runID, row.ID)
 		}
 		out.ids = append(out.ids, row.ID)

@@ -16,7 +16,7 @@ type Request struct {
 	// request; the worker reads it from its own environment.
 	Payments string `json:"payments,omitempty"`
 	// Agent is "scripted" (default, also "") or "llm": a model drives the
-	// same tools. Provider names its provider (harness.AgentProviders;
+	// same tools. Provider names its provider (agent.Providers;
 	// implies "llm") and Model its model ("" is the provider's default);
 	// keys stay in the worker's environment.
 	Agent       string `json:"agent,omitempty"`

@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
-	"github.com/commitlayer/commitlayer/sandbox/harness"
 )
 
 // Bounds of a request.
@@ -47,14 +47,14 @@ func invalid(format string, args ...any) error {
 // checkAgent checks a run's agent fields: an unknown agent or provider, a
 // provider without agent llm's, or bounds out of range is 400.
 func checkAgent(req *bench.Request) error {
-	if req.Via != "" && !slices.Contains(harness.Vias, req.Via) {
-		return invalid("via: must be one of %s", strings.Join(harness.Vias, ", "))
+	if req.Via != "" && !slices.Contains(agent.Vias, req.Via) {
+		return invalid("via: must be one of %s", strings.Join(agent.Vias, ", "))
 	}
 	switch req.Agent {
 	case "", "scripted":
 		if req.Provider == "" {
 			if req.Model != "" || req.MaxTurns != 0 || req.MaxTokens != 0 || req.TokenBudget != 0 ||
-				req.Via != "" && req.Via != harness.ViaDirect {
+				req.Via != "" && req.Via != agent.ViaDirect {
 				return invalid("model, max_turns, max_tokens, token_budget and via need agent llm and a provider")
 			}
 			req.Agent = ""
@@ -68,10 +68,10 @@ func checkAgent(req *bench.Request) error {
 	default:
 		return invalid("agent: must be scripted or llm")
 	}
-	if !slices.Contains(harness.AgentProviders, req.Provider) {
+	if !slices.Contains(agent.Providers, req.Provider) {
 		// The value is not echoed: a key pasted in the wrong field stays out
 		// of the answer and the logs.
-		return invalid("provider: not a provider; use one of %s", strings.Join(harness.AgentProviders, ", "))
+		return invalid("provider: not a provider; use one of %s", strings.Join(agent.Providers, ", "))
 	}
 	switch {
 	case len(req.Model) > 100 || strings.ContainsAny(req.Model, "\x00\n\r"):

@@ -1,7 +1,6 @@
-package harness
+package catalogue
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/chaos"
-	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 func TestCatalogue(t *testing.T) {
@@ -246,35 +244,5 @@ func TestCaseTable(t *testing.T) {
 		require.NotContains(t, InjectionIDs(), c.Injection, "%s: a case is not a generic injection", id)
 		require.NotEmpty(t, c.Summary, id)
 		require.NotNil(t, c.Edit, id)
-	}
-}
-
-// Running a scenario twice gives the same answer: everything but timings
-// and ports.
-func TestScenariosAreDeterministic(t *testing.T) {
-	ids := []string{"refund/retried_twice", "refund/prompt_injection", "payout/daily_total_exceeded",
-		"trade/fill_busted_after_settlement", "close/stale_read", "cancel/unreachable_verifier"}
-	if testing.Short() {
-		ids = ids[:2]
-	}
-	for _, id := range ids {
-		t.Run(id, func(t *testing.T) {
-			t.Parallel()
-			sc, ok := Lookup(id)
-			require.True(t, ok)
-			c := contractFor(t, sc.Process)
-			var rows [2]matrix.Row
-			for i := range rows {
-				run, err := runLocal(context.Background(), t.TempDir(), sc, c)
-				require.NoError(t, err)
-				r := run.row
-				r.LatencyMS, r.Chaos = 0, nil
-				for j := range r.Verdict.Findings {
-					r.Verdict.Findings[j].Message = "" // carries the clock's times
-				}
-				rows[i] = r
-			}
-			require.Equal(t, rows[0], rows[1])
-		})
 	}
 }
