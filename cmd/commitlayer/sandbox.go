@@ -99,9 +99,13 @@ func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOpt
 	if o.concurrency < 1 {
 		return o, fmt.Errorf("-concurrency must be at least 1")
 	}
-	if err := o.llm.check(); err != nil {
-		fmt.Fprintf(stderr, "commitlayer %s: %v\n", name, err)
-		return o, err
+	// A replay's agent flags were checked with the replay's
+	// (checkReplayFlags).
+	if o.replay == "" {
+		if err := o.llm.check(); err != nil {
+			fmt.Fprintf(stderr, "commitlayer %s: %v\n", name, err)
+			return o, err
+		}
 	}
 	o.demo = name == "demo"
 	// Refuse a bad backend, a scenario it cannot run, or a missing or

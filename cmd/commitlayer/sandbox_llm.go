@@ -1,13 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 
 	"github.com/commitlayer/commitlayer"
@@ -34,7 +34,7 @@ type llmOptions struct {
 }
 
 func (o *llmOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.agent, "agent", "scripted", "the agent: scripted, or llm (a model drives the same tools; needs -provider)")
+	fs.StringVar(&o.agent, "agent", bench.AgentScripted, "the agent: scripted, llm (a model drives the same tools; needs -provider) or replay (the calls of the run -replay names re-sent)")
 	fs.StringVar(&o.provider, "provider", "", "the model provider of -agent llm: anthropic, openai, google (key in ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY), "+
 		"fake-anthropic, fake-openai, fake-google (an in-process fake of that provider's API, spoken to through its SDK), "+
 		"or fake (the three fakes in turn); results in llm_<provider>.{json,md}")
@@ -46,48 +46,58 @@ func (o *llmOptions) flags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.tokenBudget, "token-budget", 0, "tokens (input plus output) the run may use; once spent, the scenarios left are listed as not run (0: no limit)")
 }
 
-// check refuses an unknown agent or provider before anything starts.
+// check refuses an unknown agent or provider, or a bound out of range,
+// before anything starts: the registry of agent kinds checks the flags as
+// it checks the admin route's fields (bench.CheckAgent), and the flag is
+// named. -provider fake (the three fakes in turn) is this command's: it is
+// checked as each fake (they take the same bounds).
 func (o *llmOptions) check() error {
-	switch o.agent {
-	case "scripted", "":
-		if o.provider != "" || o.model != "" {
-			return fmt.Errorf("-provider and -model need -agent llm")
-		}
-		if o.via != "" && o.via != agent.ViaDirect {
-			return fmt.Errorf("-via %s needs -agent llm (the scripted agent's actions are recorded by the harness)", o.via)
-		}
-		return nil
-	case agent.KindLLM:
-	default:
-		return fmt.Errorf("-agent %q: use scripted or llm", o.agent)
-	}
-	if o.provider == "" {
-		return fmt.Errorf("-agent llm needs -provider (%s, or fake)", strings.Join(agent.Providers, ", "))
-	}
-	if o.provider == llmFake {
+	req := o.agentRequest()
+	if req.Provider == llmFake {
 		if o.model != "" {
 			return fmt.Errorf("-provider fake runs each fake with its own model; leave -model out")
 		}
-	} else if !slices.Contains(agent.Providers, o.provider) {
-		return fmt.Errorf("-provider %q: use one of %s, or fake", o.provider, strings.Join(agent.Providers, ", "))
+		req.Provider = agent.FakeAnthropic
 	}
-	// The bounds are the run's (each fake takes the same): the flag
-	// Normalize refuses is named; 0 is the default, as in the API.
-	_, err := agent.Spec{Kind: agent.KindLLM, Provider: agent.FakeAnthropic, MaxTurns: o.maxTurns,
-		MaxTokens: o.maxTokens, TokenBudget: o.tokenBudget, Via: o.via}.Normalize()
+	_, err := bench.CheckAgent(&req)
 	var fe *commitlayer.FieldError
-	if errors.As(err, &fe) {
-		return fmt.Errorf("-%s: %s", strings.ReplaceAll(fe.Field, "_", "-"), fe.Reason)
+	if errors.As(err, &fe) && fe.Field == "provider" && req.Agent == bench.AgentLLM {
+		return fmt.Errorf("%w, or fake (the three fakes in turn)", flagError(err))
 	}
-	return err
+	return flagError(err)
+}
+
+// agentRequest is the request's agent fields as the flags give them; the
+// bounds, whose flags have defaults, only for a model-driven agent. No
+// -agent is the scripted agent (a provider does not imply llm here).
+func (o *llmOptions) agentRequest() bench.Request {
+	req := bench.Request{Agent: cmp.Or(o.agent, bench.AgentScripted), Provider: o.provider, Model: o.model, Via: o.via}
+	if req.Agent == bench.AgentLLM {
+		req.MaxTurns, req.MaxTokens, req.TokenBudget = o.maxTurns, o.maxTokens, o.tokenBudget
+	}
+	return req
+}
+
+// flagError names the flag of a request's field error: -max-turns for
+// max_turns, -replay for replay_of.
+func flagError(err error) error {
+	var fe *commitlayer.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	flag := strings.ReplaceAll(fe.Field, "_", "-")
+	if fe.Field == "replay_of" {
+		flag = "replay"
+	}
+	return fmt.Errorf("-%s: %s", flag, fe.Reason)
 }
 
 // request adds the agent's fields to a run's request.
 func (o *llmOptions) request(req bench.Request) bench.Request {
-	if o.agent != agent.KindLLM {
+	if o.agent != bench.AgentLLM {
 		return req
 	}
-	req.Agent, req.Provider, req.Model = agent.KindLLM, o.provider, o.model
+	req.Agent, req.Provider, req.Model = bench.AgentLLM, o.provider, o.model
 	req.MaxTurns, req.MaxTokens, req.TokenBudget = o.maxTurns, o.maxTokens, o.tokenBudget
 	req.Via = o.via
 	return req

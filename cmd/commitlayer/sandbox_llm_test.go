@@ -22,10 +22,19 @@ func TestLLMOptionsCheckNamesTheFlag(t *testing.T) {
 	} {
 		require.ErrorContains(t, o.check(), flag+": must", flag)
 	}
-	require.ErrorContains(t, (&llmOptions{agent: agent.KindLLM, provider: "mistral"}).check(), `-provider "mistral"`)
-	require.ErrorContains(t, (&llmOptions{agent: "scripted", provider: agent.FakeOpenAI}).check(), "need -agent llm")
+	// The registry's messages, the flag named; a provider that is not one
+	// is not echoed (a key pasted there stays off the terminal and logs).
+	err := (&llmOptions{agent: agent.KindLLM, provider: "sk-ant-mistral"}).check()
+	require.ErrorContains(t, err, "-provider: not a provider; use one of anthropic, openai, google, fake-anthropic, fake-openai, fake-google, or fake")
+	require.NotContains(t, err.Error(), "sk-ant")
+	require.ErrorContains(t, (&llmOptions{agent: agent.KindLLM}).check(), "-provider: not a provider")
+	require.ErrorContains(t, (&llmOptions{agent: "robot"}).check(), "-agent: not an agent; use one of scripted, llm, replay")
+	require.ErrorContains(t, (&llmOptions{agent: "scripted", provider: agent.FakeOpenAI}).check(), "-provider: needs agent llm")
+	require.ErrorContains(t, (&llmOptions{provider: agent.FakeOpenAI}).check(), "-provider: needs agent llm", "no -agent is the scripted one")
+	require.ErrorContains(t, (&llmOptions{agent: "scripted", model: "gpt-5"}).check(), "-model: needs agent llm")
+	require.ErrorContains(t, (&llmOptions{agent: agent.KindLLM, provider: llmFake, model: "gpt-5"}).check(), "-provider fake runs each fake with its own model")
 
-	require.ErrorContains(t, (&llmOptions{agent: "scripted", via: agent.ViaMCP}).check(), "-via mcp needs -agent llm")
+	require.ErrorContains(t, (&llmOptions{agent: "scripted", via: agent.ViaMCP}).check(), "-via: needs agent llm")
 	require.NoError(t, (&llmOptions{agent: "scripted", via: agent.ViaDirect}).check())
 	via := ok
 	via.via = "grpc"

@@ -72,22 +72,28 @@ func TestScriptedRunsCarryNoAgent(t *testing.T) {
 	require.Empty(t, res.NotRun)
 }
 
-func TestSelectForAgent(t *testing.T) {
+func TestForAgent(t *testing.T) {
 	all, err := catalogue.Select(nil)
 	require.NoError(t, err)
-	spec, run, skipped, err := selectForAgent(Request{Agent: "llm", Provider: "fake-openai"}, all)
+	req := Request{Agent: "llm", Provider: "fake-openai"}
+	kind, err := CheckAgent(&req)
+	require.NoError(t, err)
+	require.Equal(t, AgentLLM, kind.Name())
+	spec, err := modelSpec(req)
 	require.NoError(t, err)
 	require.Equal(t, "fake-openai", spec.Model)
+	run, skipped, err := forAgent(&spec, all)
+	require.NoError(t, err)
 	require.Len(t, run, len(all)-12)
 	require.Len(t, skipped, 12)
 	none, err := catalogue.Select([]string{"refund/no_calls_claims_success"})
 	require.NoError(t, err)
-	_, _, _, err = selectForAgent(Request{Provider: "fake-openai"}, none)
+	_, _, err = forAgent(&spec, none)
 	var fe *commitlayer.FieldError
 	require.True(t, errors.As(err, &fe))
 	require.Equal(t, "only", fe.Field)
-	spec, run, _, err = selectForAgent(Request{}, all)
+	run, skipped, err = forAgent(nil, all)
 	require.NoError(t, err)
-	require.Nil(t, spec)
+	require.Nil(t, skipped)
 	require.Len(t, run, len(all))
 }

@@ -69,23 +69,6 @@ func ScenarioAttemptWorkflowID(runID, scenarioID string, attempt int) string {
 	return fmt.Sprintf("%s/attempt-%d", ScenarioWorkflowID(runID, scenarioID), attempt)
 }
 
-// runAgent runs the agent, or, in a replay, re-executes its recorded calls.
-func (s *scenarioRun) runAgent(ctx, local workflow.Context, res *harness.AgentResult) error {
-	if s.in.ReplayOf == "" {
-		if s.in.Agent != nil {
-			r, err := s.runModelAgent(ctx, local)
-			if err != nil {
-				return err
-			}
-			*res = r
-			return nil
-		}
-		return workflow.ExecuteActivity(local, harnessActs.RunAgent, s.step).Get(ctx, res)
-	}
-	in := harness.ReplayInput{StepInput: s.step, Of: s.in.ReplayOf, Attempt: s.in.Attempt}
-	return workflow.ExecuteActivity(local, harnessActs.ReplayAgent, in).Get(ctx, res)
-}
-
 // modelJudgeTimeout bounds one model judge call (the provider's own
 // timeout is shorter; retries are Temporal's).
 const modelJudgeTimeout = 3 * time.Minute

@@ -84,9 +84,16 @@ func (r *Runner) StartRun(ctx context.Context, req Request) (Started, error) {
 }
 
 func (r *Runner) start(ctx context.Context, req Request) (benchstore.Run, client.WorkflowRun, error) {
-	if req.ReplayOf != "" {
-		return r.startReplay(ctx, req)
+	kind, err := CheckAgent(&req)
+	if err != nil {
+		return benchstore.Run{}, nil, err
 	}
+	return kind.start(ctx, r, req)
+}
+
+// startBenchmark stores a run of the matrix and starts its Benchmark
+// workflow: the scripted agent's (spec nil) or the model-driven one's.
+func (r *Runner) startBenchmark(ctx context.Context, req Request, spec *agent.Spec) (benchstore.Run, client.WorkflowRun, error) {
 	if err := checkRepeatAndJudge(req); err != nil {
 		return benchstore.Run{}, nil, err
 	}
@@ -94,7 +101,7 @@ func (r *Runner) start(ctx context.Context, req Request) (benchstore.Run, client
 	if err != nil {
 		return benchstore.Run{}, nil, err
 	}
-	spec, scenarios, skipped, err := selectForAgent(req, scenarios)
+	scenarios, skipped, err := forAgent(spec, scenarios)
 	if err != nil {
 		return benchstore.Run{}, nil, err
 	}
@@ -179,26 +186,18 @@ func (r *Runner) launch(ctx context.Context, reqJSON []byte, name string, wf any
 	return run, wr, nil
 }
 
-// selectForAgent builds a model-driven run's agent (nil for the scripted
-// agent) and leaves out the scenarios that script one specific agent
-// behaviour. Errors are field errors.
-func selectForAgent(req Request, scenarios []catalogue.Scenario) (*agent.Spec, []catalogue.Scenario, []catalogue.Skipped, error) {
-	if req.Agent == "" && req.Provider == "" {
-		if req.Via != "" && req.Via != agent.ViaDirect {
-			return nil, nil, nil, &commitlayer.FieldError{Field: "via", Reason: "needs agent llm (the scripted agent's actions are recorded by the harness)"}
-		}
-		return nil, scenarios, nil, nil
-	}
-	spec, err := agent.Spec{Kind: req.Agent, Provider: req.Provider, Model: req.Model, MaxTurns: req.MaxTurns,
-		MaxTokens: req.MaxTokens, TokenBudget: req.TokenBudget, Via: req.Via}.Normalize()
-	if err != nil {
-		return nil, nil, nil, err
+// forAgent leaves out of a model-driven run (spec not nil) the scenarios
+// that script one specific agent behaviour; the scripted agent runs them
+// all. Errors are field errors.
+func forAgent(spec *agent.Spec, scenarios []catalogue.Scenario) ([]catalogue.Scenario, []catalogue.Skipped, error) {
+	if spec == nil {
+		return scenarios, nil, nil
 	}
 	run, skipped := catalogue.SplitForModel(scenarios)
 	if len(run) == 0 {
-		return nil, nil, nil, &commitlayer.FieldError{Field: "only", Reason: "selects no scenario a model-driven agent runs (the ones it selects script one specific agent behaviour)"}
+		return nil, nil, &commitlayer.FieldError{Field: "only", Reason: "selects no scenario a model-driven agent runs (the ones it selects script one specific agent behaviour)"}
 	}
-	return &spec, run, skipped, nil
+	return run, skipped, nil
 }
 
 // refundProcess is the one business process a Stripe-backed run covers:

@@ -368,8 +368,8 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (matrix.Row, error) {
 			return matrix.Row{}, err
 		}
 	}
-	var agentRes harness.AgentResult
-	if err := s.runAgent(ctx, local, &agentRes); err != nil {
+	agentRes, err := s.runAgent(ctx, local)
+	if err != nil {
 		return matrix.Row{}, fmt.Errorf("agent: %w", err)
 	}
 	if err := s.startAgentVerifications(ctx, agentRes); err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
@@ -15,8 +14,6 @@ import (
 	"github.com/commitlayer/commitlayer/llm/fake"
 	"github.com/commitlayer/commitlayer/llm/judge"
 )
-
-var testTime = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 
 func TestParseJudge(t *testing.T) {
 	for _, ok := range []string{"anthropic", "openai", "google", "openai/gpt-test", " google "} {
