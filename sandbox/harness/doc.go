@@ -17,12 +17,15 @@
 //     ReplayAgent; modeljudge.go: ModelJudge; judges.go: the rule judge on
 //     a row; sinks.go: DeliverSinks).
 //
-// These two stay one package: the activities keep their per-scenario state
-// on the live enterprise (the unexported live of host.go holds the Live, the
-// model-driven agent's conversation, the replay's and the via path's
-// state), and Live's replay and via methods (Live.Replay, viaConn) close
-// over the activities' types (the recorded row, the MCP gateway's
-// connection). Cutting them apart is no import cycle, but it would export
-// that state for no caller outside; what has a caller outside (the
-// catalogue, the results) is cut out.
+// These two stay one package, and this is why (it is no import cycle):
+// the agent step is one once-only step of the live enterprise, guarded by
+// Live's lock (runPrior, armAgentChaos, agentDone, Env.Result), and the
+// activities drive it from three places: RunAgent, the model-driven
+// agent's StartAgent/AgentToolCall/FinishAgent (whose conversation and via
+// path, llmState and viaState, live on Live under that lock) and
+// Live.Replay (its replayed state too); Live.Truth reads the via path's
+// recorded subjects. A package of its own for Live would have to export
+// that lock-held state and the step's internals to the activities, its one
+// caller. What has callers outside (the catalogue, the results) is cut
+// out.
 package harness

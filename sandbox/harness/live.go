@@ -48,7 +48,8 @@ type Live struct {
 	agentDone bool
 	afterDone bool
 	closed    bool
-	// llm is the model-driven agent, when the run has one (llmagent.go).
+	// llm is the model-driven agent, when the run has one
+	// (llmagent_activities.go).
 	llm      *llmState
 	replayed *replayed // set by Replay
 }

@@ -30,7 +30,7 @@ import (
 // connectors' pulls through the scenario's extractor chaos
 // (sandbox/extract), the engine on the process's contract, the settlement
 // re-read, the after-settlement injection and re-check, the oracle, and
-// BuildRow.
+// report.BuildRow.
 
 var (
 	contractsOnce sync.Once

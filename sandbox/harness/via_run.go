@@ -28,14 +28,14 @@ import (
 // The via paths of a model-driven run (`commitlayer sandbox -agent llm
 // -via mcp|otlp`): the harness records no action of the agent's itself.
 //
-//   - ViaMCP: StartAgent serves the scenario's tools as an MCP server
+//   - agent.ViaMCP: StartAgent serves the scenario's tools as an MCP server
 //     (ToolServer, through the agent's chaos) and puts CommitLayer's MCP
 //     gateway (mcpgw, what `commitlayer mcp` runs) in front of it, over
 //     Streamable HTTP on the loopback, recording through the API with the
 //     scenario tenant's key. Every AgentToolCall is an MCP tools/call to
 //     the gateway; the gateway records the bound ones (the sandbox
 //     contracts' bindings).
-//   - ViaOTLP: the agent calls the tools as on the direct path, and
+//   - agent.ViaOTLP: the agent calls the tools as on the direct path, and
 //     FinishAgent exports its calls as OpenTelemetry GenAI spans with the
 //     SDK's OTLP/HTTP exporter to the API's POST /v1/traces.
 //
@@ -66,8 +66,8 @@ type viaConn struct {
 // viaState is a scenario's via path while its agent runs.
 type viaState struct {
 	mode     string
-	conn     *viaConn // ViaMCP
-	exported bool     // ViaOTLP: the spans were accepted
+	conn     *viaConn // agent.ViaMCP
+	exported bool     // agent.ViaOTLP: the spans were accepted
 	// recorded are the subjects of the actions the path recorded and ids
 	// their ids (the task's first), once FinishAgent found them; main
 	// says whether one was the task's.

@@ -50,8 +50,8 @@ type LLMRun struct {
 	EstimateNanoUSD int64  `json:"estimate_nano_usd,omitempty"`
 	// AgentErrors counts rows whose agent stopped without a report.
 	AgentErrors int `json:"agent_errors"`
-	// Via is the path that recorded the actions ("direct", ViaMCP,
-	// ViaOTLP), RecordedBy says it in words; NoAction counts the rows
+	// Via is the path that recorded the actions ("direct", agent.ViaMCP,
+	// agent.ViaOTLP), RecordedBy says it in words; NoAction counts the rows
 	// whose agent's calls recorded no action for the task.
 	Via        string `json:"via"`
 	RecordedBy string `json:"recorded_by"`
