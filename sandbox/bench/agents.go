@@ -33,6 +33,9 @@ type AgentKind interface {
 	// run runs one scenario's agent in the Scenario workflow and returns
 	// what it recorded.
 	run(ctx, local workflow.Context, s *scenarioRun) (harness.AgentResult, error)
+	// judged says whether the run's model judge judges the kind's rows (a
+	// replay carries the recorded verdicts over instead).
+	judged() bool
 }
 
 // Names of the agent kinds.
@@ -145,6 +148,8 @@ func (scriptedAgent) Check(req *Request) error {
 	return nil
 }
 
+func (scriptedAgent) judged() bool { return true }
+
 func (scriptedAgent) start(ctx context.Context, r *Runner, req Request) (benchstore.Run, client.WorkflowRun, error) {
 	return r.startBenchmark(ctx, req, nil)
 }
@@ -176,6 +181,8 @@ func modelSpec(req Request) (agent.Spec, error) {
 	return agent.Spec{Kind: AgentLLM, Provider: req.Provider, Model: req.Model, MaxTurns: req.MaxTurns,
 		MaxTokens: req.MaxTokens, TokenBudget: req.TokenBudget, Via: req.Via}.Normalize()
 }
+
+func (modelAgent) judged() bool { return true }
 
 func (modelAgent) start(ctx context.Context, r *Runner, req Request) (benchstore.Run, client.WorkflowRun, error) {
 	spec, err := modelSpec(req)
@@ -211,6 +218,8 @@ func (replayAgent) Check(req *Request) error {
 	req.Agent, req.Via = "", ""
 	return nil
 }
+
+func (replayAgent) judged() bool { return false }
 
 func (replayAgent) start(ctx context.Context, r *Runner, req Request) (benchstore.Run, client.WorkflowRun, error) {
 	return r.startReplay(ctx, req)

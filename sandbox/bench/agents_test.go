@@ -96,4 +96,7 @@ func TestScenarioAgentKind(t *testing.T) {
 	require.Equal(t, AgentLLM, scenarioAgentKind(ScenarioInput{Agent: spec}).Name())
 	require.Equal(t, AgentReplay, scenarioAgentKind(ScenarioInput{ReplayOf: "r1"}).Name())
 	require.Equal(t, AgentReplay, scenarioAgentKind(ScenarioInput{ReplayOf: "r1", Agent: spec}).Name())
+	require.True(t, scenarioAgentKind(ScenarioInput{}).judged())
+	require.True(t, scenarioAgentKind(ScenarioInput{Agent: spec}).judged())
+	require.False(t, scenarioAgentKind(ScenarioInput{ReplayOf: "r1"}).judged(), "a replay carries the recorded judges' verdicts over")
 }

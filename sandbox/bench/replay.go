@@ -79,7 +79,7 @@ const modelJudgeTimeout = 3 * time.Minute
 // fails the scenario.
 func (s *scenarioRun) finishRow(ctx workflow.Context, row matrix.Row) (matrix.Row, error) {
 	row.Attempt = s.in.Attempt
-	if s.in.Judge == "" || s.in.ReplayOf != "" || row.Trajectory == nil {
+	if s.in.Judge == "" || !scenarioAgentKind(s.in).judged() || row.Trajectory == nil {
 		return row, nil
 	}
 	jctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
