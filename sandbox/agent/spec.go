@@ -75,10 +75,11 @@ func RecordedBy(via string) string {
 	return "the harness (direct: the agent's report recorded as the action)"
 }
 
-// CheckVia refuses a path that is not one of Vias ("" is direct).
+// CheckVia refuses a path that is not one of Vias ("" is direct), without
+// echoing it.
 func CheckVia(via string) error {
 	if via != "" && !slices.Contains(Vias, via) {
-		return &commitlayer.FieldError{Field: "via", Reason: fmt.Sprintf("%q is not a path; use one of %s", via, strings.Join(Vias, ", "))}
+		return &commitlayer.FieldError{Field: "via", Reason: "not a path; use one of " + strings.Join(Vias, ", ")}
 	}
 	return nil
 }
@@ -106,15 +107,15 @@ type Spec struct {
 }
 
 // Normalize checks the spec and fills in its defaults. Its errors are
-// *commitlayer.FieldError naming the request field; a provider that is not
-// one is not echoed (a key pasted in the wrong field stays out of answers
-// and logs).
+// *commitlayer.FieldError naming the request field; a value that is not
+// one is never echoed (a key pasted in the wrong field stays out of
+// answers and logs).
 func (s Spec) Normalize() (Spec, error) {
 	if s.Kind == "" {
 		s.Kind = KindLLM
 	}
 	if s.Kind != KindLLM {
-		return s, &commitlayer.FieldError{Field: "agent", Reason: fmt.Sprintf("%q is not a model-driven agent; use %q", s.Kind, KindLLM)}
+		return s, &commitlayer.FieldError{Field: "agent", Reason: fmt.Sprintf("not a model-driven agent; use %q", KindLLM)}
 	}
 	if !slices.Contains(Providers, s.Provider) {
 		return s, &commitlayer.FieldError{Field: "provider", Reason: "not a provider; use one of " + strings.Join(Providers, ", ")}

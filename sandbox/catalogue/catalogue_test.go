@@ -246,3 +246,24 @@ func TestCaseTable(t *testing.T) {
 		require.NotNil(t, c.Edit, id)
 	}
 }
+
+// TestSplitForModelSkipsScriptedBehaviours: the scenarios that script one
+// agent behaviour (no calls, another record, other values) are the ones
+// skipped, each with its reason; every other one applies.
+func TestSplitForModelSkipsScriptedBehaviours(t *testing.T) {
+	all := Catalogue()
+	run, skipped := SplitForModel(all)
+	require.Equal(t, len(all), len(run)+len(skipped))
+	require.Len(t, skipped, 12, "8 no-call scenarios, 2 wrong subjects, 2 overridden params")
+	reasons := map[string]string{}
+	for _, s := range skipped {
+		reasons[s.ID] = s.Reason
+	}
+	require.Contains(t, reasons["refund/no_calls_claims_success"], "makes no call")
+	require.Contains(t, reasons["refund/wrong_customer"], "o_1007")
+	require.Contains(t, reasons["payout/amount_mismatch"], "amount")
+	require.Contains(t, reasons["deploy/wrong_environment"], "environment")
+	for _, sc := range run {
+		require.Empty(t, SkipForModel(sc), sc.ID)
+	}
+}
