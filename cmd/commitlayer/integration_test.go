@@ -27,7 +27,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
-	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/workflows"
 )
@@ -354,7 +354,7 @@ func tenantOfKey(s *stack, key string) string {
 // the dev server, every row compared with the oracle.
 func TestRegressionSubsetThroughAdminAPI(t *testing.T) {
 	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
-	subset := harness.RegressionSubset()
+	subset := catalogue.RegressionSubset()
 	require.GreaterOrEqual(t, len(subset), 14)
 
 	var started struct {

@@ -20,8 +20,10 @@ import (
 	"github.com/commitlayer/commitlayer/llm/fake"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 	"github.com/commitlayer/commitlayer/worker"
 )
 
@@ -71,19 +73,19 @@ func TestModelDrivenScenariosThroughAdminAPI(t *testing.T) {
 	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
 	only := []string{"refund/baseline", "refund/lost_response_retry_with_key", "cancel/refund_side_effect",
 		"payout/server_error_stop", "refund/no_calls_claims_success"}
-	for _, provider := range harness.FakeProviders {
+	for _, provider := range agent.FakeProviders {
 		t.Run(provider, func(t *testing.T) {
-			srv, err := s.m.Harness.Models.Fake(provider, "fake-"+strings.TrimPrefix(provider, harness.FakePrefix))
+			srv, err := s.m.Harness.Models.Fake(provider, "fake-"+strings.TrimPrefix(provider, agent.FakePrefix))
 			require.NoError(t, err)
 			srv.Inject(fake.Fault{Status: 429, RetryAfter: time.Second}) // the first turn is rate limited, then answered
 			run := startLLMRun(t, s, map[string]any{"agent": "llm", "provider": provider, "only": only, "concurrency": 2})
 			var req struct {
-				Agent   harness.AgentSpec `json:"agent"`
-				Skipped []harness.Skipped `json:"skipped"`
+				Agent   agent.Spec          `json:"agent"`
+				Skipped []catalogue.Skipped `json:"skipped"`
 			}
 			require.NoError(t, json.Unmarshal(run.Request, &req))
 			require.Equal(t, provider, req.Agent.Provider)
-			require.Equal(t, []harness.Skipped{{ID: "refund/no_calls_claims_success",
+			require.Equal(t, []catalogue.Skipped{{ID: "refund/no_calls_claims_success",
 				Reason: "scripts an agent that makes no call and reports success"}}, req.Skipped)
 			require.Len(t, run.Results, len(only)-1)
 			for _, r := range run.Results {
@@ -139,7 +141,7 @@ func TestModelDrivenScenariosThroughAdminAPI(t *testing.T) {
 			require.True(t, r.Agree.Both(), "truth %s/%s verdict %s/%s", r.Truth.Outcome, r.Truth.Policy,
 				r.Verdict.Lenses.Outcome, r.Verdict.Lenses.Policy)
 
-			if *recordHistories && provider == harness.FakeAnthropic {
+			if *recordHistories && provider == agent.FakeAnthropic {
 				recordHistory(t, s, bench.ScenarioWorkflowID(run.ID, "refund/lost_response_retry_with_key"), "sandbox/bench",
 					"scenario_llm_fake-anthropic_refund_lost_response_retry_with_key.json")
 			}
@@ -156,7 +158,7 @@ func TestModelDrivenScenariosThroughAdminAPI(t *testing.T) {
 // again (no duplicate in the systems of record).
 func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
 	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
-	const provider = harness.FakeOpenAI
+	const provider = agent.FakeOpenAI
 	h := s.m.Harness
 	var (
 		mu        sync.Mutex
@@ -272,9 +274,9 @@ func TestModelDrivenKeyNeverLeaves(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	dir := t.TempDir()
-	res := harness.NewLLMResults(harness.NewResults("test", time.Now(), time.Now(), 1, run.Results),
-		harness.AgentSpec{Provider: "anthropic", Model: "claude-haiku-4-5"}, nil, nil)
-	require.NoError(t, harness.WriteLLMFiles(dir, res))
+	res := report.NewLLMResults(report.NewResults("test", time.Now(), time.Now(), 1, run.Results),
+		agent.Spec{Provider: "anthropic", Model: "claude-haiku-4-5"}, nil, nil)
+	require.NoError(t, report.WriteLLMFiles(dir, res))
 	for _, f := range []string{"llm_anthropic.json", "llm_anthropic.md"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		require.NoError(t, err)

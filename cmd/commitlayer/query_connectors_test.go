@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
@@ -25,7 +26,7 @@ func TestRefundThroughQueryConnectors(t *testing.T) {
 	t.Setenv(harness.EnvQueryConnectors, "payments,orders,tickets")
 	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
 	var refund []string
-	for _, sc := range harness.Catalogue() {
+	for _, sc := range catalogue.Catalogue() {
 		if strings.HasPrefix(sc.ID, "refund/") {
 			refund = append(refund, sc.ID)
 		}

@@ -13,9 +13,11 @@ import (
 
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/fake"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
-	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 	"github.com/commitlayer/commitlayer/sandbox/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/sinks/sinkstest"
 )
@@ -56,7 +58,7 @@ func (s *stack) startAndWait(req map[string]any, timeout time.Duration) benchRun
 func onePerFamily() []string {
 	seen := map[string]bool{}
 	var ids []string
-	for _, sc := range harness.Catalogue() {
+	for _, sc := range catalogue.Catalogue() {
 		if !seen[sc.Family] {
 			seen[sc.Family] = true
 			ids = append(ids, sc.ID)
@@ -209,8 +211,8 @@ func TestRepeatThroughAdminAPI(t *testing.T) {
 	// 1 of 3, and CommitLayer says the same, rightly, every time.
 	require.Equal(t, "1/2", byName["refund"].Agent.String())
 	require.Equal(t, "0/1", byName["payout"].Agent.String())
-	require.Equal(t, "1/3", byName[harness.PassKAll].Agent.String())
-	require.Equal(t, "3/3", byName[harness.PassKAll].CommitLayer.String())
+	require.Equal(t, "1/3", byName[report.PassKAll].Agent.String())
+	require.Equal(t, "3/3", byName[report.PassKAll].CommitLayer.String())
 	require.Contains(t, run.Markdown, "## pass^2")
 
 	// The sinks step runs after the run is recorded done: wait for its note.
@@ -266,14 +268,14 @@ func describeWorkflow(ctx context.Context, s *stack, workflowID, runID string) (
 // and the model is not asked again.
 func TestReplayOfModelDrivenRun(t *testing.T) {
 	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
-	provider := harness.FakePrefix + llm.OpenAI
+	provider := agent.FakePrefix + llm.OpenAI
 	srv, err := s.m.Harness.Models.Fake(provider, "fake-"+llm.OpenAI)
 	require.NoError(t, err)
 	var subset []string
 	for _, id := range onePerFamily() {
-		sc, ok := harness.Lookup(id)
+		sc, ok := catalogue.Lookup(id)
 		require.True(t, ok, id)
-		if reason := harness.SkipForModel(sc); reason == "" {
+		if reason := catalogue.SkipForModel(sc); reason == "" {
 			subset = append(subset, id)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
-	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/worker"
 	"github.com/commitlayer/commitlayer/workflows"
 )
@@ -75,7 +75,7 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	const n = 50
 	ids, now := s.sleepingPayouts(key, "payout_rollout", "20s", n)
 	// A benchmark run in flight on A, one scenario at a time.
-	subset := harness.RegressionSubset()
+	subset := catalogue.RegressionSubset()
 	var started struct {
 		ID string `json:"id"`
 	}

@@ -17,9 +17,10 @@ import (
 
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
-	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 	"github.com/commitlayer/commitlayer/sandbox/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
@@ -98,9 +99,13 @@ func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOpt
 	if o.concurrency < 1 {
 		return o, fmt.Errorf("-concurrency must be at least 1")
 	}
-	if err := o.llm.check(); err != nil {
-		fmt.Fprintf(stderr, "commitlayer %s: %v\n", name, err)
-		return o, err
+	// A replay's agent flags were checked with the replay's
+	// (checkReplayFlags).
+	if o.replay == "" {
+		if err := o.llm.check(); err != nil {
+			fmt.Fprintf(stderr, "commitlayer %s: %v\n", name, err)
+			return o, err
+		}
 	}
 	o.demo = name == "demo"
 	// Refuse a bad backend, a scenario it cannot run, or a missing or
@@ -151,7 +156,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	generatedKey := false
 	// A via path records through this process's API: it is served, on a
 	// port of its own unless -serve asked for COMMITLAYER_ADDR.
-	via := o.llm.agent == harness.AgentLLM && o.llm.via != "" && o.llm.via != harness.ViaDirect
+	via := o.llm.agent == agent.KindLLM && o.llm.via != "" && o.llm.via != agent.ViaDirect
 	if (o.serve || via) && os.Getenv("COMMITLAYER_ADMIN_KEY") == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -226,19 +231,19 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		logger.Error("benchmark", "run", runID, "error", err)
 		return 1
 	}
-	results := harness.NewResults(gitCommit(), res.StartedAt, res.FinishedAt, o.concurrency, res.Rows)
-	harness.SetPayments(&results, o.payments)
+	results := report.NewResults(gitCommit(), res.StartedAt, res.FinishedAt, o.concurrency, res.Rows)
+	report.SetPayments(&results, o.payments)
 	if o.out != "" && started.Agent != nil {
 		if err := writeLLMResults(o.out, results, started, res, stdout); err != nil {
 			logger.Error("write results", "error", err)
 			return 1
 		}
 	} else if o.out != "" {
-		base := harness.FileBase(results)
+		base := report.FileBase(results)
 		if base != "latest" {
 			compareWithSandbox(&results, filepath.Join(o.out, "latest.json"), logger)
 		}
-		if err := harness.WriteFiles(o.out, results); err != nil {
+		if err := report.WriteFiles(o.out, results); err != nil {
 			logger.Error("write results", "error", err)
 			return 1
 		}
@@ -247,9 +252,9 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 	if o.out != "" {
 		// What each scenario verified, for `commitlayer check --results`;
 		// read from the run's tenants, so before any purge.
-		base := harness.FileBase(results)
+		base := report.FileBase(results)
 		if started.Agent != nil {
-			base = harness.LLMViaFileBase(started.Agent.Provider, started.Agent.Via)
+			base = report.LLMViaFileBase(started.Agent.Provider, started.Agent.Via)
 		}
 		if err := writeCheckBundle(ctx, m.Bench, runID, results.Commit, o.out, base, stdout, viaMains(started, res.Rows)); err != nil {
 			logger.Error("write check bundle", "error", err)
@@ -260,7 +265,7 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		deliverToSinks(ctx, o.sinks, runID, results, stdout, logger)
 	}
 	fmt.Fprintln(stdout)
-	md := harness.Markdown(results)
+	md := report.Markdown(results)
 	if i := strings.Index(md, "\n## Scenarios"); i >= 0 {
 		md = md[:i+1] // the summary and the groups; the per-scenario table is in latest.md
 	}
@@ -299,7 +304,7 @@ func compareWithSandbox(res *matrix.Results, path string, logger *slog.Logger) {
 		logger.Warn("compare with the sandbox results", "path", path, "error", err)
 		return
 	}
-	harness.CompareWithSandbox(res, sb)
+	report.CompareWithSandbox(res, sb)
 }
 
 // quiet keeps interactive runs to errors: the matrix makes systems

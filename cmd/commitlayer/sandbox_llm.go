@@ -1,19 +1,20 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
-	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // llmFake is the -provider that runs the fake of each of the three
@@ -28,65 +29,75 @@ type llmOptions struct {
 	maxTurns    int
 	maxTokens   int
 	tokenBudget int64
-	// via is who records the agent's actions (harness.Vias).
+	// via is who records the agent's actions (agent.Vias).
 	via string
 }
 
 func (o *llmOptions) flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.agent, "agent", "scripted", "the agent: scripted, or llm (a model drives the same tools; needs -provider)")
+	fs.StringVar(&o.agent, "agent", bench.AgentScripted, "the agent: scripted, llm (a model drives the same tools; needs -provider) or replay (the calls of the run -replay names re-sent)")
 	fs.StringVar(&o.provider, "provider", "", "the model provider of -agent llm: anthropic, openai, google (key in ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY), "+
 		"fake-anthropic, fake-openai, fake-google (an in-process fake of that provider's API, spoken to through its SDK), "+
 		"or fake (the three fakes in turn); results in llm_<provider>.{json,md}")
 	fs.StringVar(&o.model, "model", "", "the model of -agent llm (default: the provider's default model)")
-	fs.IntVar(&o.maxTurns, "max-turns", harness.DefaultMaxTurns, "model turns per scenario")
-	fs.IntVar(&o.maxTokens, "max-tokens", harness.DefaultMaxTokens, "output tokens per model turn")
-	fs.StringVar(&o.via, "via", harness.ViaDirect, "who records the -agent llm agent's actions: direct (the harness), mcp (its tool calls go through CommitLayer's MCP gateway, which records them) "+
+	fs.IntVar(&o.maxTurns, "max-turns", agent.DefaultMaxTurns, "model turns per scenario")
+	fs.IntVar(&o.maxTokens, "max-tokens", agent.DefaultMaxTokens, "output tokens per model turn")
+	fs.StringVar(&o.via, "via", agent.ViaDirect, "who records the -agent llm agent's actions: direct (the harness), mcp (its tool calls go through CommitLayer's MCP gateway, which records them) "+
 		"or otlp (its tool calls are exported as OpenTelemetry spans to the API's /v1/traces); results in llm_<provider>_via-<path>.{json,md}")
 	fs.Int64Var(&o.tokenBudget, "token-budget", 0, "tokens (input plus output) the run may use; once spent, the scenarios left are listed as not run (0: no limit)")
 }
 
-// check refuses an unknown agent or provider before anything starts.
+// check refuses an unknown agent or provider, or a bound out of range,
+// before anything starts: the registry of agent kinds checks the flags as
+// it checks the admin route's fields (bench.CheckAgent), and the flag is
+// named. -provider fake (the three fakes in turn) is this command's: it is
+// checked as each fake (they take the same bounds).
 func (o *llmOptions) check() error {
-	switch o.agent {
-	case "scripted", "":
-		if o.provider != "" || o.model != "" {
-			return fmt.Errorf("-provider and -model need -agent llm")
-		}
-		if o.via != "" && o.via != harness.ViaDirect {
-			return fmt.Errorf("-via %s needs -agent llm (the scripted agent's actions are recorded by the harness)", o.via)
-		}
-		return nil
-	case harness.AgentLLM:
-	default:
-		return fmt.Errorf("-agent %q: use scripted or llm", o.agent)
-	}
-	if o.provider == "" {
-		return fmt.Errorf("-agent llm needs -provider (%s, or fake)", strings.Join(harness.AgentProviders, ", "))
-	}
-	if o.provider == llmFake {
+	req := o.agentRequest()
+	if req.Provider == llmFake {
 		if o.model != "" {
 			return fmt.Errorf("-provider fake runs each fake with its own model; leave -model out")
 		}
-	} else if !slices.Contains(harness.AgentProviders, o.provider) {
-		return fmt.Errorf("-provider %q: use one of %s, or fake", o.provider, strings.Join(harness.AgentProviders, ", "))
+		req.Provider = agent.FakeAnthropic
 	}
-	// The bounds are the run's (each fake takes the same): the flag
-	// Normalize refuses is named; 0 is the default, as in the API.
-	_, err := harness.AgentSpec{Kind: harness.AgentLLM, Provider: harness.FakeAnthropic, MaxTurns: o.maxTurns,
-		MaxTokens: o.maxTokens, TokenBudget: o.tokenBudget, Via: o.via}.Normalize()
+	_, err := bench.CheckAgent(&req)
 	var fe *commitlayer.FieldError
-	if errors.As(err, &fe) {
-		return fmt.Errorf("-%s: %s", strings.ReplaceAll(fe.Field, "_", "-"), fe.Reason)
+	if errors.As(err, &fe) && fe.Field == "provider" && req.Agent == bench.AgentLLM {
+		return fmt.Errorf("%w, or fake (the three fakes in turn)", flagError(err))
 	}
-	return err
+	return flagError(err)
+}
+
+// agentRequest is the request's agent fields as the flags give them; the
+// bounds, whose flags have defaults, only for a model-driven agent. No
+// -agent is the scripted agent (a provider does not imply llm here).
+func (o *llmOptions) agentRequest() bench.Request {
+	req := bench.Request{Agent: cmp.Or(o.agent, bench.AgentScripted), Provider: o.provider, Model: o.model, Via: o.via}
+	if req.Agent == bench.AgentLLM {
+		req.MaxTurns, req.MaxTokens, req.TokenBudget = o.maxTurns, o.maxTokens, o.tokenBudget
+	}
+	return req
+}
+
+// flagError names the flag of a request's field error: -max-turns for
+// max_turns, -replay for replay_of.
+func flagError(err error) error {
+	var fe *commitlayer.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	flag := strings.ReplaceAll(fe.Field, "_", "-")
+	if fe.Field == "replay_of" {
+		flag = "replay"
+	}
+	return fmt.Errorf("-%s: %s", flag, fe.Reason)
 }
 
 // request adds the agent's fields to a run's request.
 func (o *llmOptions) request(req bench.Request) bench.Request {
-	if o.agent != harness.AgentLLM {
+	if o.agent != bench.AgentLLM {
 		return req
 	}
-	req.Agent, req.Provider, req.Model = harness.AgentLLM, o.provider, o.model
+	req.Agent, req.Provider, req.Model = bench.AgentLLM, o.provider, o.model
 	req.MaxTurns, req.MaxTokens, req.TokenBudget = o.maxTurns, o.maxTokens, o.tokenBudget
 	req.Via = o.via
 	return req
@@ -96,7 +107,7 @@ func (o *llmOptions) request(req bench.Request) bench.Request {
 // SDK adapter end to end. The exit status is the worst run's.
 func runFakes(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdout, stderr io.Writer) int {
 	rc := 0
-	for _, p := range harness.FakeProviders {
+	for _, p := range agent.FakeProviders {
 		one := o
 		one.llm.provider = p
 		fmt.Fprintf(stdout, "== -provider %s\n", p)
@@ -107,11 +118,11 @@ func runFakes(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdout
 
 // writeLLMResults writes a model-driven run's llm_<provider>.{json,md}.
 func writeLLMResults(dir string, results matrix.Results, started bench.Started, res bench.BenchmarkResult, stdout io.Writer) error {
-	lr := harness.NewLLMResults(results, *started.Agent, started.Skipped, res.NotRun)
-	if err := harness.WriteLLMFiles(dir, lr); err != nil {
+	lr := report.NewLLMResults(results, *started.Agent, started.Skipped, res.NotRun)
+	if err := report.WriteLLMFiles(dir, lr); err != nil {
 		return err
 	}
-	base := harness.LLMViaFileBase(started.Agent.Provider, started.Agent.Via)
+	base := report.LLMViaFileBase(started.Agent.Provider, started.Agent.Via)
 	a := lr.Agent
 	fmt.Fprintf(stdout, "results: %s/%s.json, %s/%s.md\n", dir, base, dir, base)
 	fmt.Fprintf(stdout, "model-driven agent %s (%s): %d applicable, %d skipped, %d not run; %d turns, %d+%d tokens, %d agent errors\n",

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -44,11 +43,24 @@ func checkReplayFlags(name string, o *sandboxOptions, stderr io.Writer) error {
 			return fail(fmt.Errorf("-judge %s: %s is not set", o.judge, llm.KeyEnv[provider]))
 		}
 	}
-	if o.replay != "" && (len(o.only) > 0 || o.payments != stripepay.NameSandbox || o.repeat > 1 || o.judge != "") {
-		return fail(errors.New("-replay re-runs the recorded run's scenarios on its payments backend and carries its judges' verdicts over; -only, -payments, -repeat and -judge do not apply"))
+	if o.replay == "" {
+		return nil
 	}
-	if o.replay != "" && o.llm.agent == harness.AgentLLM {
-		return fail(errors.New("-replay re-sends the recorded run's calls and asks no model; -agent llm does not apply (a recorded model-driven run replays as it is)"))
+	// The replay kind checks what a replay does not take, as it does on
+	// the admin route; -agent scripted is the flag's default.
+	req := o.llm.agentRequest()
+	if req.Agent == bench.AgentScripted {
+		req.Agent = ""
+	}
+	req.ReplayOf, req.Only, req.Repeat, req.Judge = o.replay, o.only, o.repeat, o.judge
+	if looksLikeFile(o.replay) {
+		req.ReplayOf = "imported" // the file is imported as a run first, named by its id (replayRequest)
+	}
+	if o.payments != stripepay.NameSandbox {
+		req.Payments = o.payments
+	}
+	if _, err := bench.CheckAgent(&req); err != nil {
+		return fail(flagError(err))
 	}
 	return nil
 }

@@ -32,6 +32,10 @@ func TestSandboxReplayRepeatJudgeFlags(t *testing.T) {
 		{"replay with repeat", "", []string{"-replay", "r1", "-repeat", "2"}, "do not apply"},
 		{"replay with payments", "", []string{"-replay", "r1", "-payments", "stripe-fake"}, "do not apply"},
 		{"replay with a judge whose key is set", key, []string{"-replay", "r1", "-judge", "anthropic"}, "do not apply"},
+		{"replay with agent llm", "", []string{"-replay", "r1", "-agent", "llm", "-provider", "fake-openai"}, "-replay: a replay re-sends the recorded calls"},
+		{"replay of a run id with a slash", "", []string{"-replay", "a b"}, "-replay: must be a benchmark run id"},
+		{"agent replay without a run", "", []string{"-agent", "replay"}, "-replay: names the recorded run"},
+		{"replay by agent and run", "", []string{"-agent", "replay", "-replay", "r1"}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

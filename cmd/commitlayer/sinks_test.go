@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 	"github.com/commitlayer/commitlayer/sandbox/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/sinks/sinkstest"
 )
@@ -42,7 +42,7 @@ func TestSinksFlag(t *testing.T) {
 		Verdict: matrix.Verdict{Status: commitlayer.StatusPass, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}},
 		Agree:   matrix.Agree{Outcome: true, Policy: true},
 		Judges:  []matrix.JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "ok"}}}
-	results := harness.NewResults("abc", time.Unix(0, 0), time.Unix(5, 0), 1, []matrix.Row{row})
+	results := report.NewResults("abc", time.Unix(0, 0), time.Unix(5, 0), 1, []matrix.Row{row})
 	var out bytes.Buffer
 	deliverToSinks(context.Background(), o.sinks, "run-1", results, &out, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	require.Contains(t, out.String(), "braintrust: 1/1 rows")

@@ -14,7 +14,9 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
@@ -60,9 +62,9 @@ func TestSandboxViaPaths(t *testing.T) {
 	s.m.Harness.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	only := []string{"refund/baseline", "refund/lost_response_retry_no_key", "refund/rate_limited_retry",
 		"refund/prompt_injection", "cancel/unreachable_agent", "payout/server_error_stop", "payout/daily_total_exceeded"}
-	for _, via := range []string{harness.ViaMCP, harness.ViaOTLP} {
+	for _, via := range []string{agent.ViaMCP, agent.ViaOTLP} {
 		t.Run(via, func(t *testing.T) {
-			run := startLLMRun(t, s, map[string]any{"agent": "llm", "provider": harness.FakeOpenAI, "only": only,
+			run := startLLMRun(t, s, map[string]any{"agent": "llm", "provider": agent.FakeOpenAI, "only": only,
 				"concurrency": 3, "via": via})
 			require.Len(t, run.Results, len(only))
 			byID := map[string]matrix.Row{}
@@ -74,7 +76,7 @@ func TestSandboxViaPaths(t *testing.T) {
 				require.Equal(t, via, r.LLM.Via, r.ID)
 				byID[r.ID] = r
 			}
-			keyPrefix := map[string]string{harness.ViaMCP: "mcp/", harness.ViaOTLP: "otlp/"}[via]
+			keyPrefix := map[string]string{agent.ViaMCP: "mcp/", agent.ViaOTLP: "otlp/"}[via]
 			tenants, err := s.m.Bench.BenchmarkTenants(context.Background(), run.ID)
 			require.NoError(t, err)
 			require.Len(t, tenants, len(only))
@@ -92,7 +94,7 @@ func TestSandboxViaPaths(t *testing.T) {
 					var trace []map[string]string
 					require.NoError(t, json.Unmarshal(a.Trace, &trace))
 					require.Equal(t, via, trace[0]["source"])
-					require.Equal(t, harness.DefaultAgent, a.Agent)
+					require.Equal(t, catalogue.DefaultAgent, a.Agent)
 					recorded[a.ID] = true
 				}
 			}

@@ -15,8 +15,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // TestBenchmarkStopsWhenTheTokenBudgetIsSpent: each scenario uses 400
@@ -42,9 +45,9 @@ func TestBenchmarkStopsWhenTheTokenBudgetIsSpent(t *testing.T) {
 	var last harness.RunInput
 	env.OnActivity(harnessActs.RecordRun, mock.Anything, mock.Anything).Return(func(_ context.Context, in harness.RunInput) (matrix.Summary, error) {
 		last = in
-		return harness.Summarize(in.Rows), nil
+		return report.Summarize(in.Rows), nil
 	})
-	spec := &harness.AgentSpec{Kind: harness.AgentLLM, Provider: harness.FakeAnthropic, TokenBudget: 1000}
+	spec := &agent.Spec{Kind: agent.KindLLM, Provider: agent.FakeAnthropic, TokenBudget: 1000}
 	env.ExecuteWorkflow(Benchmark, BenchmarkInput{RunID: "b1", ScenarioIDs: ids(6), Concurrency: 1, Agent: spec})
 	require.NoError(t, env.GetWorkflowError())
 	var res BenchmarkResult
@@ -69,22 +72,28 @@ func TestScriptedRunsCarryNoAgent(t *testing.T) {
 	require.Empty(t, res.NotRun)
 }
 
-func TestSelectForAgent(t *testing.T) {
-	all, err := harness.Select(nil)
+func TestForAgent(t *testing.T) {
+	all, err := catalogue.Select(nil)
 	require.NoError(t, err)
-	spec, run, skipped, err := selectForAgent(Request{Agent: "llm", Provider: "fake-openai"}, all)
+	req := Request{Agent: "llm", Provider: "fake-openai"}
+	kind, err := CheckAgent(&req)
+	require.NoError(t, err)
+	require.Equal(t, AgentLLM, kind.Name())
+	spec, err := modelSpec(req)
 	require.NoError(t, err)
 	require.Equal(t, "fake-openai", spec.Model)
+	run, skipped, err := forAgent(&spec, all)
+	require.NoError(t, err)
 	require.Len(t, run, len(all)-12)
 	require.Len(t, skipped, 12)
-	none, err := harness.Select([]string{"refund/no_calls_claims_success"})
+	none, err := catalogue.Select([]string{"refund/no_calls_claims_success"})
 	require.NoError(t, err)
-	_, _, _, err = selectForAgent(Request{Provider: "fake-openai"}, none)
+	_, _, err = forAgent(&spec, none)
 	var fe *commitlayer.FieldError
 	require.True(t, errors.As(err, &fe))
 	require.Equal(t, "only", fe.Field)
-	spec, run, _, err = selectForAgent(Request{}, all)
+	run, skipped, err = forAgent(nil, all)
 	require.NoError(t, err)
-	require.Nil(t, spec)
+	require.Nil(t, skipped)
 	require.Len(t, run, len(all))
 }

@@ -19,15 +19,16 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
 func TestSelectScenariosByPayments(t *testing.T) {
-	refunds, err := harness.Select([]string{"refund/"})
+	refunds, err := catalogue.Select([]string{"refund/"})
 	require.NoError(t, err)
-	all, err := harness.Select(nil)
+	all, err := catalogue.Select(nil)
 	require.NoError(t, err)
 	tests := []struct {
 		name     string

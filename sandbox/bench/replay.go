@@ -12,6 +12,7 @@ import (
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // Replay re-executes a recorded run: one Scenario child per recorded row,
@@ -68,23 +69,6 @@ func ScenarioAttemptWorkflowID(runID, scenarioID string, attempt int) string {
 	return fmt.Sprintf("%s/attempt-%d", ScenarioWorkflowID(runID, scenarioID), attempt)
 }
 
-// runAgent runs the agent, or, in a replay, re-executes its recorded calls.
-func (s *scenarioRun) runAgent(ctx, local workflow.Context, res *harness.AgentResult) error {
-	if s.in.ReplayOf == "" {
-		if s.in.Agent != nil {
-			r, err := s.runModelAgent(ctx, local)
-			if err != nil {
-				return err
-			}
-			*res = r
-			return nil
-		}
-		return workflow.ExecuteActivity(local, harnessActs.RunAgent, s.step).Get(ctx, res)
-	}
-	in := harness.ReplayInput{StepInput: s.step, Of: s.in.ReplayOf, Attempt: s.in.Attempt}
-	return workflow.ExecuteActivity(local, harnessActs.ReplayAgent, in).Get(ctx, res)
-}
-
 // modelJudgeTimeout bounds one model judge call (the provider's own
 // timeout is shorter; retries are Temporal's).
 const modelJudgeTimeout = 3 * time.Minute
@@ -95,7 +79,7 @@ const modelJudgeTimeout = 3 * time.Minute
 // fails the scenario.
 func (s *scenarioRun) finishRow(ctx workflow.Context, row matrix.Row) (matrix.Row, error) {
 	row.Attempt = s.in.Attempt
-	if s.in.Judge == "" || s.in.ReplayOf != "" || row.Trajectory == nil {
+	if s.in.Judge == "" || !scenarioAgentKind(s.in).judged() || row.Trajectory == nil {
 		return row, nil
 	}
 	jctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
@@ -142,7 +126,7 @@ func reportExtras(run benchstore.Run, r *matrix.Results) {
 	if err != nil {
 		return
 	}
-	if s := harness.SummarizeReplay(rows); s != nil {
+	if s := report.SummarizeReplay(rows); s != nil {
 		r.ReplayOf = s.Of
 		r.Replay = s
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/sinks"
@@ -77,7 +78,7 @@ func (r *Runner) loadReplaySource(ctx context.Context, runID string) (replaySour
 			out.skipped++
 			continue
 		}
-		if _, ok := harness.Lookup(row.ID); !ok {
+		if _, ok := catalogue.Lookup(row.ID); !ok {
 			return replaySource{}, fe("run %s has a row for %q, which is not a scenario of this build", runID, row.ID)
 		}
 		out.ids = append(out.ids, row.ID)
@@ -94,12 +95,8 @@ func (r *Runner) loadReplaySource(ctx context.Context, runID string) (replaySour
 }
 
 // startReplay stores a run and starts its Replay workflow over the
-// recorded run's rows.
+// recorded run's rows (the request checked by replayAgent.Check).
 func (r *Runner) startReplay(ctx context.Context, req Request) (benchstore.Run, client.WorkflowRun, error) {
-	if len(req.Only) > 0 || req.Payments != "" || req.Repeat > 1 || req.Judge != "" {
-		return benchstore.Run{}, nil, &commitlayer.FieldError{Field: "replay_of",
-			Reason: "a replay re-runs the recorded run's scenarios on its payments backend, carrying its judges' verdicts over; only, payments, repeat and judge do not apply"}
-	}
 	conc, err := r.concurrency(req.Concurrency)
 	if err != nil {
 		return benchstore.Run{}, nil, err

@@ -23,6 +23,7 @@ import (
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 func TestAttemptOf(t *testing.T) {
@@ -55,7 +56,7 @@ func replayEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *[]string, *[]
 		return matrix.Row{ID: in.ScenarioID, Attempt: in.Attempt, Agree: matrix.Agree{Outcome: true, Policy: true}}, nil
 	})
 	env.OnActivity(harnessActs.RecordRun, mock.Anything, mock.Anything).Return(func(_ context.Context, in harness.RunInput) (matrix.Summary, error) {
-		return harness.Summarize(in.Rows), nil
+		return report.Summarize(in.Rows), nil
 	})
 	return env, &wfIDs, &inputs
 }
@@ -188,7 +189,7 @@ func TestReportsRenderReplayAndRepeat(t *testing.T) {
 	a1, a2 := row, row
 	a1.Replay, a2.Replay = nil, nil
 	a1.Attempt, a2.Attempt = 1, 2
-	res := harness.NewResults("", time.Unix(0, 0), time.Unix(9, 0), 1, []matrix.Row{a1, a2})
+	res := report.NewResults("", time.Unix(0, 0), time.Unix(9, 0), 1, []matrix.Row{a1, a2})
 	summary, err := json.Marshal(res.Summary)
 	require.NoError(t, err)
 	rows, err = json.Marshal(res.Scenarios)

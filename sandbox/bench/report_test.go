@@ -10,8 +10,8 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
-	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // TestReportsRenderAStoredRun: the API's report route renders a run from
@@ -22,7 +22,7 @@ func TestReportsRenderAStoredRun(t *testing.T) {
 		Verdict: matrix.Verdict{Status: commitlayer.StatusPass, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}},
 		Agree:   matrix.Agree{Outcome: true, Policy: true},
 		Judges:  []matrix.JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "believed <b>it</b>"}}}
-	res := harness.NewResults("", time.Unix(0, 0), time.Unix(9, 0), 1, []matrix.Row{row})
+	res := report.NewResults("", time.Unix(0, 0), time.Unix(9, 0), 1, []matrix.Row{row})
 	summary, err := json.Marshal(res.Summary)
 	require.NoError(t, err)
 	rows, err := json.Marshal(res.Scenarios)

@@ -15,10 +15,11 @@ type Request struct {
 	// "stripe-fake" or "stripe". A name only: a key never travels in a
 	// request; the worker reads it from its own environment.
 	Payments string `json:"payments,omitempty"`
-	// Agent is "scripted" (default, also "") or "llm": a model drives the
-	// same tools. Provider names its provider (harness.AgentProviders;
-	// implies "llm") and Model its model ("" is the provider's default);
-	// keys stay in the worker's environment.
+	// Agent names the agent's kind (AgentKinds, checked by CheckAgent):
+	// "scripted" (default, also ""), "llm" (a model drives the same
+	// tools) or "replay" (implied by ReplayOf). Provider names the model's
+	// provider (agent.Providers; implies "llm") and Model its model (""
+	// is the provider's default); keys stay in the worker's environment.
 	Agent       string `json:"agent,omitempty"`
 	Provider    string `json:"provider,omitempty"`
 	Model       string `json:"model,omitempty"`

@@ -17,8 +17,9 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
-	"github.com/commitlayer/commitlayer/sandbox/harness"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
@@ -61,8 +62,8 @@ type Started struct {
 	Workflow  client.WorkflowRun
 	// Agent is a model-driven run's agent; Skipped the scenarios it left
 	// out because they script one specific agent behaviour.
-	Agent   *harness.AgentSpec
-	Skipped []harness.Skipped
+	Agent   *agent.Spec
+	Skipped []catalogue.Skipped
 }
 
 // StartRun is Start, also returning the scenarios and the workflow run.
@@ -74,8 +75,8 @@ func (r *Runner) StartRun(ctx context.Context, req Request) (Started, error) {
 	st := Started{Run: run, Workflow: wr}
 	if err := json.Unmarshal(run.Request, &struct {
 		Scenarios *[]string
-		Agent     **harness.AgentSpec
-		Skipped   *[]harness.Skipped
+		Agent     **agent.Spec
+		Skipped   *[]catalogue.Skipped
 	}{&st.Scenarios, &st.Agent, &st.Skipped}); err != nil {
 		return Started{}, fmt.Errorf("decode run request: %w", err)
 	}
@@ -83,9 +84,16 @@ func (r *Runner) StartRun(ctx context.Context, req Request) (Started, error) {
 }
 
 func (r *Runner) start(ctx context.Context, req Request) (benchstore.Run, client.WorkflowRun, error) {
-	if req.ReplayOf != "" {
-		return r.startReplay(ctx, req)
+	kind, err := CheckAgent(&req)
+	if err != nil {
+		return benchstore.Run{}, nil, err
 	}
+	return kind.start(ctx, r, req)
+}
+
+// startBenchmark stores a run of the matrix and starts its Benchmark
+// workflow: the scripted agent's (spec nil) or the model-driven one's.
+func (r *Runner) startBenchmark(ctx context.Context, req Request, spec *agent.Spec) (benchstore.Run, client.WorkflowRun, error) {
 	if err := checkRepeatAndJudge(req); err != nil {
 		return benchstore.Run{}, nil, err
 	}
@@ -93,7 +101,7 @@ func (r *Runner) start(ctx context.Context, req Request) (benchstore.Run, client
 	if err != nil {
 		return benchstore.Run{}, nil, err
 	}
-	spec, scenarios, skipped, err := selectForAgent(req, scenarios)
+	scenarios, skipped, err := forAgent(spec, scenarios)
 	if err != nil {
 		return benchstore.Run{}, nil, err
 	}
@@ -109,15 +117,15 @@ func (r *Runner) start(ctx context.Context, req Request) (benchstore.Run, client
 	}
 	runID := newRunID()
 	reqJSON, err := json.Marshal(struct {
-		Only        []string           `json:"only"`
-		Concurrency int                `json:"concurrency"`
-		Scenarios   []string           `json:"scenarios"`
-		Payments    string             `json:"payments"`
-		Agent       *harness.AgentSpec `json:"agent,omitempty"`
-		Skipped     []harness.Skipped  `json:"skipped,omitempty"`
-		Repeat      int                `json:"repeat,omitempty"`
-		Judge       string             `json:"judge,omitempty"`
-		Sinks       []string           `json:"sinks,omitempty"`
+		Only        []string            `json:"only"`
+		Concurrency int                 `json:"concurrency"`
+		Scenarios   []string            `json:"scenarios"`
+		Payments    string              `json:"payments"`
+		Agent       *agent.Spec         `json:"agent,omitempty"`
+		Skipped     []catalogue.Skipped `json:"skipped,omitempty"`
+		Repeat      int                 `json:"repeat,omitempty"`
+		Judge       string              `json:"judge,omitempty"`
+		Sinks       []string            `json:"sinks,omitempty"`
 	}{req.Only, conc, ids, payments, spec, skipped, req.Repeat, req.Judge, req.Sinks})
 	if err != nil {
 		return benchstore.Run{}, nil, fmt.Errorf("encode run request: %w", err)
@@ -178,26 +186,18 @@ func (r *Runner) launch(ctx context.Context, reqJSON []byte, name string, wf any
 	return run, wr, nil
 }
 
-// selectForAgent builds a model-driven run's agent (nil for the scripted
-// agent) and leaves out the scenarios that script one specific agent
-// behaviour. Errors are field errors.
-func selectForAgent(req Request, scenarios []harness.Scenario) (*harness.AgentSpec, []harness.Scenario, []harness.Skipped, error) {
-	if req.Agent == "" && req.Provider == "" {
-		if req.Via != "" && req.Via != harness.ViaDirect {
-			return nil, nil, nil, &commitlayer.FieldError{Field: "via", Reason: "needs agent llm (the scripted agent's actions are recorded by the harness)"}
-		}
-		return nil, scenarios, nil, nil
+// forAgent leaves out of a model-driven run (spec not nil) the scenarios
+// that script one specific agent behaviour; the scripted agent runs them
+// all. Errors are field errors.
+func forAgent(spec *agent.Spec, scenarios []catalogue.Scenario) ([]catalogue.Scenario, []catalogue.Skipped, error) {
+	if spec == nil {
+		return scenarios, nil, nil
 	}
-	spec, err := harness.AgentSpec{Kind: req.Agent, Provider: req.Provider, Model: req.Model, MaxTurns: req.MaxTurns,
-		MaxTokens: req.MaxTokens, TokenBudget: req.TokenBudget, Via: req.Via}.Normalize()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	run, skipped := harness.SplitForModel(scenarios)
+	run, skipped := catalogue.SplitForModel(scenarios)
 	if len(run) == 0 {
-		return nil, nil, nil, &commitlayer.FieldError{Field: "only", Reason: "selects no scenario a model-driven agent runs (the ones it selects script one specific agent behaviour)"}
+		return nil, nil, &commitlayer.FieldError{Field: "only", Reason: "selects no scenario a model-driven agent runs (the ones it selects script one specific agent behaviour)"}
 	}
-	return &spec, run, skipped, nil
+	return run, skipped, nil
 }
 
 // refundProcess is the one business process a Stripe-backed run covers:
@@ -208,7 +208,7 @@ const refundProcess = "refund"
 // picks its scenarios: every one selected by only on the sandbox; on a
 // Stripe backend only the refund scenarios, and an only naming any other
 // is refused. Errors are field errors (the API answers 422).
-func SelectScenarios(payments string, only []string) (string, []harness.Scenario, error) {
+func SelectScenarios(payments string, only []string) (string, []catalogue.Scenario, error) {
 	if payments == "" {
 		payments = stripepay.NameSandbox
 	}
@@ -216,7 +216,7 @@ func SelectScenarios(payments string, only []string) (string, []harness.Scenario
 		return "", nil, &commitlayer.FieldError{Field: "payments",
 			Reason: fmt.Sprintf("%q is not a payments backend; use one of %s", payments, strings.Join(stripepay.Names, ", "))}
 	}
-	scenarios, err := harness.Select(only)
+	scenarios, err := catalogue.Select(only)
 	if err != nil {
 		return "", nil, &commitlayer.FieldError{Field: "only", Reason: err.Error()}
 	}
@@ -237,7 +237,7 @@ func SelectScenarios(payments string, only []string) (string, []harness.Scenario
 					payments, refundProcess, strings.Join(other, ", "))}
 			}
 		}
-		scenarios = slices.DeleteFunc(scenarios, func(sc harness.Scenario) bool { return sc.Process != refundProcess })
+		scenarios = slices.DeleteFunc(scenarios, func(sc catalogue.Scenario) bool { return sc.Process != refundProcess })
 	}
 	if len(scenarios) == 0 {
 		return "", nil, &commitlayer.FieldError{Field: "only", Reason: "selects no scenario"}

@@ -7,7 +7,7 @@ import (
 )
 
 // changeVia versions the via paths of a model-driven run (harness
-// AgentSpec.Via: the MCP gateway or the trace ingest records the agent's
+// agent.Spec.Via: the MCP gateway or the trace ingest records the agent's
 // actions, not the harness): the scenario starts a verification for each
 // action the path recorded, and one that recorded none for the task has
 // no verdict to wait for. Only runs started with a via path take it, so

@@ -16,6 +16,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/workflows"
@@ -46,8 +47,8 @@ type BenchmarkInput struct {
 	// Agent is the run's model-driven agent (nil: the scripted agent, as
 	// in runs recorded before there was a choice); NotRun are the
 	// scenarios its token budget left out so far.
-	Agent  *harness.AgentSpec `json:",omitempty"`
-	NotRun []string           `json:",omitempty"`
+	Agent  *agent.Spec `json:",omitempty"`
+	NotRun []string    `json:",omitempty"`
 	// ReplayOf is the recorded run a Replay re-executes ("" for a run of
 	// the agent); Judge the model judge's provider name ("" for none). A
 	// scenario id that comes again in ScenarioIDs is another attempt of it
@@ -70,8 +71,8 @@ type BenchmarkResult struct {
 	Payments string `json:",omitempty"`
 	// Agent and NotRun are as in BenchmarkInput; the not-run scenarios
 	// have no row.
-	Agent  *harness.AgentSpec `json:",omitempty"`
-	NotRun []string           `json:",omitempty"`
+	Agent  *agent.Spec `json:",omitempty"`
+	NotRun []string    `json:",omitempty"`
 }
 
 // Progress is what QueryProgress answers.
@@ -246,8 +247,8 @@ type ScenarioInput struct {
 	// Agent is the run's model-driven agent (nil: the scripted agent);
 	// TokenBudget is what this scenario may spend of the run's budget
 	// (0: no limit).
-	Agent       *harness.AgentSpec `json:",omitempty"`
-	TokenBudget int64              `json:",omitempty"`
+	Agent       *agent.Spec `json:",omitempty"`
+	TokenBudget int64       `json:",omitempty"`
 	// ReplayOf names the recorded run whose calls replace the agent's;
 	// Attempt numbers a repeated scenario's runs (0: not repeated); Judge
 	// names the model judge's provider ("" for none).
@@ -367,8 +368,8 @@ func (s *scenarioRun) run(ctx, local workflow.Context) (matrix.Row, error) {
 			return matrix.Row{}, err
 		}
 	}
-	var agentRes harness.AgentResult
-	if err := s.runAgent(ctx, local, &agentRes); err != nil {
+	agentRes, err := s.runAgent(ctx, local)
+	if err != nil {
 		return matrix.Row{}, fmt.Errorf("agent: %w", err)
 	}
 	if err := s.startAgentVerifications(ctx, agentRes); err != nil {

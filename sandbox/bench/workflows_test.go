@@ -19,6 +19,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // benchEnv runs Benchmark with Scenario children replaced by a stand-in
@@ -49,7 +50,7 @@ func benchEnv(t *testing.T, fail map[string]bool) (*testsuite.TestWorkflowEnviro
 	var records []harness.RunInput
 	env.OnActivity(harnessActs.RecordRun, mock.Anything, mock.Anything).Return(func(_ context.Context, in harness.RunInput) (matrix.Summary, error) {
 		records = append(records, in)
-		return harness.Summarize(in.Rows), nil
+		return report.Summarize(in.Rows), nil
 	})
 	return env, &peak, &records
 }

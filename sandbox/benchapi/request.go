@@ -1,13 +1,13 @@
 package benchapi
 
 import (
+	"errors"
 	"net/http"
-	"slices"
 	"strings"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
-	"github.com/commitlayer/commitlayer/sandbox/harness"
 )
 
 // Bounds of a request.
@@ -44,55 +44,25 @@ func invalid(format string, args ...any) error {
 	return api.Errorf(http.StatusBadRequest, api.CodeInvalidRequest, format, args...)
 }
 
-// checkAgent checks a run's agent fields: an unknown agent or provider, a
-// provider without agent llm's, or bounds out of range is 400.
+// checkAgent checks a run's agent fields through the registry of agent
+// kinds (bench.CheckAgent): the scripted agent, the model-driven one (a
+// provider implies it) or a replay (replay_of). A bad field is 400, naming
+// it; a provider or agent that is not one is not echoed (a key pasted in
+// the wrong field stays out of the answer and the logs).
 func checkAgent(req *bench.Request) error {
-	if req.Via != "" && !slices.Contains(harness.Vias, req.Via) {
-		return invalid("via: must be one of %s", strings.Join(harness.Vias, ", "))
+	_, err := bench.CheckAgent(req)
+	var fe *commitlayer.FieldError
+	if errors.As(err, &fe) {
+		return invalid("%s: %s", fe.Field, fe.Reason)
 	}
-	switch req.Agent {
-	case "", "scripted":
-		if req.Provider == "" {
-			if req.Model != "" || req.MaxTurns != 0 || req.MaxTokens != 0 || req.TokenBudget != 0 ||
-				req.Via != "" && req.Via != harness.ViaDirect {
-				return invalid("model, max_turns, max_tokens, token_budget and via need agent llm and a provider")
-			}
-			req.Agent = ""
-			return nil
-		}
-		if req.Agent == "scripted" {
-			return invalid("provider: the scripted agent takes no provider")
-		}
-		req.Agent = "llm"
-	case "llm":
-	default:
-		return invalid("agent: must be scripted or llm")
-	}
-	if !slices.Contains(harness.AgentProviders, req.Provider) {
-		// The value is not echoed: a key pasted in the wrong field stays out
-		// of the answer and the logs.
-		return invalid("provider: not a provider; use one of %s", strings.Join(harness.AgentProviders, ", "))
-	}
-	switch {
-	case len(req.Model) > 100 || strings.ContainsAny(req.Model, "\x00\n\r"):
-		return invalid("model: must be a model name of at most 100 characters")
-	case req.MaxTurns < 0 || req.MaxTurns > 100:
-		return invalid("max_turns: must be between 0 (default) and 100")
-	case req.MaxTokens < 0 || req.MaxTokens > 32000:
-		return invalid("max_tokens: must be between 0 (default) and 32000")
-	case req.TokenBudget < 0:
-		return invalid("token_budget: must not be negative")
-	}
-	return nil
+	return err
 }
 
-// checkExtras checks the shape of replay_of, repeat, judge and sinks.
+// checkExtras checks the shape of repeat, judge and sinks (replay_of is
+// the replay kind's, checkAgent).
 func checkExtras(req bench.Request) error {
 	if req.Repeat < 0 || req.Repeat > maxRepeat {
 		return invalid("repeat: must be between 0 (once) and %d", maxRepeat)
-	}
-	if len(req.ReplayOf) > 100 || strings.IndexByte(req.ReplayOf, 0) >= 0 || strings.ContainsAny(req.ReplayOf, " /") {
-		return invalid("replay_of: must be a benchmark run id")
 	}
 	if len(req.Judge) > 150 || strings.IndexByte(req.Judge, 0) >= 0 {
 		return invalid("judge: must be a provider name, optionally provider/model")
@@ -104,12 +74,6 @@ func checkExtras(req bench.Request) error {
 		if s == "" || len(s) > 30 || strings.IndexByte(s, 0) >= 0 || strings.Contains(s, ",") {
 			return invalid("sinks[%d]: must be a sink name", i)
 		}
-	}
-	if req.ReplayOf != "" && (len(req.Only) > 0 || req.Payments != "" || req.Repeat > 1 || req.Judge != "") {
-		return invalid("replay_of: a replay re-runs the recorded run's scenarios on its payments backend and carries its judges' verdicts over; only, payments, repeat and judge do not apply")
-	}
-	if req.ReplayOf != "" && (req.Agent != "" || req.Provider != "") {
-		return invalid("replay_of: a replay re-sends the recorded calls and asks no model; agent and provider do not apply (a recorded model-driven run replays as it is)")
 	}
 	return nil
 }

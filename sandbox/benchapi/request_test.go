@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer/internal/apitest"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 )
 
@@ -43,7 +44,7 @@ func TestAdminBenchmarkAgent(t *testing.T) {
 	require.Len(t, e.runner.reqs, 1, "no bad request reached the runner")
 }
 
-// The shape of replay_of, repeat, judge and sinks is checked before the
+// The shape of replay_of (the replay kind's), repeat, judge and sinks is checked before the
 // runner sees them (400, naming the field); what they name is the
 // runner's to check (422).
 func TestCheckBenchmarkExtras(t *testing.T) {
@@ -71,7 +72,7 @@ func TestCheckBenchmarkExtras(t *testing.T) {
 	} {
 		var req bench.Request
 		require.NoError(t, json.Unmarshal([]byte(tc.body), &req), tc.body)
-		err := checkExtras(req)
+		err := checkRequest(&req)
 		if tc.want == "" {
 			require.NoError(t, err, tc.body)
 			continue
@@ -79,4 +80,25 @@ func TestCheckBenchmarkExtras(t *testing.T) {
 		require.True(t, strings.HasPrefix(err.Error(), "400 invalid_request: "), "%s: %v", tc.body, err)
 		require.Contains(t, err.Error(), tc.want, tc.body)
 	}
+}
+
+// The document's agent and provider enums are the registry's kinds and the
+// one provider list, not lists of their own.
+func TestOpenAPIAgentEnums(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				BenchmarkRequest struct {
+					Properties map[string]struct {
+						Enum []string `json:"enum"`
+					} `json:"properties"`
+				} `json:"BenchmarkRequest"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	require.NoError(t, json.Unmarshal(OpenAPI, &doc))
+	props := doc.Components.Schemas.BenchmarkRequest.Properties
+	require.Equal(t, bench.AgentKinds(), props["agent"].Enum)
+	require.Equal(t, agent.Providers, props["provider"].Enum)
+	require.Equal(t, agent.Vias, props["via"].Enum)
 }

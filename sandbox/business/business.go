@@ -15,7 +15,7 @@
 // Words: a "process" (business process) is what an agent is asked to do in
 // the enterprise. A "workflow" is a Temporal workflow (sandbox/bench,
 // workflows/). Fields recorded before this package existed keep the old
-// word for a process's name (agent.Task.Process, harness.Scenario.Process,
+// word for a process's name (agent.Task.Process, catalogue.Scenario.Process,
 // JSON "workflow") because recorded histories and results carry it.
 //
 // Nothing here reads a contract: the oracle's view is written from the

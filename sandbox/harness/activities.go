@@ -21,7 +21,9 @@ import (
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 	"github.com/commitlayer/commitlayer/sandbox/business"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
 
@@ -127,7 +129,7 @@ type PrepareResult struct {
 // the enterprise (http_json for the systems in EnvQueryConnectors), the
 // chaos armed for the connectors.
 func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
-	sc, ok := Lookup(in.ScenarioID)
+	sc, ok := catalogue.Lookup(in.ScenarioID)
 	if !ok {
 		return PrepareResult{}, invalidInput("unknown scenario "+in.ScenarioID, nil)
 	}
@@ -378,7 +380,7 @@ func (a *Activities) Score(ctx context.Context, in ScoreInput) (matrix.Row, erro
 		if !l.viaOn() {
 			return matrix.Row{}, errNoActionID
 		}
-		row := BuildRow(l.Scenario, truth, stray, noActionVerdict, noActionVerdict, 0, subjects,
+		row := report.BuildRow(l.Scenario, truth, stray, noActionVerdict, noActionVerdict, 0, subjects,
 			in.Claim, in.Calls, 0, l.ChaosLog())
 		a.amendRow(l, &row)
 		return row, nil
@@ -406,7 +408,7 @@ func (a *Activities) Score(ctx context.Context, in ScoreInput) (matrix.Row, erro
 		return matrix.Row{}, fmt.Errorf("load action: %w", err)
 	}
 	latency := float64(final.EvaluatedAt.Sub(rec.CreatedAt)) / float64(time.Millisecond)
-	row := BuildRow(l.Scenario, truth, stray, history[0], history[len(history)-1], len(history), subjects,
+	row := report.BuildRow(l.Scenario, truth, stray, history[0], history[len(history)-1], len(history), subjects,
 		in.Claim, in.Calls, latency, l.ChaosLog())
 	row.PassLatencyMS = float64(final.PassLatency) / float64(time.Millisecond)
 	a.amendRow(l, &row)
@@ -420,7 +422,7 @@ func (a *Activities) amendRow(l *live, row *matrix.Row) {
 	tr := l.Env.Result.Trajectory
 	row.Trajectory = &tr
 	row.Judges = []matrix.JudgeVerdict{ruleJudge(tr)}
-	row.Refused = Refusals(l.Env.Result.Trajectory.Calls)
+	row.Refused = report.Refusals(l.Env.Result.Trajectory.Calls)
 	llmRow(l, row)
 	viaRow(l, row)
 	if st := l.replay(); st != nil {
@@ -468,8 +470,8 @@ type RunInput struct {
 // RecordRun stores a run's progress or result on its benchmark run row:
 // status, summary, rows, markdown and log tail. It returns the summary.
 func (a *Activities) RecordRun(ctx context.Context, in RunInput) (matrix.Summary, error) {
-	res := NewResults("", in.StartedAt, in.FinishedAt, in.Concurrency, in.Rows)
-	SetPayments(&res, in.Payments)
+	res := report.NewResults("", in.StartedAt, in.FinishedAt, in.Concurrency, in.Rows)
+	report.SetPayments(&res, in.Payments)
 	run, err := a.Store.GetBenchmarkRun(ctx, in.RunID)
 	if errors.Is(err, commitlayer.ErrNotFound) {
 		return res.Summary, nil // a run started without a stored row keeps no bookkeeping
@@ -484,7 +486,7 @@ func (a *Activities) RecordRun(ctx context.Context, in RunInput) (matrix.Summary
 	if err != nil {
 		return matrix.Summary{}, fmt.Errorf("encode rows: %w", err)
 	}
-	run.Status, run.Summary, run.Results, run.Markdown = in.Status, summary, rows, Markdown(res)
+	run.Status, run.Summary, run.Results, run.Markdown = in.Status, summary, rows, report.Markdown(res)
 	run.LogTail = logTail(in)
 	if !in.FinishedAt.IsZero() {
 		run.FinishedAt = in.FinishedAt
@@ -521,7 +523,7 @@ func logTail(in RunInput) string {
 // counts as a disagreement on both lenses.
 func ErrorRow(id string, err error) matrix.Row {
 	r := matrix.Row{ID: id, Error: err.Error()}
-	if sc, ok := Lookup(id); ok {
+	if sc, ok := catalogue.Lookup(id); ok {
 		r.Process, r.Injection, r.Family, r.Summary = sc.Process, sc.Injection, sc.Family, sc.Summary
 	}
 	return r

@@ -10,6 +10,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/check"
 	"github.com/commitlayer/commitlayer/sandbox/business"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 )
 
 // sameAsCheck gives `commitlayer check`'s engine (check.Verify) what the
@@ -17,7 +18,7 @@ import (
 // the connectors pulled, the connected and unreachable sources, the time —
 // and requires the verdict the row was judged on: status, lenses, every
 // finding with its message, facts and hint, unavailable sources, claim.
-func sameAsCheck(t *testing.T, sc Scenario, run *localRun) {
+func sameAsCheck(t *testing.T, sc catalogue.Scenario, run *localRun) {
 	t.Helper()
 	in := run.in
 	cs, err := check.LoadContracts([]string{filepath.Join("..", "contracts", contractFileOf(t, sc.Process))})

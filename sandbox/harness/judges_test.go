@@ -1,15 +1,12 @@
 package harness
 
 import (
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
-	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
 // TestRuleJudgeOnScriptedTrajectories: the scripted agent's trajectory
@@ -39,20 +36,4 @@ func TestRuleJudgeOnScriptedTrajectories(t *testing.T) {
 			require.NotEmpty(t, v.Reason)
 		})
 	}
-}
-
-// TestMarkdownOpensWithTheJudgeTable: latest.md's headline is the
-// judge-versus-CommitLayer table, with the judge's misses by family.
-func TestMarkdownOpensWithTheJudgeTable(t *testing.T) {
-	missed := matrix.Row{ID: "refund/phantom_success", Process: "refund", Injection: "phantom_success", Family: "agent",
-		Truth:   matrix.Truth{Outcome: commitlayer.StatusFail, Policy: commitlayer.StatusPass, Knowable: true, OutcomeKnowable: true, PolicyKnowable: true},
-		Verdict: matrix.Verdict{Status: commitlayer.StatusFail, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusFail, Policy: commitlayer.StatusPass}},
-		Agree:   matrix.Agree{Outcome: true, Policy: true},
-		Judges:  []matrix.JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "believed the 200"}}}
-	res := NewResults("abc", time.Unix(0, 0), time.Unix(10, 0), 1, []matrix.Row{missed})
-	md := Markdown(res)
-	i := strings.Index(md, "## Trace-only judges versus CommitLayer")
-	j := strings.Index(md, "Commit `abc`")
-	require.True(t, i > 0 && j > i, "the judge table comes first:\n%s", md)
-	require.Contains(t, md, "refund/phantom_success")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/chaos"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/oracle"
@@ -32,8 +33,8 @@ const clientTimeout = 10 * time.Second
 // may be called from several goroutines; they run one at a time.
 type Live struct {
 	// Scenario is the scenario, with its tasks' agent ids filled in.
-	Scenario Scenario
-	Env      *Env
+	Scenario catalogue.Scenario
+	Env      *catalogue.Env
 	// AgentChaos sits between the agent and the systems; ExtractChaos
 	// between CommitLayer's connectors and the systems.
 	AgentChaos, ExtractChaos *chaos.Transport
@@ -47,7 +48,8 @@ type Live struct {
 	agentDone bool
 	afterDone bool
 	closed    bool
-	// llm is the model-driven agent, when the run has one (llmagent.go).
+	// llm is the model-driven agent, when the run has one
+	// (llmagent_activities.go).
 	llm      *llmState
 	replayed *replayed // set by Replay
 }
@@ -56,7 +58,7 @@ type Live struct {
 // the default seed as the scenario adjusts it, the systems served on a
 // loopback port, and two chaos transports. The connectors' rules are armed
 // now, so a stale read's snapshot predates everything the scenario does.
-func Start(ctx context.Context, dir string, sc Scenario) (*Live, error) {
+func Start(ctx context.Context, dir string, sc catalogue.Scenario) (*Live, error) {
 	return StartWith(ctx, dir, sc, StartOptions{})
 }
 
@@ -68,7 +70,7 @@ type StartOptions struct {
 }
 
 // StartWith is Start with options: the enterprise's payments backend.
-func StartWith(ctx context.Context, dir string, sc Scenario, opts StartOptions) (*Live, error) {
+func StartWith(ctx context.Context, dir string, sc catalogue.Scenario, opts StartOptions) (*Live, error) {
 	sc = normalize(sc)
 	if err := sc.Task.Validate(); err != nil {
 		return nil, fmt.Errorf("start scenario %s: task: %w", sc.ID, err)
@@ -91,7 +93,7 @@ func StartWith(ctx context.Context, dir string, sc Scenario, opts StartOptions) 
 	}
 	l := &Live{
 		Scenario:     sc,
-		Env:          &Env{Enterprise: e},
+		Env:          &catalogue.Env{Enterprise: e},
 		AgentChaos:   chaos.New(nil, e.URL()),
 		ExtractChaos: chaos.New(nil, e.URL()),
 	}
@@ -126,9 +128,9 @@ func appendDown(down []string, r chaos.Rule) []string {
 }
 
 // normalize fills in the default agent id of the scenario's tasks.
-func normalize(sc Scenario) Scenario {
+func normalize(sc catalogue.Scenario) catalogue.Scenario {
 	if sc.Task.AgentID == "" {
-		sc.Task.AgentID = DefaultAgent
+		sc.Task.AgentID = catalogue.DefaultAgent
 	}
 	prior := make([]agent.Task, len(sc.Prior))
 	for i, t := range sc.Prior {
@@ -322,13 +324,3 @@ func (l *Live) Close() error {
 	}
 	return nil
 }
-
-// Env is one scenario's live enterprise while it runs.
-type Env struct {
-	Enterprise *sandbox.Enterprise
-	// Result is the main task's result, once the agent has run.
-	Result agent.Result
-}
-
-// Operator is the enterprise's operator (for chaos actors and injections).
-func (e *Env) Operator() *sandbox.Operator { return e.Enterprise.Operator() }

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"database/sql"
+	"maps"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -13,14 +14,20 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/chaos"
 )
 
-func lookup(t *testing.T, id string) Scenario {
+func lookup(t *testing.T, id string) catalogue.Scenario {
 	t.Helper()
-	sc, ok := Lookup(id)
+	sc, ok := catalogue.Lookup(id)
 	require.True(t, ok, id)
 	return sc
+}
+
+// rules arms the same rules whatever the scenario's enterprise.
+func rules(rs ...chaos.Rule) func(*catalogue.Env) []chaos.Rule {
+	return func(*catalogue.Env) []chaos.Rule { return rs }
 }
 
 // count runs a one-value query on a system's file.
@@ -34,7 +41,7 @@ func count(t *testing.T, l *Live, system, q string) int64 {
 	return n
 }
 
-func start(t *testing.T, sc Scenario) *Live {
+func start(t *testing.T, sc catalogue.Scenario) *Live {
 	t.Helper()
 	l, err := Start(context.Background(), filepath.Join(t.TempDir(), "nested", "dir"), sc)
 	require.NoError(t, err)
@@ -168,24 +175,24 @@ func TestLiveBadInput(t *testing.T) {
 	base := lookup(t, "refund/baseline")
 	cases := []struct {
 		name string
-		edit func(*Scenario)
+		edit func(*catalogue.Scenario)
 		err  string
 	}{
-		{"unknown workflow", func(s *Scenario) { s.Task.Process = "teleport" }, "unknown workflow"},
-		{"subject of the wrong type", func(s *Scenario) { s.Task.Subject = "ticket:t_1" }, "acts on a order"},
-		{"missing param", func(s *Scenario) { delete(s.Task.Params, "amount") }, `param "amount"`},
-		{"bad prior task", func(s *Scenario) { s.Prior = []agent.Task{{Process: "refund"}} }, "prior task 1"},
-		{"bad seed", func(s *Scenario) {
+		{"unknown workflow", func(s *catalogue.Scenario) { s.Task.Process = "teleport" }, "unknown workflow"},
+		{"subject of the wrong type", func(s *catalogue.Scenario) { s.Task.Subject = "ticket:t_1" }, "acts on a order"},
+		{"missing param", func(s *catalogue.Scenario) { delete(s.Task.Params, "amount") }, `param "amount"`},
+		{"bad prior task", func(s *catalogue.Scenario) { s.Prior = []agent.Task{{Process: "refund"}} }, "prior task 1"},
+		{"bad seed", func(s *catalogue.Scenario) {
 			s.Seed = func(seed *sandbox.Seed) { seed.Order("o_1001").CustomerID = "c_404" }
 		}, "c_404"},
-		{"bad connector rule", func(s *Scenario) {
+		{"bad connector rule", func(s *catalogue.Scenario) {
 			s.ExtractChaos = rules(chaos.Rule{System: "payments", Mode: chaos.Error, Status: 418})
 		}, "connectors' chaos"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := base
-			sc.Task = with(base.Task)
+			sc.Task.Params = maps.Clone(base.Task.Params)
 			tc.edit(&sc)
 			l, err := Start(ctx, t.TempDir(), sc)
 			require.ErrorContains(t, err, tc.err)

@@ -14,7 +14,21 @@ import (
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/llmtemporal"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
+
+// The model-driven agent in the failure matrix. The Scenario workflow (in
+// sandbox/bench) holds the conversation (llm/loop) and calls these
+// activities: StartAgent once (the task in words, the tools, the agent's
+// chaos armed), ModelTurn for each model turn (on any worker: the provider
+// is built in that process, its key read from that process's environment),
+// AgentToolCall for each tool call (on the scenario's own worker, through
+// its chaos), FinishAgent once (the report becomes the action's claim and
+// the action is recorded). ModelTurn and AgentToolCall write ahead
+// (AgentSteps): a retried activity answers the recorded result, so a
+// worker that stops in the middle never makes a turn billed twice or a
+// tool call made twice. The agent itself (agent.Spec: provider, model,
+// bounds, via path) is sandbox/agent's.
 
 // AgentSteps is the write-ahead record of model turns and tool calls
 // (*benchstore.Store).
@@ -25,7 +39,7 @@ type AgentSteps interface {
 
 // llmState is a live scenario's model-driven agent.
 type llmState struct {
-	spec  AgentSpec
+	spec  agent.Spec
 	start AgentStart
 	// trajectory is the finished conversation's, once FinishAgent ran.
 	trajectory *llm.Trajectory
@@ -36,7 +50,7 @@ type llmState struct {
 // StartAgentInput starts a scenario's model-driven agent.
 type StartAgentInput struct {
 	StepInput
-	Agent AgentSpec
+	Agent agent.Spec
 }
 
 // AgentStart is what the conversation starts from.
@@ -304,4 +318,25 @@ func (a *Activities) FinishAgent(ctx context.Context, in FinishAgentInput) (Agen
 			"calls", len(res.Trajectory.Calls))
 	}
 	return AgentResult{Recorded: rec, Claim: res.Action.Claim.Status, Calls: len(res.Trajectory.Calls)}, nil
+}
+
+// llmRow puts a model-driven agent's trajectory (with its turns), rule
+// judge and tokens on its row.
+func llmRow(l *live, row *matrix.Row) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.llm == nil || l.llm.trajectory == nil {
+		return
+	}
+	tr := *l.llm.trajectory
+	row.Trajectory = &tr
+	row.Judges = []matrix.JudgeVerdict{ruleJudge(tr)}
+	model := tr.Model
+	if model == "" {
+		model = l.llm.spec.Model
+	}
+	cost := llm.CostOf(model, tr.Usage)
+	row.LLM = &matrix.RowLLM{Provider: l.llm.spec.Provider, Model: model, Turns: len(tr.Turns),
+		InputTokens: tr.Usage.InputTokens, OutputTokens: tr.Usage.OutputTokens,
+		CostNanoUSD: cost.NanoUSD, CostKnown: cost.Known, AgentError: tr.Error}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/llm/fake"
 	"github.com/commitlayer/commitlayer/llm/loop"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore/benchstoretest"
 	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
@@ -51,7 +52,7 @@ func TestModelAgentActivitiesAreIdempotent(t *testing.T) {
 	step := harness.StepInput{RunID: run, ScenarioID: sc, TenantID: prep.TenantID}
 	defer func() { _, _ = env.ExecuteActivity(acts.Cleanup, step) }()
 
-	spec := harness.AgentSpec{Provider: harness.FakeAnthropic}
+	spec := agent.Spec{Provider: agent.FakeAnthropic}
 	var start, again harness.AgentStart
 	require.NoError(t, do(acts.StartAgent, harness.StartAgentInput{StepInput: step, Agent: spec}, &start))
 	require.NoError(t, do(acts.StartAgent, harness.StartAgentInput{StepInput: step, Agent: spec}, &again))

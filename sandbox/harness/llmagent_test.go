@@ -9,49 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 )
-
-// TestSplitForModelSkipsScriptedBehaviours: the scenarios that script one
-// agent behaviour (no calls, another record, other values) are the ones
-// skipped, each with its reason; every other one applies.
-func TestSplitForModelSkipsScriptedBehaviours(t *testing.T) {
-	all := Catalogue()
-	run, skipped := SplitForModel(all)
-	require.Equal(t, len(all), len(run)+len(skipped))
-	require.Len(t, skipped, 12, "8 no-call scenarios, 2 wrong subjects, 2 overridden params")
-	reasons := map[string]string{}
-	for _, s := range skipped {
-		reasons[s.ID] = s.Reason
-	}
-	require.Contains(t, reasons["refund/no_calls_claims_success"], "makes no call")
-	require.Contains(t, reasons["refund/wrong_customer"], "o_1007")
-	require.Contains(t, reasons["payout/amount_mismatch"], "amount")
-	require.Contains(t, reasons["deploy/wrong_environment"], "environment")
-	for _, sc := range run {
-		require.Empty(t, SkipForModel(sc), sc.ID)
-	}
-}
-
-func TestAgentSpecNormalize(t *testing.T) {
-	s, err := AgentSpec{Provider: FakeGoogle}.Normalize()
-	require.NoError(t, err)
-	require.Equal(t, AgentSpec{Kind: AgentLLM, Provider: FakeGoogle, Model: "fake-google", MaxTurns: DefaultMaxTurns, MaxTokens: DefaultMaxTokens}, s)
-	s, err = AgentSpec{Provider: llm.OpenAI}.Normalize()
-	require.NoError(t, err)
-	require.Equal(t, llm.DefaultModels[llm.OpenAI], s.Model)
-	require.False(t, s.Fake())
-	for _, bad := range []AgentSpec{
-		{Provider: "mistral"}, {Kind: "robot", Provider: llm.OpenAI}, {Provider: llm.OpenAI, MaxTurns: 101},
-		{Provider: llm.OpenAI, MaxTokens: -1}, {Provider: llm.OpenAI, TokenBudget: -5},
-	} {
-		_, err := bad.Normalize()
-		var fe *commitlayer.FieldError
-		require.True(t, errors.As(err, &fe), "%+v: %v", bad, err)
-	}
-}
 
 // TestModelsNeedTheKeyOfTheNamedProvider: a real provider is built with
 // the key of its own variable only, and says which one is missing without
@@ -73,10 +33,10 @@ func TestModelsNeedTheKeyOfTheNamedProvider(t *testing.T) {
 	again, err := m.Provider(llm.OpenAI, "gpt-5-mini")
 	require.NoError(t, err)
 	require.Same(t, p, again)
-	f, err := m.Provider(FakeOpenAI, "fake-openai")
+	f, err := m.Provider(agent.FakeOpenAI, "fake-openai")
 	require.NoError(t, err)
 	require.Equal(t, llm.OpenAI, f.Name())
-	srv, err := m.Fake(FakeOpenAI, "fake-openai")
+	srv, err := m.Fake(agent.FakeOpenAI, "fake-openai")
 	require.NoError(t, err)
 	require.NotNil(t, srv)
 	_, err = m.Fake(llm.OpenAI, "gpt-5-mini")
@@ -135,11 +95,4 @@ func TestTemperamentMirrorsTheProfile(t *testing.T) {
 	require.Equal(t, 2, n.Retries)
 	require.True(t, agent.Temperament(agent.Profile{ClaimSuccessOnError: true}).ClaimSuccessOnError)
 	require.True(t, agent.Temperament(agent.Profile{FollowInstructions: true}).FollowInjected)
-}
-
-// TestAgentProviders: the names a run accepts are llm's providers, then a
-// fake of each, as the admin route and the command line document them.
-func TestAgentProviders(t *testing.T) {
-	require.Equal(t, []string{"anthropic", "openai", "google", "fake-anthropic", "fake-openai", "fake-google"}, AgentProviders)
-	require.Equal(t, []string{FakeAnthropic, FakeOpenAI, FakeGoogle}, FakeProviders)
 }

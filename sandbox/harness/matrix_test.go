@@ -17,9 +17,11 @@ import (
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/business"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	sandboxcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/extract"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // The local runner (the only one: sandbox/e2e_test.go's list and runner
@@ -28,7 +30,7 @@ import (
 // connectors' pulls through the scenario's extractor chaos
 // (sandbox/extract), the engine on the process's contract, the settlement
 // re-read, the after-settlement injection and re-check, the oracle, and
-// BuildRow.
+// report.BuildRow.
 
 var (
 	contractsOnce sync.Once
@@ -101,7 +103,7 @@ func (r *localRun) explain() string {
 // runLocal runs one scenario end to end in dir.
 // query names systems read through the http_json query connector instead
 // of their event feed (query_matrix_test.go).
-func runLocal(ctx context.Context, dir string, sc Scenario, c *contracts.Contract, query ...string) (*localRun, error) {
+func runLocal(ctx context.Context, dir string, sc catalogue.Scenario, c *contracts.Contract, query ...string) (*localRun, error) {
 	l, err := Start(ctx, dir, sc)
 	if err != nil {
 		return nil, err
@@ -187,7 +189,7 @@ func runLocal(ctx context.Context, dir string, sc Scenario, c *contracts.Contrac
 			orphans = append(orphans, o.Fact.Subject)
 		}
 	}
-	run.row = BuildRow(l.Scenario, truth, stray, run.first, run.final, versions, orphans, act.Claim.Status,
+	run.row = report.BuildRow(l.Scenario, truth, stray, run.first, run.final, versions, orphans, act.Claim.Status,
 		len(res.Trajectory.Calls), float64(latency.Microseconds())/1000, l.ChaosLog())
 	return run, nil
 }
@@ -197,10 +199,10 @@ func runLocal(ctx context.Context, dir string, sc Scenario, c *contracts.Contrac
 // scenario to exercise what its name says, and the summary to show no
 // false negative, false positive or orphan false alarm.
 func TestMatrix(t *testing.T) {
-	scs := Catalogue()
+	scs := catalogue.Catalogue()
 	if testing.Short() {
 		var err error
-		scs, err = Select(RegressionSubset())
+		scs, err = catalogue.Select(catalogue.RegressionSubset())
 		require.NoError(t, err)
 	}
 	var mu sync.Mutex
@@ -231,7 +233,7 @@ func TestMatrix(t *testing.T) {
 		return
 	}
 	require.Len(t, rows, len(scs))
-	s := Summarize(rows)
+	s := report.Summarize(rows)
 	require.Equal(t, matrix.Count{N: len(scs), Of: len(scs)}, s.AgreeBoth)
 	require.Zero(t, s.FalseNegatives.N)
 	require.Zero(t, s.FalsePositives.N)
@@ -253,15 +255,15 @@ func TestMatrix(t *testing.T) {
 			require.Positive(t, c.Of, "%s: nothing to count", name)
 		}
 		require.Positive(t, s.TruePasses)
-		res := NewResults("local", time.Now(), time.Now(), 0, rows)
-		require.Equal(t, IDs(scs), IDs(scenariosOf(res.Scenarios)), "rows in catalogue order")
-		require.Contains(t, Markdown(res), fmt.Sprintf("both: %d/%d", len(scs), len(scs)))
+		res := report.NewResults("local", time.Now(), time.Now(), 0, rows)
+		require.Equal(t, catalogue.IDs(scs), catalogue.IDs(scenariosOf(res.Scenarios)), "rows in catalogue order")
+		require.Contains(t, report.Markdown(res), fmt.Sprintf("both: %d/%d", len(scs), len(scs)))
 		t.Logf("summary: %+v", s)
 	}
 }
 
 // mainCalls are the attempts of the process's main write.
-func mainCalls(sc Scenario, run *localRun) []llm.Attempt {
+func mainCalls(sc catalogue.Scenario, run *localRun) []llm.Attempt {
 	p, _ := business.Lookup(sc.Process)
 	w := p.Write
 	var out []llm.Attempt
@@ -298,7 +300,7 @@ func hasReason(row matrix.Row, lens, check string) bool {
 // exercisesOutage checks an outage-family scenario: exactly the named
 // source was down for the connectors, the agent succeeded, and a lens that
 // reads that source did not PASS.
-func exercisesOutage(t *testing.T, sc Scenario, run *localRun) {
+func exercisesOutage(t *testing.T, sc catalogue.Scenario, run *localRun) {
 	system := strings.TrimPrefix(sc.Injection, "source_down_")
 	require.Equal(t, []string{system}, run.live.Down, run.explain())
 	require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
@@ -311,14 +313,14 @@ func exercisesOutage(t *testing.T, sc Scenario, run *localRun) {
 	}
 }
 
-var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
-	"baseline": func(t *testing.T, sc Scenario, run *localRun) {
+var exercises = map[string]func(t *testing.T, sc catalogue.Scenario, run *localRun){
+	"baseline": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.Empty(t, run.row.Chaos)
 		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
 		require.Equal(t, [2]commitlayer.Status{"PASS", "PASS"}, [2]commitlayer.Status{run.row.Truth.Outcome, run.row.Truth.Policy}, run.explain())
 		require.True(t, run.row.Truth.Knowable)
 	},
-	"lost_response_retry_no_key": func(t *testing.T, sc Scenario, run *localRun) {
+	"lost_response_retry_no_key": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		calls := mainCalls(sc, run)
 		require.GreaterOrEqual(t, len(calls), 2, run.explain())
 		require.Contains(t, calls[0].Error, "timeout", run.explain())
@@ -331,7 +333,7 @@ var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
 		refused := retry.Status >= 400 && retry.Status < 500
 		require.True(t, run.row.Truth.Duplicate || refused || run.row.Truth.Outcome == commitlayer.StatusPass, run.explain())
 	},
-	"lost_response_retry_with_key": func(t *testing.T, sc Scenario, run *localRun) {
+	"lost_response_retry_with_key": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		calls := mainCalls(sc, run)
 		require.Len(t, calls, 2, run.explain())
 		require.Contains(t, calls[0].Error, "timeout")
@@ -340,32 +342,32 @@ var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
 		require.True(t, calls[1].OK(), run.explain())
 		require.False(t, run.row.Truth.Duplicate, run.explain())
 	},
-	"phantom_success": func(t *testing.T, sc Scenario, run *localRun) {
+	"phantom_success": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.True(t, fired(run, "phantom_success"), run.explain())
 		require.True(t, mainCalls(sc, run)[0].OK())
 		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
 		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
 	},
-	"permission_denied": func(t *testing.T, sc Scenario, run *localRun) {
+	"permission_denied": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.Equal(t, 403, mainCalls(sc, run)[0].Status)
 		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
 		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
 	},
-	"rate_limited_retry": func(t *testing.T, sc Scenario, run *localRun) {
+	"rate_limited_retry": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		calls := mainCalls(sc, run)
 		require.Len(t, calls, 2, run.explain())
 		require.Equal(t, 429, calls[0].Status)
 		require.True(t, calls[1].OK())
 		require.Equal(t, commitlayer.StatusPass, run.row.Truth.Outcome, run.explain())
 	},
-	"server_error_stop": func(t *testing.T, sc Scenario, run *localRun) {
+	"server_error_stop": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		calls := mainCalls(sc, run)
 		require.Len(t, calls, 1)
 		require.Equal(t, 500, calls[0].Status)
 		require.Equal(t, commitlayer.ClaimFailure, run.row.Claim)
 		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
 	},
-	"unreachable_agent": func(t *testing.T, sc Scenario, run *localRun) {
+	"unreachable_agent": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.True(t, fired(run, "unreachable"), run.explain())
 		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
 		calls := run.result.Trajectory.Calls
@@ -375,42 +377,42 @@ var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
 		require.Contains(t, last.Error, "refused", run.explain())
 		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
 	},
-	"unreachable_verifier": func(t *testing.T, sc Scenario, run *localRun) {
+	"unreachable_verifier": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		p, _ := business.Lookup(sc.Process)
 		require.Equal(t, []string{p.Write.System}, run.live.Down)
 		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
 		require.False(t, run.row.Truth.OutcomeKnowable, run.explain())
 		require.Equal(t, commitlayer.StatusUnknown, run.row.Verdict.Lenses.Outcome)
 	},
-	"stale_read": func(t *testing.T, sc Scenario, run *localRun) {
+	"stale_read": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.True(t, fired(run, "stale_read"), run.explain())
 		require.NotEqual(t, run.first.Status, run.settled.Status, "the settlement re-read changes the verdict%s", run.explain())
 		require.Equal(t, run.row.Verdict.ProvisionalStatus, run.first.Status)
 	},
-	"no_calls_claims_success": func(t *testing.T, sc Scenario, run *localRun) {
+	"no_calls_claims_success": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.Zero(t, run.row.AgentCalls)
 		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
 		require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
 	},
 
 	// Workflow-specific cases.
-	"over_limit": func(t *testing.T, sc Scenario, run *localRun) {
+	"over_limit": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.Equal(t, commitlayer.StatusPass, run.row.Truth.Outcome, "the system carried it out%s", run.explain())
 		require.True(t, hasReason(run.row, "policy", "within_limit"), run.explain())
 	},
-	"ineligible": func(t *testing.T, sc Scenario, run *localRun) {
+	"ineligible": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.True(t, hasReason(run.row, "policy", "eligible"), run.explain())
 	},
 	"wrong_customer": wrongSubject,
 	"wrong_product":  wrongSubject,
-	"concurrent_human_refund": func(t *testing.T, sc Scenario, run *localRun) {
+	"concurrent_human_refund": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.True(t, fired(run, "before"), run.explain())
 		require.True(t, run.row.Truth.Duplicate, run.explain())
 	},
-	"prompt_injection": func(t *testing.T, sc Scenario, run *localRun) {
+	"prompt_injection": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.Contains(t, run.row.Stray, commitlayer.Subject("order:o_1002"), run.explain())
 	},
-	"retried_twice": func(t *testing.T, sc Scenario, run *localRun) {
+	"retried_twice": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		calls := mainCalls(sc, run)
 		require.Len(t, calls, 3, run.explain())
 		require.True(t, run.row.Truth.Duplicate || calls[2].Status >= 400, run.explain())
@@ -423,11 +425,11 @@ var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
 	"halted_product":       policyFail("product_trading"),
 	"daily_total_exceeded": limit("daily_payout_total"),
 	"too_many_deploys":     limit("deploys_per_day"),
-	"forbidden_side_effect": func(t *testing.T, sc Scenario, run *localRun) {
+	"forbidden_side_effect": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.True(t, hasReason(run.row, "policy", "no_refund"), run.explain())
 		require.Empty(t, run.row.Stray, "the refund is on the recorded order")
 	},
-	"refund_side_effect": func(t *testing.T, sc Scenario, run *localRun) {
+	"refund_side_effect": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.True(t, fired(run, "rewrite"), run.explain())
 		require.Equal(t, commitlayer.StatusPass, run.row.Truth.Outcome, "the cancellation itself was carried out%s", run.explain())
 		require.True(t, hasReason(run.row, "policy", "no_refund"), run.explain())
@@ -441,19 +443,19 @@ var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
 		}
 		require.True(t, refunded, "the agent followed the instruction%s", run.explain())
 	},
-	"amount_mismatch": func(t *testing.T, sc Scenario, run *localRun) {
+	"amount_mismatch": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
 		require.True(t, hasReason(run.row, "outcome", "payout"), run.explain())
 		require.False(t, run.row.Truth.Duplicate)
 	},
-	"wrong_environment": func(t *testing.T, sc Scenario, run *localRun) {
+	"wrong_environment": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
 		require.True(t, hasReason(run.row, "outcome", "deployed"), run.explain())
 	},
-	"unhealthy_after_deploy": func(t *testing.T, sc Scenario, run *localRun) {
+	"unhealthy_after_deploy": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.True(t, hasReason(run.row, "outcome", "healthy"), run.explain())
 	},
-	"order_not_filled": func(t *testing.T, sc Scenario, run *localRun) {
+	"order_not_filled": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.True(t, hasReason(run.row, "outcome", "filled"), run.explain())
 		require.False(t, hasReason(run.row, "outcome", "placed"), "the order was placed as asked%s", run.explain())
 	},
@@ -461,7 +463,7 @@ var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
 	"rolled_back_after_settlement": reversed,
 	"fill_busted_after_settlement": reversed,
 	"reversed_after_settlement":    reversed,
-	"over_limit_orders_unreachable": func(t *testing.T, sc Scenario, run *localRun) {
+	"over_limit_orders_unreachable": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.Equal(t, []string{"orders"}, run.live.Down)
 		require.False(t, run.row.Truth.OutcomeKnowable, run.explain())
 		require.True(t, run.row.Truth.PolicyKnowable, "the amount alone is over the limit%s", run.explain())
@@ -469,14 +471,14 @@ var exercises = map[string]func(t *testing.T, sc Scenario, run *localRun){
 		require.True(t, hasReason(run.row, "policy", "within_limit"), run.explain())
 		require.Equal(t, commitlayer.StatusUnknown, run.row.Verdict.Lenses.Outcome)
 	},
-	"phantom_stop_billing": func(t *testing.T, sc Scenario, run *localRun) {
+	"phantom_stop_billing": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.True(t, fired(run, "phantom_success"), run.explain())
 		require.Equal(t, commitlayer.ClaimSuccess, run.row.Claim)
 		require.Equal(t, [2]commitlayer.Status{"FAIL", "PASS"}, truthOf(run), run.explain())
 		require.True(t, hasReason(run.row, "outcome", "billing_stopped"), run.explain())
 		require.False(t, hasReason(run.row, "outcome", "subscription_cancelled"), "the cancellation went through%s", run.explain())
 	},
-	"already_closed": func(t *testing.T, sc Scenario, run *localRun) {
+	"already_closed": func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.Equal(t, [2]commitlayer.Status{"FAIL", "FAIL"}, truthOf(run), run.explain())
 		require.True(t, hasReason(run.row, "policy", "open"), run.explain())
 	},
@@ -492,35 +494,35 @@ func truthOf(run *localRun) [2]commitlayer.Status {
 
 // withinLimit: earlier actions by the same agent count, and this one stays
 // within the allowance.
-func withinLimit(t *testing.T, sc Scenario, run *localRun) {
+func withinLimit(t *testing.T, sc catalogue.Scenario, run *localRun) {
 	require.NotEmpty(t, sc.Prior)
 	require.Equal(t, len(sc.Prior), run.row.PriorRuns)
 	require.Equal(t, [2]commitlayer.Status{"PASS", "PASS"}, truthOf(run), run.explain())
 	require.True(t, run.row.Truth.Knowable)
 }
 
-func wrongSubject(t *testing.T, sc Scenario, run *localRun) {
+func wrongSubject(t *testing.T, sc catalogue.Scenario, run *localRun) {
 	require.NotEmpty(t, sc.Profile.WrongSubject)
 	require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
 	require.Len(t, run.row.Stray, 1, run.explain())
 	require.Equal(t, sc.Profile.WrongSubject, run.row.Stray[0].ID())
 }
 
-func policyFail(check string) func(t *testing.T, sc Scenario, run *localRun) {
-	return func(t *testing.T, sc Scenario, run *localRun) {
+func policyFail(check string) func(t *testing.T, sc catalogue.Scenario, run *localRun) {
+	return func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.True(t, hasReason(run.row, "policy", check), "policy reason %s%s", check, run.explain())
 	}
 }
 
-func limit(check string) func(t *testing.T, sc Scenario, run *localRun) {
-	return func(t *testing.T, sc Scenario, run *localRun) {
+func limit(check string) func(t *testing.T, sc catalogue.Scenario, run *localRun) {
+	return func(t *testing.T, sc catalogue.Scenario, run *localRun) {
 		require.NotEmpty(t, sc.Prior)
 		require.Equal(t, commitlayer.StatusPass, run.row.Truth.Outcome, run.explain())
 		require.True(t, hasReason(run.row, "policy", check), "policy reason %s%s", check, run.explain())
 	}
 }
 
-func reversed(t *testing.T, sc Scenario, run *localRun) {
+func reversed(t *testing.T, sc catalogue.Scenario, run *localRun) {
 	require.True(t, run.row.AfterSettlement)
 	require.Equal(t, commitlayer.StatusPass, run.settled.Status, "settled as PASS before the reversal%s", run.explain())
 	require.Equal(t, commitlayer.StatusFail, run.row.Truth.Outcome, run.explain())
@@ -528,10 +530,40 @@ func reversed(t *testing.T, sc Scenario, run *localRun) {
 }
 
 // scenariosOf turns rows back into scenario ids, for IDs.
-func scenariosOf(rows []matrix.Row) []Scenario {
-	out := make([]Scenario, len(rows))
+func scenariosOf(rows []matrix.Row) []catalogue.Scenario {
+	out := make([]catalogue.Scenario, len(rows))
 	for i, r := range rows {
-		out[i] = Scenario{ID: r.ID}
+		out[i] = catalogue.Scenario{ID: r.ID}
 	}
 	return out
+}
+
+// Running a scenario twice gives the same answer: everything but timings
+// and ports.
+func TestScenariosAreDeterministic(t *testing.T) {
+	ids := []string{"refund/retried_twice", "refund/prompt_injection", "payout/daily_total_exceeded",
+		"trade/fill_busted_after_settlement", "close/stale_read", "cancel/unreachable_verifier"}
+	if testing.Short() {
+		ids = ids[:2]
+	}
+	for _, id := range ids {
+		t.Run(id, func(t *testing.T) {
+			t.Parallel()
+			sc, ok := catalogue.Lookup(id)
+			require.True(t, ok)
+			c := contractFor(t, sc.Process)
+			var rows [2]matrix.Row
+			for i := range rows {
+				run, err := runLocal(context.Background(), t.TempDir(), sc, c)
+				require.NoError(t, err)
+				r := run.row
+				r.LatencyMS, r.Chaos = 0, nil
+				for j := range r.Verdict.Findings {
+					r.Verdict.Findings[j].Message = "" // carries the clock's times
+				}
+				rows[i] = r
+			}
+			require.Equal(t, rows[0], rows[1])
+		})
+	}
 }

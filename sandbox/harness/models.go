@@ -36,7 +36,7 @@ func (m *Models) Provider(name, model string) (llm.Provider, error) {
 		p   llm.Provider
 		err error
 	)
-	if wire, ok := strings.CutPrefix(name, FakePrefix); ok {
+	if wire, ok := strings.CutPrefix(name, agent.FakePrefix); ok {
 		var s *fake.Server
 		s, p, err = fake.New(wire, agent.ModelPolicy(), fake.WithModel(model))
 		if err == nil {
@@ -55,7 +55,7 @@ func (m *Models) Provider(name, model string) (llm.Provider, error) {
 // Fake returns this process's fake server of the named fake provider for
 // model, starting it if needed (tests inject faults into it).
 func (m *Models) Fake(name, model string) (*fake.Server, error) {
-	if !strings.HasPrefix(name, FakePrefix) {
+	if !strings.HasPrefix(name, agent.FakePrefix) {
 		return nil, fmt.Errorf("%q is not a fake provider", name)
 	}
 	if _, err := m.Provider(name, model); err != nil {

@@ -14,9 +14,11 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/commitlayer/commitlayer/llm"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	sbcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
@@ -68,7 +70,7 @@ func TestStartWithStripeFakeRefundsOnStripe(t *testing.T) {
 	t.Cleanup(h.CloseAll)
 	sel, err := h.Payments(stripepay.NameStripeFake, func(string) string { return "" }, nil)
 	require.NoError(t, err)
-	sc, ok := harness.Lookup("refund/retried_twice")
+	sc, ok := catalogue.Lookup("refund/retried_twice")
 	require.True(t, ok)
 	l, err := harness.StartWith(context.Background(), t.TempDir(), sc, harness.StartOptions{Payments: sel.Payments})
 	require.NoError(t, err)
@@ -86,7 +88,7 @@ func TestStartWithStripeFakeRefundsOnStripe(t *testing.T) {
 	truth, _, err := l.Truth(context.Background())
 	require.NoError(t, err)
 	require.NotEmpty(t, truth.Outcome)
-	require.Empty(t, harness.Refusals(res.Trajectory.Calls), "partial refunds: Stripe refuses none")
+	require.Empty(t, report.Refusals(res.Trajectory.Calls), "partial refunds: Stripe refuses none")
 
 	// The same lost responses on a full refund: the retry without a key is
 	// refused by Stripe, and the refusal says so.
@@ -99,7 +101,7 @@ func TestStartWithStripeFakeRefundsOnStripe(t *testing.T) {
 	res2, err := l2.RunAgent(context.Background())
 	require.NoError(t, err)
 	// The second attempt's answer (a refusal too) is lost to the chaos.
-	require.Equal(t, []string{"POST /payments/refunds attempt 3: 400 charge_already_refunded (Stripe)"}, harness.Refusals(res2.Trajectory.Calls))
+	require.Equal(t, []string{"POST /payments/refunds attempt 3: 400 charge_already_refunded (Stripe)"}, report.Refusals(res2.Trajectory.Calls))
 }
 
 func TestRefusalsFromToolResponses(t *testing.T) {
@@ -128,7 +130,7 @@ func TestRefusalsFromToolResponses(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, harness.Refusals(tc.calls))
+			require.Equal(t, tc.want, report.Refusals(tc.calls))
 		})
 	}
 }
@@ -146,24 +148,24 @@ func TestStripeResultsFilesAndMarkdown(t *testing.T) {
 		{ID: "refund/permission_denied", Process: "refund", Claim: "failure", Agree: matrix.Agree{Outcome: true, Policy: true},
 			Truth: matrix.Truth{Outcome: "FAIL", Policy: "PASS"}, Refused: []string{"POST /payments/refunds attempt 1: 403 forbidden"}},
 	}
-	sandboxRes := harness.NewResults("abc", testTime, testTime, 4, []matrix.Row{
+	sandboxRes := report.NewResults("abc", testTime, testTime, 4, []matrix.Row{
 		{ID: "refund/retried_twice", Process: "refund", Claim: "success", Truth: matrix.Truth{Outcome: "FAIL", Policy: "PASS"}},
 		rows[1],
 		{ID: "refund/permission_denied", Process: "refund", Claim: "failure", Truth: matrix.Truth{Outcome: "FAIL", Policy: "PASS"},
 			Refused: []string{"POST /payments/refunds attempt 1: 403 forbidden"}},
 	})
 	require.Equal(t, "sandbox", sandboxRes.PaymentsBackend)
-	require.Equal(t, "latest", harness.FileBase(sandboxRes))
-	require.Contains(t, harness.Markdown(sandboxRes), "payments_backend `sandbox`")
-	require.NotContains(t, harness.Markdown(sandboxRes), "Refused by Stripe")
+	require.Equal(t, "latest", report.FileBase(sandboxRes))
+	require.Contains(t, report.Markdown(sandboxRes), "payments_backend `sandbox`")
+	require.NotContains(t, report.Markdown(sandboxRes), "Refused by Stripe")
 
-	res := harness.NewResults("def", testTime, testTime, 4, rows)
-	harness.SetPayments(&res, stripepay.NameStripeFake)
-	harness.CompareWithSandbox(&res, sandboxRes)
-	require.Equal(t, "latest_stripe", harness.FileBase(res))
+	res := report.NewResults("def", testTime, testTime, 4, rows)
+	report.SetPayments(&res, stripepay.NameStripeFake)
+	report.CompareWithSandbox(&res, sandboxRes)
+	require.Equal(t, "latest_stripe", report.FileBase(res))
 	require.Len(t, res.DiffersFromSandbox, 1)
 	require.True(t, strings.HasPrefix(res.DiffersFromSandbox[0], "refund/retried_twice: "), res.DiffersFromSandbox[0])
-	md := harness.Markdown(res)
+	md := report.Markdown(res)
 	for _, want := range []string{"payments_backend `stripe-fake`", stripepay.Notice, "## Refused by Stripe",
 		"| refund/retried_twice | POST /payments/refunds attempt 2: 400 charge_already_refunded (Stripe) |",
 		"not Stripe's", "- refund/permission_denied: POST /payments/refunds attempt 1: 403 forbidden",
@@ -177,11 +179,11 @@ func TestStripeResultsFilesAndMarkdown(t *testing.T) {
 	old.PaymentsBackend = ""
 	old.Scenarios = []matrix.Row{rows[2]}
 	old.Scenarios[0].Refused = nil
-	harness.CompareWithSandbox(&res, old)
+	report.CompareWithSandbox(&res, old)
 	require.Empty(t, res.DiffersFromSandbox)
 	require.Contains(t, res.ComparedWith, "predate recorded refusals")
 	dir := t.TempDir()
-	require.NoError(t, harness.WriteFiles(dir, res))
+	require.NoError(t, report.WriteFiles(dir, res))
 	js := readFile(t, dir+"/latest_stripe.json")
 	require.Contains(t, js, `"payments_backend": "stripe-fake"`)
 	require.Contains(t, readFile(t, dir+"/latest_stripe.md"), "payments_backend `stripe-fake`")

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer/sandbox/business"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/extract"
 )
 
@@ -24,8 +25,8 @@ var querySystems = []string{"payments", "orders", "tickets"}
 // exercise what each scenario's name says, and `commitlayer check` must
 // give the same verdict on what was pulled.
 func TestMatrixWithQueryConnectors(t *testing.T) {
-	var scs []Scenario
-	for _, sc := range Catalogue() {
+	var scs []catalogue.Scenario
+	for _, sc := range catalogue.Catalogue() {
 		if sc.Process == business.Refund {
 			scs = append(scs, sc)
 		}

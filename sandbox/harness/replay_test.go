@@ -12,6 +12,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
@@ -38,7 +39,7 @@ func TestReplayIsFaithfulOnEveryScenario(t *testing.T) {
 	}
 	ctx := context.Background()
 	families := map[string]bool{}
-	for _, sc := range Catalogue() {
+	for _, sc := range catalogue.Catalogue() {
 		t.Run(sc.ID, func(t *testing.T) {
 			orig := start(t, sc)
 			_, err := orig.RunAgent(ctx)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/report"
 	"github.com/commitlayer/commitlayer/sandbox/sinks"
 )
 
@@ -49,7 +50,7 @@ func (a *Activities) DeliverSinks(ctx context.Context, in SinksInput) (string, e
 		if err != nil {
 			return "", fmt.Errorf("run %s: %w", in.RunID, err)
 		}
-		res := NewResults("", run.StartedAt, run.FinishedAt, 0, rows)
+		res := report.NewResults("", run.StartedAt, run.FinishedAt, 0, rows)
 		res.ID = in.RunID
 		dctx, cancel := context.WithTimeout(ctx, sinksTimeout)
 		for _, rep := range sinks.DeliverAll(dctx, ss, res, res.Scenarios) {

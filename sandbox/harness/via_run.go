@@ -28,14 +28,14 @@ import (
 // The via paths of a model-driven run (`commitlayer sandbox -agent llm
 // -via mcp|otlp`): the harness records no action of the agent's itself.
 //
-//   - ViaMCP: StartAgent serves the scenario's tools as an MCP server
+//   - agent.ViaMCP: StartAgent serves the scenario's tools as an MCP server
 //     (ToolServer, through the agent's chaos) and puts CommitLayer's MCP
 //     gateway (mcpgw, what `commitlayer mcp` runs) in front of it, over
 //     Streamable HTTP on the loopback, recording through the API with the
 //     scenario tenant's key. Every AgentToolCall is an MCP tools/call to
 //     the gateway; the gateway records the bound ones (the sandbox
 //     contracts' bindings).
-//   - ViaOTLP: the agent calls the tools as on the direct path, and
+//   - agent.ViaOTLP: the agent calls the tools as on the direct path, and
 //     FinishAgent exports its calls as OpenTelemetry GenAI spans with the
 //     SDK's OTLP/HTTP exporter to the API's POST /v1/traces.
 //
@@ -46,27 +46,6 @@ import (
 // (the sandbox process's API leaves a live scenario's actions to it).
 // Prior tasks (the earlier history a scenario starts from) are setup and
 // are recorded by the harness as before.
-
-// Paths a model-driven agent's actions are recorded by.
-const (
-	ViaDirect = "direct" // the harness records the action (AgentSpec.Via "")
-	ViaMCP    = "mcp"    // CommitLayer's MCP gateway, from the tool calls
-	ViaOTLP   = "otlp"   // CommitLayer's trace ingest, from the exported spans
-)
-
-// Vias lists the paths -via takes.
-var Vias = []string{ViaDirect, ViaMCP, ViaOTLP}
-
-// RecordedBy says in words who recorded a run's actions.
-func RecordedBy(via string) string {
-	switch via {
-	case ViaMCP:
-		return "CommitLayer's MCP gateway (mcpgw), from the agent's tool calls through it, with the sandbox contracts' bindings"
-	case ViaOTLP:
-		return "CommitLayer's trace ingest (POST /v1/traces), from the agent's tool calls exported as OpenTelemetry spans, with the sandbox contracts' bindings"
-	}
-	return "the harness (direct: the agent's report recorded as the action)"
-}
 
 // ActionLister lists a tenant's actions (*postgres.DB).
 type ActionLister interface {
@@ -87,8 +66,8 @@ type viaConn struct {
 // viaState is a scenario's via path while its agent runs.
 type viaState struct {
 	mode     string
-	conn     *viaConn // ViaMCP
-	exported bool     // ViaOTLP: the spans were accepted
+	conn     *viaConn // agent.ViaMCP
+	exported bool     // agent.ViaOTLP: the spans were accepted
 	// recorded are the subjects of the actions the path recorded and ids
 	// their ids (the task's first), once FinishAgent found them; main
 	// says whether one was the task's.
@@ -104,7 +83,7 @@ var errNoAPI = temporal.NewNonRetryableApplicationError(
 // startVia opens the scenario's via path (StartAgent, l.mu held).
 func (a *Activities) startVia(ctx context.Context, l *live, mode string) (*viaState, error) {
 	v := &viaState{mode: mode}
-	if mode != ViaMCP {
+	if mode != agent.ViaMCP {
 		if a.API == "" || a.Actions == nil {
 			return nil, errNoAPI
 		}
@@ -257,7 +236,7 @@ func (a *Activities) finishVia(ctx context.Context, in FinishAgentInput, l *live
 	v, start := l.llm.via, l.llm.start
 	l.mu.Unlock()
 	out := AgentResult{Claim: res.Action.Claim.Status, Calls: len(res.Trajectory.Calls)}
-	if v.mode == ViaOTLP && !v.exported {
+	if v.mode == agent.ViaOTLP && !v.exported {
 		seed := sha256.Sum256([]byte(in.RunID + "\x00" + in.ScenarioID + "\x00" + in.TenantID))
 		if err := exportToolCalls(ctx, a.API, l.tenantKey, l.Scenario.Task.AgentID, res.Trajectory.Calls,
 			start.RequestedAt, newSeqIDs(seed)); err != nil {

@@ -63,7 +63,7 @@ func TestResultsFilesRoundTrip(t *testing.T) {
 		wm, gm := want.(map[string]any), got.(map[string]any)
 		for k := range wm {
 			if k == "llm" || k == "agent" || k == "skipped" || k == "not_run" {
-				continue // a model-driven run's own summary (harness.LLMResults)
+				continue // a model-driven run's own summary (report.LLMResults)
 			}
 			require.Equal(t, wm[k], gm[k], "%s: %s", f, k)
 		}

@@ -36,7 +36,7 @@ type Group struct {
 }
 
 // Summary is a run's figures (latest.json's "summary"), computed from the
-// rows by the harness (harness.Summarize). A row with an error counts as a
+// rows by the harness (report.Summarize). A row with an error counts as a
 // disagreement on both lenses and is left out of the figures that read the
 // truth.
 type Summary struct {

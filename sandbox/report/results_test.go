@@ -1,4 +1,4 @@
-package harness
+package report
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
@@ -120,9 +121,9 @@ func (s rowSpec) row() matrix.Row {
 	if s.duplicate {
 		truth.Reasons, truth.Duplicate = []string{"outcome x x: twice"}, true
 	}
-	sc := Scenario{ID: s.id, Process: strings.Split(s.id, "/")[0], Injection: strings.Split(s.id, "/")[1], Family: s.family}
+	sc := catalogue.Scenario{ID: s.id, Process: strings.Split(s.id, "/")[0], Injection: strings.Split(s.id, "/")[1], Family: s.family}
 	if s.after {
-		sc.AfterSettlement = func(context.Context, *Env) error { return nil }
+		sc.AfterSettlement = func(context.Context, *catalogue.Env) error { return nil }
 	}
 	first := verdict(s.first, s.first)
 	return BuildRow(sc, truth, s.stray, first, verdict(s.finalO, s.finalP, s.codes...), 1, s.orphans, s.claim, 3, s.latency, nil)
@@ -200,7 +201,7 @@ func TestSummarize(t *testing.T) {
 		fams = append(fams, g.Name)
 	}
 	require.Equal(t, []string{"baseline", "transport", "system_error", "verifier", "limits", "reversal", "wrong_subject"}, fams,
-		"in Families order")
+		"in catalogue.Families order")
 	odd := Summarize([]matrix.Row{{ID: "x/y", Process: "zeta", Family: "new"}, {ID: "refund/baseline", Process: "refund", Family: "baseline"}})
 	require.Equal(t, "zeta", odd.ByProcess[1].Name, "unknown names come last")
 	require.Equal(t, "new", odd.ByFamily[1].Name)

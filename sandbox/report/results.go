@@ -1,4 +1,4 @@
-package harness
+package report
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/llm"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
@@ -21,7 +22,7 @@ import (
 // latency from recording to the final verdict, and the chaos log. Each
 // lens agrees when the verdict equals the truth where it is knowable and
 // is UNKNOWN where it is not.
-func BuildRow(sc Scenario, truth matrix.Truth, stray []commitlayer.Subject, provisional, final commitlayer.Verdict,
+func BuildRow(sc catalogue.Scenario, truth matrix.Truth, stray []commitlayer.Subject, provisional, final commitlayer.Verdict,
 	versions int, orphans []commitlayer.Subject, claim string, calls int, latencyMS float64, chaosLog []string) matrix.Row {
 	truth.Reasons = slices.Clone(truth.Reasons)
 	if truth.Reasons == nil {
@@ -168,7 +169,7 @@ func NewResults(commit string, started, finished time.Time, concurrency int, row
 		sorted = []matrix.Row{}
 	}
 	index := map[string]int{}
-	for i, sc := range Catalogue() {
+	for i, sc := range catalogue.Catalogue() {
 		index[sc.ID] = i
 	}
 	pos := func(r matrix.Row) int {

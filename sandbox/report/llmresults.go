@@ -1,4 +1,4 @@
-package harness
+package report
 
 import (
 	"cmp"
@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/commitlayer/commitlayer/llm"
+	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
@@ -27,8 +29,8 @@ type LLMRun struct {
 	Model    string `json:"model"`
 	// Applicable counts the scenarios a model-driven agent runs of those
 	// selected; Skipped are the others, with why.
-	Applicable int       `json:"applicable"`
-	Skipped    []Skipped `json:"skipped"`
+	Applicable int                 `json:"applicable"`
+	Skipped    []catalogue.Skipped `json:"skipped"`
 	// NotRun are applicable scenarios the token budget left out.
 	NotRun       []string `json:"not_run"`
 	MaxTurns     int      `json:"max_turns"`
@@ -48,8 +50,8 @@ type LLMRun struct {
 	EstimateNanoUSD int64  `json:"estimate_nano_usd,omitempty"`
 	// AgentErrors counts rows whose agent stopped without a report.
 	AgentErrors int `json:"agent_errors"`
-	// Via is the path that recorded the actions ("direct", ViaMCP,
-	// ViaOTLP), RecordedBy says it in words; NoAction counts the rows
+	// Via is the path that recorded the actions ("direct", agent.ViaMCP,
+	// agent.ViaOTLP), RecordedBy says it in words; NoAction counts the rows
 	// whose agent's calls recorded no action for the task.
 	Via        string `json:"via"`
 	RecordedBy string `json:"recorded_by"`
@@ -57,12 +59,12 @@ type LLMRun struct {
 }
 
 // NewLLMResults adds the model-driven agent's figures to a run's results.
-func NewLLMResults(res matrix.Results, spec AgentSpec, skipped []Skipped, notRun []string) LLMResults {
+func NewLLMResults(res matrix.Results, spec agent.Spec, skipped []catalogue.Skipped, notRun []string) LLMResults {
 	run := LLMRun{Provider: spec.Provider, Model: spec.Model, Applicable: len(res.Scenarios) + len(notRun),
-		Via: cmpOr(spec.Via, ViaDirect), RecordedBy: RecordedBy(spec.Via),
+		Via: cmpOr(spec.Via, agent.ViaDirect), RecordedBy: agent.RecordedBy(spec.Via),
 		Skipped: skipped, NotRun: notRun, MaxTurns: spec.MaxTurns, MaxTokens: spec.MaxTokens, TokenBudget: spec.TokenBudget}
 	if run.Skipped == nil {
-		run.Skipped = []Skipped{}
+		run.Skipped = []catalogue.Skipped{}
 	}
 	if run.NotRun == nil {
 		run.NotRun = []string{}
@@ -84,7 +86,7 @@ func NewLLMResults(res matrix.Results, spec AgentSpec, skipped []Skipped, notRun
 	run.InputTokens, run.OutputTokens = usage.InputTokens, usage.OutputTokens
 	cost := llm.CostOf(spec.Model, usage)
 	run.CostNanoUSD, run.CostKnown = cost.NanoUSD, cost.Known
-	if wire, ok := strings.CutPrefix(spec.Provider, FakePrefix); ok {
+	if wire, ok := strings.CutPrefix(spec.Provider, agent.FakePrefix); ok {
 		run.EstimateModel = llm.DefaultModels[wire]
 		run.EstimateNanoUSD = llm.CostOf(run.EstimateModel, usage).NanoUSD
 	}
@@ -97,7 +99,7 @@ func LLMFileBase(provider string) string { return "llm_" + provider }
 // LLMViaFileBase is LLMFileBase of a run on a via path:
 // llm_<provider>_via-<path> (the direct path's is LLMFileBase's).
 func LLMViaFileBase(provider, via string) string {
-	if via == "" || via == ViaDirect {
+	if via == "" || via == agent.ViaDirect {
 		return LLMFileBase(provider)
 	}
 	return LLMFileBase(provider) + "_via-" + via
@@ -161,15 +163,15 @@ func LLMMarkdown(res LLMResults) string {
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "- agent errors (no report): %d\n", a.AgentErrors)
-	fmt.Fprintf(&b, "- actions recorded by: %s (-via %s)", cmpOr(a.RecordedBy, RecordedBy("")), cmpOr(a.Via, ViaDirect))
-	if a.Via != "" && a.Via != ViaDirect {
+	fmt.Fprintf(&b, "- actions recorded by: %s (-via %s)", cmpOr(a.RecordedBy, agent.RecordedBy("")), cmpOr(a.Via, agent.ViaDirect))
+	if a.Via != "" && a.Via != agent.ViaDirect {
 		fmt.Fprintf(&b, "; the harness recorded none of the agent's; %d rows where no call recorded an action for the task "+
 			"(read as outcome FAIL, policy PASS: nothing CommitLayer saw claims the task's effects)", a.NoAction)
 	}
 	b.WriteString("\n\n")
 	b.WriteString(Markdown(res.Results))
 	if len(a.Skipped) > 0 {
-		b.WriteString("\n## Skipped (they script one specific agent behaviour)\n\n| scenario | why |\n|---|---|\n")
+		b.WriteString("\n## catalogue.Skipped (they script one specific agent behaviour)\n\n| scenario | why |\n|---|---|\n")
 		for _, s := range a.Skipped {
 			fmt.Fprintf(&b, "| %s | %s |\n", s.ID, s.Reason)
 		}
@@ -194,25 +196,4 @@ func LLMMarkdown(res LLMResults) string {
 			r.Claim, agree, strings.ReplaceAll(cmp.Or(l.AgentError, r.Error), "|", "\\|"))
 	}
 	return b.String()
-}
-
-// llmRow puts a model-driven agent's trajectory (with its turns), rule
-// judge and tokens on its row.
-func llmRow(l *live, row *matrix.Row) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.llm == nil || l.llm.trajectory == nil {
-		return
-	}
-	tr := *l.llm.trajectory
-	row.Trajectory = &tr
-	row.Judges = []matrix.JudgeVerdict{ruleJudge(tr)}
-	model := tr.Model
-	if model == "" {
-		model = l.llm.spec.Model
-	}
-	cost := llm.CostOf(model, tr.Usage)
-	row.LLM = &matrix.RowLLM{Provider: l.llm.spec.Provider, Model: model, Turns: len(tr.Turns),
-		InputTokens: tr.Usage.InputTokens, OutputTokens: tr.Usage.OutputTokens,
-		CostNanoUSD: cost.NanoUSD, CostKnown: cost.Known, AgentError: tr.Error}
 }

@@ -1,4 +1,4 @@
-package harness
+package report
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
-	"github.com/commitlayer/commitlayer/sandbox/report"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
 
@@ -20,7 +19,7 @@ func Markdown(res matrix.Results) string {
 	b.WriteString("# Failure matrix results\n\n")
 	// The headline: what reading the systems of record caught that reading
 	// the trace did not.
-	b.WriteString(report.JudgeMarkdown(res.Scenarios))
+	b.WriteString(JudgeMarkdown(res.Scenarios))
 	b.WriteString("\n## CommitLayer against the oracle\n\n")
 	commit := res.Commit
 	if commit == "" {

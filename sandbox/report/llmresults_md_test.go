@@ -1,4 +1,4 @@
-package harness
+package report
 
 import (
 	"strings"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
@@ -23,11 +24,11 @@ func TestLLMMarkdownOpensWithTheJudgeTable(t *testing.T) {
 		LLM:     &matrix.RowLLM{Provider: "fake-openai", Turns: 4, InputTokens: 900, OutputTokens: 40}}
 	res := LLMResults{Results: NewResults("abc", time.Unix(0, 0), time.Unix(10, 0), 1, []matrix.Row{row}),
 		Agent: LLMRun{Provider: "fake-openai", Model: "fake-openai", Applicable: 1,
-			Skipped: []Skipped{{ID: "refund/no_calls_claims_success", Reason: "scripts an agent that makes no call"}}}}
+			Skipped: []catalogue.Skipped{{ID: "refund/no_calls_claims_success", Reason: "scripts an agent that makes no call"}}}}
 	md := LLMMarkdown(res)
 	head := strings.Index(md, "# Model-driven agent: fake-openai")
 	judges := strings.Index(md, "## Trace-only judges versus CommitLayer")
-	skipped := strings.Index(md, "## Skipped")
+	skipped := strings.Index(md, "## catalogue.Skipped")
 	tokens := strings.Index(md, "## Tokens per scenario")
 	require.True(t, head == 0 && judges > head && skipped > judges && tokens > skipped, md)
 	require.Contains(t, md, "| refund/phantom_success | 4 |")

@@ -1,10 +1,11 @@
-package harness
+package report
 
 import (
 	"slices"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/sandbox/business"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 )
 
@@ -94,7 +95,7 @@ func Summarize(rows []matrix.Row) matrix.Summary {
 	for _, name := range ordered(wfOrder, business.Names()) {
 		s.ByProcess = append(s.ByProcess, matrix.Group{Name: name, Agree: *workflows[name]})
 	}
-	for _, name := range ordered(famOrder, FamilyNames()) {
+	for _, name := range ordered(famOrder, catalogue.FamilyNames()) {
 		s.ByFamily = append(s.ByFamily, matrix.Group{Name: name, Agree: *families[name]})
 	}
 	if s.ByProcess == nil {

@@ -1,4 +1,4 @@
-package harness
+package report
 
 import (
 	"encoding/json"
@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
-	"github.com/commitlayer/commitlayer/sandbox/report"
 )
 
 // WriteFiles writes latest.json, latest.md and latest.html into dir
@@ -28,7 +27,7 @@ func WriteFiles(dir string, res matrix.Results) error {
 	if err := writeAtomic(filepath.Join(dir, base+".md"), []byte(Markdown(res))); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
-	page, err := report.HTML(res, report.Options{})
+	page, err := HTML(res, Options{})
 	if err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}

@@ -1,23 +1,18 @@
-package harness
+package report
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/temporal"
-
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/llm"
-	"github.com/commitlayer/commitlayer/llm/fake"
-	"github.com/commitlayer/commitlayer/llm/judge"
+	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
-	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/stretchr/testify/require"
 )
+
+var testTime = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 
 // attemptRow is one attempt of a scenario: truth is the outcome truth,
 // verdict CommitLayer's outcome lens (policy PASS on both).
@@ -27,8 +22,6 @@ func attemptRow(id, wf string, attempt int, truth, verdict commitlayer.Status) m
 		Verdict: matrix.Verdict{Status: verdict, Lenses: commitlayer.Lenses{Outcome: verdict, Policy: commitlayer.StatusPass}},
 		Agree:   matrix.Agree{Outcome: truth == verdict, Policy: true}}
 }
-
-var testTime = time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
 
 func TestPassK(t *testing.T) {
 	pass, fail := commitlayer.StatusPass, commitlayer.StatusFail
@@ -100,83 +93,41 @@ func TestReplaySummary(t *testing.T) {
 	require.Contains(t, md, "| refund/b | PASS PASS/PASS | FAIL FAIL/PASS | 1 call 2 POST /payments/refunds: recorded status 200, replayed 500 |")
 }
 
-func TestParseJudge(t *testing.T) {
-	for _, ok := range []string{"anthropic", "openai", "google", "openai/gpt-test", " google "} {
-		_, _, err := ParseJudge(ok)
-		require.NoError(t, err, ok)
-	}
-	for _, bad := range []string{"", "mistral", "anthropic/has space", "/model"} {
-		_, _, err := ParseJudge(bad)
-		require.Error(t, err, bad)
-	}
-}
-
-// The ModelJudge activity asks each provider's fake through the real
-// adapter and gives the judge's verdict; an answer that does not parse is
-// UNKNOWN; a missing key fails for good, never with the key in the error.
-func TestModelJudgeActivity(t *testing.T) {
-	tr := llm.Trajectory{Instruction: "refund order o_1", Report: llm.Report{Status: commitlayer.ClaimSuccess},
-		Calls: []llm.Attempt{{Tool: "refund", Attempt: 1, Status: 403, Response: `{"error":{"code":"forbidden"}}`}}}
-	for _, p := range llm.Providers {
-		t.Run(p, func(t *testing.T) {
-			srv, err := fake.Start(p, fake.RuleJudge{})
-			require.NoError(t, err)
-			defer srv.Close()
-			a := &Activities{JudgeProviders: func(provider, model string) (llm.Provider, error) {
-				require.Equal(t, p, provider)
-				return llm.New(srv.Config())
-			}}
-			v, err := a.ModelJudge(context.Background(), ModelJudgeInput{Judge: p, Trajectory: tr})
-			require.NoError(t, err)
-			require.Equal(t, commitlayer.StatusFail, v.Verdict)
-			require.Equal(t, judge.Evaluate(tr).Reason, v.Reason)
-			require.True(t, strings.HasPrefix(v.Name, "model:"+p+"/"), v.Name)
-
-			confused, err := fake.Start(p, fake.PolicyFunc(func(fake.Turn) (fake.Reply, error) { return fake.Reply{Text: "it looks fine"}, nil }))
-			require.NoError(t, err)
-			defer confused.Close()
-			a.JudgeProviders = func(string, string) (llm.Provider, error) { return llm.New(confused.Config()) }
-			v, err = a.ModelJudge(context.Background(), ModelJudgeInput{Judge: p, Trajectory: tr})
-			require.NoError(t, err)
-			require.Equal(t, commitlayer.StatusUnknown, v.Verdict)
-		})
-	}
-	const key = "sk-ant-activity-test-key"
-	t.Setenv(llm.KeyEnv[llm.Anthropic], "")
-	a := &Activities{}
-	_, err := a.ModelJudge(context.Background(), ModelJudgeInput{Judge: "anthropic", Trajectory: tr})
-	var appErr *temporal.ApplicationError
-	require.True(t, errors.As(err, &appErr), "%v", err)
-	require.True(t, appErr.NonRetryable())
-	require.Contains(t, err.Error(), "ANTHROPIC_API_KEY is not set")
-	require.NotContains(t, err.Error(), key)
-	// A key the provider refuses (the fake answers 401 as Anthropic does):
-	// the judge fails for good and the error does not carry the key.
-	refusing, err := fake.Start(llm.Anthropic, fake.RuleJudge{})
-	require.NoError(t, err)
-	defer refusing.Close()
-	t.Setenv(llm.KeyEnv[llm.Anthropic], key)
-	t.Setenv(llm.BaseURLEnv[llm.Anthropic], refusing.BaseURL())
-	_, err = a.ModelJudge(context.Background(), ModelJudgeInput{Judge: "anthropic", Trajectory: tr})
-	require.True(t, errors.As(err, &appErr), "%v", err)
-	require.True(t, appErr.NonRetryable(), "%v", err)
-	require.NotContains(t, err.Error(), key)
-	_, err = a.ModelJudge(context.Background(), ModelJudgeInput{Judge: "nosuch", Trajectory: tr})
-	require.ErrorContains(t, err, "not a provider")
-}
-
 // The HTML report shows how a replay went and pass^k's chart.
 func TestReportShowsReplayAndPassK(t *testing.T) {
 	pass := commitlayer.StatusPass
 	row := attemptRow("refund/a", "refund", 0, pass, pass)
 	row.Replay = &matrix.RowReplay{Of: "r1", Calls: 3, Recorded: matrix.VerdictBrief{Status: pass, Lenses: row.Verdict.Lenses}, Agreed: true}
-	page, err := report.HTML(NewResults("c", testTime, testTime, 4, []matrix.Row{row}), report.Options{})
+	page, err := HTML(NewResults("c", testTime, testTime, 4, []matrix.Row{row}), Options{})
 	require.NoError(t, err)
 	require.Contains(t, string(page), "3, 0 answered differently from the recording; 1/1 rows faithful, 1/1 verdicts as recorded")
 
 	rows := []matrix.Row{attemptRow("refund/a", "refund", 1, pass, pass), attemptRow("refund/a", "refund", 2, pass, pass)}
-	page, err = report.HTML(NewResults("c", testTime, testTime, 4, rows), report.Options{})
+	page, err = HTML(NewResults("c", testTime, testTime, 4, rows), Options{})
 	require.NoError(t, err)
 	require.Contains(t, string(page), "pass^2 per workflow")
 	require.Contains(t, string(page), "k = 2")
+}
+
+// TestMarkdownOpensWithTheJudgeTable: latest.md's headline is the
+// judge-versus-CommitLayer table, with the judge's misses by family.
+func TestMarkdownOpensWithTheJudgeTable(t *testing.T) {
+	missed := matrix.Row{ID: "refund/phantom_success", Process: "refund", Injection: "phantom_success", Family: "agent",
+		Truth:   matrix.Truth{Outcome: commitlayer.StatusFail, Policy: commitlayer.StatusPass, Knowable: true, OutcomeKnowable: true, PolicyKnowable: true},
+		Verdict: matrix.Verdict{Status: commitlayer.StatusFail, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusFail, Policy: commitlayer.StatusPass}},
+		Agree:   matrix.Agree{Outcome: true, Policy: true},
+		Judges:  []matrix.JudgeVerdict{{Name: "rule", Verdict: "PASS", Reason: "believed the 200"}}}
+	res := NewResults("abc", time.Unix(0, 0), time.Unix(10, 0), 1, []matrix.Row{missed})
+	md := Markdown(res)
+	i := strings.Index(md, "## Trace-only judges versus CommitLayer")
+	j := strings.Index(md, "Commit `abc`")
+	require.True(t, i > 0 && j > i, "the judge table comes first:\n%s", md)
+	require.Contains(t, md, "refund/phantom_success")
+}
+
+func lookup(t *testing.T, id string) catalogue.Scenario {
+	t.Helper()
+	sc, ok := catalogue.Lookup(id)
+	require.True(t, ok, id)
+	return sc
 }
