@@ -158,12 +158,7 @@ func maskTimes(v any) any {
 	return v
 }
 
-func clip(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "…"
-	}
-	return s
-}
+func clip(s string) string { return commitlayer.Clip(s, 120) }
 
 // amend makes a replayed row say what it is: the recorded trajectory (the
 // trace is the same one; a model-driven agent's turns stay), the rule

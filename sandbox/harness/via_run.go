@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/mcpgw"
@@ -78,7 +79,7 @@ type viaState struct {
 
 // errNoAPI refuses a via run on a worker that records through no API.
 var errNoAPI = temporal.NewNonRetryableApplicationError(
-	"this worker has no CommitLayer API to record through (-via runs in `commitlayer sandbox`)", "InvalidInput", nil)
+	"this worker has no CommitLayer API to record through (-via runs in `commitlayer sandbox`)", activities.ErrInvalidInput, nil)
 
 // startVia opens the scenario's via path (StartAgent, l.mu held).
 func (a *Activities) startVia(ctx context.Context, l *live, mode string) (*viaState, error) {
@@ -95,7 +96,7 @@ func (a *Activities) startVia(ctx context.Context, l *live, mode string) (*viaSt
 	c, err := client.New(a.API, l.tenantKey, client.WithHTTPClient(&http.Client{Timeout: 30 * time.Second}),
 		client.WithUserAgent("commitlayer-sandbox-mcp"))
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError("via mcp: the API's URL: "+err.Error(), "InvalidInput", nil)
+		return nil, invalidInput("via mcp: the API's URL: "+err.Error(), nil)
 	}
 	conn := &viaConn{}
 	fail := func(err error) (*viaState, error) {
