@@ -196,7 +196,19 @@ func (c *pullCoalescer) extract(ctx context.Context, a *Activities, in ExtractIn
 }
 
 func newPullRun(ctx context.Context, leader string) *pullRun {
-	return &pullRun{ctx: context.WithoutCancel(ctx), leader: leader, done: make(chan struct{})}
+	// Detached from the starting pass, it outlives it: it must not
+	// heartbeat that pass's activity (pullConnector).
+	ctx = context.WithValue(context.WithoutCancel(ctx), sharedPullKey{}, true)
+	return &pullRun{ctx: ctx, leader: leader, done: make(chan struct{})}
+}
+
+type sharedPullKey struct{}
+
+// heartbeats reports whether a pull on ctx may heartbeat its activity: a
+// remote activity's own pull, never a shared one.
+func heartbeats(ctx context.Context) bool {
+	shared, _ := ctx.Value(sharedPullKey{}).(bool)
+	return !shared && activity.IsActivity(ctx) && !activity.GetInfo(ctx).IsLocalActivity
 }
 
 // exec runs the tenant's pulls, run first, then each one queued behind it.

@@ -5,10 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/metrics"
 )
 
 type extracted struct {
@@ -176,4 +179,36 @@ func TestPassPullWaiterCancelledLeavesThePullToTheOthers(t *testing.T) {
 	require.NoError(t, r.err, "the pull ended with the pass that started it")
 	require.Equal(t, 1, r.res.Inserted)
 	require.Equal(t, 1, fx.feed.requests())
+}
+
+func TestPassPullOutcomesAreCountedOnTheWorkersMetrics(t *testing.T) {
+	fx := newFixture(t)
+	reg := prometheus.NewRegistry()
+	h, err := metrics.NewHandler(reg, metrics.Options{})
+	require.NoError(t, err)
+	var suite testsuite.WorkflowTestSuite
+	suite.SetMetricsHandler(h)
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(fx.acts)
+	scheduled := time.Now().Round(0)
+	for range 2 { // the second is covered by the first
+		_, err := env.ExecuteActivity(fx.acts.Extract, activities.ExtractInput{TenantID: fx.tenant, ActionID: "a", FreshAsOf: scheduled})
+		require.NoError(t, err)
+	}
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != activities.MetricPassPulls {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					got[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	require.Equal(t, map[string]float64{activities.PullPulled: 1, activities.PullSkipped: 1}, got)
 }

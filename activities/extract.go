@@ -197,7 +197,7 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 	subjects := map[commitlayer.Subject]bool{}
 	drained := false
 	for range maxPages {
-		if activity.IsActivity(ctx) && !activity.GetInfo(ctx).IsLocalActivity {
+		if heartbeats(ctx) {
 			activity.RecordHeartbeat(ctx, c.Source)
 		}
 		page, err := puller.Pull(ctx, c.Source, cursor)
