@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -65,7 +66,7 @@ func TestPassPullsOfATenantAreShared(t *testing.T) {
 	// The others were scheduled after it started: it cannot cover them,
 	// and they share the one pull queued behind it.
 	for i := 1; i < n; i++ {
-		answers = append(answers, fx.passPull("a"+string(rune('0'+i)), time.Now()))
+		answers = append(answers, fx.passPull("a"+strconv.Itoa(i), time.Now()))
 	}
 	waitFor(t, "every pass to wait on a pull", func() bool {
 		s := activities.PassPullStats(fx.acts)
@@ -211,4 +212,26 @@ func TestPassPullOutcomesAreCountedOnTheWorkersMetrics(t *testing.T) {
 		}
 	}
 	require.Equal(t, map[string]float64{activities.PullPulled: 1, activities.PullSkipped: 1}, got)
+}
+
+func TestPassPullBurstScheduledAtOnceCostsOnePull(t *testing.T) {
+	fx := newFixture(t)
+	fx.feed.add("account_opened", "account:acc_1", fx.now.Add(-time.Hour), map[string]any{"status": "active"})
+	// 32 verifications of the tenant scheduled their passes at the same
+	// moment: whichever pull starts first started after all of them, so it
+	// covers them all, whether they join it in flight or arrive after.
+	scheduled := time.Now()
+	var answers []<-chan extracted
+	for i := range 32 {
+		answers = append(answers, fx.passPull("a"+strconv.Itoa(i), scheduled))
+	}
+	for _, a := range answers {
+		got := <-a
+		require.NoError(t, got.err)
+		require.Empty(t, got.res.Unreachable)
+	}
+	require.Equal(t, 1, fx.feed.requests())
+	s := activities.PassPullStats(fx.acts)
+	require.Equal(t, int64(1), s.Pulled)
+	require.Equal(t, int64(31), s.Joined+s.Skipped)
 }
