@@ -75,6 +75,8 @@ type Activities struct {
 
 	Contracts *service.Contracts
 
+	pulls pullCoalescer // passes' pulls shared per tenant (coalesce.go)
+
 	contractsOnce sync.Once
 	identityMu    sync.Mutex
 	identity      string

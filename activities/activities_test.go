@@ -33,6 +33,9 @@ type feed struct {
 	events []map[string]any
 	down   bool
 	pulls  int
+	// arrived and hold, when set (holdRequests), hold each request.
+	arrived chan struct{}
+	hold    chan struct{}
 }
 
 func (f *feed) add(typ, subject string, at time.Time, attrs map[string]any) {
@@ -45,9 +48,9 @@ func (f *feed) add(typ, subject string, at time.Time, attrs map[string]any) {
 
 func (f *feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.pulls++
 	if f.down {
+		f.mu.Unlock()
 		http.Error(w, `{"error":{"code":"unavailable","message":"down"}}`, http.StatusServiceUnavailable)
 		return
 	}
@@ -62,7 +65,35 @@ func (f *feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(out) > 0 {
 		next = out[len(out)-1]["seq"].(int)
 	}
+	arrived, hold := f.arrived, f.hold
+	f.mu.Unlock()
+	// The page is what the feed held when the request came; a held
+	// request answers it once the test lets it go.
+	if arrived != nil {
+		arrived <- struct{}{}
+	}
+	if hold != nil {
+		<-hold
+	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"events": out, "next": next, "more": false})
+}
+
+// holdRequests makes every request of the feed report its arrival on the
+// returned channel, then wait for a value on release. When the test ends,
+// held requests are let go (the server's Close waits for them).
+func (f *feed) holdRequests(t *testing.T) (arrived <-chan struct{}, release chan<- struct{}) {
+	a, r := make(chan struct{}, 64), make(chan struct{}, 64)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.arrived, f.hold = a, r
+	t.Cleanup(func() { close(r) })
+	return a, r
+}
+
+func (f *feed) requests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pulls
 }
 
 const payoutContract = `id: payout

@@ -20,6 +20,11 @@ type ExtractInput struct {
 	TenantID string
 	// ActionID is the verification asking; it is not notified of its own pull.
 	ActionID string
+	// FreshAsOf is the time the facts must be as fresh as: the workflow's
+	// clock when it scheduled the pass. Set, a pull that started at or
+	// after it covers the pass, and the tenant's passes share pulls
+	// (pullCoalescer); zero, the pull is the pass's own.
+	FreshAsOf time.Time `json:",omitzero"`
 }
 
 // ExtractResult reports one pull of every connector of a tenant.
@@ -39,20 +44,39 @@ type ExtractResult struct {
 // facts (cursor and facts in one transaction) and tells open verifications
 // about subjects that got new facts. A connector that cannot be read is
 // recorded on the connector and reported as unreachable, never skipped
-// silently.
+// silently. A pass's pull (FreshAsOf set) is shared with the other passes
+// of the tenant that want one at the same time, or skipped when a pull
+// that started after FreshAsOf has read every connector (pullCoalescer).
 func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResult, error) {
 	if in.TenantID == "" {
 		return ExtractResult{}, nonRetryable("extract: tenant id is required")
 	}
+	if !in.FreshAsOf.IsZero() {
+		return a.pulls.extract(ctx, a, in)
+	}
 	began := time.Now()
-	conns, err := a.Store.ListConnectors(ctx, in.TenantID)
+	out := a.pullTenant(ctx, in.TenantID, in.ActionID)
+	a.pulls.recordDirect(in.TenantID, began, out)
+	if out.err != nil {
+		return ExtractResult{}, out.err
+	}
+	out.res.Took = time.Since(began)
+	recordPullLatency(ctx, out.res.Took)
+	return out.res, nil
+}
+
+// pullTenant pulls every connector of the tenant once and notifies the
+// open verifications whose subjects got facts, except exceptActionID.
+func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID string) pullOutcome {
+	conns, err := a.Store.ListConnectors(ctx, tenantID)
 	if err != nil {
-		return ExtractResult{}, fmt.Errorf("extract: list connectors: %w", err)
+		return pullOutcome{err: fmt.Errorf("extract: list connectors: %w", err)}
 	}
 	// Pull the connectors at once: each is a separate system.
 	type pulled struct {
 		ins     commitlayer.InsertResult
 		notices []int64
+		drained bool
 		err     error
 	}
 	results := make([]pulled, len(conns))
@@ -61,15 +85,16 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ins, notices, err := a.pullConnector(ctx, in.TenantID, c)
-			results[i] = pulled{ins, notices, err}
+			ins, notices, drained, err := a.pullConnector(ctx, tenantID, c)
+			results[i] = pulled{ins, notices, drained, err}
 		}()
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return ExtractResult{}, err
+		return pullOutcome{err: err}
 	}
 	res := ExtractResult{Unreachable: map[string]string{}}
+	complete := true
 	seen := map[commitlayer.Subject]bool{}
 	var notices []int64
 	for i, c := range conns {
@@ -77,20 +102,22 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 		if err != nil {
 			var storeErr *storeError
 			if errors.As(err, &storeErr) {
-				return ExtractResult{}, err // the database failed, not the connector: retry
+				return pullOutcome{err: err} // the database failed, not the connector: retry
 			}
 			// The tenant sees a short class (timeout, refused, http 503,
 			// address not allowed, …), never network text that tells
 			// internal ports apart; the server log keeps the detail.
 			msg := netguard.Classify(err)
 			res.Unreachable[c.Source] = msg
-			if rerr := a.Store.RecordPullError(ctx, in.TenantID, c.ID, msg, a.now()); rerr != nil {
-				return ExtractResult{}, fmt.Errorf("extract: record pull error for %s: %w", c.Source, rerr)
+			complete = false
+			if rerr := a.Store.RecordPullError(ctx, tenantID, c.ID, msg, a.now()); rerr != nil {
+				return pullOutcome{err: fmt.Errorf("extract: record pull error for %s: %w", c.Source, rerr)}
 			}
-			a.logger(ctx).Warn("connector unreachable", "tenant", in.TenantID, "source", c.Source,
+			a.logger(ctx).Warn("connector unreachable", "tenant", tenantID, "source", c.Source,
 				"class", msg, "error", netguard.Redact(err))
 			continue
 		}
+		complete = complete && results[i].drained
 		res.Inserted += ins.Inserted
 		res.Duplicates += ins.Duplicates
 		notices = append(notices, results[i].notices...)
@@ -105,19 +132,17 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 	if a.Notify != nil && res.Inserted > 0 && len(res.Subjects) > 0 {
 		// The facts were stored with their notices (an outbox): deliver
 		// them now; one Temporal does not take stays for the reconciler.
-		if err := a.Notify.NotifyFacts(ctx, in.TenantID, res.Subjects, in.ActionID); err != nil {
-			a.logger(ctx).Warn("notice of new facts left to the reconciler", "tenant", in.TenantID, "error", err)
+		if err := a.Notify.NotifyFacts(ctx, tenantID, res.Subjects, exceptActionID); err != nil {
+			a.logger(ctx).Warn("notice of new facts left to the reconciler", "tenant", tenantID, "error", err)
 		} else {
 			for _, id := range notices {
 				if err := a.Store.NotificationDelivered(ctx, id); err != nil {
-					a.logger(ctx).Warn("delete delivered notice", "tenant", in.TenantID, "error", err)
+					a.logger(ctx).Warn("delete delivered notice", "tenant", tenantID, "error", err)
 				}
 			}
 		}
 	}
-	res.Took = time.Since(began)
-	recordPullLatency(ctx, res.Took)
-	return res, nil
+	return pullOutcome{res: res, complete: complete}
 }
 
 type pullTenantKey struct{}
@@ -142,8 +167,9 @@ func (e *storeError) Unwrap() error { return e.err }
 // pullConnector reads one connector from its cursor until the feed has no
 // more pages (bounded), storing each page with its cursor.
 // It also returns the outbox notices its pages wrote, for Extract to delete
-// once it has delivered them.
-func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.InsertResult, []int64, error) {
+// once it has delivered them, and whether it read the feed to its end
+// (not cut short by MaxPagesPerPull).
+func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.InsertResult, []int64, bool, error) {
 	var total commitlayer.InsertResult
 	var notices []int64
 	hc := defaultHTTPClient
@@ -161,7 +187,7 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 	ctx = withPullTenant(ctx, tenantID)
 	puller, err := pull.OpenConnector(tenantID, c, pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit, Secrets: a.Secrets})
 	if err != nil {
-		return total, notices, fmt.Errorf("connector %s: %w", c.ID, err)
+		return total, notices, false, fmt.Errorf("connector %s: %w", c.ID, err)
 	}
 	maxPages := a.MaxPagesPerPull
 	if maxPages <= 0 {
@@ -169,17 +195,18 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 	}
 	cursor := c.Cursor
 	subjects := map[commitlayer.Subject]bool{}
+	drained := false
 	for range maxPages {
-		if activity.IsActivity(ctx) && !activity.GetInfo(ctx).IsLocalActivity {
+		if heartbeats(ctx) {
 			activity.RecordHeartbeat(ctx, c.Source)
 		}
 		page, err := puller.Pull(ctx, c.Source, cursor)
 		if err != nil {
-			return total, notices, fmt.Errorf("pull %s: %w", c.Source, err)
+			return total, notices, false, fmt.Errorf("pull %s: %w", c.Source, err)
 		}
 		ins, err := a.Store.RecordPull(ctx, tenantID, c.ID, page.Facts, page.Next, a.now())
 		if err != nil {
-			return total, notices, &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}
+			return total, notices, false, &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}
 		}
 		total.Inserted += ins.Inserted
 		total.Duplicates += ins.Duplicates
@@ -190,6 +217,7 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 			subjects[s] = true
 		}
 		if !page.More || page.Next == cursor {
+			drained = true
 			break
 		}
 		cursor = page.Next
@@ -197,5 +225,5 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 	for s := range subjects {
 		total.Subjects = append(total.Subjects, s)
 	}
-	return total, notices, nil
+	return total, notices, drained, nil
 }

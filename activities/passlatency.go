@@ -12,7 +12,8 @@ import (
 // measures them: from the pass's start (its pull, when it pulls) to its
 // verdict being stored, commit included. On /metrics it is
 // commitlayer_verify_pass_latency_seconds, labelled pulled="true" for passes
-// that pulled the connectors first. The verdict row keeps the same figure up
+// that pulled the connectors first or waited for a pull they shared (a pass
+// whose pull was skipped, covered by an earlier one, is pulled="false"). The verdict row keeps the same figure up
 // to its insert (commitlayer.Verdict.PassLatency).
 const MetricPassLatency = "commitlayer_verify_pass_latency"
 

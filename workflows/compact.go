@@ -63,8 +63,11 @@ func (v *verification) compactPass(ctx workflow.Context, pull bool) error {
 	})
 	var res activities.PassResult
 	if err := workflow.ExecuteLocalActivity(lctx, act.Pass, activities.PassInput{
-		Pull:    pull,
-		Extract: activities.ExtractInput{TenantID: v.in.TenantID, ActionID: v.in.ActionID},
+		Pull: pull,
+		// FreshAsOf lets the worker share the pull with the tenant's other
+		// passes (activities.ExtractInput); an input of the local activity
+		// only, so no GetVersion: replay does not compare it.
+		Extract: activities.ExtractInput{TenantID: v.in.TenantID, ActionID: v.in.ActionID, FreshAsOf: v.state.LastPassAt},
 		Evaluate: activities.EvaluateInput{
 			TenantID:    v.in.TenantID,
 			ActionID:    v.in.ActionID,

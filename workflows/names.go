@@ -46,14 +46,19 @@ var SearchAttributes = []temporal.SearchAttributeKey{
 }
 
 // VerifySearchAttributes are the search attributes a verification starts
-// with (the verdict ones are upserted as verdicts come), plus extra.
+// with, plus extra: what finds it before its first verdict — its tenant,
+// subject and agent. The agent stays at the start because it is the value
+// Temporal may refuse (too long for a search attribute, as an older API
+// accepted): refused at the start, the action is marked failed for the
+// tenant to see; refused in an upsert, the verification's workflow task
+// would fail on every attempt. The contract, verdict and provisional flag
+// come with the first verdict (publish in verify.go). Both starts (the
+// product's, verify.StartOptions, and the benchmark's children) use this.
 func VerifySearchAttributes(tenantID string, a commitlayer.Action, extra ...temporal.SearchAttributeUpdate) temporal.SearchAttributes {
 	return temporal.NewSearchAttributes(append([]temporal.SearchAttributeUpdate{
-		SAContract.ValueSet(a.Contract),
-		SAAgent.ValueSet(a.Agent),
-		SASubject.ValueSet(string(a.Subject)),
 		SATenant.ValueSet(tenantID),
-		SAProvisional.ValueSet(true),
+		SASubject.ValueSet(string(a.Subject)),
+		SAAgent.ValueSet(a.Agent),
 	}, extra...)...)
 }
 

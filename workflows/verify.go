@@ -382,10 +382,19 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 // attributes, memo and current details.
 func (v *verification) publish(ctx workflow.Context) error {
 	verdict := v.state.Verdict
-	if err := workflow.UpsertTypedSearchAttributes(ctx,
+	sas := []temporal.SearchAttributeUpdate{
 		SAVerdict.ValueSet(string(verdict.Status)),
 		SAProvisional.ValueSet(verdict.Provisional),
-	); err != nil {
+	}
+	// A run started without its contract (VerifySearchAttributes) gets it
+	// in its first verdict's upsert. The same command as before, so no
+	// GetVersion (replay matches an upsert by its type, not its fields);
+	// runs started with it, and those continued as new, are upserted as
+	// they were.
+	if _, ok := workflow.GetTypedSearchAttributes(ctx).GetKeyword(SAContract); !ok && verdict.Contract != "" {
+		sas = append(sas, SAContract.ValueSet(verdict.Contract))
+	}
+	if err := workflow.UpsertTypedSearchAttributes(ctx, sas...); err != nil {
 		return fmt.Errorf("upsert search attributes: %w", err)
 	}
 	if !v.isCompact(ctx) {

@@ -53,7 +53,7 @@ func (w *world) evaluate(_ context.Context, in activities.EvaluateInput) (activi
 	w.evalTimes = append(w.evalTimes, w.env.Now())
 	st, findings := w.status(w, in)
 	v := commitlayer.Verdict{
-		ActionID: in.ActionID, Status: st, Provisional: in.Provisional,
+		ActionID: in.ActionID, Contract: "payout", Status: st, Provisional: in.Provisional,
 		Lenses: commitlayer.Lenses{Outcome: st, Policy: commitlayer.StatusPass}, Findings: findings,
 		EvaluatedAt: w.env.Now(),
 	}
