@@ -54,6 +54,7 @@ func TestWaitForVerdictOnDevServer(t *testing.T) {
 
 	// Final: the same request again (same key) attaches to the running
 	// verification and answers after the settlement re-read.
+	sentFinal := time.Now()
 	acc2, final, err := c.RecordAndWait(ctx, a, client.Final, client.RecordOptions{IdempotencyKey: "gate-1", WaitTimeout: 30 * time.Second})
 	require.NoError(t, err)
 	require.True(t, acc2.Replayed)
@@ -109,7 +110,15 @@ func TestWaitForVerdictOnDevServer(t *testing.T) {
 		}
 	}
 	// The GET found the final verdict stored and did not ask the workflow.
-	require.Equal(t, 2, accepted, "the provisional and the final wait")
+	// On a loaded machine the first wait can outlast the 3 s settlement:
+	// when the final verdict was evaluated before the second request went
+	// out, the API may answer it from the store (no update) — a right
+	// answer, not a missed wait. Otherwise both waits were updates.
+	if final.EvaluatedAt.Before(sentFinal) {
+		require.Contains(t, []int{1, 2}, accepted, "the provisional wait, and the final one unless it was stored already")
+	} else {
+		require.Equal(t, 2, accepted, "the provisional and the final wait")
+	}
 	require.Equal(t, accepted, completed)
 
 	// After the verification ended, a wait answers from the stored verdicts.
