@@ -323,7 +323,9 @@ func TestWorkerKilledWhileVerificationsWait(t *testing.T) {
 	w1 := startWorker()
 
 	key := s.tenant()
-	ids, _ := s.sleepingPayouts(key, "payout_kill", "20s", 50)
+	// 45 s of settlement: on a loaded machine the 50 provisional verdicts
+	// have taken over 20 s, and the first then settled before the kill.
+	ids, _ := s.sleepingPayouts(key, "payout_kill", "45s", 50)
 	require.NoError(t, w1.Process.Kill())
 	_ = w1.Wait()
 	// The premise: the worker died while every verification still waited
@@ -331,7 +333,7 @@ func TestWorkerKilledWhileVerificationsWait(t *testing.T) {
 	s.requireStillSleeping(key, ids, "the worker was killed")
 
 	startWorker()
-	s.requireOneProvisionalOneFinal(key, ids, 90*time.Second)
+	s.requireOneProvisionalOneFinal(key, ids, 2*time.Minute)
 	// And every workflow completed (watch 0s).
 	s.requireAllClosed(key, ids)
 }
