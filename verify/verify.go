@@ -53,6 +53,15 @@ type Client struct {
 	// in flight at once (zero: 32). Signals are coalesced per
 	// verification (notify.go).
 	SignalConcurrency int
+	// SignalWindow is the least time between two facts-arrived signals to
+	// one verification: facts that arrive within it after a signal wake
+	// it once, when it ends (zero: DefaultSignalWindow; negative: no
+	// window, a notice that came while a signal flew goes right after it).
+	SignalWindow time.Duration
+	// SignalRate bounds the facts-arrived signals this client sends a
+	// second (zero: no bound). Past it signals wait their turn in the
+	// queue, and ingest does not share the machine with a storm of wakes.
+	SignalRate float64
 	// StoreID is the identity of the database actions are recorded in
 	// (postgres.DB.Identity), carried to the workers so one on another
 	// database refuses to verify instead of failing on "not found".
