@@ -16,6 +16,7 @@ import (
 
 	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/verify"
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
@@ -170,7 +171,8 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	}()
 	requestedAt := time.Now().UTC().Add(-11 * time.Minute) // settled: provisional and final at once
 	perSubject := f.facts / f.subjects
-	fmt.Fprintf(w, "bench scale: %s, %s\n", b.workersDesc(), benchEnv())
+	fmt.Fprintf(w, "bench scale: %s, %s; sticky cache %d, signal window %s, signal rate %s\n", b.workersDesc(), benchEnv(),
+		b.m.Config.StickyCacheSize, signalWindowDesc(b.m.Config.SignalWindow), signalRateDesc(b.m.Config.SignalRate))
 
 	// facts_per_tenant, and the store's size at each tenant's size.
 	small, err := newTenant("bench-scale-small")
@@ -366,6 +368,23 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	}
 	printScale(w, axes)
 	return nil
+}
+
+func signalWindowDesc(d time.Duration) string {
+	switch {
+	case d == 0:
+		return verify.DefaultSignalWindow.String()
+	case d < 0:
+		return "none"
+	}
+	return d.String()
+}
+
+func signalRateDesc(r float64) string {
+	if r <= 0 {
+		return "unbounded"
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64) + "/s"
 }
 
 // benchScaleCmd is `commitlayer bench scale [flags]`.
