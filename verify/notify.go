@@ -81,10 +81,6 @@ func newNotifier(limit int, window time.Duration, perSecond float64, send func(c
 // defaultSignalConcurrency bounds the signals a process has in flight.
 const defaultSignalConcurrency = 32
 
-// DefaultSignalWindow is the least time between two facts-arrived signals
-// to one verification unless Client.SignalWindow says otherwise.
-const DefaultSignalWindow = time.Second
-
 // notify queues a signal to each workflow (coalesced with one not yet
 // sent) and waits until every one has been delivered, or ctx ends. A
 // workflow that has ended is not an error (send answers nil for it).
@@ -229,14 +225,7 @@ func (c *Client) NoticeStats() NoticeStats {
 
 func (c *Client) notices() *notifier {
 	c.notifyOnce.Do(func() {
-		window := c.SignalWindow
-		switch {
-		case window == 0:
-			window = DefaultSignalWindow
-		case window < 0:
-			window = 0
-		}
-		c.notifier = newNotifier(c.SignalConcurrency, window, c.SignalRate, func(ctx context.Context, workflowID string) error {
+		c.notifier = newNotifier(c.SignalConcurrency, max(c.SignalWindow, 0), c.SignalRate, func(ctx context.Context, workflowID string) error {
 			err := c.Temporal.SignalWorkflow(ctx, workflowID, "", workflows.SignalFactsArrived,
 				workflows.FactsArrived{}) // no subject list: the pass re-reads them all
 			if err != nil && isNotRunning(err) {

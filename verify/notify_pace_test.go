@@ -97,7 +97,7 @@ func TestNotifyFactsKeepsToTheRate(t *testing.T) {
 	for i := range 10 {
 		watched = append(watched, commitlayer.ActionRecord{Action: commitlayer.Action{ID: "act_" + string(rune('a'+i))}})
 	}
-	vc := &verify.Client{Temporal: g, Store: noStore{watched: watched}, SignalWindow: -1, SignalRate: 1}
+	vc := &verify.Client{Temporal: g, Store: noStore{watched: watched}, SignalRate: 1}
 	turns := make(chan struct{})
 	verify.SetNotifierRate(vc, func(context.Context) error { <-turns; return nil })
 	done := make(chan error, 1)

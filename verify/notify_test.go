@@ -77,9 +77,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestNotifyFactsCoalescesABurst(t *testing.T) {
 	g := newGated()
 	rec := commitlayer.ActionRecord{Action: commitlayer.Action{ID: "act_w"}}
-	// No window: the wave that joined while a signal flew goes right
-	// after it (TestNotifyFactsOneSignalPerWindow covers the window).
-	vc := &verify.Client{Temporal: g, Store: noStore{watched: []commitlayer.ActionRecord{rec}}, SignalWindow: -1}
+	vc := &verify.Client{Temporal: g, Store: noStore{watched: []commitlayer.ActionRecord{rec}}}
 	ctx := context.Background()
 	tenant := "t_burst"
 	wid := workflows.VerifyWorkflowID(tenant, "act_w")

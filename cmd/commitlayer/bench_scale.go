@@ -16,7 +16,6 @@ import (
 
 	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/postgres"
-	"github.com/commitlayer/commitlayer/verify"
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
@@ -374,10 +373,7 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 }
 
 func signalWindowDesc(d time.Duration) string {
-	switch {
-	case d == 0:
-		return verify.DefaultSignalWindow.String()
-	case d < 0:
+	if d <= 0 {
 		return "none"
 	}
 	return d.String()

@@ -76,8 +76,8 @@ type Config struct {
 	StickyCacheSize int
 	// SignalWindow is the least time between two facts-arrived signals to
 	// one verification (COMMITLAYER_SIGNAL_WINDOW, a Go duration, default
-	// verify.DefaultSignalWindow; 0 for none), SignalRate the most this
-	// process sends a second (COMMITLAYER_SIGNAL_RATE, default unbounded).
+	// none), SignalRate the most this process sends a second
+	// (COMMITLAYER_SIGNAL_RATE, default unbounded).
 	SignalWindow time.Duration
 	SignalRate   float64
 }
@@ -213,17 +213,11 @@ func (c *Config) defaultMakeCurrent() {
 }
 
 // signalPaceFromEnv reads COMMITLAYER_SIGNAL_WINDOW and
-// COMMITLAYER_SIGNAL_RATE as verify.Client takes them (a window of zero
-// there means the default, so "0" here becomes a negative one: none).
+// COMMITLAYER_SIGNAL_RATE (unset: no window, no rate).
 func signalPaceFromEnv() (window time.Duration, perSecond float64, err error) {
 	if s := strings.TrimSpace(os.Getenv("COMMITLAYER_SIGNAL_WINDOW")); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 {
+		if window, err = time.ParseDuration(s); err != nil || window < 0 {
 			return 0, 0, fmt.Errorf("COMMITLAYER_SIGNAL_WINDOW %q is not a duration of 0 or more (e.g. 1s)", s)
-		}
-		window = d
-		if d == 0 {
-			window = -1
 		}
 	}
 	if s := strings.TrimSpace(os.Getenv("COMMITLAYER_SIGNAL_RATE")); s != "" {
