@@ -284,7 +284,7 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 		// to take (search attributes, the watch's timer): measure once the
 		// worker is idle again, not behind that queue.
 		quiet := waitQuiet(ctx, 3*time.Minute)
-		fmt.Fprintf(w, "  %d verifications watching (%d started in %s; the worker idle %s after)\n", len(watchers), len(ids),
+		fmt.Fprintf(w, "  %d verifications watching (%d started in %s; the worker and Temporal idle %s after)\n", len(watchers), len(ids),
 			time.Since(start).Round(time.Millisecond), quiet.Round(time.Second))
 		c := &cases[i]
 		// Fresh statistics first: this tenant grew after the last ANALYZE,

@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/internal/proccpu"
 	"github.com/commitlayer/commitlayer/postgres"
 	"github.com/commitlayer/commitlayer/workflows"
 )
@@ -280,17 +279,16 @@ func (b *benchmarker) wakes(ctx context.Context, workflowID string, since time.T
 }
 
 // waitQuiet waits, at most max, until this process (API and worker) uses
-// less than 15 % of a core over a second, and returns how long it waited.
+// less than 15 % of a core over a second and the Temporal server less than
+// 30 % (it digests a burst of starts after they answered: search
+// attributes, timers), and returns how long it waited.
 func waitQuiet(ctx context.Context, max time.Duration) time.Duration {
 	start := time.Now()
 	for time.Since(start) < max && ctx.Err() == nil {
-		before, err := proccpu.Of(os.Getpid())
-		if err != nil {
-			break
-		}
+		before := cpuByRole()
 		time.Sleep(time.Second)
-		after, err := proccpu.Of(os.Getpid())
-		if err != nil || after-before < 150*time.Millisecond {
+		after := cpuByRole()
+		if after["commitlayer"]-before["commitlayer"] < 0.15 && after["temporal"]-before["temporal"] < 0.30 {
 			break
 		}
 	}
