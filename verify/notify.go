@@ -24,8 +24,9 @@ import (
 // means the verification will run a pass that reads the facts the caller
 // stored before calling, which is what lets the outbox row go.
 //
-// Wakes are paced two ways, so that a storm of them does not take the
-// machine from ingest: a verification gets at most one signal per window
+// Wakes can be paced two ways (both off unless the client asks), so that
+// a storm of them does not take the machine from ingest: with a window a
+// verification gets at most one signal per window
 // (the notices that come within it after a signal share the next one, sent
 // when the window ends), and with a rate the process sends at most that
 // many signals a second (the others wait their turn in the queue; the
