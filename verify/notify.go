@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
@@ -21,6 +23,15 @@ import (
 // until a signal sent after its call began has been delivered: delivered
 // means the verification will run a pass that reads the facts the caller
 // stored before calling, which is what lets the outbox row go.
+//
+// Wakes can be paced two ways (both off unless the client asks), so that
+// a storm of them does not take the machine from ingest: with a window a
+// verification gets at most one signal per window
+// (the notices that come within it after a signal share the next one, sent
+// when the window ends), and with a rate the process sends at most that
+// many signals a second (the others wait their turn in the queue; the
+// POSTs that stored their facts have answered already, and past the API's
+// bound their notices wait in the outbox for the reconciler).
 type notifier struct {
 	mu      sync.Mutex
 	pending map[string]*notice // by workflow id
@@ -29,14 +40,21 @@ type notifier struct {
 	limit   int
 	send    func(ctx context.Context, workflowID string) error
 
-	sent, coalesced atomic.Int64
+	window time.Duration                   // least time between two signals to one verification
+	after  func(time.Duration, func())     // runs f after d (time.AfterFunc; tests replace it)
+	wait   func(ctx context.Context) error // blocks until the rate allows a signal; nil: no rate
+
+	sent, coalesced, held atomic.Int64
 }
 
 // notice is one verification's state: a wave in flight (sent, not yet
 // answered) and the next wave, which callers join until it is sent.
 type notice struct {
 	inFlight bool
-	next     *wave
+	// held: a signal went less than a window ago; the next wave waits for
+	// the window's end.
+	held bool
+	next *wave
 }
 
 // wave is one signal's delivery, awaited by every call that joined it.
@@ -48,11 +66,17 @@ type wave struct {
 // signalTimeout bounds one signal of the notifier.
 const signalTimeout = 5 * time.Second
 
-func newNotifier(limit int, send func(ctx context.Context, workflowID string) error) *notifier {
+func newNotifier(limit int, window time.Duration, perSecond float64, send func(ctx context.Context, workflowID string) error) *notifier {
 	if limit <= 0 {
 		limit = defaultSignalConcurrency
 	}
-	return &notifier{pending: map[string]*notice{}, limit: limit, send: send}
+	n := &notifier{pending: map[string]*notice{}, limit: limit, send: send, window: window,
+		after: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
+	if perSecond > 0 {
+		l := rate.NewLimiter(rate.Limit(perSecond), max(1, int(perSecond/10)))
+		n.wait = l.Wait
+	}
+	return n
 }
 
 // defaultSignalConcurrency bounds the signals a process has in flight.
@@ -77,14 +101,13 @@ func (n *notifier) notify(ctx context.Context, workflowIDs []string) error {
 		}
 		p.next = &wave{done: make(chan struct{})}
 		waves = append(waves, p.next)
-		if !p.inFlight { // else queued when the one in flight is answered
+		switch {
+		case p.held: // sent when the window ends
+		case !p.inFlight: // else queued when the one in flight is answered
 			n.queue = append(n.queue, id)
 		}
 	}
-	for n.running < n.limit && n.running < len(n.queue) {
-		n.running++
-		go n.drain()
-	}
+	n.startSenders()
 	n.mu.Unlock()
 	var errs []error
 	for _, w := range waves {
@@ -100,6 +123,14 @@ func (n *notifier) notify(ctx context.Context, workflowIDs []string) error {
 	return joinFirst(errs)
 }
 
+// startSenders starts senders for the queue, up to the limit; n.mu held.
+func (n *notifier) startSenders() {
+	for n.running < n.limit && n.running < len(n.queue) {
+		n.running++
+		go n.drain()
+	}
+}
+
 // drain sends queued waves until the queue is empty.
 func (n *notifier) drain() {
 	n.mu.Lock()
@@ -112,6 +143,11 @@ func (n *notifier) drain() {
 		p.next, p.inFlight = nil, true
 		n.mu.Unlock()
 
+		if n.wait != nil {
+			// The rate's turn: at most (senders ÷ rate) away, since each
+			// sender waits for one signal at a time.
+			_ = n.wait(context.Background())
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
 		w.err = n.send(ctx, id)
 		cancel()
@@ -120,14 +156,35 @@ func (n *notifier) drain() {
 
 		n.mu.Lock()
 		p.inFlight = false
-		if p.next != nil {
+		switch {
+		case n.window > 0:
+			// The window starts: what comes now waits for its end.
+			p.held = true
+			n.after(n.window, func() { n.release(id) })
+		case p.next != nil:
 			n.queue = append(n.queue, id) // joined while in flight: goes again
-		} else {
+		default:
 			delete(n.pending, id)
 		}
 	}
 	n.running--
 	n.mu.Unlock()
+}
+
+// release ends a verification's window: a wave that waited for it is
+// queued; a verification nobody named meanwhile is forgotten.
+func (n *notifier) release(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p := n.pending[id]
+	p.held = false
+	if p.next == nil {
+		delete(n.pending, id)
+		return
+	}
+	n.held.Add(1)
+	n.queue = append(n.queue, id)
+	n.startSenders()
 }
 
 // joinFirst returns the first error and how many more there were: a
@@ -155,20 +212,21 @@ func (e *manyErrors) Unwrap() error { return e.first }
 
 // NoticeStats counts this client's facts-arrived signals: Sent went out,
 // Coalesced were asked for while one to the same verification was still
-// waiting its turn (they cost no signal).
+// waiting its turn (they cost no signal), Held were signals that waited
+// for the end of their verification's window.
 type NoticeStats struct {
-	Sent, Coalesced int64
+	Sent, Coalesced, Held int64
 }
 
 // NoticeStats returns the counts so far.
 func (c *Client) NoticeStats() NoticeStats {
 	n := c.notices()
-	return NoticeStats{Sent: n.sent.Load(), Coalesced: n.coalesced.Load()}
+	return NoticeStats{Sent: n.sent.Load(), Coalesced: n.coalesced.Load(), Held: n.held.Load()}
 }
 
 func (c *Client) notices() *notifier {
 	c.notifyOnce.Do(func() {
-		c.notifier = newNotifier(c.SignalConcurrency, func(ctx context.Context, workflowID string) error {
+		c.notifier = newNotifier(c.SignalConcurrency, max(c.SignalWindow, 0), c.SignalRate, func(ctx context.Context, workflowID string) error {
 			err := c.Temporal.SignalWorkflow(ctx, workflowID, "", workflows.SignalFactsArrived,
 				workflows.FactsArrived{}) // no subject list: the pass re-reads them all
 			if err != nil && isNotRunning(err) {

@@ -53,6 +53,18 @@ type Client struct {
 	// in flight at once (zero: 32). Signals are coalesced per
 	// verification (notify.go).
 	SignalConcurrency int
+	// SignalWindow, when positive, is the least time between two
+	// facts-arrived signals to one verification: facts that arrive within
+	// it after a signal wake it once, when it ends. Zero: no window (a
+	// notice that came while a signal flew goes right after it). Callers
+	// wait for their signal, so a window also delays them: a pull inside a
+	// pass (activities.Extract) that names a verification signalled less
+	// than a window ago waits for it.
+	SignalWindow time.Duration
+	// SignalRate bounds the facts-arrived signals this client sends a
+	// second (zero: no bound). Past it signals wait their turn in the
+	// queue, and ingest does not share the machine with a storm of wakes.
+	SignalRate float64
 	// StoreID is the identity of the database actions are recorded in
 	// (postgres.DB.Identity), carried to the workers so one on another
 	// database refuses to verify instead of failing on "not found".

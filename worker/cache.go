@@ -2,7 +2,9 @@ package worker
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,31 +17,70 @@ import (
 // (Temporal's sticky workflow cache).
 const EnvStickyCacheSize = "COMMITLAYER_STICKY_CACHE_SIZE"
 
-// DefaultStickyCacheSize is the bound CommitLayer's workers keep unless
-// COMMITLAYER_STICKY_CACHE_SIZE says otherwise: the SDK's own (10 000).
-// Each cached verification holds ~37 KiB of heap and a goroutine
-// (docs/benchmarks.md, "Cost as it grows"), so with it a worker's memory
-// grows with the verifications that watch. A smaller bound keeps memory
-// flat (heap 14.3 → 22.3 MiB from 10 to 1 010 watching at 128, against
-// 14.9 → 78.3 MiB at 2 010 with the SDK's), but measured on the dev
-// server it made a burst of signals slow to wake its verifications: each
-// wake of an evicted one is a cache miss (a history fetch and a replay),
-// and the tasks queued behind them timed out on the sticky queue. Until
-// that is measured on a real cluster the default stays the SDK's.
+// DefaultStickyCacheSize is the most workflows CommitLayer's workers keep
+// unless COMMITLAYER_STICKY_CACHE_SIZE says otherwise: the SDK's own
+// (10 000), or fewer in a process with a memory limit (see
+// StickyCacheSizeFor).
+//
+// Each cached verification holds ~37 KiB of heap and a goroutine, ~62 KiB
+// of the process's memory in all (docs/benchmarks.md, "Session 6"), so at
+// 10 000 a worker whose verifications all watch holds ~600 MiB: more than
+// a 512 MiB container has. An evicted verification costs its next wake a
+// replay of its history: ~0.7 ms of the worker's CPU for a watching one
+// (BenchmarkReplayWatchingVerification) and its history sent again, a few
+// KB. Memory that is not there is an OOM kill; a replay is a millisecond.
 const DefaultStickyCacheSize = 10_000
 
+// cachedWorkflowBytes is what one cached verification takes of a worker
+// process's memory (heap and its goroutine's stack), rounded up.
+const cachedWorkflowBytes = 64 << 10
+
+// minStickyCacheSize is the least bound a memory limit makes.
+const minStickyCacheSize = 256
+
+// StickyCacheSizeFor is the default bound for a process limited to limit
+// bytes (0 or less: no limit): DefaultStickyCacheSize, or as many as fit
+// in a quarter of the limit, at least minStickyCacheSize.
+func StickyCacheSizeFor(limit int64) int {
+	if limit <= 0 {
+		return DefaultStickyCacheSize
+	}
+	return int(max(minStickyCacheSize, min(DefaultStickyCacheSize, limit/4/cachedWorkflowBytes)))
+}
+
 // StickyCacheSizeFromEnv reads COMMITLAYER_STICKY_CACHE_SIZE: a positive
-// number of workflows, or DefaultStickyCacheSize when unset.
+// number of workflows; when unset, StickyCacheSizeFor this process's
+// memory limit (GOMEMLIMIT, else its cgroup's).
 func StickyCacheSizeFromEnv() (int, error) {
 	v := strings.TrimSpace(os.Getenv(EnvStickyCacheSize))
 	if v == "" {
-		return DefaultStickyCacheSize, nil
+		return StickyCacheSizeFor(memoryLimit()), nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
 		return 0, fmt.Errorf("%s must be a positive number of workflows, got %q", EnvStickyCacheSize, v)
 	}
 	return n, nil
+}
+
+// memoryLimit is the memory this process may use in bytes, or 0 when
+// nothing says: GOMEMLIMIT (or debug.SetMemoryLimit), else the cgroup's
+// limit (v2 memory.max, v1 memory.limit_in_bytes).
+func memoryLimit() int64 {
+	if l := debug.SetMemoryLimit(-1); l > 0 && l < math.MaxInt64 {
+		return l
+	}
+	for _, path := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// "max" (v2) or a page-rounded MaxInt64 (v1) mean no limit.
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && n < 1<<50 {
+			return n
+		}
+	}
+	return 0
 }
 
 var stickyOnce sync.Once

@@ -39,7 +39,8 @@ type Options struct {
 	WorkflowTaskPollers int
 	ActivityTaskPollers int
 	// StickyCacheSize bounds the workflows the process keeps in memory
-	// between their tasks (cache.go); zero means DefaultStickyCacheSize.
+	// between their tasks (cache.go); zero means StickyCacheSizeFor the
+	// process's memory limit.
 	// One bound per process: the first worker built sets it.
 	StickyCacheSize int
 }
@@ -78,7 +79,7 @@ func NewBare(c client.Client, taskQueue string, opts Options) sdkworker.Worker {
 	}
 	cache := opts.StickyCacheSize
 	if cache <= 0 {
-		cache = DefaultStickyCacheSize
+		cache = StickyCacheSizeFor(memoryLimit())
 	}
 	SetStickyCacheSize(cache)
 	// A workflow whose task is being worked on (a pass's local activity

@@ -139,6 +139,7 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		Temporal: m.Temporal, Store: m.DB, TaskQueue: m.Config.TaskQueue,
 		PollInterval: m.Config.PollInterval, Logger: m.Logger, StoreID: storeID,
 		BackgroundStarts: 64, // the reconciler below finishes what a crash cuts short
+		SignalWindow:     m.Config.SignalWindow, SignalRate: m.Config.SignalRate,
 	}
 	// What was accepted while Temporal was away is finished by the
 	// reconciler: every API and worker process runs one.

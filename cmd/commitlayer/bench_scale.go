@@ -45,6 +45,7 @@ type scaleFlags struct {
 	batches, batch, burst, inFlight int
 	retention                       time.Duration
 	explain, keep                   bool
+	profile                         string // directory for the heap and CPU profiles
 }
 
 func parseScaleFlags(args []string, stderr io.Writer) (scaleFlags, error) {
@@ -63,6 +64,7 @@ func parseScaleFlags(args []string, stderr io.Writer) (scaleFlags, error) {
 	fs.IntVar(&f.inFlight, "in-flight", 4, "batches in flight")
 	fs.DurationVar(&f.retention, "retention", 30*24*time.Hour, "retention of the purge run on the big tenant (its facts span 90 days)")
 	fs.BoolVar(&f.explain, "explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the pass's queries in both tenants")
+	fs.StringVar(&f.profile, "profile", "", "write heap profiles of each watching case (after a GC) and CPU profiles of each ingest case to this directory (go tool pprof)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the bench's tenants and facts (default: deleted at the end)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -168,7 +170,8 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	}()
 	requestedAt := time.Now().UTC().Add(-11 * time.Minute) // settled: provisional and final at once
 	perSubject := f.facts / f.subjects
-	fmt.Fprintf(w, "bench scale: %s, %s\n", b.workersDesc(), benchEnv())
+	fmt.Fprintf(w, "bench scale: %s, %s; sticky cache %d, signal window %s, signal rate %s\n", b.workersDesc(), benchEnv(),
+		b.m.Config.StickyCacheSize, signalWindowDesc(b.m.Config.SignalWindow), signalRateDesc(b.m.Config.SignalRate))
 
 	// facts_per_tenant, and the store's size at each tenant's size.
 	small, err := newTenant("bench-scale-small")
@@ -281,7 +284,7 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 		// to take (search attributes, the watch's timer): measure once the
 		// worker is idle again, not behind that queue.
 		quiet := waitQuiet(ctx, 3*time.Minute)
-		fmt.Fprintf(w, "  %d verifications watching (%d started in %s; the worker idle %s after)\n", len(watchers), len(ids),
+		fmt.Fprintf(w, "  %d verifications watching (%d started in %s; the worker and Temporal idle %s after)\n", len(watchers), len(ids),
 			time.Since(start).Round(time.Millisecond), quiet.Round(time.Second))
 		c := &cases[i]
 		// Fresh statistics first: this tenant grew after the last ANALYZE,
@@ -294,14 +297,22 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 		if c.pass, _, err = b.probe(ctx, f.probes, requestedAt); err != nil {
 			return err
 		}
-		c.heap, c.rss = heapMiB()
-		fmt.Fprintf(w, "    pass latency p50 %s p99 %s; this process (API and worker): heap %.1f MiB, RSS %.1f MiB, %d goroutines\n",
-			pct(c.pass, 50), pct(c.pass, 99), c.heap, c.rss, runtime.NumGoroutine())
+		var stacks float64
+		c.heap, stacks, c.rss = heapMiB()
+		if err := writeHeapProfile(f.profile, len(watchers)); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "    pass latency p50 %s p99 %s; this process (API and worker): heap %.1f MiB, stacks %.1f MiB, RSS %.1f MiB, %d goroutines\n",
+			pct(c.pass, 50), pct(c.pass, 99), c.heap, stacks, c.rss, runtime.NumGoroutine())
 		// Ingest: on nobody's subjects in the small case, on the watched
 		// subjects in the big one.
 		prefix, pool := "u", f.watching
 		if i == 1 {
 			prefix = "w"
+		}
+		stopProfile, err := startIngestProfile(f.profile, i)
+		if err != nil {
+			return err
 		}
 		cpu0 := cpuTotal()
 		notices0 := b.m.Verifier.NoticeStats()
@@ -317,14 +328,20 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 		c.cpuFact = 1e6 * cpu / facts
 		fmt.Fprintf(w, "    POST /v1/facts on %s subjects: %d batches of %d (%d facts per subject), %d in flight: %.0f facts/s, batch p50 %s p99 %s; CPU %.1f µs per fact (API, worker, Temporal, Postgres)\n",
 			map[int]string{0: "unwatched", 1: "watched"}[i], f.batches, f.batch, f.burst, f.inFlight, facts/wall.Seconds(), pct(lat, 50), pct(lat, 99), c.cpuFact)
+		postCPU := startCPU()
 		drained, err := b.noticesDrained(ctx)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "    last POST → every notice of new facts delivered: %s\n", drained.Round(time.Millisecond))
+		stopProfile()
+		drainCPU := "" // over less than a second the shares say nothing
+		if drained >= time.Second {
+			drainCPU = "; " + strings.TrimSpace(postCPU.capture(drained))
+		}
+		fmt.Fprintf(w, "    last POST → every notice of new facts delivered: %s%s\n", drained.Round(time.Millisecond), drainCPU)
 		notices := b.m.Verifier.NoticeStats()
-		fmt.Fprintf(w, "    this process sent %d facts-arrived signals; %d more notices were coalesced into a signal still waiting\n",
-			notices.Sent-notices0.Sent, notices.Coalesced-notices0.Coalesced)
+		fmt.Fprintf(w, "    this process sent %d facts-arrived signals (%d of them after their verification's window); %d more notices were coalesced into a signal still waiting\n",
+			notices.Sent-notices0.Sent, notices.Held-notices0.Held, notices.Coalesced-notices0.Coalesced)
 		if i == 1 {
 			sig, err := b.signalsPerBurst(ctx, f, watchers, ingestStart)
 			if err != nil {
@@ -355,6 +372,20 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	return nil
 }
 
+func signalWindowDesc(d time.Duration) string {
+	if d <= 0 {
+		return "none"
+	}
+	return d.String()
+}
+
+func signalRateDesc(r float64) string {
+	if r <= 0 {
+		return "unbounded"
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64) + "/s"
+}
+
 // benchScaleCmd is `commitlayer bench scale [flags]`.
 func benchScaleCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, stderr io.Writer) int {
 	f, err := parseScaleFlags(args, stderr)
@@ -363,6 +394,11 @@ func benchScaleCmd(ctx context.Context, logger *slog.Logger, args []string, stdo
 			fmt.Fprintln(stderr, "commitlayer bench scale:", err)
 		}
 		return 2
+	}
+	if f.profile != "" {
+		// Finer heap samples than the default one per 512 KiB: a watching
+		// verification's objects are small.
+		runtime.MemProfileRate = 4096
 	}
 	b, err := newBench(ctx, logger)
 	if err != nil {

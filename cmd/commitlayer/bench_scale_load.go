@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/internal/proccpu"
 	"github.com/commitlayer/commitlayer/postgres"
 	"github.com/commitlayer/commitlayer/workflows"
 )
@@ -182,7 +181,9 @@ func (b *benchmarker) noticesDrained(ctx context.Context) (time.Duration, error)
 
 // signalsPerBurst reads the histories of up to 50 watching verifications
 // and compares the new-facts signals they got since since with the bursts
-// of facts posted on their subjects.
+// of facts posted on their subjects; then it reads them again until each
+// has completed a workflow task after its last signal (its wake has run),
+// at most 3 minutes, and says how long after the first reading that was.
 func (b *benchmarker) signalsPerBurst(ctx context.Context, f scaleFlags, watchers []string, since time.Time) (string, error) {
 	perBatch := f.batch / f.burst
 	bursts := map[int]int{} // watcher index → bursts on its subject
@@ -191,77 +192,117 @@ func (b *benchmarker) signalsPerBurst(ctx context.Context, f scaleFlags, watcher
 			bursts[(j*perBatch+s)%f.watching]++
 		}
 	}
-	var signals, got, sampled, wakes int64
 	step := max(len(watchers)/50, 1)
-	var mu sync.Mutex
 	var idx []int
 	for i := 0; i < len(watchers); i += step {
 		idx = append(idx, i)
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
+	var got int64
 	for _, i := range idx {
-		g.Go(func() error {
-			var sig, tasks int64
-			it := b.m.Temporal.GetWorkflowHistory(gctx, workflows.VerifyWorkflowID(b.tenant, watchers[i]), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-			for it.HasNext() {
-				e, err := it.Next()
-				if err != nil {
-					return err
-				}
-				if e.GetEventTime().AsTime().Before(since) {
-					continue
-				}
-				switch e.GetEventType() {
-				case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-					sig++
-				case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-					tasks++
-				}
-			}
-			mu.Lock()
-			signals += sig
-			wakes += tasks
-			got += int64(bursts[i])
-			sampled++
-			mu.Unlock()
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return "", err
+		got += int64(bursts[i])
 	}
 	if got == 0 {
 		return "no burst reached the sampled verifications", nil
 	}
-	return fmt.Sprintf("%.2f signals and %.2f workflow tasks per burst of %d facts on a watched subject (%d verifications sampled, %d bursts); ≈ %.0f signals per batch",
-		float64(signals)/float64(got), float64(wakes)/float64(got), f.burst, sampled, got, float64(signals)/float64(got)*float64(perBatch)), nil
+	read := func() (signals, tasks int64, waiting int, err error) {
+		var mu sync.Mutex
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(8)
+		for _, i := range idx {
+			g.Go(func() error {
+				w, err := b.wakes(gctx, workflows.VerifyWorkflowID(b.tenant, watchers[i]), since)
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				signals += w.signals
+				tasks += w.tasks
+				if !w.woken {
+					waiting++
+				}
+				mu.Unlock()
+				return nil
+			})
+		}
+		err = g.Wait()
+		return signals, tasks, waiting, err
+	}
+	signals, tasks, waiting, err := read()
+	if err != nil {
+		return "", err
+	}
+	out := fmt.Sprintf("%.2f signals and %.2f workflow tasks per burst of %d facts on a watched subject (%d verifications sampled, %d bursts); ≈ %.0f signals per batch; %d of the sampled not woken yet",
+		float64(signals)/float64(got), float64(tasks)/float64(got), f.burst, len(idx), got, float64(signals)/float64(got)*float64(perBatch), waiting)
+	start := time.Now()
+	for waiting > 0 && time.Since(start) < 3*time.Minute {
+		time.Sleep(2 * time.Second)
+		if _, tasks, waiting, err = read(); err != nil {
+			return "", err
+		}
+	}
+	if waiting > 0 {
+		return out + fmt.Sprintf("; %d still not woken 3 minutes later", waiting), nil
+	}
+	return out + fmt.Sprintf("; every sampled wake ran %s later (%.2f workflow tasks per burst then)",
+		time.Since(start).Round(100*time.Millisecond), float64(tasks)/float64(got)), nil
+}
+
+// wake is what one verification's history shows since a time: the
+// facts-arrived signals, the workflow tasks completed, and whether one
+// completed after the last signal.
+type wake struct {
+	signals, tasks int64
+	woken          bool
+}
+
+func (b *benchmarker) wakes(ctx context.Context, workflowID string, since time.Time) (wake, error) {
+	w := wake{woken: true}
+	it := b.m.Temporal.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return wake{}, err
+		}
+		if e.GetEventTime().AsTime().Before(since) {
+			continue
+		}
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+			w.signals++
+			w.woken = false
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			w.tasks++
+			w.woken = true
+		}
+	}
+	return w, nil
 }
 
 // waitQuiet waits, at most max, until this process (API and worker) uses
-// less than 15 % of a core over a second, and returns how long it waited.
+// less than 15 % of a core over a second and the Temporal server less than
+// 30 % (it digests a burst of starts after they answered: search
+// attributes, timers), and returns how long it waited.
 func waitQuiet(ctx context.Context, max time.Duration) time.Duration {
 	start := time.Now()
 	for time.Since(start) < max && ctx.Err() == nil {
-		before, err := proccpu.Of(os.Getpid())
-		if err != nil {
-			break
-		}
+		before := cpuByRole()
 		time.Sleep(time.Second)
-		after, err := proccpu.Of(os.Getpid())
-		if err != nil || after-before < 150*time.Millisecond {
+		after := cpuByRole()
+		if after["commitlayer"]-before["commitlayer"] < 0.15 && after["temporal"]-before["temporal"] < 0.30 {
 			break
 		}
 	}
 	return time.Since(start)
 }
 
-// heapMiB returns this process's heap in use after a GC, and its RSS.
-func heapMiB() (heap, rss float64) {
+// heapMiB returns this process's heap in use after a GC, its goroutines'
+// stacks, and its RSS.
+func heapMiB() (heap, stacks, rss float64) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	heap = float64(ms.HeapInuse) / (1 << 20)
+	stacks = float64(ms.StackInuse) / (1 << 20)
 	if b, err := os.ReadFile("/proc/self/status"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
@@ -270,7 +311,7 @@ func heapMiB() (heap, rss float64) {
 			}
 		}
 	}
-	return heap, rss
+	return heap, stacks, rss
 }
 
 // cpuTotal is the CPU seconds of this process, Temporal and Postgres.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -75,9 +77,18 @@ func TestParseScaleFlagsRefusesImpossibleSizes(t *testing.T) {
 // never a timing.
 func TestBenchScaleTiny(t *testing.T) {
 	setBenchEnv(t)
+	prof := t.TempDir()
 	code, stdout, stderr := runCLI(t, "bench", "scale", "-facts", "2000", "-subjects", "200", "-small-facts", "200",
-		"-watching", "20", "-small-watching", "2", "-probes", "3", "-batches", "4", "-batch", "100", "-burst", "5", "-explain")
+		"-watching", "20", "-small-watching", "2", "-probes", "3", "-batches", "4", "-batch", "100", "-burst", "5", "-explain",
+		"-profile", prof)
 	require.Zero(t, code, "stdout %s\nstderr %s", stdout, stderr)
+	// -profile: a heap profile per watching case, a CPU profile per ingest.
+	for _, name := range []string{"heap-2.pb.gz", "heap-22.pb.gz", "cpu-ingest-0.pb.gz", "cpu-ingest-1.pb.gz"} {
+		st, err := os.Stat(filepath.Join(prof, name))
+		require.NoError(t, err, name)
+		require.Positive(t, st.Size(), name)
+	}
+	require.Regexp(t, `every sampled wake ran|still not woken`, stdout, "the wakes are waited for")
 	for _, axis := range []string{"facts_per_tenant", "open_verifications", "open_verifications_heap", "ingest_while_watched", "store_bytes_per_fact"} {
 		require.Regexp(t, regexp.MustCompile(`(?m)^ratio `+axis+` [0-9]+\.[0-9]{2}$`), stdout)
 	}

@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,8 +71,15 @@ type Config struct {
 	// verification reads (COMMITLAYER_FACT_RETENTION; see retention.go).
 	FactRetention time.Duration
 	// StickyCacheSize bounds the workflows a worker keeps in memory
-	// (COMMITLAYER_STICKY_CACHE_SIZE, default worker.DefaultStickyCacheSize).
+	// (COMMITLAYER_STICKY_CACHE_SIZE, default worker.StickyCacheSizeFor the
+	// process's memory limit).
 	StickyCacheSize int
+	// SignalWindow is the least time between two facts-arrived signals to
+	// one verification (COMMITLAYER_SIGNAL_WINDOW, a Go duration, default
+	// none), SignalRate the most this process sends a second
+	// (COMMITLAYER_SIGNAL_RATE, default unbounded).
+	SignalWindow time.Duration
+	SignalRate   float64
 }
 
 func (c Config) metricsMode() api.MetricsMode {
@@ -159,6 +168,9 @@ func ConfigFromEnv(roles Roles) (Config, error) {
 	if cfg.FactRetention, err = factRetentionFromEnv(); err != nil {
 		return Config{}, err
 	}
+	if cfg.SignalWindow, cfg.SignalRate, err = signalPaceFromEnv(); err != nil {
+		return Config{}, err
+	}
 	if roles.API && len(cfg.AdminKey) < 16 {
 		return Config{}, errors.New("COMMITLAYER_ADMIN_KEY must be set to a secret of at least 16 characters")
 	}
@@ -198,6 +210,24 @@ func (c *Config) defaultMakeCurrent() {
 	if strings.TrimSpace(os.Getenv("COMMITLAYER_MAKE_CURRENT")) == "" {
 		c.MakeCurrent = worker.CurrentAlways
 	}
+}
+
+// signalPaceFromEnv reads COMMITLAYER_SIGNAL_WINDOW and
+// COMMITLAYER_SIGNAL_RATE (unset: no window, no rate).
+func signalPaceFromEnv() (window time.Duration, perSecond float64, err error) {
+	if s := strings.TrimSpace(os.Getenv("COMMITLAYER_SIGNAL_WINDOW")); s != "" {
+		if window, err = time.ParseDuration(s); err != nil || window < 0 {
+			return 0, 0, fmt.Errorf("COMMITLAYER_SIGNAL_WINDOW %q is not a duration of 0 or more (e.g. 1s)", s)
+		}
+	}
+	if s := strings.TrimSpace(os.Getenv("COMMITLAYER_SIGNAL_RATE")); s != "" {
+		r, err := strconv.ParseFloat(s, 64)
+		if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			return 0, 0, fmt.Errorf("COMMITLAYER_SIGNAL_RATE %q is not a positive number of signals a second", s)
+		}
+		perSecond = r
+	}
+	return window, perSecond, nil
 }
 
 func envOr(name, def string) string {
