@@ -152,7 +152,6 @@ func (n *notifier) drain() {
 		w.err = n.send(ctx, id)
 		cancel()
 		n.sent.Add(1)
-		close(w.done)
 
 		n.mu.Lock()
 		p.inFlight = false
@@ -166,6 +165,9 @@ func (n *notifier) drain() {
 		default:
 			delete(n.pending, id)
 		}
+		// Only now are the wave's callers told: by the time a call
+		// returns, its verification's window (if any) has started.
+		close(w.done)
 	}
 	n.running--
 	n.mu.Unlock()
