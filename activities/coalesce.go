@@ -154,9 +154,10 @@ func (c *pullCoalescer) extract(ctx context.Context, a *Activities, in ExtractIn
 	c.mu.Lock()
 	t := c.tenant(in.TenantID)
 	if !t.covered.IsZero() && !t.covered.Before(in.FreshAsOf) {
+		covered := t.covered
 		c.mu.Unlock()
 		c.count(ctx, PullSkipped)
-		return ExtractResult{Unreachable: map[string]string{}}, nil
+		return ExtractResult{Unreachable: map[string]string{}, StartedAt: covered}, nil
 	}
 	var run *pullRun
 	outcome := PullJoined
@@ -191,6 +192,7 @@ func (c *pullCoalescer) extract(ctx context.Context, a *Activities, in ExtractIn
 	res.Unreachable = maps.Clone(res.Unreachable)
 	res.Subjects = append([]commitlayer.Subject(nil), res.Subjects...)
 	res.Took = time.Since(arrived)
+	res.StartedAt = run.started // set before done closed
 	recordPullLatency(ctx, res.Took)
 	return res, nil
 }

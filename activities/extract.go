@@ -38,6 +38,11 @@ type ExtractResult struct {
 	// Took is how long the pull took in the worker; the workflow hands it
 	// to the Evaluate of the same pass (EvaluateInput.PullTook).
 	Took time.Duration `json:",omitempty"`
+	// StartedAt is when the pull whose facts the pass reads started (its
+	// own, the one it joined, or the one that covered it). The workflow
+	// asks its next pass for facts fresher than that (VerifyState.PulledAt):
+	// a verification's re-read is never answered by its own earlier read.
+	StartedAt time.Time `json:",omitzero"`
 }
 
 // Extract pulls every connector of the tenant from its cursor, stores the
@@ -61,6 +66,7 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 		return ExtractResult{}, out.err
 	}
 	out.res.Took = time.Since(began)
+	out.res.StartedAt = began
 	recordPullLatency(ctx, out.res.Took)
 	return out.res, nil
 }

@@ -1,6 +1,9 @@
 package activities
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // PassInput asks for one whole verification pass: pull the tenant's
 // connectors when Pull is set, then evaluate and store.
@@ -17,6 +20,8 @@ type PassResult struct {
 	// Pulled is set when the pass pulled; Unreachable is then that pull's.
 	Pulled      bool
 	Unreachable map[string]string `json:",omitempty"`
+	// PulledAt is when the pull the pass read started (ExtractResult.StartedAt).
+	PulledAt time.Time `json:",omitzero"`
 }
 
 // Pass runs Extract (when asked) and Evaluate as one activity: one local
@@ -44,6 +49,7 @@ func PassWith(ctx context.Context, in PassInput,
 		}
 		out.Pulled = true
 		out.Unreachable = ex.Unreachable
+		out.PulledAt = ex.StartedAt
 		in.Evaluate.Unreachable = ex.Unreachable
 		in.Evaluate.PullTook = ex.Took
 	}

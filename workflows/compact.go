@@ -61,13 +61,22 @@ func (v *verification) compactPass(ctx workflow.Context, pull bool) error {
 			NonRetryableErrorTypes: []string{activities.ErrInvalidInput},
 		},
 	})
+	// FreshAsOf lets the worker share the pull with the tenant's other
+	// passes (activities.ExtractInput): facts as fresh as now, and fresher
+	// than the pull this verification read last. A settlement re-read is a
+	// second look: with a short window, the first pass's pull can start
+	// after the window closed, and must not answer the re-read (a stale
+	// first read would stand; the matrix's stale_read scenarios).
+	// An input of the local activity only, so no GetVersion: replay does
+	// not compare it.
+	fresh := v.state.LastPassAt
+	if !fresh.After(v.state.PulledAt) {
+		fresh = v.state.PulledAt.Add(time.Nanosecond)
+	}
 	var res activities.PassResult
 	if err := workflow.ExecuteLocalActivity(lctx, act.Pass, activities.PassInput{
-		Pull: pull,
-		// FreshAsOf lets the worker share the pull with the tenant's other
-		// passes (activities.ExtractInput); an input of the local activity
-		// only, so no GetVersion: replay does not compare it.
-		Extract: activities.ExtractInput{TenantID: v.in.TenantID, ActionID: v.in.ActionID, FreshAsOf: v.state.LastPassAt},
+		Pull:    pull,
+		Extract: activities.ExtractInput{TenantID: v.in.TenantID, ActionID: v.in.ActionID, FreshAsOf: fresh},
 		Evaluate: activities.EvaluateInput{
 			TenantID:    v.in.TenantID,
 			ActionID:    v.in.ActionID,
@@ -80,6 +89,9 @@ func (v *verification) compactPass(ctx workflow.Context, pull bool) error {
 	}
 	if res.Pulled {
 		v.state.Unreachable = res.Unreachable
+		if res.PulledAt.After(v.state.PulledAt) {
+			v.state.PulledAt = res.PulledAt
+		}
 	}
 	v.state.Passes++
 	v.runPass++

@@ -52,6 +52,9 @@ type VerifyState struct {
 	Webhooks *WebhookState `json:",omitempty"`
 	// LastPassAt is when the latest pass started (compact runs).
 	LastPassAt time.Time `json:",omitzero"`
+	// PulledAt is when the pull the latest pulling pass read started, on
+	// the worker's clock (activities.PassResult.PulledAt).
+	PulledAt time.Time `json:",omitzero"`
 }
 
 // VerifyActionResult is the verdict the verification ended with.

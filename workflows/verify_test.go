@@ -37,13 +37,18 @@ type world struct {
 	endWatch int
 	// webhooks says the tenant has verdict webhooks (EvaluateResult.Webhooks).
 	webhooks bool
+	// freshAsOf is each pull's ExtractInput.FreshAsOf; pullLate moves the
+	// start each pull reports (ExtractResult.StartedAt) after the clock.
+	freshAsOf []time.Time
+	pullLate  time.Duration
 }
 
 func (w *world) extract(_ context.Context, in activities.ExtractInput) (activities.ExtractResult, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.extracts = append(w.extracts, w.env.Now())
-	return activities.ExtractResult{Unreachable: w.unreachable}, nil
+	w.freshAsOf = append(w.freshAsOf, in.FreshAsOf)
+	return activities.ExtractResult{Unreachable: w.unreachable, StartedAt: w.env.Now().Add(w.pullLate)}, nil
 }
 
 func (w *world) evaluate(_ context.Context, in activities.EvaluateInput) (activities.EvaluateResult, error) {
@@ -362,4 +367,21 @@ func TestVerifyRecheckRefusedOnceTheWatchEnded(t *testing.T) {
 	require.NoError(t, accepted, "a re-check during the watch is accepted")
 	require.ErrorContains(t, rejected, "watch has ended")
 	require.Equal(t, 1, w.endWatch)
+}
+
+// TestSettlementReReadIsNeverAnsweredByTheFirstRead: when the first pass's
+// pull started after the window closed (a short window, a slow worker),
+// the settlement pass still asks for facts fresher than that pull, so the
+// worker's pull coalescer cannot answer the re-read with the first read.
+func TestSettlementReReadIsNeverAnsweredByTheFirstRead(t *testing.T) {
+	w, env, in := newWorld(t, pass)
+	w.pullLate = settlement + time.Minute // the first pull "started" after the window closed
+	env.ExecuteWorkflow(VerifyAction, in)
+	result(t, env)
+	require.GreaterOrEqual(t, len(w.freshAsOf), 2)
+	first := w.extracts[0].Add(w.pullLate)
+	for i, f := range w.freshAsOf[1:] {
+		require.True(t, f.After(first), "pull %d asked for facts as of %s, not after the first pull's start %s", i+2, f, first)
+	}
+	require.False(t, w.freshAsOf[0].IsZero(), "a compact pass asks for fresh facts")
 }
