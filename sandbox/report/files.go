@@ -14,24 +14,33 @@ import (
 // (FileBase). Each file is written whole or not at all.
 func WriteFiles(dir string, res matrix.Results) error {
 	base := FileBase(res)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	js, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return fmt.Errorf("write results: encode: %w", err)
-	}
-	if err := writeAtomic(filepath.Join(dir, base+".json"), append(js, '\n')); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	if err := writeAtomic(filepath.Join(dir, base+".md"), []byte(Markdown(res))); err != nil {
-		return fmt.Errorf("write results: %w", err)
+	if err := writeJSONAndMarkdown(dir, base, res, Markdown(res)); err != nil {
+		return err
 	}
 	page, err := HTML(res, Options{})
 	if err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
 	if err := writeAtomic(filepath.Join(dir, base+".html"), page); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
+
+// writeJSONAndMarkdown writes dir/base.json (v, indented) and dir/base.md,
+// creating dir when missing; each file whole or not at all.
+func writeJSONAndMarkdown(dir, base string, v any, md string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	js, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write results: encode: %w", err)
+	}
+	if err := writeAtomic(filepath.Join(dir, base+".json"), append(js, '\n')); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	if err := writeAtomic(filepath.Join(dir, base+".md"), []byte(md)); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}
 	return nil

@@ -2,10 +2,7 @@ package report
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/commitlayer/commitlayer/llm"
@@ -114,21 +111,7 @@ func cmpOr(s, def string) string {
 
 // WriteLLMFiles writes llm_<provider>.json and .md into dir.
 func WriteLLMFiles(dir string, res LLMResults) error {
-	base := LLMViaFileBase(res.Agent.Provider, res.Agent.Via)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	js, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return fmt.Errorf("write results: encode: %w", err)
-	}
-	if err := writeAtomic(filepath.Join(dir, base+".json"), append(js, '\n')); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	if err := writeAtomic(filepath.Join(dir, base+".md"), []byte(LLMMarkdown(res))); err != nil {
-		return fmt.Errorf("write results: %w", err)
-	}
-	return nil
+	return writeJSONAndMarkdown(dir, LLMViaFileBase(res.Agent.Provider, res.Agent.Via), res, LLMMarkdown(res))
 }
 
 // usd is a cost in nano-USD as llm.Cost prints it.
