@@ -69,14 +69,9 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 	if err != nil {
 		return EvaluateResult{}, err
 	}
-	input, err := a.evaluationInput(ctx, in, act, c)
+	v, err := a.answer(ctx, in, act, c)
 	if err != nil {
 		return EvaluateResult{}, err
-	}
-	v := c.Evaluate(input)
-	v.ContractVersion = act.ContractVersion
-	if in.Provisional {
-		v.Provisional = true
 	}
 	v.PassLatency = max(in.PullTook, 0) + time.Since(began)
 	stored, changed, err := a.Store.AppendVerdict(ctx, in.TenantID, v)
@@ -84,7 +79,57 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 		return EvaluateResult{}, fmt.Errorf("evaluate: store verdict for %s: %w", in.ActionID, err)
 	}
 	recordPassLatency(ctx, max(in.PullTook, 0)+time.Since(began), in.PullTook > 0)
+	if changed && !stored.Provisional && stored.Version > 1 {
+		// A final verdict changed. Wakes are screened against the latest
+		// stored verdict (Screen): facts stored while this pass read,
+		// whose screen saw the verdict before this one, woke nobody. Read
+		// again so that this verdict counts them; past this point a
+		// screen sees the verdict just stored.
+		if stored, err = a.settle(ctx, in, act, c, stored); err != nil {
+			return EvaluateResult{}, err
+		}
+	}
 	return EvaluateResult{Verdict: stored, Changed: changed, Webhooks: changed && a.hasWebhooks(ctx, in.TenantID)}, nil
+}
+
+// maxSettleReads bounds the re-reads after a changed final verdict: each
+// one that changes the answer again stores it and reads once more.
+const maxSettleReads = 4
+
+// settle re-reads after a final verdict changed until a read says the same
+// as the verdict stored last.
+func (a *Activities) settle(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract, stored commitlayer.Verdict) (commitlayer.Verdict, error) {
+	for range maxSettleReads {
+		v, err := a.answer(ctx, in, act, c)
+		if err != nil {
+			return stored, err
+		}
+		next, changed, err := a.Store.AppendVerdict(ctx, in.TenantID, v)
+		if err != nil {
+			return stored, fmt.Errorf("evaluate: store verdict for %s: %w", in.ActionID, err)
+		}
+		stored = next
+		if !changed {
+			return stored, nil
+		}
+	}
+	a.logger(ctx).Warn("evaluate: the verdict kept changing while facts arrived; the next facts' notice re-checks it",
+		"tenant", in.TenantID, "action", in.ActionID, "version", stored.Version)
+	return stored, nil
+}
+
+// answer evaluates the action over the facts stored now (nothing stored).
+func (a *Activities) answer(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract) (commitlayer.Verdict, error) {
+	input, err := a.evaluationInput(ctx, in, act, c)
+	if err != nil {
+		return commitlayer.Verdict{}, err
+	}
+	v := c.Evaluate(input)
+	v.ContractVersion = act.ContractVersion
+	if in.Provisional {
+		v.Provisional = true
+	}
+	return v, nil
 }
 
 // evaluationInput gathers what the engine needs for one action.

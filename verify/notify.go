@@ -44,7 +44,7 @@ type notifier struct {
 	after  func(time.Duration, func())     // runs f after d (time.AfterFunc; tests replace it)
 	wait   func(ctx context.Context) error // blocks until the rate allows a signal; nil: no rate
 
-	sent, coalesced, held atomic.Int64
+	sent, coalesced, held, screened atomic.Int64
 }
 
 // notice is one verification's state: a wave in flight (sent, not yet
@@ -215,15 +215,16 @@ func (e *manyErrors) Unwrap() error { return e.first }
 // NoticeStats counts this client's facts-arrived signals: Sent went out,
 // Coalesced were asked for while one to the same verification was still
 // waiting its turn (they cost no signal), Held were signals that waited
-// for the end of their verification's window.
+// for the end of their verification's window, Screened were verifications
+// the facts reached but could not change (Client.Screen), not woken.
 type NoticeStats struct {
-	Sent, Coalesced, Held int64
+	Sent, Coalesced, Held, Screened int64
 }
 
 // NoticeStats returns the counts so far.
 func (c *Client) NoticeStats() NoticeStats {
 	n := c.notices()
-	return NoticeStats{Sent: n.sent.Load(), Coalesced: n.coalesced.Load(), Held: n.held.Load()}
+	return NoticeStats{Sent: n.sent.Load(), Coalesced: n.coalesced.Load(), Held: n.held.Load(), Screened: n.screened.Load()}
 }
 
 func (c *Client) notices() *notifier {

@@ -36,6 +36,13 @@ type Store interface {
 	StartFailed(ctx context.Context, tenantID, actionID, reason string) (bool, error)
 }
 
+// Screener picks, among the watching verifications new facts reach, those
+// to wake (true) — activities.Screen. It never fails: what it cannot
+// decide it wakes.
+type Screener interface {
+	Wakes(ctx context.Context, tenantID string, acts []commitlayer.ActionRecord) []bool
+}
+
 // maxNudgeSubjects bounds how far NotifyFacts widens a batch's subjects
 // through links (a customer linked to every one of its orders).
 const maxNudgeSubjects = 2000
@@ -77,6 +84,11 @@ type Client struct {
 	// so after a crash in between the reconciler (which starts the actions
 	// never marked) does it all again. Only with a reconciler running.
 	BackgroundStarts int
+
+	// Screen, when set, decides which watching verifications new facts
+	// need to wake (activities.Screen: those whose verdict the facts
+	// change); nil wakes every one.
+	Screen Screener
 
 	bgOnce sync.Once
 	bg     chan struct{}
@@ -311,7 +323,9 @@ func (c *Client) FactsArrived(ctx context.Context, tenantID string, subjects []c
 // began. Signals are coalesced across calls (notify.go): a verification
 // waiting for its signal gets one, however many batches named it. The
 // store is asked once per call (the links' two hops, then the watched
-// actions), never per fact. A verification that has just ended is not an
+// actions), never per fact. With a Screen, only the verifications whose
+// verdict the stored facts change are signalled (the others are counted
+// in NoticeStats.Screened). A verification that has just ended is not an
 // error.
 func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, exceptActionID string) error {
 	if len(subjects) == 0 {
@@ -325,11 +339,23 @@ func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []co
 	if err != nil {
 		return fmt.Errorf("watched actions of %s: %w", tenantID, err)
 	}
-	ids := make([]string, 0, len(watched))
+	others := watched[:0]
 	for _, a := range watched {
 		if a.ID != exceptActionID {
-			ids = append(ids, workflows.VerifyWorkflowID(tenantID, a.ID))
+			others = append(others, a)
 		}
+	}
+	var wakes []bool
+	if c.Screen != nil && len(others) > 0 {
+		wakes = c.Screen.Wakes(ctx, tenantID, others)
+	}
+	ids := make([]string, 0, len(others))
+	for i, a := range others {
+		if wakes != nil && i < len(wakes) && !wakes[i] {
+			c.notices().screened.Add(1)
+			continue
+		}
+		ids = append(ids, workflows.VerifyWorkflowID(tenantID, a.ID))
 	}
 	if len(ids) == 0 {
 		return nil

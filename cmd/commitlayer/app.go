@@ -141,6 +141,15 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		BackgroundStarts: 64, // the reconciler below finishes what a crash cuts short
 		SignalWindow:     m.Config.SignalWindow, SignalRate: m.Config.SignalRate,
 	}
+	m.Contracts = service.NewContracts(m.DB, 0)
+	if !m.Config.NoScreen {
+		// New facts wake only the watching verifications whose verdict
+		// they change (activities.Screen), evaluated in this process.
+		m.Verifier.Screen = &activities.Screen{
+			Activities: &activities.Activities{Store: m.DB, Contracts: m.Contracts, Logger: m.Logger},
+			Verdicts:   m.DB,
+		}
+	}
 	// What was accepted while Temporal was away is finished by the
 	// reconciler: every API and worker process runs one.
 	m.Reconciler = verify.NewReconciler(m.Verifier, m.DB, m.Logger.With("component", "reconciler"))
@@ -165,7 +174,6 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 	}
 	gopts.Timeout = connectorTimeout
 	m.Guard = netguard.New(gopts)
-	m.Contracts = service.NewContracts(m.DB, 0)
 	m.Actions = service.NewActions(m.DB, m.Contracts, nil)
 	var mounts []api.Mount
 	var docs [][]byte

@@ -80,6 +80,10 @@ type Config struct {
 	// (COMMITLAYER_SIGNAL_RATE, default unbounded).
 	SignalWindow time.Duration
 	SignalRate   float64
+	// NoScreen wakes every watching verification new facts reach, even
+	// those the facts cannot change (COMMITLAYER_SCREEN_WAKES=off; default
+	// on: activities.Screen).
+	NoScreen bool
 }
 
 func (c Config) metricsMode() api.MetricsMode {
@@ -170,6 +174,13 @@ func ConfigFromEnv(roles Roles) (Config, error) {
 	}
 	if cfg.SignalWindow, cfg.SignalRate, err = signalPaceFromEnv(); err != nil {
 		return Config{}, err
+	}
+	switch v := strings.ToLower(strings.TrimSpace(os.Getenv("COMMITLAYER_SCREEN_WAKES"))); v {
+	case "", "on", "1", "true":
+	case "off", "0", "false":
+		cfg.NoScreen = true
+	default:
+		return Config{}, fmt.Errorf("COMMITLAYER_SCREEN_WAKES %q is not on or off", v)
 	}
 	if roles.API && len(cfg.AdminKey) < 16 {
 		return Config{}, errors.New("COMMITLAYER_ADMIN_KEY must be set to a secret of at least 16 characters")

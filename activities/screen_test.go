@@ -1,0 +1,140 @@
+package activities_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/activities"
+)
+
+func (fx *fixture) store(t *testing.T, facts ...commitlayer.Fact) {
+	t.Helper()
+	_, err := fx.db.InsertFacts(context.Background(), fx.tenant, facts)
+	require.NoError(t, err)
+}
+
+func ledgerFact(typ, subject, id string, at time.Time, attrs commitlayer.Attrs) commitlayer.Fact {
+	return commitlayer.Fact{Source: "ledger", Type: typ, Subject: commitlayer.Subject(subject), ExternalID: id,
+		OccurredAt: at, Attrs: attrs}
+}
+
+func (fx *fixture) record(t *testing.T, id string) commitlayer.ActionRecord {
+	t.Helper()
+	rec, err := fx.db.GetAction(context.Background(), fx.tenant, id)
+	require.NoError(t, err)
+	return rec
+}
+
+// TestScreenWakesOnlyVerificationsTheFactsChange: a settled verification
+// whose final verdict the new facts leave as it is is not woken; one they
+// change is; so is every one the screen cannot vouch for (no verdict yet,
+// a provisional one, a source unavailable to its last pass).
+func TestScreenWakesOnlyVerificationsTheFactsChange(t *testing.T) {
+	fx := newFixture(t)
+	ctx := context.Background()
+	settled := fx.now.Add(-20 * time.Minute) // settles 10 minutes after the request: past
+	for _, acc := range []string{"acc_1", "acc_2", "acc_3", "acc_4"} {
+		fx.store(t, ledgerFact("account_opened", "account:"+acc, "open-"+acc, settled.Add(-time.Hour), commitlayer.Attrs{"status": "active"}),
+			ledgerFact("payout_sent", "account:"+acc, "po-"+acc, settled.Add(time.Second), commitlayer.Attrs{"amount": 500}))
+	}
+	final := fx.action(t, "agent-1", "account:acc_1", 500, settled)
+	require.False(t, fx.evaluate(t, final, activities.EvaluateInput{}).Verdict.Provisional)
+	provisional := fx.action(t, "agent-2", "account:acc_2", 500, fx.now.Add(-time.Minute))
+	require.True(t, fx.evaluate(t, provisional, activities.EvaluateInput{}).Verdict.Provisional)
+	unavailable := fx.action(t, "agent-3", "account:acc_3", 500, settled)
+	require.NotEmpty(t, fx.evaluate(t, unavailable, activities.EvaluateInput{
+		Unreachable: map[string]string{"ledger": "refused"}}).Verdict.UnavailableSources)
+	never := fx.action(t, "agent-4", "account:acc_4", 500, settled)
+
+	screen := &activities.Screen{Activities: fx.acts, Verdicts: fx.db}
+	acts := []commitlayer.ActionRecord{fx.record(t, final), fx.record(t, provisional), fx.record(t, unavailable), fx.record(t, never)}
+
+	// A note on every account changes no verdict.
+	for _, acc := range []string{"acc_1", "acc_2", "acc_3", "acc_4"} {
+		fx.store(t, ledgerFact("note_added", "account:"+acc, "note-"+acc, fx.now, commitlayer.Attrs{"text": "called the customer"}))
+	}
+	require.Equal(t, []bool{false, true, true, true}, screen.Wakes(ctx, fx.tenant, acts))
+
+	// A second payout on the settled one's account breaks its effect's
+	// count: it is woken.
+	fx.store(t, ledgerFact("payout_sent", "account:acc_1", "po-acc_1-again", fx.now, commitlayer.Attrs{"amount": 500}))
+	require.Equal(t, []bool{true, true, true, true}, screen.Wakes(ctx, fx.tenant, acts))
+
+	// Once its pass stored the new verdict, the same facts wake it no more.
+	changed := fx.evaluate(t, final, activities.EvaluateInput{})
+	require.True(t, changed.Changed)
+	require.Equal(t, commitlayer.StatusFail, changed.Verdict.Status)
+	require.Equal(t, []bool{false}, screen.Wakes(ctx, fx.tenant, acts[:1]))
+
+	// A contract the screen cannot load is a wake, not a skip.
+	broken := acts[0]
+	broken.ContractVersion = 9
+	require.Equal(t, []bool{true}, screen.Wakes(ctx, fx.tenant, []commitlayer.ActionRecord{broken}))
+	// No screen at all wakes everything.
+	var none *activities.Screen
+	require.Equal(t, []bool{true, true}, none.Wakes(ctx, fx.tenant, acts[:2]))
+}
+
+// racingStore stores facts right after the first FactsAbout read it is
+// armed for: facts that land while a pass reads.
+type racingStore struct {
+	activities.Store
+	fx    *fixture
+	t     *testing.T
+	mu    sync.Mutex
+	facts []commitlayer.Fact
+}
+
+func (s *racingStore) FactsAbout(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Fact, error) {
+	out, err := s.Store.FactsAbout(ctx, tenantID, subjects)
+	s.mu.Lock()
+	late := s.facts
+	s.facts = nil
+	s.mu.Unlock()
+	if len(late) > 0 {
+		s.fx.store(s.t, late...)
+	}
+	return out, err
+}
+
+// TestEvaluateRereadsAfterAFinalVerdictChanges: facts stored while a
+// watching pass reads — whose screen compared them against the verdict
+// before this pass's, and woke nobody — count in the verdict the pass
+// leaves: a changed final verdict is read again.
+func TestEvaluateRereadsAfterAFinalVerdictChanges(t *testing.T) {
+	fx := newFixture(t)
+	settled := fx.now.Add(-20 * time.Minute)
+	fx.store(t, ledgerFact("account_opened", "account:acc_1", "open", settled.Add(-time.Hour), commitlayer.Attrs{"status": "active"}),
+		ledgerFact("payout_sent", "account:acc_1", "po", settled.Add(time.Second), commitlayer.Attrs{"amount": 500}))
+	id := fx.action(t, "agent-1", "account:acc_1", 500, settled)
+	require.Equal(t, commitlayer.StatusPass, fx.evaluate(t, id, activities.EvaluateInput{}).Verdict.Status)
+
+	// A second payout is stored (the pass reads it), and a third lands
+	// while the pass reads.
+	fx.store(t, ledgerFact("payout_sent", "account:acc_1", "po-2", fx.now.Add(-time.Second), commitlayer.Attrs{"amount": 500}))
+	racing := &racingStore{Store: fx.db, fx: fx, t: t,
+		facts: []commitlayer.Fact{ledgerFact("payout_sent", "account:acc_1", "po-3", fx.now, commitlayer.Attrs{"amount": 500})}}
+	fx.acts.Store = racing
+	res := fx.evaluate(t, id, activities.EvaluateInput{})
+	require.True(t, res.Changed)
+	fx.acts.Store = fx.db
+	// What the pass left is what all three payouts say, not what the read
+	// before the third said.
+	want, err := fx.db.FactsAbout(context.Background(), fx.tenant, []commitlayer.Subject{"account:acc_1"})
+	require.NoError(t, err)
+	require.Len(t, want, 4)
+	again := fx.evaluate(t, id, activities.EvaluateInput{})
+	require.False(t, again.Changed, "the verdict the pass left missed the payout stored during its read: %+v", res.Verdict.Findings)
+	require.Equal(t, res.Verdict.Version, again.Verdict.Version)
+	require.Equal(t, 3, res.Verdict.Version, "v1 PASS, v2 two payouts, v3 three")
+	t.Logf("findings: %+v", res.Verdict.Findings)
+
+	// And what the screen sees next is that verdict: nothing to wake.
+	screen := &activities.Screen{Activities: fx.acts, Verdicts: fx.db}
+	require.Equal(t, []bool{false}, screen.Wakes(context.Background(), fx.tenant, []commitlayer.ActionRecord{fx.record(t, id)}))
+}
