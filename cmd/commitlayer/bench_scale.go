@@ -305,50 +305,23 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 		fmt.Fprintf(w, "    pass latency p50 %s p99 %s; this process (API and worker): heap %.1f MiB, stacks %.1f MiB, RSS %.1f MiB, %d goroutines\n",
 			pct(c.pass, 50), pct(c.pass, 99), c.heap, stacks, c.rss, runtime.NumGoroutine())
 		// Ingest: on nobody's subjects in the small case, on the watched
-		// subjects in the big one.
+		// subjects in the big one (notes: facts that change no verdict).
 		prefix, pool := "u", f.watching
 		if i == 1 {
 			prefix = "w"
 		}
-		stopProfile, err := startIngestProfile(f.profile, i)
-		if err != nil {
+		label := map[int]string{0: "unwatched", 1: "watched"}[i]
+		if c.perFact, c.cpuFact, err = b.measureIngest(ctx, w, f, label, prefix, pool, i, false, watchers); err != nil {
 			return err
 		}
-		cpu0 := cpuTotal()
-		notices0 := b.m.Verifier.NoticeStats()
-		ingestStart := time.Now()
-		lat, err := b.ingest(ctx, f, prefix, pool, i)
-		if err != nil {
-			return err
-		}
-		wall := time.Since(ingestStart)
-		cpu := cpuTotal() - cpu0
-		facts := float64(f.batches * f.batch)
-		c.perFact = 1e6 * wall.Seconds() / facts
-		c.cpuFact = 1e6 * cpu / facts
-		fmt.Fprintf(w, "    POST /v1/facts on %s subjects: %d batches of %d (%d facts per subject), %d in flight: %.0f facts/s, batch p50 %s p99 %s; CPU %.1f µs per fact (API, worker, Temporal, Postgres)\n",
-			map[int]string{0: "unwatched", 1: "watched"}[i], f.batches, f.batch, f.burst, f.inFlight, facts/wall.Seconds(), pct(lat, 50), pct(lat, 99), c.cpuFact)
-		postCPU := startCPU()
-		drained, err := b.noticesDrained(ctx)
-		if err != nil {
-			return err
-		}
-		stopProfile()
-		drainCPU := "" // over less than a second the shares say nothing
-		if drained >= time.Second {
-			drainCPU = "; " + strings.TrimSpace(postCPU.capture(drained))
-		}
-		fmt.Fprintf(w, "    last POST → every notice of new facts delivered: %s%s\n", drained.Round(time.Millisecond), drainCPU)
-		notices := b.m.Verifier.NoticeStats()
-		fmt.Fprintf(w, "    this process sent %d facts-arrived signals (%d of them after their verification's window); %d more notices were coalesced into a signal still waiting\n",
-			notices.Sent-notices0.Sent, notices.Held-notices0.Held, notices.Coalesced-notices0.Coalesced)
-		if i == 1 {
-			sig, err := b.signalsPerBurst(ctx, f, watchers, ingestStart)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "    new-facts signals: %s\n", sig)
-		}
+	}
+	// The same bursts on the same watched subjects once more, each one a
+	// fact that changes its verification's verdict (a second payout): no
+	// screen can spare these wakes, so this is the wake path's own cost.
+	var changing watchCase
+	changing.perFact, changing.cpuFact, err = b.measureIngest(ctx, w, f, "watched, every burst changing its verdict", "w", f.watching, 2, true, watchers)
+	if err != nil {
+		return err
 	}
 	axes := []scaleAxis{
 		{name: "facts_per_tenant", unit: "ms", small: ms(pct(passSmall, 50)), big: ms(pct(passBig, 50)),
@@ -365,6 +338,8 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 			smallN: "wall per fact, none watch", bigN: fmt.Sprintf("%d watch", f.watching)},
 		{name: "ingest_while_watched_cpu", unit: "µs", small: cases[0].cpuFact, big: cases[1].cpuFact,
 			smallN: "CPU per fact", bigN: "CPU per fact"},
+		{name: "ingest_while_watched_changing", unit: "µs", small: cases[0].perFact, big: changing.perFact,
+			smallN: "wall per fact, none watch", bigN: "every burst a verdict change"},
 		{name: "store_bytes_per_fact", unit: "B", small: bytesPerFact(sizes[0]), big: bytesPerFact(sizes[1]),
 			smallN: fmt.Sprintf("%d rows", sizes[0].Facts), bigN: fmt.Sprintf("%d rows", sizes[1].Facts)},
 	}
@@ -416,4 +391,51 @@ func benchScaleCmd(ctx context.Context, logger *slog.Logger, args []string, stdo
 		return 1
 	}
 	return 0
+}
+
+// measureIngest posts the ingest case's batches (changing: each burst a
+// second payout, which changes its verification's verdict; else notes),
+// prints its figures, waits for every notice to be delivered and, on the
+// watched subjects, for the wakes, and returns the wall and CPU time per
+// fact.
+func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFlags, label, prefix string, pool, round int, changing bool, watchers []string) (perFact, cpuFact float64, err error) {
+	stopProfile, err := startIngestProfile(f.profile, round)
+	if err != nil {
+		return 0, 0, err
+	}
+	cpu0 := cpuTotal()
+	notices0 := b.m.Verifier.NoticeStats()
+	ingestStart := time.Now()
+	lat, err := b.ingest(ctx, f, prefix, pool, round, changing)
+	if err != nil {
+		return 0, 0, err
+	}
+	wall := time.Since(ingestStart)
+	cpu := cpuTotal() - cpu0
+	facts := float64(f.batches * f.batch)
+	perFact, cpuFact = 1e6*wall.Seconds()/facts, 1e6*cpu/facts
+	fmt.Fprintf(w, "    POST /v1/facts on %s subjects: %d batches of %d (%d facts per subject), %d in flight: %.0f facts/s, batch p50 %s p99 %s; CPU %.1f µs per fact (API, worker, Temporal, Postgres)\n",
+		label, f.batches, f.batch, f.burst, f.inFlight, facts/wall.Seconds(), pct(lat, 50), pct(lat, 99), cpuFact)
+	postCPU := startCPU()
+	drained, err := b.noticesDrained(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	stopProfile()
+	drainCPU := "" // over less than a second the shares say nothing
+	if drained >= time.Second {
+		drainCPU = "; " + strings.TrimSpace(postCPU.capture(drained))
+	}
+	fmt.Fprintf(w, "    last POST → every notice of new facts delivered: %s%s\n", drained.Round(time.Millisecond), drainCPU)
+	notices := b.m.Verifier.NoticeStats()
+	fmt.Fprintf(w, "    this process sent %d facts-arrived signals (%d of them after their verification's window); %d more notices were coalesced into a signal still waiting; %d watching verifications the facts reached were screened (their verdict unchanged, not woken)\n",
+		notices.Sent-notices0.Sent, notices.Held-notices0.Held, notices.Coalesced-notices0.Coalesced, notices.Screened-notices0.Screened)
+	if prefix == "w" {
+		sig, err := b.signalsPerBurst(ctx, f, watchers, ingestStart)
+		if err != nil {
+			return 0, 0, err
+		}
+		fmt.Fprintf(w, "    new-facts signals: %s\n", sig)
+	}
+	return perFact, cpuFact, nil
 }

@@ -136,7 +136,7 @@ func (b *benchmarker) startWatchers(ctx context.Context, from, n int, requestedA
 // ingest posts f.batches batches of f.batch facts, f.inFlight at once, each
 // batch f.burst facts on each of its subjects account:<prefix>_<k>, k
 // cycling through pool. It returns each POST's latency.
-func (b *benchmarker) ingest(ctx context.Context, f scaleFlags, prefix string, pool, round int) ([]time.Duration, error) {
+func (b *benchmarker) ingest(ctx context.Context, f scaleFlags, prefix string, pool, round int, changing bool) ([]time.Duration, error) {
 	perBatch := f.batch / f.burst
 	lat := make([]time.Duration, f.batches)
 	now := time.Now().UTC().Add(-time.Minute)
@@ -145,9 +145,14 @@ func (b *benchmarker) ingest(ctx context.Context, f scaleFlags, prefix string, p
 		for s := 0; len(facts) < f.batch; s++ {
 			acc := commitlayer.Subject(fmt.Sprintf("account:%s_%d", prefix, (j*perBatch+s)%pool))
 			for k := 0; k < f.burst && len(facts) < f.batch; k++ {
-				facts = append(facts, commitlayer.Fact{Source: "ledger", Type: "note_added", Subject: acc,
+				fact := commitlayer.Fact{Source: "ledger", Type: "note_added", Subject: acc,
 					ExternalID: fmt.Sprintf("ing-%d-%d-%d-%d", round, j, s, k), OccurredAt: now,
-					Attrs: commitlayer.Attrs{"n": k, "text": "statement line"}})
+					Attrs: commitlayer.Attrs{"n": k, "text": "statement line"}}
+				if changing && k == 0 {
+					// A second payout: the effect's count breaks.
+					fact.Type, fact.Attrs = "payout_sent", commitlayer.Attrs{"amount": 100}
+				}
+				facts = append(facts, fact)
 			}
 		}
 		start := time.Now()

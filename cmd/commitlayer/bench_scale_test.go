@@ -83,24 +83,30 @@ func TestBenchScaleTiny(t *testing.T) {
 		"-profile", prof)
 	require.Zero(t, code, "stdout %s\nstderr %s", stdout, stderr)
 	// -profile: a heap profile per watching case, a CPU profile per ingest.
-	for _, name := range []string{"heap-2.pb.gz", "heap-22.pb.gz", "cpu-ingest-0.pb.gz", "cpu-ingest-1.pb.gz"} {
+	for _, name := range []string{"heap-2.pb.gz", "heap-22.pb.gz", "cpu-ingest-0.pb.gz", "cpu-ingest-1.pb.gz", "cpu-ingest-2.pb.gz"} {
 		st, err := os.Stat(filepath.Join(prof, name))
 		require.NoError(t, err, name)
 		require.Positive(t, st.Size(), name)
 	}
 	require.Regexp(t, `every sampled wake ran|still not woken`, stdout, "the wakes are waited for")
-	for _, axis := range []string{"facts_per_tenant", "open_verifications", "open_verifications_heap", "ingest_while_watched", "store_bytes_per_fact"} {
+	for _, axis := range []string{"facts_per_tenant", "open_verifications", "open_verifications_heap", "ingest_while_watched", "ingest_while_watched_changing", "store_bytes_per_fact"} {
 		require.Regexp(t, regexp.MustCompile(`(?m)^ratio `+axis+` [0-9]+\.[0-9]{2}$`), stdout)
 	}
 	require.Contains(t, stdout, "EXPLAIN FactsAbout at 2000 facts")
-	// A burst of 5 facts on a watched subject signals its verification
-	// once, not once per fact. (Delivery is at least once: a notice whose
-	// signals timed out part-way is sent again whole, so a loaded machine
-	// can show a little more than 1.)
-	m := regexp.MustCompile(`new-facts signals: ([0-9.]+) signals`).FindStringSubmatch(stdout)
+	// Notes on the watched subjects change no verdict: the screen wakes
+	// nobody. A burst of 5 facts that changes a verdict signals its
+	// verification once, not once per fact. (Delivery is at least once: a
+	// notice whose signals timed out part-way is sent again whole, so a
+	// loaded machine can show a little more than 1.)
+	m := regexp.MustCompile(`new-facts signals: ([0-9.]+) signals`).FindAllStringSubmatch(stdout, -1)
 	require.Len(t, m, 2, stdout)
-	perBurst, err := strconv.ParseFloat(m[1], 64)
+	notes, err := strconv.ParseFloat(m[0][1], 64)
 	require.NoError(t, err)
+	require.Zero(t, notes, "notes woke watching verifications")
+	require.Regexp(t, `[1-9][0-9]* watching verifications the facts reached were screened`, stdout)
+	perBurst, err := strconv.ParseFloat(m[1][1], 64)
+	require.NoError(t, err)
+	require.Positive(t, perBurst, "verdict-changing bursts woke nobody")
 	require.Less(t, perBurst, 5.0)
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.True(t, strings.HasPrefix(lines[len(lines)-1], "ratio "), "the ratios come last")
