@@ -69,7 +69,7 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 	if err != nil {
 		return EvaluateResult{}, err
 	}
-	v, err := a.answer(ctx, in, act, c)
+	v, err := a.answer(ctx, in, act, c, nil)
 	if err != nil {
 		return EvaluateResult{}, err
 	}
@@ -100,7 +100,7 @@ const maxSettleReads = 4
 // as the verdict stored last.
 func (a *Activities) settle(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract, stored commitlayer.Verdict) (commitlayer.Verdict, error) {
 	for range maxSettleReads {
-		v, err := a.answer(ctx, in, act, c)
+		v, err := a.answer(ctx, in, act, c, nil)
 		if err != nil {
 			return stored, err
 		}
@@ -119,8 +119,8 @@ func (a *Activities) settle(ctx context.Context, in EvaluateInput, act commitlay
 }
 
 // answer evaluates the action over the facts stored now (nothing stored).
-func (a *Activities) answer(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract) (commitlayer.Verdict, error) {
-	input, err := a.evaluationInput(ctx, in, act, c)
+func (a *Activities) answer(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract, connected []string) (commitlayer.Verdict, error) {
+	input, err := a.evaluationInput(ctx, in, act, c, connected)
 	if err != nil {
 		return commitlayer.Verdict{}, err
 	}
@@ -133,7 +133,9 @@ func (a *Activities) answer(ctx context.Context, in EvaluateInput, act commitlay
 }
 
 // evaluationInput gathers what the engine needs for one action.
-func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract) (contracts.Input, error) {
+// connected, when not nil, is the tenant's connected sources, read by the
+// caller for many actions at once.
+func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract, connected []string) (contracts.Input, error) {
 	facts, err := a.Store.FactsAbout(ctx, in.TenantID, []commitlayer.Subject{act.Subject})
 	if err != nil {
 		return contracts.Input{}, fmt.Errorf("evaluate: facts about %s: %w", act.Subject, err)
@@ -175,9 +177,10 @@ func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act 
 	if err != nil {
 		return contracts.Input{}, fmt.Errorf("evaluate: later actions: %w", err)
 	}
-	connected, err := a.Store.ConnectedSources(ctx, in.TenantID)
-	if err != nil {
-		return contracts.Input{}, fmt.Errorf("evaluate: coverage: %w", err)
+	if connected == nil {
+		if connected, err = a.Store.ConnectedSources(ctx, in.TenantID); err != nil {
+			return contracts.Input{}, fmt.Errorf("evaluate: coverage: %w", err)
+		}
 	}
 	return contracts.Input{
 		Action: act.Action,

@@ -56,6 +56,12 @@ func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.
 		s.Activities.logger(ctx).Debug("screen wakes: latest verdicts", "tenant", tenantID, "error", err)
 		return wake
 	}
+	// The tenant's coverage, read once for every action (ConnectedSources
+	// answers a non-nil slice).
+	connected, err := s.Activities.Store.ConnectedSources(ctx, tenantID)
+	if err != nil || connected == nil {
+		return wake
+	}
 	for i, act := range acts {
 		last, ok := latest[act.ID]
 		if !ok || last.Provisional || len(last.UnavailableSources) > 0 || last.ContractVersion != act.ContractVersion ||
@@ -66,7 +72,7 @@ func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.
 		if err != nil {
 			continue
 		}
-		v, err := s.Activities.answer(ctx, EvaluateInput{TenantID: tenantID, ActionID: act.ID}, act, c)
+		v, err := s.Activities.answer(ctx, EvaluateInput{TenantID: tenantID, ActionID: act.ID}, act, c, connected)
 		if err != nil || v.Provisional {
 			continue
 		}
