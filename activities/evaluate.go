@@ -119,8 +119,8 @@ func (a *Activities) settle(ctx context.Context, in EvaluateInput, act commitlay
 }
 
 // answer evaluates the action over the facts stored now (nothing stored).
-func (a *Activities) answer(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract, connected []string) (commitlayer.Verdict, error) {
-	input, err := a.evaluationInput(ctx, in, act, c, connected)
+func (a *Activities) answer(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract, pre *prefetched) (commitlayer.Verdict, error) {
+	input, err := a.evaluationInput(ctx, in, act, c, pre)
 	if err != nil {
 		return commitlayer.Verdict{}, err
 	}
@@ -133,11 +133,16 @@ func (a *Activities) answer(ctx context.Context, in EvaluateInput, act commitlay
 }
 
 // evaluationInput gathers what the engine needs for one action.
-// connected, when not nil, is the tenant's connected sources, read by the
-// caller for many actions at once.
-func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract, connected []string) (contracts.Input, error) {
-	facts, err := a.Store.FactsAbout(ctx, in.TenantID, []commitlayer.Subject{act.Subject})
-	if err != nil {
+// pre, when not nil, holds what a caller evaluating many actions at once
+// read for all of them.
+func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract, pre *prefetched) (contracts.Input, error) {
+	var (
+		facts []commitlayer.Fact
+		err   error
+	)
+	if pre != nil && pre.facts != nil {
+		facts = pre.facts[act.Subject]
+	} else if facts, err = a.Store.FactsAbout(ctx, in.TenantID, []commitlayer.Subject{act.Subject}); err != nil {
 		return contracts.Input{}, fmt.Errorf("evaluate: facts about %s: %w", act.Subject, err)
 	}
 	// Forbids that look through a related record (the subscription's
@@ -177,10 +182,11 @@ func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act 
 	if err != nil {
 		return contracts.Input{}, fmt.Errorf("evaluate: later actions: %w", err)
 	}
-	if connected == nil {
-		if connected, err = a.Store.ConnectedSources(ctx, in.TenantID); err != nil {
-			return contracts.Input{}, fmt.Errorf("evaluate: coverage: %w", err)
-		}
+	var connected []string
+	if pre != nil && pre.connected != nil {
+		connected = pre.connected
+	} else if connected, err = a.Store.ConnectedSources(ctx, in.TenantID); err != nil {
+		return contracts.Input{}, fmt.Errorf("evaluate: coverage: %w", err)
 	}
 	return contracts.Input{
 		Action: act.Action,
@@ -193,6 +199,14 @@ func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act 
 		},
 		Now: a.now(),
 	}, nil
+}
+
+// prefetched is what the screen reads once for every action of a notice:
+// the tenant's connected sources, and the facts about each action's
+// subject (FactsAbout of it alone). A nil field is read per action.
+type prefetched struct {
+	connected []string
+	facts     map[commitlayer.Subject][]commitlayer.Fact
 }
 
 // priorActions loads the earlier actions the contract's limits count

@@ -6,9 +6,12 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// VerdictReader reads the verdicts a Screen compares against.
-type VerdictReader interface {
+// ScreenStore is what a Screen reads for all the verifications of a notice
+// at once: their latest verdicts, and the facts about their subjects
+// (postgres.DB.FactsAboutEach: one query, split per subject).
+type ScreenStore interface {
 	LatestVerdicts(ctx context.Context, tenantID string, actionIDs []string) (map[string]commitlayer.Verdict, error)
+	FactsAboutEach(ctx context.Context, tenantID string, subjects []commitlayer.Subject) (map[commitlayer.Subject][]commitlayer.Fact, error)
 }
 
 // Screen decides which watching verifications new facts need to wake.
@@ -33,7 +36,7 @@ type VerdictReader interface {
 // verdict before count in the one after.
 type Screen struct {
 	Activities *Activities
-	Verdicts   VerdictReader
+	Store      ScreenStore
 }
 
 // Wakes reports, for each of acts (watching verifications of the tenant),
@@ -44,39 +47,58 @@ func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.
 	for i := range wake {
 		wake[i] = true
 	}
-	if s == nil || s.Activities == nil || s.Verdicts == nil || len(acts) == 0 {
+	if s == nil || s.Activities == nil || s.Store == nil || len(acts) == 0 {
 		return wake
 	}
 	ids := make([]string, len(acts))
 	for i, a := range acts {
 		ids[i] = a.ID
 	}
-	latest, err := s.Verdicts.LatestVerdicts(ctx, tenantID, ids)
+	latest, err := s.Store.LatestVerdicts(ctx, tenantID, ids)
 	if err != nil {
 		s.Activities.logger(ctx).Debug("screen wakes: latest verdicts", "tenant", tenantID, "error", err)
 		return wake
 	}
-	// The tenant's coverage, read once for every action (ConnectedSources
-	// answers a non-nil slice).
-	connected, err := s.Activities.Store.ConnectedSources(ctx, tenantID)
-	if err != nil || connected == nil {
+	// Read once for every action: the tenant's coverage (ConnectedSources
+	// answers a non-nil slice) and the facts about the screened subjects.
+	pre := &prefetched{}
+	var subjects []commitlayer.Subject
+	for _, act := range acts {
+		if s.screened(latest, act) {
+			subjects = append(subjects, act.Subject)
+		}
+	}
+	if len(subjects) == 0 {
+		return wake
+	}
+	if pre.connected, err = s.Activities.Store.ConnectedSources(ctx, tenantID); err != nil || pre.connected == nil {
+		return wake
+	}
+	if pre.facts, err = s.Store.FactsAboutEach(ctx, tenantID, subjects); err != nil {
 		return wake
 	}
 	for i, act := range acts {
-		last, ok := latest[act.ID]
-		if !ok || last.Provisional || len(last.UnavailableSources) > 0 || last.ContractVersion != act.ContractVersion ||
-			s.Activities.now().Before(act.SettlesAt) {
+		if !s.screened(latest, act) {
 			continue
 		}
+		last := latest[act.ID]
 		c, err := s.Activities.contract(ctx, tenantID, act.Contract, act.ContractVersion)
 		if err != nil {
 			continue
 		}
-		v, err := s.Activities.answer(ctx, EvaluateInput{TenantID: tenantID, ActionID: act.ID}, act, c, connected)
+		v, err := s.Activities.answer(ctx, EvaluateInput{TenantID: tenantID, ActionID: act.ID}, act, c, pre)
 		if err != nil || v.Provisional {
 			continue
 		}
 		wake[i] = !v.SameAnswer(last)
 	}
 	return wake
+}
+
+// screened reports whether the screen may keep act asleep: its latest
+// verdict is final, for its contract version, with every source available.
+func (s *Screen) screened(latest map[string]commitlayer.Verdict, act commitlayer.ActionRecord) bool {
+	last, ok := latest[act.ID]
+	return ok && !last.Provisional && len(last.UnavailableSources) == 0 && last.ContractVersion == act.ContractVersion &&
+		!s.Activities.now().Before(act.SettlesAt)
 }

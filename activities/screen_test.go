@@ -51,7 +51,7 @@ func TestScreenWakesOnlyVerificationsTheFactsChange(t *testing.T) {
 		Unreachable: map[string]string{"ledger": "refused"}}).Verdict.UnavailableSources)
 	never := fx.action(t, "agent-4", "account:acc_4", 500, settled)
 
-	screen := &activities.Screen{Activities: fx.acts, Verdicts: fx.db}
+	screen := &activities.Screen{Activities: fx.acts, Store: fx.db}
 	acts := []commitlayer.ActionRecord{fx.record(t, final), fx.record(t, provisional), fx.record(t, unavailable), fx.record(t, never)}
 
 	// A note on every account changes no verdict.
@@ -135,6 +135,6 @@ func TestEvaluateRereadsAfterAFinalVerdictChanges(t *testing.T) {
 	t.Logf("findings: %+v", res.Verdict.Findings)
 
 	// And what the screen sees next is that verdict: nothing to wake.
-	screen := &activities.Screen{Activities: fx.acts, Verdicts: fx.db}
+	screen := &activities.Screen{Activities: fx.acts, Store: fx.db}
 	require.Equal(t, []bool{false}, screen.Wakes(context.Background(), fx.tenant, []commitlayer.ActionRecord{fx.record(t, id)}))
 }

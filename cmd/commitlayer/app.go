@@ -147,7 +147,7 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		// they change (activities.Screen), evaluated in this process.
 		m.Verifier.Screen = &activities.Screen{
 			Activities: &activities.Activities{Store: m.DB, Contracts: m.Contracts, Logger: m.Logger},
-			Verdicts:   m.DB,
+			Store:      m.DB,
 		}
 	}
 	// What was accepted while Temporal was away is finished by the
