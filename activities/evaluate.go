@@ -178,8 +178,10 @@ func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act 
 		}
 	}
 	// A later action of the contract on the subject ends this one's window.
-	later, err := a.Store.PriorActions(ctx, in.TenantID, act.Contract, "", act.Subject, act.RequestedAt, act.WatchUntil, act.ID)
-	if err != nil {
+	var later []commitlayer.Action
+	if pre != nil && pre.actions != nil {
+		later = laterActions(pre.actions, act)
+	} else if later, err = a.Store.PriorActions(ctx, in.TenantID, act.Contract, "", act.Subject, act.RequestedAt, act.WatchUntil, act.ID); err != nil {
 		return contracts.Input{}, fmt.Errorf("evaluate: later actions: %w", err)
 	}
 	var connected []string
@@ -207,6 +209,23 @@ func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act 
 type prefetched struct {
 	connected []string
 	facts     map[commitlayer.Subject][]commitlayer.Fact
+	// actions: every action on the subjects requested since the earliest
+	// of theirs, in PriorActions' order.
+	actions []commitlayer.Action
+}
+
+// laterActions is PriorActions(act's contract, any agent, act's subject,
+// [act.RequestedAt, act.WatchUntil], except act) over actions read in its
+// order: the filter keeps that order.
+func laterActions(actions []commitlayer.Action, act commitlayer.ActionRecord) []commitlayer.Action {
+	out := []commitlayer.Action{}
+	for _, o := range actions {
+		if o.Contract == act.Contract && o.Subject == act.Subject && o.ID != act.ID &&
+			!o.RequestedAt.Before(act.RequestedAt) && !o.RequestedAt.After(act.WatchUntil) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // priorActions loads the earlier actions the contract's limits count

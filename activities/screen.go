@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"time"
 
 	"github.com/commitlayer/commitlayer"
 )
@@ -12,6 +13,7 @@ import (
 type ScreenStore interface {
 	LatestVerdicts(ctx context.Context, tenantID string, actionIDs []string) (map[string]commitlayer.Verdict, error)
 	FactsAboutEach(ctx context.Context, tenantID string, subjects []commitlayer.Subject) (map[commitlayer.Subject][]commitlayer.Fact, error)
+	ActionsOnSubjects(ctx context.Context, tenantID string, subjects []commitlayer.Subject, since time.Time) ([]commitlayer.Action, error)
 }
 
 // Screen decides which watching verifications new facts need to wake.
@@ -60,12 +62,19 @@ func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.
 		return wake
 	}
 	// Read once for every action: the tenant's coverage (ConnectedSources
-	// answers a non-nil slice) and the facts about the screened subjects.
+	// answers a non-nil slice), the facts about the screened subjects and
+	// the actions on them (for each one's later actions).
 	pre := &prefetched{}
-	var subjects []commitlayer.Subject
+	var (
+		subjects []commitlayer.Subject
+		since    time.Time
+	)
 	for _, act := range acts {
 		if s.screened(latest, act) {
 			subjects = append(subjects, act.Subject)
+			if since.IsZero() || act.RequestedAt.Before(since) {
+				since = act.RequestedAt
+			}
 		}
 	}
 	if len(subjects) == 0 {
@@ -76,6 +85,12 @@ func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.
 	}
 	if pre.facts, err = s.Store.FactsAboutEach(ctx, tenantID, subjects); err != nil {
 		return wake
+	}
+	if pre.actions, err = s.Store.ActionsOnSubjects(ctx, tenantID, subjects, since); err != nil {
+		return wake
+	}
+	if pre.actions == nil {
+		pre.actions = []commitlayer.Action{} // read, and none: not "read per action"
 	}
 	for i, act := range acts {
 		if !s.screened(latest, act) {

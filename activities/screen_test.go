@@ -71,6 +71,16 @@ func TestScreenWakesOnlyVerificationsTheFactsChange(t *testing.T) {
 	require.Equal(t, commitlayer.StatusFail, changed.Verdict.Status)
 	require.Equal(t, []bool{false}, screen.Wakes(ctx, fx.tenant, acts[:1]))
 
+	// A later payout action on the account ends the first one's window:
+	// the second payout is the later action's, and the first verdict is a
+	// PASS again. The screen reads later actions its own way (all the
+	// actions on the subjects at once); it must agree with the pass.
+	fx.action(t, "agent-1", "account:acc_1", 500, fx.now.Add(-time.Second))
+	back := fx.evaluate(t, final, activities.EvaluateInput{})
+	require.True(t, back.Changed)
+	require.Equal(t, commitlayer.StatusPass, back.Verdict.Status, "%+v", back.Verdict.Findings)
+	require.Equal(t, []bool{false}, screen.Wakes(ctx, fx.tenant, acts[:1]))
+
 	// A contract the screen cannot load is a wake, not a skip.
 	broken := acts[0]
 	broken.ContractVersion = 9

@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"time"
 
 	"github.com/commitlayer/commitlayer"
 )
@@ -70,4 +72,26 @@ func splitFactsAbout(all []commitlayer.Fact, subjects []commitlayer.Subject) map
 		out[s] = facts
 	}
 	return out
+}
+
+// ActionsOnSubjects returns the actions on any of subjects requested at or
+// after since, ordered by requested_at then id (PriorActions' order): what
+// a caller filtering many actions' later actions in memory reads once.
+func (db *DB) ActionsOnSubjects(ctx context.Context, tenantID string, subjects []commitlayer.Subject, since time.Time) ([]commitlayer.Action, error) {
+	if len(subjects) == 0 {
+		return nil, nil
+	}
+	if err := checkTimes("since", since); err != nil {
+		return nil, fmt.Errorf("actions on subjects: %w", classify(err))
+	}
+	subs := make([]string, len(subjects))
+	for i, s := range subjects {
+		subs[i] = string(s)
+	}
+	acts, err := db.queryActions(ctx, `tenant_id = $1 AND subject = ANY($2::text[]) AND requested_at >= $3
+		ORDER BY requested_at, id`, tenantID, subs, lowerBound(since))
+	if err != nil {
+		return nil, fmt.Errorf("actions on subjects: %w", classify(err))
+	}
+	return acts, nil
 }
