@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
@@ -93,21 +94,32 @@ func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.
 		pre.actions = []commitlayer.Action{} // read, and none: not "read per action"
 	}
 	for i, act := range acts {
-		if !s.screened(latest, act) {
-			continue
+		if s.screened(latest, act) {
+			wake[i] = s.changes(ctx, tenantID, act, latest[act.ID], pre)
 		}
-		last := latest[act.ID]
-		c, err := s.Activities.contract(ctx, tenantID, act.Contract, act.ContractVersion)
-		if err != nil {
-			continue
-		}
-		v, err := s.Activities.answer(ctx, EvaluateInput{TenantID: tenantID, ActionID: act.ID}, act, c, pre)
-		if err != nil || v.Provisional {
-			continue
-		}
-		wake[i] = !v.SameAnswer(last)
 	}
 	return wake
+}
+
+// changes evaluates act over what pre holds and reports whether the answer
+// differs from last. An error, and a panic (this runs in the API's
+// process, not in an activity that the SDK would guard), is a change.
+func (s *Screen) changes(ctx context.Context, tenantID string, act commitlayer.ActionRecord, last commitlayer.Verdict, pre *prefetched) (wake bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.Activities.logger(ctx).Error("screen wakes: evaluation panicked; woken", "tenant", tenantID, "action", act.ID, "panic", fmt.Sprint(r))
+			wake = true
+		}
+	}()
+	c, err := s.Activities.contract(ctx, tenantID, act.Contract, act.ContractVersion)
+	if err != nil {
+		return true
+	}
+	v, err := s.Activities.answer(ctx, EvaluateInput{TenantID: tenantID, ActionID: act.ID}, act, c, pre)
+	if err != nil || v.Provisional {
+		return true
+	}
+	return !v.SameAnswer(last)
 }
 
 // screened reports whether the screen may keep act asleep: its latest

@@ -148,3 +148,28 @@ func TestEvaluateRereadsAfterAFinalVerdictChanges(t *testing.T) {
 	screen := &activities.Screen{Activities: fx.acts, Store: fx.db}
 	require.Equal(t, []bool{false}, screen.Wakes(context.Background(), fx.tenant, []commitlayer.ActionRecord{fx.record(t, id)}))
 }
+
+// panicStore panics where a pass reads the actions a limit counts.
+type panicStore struct{ activities.Store }
+
+func (panicStore) PriorActions(context.Context, string, string, string, commitlayer.Subject, time.Time, time.Time, string) ([]commitlayer.Action, error) {
+	panic("store broke")
+}
+
+// TestScreenWakesWhatPanics: the screen runs in the API's process, where
+// no activity guards it: a panic while evaluating is a wake and a log
+// line, never a crash.
+func TestScreenWakesWhatPanics(t *testing.T) {
+	fx := newFixture(t)
+	settled := fx.now.Add(-20 * time.Minute)
+	fx.store(t, ledgerFact("account_opened", "account:acc_1", "open", settled.Add(-time.Hour), commitlayer.Attrs{"status": "active"}),
+		ledgerFact("payout_sent", "account:acc_1", "po", settled.Add(time.Second), commitlayer.Attrs{"amount": 500}))
+	id := fx.action(t, "agent-1", "account:acc_1", 500, settled)
+	require.Equal(t, commitlayer.StatusPass, fx.evaluate(t, id, activities.EvaluateInput{}).Verdict.Status)
+	acts := []commitlayer.ActionRecord{fx.record(t, id)}
+	screen := &activities.Screen{Activities: fx.acts, Store: fx.db}
+	require.Equal(t, []bool{false}, screen.Wakes(context.Background(), fx.tenant, acts))
+	fx.acts.Store = panicStore{fx.db}
+	require.Equal(t, []bool{true}, screen.Wakes(context.Background(), fx.tenant, acts))
+	require.Contains(t, fx.logs.String(), "evaluation panicked")
+}
