@@ -90,6 +90,19 @@ func TestScreenWakesOnlyVerificationsTheFactsChange(t *testing.T) {
 	require.Equal(t, []bool{true, true}, none.Wakes(ctx, fx.tenant, acts[:2]))
 }
 
+// settledPass is a fixture with one settled payout whose final verdict,
+// a PASS, is stored.
+func settledPass(t *testing.T) (*fixture, string) {
+	t.Helper()
+	fx := newFixture(t)
+	settled := fx.now.Add(-20 * time.Minute)
+	fx.store(t, ledgerFact("account_opened", "account:acc_1", "open", settled.Add(-time.Hour), commitlayer.Attrs{"status": "active"}),
+		ledgerFact("payout_sent", "account:acc_1", "po", settled.Add(time.Second), commitlayer.Attrs{"amount": 500}))
+	id := fx.action(t, "agent-1", "account:acc_1", 500, settled)
+	require.Equal(t, commitlayer.StatusPass, fx.evaluate(t, id, activities.EvaluateInput{}).Verdict.Status)
+	return fx, id
+}
+
 // racingStore stores facts right after the first FactsAbout read it is
 // armed for: facts that land while a pass reads.
 type racingStore struct {
@@ -117,12 +130,7 @@ func (s *racingStore) FactsAbout(ctx context.Context, tenantID string, subjects 
 // before this pass's, and woke nobody — count in the verdict the pass
 // leaves: a changed final verdict is read again.
 func TestEvaluateRereadsAfterAFinalVerdictChanges(t *testing.T) {
-	fx := newFixture(t)
-	settled := fx.now.Add(-20 * time.Minute)
-	fx.store(t, ledgerFact("account_opened", "account:acc_1", "open", settled.Add(-time.Hour), commitlayer.Attrs{"status": "active"}),
-		ledgerFact("payout_sent", "account:acc_1", "po", settled.Add(time.Second), commitlayer.Attrs{"amount": 500}))
-	id := fx.action(t, "agent-1", "account:acc_1", 500, settled)
-	require.Equal(t, commitlayer.StatusPass, fx.evaluate(t, id, activities.EvaluateInput{}).Verdict.Status)
+	fx, id := settledPass(t)
 
 	// A second payout is stored (the pass reads it), and a third lands
 	// while the pass reads.
@@ -160,12 +168,7 @@ func (panicStore) PriorActions(context.Context, string, string, string, commitla
 // no activity guards it: a panic while evaluating is a wake and a log
 // line, never a crash.
 func TestScreenWakesWhatPanics(t *testing.T) {
-	fx := newFixture(t)
-	settled := fx.now.Add(-20 * time.Minute)
-	fx.store(t, ledgerFact("account_opened", "account:acc_1", "open", settled.Add(-time.Hour), commitlayer.Attrs{"status": "active"}),
-		ledgerFact("payout_sent", "account:acc_1", "po", settled.Add(time.Second), commitlayer.Attrs{"amount": 500}))
-	id := fx.action(t, "agent-1", "account:acc_1", 500, settled)
-	require.Equal(t, commitlayer.StatusPass, fx.evaluate(t, id, activities.EvaluateInput{}).Verdict.Status)
+	fx, id := settledPass(t)
 	acts := []commitlayer.ActionRecord{fx.record(t, id)}
 	screen := &activities.Screen{Activities: fx.acts, Store: fx.db}
 	require.Equal(t, []bool{false}, screen.Wakes(context.Background(), fx.tenant, acts))
