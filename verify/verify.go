@@ -339,7 +339,7 @@ func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []co
 	if err != nil {
 		return fmt.Errorf("watched actions of %s: %w", tenantID, err)
 	}
-	others := watched[:0]
+	others := make([]commitlayer.ActionRecord, 0, len(watched))
 	for _, a := range watched {
 		if a.ID != exceptActionID {
 			others = append(others, a)
