@@ -84,7 +84,8 @@ func (db *DB) TenantByAPIKey(ctx context.Context, key string) (commitlayer.Tenan
 }
 
 // DeleteTenant purges the tenant and every row it owns (contracts, facts,
-// coverage, actions, verdicts, connectors).
+// coverage, actions, verdicts, connectors): facts through a trigger on
+// tenants (migration 0013), the rest through ON DELETE CASCADE.
 func (db *DB) DeleteTenant(ctx context.Context, tenantID string) error {
 	tag, err := db.pool.Exec(ctx, `DELETE FROM tenants WHERE id = $1`, tenantID)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -159,4 +160,119 @@ func fillTenant(t *testing.T, tenantID string) {
 	require.NoError(t, err)
 	_, err = testDB.PlanDeliveries(ctx, tenantID, commitlayer.WebhookDelivery{EventID: "evt_fill", EventType: "verdict.final", ActionID: "act_fill", Sequence: 1})
 	require.NoError(t, err)
+}
+
+// facts has no foreign key to tenants (migration 0013): insertFacts locks
+// the tenant once per batch, and a trigger on tenants deletes the facts.
+// The next three tests hold that up against a tenant delete racing a batch,
+// in both orders, and against TRUNCATE.
+
+// TestBatchWaitsForTenantDelete deletes a tenant in a transaction left
+// open, runs a batch against it, and commits the delete once the batch
+// waits for it: the batch fails with ErrNotFound and stores nothing.
+func TestBatchWaitsForTenantDelete(t *testing.T) {
+	testDB := testStore(t)
+	ctx := context.Background()
+	tn := newTenant(t)
+	del, err := testDB.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer del.Rollback(ctx) //nolint:errcheck // no-op after Commit
+	_, err = del.Exec(ctx, `DELETE FROM tenants WHERE id = $1`, tn.ID)
+	require.NoError(t, err)
+
+	pid := make(chan uint32, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- testDB.inTx(ctx, func(tx pgx.Tx) error {
+			pid <- tx.Conn().PgConn().PID()
+			rows, err := encodeFacts([]commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "re_1", t0, nil)})
+			if err != nil {
+				return err
+			}
+			_, err = insertFacts(ctx, tx, tn.ID, rows)
+			return err
+		})
+	}()
+	waitBlocked(t, <-pid, done)
+	require.NoError(t, del.Commit(ctx))
+	require.ErrorIs(t, classify(<-done), commitlayer.ErrNotFound)
+	require.Zero(t, rowCounts(t, tn.ID)["facts"])
+}
+
+// TestTenantDeleteWaitsForBatch stores a batch in a transaction left open,
+// deletes its tenant, and commits the batch once the delete waits for it:
+// the delete removes the facts the batch committed.
+func TestTenantDeleteWaitsForBatch(t *testing.T) {
+	testDB := testStore(t)
+	ctx := context.Background()
+	tn := newTenant(t)
+	batch, err := testDB.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer batch.Rollback(ctx) //nolint:errcheck // no-op after Commit
+	rows, err := encodeFacts([]commitlayer.Fact{
+		mkFact("payments", "refund_created", "order:o1", "re_1", t0, nil),
+		mkFact("payments", "refund_created", "order:o2", "re_2", t0, nil, "customer:c1"),
+	})
+	require.NoError(t, err)
+	res, err := insertFacts(ctx, batch, tn.ID, rows)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Inserted)
+
+	conn, err := testDB.Pool().Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.Exec(ctx, `DELETE FROM tenants WHERE id = $1`, tn.ID)
+		done <- err
+	}()
+	waitBlocked(t, conn.Conn().PgConn().PID(), done)
+	require.NoError(t, batch.Commit(ctx))
+	require.NoError(t, <-done)
+	require.Zero(t, rowCounts(t, tn.ID)["facts"], "facts of a deleted tenant")
+}
+
+// waitBlocked returns once the backend pid waits for a lock. The statement
+// it runs must wait; if it finishes first, done says how, and the test
+// fails.
+func waitBlocked(t *testing.T, pid uint32, done chan error) {
+	t.Helper()
+	testDB := testStore(t)
+	for range 1000 {
+		var wait *string
+		require.NoError(t, testDB.Pool().QueryRow(context.Background(),
+			`SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, int64(pid)).Scan(&wait))
+		if wait != nil && *wait == "Lock" {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("finished without waiting for the other transaction (err %v)", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatal("backend never waited for the other transaction")
+}
+
+// TestTruncateTenantsEmptiesFacts truncates tenants (in a database of its
+// own) and finds no fact left.
+func TestTruncateTenantsEmptiesFacts(t *testing.T) {
+	testURL := testDatabaseURL(t)
+	ctx := context.Background()
+	url := replaceDBName(t, testURL, dbName(t, testURL)+"_trunc")
+	require.NoError(t, CreateDatabaseIfMissing(ctx, url))
+	t.Cleanup(func() { dropDatabase(context.Background(), url) })
+	db, err := Open(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	require.NoError(t, db.Migrate(ctx))
+	tn, _, err := db.CreateTenant(ctx, "truncated")
+	require.NoError(t, err)
+	_, err = db.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "re_1", t0, nil)})
+	require.NoError(t, err)
+	_, err = db.Pool().Exec(ctx, `TRUNCATE tenants CASCADE`)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, db.Pool().QueryRow(ctx, `SELECT count(*) FROM facts`).Scan(&n))
+	require.Zero(t, n)
 }
