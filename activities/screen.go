@@ -3,6 +3,8 @@ package activities
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
@@ -40,6 +42,30 @@ type ScreenStore interface {
 type Screen struct {
 	Activities *Activities
 	Store      ScreenStore
+	// Concurrency bounds the notices screened at once in this process
+	// (zero: half its CPUs, at least one). The screen is background work
+	// behind answered POSTs: bounded, a burst of ingest on watched
+	// subjects keeps CPUs for the POSTs themselves, and the screens queue.
+	Concurrency int
+
+	semOnce sync.Once
+	sem     chan struct{}
+}
+
+func (s *Screen) acquire(ctx context.Context) bool {
+	s.semOnce.Do(func() {
+		n := s.Concurrency
+		if n <= 0 {
+			n = max(1, runtime.GOMAXPROCS(0)/2)
+		}
+		s.sem = make(chan struct{}, n)
+	})
+	select {
+	case s.sem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Wakes reports, for each of acts (watching verifications of the tenant),
@@ -53,6 +79,10 @@ func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.
 	if s == nil || s.Activities == nil || s.Store == nil || len(acts) == 0 {
 		return wake
 	}
+	if !s.acquire(ctx) {
+		return wake
+	}
+	defer func() { <-s.sem }()
 	ids := make([]string, len(acts))
 	for i, a := range acts {
 		ids[i] = a.ID

@@ -176,3 +176,55 @@ func TestScreenWakesWhatPanics(t *testing.T) {
 	require.Equal(t, []bool{true}, screen.Wakes(context.Background(), fx.tenant, acts))
 	require.Contains(t, fx.logs.String(), "evaluation panicked")
 }
+
+// blockingVerdicts holds each LatestVerdicts call until released, and
+// reports how many are inside at once.
+type blockingVerdicts struct {
+	activities.ScreenStore
+	entered chan struct{}
+	release chan struct{}
+	mu      sync.Mutex
+	inside  int
+	most    int
+}
+
+func (b *blockingVerdicts) LatestVerdicts(context.Context, string, []string) (map[string]commitlayer.Verdict, error) {
+	b.mu.Lock()
+	b.inside++
+	b.most = max(b.most, b.inside)
+	b.mu.Unlock()
+	b.entered <- struct{}{}
+	<-b.release
+	b.mu.Lock()
+	b.inside--
+	b.mu.Unlock()
+	return map[string]commitlayer.Verdict{}, nil
+}
+
+// TestScreenBoundsItsConcurrency: with Concurrency 1, a second notice's
+// screen waits for the first; a notice whose context ends while it waits
+// wakes everything it names.
+func TestScreenBoundsItsConcurrency(t *testing.T) {
+	store := &blockingVerdicts{entered: make(chan struct{}, 4), release: make(chan struct{})}
+	screen := &activities.Screen{Activities: &activities.Activities{}, Store: store, Concurrency: 1}
+	acts := []commitlayer.ActionRecord{{Action: commitlayer.Action{ID: "act_1"}}}
+	done := make(chan []bool, 2)
+	for range 2 {
+		go func() { done <- screen.Wakes(context.Background(), "t", acts) }()
+	}
+	<-store.entered
+	select {
+	case <-store.entered:
+		t.Fatal("two screens ran at once with Concurrency 1")
+	case <-time.After(50 * time.Millisecond):
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.Equal(t, []bool{true}, screen.Wakes(ctx, "t", acts), "a screen that cannot start wakes")
+	store.release <- struct{}{}
+	<-store.entered
+	store.release <- struct{}{}
+	require.Equal(t, []bool{true}, <-done) // no verdict stored: woken
+	require.Equal(t, []bool{true}, <-done)
+	require.Equal(t, 1, store.most)
+}

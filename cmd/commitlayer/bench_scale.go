@@ -404,6 +404,7 @@ func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFla
 		return 0, 0, err
 	}
 	cpu0 := cpuTotal()
+	ingestCPU := startCPU()
 	notices0 := b.m.Verifier.NoticeStats()
 	ingestStart := time.Now()
 	lat, err := b.ingest(ctx, f, prefix, pool, round, changing)
@@ -416,6 +417,7 @@ func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFla
 	perFact, cpuFact = 1e6*wall.Seconds()/facts, 1e6*cpu/facts
 	fmt.Fprintf(w, "    POST /v1/facts on %s subjects: %d batches of %d (%d facts per subject), %d in flight: %.0f facts/s, batch p50 %s p99 %s; CPU %.1f µs per fact (API, worker, Temporal, Postgres)\n",
 		label, f.batches, f.batch, f.burst, f.inFlight, facts/wall.Seconds(), pct(lat, 50), pct(lat, 99), cpuFact)
+	fmt.Fprintf(w, "    while posting:%s", strings.TrimPrefix(ingestCPU.capture(wall), " "))
 	postCPU := startCPU()
 	drained, err := b.noticesDrained(ctx)
 	if err != nil {
@@ -426,7 +428,8 @@ func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFla
 	if drained >= time.Second {
 		drainCPU = "; " + strings.TrimSpace(postCPU.capture(drained))
 	}
-	fmt.Fprintf(w, "    last POST → every notice of new facts delivered: %s%s\n", drained.Round(time.Millisecond), drainCPU)
+	fmt.Fprintf(w, "    last POST → every notice of new facts delivered: %s%s; first POST → every notice delivered: %.0f facts/s\n",
+		drained.Round(time.Millisecond), drainCPU, facts/(wall+drained).Seconds())
 	notices := b.m.Verifier.NoticeStats()
 	fmt.Fprintf(w, "    this process sent %d facts-arrived signals (%d of them after their verification's window); %d more notices were coalesced into a signal still waiting; %d watching verifications the facts reached were screened (their verdict unchanged, not woken)\n",
 		notices.Sent-notices0.Sent, notices.Held-notices0.Held, notices.Coalesced-notices0.Coalesced, notices.Screened-notices0.Screened)
