@@ -79,17 +79,38 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 		return EvaluateResult{}, fmt.Errorf("evaluate: store verdict for %s: %w", in.ActionID, err)
 	}
 	recordPassLatency(ctx, max(in.PullTook, 0)+time.Since(began), in.PullTook > 0)
-	if changed && !stored.Provisional && stored.Version > 1 {
+	if changed && !stored.Provisional && a.followsFinal(ctx, in.TenantID, stored) {
 		// A final verdict changed. Wakes are screened against the latest
 		// stored verdict (Screen): facts stored while this pass read,
 		// whose screen saw the verdict before this one, woke nobody. Read
 		// again so that this verdict counts them; past this point a
-		// screen sees the verdict just stored.
+		// screen sees the verdict just stored. (The first final verdict
+		// follows a provisional one, which no screen keeps anyone asleep
+		// on: settlement needs no second read.)
 		if stored, err = a.settle(ctx, in, act, c, stored); err != nil {
 			return EvaluateResult{}, err
 		}
 	}
 	return EvaluateResult{Verdict: stored, Changed: changed, Webhooks: changed && a.hasWebhooks(ctx, in.TenantID)}, nil
+}
+
+// followsFinal reports whether the verdict stored before v was final too
+// (true when it cannot tell: a read too many costs less than a missed
+// fact).
+func (a *Activities) followsFinal(ctx context.Context, tenantID string, v commitlayer.Verdict) bool {
+	if v.Version <= 1 {
+		return false
+	}
+	history, err := a.Store.VerdictHistory(ctx, tenantID, v.ActionID)
+	if err != nil {
+		return true
+	}
+	for _, h := range history {
+		if h.Version == v.Version-1 {
+			return !h.Provisional
+		}
+	}
+	return true
 }
 
 // maxSettleReads bounds the re-reads after a changed final verdict: each

@@ -228,3 +228,40 @@ func TestScreenBoundsItsConcurrency(t *testing.T) {
 	require.Equal(t, []bool{true}, <-done)
 	require.Equal(t, 1, store.most)
 }
+
+// countingStore counts FactsAbout reads.
+type countingStore struct {
+	activities.Store
+	reads int
+}
+
+func (s *countingStore) FactsAbout(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Fact, error) {
+	s.reads++
+	return s.Store.FactsAbout(ctx, tenantID, subjects)
+}
+
+// TestSettlementIsReadOnce: the first final verdict follows a provisional
+// one, which no screen keeps anyone asleep on, so the settlement pass
+// reads once; a change of a final verdict reads again.
+func TestSettlementIsReadOnce(t *testing.T) {
+	fx := newFixture(t)
+	requested := fx.now.Add(-time.Minute)
+	fx.store(t, ledgerFact("account_opened", "account:acc_1", "open", requested.Add(-time.Hour), commitlayer.Attrs{"status": "active"}),
+		ledgerFact("payout_sent", "account:acc_1", "po", requested.Add(time.Second), commitlayer.Attrs{"amount": 500}))
+	id := fx.action(t, "agent-1", "account:acc_1", 500, requested)
+	require.True(t, fx.evaluate(t, id, activities.EvaluateInput{Provisional: true}).Verdict.Provisional)
+
+	counting := &countingStore{Store: fx.db}
+	fx.acts.Store = counting
+	fx.acts.Now = func() time.Time { return fx.now.Add(20 * time.Minute) } // past settles_at
+	final := fx.evaluate(t, id, activities.EvaluateInput{})
+	require.True(t, final.Changed)
+	require.False(t, final.Verdict.Provisional)
+	require.Equal(t, 1, counting.reads, "the settlement pass read twice")
+
+	fx.store(t, ledgerFact("payout_sent", "account:acc_1", "po-2", fx.now, commitlayer.Attrs{"amount": 500}))
+	counting.reads = 0
+	reversed := fx.evaluate(t, id, activities.EvaluateInput{})
+	require.True(t, reversed.Changed)
+	require.Equal(t, 2, counting.reads, "a changed final verdict is read again")
+}
