@@ -284,20 +284,32 @@ func (b *benchmarker) wakes(ctx context.Context, workflowID string, since time.T
 }
 
 // waitQuiet waits, at most max, until this process (API and worker) uses
-// less than 15 % of a core over a second and the Temporal server less than
+// less than 15 % of a core over a second, the Temporal server less than
 // 30 % (it digests a burst of starts after they answered: search
-// attributes, timers), and returns how long it waited.
-func waitQuiet(ctx context.Context, max time.Duration) time.Duration {
+// attributes, timers), and no autovacuum runs in this database (the starts'
+// rows, or a purge's dead ones, get vacuumed and analyzed a little later),
+// and returns how long it waited. Postgres's CPU is not asked: other
+// databases of the same server are not this run's.
+func (b *benchmarker) waitQuiet(ctx context.Context, max time.Duration) time.Duration {
 	start := time.Now()
 	for time.Since(start) < max && ctx.Err() == nil {
 		before := cpuByRole()
 		time.Sleep(time.Second)
 		after := cpuByRole()
-		if after["commitlayer"]-before["commitlayer"] < 0.15 && after["temporal"]-before["temporal"] < 0.30 {
+		if after["commitlayer"]-before["commitlayer"] < 0.15 && after["temporal"]-before["temporal"] < 0.30 && b.autovacuums(ctx) == 0 {
 			break
 		}
 	}
 	return time.Since(start)
+}
+
+// autovacuums is how many autovacuum workers are at work in this
+// database now (0 when that cannot be read).
+func (b *benchmarker) autovacuums(ctx context.Context) int {
+	var n int
+	_ = b.m.DB.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE backend_type = 'autovacuum worker' AND datname = current_database()`).Scan(&n)
+	return n
 }
 
 // heapMiB returns this process's heap in use after a GC, its goroutines'
