@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
@@ -139,6 +140,7 @@ func newBench(ctx context.Context, logger *slog.Logger) (*benchmarker, error) {
 		return nil, err
 	}
 	b := &benchmarker{m: m, tenant: t.ID}
+	cpuDatabase.Store(m.DB.Pool().Config().ConnConfig.Database)
 	if b.api, err = client.New(m.URL(), t.APIKey, hc, once); err != nil {
 		m.Close()
 		return nil, err
@@ -474,7 +476,7 @@ func benchEnv() string {
 
 // cpuMeter reads the CPU time of this process, the Temporal dev server and
 // PostgreSQL from /proc.
-type cpuMeter struct{ before map[string]float64 }
+type cpuMeter struct{ before cpuSnapshot }
 
 func startCPU() *cpuMeter { return &cpuMeter{before: cpuByRole()} }
 
@@ -486,34 +488,82 @@ func (c *cpuMeter) capture(wall time.Duration) string {
 }
 
 func (c *cpuMeter) report(w io.Writer, wall time.Duration) {
-	after := cpuByRole()
+	used := cpuByRole().since(c.before)
 	fmt.Fprintf(w, "  CPU over %s (2 cores = 200%%):", wall.Round(time.Millisecond))
 	total := 0.0
 	for _, role := range []string{"commitlayer", "temporal", "postgres"} {
-		d := after[role] - c.before[role]
+		d := used[role]
 		total += d
 		fmt.Fprintf(w, " %s %.1fs (%.0f%%)", role, d, 100*d/wall.Seconds())
 	}
 	if total > 0 {
-		fmt.Fprintf(w, "; Temporal's share of the three: %.0f%%", 100*(after["temporal"]-c.before["temporal"])/total)
+		fmt.Fprintf(w, "; Temporal's share of the three: %.0f%%", 100*used["temporal"]/total)
 	}
 	fmt.Fprintln(w)
 }
 
-// cpuByRole sums the CPU time (seconds) of this process, the Temporal dev
-// server and PostgreSQL.
-func cpuByRole() map[string]float64 {
+// cpuSnapshot is the CPU time (seconds) of each process of a role
+// ("commitlayer", "temporal", "postgres"), by pid.
+type cpuSnapshot map[string]map[int]float64
+
+// since is the CPU each role used between before and s, process by
+// process: a process that started meanwhile counts whole, one that exited
+// meanwhile (a Postgres backend whose connection closed) counts nothing —
+// never a negative figure from a total that lost a process.
+func (s cpuSnapshot) since(before cpuSnapshot) map[string]float64 {
+	out := map[string]float64{}
+	for role, pids := range s {
+		for pid, t := range pids {
+			if d := t - before[role][pid]; d > 0 {
+				out[role] += d
+			}
+		}
+	}
+	return out
+}
+
+// cpuDatabase is the database the bench uses; PostgreSQL's backends
+// serving other databases of the same server are not counted.
+var cpuDatabase atomic.Value // string
+
+// otherDatabasesBackend reports whether a PostgreSQL process's command
+// line ("postgres: 15/main: <user> <database> <host>(<port>) <state>") is
+// a client backend of a database other than db. Background processes (the
+// checkpointer, the WAL writer, an autovacuum worker) and unrecognised
+// lines count as the bench's.
+func otherDatabasesBackend(cmdline, db string) bool {
+	if db == "" {
+		return false
+	}
+	parts := strings.SplitN(cmdline, ": ", 3)
+	if len(parts) < 3 {
+		return false
+	}
+	f := strings.Fields(parts[2])
+	if len(f) < 3 || !(strings.HasSuffix(f[2], ")") && strings.Contains(f[2], "(") || f[2] == "[local]") {
+		return false
+	}
+	return f[1] != db
+}
+
+// cpuByRole reads the CPU time of this process (and the bench's
+// children), the Temporal server and PostgreSQL, process by process.
+func cpuByRole() cpuSnapshot {
 	self := os.Getpid()
 	temporal := proccpu.Find(func(c string) bool {
 		return strings.Contains(c, "temporal") && strings.Contains(c, "start-dev") || // the dev server
 			strings.Contains(c, "temporal-server-") && strings.Contains(c, "/server") // Temporal's own server (make up TEMPORAL=server)
 	})
-	pg := proccpu.Find(func(c string) bool { return strings.HasPrefix(c, "postgres") || strings.Contains(c, "/postgres ") })
-	out := map[string]float64{}
+	db, _ := cpuDatabase.Load().(string)
+	pg := proccpu.Find(func(c string) bool {
+		return (strings.HasPrefix(c, "postgres") || strings.Contains(c, "/postgres ")) && !otherDatabasesBackend(c, db)
+	})
+	out := cpuSnapshot{}
 	for role, pids := range map[string][]int{"commitlayer": append([]int{self}, benchChildren()...), "temporal": temporal, "postgres": pg} {
+		out[role] = map[int]float64{}
 		for _, pid := range pids {
 			if d, err := proccpu.Of(pid); err == nil { // a backend may exit meanwhile
-				out[role] += d.Seconds()
+				out[role][pid] = d.Seconds()
 			}
 		}
 	}

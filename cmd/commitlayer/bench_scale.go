@@ -414,7 +414,7 @@ func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFla
 	if err != nil {
 		return 0, 0, err
 	}
-	cpu0 := cpuTotal()
+	cpu0 := cpuByRole()
 	ingestCPU := startCPU()
 	notices0 := b.m.Verifier.NoticeStats()
 	ingestStart := time.Now()
@@ -423,7 +423,7 @@ func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFla
 		return 0, 0, err
 	}
 	wall := time.Since(ingestStart)
-	cpu := cpuTotal() - cpu0
+	cpu := cpuTotal(cpuByRole().since(cpu0))
 	facts := float64(f.batches * f.batch)
 	perFact, cpuFact = 1e6*wall.Seconds()/facts, 1e6*cpu/facts
 	fmt.Fprintf(w, "    POST /v1/facts on %s subjects: %d batches of %d (%d facts per subject), %d in flight: %.0f facts/s, batch p50 %s p99 %s; CPU %.1f µs per fact (API, worker, Temporal, Postgres)\n",

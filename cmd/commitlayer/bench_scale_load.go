@@ -295,8 +295,8 @@ func (b *benchmarker) waitQuiet(ctx context.Context, max time.Duration) time.Dur
 	for time.Since(start) < max && ctx.Err() == nil {
 		before := cpuByRole()
 		time.Sleep(time.Second)
-		after := cpuByRole()
-		if after["commitlayer"]-before["commitlayer"] < 0.15 && after["temporal"]-before["temporal"] < 0.30 && b.autovacuums(ctx) == 0 {
+		used := cpuByRole().since(before)
+		if used["commitlayer"] < 0.15 && used["temporal"] < 0.30 && b.autovacuums(ctx) == 0 {
 			break
 		}
 	}
@@ -331,10 +331,10 @@ func heapMiB() (heap, stacks, rss float64) {
 	return heap, stacks, rss
 }
 
-// cpuTotal is the CPU seconds of this process, Temporal and Postgres.
-func cpuTotal() float64 {
+// cpuTotal sums what every role used in a snapshot's window.
+func cpuTotal(used map[string]float64) float64 {
 	var t float64
-	for _, v := range cpuByRole() {
+	for _, v := range used {
 		t += v
 	}
 	return t
