@@ -174,7 +174,6 @@ func (p *factScan) fact(bound futureBound) (commitlayer.Fact, bool) {
 		case "seq":
 			field = fieldSeq
 			_, ok = p.value(1) // read (and dropped) as attrs would be
-
 		default:
 			return commitlayer.Fact{}, false
 		}
