@@ -190,14 +190,23 @@ func TestInsertFactsStoredColumns(t *testing.T) {
 			links[i] = string(l)
 		}
 		var same bool
-		var keys []string
-		require.NoError(t, testDB.Pool().QueryRow(ctx, `SELECT attrs = $3::jsonb, link_keys FROM facts
-			WHERE tenant_id = $1 AND source = 'payments' AND external_id = $2`, tn.ID, f.ExternalID, want).Scan(&same, &keys))
+		var keys, stored []string
+		require.NoError(t, testDB.Pool().QueryRow(ctx, `SELECT attrs = $3::jsonb, link_keys, links FROM facts
+			WHERE tenant_id = $1 AND source = 'payments' AND external_id = $2`, tn.ID, f.ExternalID, want).Scan(&same, &keys, &stored))
 		require.True(t, same, "fact %s: attrs stored are not %s", f.ExternalID, want)
 		if len(links) == 0 {
 			require.Empty(t, keys, "fact %s", f.ExternalID)
+			require.Empty(t, stored, "fact %s", f.ExternalID)
 		} else {
 			require.Equal(t, linkKeys(tn.ID, links), keys, "fact %s", f.ExternalID)
+			require.Equal(t, links, stored, "fact %s", f.ExternalID)
 		}
+	}
+}
+
+func TestCheckTimeIsCheckTimes(t *testing.T) {
+	for _, at := range []time.Time{t0, {}, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("x", -2*3600)), time.Date(0, 12, 31, 23, 0, 0, 0, time.UTC)} {
+		require.Equal(t, checkTimes("occurred_at", at), checkTime("occurred_at", at), "%v", at)
 	}
 }

@@ -59,15 +59,16 @@ func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
 	seen := make(map[key]bool, len(facts))
 	rows := make([]factRow, 0, len(facts))
 	var (
-		buf  []byte
-		ends = make([]int, 0, len(facts)) // of each row's attrs in buf
+		buf      []byte
+		ends     = make([]int, 0, len(facts)) // of each row's attrs in buf
+		linkSlab []string                     // the rows' links, one after the other
 	)
 	for i := range facts {
 		f := &facts[i]
 		if err := f.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: facts[%d]: %w", commitlayer.ErrInvalid, i, classify(err))
 		}
-		if err := checkTimes("occurred_at", f.OccurredAt); err != nil {
+		if err := checkTime("occurred_at", f.OccurredAt); err != nil {
 			return nil, fmt.Errorf("facts[%d]: %w", i, classify(err))
 		}
 		k := key{f.Source, f.ExternalID}
@@ -88,9 +89,15 @@ func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
 			buf = slices.Grow(buf, roomAhead(len(buf), len(facts)-i))
 		}
 		ends = append(ends, len(buf))
-		links := make([]string, len(f.Links))
-		for j, l := range f.Links {
-			links[j] = string(l)
+		var links []string
+		if len(f.Links) > 0 {
+			if len(linkSlab)+len(f.Links) > cap(linkSlab) {
+				linkSlab = make([]string, 0, max(len(f.Links), 4*(len(facts)-i)))
+			}
+			for _, l := range f.Links {
+				linkSlab = append(linkSlab, string(l))
+			}
+			links = linkSlab[len(linkSlab)-len(f.Links) : len(linkSlab) : len(linkSlab)]
 		}
 		rows = append(rows, factRow{
 			source: f.Source, typ: f.Type, subject: string(f.Subject), externalID: f.ExternalID,
