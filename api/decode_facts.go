@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
@@ -25,6 +26,12 @@ type factIn struct {
 	// Seq is accepted so a fact read back can be posted again; the store
 	// assigns its own.
 	Seq json.RawMessage `json:"seq"`
+	// normalized, when not nil, is attrs already read and normalized
+	// (by scanFacts), and Attrs is not looked at; subjects, when not nil,
+	// is links already read (by scanFacts: none holds a NUL), and Links
+	// is not looked at.
+	normalized commitlayer.Attrs
+	subjects   []commitlayer.Subject
 }
 
 // decodeFacts reads and validates the body of POST /v1/facts,
@@ -33,11 +40,36 @@ type factIn struct {
 // field ("facts[3].subject: …"). The array is read one fact at a time, so
 // even a JSON type error names the fact. A key given twice anywhere is
 // refused (invalid_json), and so is an occurred_at after the bound.
+//
+// A body is read in one pass (scanFacts) when it holds no error; any other
+// is read again by decodeFactsData, which says what is wrong with it.
 func decodeFacts(body io.Reader, bound futureBound) ([]commitlayer.Fact, error) {
-	data, err := readBody(body)
-	if err != nil {
-		return nil, err
+	return decodeFactsSized(body, -1, bound)
+}
+
+// maxSizeHint bounds the room made for a body ahead of reading it, on the
+// word of its Content-Length.
+const maxSizeHint = 1 << 20
+
+// decodeFactsSized is decodeFacts for a body of about size bytes (-1:
+// unknown), which it makes room for (up to maxSizeHint) before reading.
+func decodeFactsSized(body io.Reader, size int64, bound futureBound) ([]commitlayer.Fact, error) {
+	var text strings.Builder
+	if size > 0 {
+		text.Grow(int(min(size, maxSizeHint)) + 1)
 	}
+	if _, err := io.Copy(&text, body); err != nil {
+		return nil, jsonError(err)
+	}
+	if facts, ok := scanFacts(text.String(), bound); ok {
+		return facts, nil
+	}
+	return decodeFactsData([]byte(text.String()), bound)
+}
+
+// decodeFactsData is decodeFacts for a body already read, the careful way:
+// a full duplicate-key scan, then encoding/json one fact at a time.
+func decodeFactsData(data []byte, bound futureBound) ([]commitlayer.Fact, error) {
 	if err := checkDuplicateKeys(data); err != nil {
 		return nil, err
 	}
@@ -170,14 +202,21 @@ func (in *factIn) fact(bound futureBound) (commitlayer.Fact, error) {
 		}
 		f.OccurredAt = t
 	}
-	attrs, err := decodeAttrs(in.Attrs)
-	if err != nil {
-		return f, fmt.Errorf("attrs: %w", err)
+	attrs := in.normalized
+	if attrs == nil {
+		var err error
+		if attrs, err = decodeAttrs(in.Attrs); err != nil {
+			return f, fmt.Errorf("attrs: %w", err)
+		}
 	}
 	f.Attrs = attrs
+	f.Links = in.subjects
+	if len(in.Links) > 0 {
+		f.Links = make([]commitlayer.Subject, 0, len(in.Links))
+	}
 	for i, l := range in.Links {
-		if err := noNUL(fmt.Sprintf("links[%d]", i), l); err != nil {
-			return f, err
+		if strings.IndexByte(l, 0) >= 0 {
+			return f, noNUL(fmt.Sprintf("links[%d]", i), l)
 		}
 		f.Links = append(f.Links, commitlayer.Subject(l))
 	}

@@ -22,7 +22,7 @@ import (
 // reach their verifications.
 func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
-	facts, err := decodeFacts(http.MaxBytesReader(w, r.Body, MaxFactsBody),
+	facts, err := decodeFactsSized(http.MaxBytesReader(w, r.Body, MaxFactsBody), r.ContentLength,
 		futureBound{Latest: s.now().UTC().Add(s.maxFutureSkew), Skew: s.maxFutureSkew})
 	if err != nil {
 		s.writeError(w, r, err)

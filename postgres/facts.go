@@ -48,21 +48,27 @@ func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitla
 type factRow struct {
 	source, typ, subject, externalID string
 	occurredAt                       time.Time
-	attrs                            []byte
+	attrs                            string   // JSON
 	links                            []string // as given; link keys are derived per tenant
 }
 
-// encodeFacts validates the batch and drops in-batch duplicates.
+// encodeFacts validates the batch and drops in-batch duplicates. The
+// rows' attrs are written into one buffer and share one string.
 func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
 	type key struct{ source, externalID string }
 	seen := make(map[key]bool, len(facts))
 	rows := make([]factRow, 0, len(facts))
+	var (
+		buf      []byte
+		ends     = make([]int, 0, len(facts)) // of each row's attrs in buf
+		linkSlab []string                     // the rows' links, one after the other
+	)
 	for i := range facts {
 		f := &facts[i]
 		if err := f.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: facts[%d]: %w", commitlayer.ErrInvalid, i, classify(err))
 		}
-		if err := checkTimes("occurred_at", f.OccurredAt); err != nil {
+		if err := checkTime("occurred_at", f.OccurredAt); err != nil {
 			return nil, fmt.Errorf("facts[%d]: %w", i, classify(err))
 		}
 		k := key{f.Source, f.ExternalID}
@@ -70,24 +76,50 @@ func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
 			continue
 		}
 		seen[k] = true
-		attrs := []byte("{}")
 		if len(f.Attrs) > 0 {
-			b, err := json.Marshal(f.Attrs)
-			if err != nil {
+			var err error
+			if buf, err = appendAttrs(buf, f.Attrs); err != nil {
 				return nil, fmt.Errorf("%w: facts[%d].attrs: %w", commitlayer.ErrInvalid, i, classify(err))
 			}
-			attrs = b
+		} else {
+			buf = append(buf, "{}"...)
 		}
-		links := make([]string, len(f.Links))
-		for j, l := range f.Links {
-			links[j] = string(l)
+		if len(ends) == 0 {
+			// Room for every row's attrs, if each is the size of the first.
+			buf = slices.Grow(buf, roomAhead(len(buf), len(facts)-i))
+		}
+		ends = append(ends, len(buf))
+		var links []string
+		if len(f.Links) > 0 {
+			if len(linkSlab)+len(f.Links) > cap(linkSlab) {
+				linkSlab = make([]string, 0, max(len(f.Links), 4*(len(facts)-i)))
+			}
+			for _, l := range f.Links {
+				linkSlab = append(linkSlab, string(l))
+			}
+			links = linkSlab[len(linkSlab)-len(f.Links) : len(linkSlab) : len(linkSlab)]
 		}
 		rows = append(rows, factRow{
 			source: f.Source, typ: f.Type, subject: string(f.Subject), externalID: f.ExternalID,
-			occurredAt: f.OccurredAt, attrs: attrs, links: links,
+			occurredAt: f.OccurredAt, links: links,
 		})
 	}
+	all, start := string(buf), 0
+	for i, end := range ends {
+		rows[i].attrs = all[start:end]
+		start = end
+	}
 	return rows, nil
+}
+
+// maxRoomAhead bounds roomAhead: a large first row says little about the
+// rest.
+const maxRoomAhead = 1 << 20
+
+// roomAhead is the room to make in a buffer for rows more rows of about
+// size bytes each (the first row's), up to maxRoomAhead.
+func roomAhead(size, rows int) int {
+	return min((size+8)*rows, maxRoomAhead)
 }
 
 // insertFacts moves the new rows into facts with one statement that also
@@ -111,12 +143,32 @@ func insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow
 		occurred                              = make([]time.Time, n)
 		attrs, links, keys                    = make([]string, n), make([]string, n), make([]string, n)
 	)
+	// Each row's link keys, tab-separated (strings.Join of linkKeys), are
+	// written into one buffer and share one string.
+	var (
+		kb    []byte
+		kends = make([]int, n)
+	)
 	for i, r := range rows {
 		sources[i], types[i], subjects[i], externalIDs[i] = r.source, r.typ, r.subject, r.externalID
 		occurred[i] = r.occurredAt
-		attrs[i] = string(r.attrs)
+		attrs[i] = r.attrs
 		links[i] = strings.Join(r.links, " ")
-		keys[i] = strings.Join(linkKeys(tenantID, r.links), "\t")
+		for j, l := range r.links {
+			if j > 0 {
+				kb = append(kb, '\t')
+			}
+			kb = append(append(append(kb, tenantID...), ' '), l...)
+		}
+		kends[i] = len(kb)
+		if i == 0 {
+			kb = slices.Grow(kb, roomAhead(len(kb), n-1))
+		}
+	}
+	allKeys, start := string(kb), 0
+	for i, end := range kends {
+		keys[i] = allKeys[start:end]
+		start = end
 	}
 	// The coverage upsert takes its row locks in source order, so two
 	// batches never wait on each other's sources in a cycle.

@@ -329,6 +329,15 @@ func checkTimes(named ...any) error {
 	return nil
 }
 
+// checkTime is checkTimes("name", t) without boxing t, for a check run
+// once per fact of a batch.
+func checkTime(name string, t time.Time) error {
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		return fmt.Errorf("%w: %s: year %d is outside 1 to 9999", commitlayer.ErrInvalid, name, y)
+	}
+	return nil
+}
+
 // lowerBound and upperBound turn a zero time into an open end of a range,
 // so range queries stay plain index conditions.
 func lowerBound(t time.Time) time.Time {
