@@ -158,7 +158,7 @@ func insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow
 			if j > 0 {
 				kb = append(kb, '\t')
 			}
-			kb = append(append(append(kb, tenantID...), ' '), l...)
+			kb = append(append(append(kb, tenantID...), linkKeySep...), l...)
 		}
 		kends[i] = len(kb)
 		if i == 0 {
@@ -381,7 +381,11 @@ func decodeAttrs(b []byte) (commitlayer.Attrs, error) {
 func linkKeys(tenantID string, links []string) []string {
 	out := make([]string, len(links))
 	for i, l := range links {
-		out[i] = tenantID + " " + l
+		out[i] = tenantID + linkKeySep + l
 	}
 	return out
 }
+
+// linkKeySep joins a tenant and a link into a link key (linkKeys; and
+// insertFacts, which writes a batch's keys into one buffer).
+const linkKeySep = " "

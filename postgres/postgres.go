@@ -321,9 +321,8 @@ func timeOrZero(t *time.Time) time.Time {
 // other instants. The zero time (year 1) passes.
 func checkTimes(named ...any) error {
 	for i := 0; i+1 < len(named); i += 2 {
-		t := named[i+1].(time.Time)
-		if y := t.UTC().Year(); y < 1 || y > 9999 {
-			return fmt.Errorf("%w: %s: year %d is outside 1 to 9999", commitlayer.ErrInvalid, named[i], y)
+		if err := checkTime(fmt.Sprint(named[i]), named[i+1].(time.Time)); err != nil {
+			return err
 		}
 	}
 	return nil

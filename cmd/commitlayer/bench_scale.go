@@ -268,10 +268,10 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	}
 	fmt.Fprintf(w, "  retention %s on the big tenant: %d facts dropped in %s (%.0f facts/s; the state facts of any open verification kept)\n",
 		f.retention, purged, time.Since(start).Round(time.Millisecond), float64(purged)/time.Since(start).Seconds())
-	// The purge leaves its rows dead; autovacuum would reclaim them some
-	// seconds later, for a minute or more of a core, under whichever
-	// measurement runs then (the open_verifications probes, which it made
-	// erratic). Vacuum now, timed: it is part of what retention costs.
+	// The purge leaves its rows dead: autovacuum (where it is on) would
+	// reclaim them later, under whichever measurement runs then, and with
+	// it off they stay for every later case to read past. Vacuum now,
+	// timed: it is part of what retention costs.
 	start = time.Now()
 	if _, err := b.m.DB.Pool().Exec(ctx, `VACUUM (ANALYZE) facts`); err != nil {
 		return err
