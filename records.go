@@ -95,6 +95,50 @@ type SourceCoverage struct {
 // FactType names a kind of fact: a type from a source.
 type FactType struct{ Source, Type string }
 
+// FactsDigest says what a batch of facts holds beyond its subjects: each
+// kind among them with the earliest time one occurred, and whether any
+// links a subject. It is enough for a screen to tell, without reading the
+// store, that the batch cannot change a verification's answer
+// (contracts.Contract.MayChange): most facts on a watched subject are of a
+// kind its contract never reads.
+type FactsDigest struct {
+	Kinds  []KindSince
+	Linked bool
+}
+
+// KindSince is one kind of a FactsDigest and the earliest occurred_at of
+// its facts.
+type KindSince struct {
+	FactType
+	Earliest time.Time
+}
+
+// DigestFacts digests facts; nil when there are none.
+func DigestFacts(facts []Fact) *FactsDigest {
+	if len(facts) == 0 {
+		return nil
+	}
+	d := &FactsDigest{}
+	at := make(map[FactType]int, 4)
+	for i := range facts {
+		f := &facts[i]
+		if len(f.Links) > 0 {
+			d.Linked = true
+		}
+		k := FactType{Source: f.Source, Type: f.Type}
+		j, ok := at[k]
+		if !ok {
+			at[k] = len(d.Kinds)
+			d.Kinds = append(d.Kinds, KindSince{FactType: k, Earliest: f.OccurredAt})
+			continue
+		}
+		if f.OccurredAt.Before(d.Kinds[j].Earliest) {
+			d.Kinds[j].Earliest = f.OccurredAt
+		}
+	}
+	return d
+}
+
 // InsertResult counts a batch of facts.
 type InsertResult struct {
 	Inserted, Duplicates int
@@ -105,6 +149,9 @@ type InsertResult struct {
 	// facts (0 when nothing was inserted). Whoever delivers the notice
 	// deletes it; until then a deliverer retries it.
 	NotificationID int64
+	// Digest digests the batch's facts (nil when the store does not say):
+	// what the notice's screen may know of them without a read.
+	Digest *FactsDigest
 }
 
 // FactNotification is a notice of new facts still to deliver to the

@@ -71,7 +71,13 @@ func (s *Screen) acquire(ctx context.Context) bool {
 // Wakes reports, for each of acts (watching verifications of the tenant),
 // whether the facts stored now may change its verdict. It never fails:
 // what it cannot decide it wakes.
-func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.ActionRecord) []bool {
+//
+// digest, when not nil, digests the new facts the notice is about (every
+// one of them, perhaps more): a verification whose contract cannot be
+// changed by facts like those (contracts.Contract.MayChange: none of a
+// kind it reads, none linking, none in its policy's state) stays asleep
+// with nothing read for it. The others are evaluated over what is stored.
+func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.ActionRecord, digest *commitlayer.FactsDigest) []bool {
 	wake := make([]bool, len(acts))
 	for i := range wake {
 		wake[i] = true
@@ -100,12 +106,17 @@ func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.
 		subjects []commitlayer.Subject
 		since    time.Time
 	)
-	for _, act := range acts {
-		if s.screened(latest, act) {
-			subjects = append(subjects, act.Subject)
-			if since.IsZero() || act.RequestedAt.Before(since) {
-				since = act.RequestedAt
-			}
+	for i, act := range acts {
+		if !s.screened(latest, act) {
+			continue
+		}
+		if digest != nil && !s.mayChange(ctx, tenantID, act, digest) {
+			wake[i] = false
+			continue
+		}
+		subjects = append(subjects, act.Subject)
+		if since.IsZero() || act.RequestedAt.Before(since) {
+			since = act.RequestedAt
 		}
 	}
 	if len(subjects) == 0 {
@@ -124,11 +135,21 @@ func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.
 		pre.actions = []commitlayer.Action{} // read, and none: not "read per action"
 	}
 	for i, act := range acts {
-		if s.screened(latest, act) {
+		if wake[i] && s.screened(latest, act) {
 			wake[i] = s.changes(ctx, tenantID, act, latest[act.ID], pre)
 		}
 	}
 	return wake
+}
+
+// mayChange reports whether facts like digest may change act's verdict
+// (true when its contract cannot be had: the full screen decides).
+func (s *Screen) mayChange(ctx context.Context, tenantID string, act commitlayer.ActionRecord, digest *commitlayer.FactsDigest) bool {
+	c, err := s.Activities.contract(ctx, tenantID, act.Contract, act.ContractVersion)
+	if err != nil {
+		return true
+	}
+	return c.MayChange(digest, act.RequestedAt)
 }
 
 // changes evaluates act over what pre holds and reports whether the answer

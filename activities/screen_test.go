@@ -58,18 +58,18 @@ func TestScreenWakesOnlyVerificationsTheFactsChange(t *testing.T) {
 	for _, acc := range []string{"acc_1", "acc_2", "acc_3", "acc_4"} {
 		fx.store(t, ledgerFact("note_added", "account:"+acc, "note-"+acc, fx.now, commitlayer.Attrs{"text": "called the customer"}))
 	}
-	require.Equal(t, []bool{false, true, true, true}, screen.Wakes(ctx, fx.tenant, acts))
+	require.Equal(t, []bool{false, true, true, true}, screen.Wakes(ctx, fx.tenant, acts, nil))
 
 	// A second payout on the settled one's account breaks its effect's
 	// count: it is woken.
 	fx.store(t, ledgerFact("payout_sent", "account:acc_1", "po-acc_1-again", fx.now, commitlayer.Attrs{"amount": 500}))
-	require.Equal(t, []bool{true, true, true, true}, screen.Wakes(ctx, fx.tenant, acts))
+	require.Equal(t, []bool{true, true, true, true}, screen.Wakes(ctx, fx.tenant, acts, nil))
 
 	// Once its pass stored the new verdict, the same facts wake it no more.
 	changed := fx.evaluate(t, final, activities.EvaluateInput{})
 	require.True(t, changed.Changed)
 	require.Equal(t, commitlayer.StatusFail, changed.Verdict.Status)
-	require.Equal(t, []bool{false}, screen.Wakes(ctx, fx.tenant, acts[:1]))
+	require.Equal(t, []bool{false}, screen.Wakes(ctx, fx.tenant, acts[:1], nil))
 
 	// A later payout action on the account ends the first one's window:
 	// the second payout is the later action's, and the first verdict is a
@@ -79,15 +79,15 @@ func TestScreenWakesOnlyVerificationsTheFactsChange(t *testing.T) {
 	back := fx.evaluate(t, final, activities.EvaluateInput{})
 	require.True(t, back.Changed)
 	require.Equal(t, commitlayer.StatusPass, back.Verdict.Status, "%+v", back.Verdict.Findings)
-	require.Equal(t, []bool{false}, screen.Wakes(ctx, fx.tenant, acts[:1]))
+	require.Equal(t, []bool{false}, screen.Wakes(ctx, fx.tenant, acts[:1], nil))
 
 	// A contract the screen cannot load is a wake, not a skip.
 	broken := acts[0]
 	broken.ContractVersion = 9
-	require.Equal(t, []bool{true}, screen.Wakes(ctx, fx.tenant, []commitlayer.ActionRecord{broken}))
+	require.Equal(t, []bool{true}, screen.Wakes(ctx, fx.tenant, []commitlayer.ActionRecord{broken}, nil))
 	// No screen at all wakes everything.
 	var none *activities.Screen
-	require.Equal(t, []bool{true, true}, none.Wakes(ctx, fx.tenant, acts[:2]))
+	require.Equal(t, []bool{true, true}, none.Wakes(ctx, fx.tenant, acts[:2], nil))
 }
 
 // settledPass is a fixture with one settled payout whose final verdict,
@@ -154,7 +154,7 @@ func TestEvaluateRereadsAfterAFinalVerdictChanges(t *testing.T) {
 
 	// And what the screen sees next is that verdict: nothing to wake.
 	screen := &activities.Screen{Activities: fx.acts, Store: fx.db}
-	require.Equal(t, []bool{false}, screen.Wakes(context.Background(), fx.tenant, []commitlayer.ActionRecord{fx.record(t, id)}))
+	require.Equal(t, []bool{false}, screen.Wakes(context.Background(), fx.tenant, []commitlayer.ActionRecord{fx.record(t, id)}, nil))
 }
 
 // panicStore panics where a pass reads the actions a limit counts.
@@ -171,9 +171,9 @@ func TestScreenWakesWhatPanics(t *testing.T) {
 	fx, id := settledPass(t)
 	acts := []commitlayer.ActionRecord{fx.record(t, id)}
 	screen := &activities.Screen{Activities: fx.acts, Store: fx.db}
-	require.Equal(t, []bool{false}, screen.Wakes(context.Background(), fx.tenant, acts))
+	require.Equal(t, []bool{false}, screen.Wakes(context.Background(), fx.tenant, acts, nil))
 	fx.acts.Store = panicStore{fx.db}
-	require.Equal(t, []bool{true}, screen.Wakes(context.Background(), fx.tenant, acts))
+	require.Equal(t, []bool{true}, screen.Wakes(context.Background(), fx.tenant, acts, nil))
 	require.Contains(t, fx.logs.String(), "evaluation panicked")
 }
 
@@ -210,7 +210,7 @@ func TestScreenBoundsItsConcurrency(t *testing.T) {
 	acts := []commitlayer.ActionRecord{{Action: commitlayer.Action{ID: "act_1"}}}
 	done := make(chan []bool, 2)
 	for range 2 {
-		go func() { done <- screen.Wakes(context.Background(), "t", acts) }()
+		go func() { done <- screen.Wakes(context.Background(), "t", acts, nil) }()
 	}
 	<-store.entered
 	select {
@@ -220,7 +220,7 @@ func TestScreenBoundsItsConcurrency(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	require.Equal(t, []bool{true}, screen.Wakes(ctx, "t", acts), "a screen that cannot start wakes")
+	require.Equal(t, []bool{true}, screen.Wakes(ctx, "t", acts, nil), "a screen that cannot start wakes")
 	store.release <- struct{}{}
 	<-store.entered
 	store.release <- struct{}{}
@@ -264,4 +264,77 @@ func TestSettlementIsReadOnce(t *testing.T) {
 	reversed := fx.evaluate(t, id, activities.EvaluateInput{})
 	require.True(t, reversed.Changed)
 	require.Equal(t, 2, counting.reads, "a changed final verdict is read again")
+}
+
+// countingScreenStore counts the screen's reads of facts.
+type countingScreenStore struct {
+	activities.ScreenStore
+	mu    sync.Mutex
+	reads int
+}
+
+func (s *countingScreenStore) FactsAboutEach(ctx context.Context, tenantID string, subjects []commitlayer.Subject) (map[commitlayer.Subject][]commitlayer.Fact, error) {
+	s.mu.Lock()
+	s.reads++
+	s.mu.Unlock()
+	return s.ScreenStore.FactsAboutEach(ctx, tenantID, subjects)
+}
+
+// TestScreenSparesWithoutAReadWhatTheDigestClears: a notice whose digest
+// says its facts are of a kind the contract never reads keeps a settled
+// verification asleep without reading a fact; a digest of a kind it reads,
+// of a link, or of its source before the action is screened over what is
+// stored, as before; and the screen's preconditions hold either way.
+func TestScreenSparesWithoutAReadWhatTheDigestClears(t *testing.T) {
+	fx, id := settledPass(t)
+	ctx := context.Background()
+	store := &countingScreenStore{ScreenStore: fx.db}
+	screen := &activities.Screen{Activities: fx.acts, Store: store}
+	rec := fx.record(t, id)
+	acts := []commitlayer.ActionRecord{rec}
+	digest := func(facts ...commitlayer.Fact) *commitlayer.FactsDigest {
+		fx.store(t, facts...)
+		return commitlayer.DigestFacts(facts)
+	}
+
+	note := digest(ledgerFact("note_added", "account:acc_1", "note-1", fx.now, commitlayer.Attrs{"text": "called"}))
+	require.Equal(t, []bool{false}, screen.Wakes(ctx, fx.tenant, acts, note))
+	require.Zero(t, store.reads, "a digest the contract cannot read is screened without a read")
+
+	// Of the contract's source and before the action: the policy's state
+	// reads it. Screened over the store (and the note changes nothing).
+	early := digest(ledgerFact("note_added", "account:acc_1", "note-early", rec.RequestedAt.Add(-time.Minute), commitlayer.Attrs{"text": "earlier"}))
+	require.Equal(t, []bool{false}, screen.Wakes(ctx, fx.tenant, acts, early))
+	require.Equal(t, 1, store.reads)
+	// A status from before the action that breaks the policy: woken.
+	frozen := digest(ledgerFact("status_changed", "account:acc_1", "frozen", rec.RequestedAt.Add(-time.Second), commitlayer.Attrs{"status": "frozen"}))
+	require.Equal(t, []bool{true}, screen.Wakes(ctx, fx.tenant, acts, frozen))
+	require.Equal(t, 2, store.reads)
+
+	// A link: screened over the store.
+	linked := ledgerFact("note_added", "account:acc_1", "note-linked", fx.now, nil)
+	linked.Links = []commitlayer.Subject{"customer:c_1"}
+	require.Equal(t, []bool{true}, screen.Wakes(ctx, fx.tenant, acts, digest(linked)), "the frozen status still counts")
+	require.Equal(t, 3, store.reads)
+
+	// The effect's kind: a second payout is read and wakes it, whatever
+	// the notice's other facts.
+	fx2, id2 := settledPass(t)
+	store2 := &countingScreenStore{ScreenStore: fx2.db}
+	screen2 := &activities.Screen{Activities: fx2.acts, Store: store2}
+	acts2 := []commitlayer.ActionRecord{fx2.record(t, id2)}
+	payout := []commitlayer.Fact{
+		ledgerFact("note_added", "account:acc_1", "note-2", fx2.now, nil),
+		ledgerFact("payout_sent", "account:acc_1", "po-again", fx2.now, commitlayer.Attrs{"amount": 500}),
+	}
+	fx2.store(t, payout...)
+	require.Equal(t, []bool{true}, screen2.Wakes(ctx, fx2.tenant, acts2, commitlayer.DigestFacts(payout)))
+	require.Equal(t, 1, store2.reads)
+
+	// A verification the screen cannot vouch for (provisional) is woken,
+	// digest or not.
+	fresh := fx2.action(t, "agent-2", "account:acc_1", 500, fx2.now.Add(-time.Minute))
+	fx2.evaluate(t, fresh, activities.EvaluateInput{})
+	require.Equal(t, []bool{true}, screen2.Wakes(ctx, fx2.tenant, []commitlayer.ActionRecord{fx2.record(t, fresh)},
+		commitlayer.DigestFacts(payout[:1])))
 }

@@ -71,6 +71,7 @@ type fakeVerifier struct {
 	mu          sync.Mutex
 	starts      []string // tenant/action
 	arrived     [][]commitlayer.Subject
+	digests     []*commitlayer.FactsDigest
 	startErr    error
 	arrivedErr  error
 	recheckErr  error
@@ -96,10 +97,11 @@ func (f *fakeVerifier) Recheck(_ context.Context, tenantID, actionID string) (co
 	return v, f.recheckErr
 }
 
-func (f *fakeVerifier) FactsArrived(_ context.Context, _ string, subjects []commitlayer.Subject) error {
+func (f *fakeVerifier) FactsArrived(_ context.Context, _ string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.arrived = append(f.arrived, subjects)
+	f.digests = append(f.digests, digest)
 	return f.arrivedErr
 }
 

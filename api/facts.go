@@ -92,7 +92,7 @@ func (s *Server) deliverNotice(ctx context.Context, tenantID string, res commitl
 	err := errTemporalAway
 	if !s.temporalAway() {
 		nctx, cancel := context.WithTimeout(ctx, timeout)
-		err = s.verifier.FactsArrived(nctx, tenantID, res.Subjects)
+		err = s.verifier.FactsArrived(nctx, tenantID, res.Subjects, res.Digest)
 		cancel()
 		if err != nil {
 			s.temporalFailed()

@@ -22,14 +22,14 @@ type slowVerifier struct {
 	calls   atomic.Int32
 }
 
-func (v *slowVerifier) FactsArrived(ctx context.Context, tenantID string, subjects []commitlayer.Subject) error {
+func (v *slowVerifier) FactsArrived(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest) error {
 	v.calls.Add(1)
 	select {
 	case <-v.release:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return v.fakeVerifier.FactsArrived(ctx, tenantID, subjects)
+	return v.fakeVerifier.FactsArrived(ctx, tenantID, subjects, digest)
 }
 
 type countingKicker struct{ kicks atomic.Int32 }

@@ -31,6 +31,11 @@ func TestFacts(t *testing.T) {
 	require.JSONEq(t, `{"inserted":3,"duplicates":0}`, string(res.Body))
 	require.Len(t, e.ver.arrived, 1)
 	require.Equal(t, []commitlayer.Subject{"account:acc_1", "account:acc_2", "order:o_1", "ticket:t_9"}, e.ver.arrived[0])
+	// With a digest of the batch for the screen: its kinds, and a link.
+	require.NotNil(t, e.ver.digests[0])
+	require.True(t, e.ver.digests[0].Linked)
+	require.Len(t, e.ver.digests[0].Kinds, 2)
+	require.Equal(t, commitlayer.FactType{Source: "tickets", Type: "note_added"}, e.ver.digests[0].Kinds[1].FactType)
 
 	// Stored as given, attrs normalized (2500.0 is the integer 2500), time in UTC.
 	got, err := e.db.FactsOfKinds(context.Background(), tenantID(t, e, key), []commitlayer.FactType{{Source: "tickets", Type: "note_added"}}, time.Time{}, time.Time{})

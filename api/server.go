@@ -127,8 +127,8 @@ type Verifier interface {
 	// is over and 503 otherwise.
 	Recheck(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
 	// FactsArrived tells open verifications that these subjects got new
-	// facts.
-	FactsArrived(ctx context.Context, tenantID string, subjects []commitlayer.Subject) error
+	// facts, digested by digest (nil: not said).
+	FactsArrived(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest) error
 }
 
 // Config holds the API's dependencies.

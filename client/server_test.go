@@ -85,7 +85,7 @@ func (v *engineVerifier) Recheck(ctx context.Context, tenantID, actionID string)
 	return res.Verdict, err
 }
 
-func (v *engineVerifier) FactsArrived(context.Context, string, []commitlayer.Subject) error {
+func (v *engineVerifier) FactsArrived(context.Context, string, []commitlayer.Subject, *commitlayer.FactsDigest) error {
 	return nil
 }
 

@@ -63,7 +63,7 @@ type fakeVerifier struct {
 var _ api.Verifier = (*fakeVerifier)(nil)
 
 func (f *fakeVerifier) Start(context.Context, string, commitlayer.ActionRecord) error { return nil }
-func (f *fakeVerifier) FactsArrived(context.Context, string, []commitlayer.Subject) error {
+func (f *fakeVerifier) FactsArrived(context.Context, string, []commitlayer.Subject, *commitlayer.FactsDigest) error {
 	return nil
 }
 func (f *fakeVerifier) Recheck(_ context.Context, tenantID, actionID string) (commitlayer.Verdict, error) {

@@ -115,6 +115,42 @@ func (c *Contract) EffectKinds() []commitlayer.FactType {
 	return out
 }
 
+// MayChange reports whether facts like d describes could change an
+// evaluation of an action requested at requestedAt, its priors' (for
+// limits) included. Evaluate reads facts in three ways only: their links
+// (which subjects are in a subject set, and a `through` forbid's hubs),
+// the facts of the kinds EffectKinds names (effects, their reversals and
+// limits, the outcome's signal, forbids), and the attrs of the contract
+// sources' facts that occurred before an action (the policy's state).
+// Facts that link nothing, are of no such kind, and are from no contract
+// source or occurred at or after requestedAt (a prior action is never
+// later) are read by none of them: the verdict with them is the verdict
+// without them (FuzzEvaluate checks it). A nil d says nothing: true.
+//
+// It says nothing of coverage: the first facts of a source make it
+// connected, which a verdict with the source unavailable does read.
+func (c *Contract) MayChange(d *commitlayer.FactsDigest, requestedAt time.Time) bool {
+	if d == nil || d.Linked {
+		return true
+	}
+	for _, k := range d.Kinds {
+		if slices.Contains(c.Spec.Sources, k.Source) && k.Earliest.Before(requestedAt) {
+			return true
+		}
+		for _, e := range c.effects {
+			if e.kind == k.FactType || (e.reversal != nil && *e.reversal == k.FactType) {
+				return true
+			}
+		}
+		for _, f := range c.forbids {
+			if f.kind == k.FactType {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // throughTypes returns the subject types the forbids name in `through`, in
 // contract order without repeats.
 func (c *Contract) throughTypes() []string {

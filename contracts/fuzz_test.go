@@ -227,7 +227,41 @@ func FuzzEvaluate(f *testing.F) {
 			require.Equal(t, tv, through.Evaluate(tin))
 		}
 		_ = contracts.Orphans(through, []commitlayer.Action{tin.Action}, tin.Facts)
+
+		// MayChange's promise: the facts it says cannot change the answer
+		// (a kind the contract never reads, no links, no policy state)
+		// change nothing, however they mix with the others.
+		requireUnchangedBy(t, c, in, v)
+		requireUnchangedBy(t, through, tin, tv)
 	})
+}
+
+// requireUnchangedBy checks that v, c's verdict over in, is also its
+// verdict without the facts MayChange clears, one by one and all together.
+// Facts sharing a (source, external id) stay: a store holds one of them,
+// and of two given the evaluation keeps one.
+func requireUnchangedBy(t *testing.T, c *contracts.Contract, in contracts.Input, v commitlayer.Verdict) {
+	t.Helper()
+	type key struct{ source, ext string }
+	n := map[key]int{}
+	for _, f := range in.Facts {
+		n[key{f.Source, f.ExternalID}]++
+	}
+	var kept, cleared []commitlayer.Fact
+	for _, f := range in.Facts {
+		if n[key{f.Source, f.ExternalID}] == 1 && !c.MayChange(commitlayer.DigestFacts([]commitlayer.Fact{f}), in.Action.RequestedAt) {
+			cleared = append(cleared, f)
+		} else {
+			kept = append(kept, f)
+		}
+	}
+	if len(cleared) == 0 {
+		return
+	}
+	require.False(t, c.MayChange(commitlayer.DigestFacts(cleared), in.Action.RequestedAt), "the digest of cleared facts clears them")
+	without := in
+	without.Facts = kept
+	require.Equal(t, v, c.Evaluate(without), "without %d facts MayChange cleared", len(cleared))
 }
 
 func distinctOrder(facts []commitlayer.Fact) bool {

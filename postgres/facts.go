@@ -41,6 +41,11 @@ func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitla
 		return commitlayer.InsertResult{}, fmt.Errorf("insert facts: %w", classify(err))
 	}
 	res.Duplicates = len(facts) - res.Inserted
+	if res.Inserted > 0 {
+		// Of the batch as given: the inserted facts and perhaps more, so a
+		// screen reading it may wake more than it must, never fewer.
+		res.Digest = commitlayer.DigestFacts(facts)
+	}
 	return res, nil
 }
 

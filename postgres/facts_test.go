@@ -24,7 +24,8 @@ func TestInsertFactsIdempotent(t *testing.T) {
 	res, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{f})
 	require.NoError(t, err)
 	require.NotZero(t, res.NotificationID, "the notice is written with the facts")
-	require.Equal(t, commitlayer.InsertResult{Inserted: 1, Subjects: []commitlayer.Subject{"order:o1"}, NotificationID: res.NotificationID}, res)
+	require.Equal(t, commitlayer.InsertResult{Inserted: 1, Subjects: []commitlayer.Subject{"order:o1"}, NotificationID: res.NotificationID,
+		Digest: &commitlayer.FactsDigest{Kinds: []commitlayer.KindSince{{FactType: commitlayer.FactType{Source: "payments", Type: "refund_created"}, Earliest: t0}}}}, res)
 
 	// The same external id again, even with other content: a duplicate.
 	g := f

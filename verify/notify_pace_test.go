@@ -56,7 +56,7 @@ func TestNotifyFactsOneSignalPerWindow(t *testing.T) {
 	ctx := context.Background()
 	tenant := "t_window"
 	wid := workflows.VerifyWorkflowID(tenant, "act_w")
-	notify := func() error { return vc.FactsArrived(ctx, tenant, []commitlayer.Subject{"account:a_1"}) }
+	notify := func() error { return vc.FactsArrived(ctx, tenant, []commitlayer.Subject{"account:a_1"}, nil) }
 
 	require.NoError(t, notify())
 	require.Equal(t, 1, g.count(wid))
@@ -101,7 +101,9 @@ func TestNotifyFactsKeepsToTheRate(t *testing.T) {
 	turns := make(chan struct{})
 	verify.SetNotifierRate(vc, func(context.Context) error { <-turns; return nil })
 	done := make(chan error, 1)
-	go func() { done <- vc.FactsArrived(context.Background(), "t_rate", []commitlayer.Subject{"account:a_1"}) }()
+	go func() {
+		done <- vc.FactsArrived(context.Background(), "t_rate", []commitlayer.Subject{"account:a_1"}, nil)
+	}()
 
 	for range 3 {
 		turns <- struct{}{} // taken by one sender

@@ -83,7 +83,7 @@ func TestNotifyFactsCoalescesABurst(t *testing.T) {
 	wid := workflows.VerifyWorkflowID(tenant, "act_w")
 
 	first := make(chan error, 1)
-	go func() { first <- vc.FactsArrived(ctx, tenant, []commitlayer.Subject{"account:a_1"}) }()
+	go func() { first <- vc.FactsArrived(ctx, tenant, []commitlayer.Subject{"account:a_1"}, nil) }()
 	require.Equal(t, wid, <-g.entered) // the first signal is in flight, held at the gate
 
 	const burst = 10
@@ -93,7 +93,7 @@ func TestNotifyFactsCoalescesABurst(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- vc.FactsArrived(ctx, tenant, []commitlayer.Subject{"account:a_1"})
+			errs <- vc.FactsArrived(ctx, tenant, []commitlayer.Subject{"account:a_1"}, nil)
 		}()
 	}
 	// The first of the ten opens the next wave; the other nine join it.
@@ -116,7 +116,7 @@ func TestNotifyFactsCoalescesABurst(t *testing.T) {
 	require.Equal(t, verify.NoticeStats{Sent: 2, Coalesced: burst - 1}, vc.NoticeStats())
 
 	// Quiet again: the next notice is a signal of its own.
-	require.NoError(t, vc.FactsArrived(ctx, tenant, []commitlayer.Subject{"account:a_1"}))
+	require.NoError(t, vc.FactsArrived(ctx, tenant, []commitlayer.Subject{"account:a_1"}, nil))
 	require.Equal(t, 3, g.count(wid))
 }
 
@@ -131,7 +131,9 @@ func TestNotifyFactsBoundsSignalsInFlight(t *testing.T) {
 	}
 	vc := &verify.Client{Temporal: g, Store: noStore{watched: watched}, SignalConcurrency: 3}
 	done := make(chan error, 1)
-	go func() { done <- vc.FactsArrived(context.Background(), "t_bound", []commitlayer.Subject{"account:a_1"}) }()
+	go func() {
+		done <- vc.FactsArrived(context.Background(), "t_bound", []commitlayer.Subject{"account:a_1"}, nil)
+	}()
 	for range 3 {
 		<-g.entered
 	}
@@ -158,12 +160,12 @@ func TestNotifyFactsReportsFailedSignals(t *testing.T) {
 	vc := &verify.Client{Temporal: g, Store: noStore{watched: []commitlayer.ActionRecord{
 		{Action: commitlayer.Action{ID: "act_1"}}, {Action: commitlayer.Action{ID: "act_2"}},
 	}}}
-	err := vc.FactsArrived(context.Background(), "t_fail", []commitlayer.Subject{"account:a_1"})
+	err := vc.FactsArrived(context.Background(), "t_fail", []commitlayer.Subject{"account:a_1"}, nil)
 	require.Error(t, err)
 	var away *serviceerror.Unavailable
 	require.True(t, errors.As(err, &away), "%v", err)
 
 	g.fail = serviceerror.NewNotFound("workflow not found")
-	require.NoError(t, vc.FactsArrived(context.Background(), "t_fail", []commitlayer.Subject{"account:a_1"}))
+	require.NoError(t, vc.FactsArrived(context.Background(), "t_fail", []commitlayer.Subject{"account:a_1"}, nil))
 	require.Equal(t, 2, g.count(workflows.VerifyWorkflowID("t_fail", "act_1")))
 }

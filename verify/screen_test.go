@@ -18,7 +18,7 @@ type screenOf struct {
 	short bool // answer one entry too few (a broken screener)
 }
 
-func (s *screenOf) Wakes(_ context.Context, _ string, acts []commitlayer.ActionRecord) []bool {
+func (s *screenOf) Wakes(_ context.Context, _ string, acts []commitlayer.ActionRecord, _ *commitlayer.FactsDigest) []bool {
 	out := make([]bool, len(acts))
 	for i, a := range acts {
 		s.asked = append(s.asked, a.ID)
@@ -61,7 +61,7 @@ func TestNotifyFactsWakesWhatAShortScreenLeavesOut(t *testing.T) {
 	recs := []commitlayer.ActionRecord{{Action: commitlayer.Action{ID: "act_a"}}, {Action: commitlayer.Action{ID: "act_b"}}}
 	vc := &verify.Client{Temporal: g, Store: noStore{watched: recs}, Screen: &screenOf{short: true}}
 	tenant := "t_short"
-	require.NoError(t, vc.FactsArrived(context.Background(), tenant, []commitlayer.Subject{"account:a_1"}))
+	require.NoError(t, vc.FactsArrived(context.Background(), tenant, []commitlayer.Subject{"account:a_1"}, nil))
 	require.Zero(t, g.count(workflows.VerifyWorkflowID(tenant, "act_a")))
 	require.Equal(t, 1, g.count(workflows.VerifyWorkflowID(tenant, "act_b")))
 }

@@ -38,9 +38,9 @@ type Store interface {
 
 // Screener picks, among the watching verifications new facts reach, those
 // to wake (true) — activities.Screen. It never fails: what it cannot
-// decide it wakes.
+// decide it wakes. digest digests the new facts (nil: not said).
 type Screener interface {
-	Wakes(ctx context.Context, tenantID string, acts []commitlayer.ActionRecord) []bool
+	Wakes(ctx context.Context, tenantID string, acts []commitlayer.ActionRecord, digest *commitlayer.FactsDigest) []bool
 }
 
 // maxNudgeSubjects bounds how far NotifyFacts widens a batch's subjects
@@ -310,9 +310,11 @@ func isNotRunning(err error) bool {
 	return errors.As(err, &nf)
 }
 
-// FactsArrived tells open verifications that these subjects got new facts.
-func (c *Client) FactsArrived(ctx context.Context, tenantID string, subjects []commitlayer.Subject) error {
-	return c.NotifyFacts(ctx, tenantID, subjects, "")
+// FactsArrived tells open verifications that these subjects got new facts,
+// which digest digests when not nil (the screen then spares, without a
+// read, the verifications facts like those cannot change).
+func (c *Client) FactsArrived(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest) error {
+	return c.notifyFacts(ctx, tenantID, subjects, digest, "")
 }
 
 // NotifyFacts signals the verifications still watching any of the
@@ -328,6 +330,10 @@ func (c *Client) FactsArrived(ctx context.Context, tenantID string, subjects []c
 // in NoticeStats.Screened). A verification that has just ended is not an
 // error.
 func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, exceptActionID string) error {
+	return c.notifyFacts(ctx, tenantID, subjects, nil, exceptActionID)
+}
+
+func (c *Client) notifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest, exceptActionID string) error {
 	if len(subjects) == 0 {
 		return nil
 	}
@@ -347,7 +353,7 @@ func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []co
 	}
 	var wakes []bool
 	if c.Screen != nil && len(others) > 0 {
-		wakes = c.Screen.Wakes(ctx, tenantID, others)
+		wakes = c.Screen.Wakes(ctx, tenantID, others, digest)
 	}
 	ids := make([]string, 0, len(others))
 	for i, a := range others {

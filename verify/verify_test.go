@@ -89,7 +89,7 @@ func TestNotifyFactsIgnoresEndedVerifications(t *testing.T) {
 	vc := &verify.Client{Temporal: c, Store: noStore{watched: []commitlayer.ActionRecord{
 		{Action: commitlayer.Action{ID: "act_gone"}},
 	}}}
-	require.NoError(t, vc.FactsArrived(context.Background(), "t_nobody", []commitlayer.Subject{"order:o_1"}))
+	require.NoError(t, vc.FactsArrived(context.Background(), "t_nobody", []commitlayer.Subject{"order:o_1"}, nil))
 	require.NoError(t, vc.NotifyFacts(context.Background(), "t_nobody", nil, ""))
 }
 
@@ -166,7 +166,7 @@ func TestNotifyFactsSignalsWatchedVerifications(t *testing.T) {
 	require.NoError(t, watching.NotifyFacts(ctx, tenant, nil, ""))
 	require.Equal(t, 2, signalsOf(t, c, wid("act_a")), "no subjects, no signal")
 
-	require.NoError(t, watching.FactsArrived(ctx, tenant, []commitlayer.Subject{"order:o_1"}))
+	require.NoError(t, watching.FactsArrived(ctx, tenant, []commitlayer.Subject{"order:o_1"}, nil))
 	require.Equal(t, 3, signalsOf(t, c, wid("act_a")))
 	require.Equal(t, 1, signalsOf(t, c, wid("act_b")))
 	require.Zero(t, signalsOf(t, c, wid("act_idle")), "a verification the store does not list as watching")
