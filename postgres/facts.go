@@ -253,11 +253,11 @@ const factColumns = `seq, source, type, subject, external_id, occurred_at, attrs
 // links).
 const factsAboutSQL = `WITH d AS (
 			SELECT subject, links FROM facts
-			WHERE tenant_id = $1 AND (subject = ANY($2::text[]) OR link_keys && $3::text[])
+			WHERE tenant_id = $1 AND (subject = ANY($2::text[]) OR (link_keys <> '{}'::text[] AND link_keys && $3::text[]))
 		)
 		SELECT ` + factColumns + ` FROM facts
 		WHERE tenant_id = $1 AND (
-			link_keys && $3::text[]
+			(link_keys <> '{}'::text[] AND link_keys && $3::text[])
 			OR subject = ANY(ARRAY(SELECT subject FROM d UNION SELECT unnest(links) FROM d
 				UNION SELECT unnest($2::text[]))))
 		ORDER BY occurred_at, seq`

@@ -129,17 +129,20 @@ func (db *DB) purgeTenantFacts(ctx context.Context, tenantID string, retention t
 	}
 }
 
+// factClosureSQL is factClosure's query ($1 tenant, $2 subjects, $3 their
+// link keys).
+const factClosureSQL = `WITH d AS (
+			SELECT subject, links FROM facts
+			WHERE tenant_id = $1 AND (subject = ANY($2::text[]) OR (link_keys <> '{}'::text[] AND link_keys && $3::text[]))
+		)
+		SELECT ARRAY(SELECT unnest($2::text[]) UNION SELECT subject FROM d UNION SELECT unnest(links) FROM d)`
+
 // factClosure returns subjects, plus the subjects of the facts on them or
 // linking them and the links of those facts: what FactsAbout(subjects)
 // reads facts on.
 func (db *DB) factClosure(ctx context.Context, tenantID string, subjects []string) ([]string, error) {
 	var out []string
-	err := db.pool.QueryRow(ctx, `WITH d AS (
-			SELECT subject, links FROM facts
-			WHERE tenant_id = $1 AND (subject = ANY($2::text[]) OR link_keys && $3::text[])
-		)
-		SELECT ARRAY(SELECT unnest($2::text[]) UNION SELECT subject FROM d UNION SELECT unnest(links) FROM d)`,
-		tenantID, subjects, linkKeys(tenantID, subjects)).Scan(&out)
+	err := db.pool.QueryRow(ctx, factClosureSQL, tenantID, subjects, linkKeys(tenantID, subjects)).Scan(&out)
 	return out, err
 }
 
