@@ -30,3 +30,18 @@ func TestDigestFacts(t *testing.T) {
 	}, d.Kinds)
 	require.True(t, commitlayer.DigestFacts([]commitlayer.Fact{f("tickets", "note_added", "n", 0), f("tickets", "note_added", "l", 0, "ticket:t_1")}).Linked)
 }
+
+// TestFactsDigestJoin: the kinds of both, each once with the earlier time;
+// linked when either is; nil holds nothing; the operands stay.
+func TestFactsDigestJoin(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	k := func(typ string, off time.Duration) commitlayer.KindSince {
+		return commitlayer.KindSince{FactType: commitlayer.FactType{Source: "payments", Type: typ}, Earliest: t0.Add(off)}
+	}
+	a := &commitlayer.FactsDigest{Kinds: []commitlayer.KindSince{k("refund_created", time.Hour), k("charge_captured", 0)}}
+	b := &commitlayer.FactsDigest{Kinds: []commitlayer.KindSince{k("refund_created", -time.Hour), k("payout_sent", time.Minute)}, Linked: true}
+	require.Equal(t, &commitlayer.FactsDigest{Kinds: []commitlayer.KindSince{k("refund_created", -time.Hour), k("charge_captured", 0), k("payout_sent", time.Minute)}, Linked: true}, a.Join(b))
+	require.Equal(t, k("refund_created", time.Hour), a.Kinds[0], "a is left as it is")
+	require.Equal(t, a, (*commitlayer.FactsDigest)(nil).Join(a))
+	require.Equal(t, &commitlayer.FactsDigest{}, (*commitlayer.FactsDigest)(nil).Join(nil))
+}

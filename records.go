@@ -139,6 +139,31 @@ func DigestFacts(facts []Fact) *FactsDigest {
 	return d
 }
 
+// Join returns the digest of d's facts and o's together (a nil one holds
+// none here); d and o are left as they are.
+func (d *FactsDigest) Join(o *FactsDigest) *FactsDigest {
+	out := &FactsDigest{}
+	for _, x := range []*FactsDigest{d, o} {
+		if x == nil {
+			continue
+		}
+		out.Linked = out.Linked || x.Linked
+	next:
+		for _, k := range x.Kinds {
+			for j := range out.Kinds {
+				if out.Kinds[j].FactType == k.FactType {
+					if k.Earliest.Before(out.Kinds[j].Earliest) {
+						out.Kinds[j].Earliest = k.Earliest
+					}
+					continue next
+				}
+			}
+			out.Kinds = append(out.Kinds, k)
+		}
+	}
+	return out
+}
+
 // InsertResult counts a batch of facts.
 type InsertResult struct {
 	Inserted, Duplicates int

@@ -46,9 +46,10 @@ type Store interface {
 	Identity(ctx context.Context) (string, error)
 }
 
-// Notifier tells open verifications that subjects got new facts.
+// Notifier tells open verifications that subjects got new facts, which
+// digest digests (nil: not said).
 type Notifier interface {
-	NotifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, exceptActionID string) error
+	NotifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest, exceptActionID string) error
 }
 
 // Activities holds the dependencies of every activity.

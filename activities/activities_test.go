@@ -151,14 +151,16 @@ func (s *syncBuffer) String() string {
 }
 
 type notifier struct {
-	mu    sync.Mutex
-	calls [][]commitlayer.Subject
+	mu      sync.Mutex
+	calls   [][]commitlayer.Subject
+	digests []*commitlayer.FactsDigest
 }
 
-func (n *notifier) NotifyFacts(_ context.Context, _ string, subjects []commitlayer.Subject, except string) error {
+func (n *notifier) NotifyFacts(_ context.Context, _ string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest, except string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.calls = append(n.calls, subjects)
+	n.digests = append(n.digests, digest)
 	return nil
 }
 
@@ -231,6 +233,11 @@ func TestExtractPullsFromCursorAndNotifies(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "2", conns[0].Cursor)
 	require.Len(t, fx.notes.calls, 2)
+	// Each notice with the digest of the facts it stored, for the screen.
+	require.Equal(t, []*commitlayer.FactsDigest{
+		{Kinds: []commitlayer.KindSince{{FactType: commitlayer.FactType{Source: "ledger", Type: "account_opened"}, Earliest: fx.now.Add(-time.Hour)}}},
+		{Kinds: []commitlayer.KindSince{{FactType: commitlayer.FactType{Source: "ledger", Type: "payout_sent"}, Earliest: fx.now}}},
+	}, fx.notes.digests)
 
 	// Nothing new: no notification.
 	res = fx.extract(t)

@@ -102,7 +102,10 @@ func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID st
 	res := ExtractResult{Unreachable: map[string]string{}}
 	complete := true
 	seen := map[commitlayer.Subject]bool{}
-	var notices []int64
+	var (
+		notices []int64
+		digest  digestSum
+	)
 	for i, c := range conns {
 		ins, err := results[i].ins, results[i].err
 		if err != nil {
@@ -126,6 +129,7 @@ func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID st
 		complete = complete && results[i].drained
 		res.Inserted += ins.Inserted
 		res.Duplicates += ins.Duplicates
+		digest.add(ins)
 		notices = append(notices, results[i].notices...)
 		for _, s := range ins.Subjects {
 			seen[s] = true
@@ -138,7 +142,7 @@ func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID st
 	if a.Notify != nil && res.Inserted > 0 && len(res.Subjects) > 0 {
 		// The facts were stored with their notices (an outbox): deliver
 		// them now; one Temporal does not take stays for the reconciler.
-		if err := a.Notify.NotifyFacts(ctx, tenantID, res.Subjects, exceptActionID); err != nil {
+		if err := a.Notify.NotifyFacts(ctx, tenantID, res.Subjects, digest.digest(), exceptActionID); err != nil {
 			a.logger(ctx).Warn("notice of new facts left to the reconciler", "tenant", tenantID, "error", err)
 		} else {
 			for _, id := range notices {
@@ -201,6 +205,7 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 	}
 	cursor := c.Cursor
 	subjects := map[commitlayer.Subject]bool{}
+	var digest digestSum
 	drained := false
 	for range maxPages {
 		if heartbeats(ctx) {
@@ -216,6 +221,7 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 		}
 		total.Inserted += ins.Inserted
 		total.Duplicates += ins.Duplicates
+		digest.add(ins)
 		if ins.NotificationID != 0 {
 			notices = append(notices, ins.NotificationID)
 		}
@@ -231,5 +237,30 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 	for s := range subjects {
 		total.Subjects = append(total.Subjects, s)
 	}
+	total.Digest = digest.digest()
 	return total, notices, drained, nil
+}
+
+// digestSum joins the digests of the batches of one notice (theirs
+// together): nil, not said, when a batch that stored facts said none.
+type digestSum struct {
+	d       *commitlayer.FactsDigest
+	unknown bool
+}
+
+func (s *digestSum) add(ins commitlayer.InsertResult) {
+	switch {
+	case ins.Inserted == 0:
+	case ins.Digest == nil:
+		s.unknown = true
+	default:
+		s.d = s.d.Join(ins.Digest)
+	}
+}
+
+func (s *digestSum) digest() *commitlayer.FactsDigest {
+	if s.unknown {
+		return nil
+	}
+	return s.d
 }

@@ -148,6 +148,9 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 		return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
 	}
 	res.Duplicates = len(facts) - res.Inserted
+	if res.Inserted > 0 {
+		res.Digest = commitlayer.DigestFacts(facts) // as InsertFacts'
+	}
 	return res, nil
 }
 

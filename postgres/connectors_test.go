@@ -96,7 +96,8 @@ func TestRecordPull(t *testing.T) {
 	}, "2", pulledAt)
 	require.NoError(t, err)
 	require.NotZero(t, res.NotificationID, "the notice is written with the facts")
-	require.Equal(t, commitlayer.InsertResult{Inserted: 2, Subjects: []commitlayer.Subject{"order:o1", "order:o2", "ticket:t1"}, NotificationID: res.NotificationID}, res)
+	require.Equal(t, commitlayer.InsertResult{Inserted: 2, Subjects: []commitlayer.Subject{"order:o1", "order:o2", "ticket:t1"}, NotificationID: res.NotificationID,
+		Digest: &commitlayer.FactsDigest{Kinds: []commitlayer.KindSince{{FactType: commitlayer.FactType{Source: "payments", Type: "refund_created"}, Earliest: t0}}, Linked: true}}, res)
 	got, err = testDB.GetConnector(ctx, tn.ID, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, "2", got.Cursor)

@@ -100,7 +100,7 @@ func (r *Reconciler) Round(ctx context.Context) (delivered, started int) {
 		func(ctx context.Context, n commitlayer.FactNotification) error {
 			dctx, cancel := context.WithTimeout(ctx, deliverTimeout)
 			defer cancel()
-			return r.Client.NotifyFacts(dctx, n.TenantID, n.Subjects, n.ExceptActionID)
+			return r.Client.NotifyFacts(dctx, n.TenantID, n.Subjects, nil, n.ExceptActionID)
 		})
 	if err != nil && ctx.Err() == nil {
 		r.Logger.Warn("reconcile: deliver fact notices", "error", err)

@@ -45,7 +45,7 @@ func TestNotifyFactsWakesOnlyWhatTheScreenPicks(t *testing.T) {
 	screen := &screenOf{wake: map[string]bool{"act_change": true}}
 	vc := &verify.Client{Temporal: g, Store: noStore{watched: recs}, Screen: screen}
 	tenant := "t_screen"
-	require.NoError(t, vc.NotifyFacts(context.Background(), tenant, []commitlayer.Subject{"account:a_1"}, "act_puller"))
+	require.NoError(t, vc.NotifyFacts(context.Background(), tenant, []commitlayer.Subject{"account:a_1"}, nil, "act_puller"))
 	require.Equal(t, []string{"act_change", "act_same"}, screen.asked, "the pulling verification is not screened")
 	require.Equal(t, 1, g.count(workflows.VerifyWorkflowID(tenant, "act_change")))
 	require.Zero(t, g.count(workflows.VerifyWorkflowID(tenant, "act_same")))

@@ -191,7 +191,7 @@ const backgroundStartTimeout = 30 * time.Second
 // actions on the subject, run the tenant's poller, then mark the action
 // started. A failure leaves it unmarked for the reconciler.
 func (c *Client) finishStart(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
-	if err := c.NotifyFacts(ctx, tenantID, []commitlayer.Subject{a.Subject}, a.ID); err != nil {
+	if err := c.NotifyFacts(ctx, tenantID, []commitlayer.Subject{a.Subject}, nil, a.ID); err != nil {
 		c.logger().Warn("notify earlier verifications", "action", a.ID, "error", err)
 	}
 	if err := c.ensurePoller(ctx, tenantID); err != nil {
@@ -208,7 +208,7 @@ func (c *Client) started(ctx context.Context, tenantID string, a commitlayer.Act
 	}
 	// A new action on a subject ends the effect window of earlier ones on
 	// it: let their verifications look again.
-	if err := c.NotifyFacts(ctx, tenantID, []commitlayer.Subject{a.Subject}, a.ID); err != nil {
+	if err := c.NotifyFacts(ctx, tenantID, []commitlayer.Subject{a.Subject}, nil, a.ID); err != nil {
 		c.logger().Warn("notify earlier verifications", "action", a.ID, "error", err)
 	}
 	return c.ensurePoller(ctx, tenantID)
@@ -314,7 +314,7 @@ func isNotRunning(err error) bool {
 // which digest digests when not nil (the screen then spares, without a
 // read, the verifications facts like those cannot change).
 func (c *Client) FactsArrived(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest) error {
-	return c.notifyFacts(ctx, tenantID, subjects, digest, "")
+	return c.NotifyFacts(ctx, tenantID, subjects, digest, "")
 }
 
 // NotifyFacts signals the verifications still watching any of the
@@ -327,13 +327,10 @@ func (c *Client) FactsArrived(ctx context.Context, tenantID string, subjects []c
 // store is asked once per call (the links' two hops, then the watched
 // actions), never per fact. With a Screen, only the verifications whose
 // verdict the stored facts change are signalled (the others are counted
-// in NoticeStats.Screened). A verification that has just ended is not an
+// in NoticeStats.Screened); digest, when not nil, digests the new facts
+// for the screen (Screener). A verification that has just ended is not an
 // error.
-func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, exceptActionID string) error {
-	return c.notifyFacts(ctx, tenantID, subjects, nil, exceptActionID)
-}
-
-func (c *Client) notifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest, exceptActionID string) error {
+func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest, exceptActionID string) error {
 	if len(subjects) == 0 {
 		return nil
 	}

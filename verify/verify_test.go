@@ -90,7 +90,7 @@ func TestNotifyFactsIgnoresEndedVerifications(t *testing.T) {
 		{Action: commitlayer.Action{ID: "act_gone"}},
 	}}}
 	require.NoError(t, vc.FactsArrived(context.Background(), "t_nobody", []commitlayer.Subject{"order:o_1"}, nil))
-	require.NoError(t, vc.NotifyFacts(context.Background(), "t_nobody", nil, ""))
+	require.NoError(t, vc.NotifyFacts(context.Background(), "t_nobody", nil, nil, ""))
 }
 
 func TestNotifyFactsReachesTwoHops(t *testing.T) {
@@ -105,7 +105,7 @@ func TestNotifyFactsReachesTwoHops(t *testing.T) {
 		"subscription:sub_1": {"plan:p_9"},
 	}}
 	vc := &verify.Client{Store: st}
-	require.NoError(t, vc.NotifyFacts(context.Background(), "t_1", []commitlayer.Subject{"order:o_1"}, ""))
+	require.NoError(t, vc.NotifyFacts(context.Background(), "t_1", []commitlayer.Subject{"order:o_1"}, nil, ""))
 	require.ElementsMatch(t, []commitlayer.Subject{"order:o_1", "customer:c_1", "ticket:t_1", "subscription:sub_1"}, asked)
 }
 
@@ -159,11 +159,11 @@ func TestNotifyFactsSignalsWatchedVerifications(t *testing.T) {
 	require.Equal(t, 1, signalsOf(t, c, wid("act_a")))
 	require.Zero(t, signalsOf(t, c, wid("act_b")), "a verification is not nudged by its own start")
 
-	require.NoError(t, watching.NotifyFacts(ctx, tenant, []commitlayer.Subject{"order:o_1"}, "act_b"))
+	require.NoError(t, watching.NotifyFacts(ctx, tenant, []commitlayer.Subject{"order:o_1"}, nil, "act_b"))
 	require.Equal(t, 2, signalsOf(t, c, wid("act_a")))
 	require.Zero(t, signalsOf(t, c, wid("act_b")), "the excepted verification")
 
-	require.NoError(t, watching.NotifyFacts(ctx, tenant, nil, ""))
+	require.NoError(t, watching.NotifyFacts(ctx, tenant, nil, nil, ""))
 	require.Equal(t, 2, signalsOf(t, c, wid("act_a")), "no subjects, no signal")
 
 	require.NoError(t, watching.FactsArrived(ctx, tenant, []commitlayer.Subject{"order:o_1"}, nil))
