@@ -133,14 +133,14 @@ func (b *benchmarker) startWatchers(ctx context.Context, from, n int, requestedA
 	return ids, nil
 }
 
-// ingest posts f.batches batches of f.batch facts, f.inFlight at once, each
-// batch f.burst facts on each of its subjects account:<prefix>_<k>, k
-// cycling through pool. It returns each POST's latency.
-func (b *benchmarker) ingest(ctx context.Context, f scaleFlags, prefix string, pool, round int, changing bool) ([]time.Duration, error) {
+// ingestBatches makes f.batches batches of f.batch facts, each batch
+// f.burst facts on each of its subjects account:<prefix>_<k>, k cycling
+// through pool.
+func ingestBatches(f scaleFlags, prefix string, pool, round int, changing bool) [][]commitlayer.Fact {
 	perBatch := f.batch / f.burst
-	lat := make([]time.Duration, f.batches)
 	now := time.Now().UTC().Add(-time.Minute)
-	err := closedLoopN(ctx, f.batches, f.inFlight, func(ctx context.Context, j int) error {
+	batches := make([][]commitlayer.Fact, f.batches)
+	for j := range batches {
 		facts := make([]commitlayer.Fact, 0, f.batch)
 		for s := 0; len(facts) < f.batch; s++ {
 			acc := commitlayer.Subject(fmt.Sprintf("account:%s_%d", prefix, (j*perBatch+s)%pool))
@@ -155,8 +155,20 @@ func (b *benchmarker) ingest(ctx context.Context, f scaleFlags, prefix string, p
 				facts = append(facts, fact)
 			}
 		}
+		batches[j] = facts
+	}
+	return batches
+}
+
+// ingest posts the batches, f.inFlight at once, through the tenant's
+// client, and returns each POST's latency. The batches are made before
+// (ingestBatches), so what the caller times is the client's calls, not
+// the fixture's.
+func (b *benchmarker) ingest(ctx context.Context, f scaleFlags, batches [][]commitlayer.Fact) ([]time.Duration, error) {
+	lat := make([]time.Duration, len(batches))
+	err := closedLoopN(ctx, len(batches), f.inFlight, func(ctx context.Context, j int) error {
 		start := time.Now()
-		if _, err := b.api.PostFacts(ctx, facts); err != nil {
+		if _, err := b.api.PostFacts(ctx, batches[j]); err != nil {
 			return err
 		}
 		lat[j] = time.Since(start)
