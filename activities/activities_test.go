@@ -164,7 +164,7 @@ func (n *notifier) NotifyFacts(_ context.Context, _ string, subjects []commitlay
 	return nil
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	d := teststore.DB(t)
 	ctx := context.Background()
@@ -188,7 +188,7 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{db: d, tenant: tn.ID, feed: f, srv: srv, acts: acts, env: env, now: now, notes: n, logs: logs}
 }
 
-func (fx *fixture) action(t *testing.T, agent, subject string, amount int64, at time.Time) string {
+func (fx *fixture) action(t testing.TB, agent, subject string, amount int64, at time.Time) string {
 	t.Helper()
 	a := commitlayer.Action{Contract: "payout", ContractVersion: 1, Agent: agent, Subject: commitlayer.Subject(subject),
 		Params: commitlayer.Attrs{"amount": amount}, RequestedAt: at, Claim: commitlayer.Claim{Status: "success"}}
@@ -206,7 +206,7 @@ func (fx *fixture) extract(t *testing.T) activities.ExtractResult {
 	return res
 }
 
-func (fx *fixture) evaluate(t *testing.T, id string, in activities.EvaluateInput) activities.EvaluateResult {
+func (fx *fixture) evaluate(t testing.TB, id string, in activities.EvaluateInput) activities.EvaluateResult {
 	t.Helper()
 	in.TenantID, in.ActionID = fx.tenant, id
 	val, err := fx.env.ExecuteActivity(fx.acts.Evaluate, in)

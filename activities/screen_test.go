@@ -23,7 +23,7 @@ func ledgerFact(typ, subject, id string, at time.Time, attrs commitlayer.Attrs) 
 		OccurredAt: at, Attrs: attrs}
 }
 
-func (fx *fixture) record(t *testing.T, id string) commitlayer.ActionRecord {
+func (fx *fixture) record(t testing.TB, id string) commitlayer.ActionRecord {
 	t.Helper()
 	rec, err := fx.db.GetAction(context.Background(), fx.tenant, id)
 	require.NoError(t, err)

@@ -248,12 +248,14 @@ func lockTenant(ctx context.Context, tx pgx.Tx, tenantID string) error {
 const factColumns = `seq, source, type, subject, external_id, occurred_at, attrs, links`
 
 // factsAboutSQL is FactsAbout's query ($1 tenant, $2 subjects, $3 their
-// link keys). d: the facts on the subjects or linking them. The result:
-// those, plus the facts on every subject d mentions (its subjects and
-// links).
+// link keys). d: the linked facts on the subjects or linking them (one on
+// them that links nothing names no other subject, so d leaves it out and
+// reads none of them). The result: the facts linking the subjects, plus
+// the facts on the subjects and on every subject d mentions (its
+// subjects and links).
 const factsAboutSQL = `WITH d AS (
 			SELECT subject, links FROM facts
-			WHERE tenant_id = $1 AND (subject = ANY($2::text[]) OR (link_keys <> '{}'::text[] AND link_keys && $3::text[]))
+			WHERE tenant_id = $1 AND link_keys <> '{}'::text[] AND (subject = ANY($2::text[]) OR link_keys && $3::text[])
 		)
 		SELECT ` + factColumns + ` FROM facts
 		WHERE tenant_id = $1 AND (

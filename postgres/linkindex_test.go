@@ -12,9 +12,9 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// TestLinkLookupsUseThePartialIndex: facts_link_keys holds linked facts
-// only (migration 0014), and a query can use it only when it says
-// `link_keys <> '{}'` itself. With sequential scans priced out, every
+// TestLinkLookupsUseThePartialIndex: facts_link_keys and
+// facts_linked_subject hold linked facts only (migration 0014), and a
+// query can use them only when it says `link_keys <> '{}'` itself. With sequential scans priced out, every
 // query that looks facts up by link must still reach facts through it: a
 // lookup that lost the clause would read the whole table.
 func TestLinkLookupsUseThePartialIndex(t *testing.T) {
@@ -48,6 +48,7 @@ func TestLinkLookupsUseThePartialIndex(t *testing.T) {
 	} {
 		plan := explainWithoutSeqScans(t, db, sql, tn.ID, subs, keys)
 		require.Contains(t, plan, "facts_link_keys", "%s does not look links up through the index:\n%s", name, plan)
+		require.Contains(t, plan, "facts_linked_subject", "%s reads every fact on its subjects for their links:\n%s", name, plan)
 	}
 
 	// And the answers are those of the full index: a fact that links

@@ -133,7 +133,7 @@ func (db *DB) purgeTenantFacts(ctx context.Context, tenantID string, retention t
 // link keys).
 const factClosureSQL = `WITH d AS (
 			SELECT subject, links FROM facts
-			WHERE tenant_id = $1 AND (subject = ANY($2::text[]) OR (link_keys <> '{}'::text[] AND link_keys && $3::text[]))
+			WHERE tenant_id = $1 AND link_keys <> '{}'::text[] AND (subject = ANY($2::text[]) OR link_keys && $3::text[])
 		)
 		SELECT ARRAY(SELECT unnest($2::text[]) UNION SELECT subject FROM d UNION SELECT unnest(links) FROM d)`
 

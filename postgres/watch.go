@@ -46,7 +46,7 @@ func (db *DB) EndWatch(ctx context.Context, tenantID, actionID string, at time.T
 // linkedSubjectsSQL is LinkedSubjects' query ($1 tenant, $2 subjects, $3
 // their link keys).
 const linkedSubjectsSQL = `SELECT DISTINCT s FROM (
-			SELECT unnest(links) AS s FROM facts WHERE tenant_id = $1 AND subject = ANY($2::text[])
+			SELECT unnest(links) AS s FROM facts WHERE tenant_id = $1 AND link_keys <> '{}'::text[] AND subject = ANY($2::text[])
 			UNION
 			SELECT subject AS s FROM facts WHERE tenant_id = $1 AND link_keys <> '{}'::text[] AND link_keys && $3::text[]
 		) x WHERE NOT (s = ANY($2::text[])) ORDER BY s`

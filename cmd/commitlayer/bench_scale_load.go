@@ -364,13 +364,13 @@ func bytesPerFact(s postgres.StoreSize) float64 {
 
 func indexSizes(ix map[string]int64) string {
 	var parts []string
-	for _, name := range []string{"facts_pkey", "facts_tenant_id_source_external_id_key", "facts_subject", "facts_kind", "facts_link_keys"} {
+	for _, name := range []string{"facts_pkey", "facts_tenant_id_source_external_id_key", "facts_subject", "facts_kind", "facts_link_keys", "facts_linked_subject"} {
 		if v, ok := ix[name]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.1f", strings.TrimPrefix(name, "facts_"), mib(v)))
 		}
 	}
 	for name, v := range ix {
-		if !strings.Contains(strings.Join([]string{"facts_pkey", "facts_tenant_id_source_external_id_key", "facts_subject", "facts_kind", "facts_link_keys"}, " "), name) {
+		if !strings.Contains(strings.Join([]string{"facts_pkey", "facts_tenant_id_source_external_id_key", "facts_subject", "facts_kind", "facts_link_keys", "facts_linked_subject"}, " "), name) {
 			parts = append(parts, fmt.Sprintf("%s %.1f", strings.TrimPrefix(name, "facts_"), mib(v)))
 		}
 	}

@@ -12,9 +12,18 @@
 -- lookups do not say it, reads facts by a sequential scan until it is
 -- replaced: roll every process over to this build together.
 --
--- The build scans facts once and holds ingest (a SHARE lock) while it
--- runs; the old index is dropped after, in the same transaction.
+-- facts_linked_subject finds the linked facts on given subjects: a link
+-- lookup wants the links of the facts on its subjects (FactsAbout's first
+-- step, LinkedSubjects' first hop, retention's closure), and read them
+-- from every fact on the subject through facts_subject, a whole history
+-- per lookup for the few facts that link (a watched subject of 22 facts:
+-- 2 200 rows read for 100 links). It holds linked facts only, so facts
+-- without links cost ingest nothing here either.
+--
+-- The builds scan facts and hold ingest (a SHARE lock) while they run;
+-- the old index is dropped after, in the same transaction.
 CREATE INDEX facts_link_keys_linked ON facts USING gin (link_keys) WITH (fastupdate = off)
     WHERE link_keys <> '{}'::text[];
 DROP INDEX facts_link_keys;
 ALTER INDEX facts_link_keys_linked RENAME TO facts_link_keys;
+CREATE INDEX facts_linked_subject ON facts (tenant_id, subject) WHERE link_keys <> '{}'::text[];
