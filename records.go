@@ -2,6 +2,7 @@ package commitlayer
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -148,17 +149,14 @@ func (d *FactsDigest) Join(o *FactsDigest) *FactsDigest {
 			continue
 		}
 		out.Linked = out.Linked || x.Linked
-	next:
 		for _, k := range x.Kinds {
-			for j := range out.Kinds {
-				if out.Kinds[j].FactType == k.FactType {
-					if k.Earliest.Before(out.Kinds[j].Earliest) {
-						out.Kinds[j].Earliest = k.Earliest
-					}
-					continue next
-				}
+			j := slices.IndexFunc(out.Kinds, func(o KindSince) bool { return o.FactType == k.FactType })
+			switch {
+			case j < 0:
+				out.Kinds = append(out.Kinds, k)
+			case k.Earliest.Before(out.Kinds[j].Earliest):
+				out.Kinds[j].Earliest = k.Earliest
 			}
-			out.Kinds = append(out.Kinds, k)
 		}
 	}
 	return out

@@ -133,19 +133,10 @@ func (c *Contract) MayChange(d *commitlayer.FactsDigest, requestedAt time.Time) 
 	if d == nil || d.Linked {
 		return true
 	}
+	read := c.EffectKinds()
 	for _, k := range d.Kinds {
-		if slices.Contains(c.Spec.Sources, k.Source) && k.Earliest.Before(requestedAt) {
+		if slices.Contains(read, k.FactType) || (slices.Contains(c.Spec.Sources, k.Source) && k.Earliest.Before(requestedAt)) {
 			return true
-		}
-		for _, e := range c.effects {
-			if e.kind == k.FactType || (e.reversal != nil && *e.reversal == k.FactType) {
-				return true
-			}
-		}
-		for _, f := range c.forbids {
-			if f.kind == k.FactType {
-				return true
-			}
 		}
 	}
 	return false

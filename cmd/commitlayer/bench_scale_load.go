@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,15 +363,19 @@ func bytesPerFact(s postgres.StoreSize) float64 {
 	return float64(s.TableBytes+s.IndexBytes) / float64(s.Facts)
 }
 
+// factIndexes are the facts table's indexes, in the order indexSizes
+// prints them.
+var factIndexes = []string{"facts_pkey", "facts_tenant_id_source_external_id_key", "facts_subject", "facts_kind", "facts_link_keys", "facts_linked_subject"}
+
 func indexSizes(ix map[string]int64) string {
 	var parts []string
-	for _, name := range []string{"facts_pkey", "facts_tenant_id_source_external_id_key", "facts_subject", "facts_kind", "facts_link_keys", "facts_linked_subject"} {
+	for _, name := range factIndexes {
 		if v, ok := ix[name]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.1f", strings.TrimPrefix(name, "facts_"), mib(v)))
 		}
 	}
 	for name, v := range ix {
-		if !strings.Contains(strings.Join([]string{"facts_pkey", "facts_tenant_id_source_external_id_key", "facts_subject", "facts_kind", "facts_link_keys", "facts_linked_subject"}, " "), name) {
+		if !slices.Contains(factIndexes, name) {
 			parts = append(parts, fmt.Sprintf("%s %.1f", strings.TrimPrefix(name, "facts_"), mib(v)))
 		}
 	}
