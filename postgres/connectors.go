@@ -134,7 +134,7 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 					commitlayer.ErrInvalid, i, facts[i].Source, c.Source)
 			}
 		}
-		if res, err = insertFacts(ctx, tx, tenantID, rows); err != nil {
+		if res, err = db.insertFacts(ctx, tx, tenantID, rows); err != nil {
 			return err
 		}
 		if res.NotificationID, err = enqueueNotification(ctx, tx, tenantID, res.Subjects, ""); err != nil {

@@ -16,6 +16,7 @@ import (
 	"net"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,12 @@ import (
 type DB struct {
 	pool *pgxpool.Pool
 	txs  atomic.Int64 // transactions begun (Transactions)
+	// metStored remembers, by tenant, when a batch last met a fact already
+	// stored (insertFacts): a tenant whose batches repeat stored facts
+	// goes straight to ON CONFLICT for a while.
+	metStored sync.Map // tenant id → time.Time
+	// stats counts the insert paths batches took (InsertStats).
+	newBatches, conflictBatches, retriedBatches atomic.Int64
 }
 
 // Transactions counts the transactions this DB has begun (retries

@@ -189,7 +189,7 @@ func TestBatchWaitsForTenantDelete(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			_, err = insertFacts(ctx, tx, tn.ID, rows)
+			_, err = testDB.insertFacts(ctx, tx, tn.ID, rows)
 			return err
 		})
 	}()
@@ -214,7 +214,7 @@ func TestTenantDeleteWaitsForBatch(t *testing.T) {
 		mkFact("payments", "refund_created", "order:o2", "re_2", t0, nil, "customer:c1"),
 	})
 	require.NoError(t, err)
-	res, err := insertFacts(ctx, batch, tn.ID, rows)
+	res, err := testDB.insertFacts(ctx, batch, tn.ID, rows)
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Inserted)
 

@@ -467,6 +467,7 @@ func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFla
 	cpu0 := cpuByRole()
 	ingestCPU := startCPU()
 	notices0 := b.m.Verifier.NoticeStats()
+	new0, conflict0, retried0 := b.m.DB.InsertStats()
 	ingestStart := time.Now()
 	lat, err := b.ingest(ctx, f, batches)
 	if err != nil {
@@ -482,6 +483,9 @@ func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFla
 	fmt.Fprintf(w, "    while posting:%s", strings.TrimPrefix(ingestCPU.capture(wall), " "))
 	fmt.Fprintf(w, "    while posting: %d garbage collections in this process (%.1f ms of stop-the-world pauses), %.1f MiB allocated\n",
 		gc1.NumGC-gc0.NumGC, float64(gc1.PauseTotalNs-gc0.PauseTotalNs)/1e6, mib(int64(gc1.TotalAlloc-gc0.TotalAlloc)))
+	new1, conflict1, retried1 := b.m.DB.InsertStats()
+	fmt.Fprintf(w, "    while posting: %d batches inserted without ON CONFLICT, %d with it (%d of them after meeting a stored fact)\n",
+		new1-new0, conflict1-conflict0, retried1-retried0)
 	postCPU := startCPU()
 	drained, err := b.noticesDrained(ctx)
 	if err != nil {
