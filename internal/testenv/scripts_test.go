@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -66,6 +67,8 @@ func TestDevServicesBadInput(t *testing.T) {
 		{"port not a number", []string{"status"}, []string{"TEMPORAL_PORT=72x3"}, 1, "TEMPORAL_PORT must be a port number"},
 		{"ui port not a number", []string{"up"}, []string{"TEMPORAL_UI_PORT=-1"}, 1, "TEMPORAL_UI_PORT must be a port number"},
 		{"timeout not a number", []string{"up"}, []string{"TEMPORAL_START_TIMEOUT=soon"}, 1, "TEMPORAL_START_TIMEOUT"},
+		{"pragma without a value", []string{"up"}, []string{"TEMPORAL_SQLITE_PRAGMAS=journal_mode"}, 1, "'journal_mode' is not a pragma=value pair"},
+		{"pragma with a quote", []string{"up"}, []string{"TEMPORAL_SQLITE_PRAGMAS=synchronous=normal journal_mode=';x"}, 1, "is not a pragma=value pair"},
 		{"not a postgres URL", []string{"up"}, []string{"DATABASE_URL=mysql://root@localhost/db"}, 1, "must be a postgres:// URL"},
 		{"DSN form", []string{"up"}, []string{"DATABASE_URL=host=localhost dbname=x"}, 1, "must be a postgres:// URL"},
 		{"no database", []string{"up"}, []string{"DATABASE_URL=postgres://localhost"}, 1, "names no database"},
@@ -153,6 +156,16 @@ func TestDevServicesLifecycle(t *testing.T) {
 	require.True(t, databaseExists(t, admin, name))
 	require.FileExists(t, filepath.Join(dir, "temporal.pid"))
 	require.FileExists(t, filepath.Join(dir, "temporal.db"))
+	// The file is in write-ahead-log mode (the script's default pragmas): SQLite's header says so in
+	// its read and write format bytes, 2 for WAL and 1 for the rollback journal.
+	header := make([]byte, 20)
+	f, err := os.Open(filepath.Join(dir, "temporal.db"))
+	require.NoError(t, err)
+	_, err = io.ReadFull(f, header)
+	require.NoError(t, f.Close())
+	require.NoError(t, err)
+	require.Equal(t, "SQLite format 3\x00", string(header[:16]))
+	require.Equal(t, []byte{2, 2}, header[18:20], "the dev server's SQLite file is not in WAL mode")
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	require.NoError(t, temporalReachableNow(addr))
 
