@@ -64,11 +64,11 @@ func (l listFlag) Set(s string) error {
 }
 
 func parseSandboxFlags(name string, args []string, stderr io.Writer) (sandboxOptions, error) {
-	o := sandboxOptions{concurrency: 4, out: "sandbox/results"}
+	o := sandboxOptions{concurrency: bench.DefaultScenarioConcurrency(), out: "sandbox/results"}
 	fs := flag.NewFlagSet("commitlayer "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(listFlag{&o.only}, "only", "run only scenarios with these ids or id prefixes (comma-separated or repeated), e.g. refund/")
-	fs.IntVar(&o.concurrency, "concurrency", o.concurrency, "scenarios run at once")
+	fs.IntVar(&o.concurrency, "concurrency", o.concurrency, "scenarios run at once (default: the cores this process may use, GOMAXPROCS)")
 	fs.StringVar(&o.out, "out", o.out, "directory for latest.{json,md} (latest_stripe.{json,md} with a Stripe backend; empty: don't write)")
 	fs.BoolVar(&o.serve, "serve", name == "demo", "also serve the HTTP API on COMMITLAYER_ADDR while the run goes")
 	fs.BoolVar(&o.purge, "purge", false, "delete the run's tenants (and their facts, actions and verdicts) at the end")

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -37,7 +38,8 @@ type Runner struct {
 	Temporal  client.Client
 	Store     Store
 	TaskQueue string // defaults to TaskQueue
-	// DefaultConcurrency is used when a request names none; zero means 4.
+	// DefaultConcurrency is used when a request names none; zero means
+	// DefaultScenarioConcurrency().
 	DefaultConcurrency int
 	// Pin, when set, pins the runs this runner starts to a Worker
 	// Deployment version (the sandbox command pins its runs to its own
@@ -47,6 +49,18 @@ type Runner struct {
 
 // MaxConcurrency bounds a run's sliding window.
 const MaxConcurrency = 64
+
+// DefaultScenarioConcurrency is a run's window when nobody names one: the
+// cores this process may use (GOMAXPROCS), at most MaxConcurrency. A run
+// is CPU-bound on one machine (the dev server, the worker, the scenarios'
+// enterprises and PostgreSQL share it), so more scenarios at once than
+// cores buys little wall time and costs every scenario its latency: on two
+// cores, 4 at once ran the matrix in 17.5 s with verdicts 101 ms after the
+// action, 2 at once in 18.9-21.5 s and 63-67 ms (docs/benchmarks.md,
+// session 11).
+func DefaultScenarioConcurrency() int {
+	return min(max(runtime.GOMAXPROCS(0), 1), MaxConcurrency)
+}
 
 // Start validates the request, stores the run and starts its Benchmark
 // workflow.
@@ -136,7 +150,7 @@ func (r *Runner) startBenchmark(ctx context.Context, req Request, spec *agent.Sp
 }
 
 // concurrency is a run's sliding window: the request's, or the runner's
-// default (4 when it has none) for 0.
+// default (DefaultScenarioConcurrency when it has none) for 0.
 func (r *Runner) concurrency(n int) (int, error) {
 	switch {
 	case n < 0 || n > MaxConcurrency:
@@ -146,7 +160,7 @@ func (r *Runner) concurrency(n int) (int, error) {
 	case r.DefaultConcurrency > 0:
 		return r.DefaultConcurrency, nil
 	}
-	return 4, nil
+	return DefaultScenarioConcurrency(), nil
 }
 
 // launch stores a run and starts its parent workflow (Benchmark or

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -38,4 +39,22 @@ func TestRunIDsAreUnique(t *testing.T) {
 		require.False(t, seen[id], id)
 		seen[id] = true
 	}
+}
+
+// TestConcurrencyDefault checks the window a run gets when its request and
+// its runner name none: the cores this process may use, bounded.
+func TestConcurrencyDefault(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 3, MaxConcurrency + 10} {
+		runtime.GOMAXPROCS(procs)
+		n, err := (&Runner{}).concurrency(0)
+		require.NoError(t, err)
+		require.Equal(t, min(procs, MaxConcurrency), n, "GOMAXPROCS %d", procs)
+	}
+	n, err := (&Runner{DefaultConcurrency: 5}).concurrency(0)
+	require.NoError(t, err)
+	require.Equal(t, 5, n, "the runner's own default comes first")
+	n, err = (&Runner{DefaultConcurrency: 5}).concurrency(7)
+	require.NoError(t, err)
+	require.Equal(t, 7, n, "the request's comes before both")
 }
