@@ -226,15 +226,15 @@ func (b *benchmarker) closedLoop(ctx context.Context, n, conc int, requestedAt t
 		s.id, s.answered = id, time.Now()
 		deadline := time.Now().Add(time.Minute)
 		for s.last.IsZero() {
-			vs, err := b.m.DB.LatestVerdicts(ctx, b.tenant, []string{s.id})
+			stages, err := b.m.DB.VerdictStages(ctx, b.tenant, []string{s.id})
 			if err != nil {
 				return err
 			}
-			if v, ok := vs[s.id]; ok {
+			if final, ok := stages[s.id]; ok {
 				if s.first.IsZero() {
 					s.first = time.Now()
 				}
-				if !v.Provisional {
+				if final {
 					s.last = time.Now()
 				}
 			}
@@ -302,7 +302,7 @@ func (b *benchmarker) run(ctx context.Context, n, conc int) ([]*sample, error) {
 				return
 			}
 			if len(ids) > 0 {
-				vs, err := b.m.DB.LatestVerdicts(ctx, b.tenant, ids)
+				stages, err := b.m.DB.VerdictStages(ctx, b.tenant, ids)
 				if err != nil {
 					done <- err
 					return
@@ -313,11 +313,11 @@ func (b *benchmarker) run(ctx context.Context, n, conc int) ([]*sample, error) {
 					if s == nil {
 						continue
 					}
-					if v, ok := vs[s.id]; ok {
+					if final, ok := stages[s.id]; ok {
 						if s.first.IsZero() {
 							s.first = now
 						}
-						if !v.Provisional {
+						if final {
 							s.last = now
 						}
 					}

@@ -114,12 +114,12 @@ func (b *benchmarker) startWatchers(ctx context.Context, from, n int, requestedA
 		var next []string
 		for c := 0; c < len(pending); c += 1000 {
 			chunk := pending[c:min(c+1000, len(pending))]
-			vs, err := b.m.DB.LatestVerdicts(ctx, b.tenant, chunk)
+			stages, err := b.m.DB.VerdictStages(ctx, b.tenant, chunk)
 			if err != nil {
 				return nil, err
 			}
 			for _, id := range chunk {
-				if v, ok := vs[id]; !ok || v.Provisional {
+				if final := stages[id]; !final {
 					next = append(next, id)
 				}
 			}
