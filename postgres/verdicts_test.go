@@ -178,7 +178,7 @@ func TestVerdictStages(t *testing.T) {
 	for _, v := range []commitlayer.Verdict{
 		prov(mkVerdict("a1", commitlayer.StatusUnknown, t0)), final(mkVerdict("a1", commitlayer.StatusPass, t0)), // final
 		prov(mkVerdict("a2", commitlayer.StatusUnknown, t0)), // provisional only
-		final(mkVerdict("a3", commitlayer.StatusFail, t0)),  // final at once
+		final(mkVerdict("a3", commitlayer.StatusFail, t0)),   // final at once
 	} {
 		_, appended, err := testDB.AppendVerdict(ctx, tn.ID, v)
 		require.NoError(t, err)
