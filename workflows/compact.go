@@ -30,12 +30,15 @@ import (
 // path.
 const changeCompactHistory = "lean-verification"
 
-// isCompact reports whether this run takes the compact path, asking once per run
-// (the first pass records the marker).
+// isCompact reports whether this run takes the compact path, asking once per
+// verification: the first pass records the marker, and the state carries
+// the answer across continue-as-new (VerifyState.Compact).
 func (v *verification) isCompact(ctx workflow.Context) bool {
 	if !v.compactKnown {
-		v.compact = workflow.GetVersion(ctx, changeCompactHistory, workflow.DefaultVersion, 1) >= 1
+		v.compact = v.state.Compact ||
+			workflow.GetVersion(ctx, changeCompactHistory, workflow.DefaultVersion, 1) >= 1
 		v.compactKnown = true
+		v.state.Compact = v.compact
 	}
 	return v.compact
 }

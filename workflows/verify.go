@@ -37,6 +37,10 @@ type VerifyActionInput struct {
 	// StoreID names the database the action was recorded in; Evaluate
 	// refuses to run on a worker that reads another one.
 	StoreID string `json:",omitempty"`
+	// Dormancy, when set, lets the verification sleep outside the worker
+	// through its long waits (dormant.go). Whoever sends it notices must
+	// then wake it by signal-with-start.
+	Dormancy *Dormancy `json:",omitempty"`
 }
 
 // VerifyState is what a verification remembers between passes.
@@ -55,6 +59,16 @@ type VerifyState struct {
 	// PulledAt is when the pull the latest pulling pass read started, on
 	// the worker's clock (activities.PassResult.PulledAt).
 	PulledAt time.Time `json:",omitzero"`
+	// Since is when the verification's first run started (set with
+	// Dormancy: a verification sleeps only once it is old enough).
+	Since time.Time `json:",omitzero"`
+	// Naps counts the runs that slept outside the worker (dormant.go).
+	Naps int `json:",omitempty"`
+	// Compact is set once a run took the compact path (compact.go): the
+	// runs after it take it without asking GetVersion again, which would
+	// record a marker and a search attribute in each (a woken verification
+	// is a new run at every wake).
+	Compact bool `json:",omitempty"`
 }
 
 // VerifyActionResult is the verdict the verification ended with.
@@ -107,6 +121,12 @@ func VerifyAction(ctx workflow.Context, in VerifyActionInput) (VerifyActionResul
 	if in.Resume != nil {
 		v.state = *in.Resume
 	}
+	if in.Dormancy != nil {
+		if v.state.Since.IsZero() {
+			v.state.Since = workflow.GetInfo(ctx).WorkflowStartTime
+		}
+		v.idle = workflow.NewBufferedChannel(ctx, 1)
+	}
 	if err := v.setup(ctx); err != nil {
 		return VerifyActionResult{}, err
 	}
@@ -139,6 +159,10 @@ type verification struct {
 	hooks   webhooks // verdict events' delivery (webhooks.go)
 	// compact: this run takes the compact path (compact.go), once compactKnown.
 	compact, compactKnown bool
+	// idle receives when an update handler finishes or the webhook queue
+	// empties (with Dormancy only):
+	// the waiting main loop may then sleep (dormant.go).
+	idle workflow.Channel
 }
 
 func (v *verification) setup(ctx workflow.Context) error {
@@ -156,6 +180,7 @@ func (v *verification) setup(ctx workflow.Context) error {
 	v.startWebhooks(ctx) // a queue carried over continue-as-new
 	return workflow.SetUpdateHandlerWithOptions(ctx, UpdateRecheck,
 		func(ctx workflow.Context) (RecheckResult, error) {
+			defer v.nudgeIdle()
 			err := v.pass(ctx, true)
 			return RecheckResult{Verdict: v.state.Verdict}, err
 		},
@@ -223,15 +248,31 @@ func (v *verification) run(ctx workflow.Context) (VerifyActionResult, error) {
 }
 
 // waitUntil waits for the deadline, re-evaluating whenever facts arrive. It
-// continues as new when this run's history has grown long.
+// continues as new when this run's history has grown long, and sleeps
+// outside the worker when its input allows (dormant.go).
 func (v *verification) waitUntil(ctx workflow.Context, deadline time.Time) error {
 	d := deadline.Sub(workflow.Now(ctx))
 	if d <= 0 {
 		return v.drain(ctx)
 	}
+	if v.in.Dormancy != nil && v.receivePending(ctx) {
+		// Woken by a notice (or it came while this run was starting): its
+		// pass first, then perhaps back to sleep, with no timer started and
+		// cancelled for nothing.
+		if err := v.pass(ctx, false); err != nil {
+			return err
+		}
+	}
+	if v.mayDoze(ctx, deadline) {
+		return v.doze(ctx, deadline)
+	}
 	timerCtx, cancel := workflow.WithCancel(ctx)
 	defer cancel()
 	timer := workflow.NewTimer(timerCtx, d)
+	// With Dormancy: the moment the verification is old enough to sleep,
+	// and the end of an update handler, are worth a look too. Without it
+	// neither is added, and histories replay as they were recorded.
+	oldEnough := v.dozeTimer(timerCtx, deadline)
 	for {
 		fired := false
 		nudged := false
@@ -247,6 +288,12 @@ func (v *verification) waitUntil(ctx workflow.Context, deadline time.Time) error
 			c.Receive(ctx, &ew)
 			v.state.Ended = true
 		})
+		if v.idle != nil {
+			sel.AddReceive(v.idle, func(c workflow.ReceiveChannel, more bool) { c.Receive(ctx, nil) })
+		}
+		if oldEnough != nil {
+			sel.AddFuture(oldEnough, func(workflow.Future) { oldEnough = nil })
+		}
 		sel.Select(ctx)
 		if v.state.Ended && v.state.Phase == PhaseWatching {
 			return errWatchEnded
@@ -265,6 +312,9 @@ func (v *verification) waitUntil(ctx workflow.Context, deadline time.Time) error
 				return err // cancelled
 			}
 			return v.drain(ctx)
+		}
+		if v.mayDoze(ctx, deadline) {
+			return v.doze(ctx, deadline)
 		}
 	}
 }

@@ -45,6 +45,7 @@ func (in WaitVerdictInput) reached(v commitlayer.Verdict) bool {
 func (v *verification) setupWait(ctx workflow.Context) error {
 	return workflow.SetUpdateHandler(ctx, UpdateWaitVerdict,
 		func(ctx workflow.Context, in WaitVerdictInput) (WaitVerdictResult, error) {
+			defer v.nudgeIdle()
 			err := workflow.Await(ctx, func() bool { return in.reached(v.state.Verdict) || v.closing })
 			return WaitVerdictResult{Verdict: v.state.Verdict, Reached: in.reached(v.state.Verdict)}, err
 		})

@@ -110,6 +110,9 @@ func (v *verification) startWebhooks(ctx workflow.Context) {
 				workflow.GetLogger(ctx).Warn("webhook event abandoned", "event", e.ID, "error", err)
 			}
 			st.Queue = st.Queue[1:]
+			if len(st.Queue) == 0 {
+				v.nudgeIdle() // nothing left to deliver: the verification may sleep
+			}
 		}
 	})
 }
