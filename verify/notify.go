@@ -2,13 +2,17 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"golang.org/x/time/rate"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
@@ -38,7 +42,7 @@ type notifier struct {
 	queue   []string           // ids with a wave waiting to be sent, in order
 	running int                // senders at work
 	limit   int
-	send    func(ctx context.Context, workflowID string) error
+	send    func(ctx context.Context, t target) error
 
 	window time.Duration                   // least time between two signals to one verification
 	after  func(time.Duration, func())     // runs f after d (time.AfterFunc; tests replace it)
@@ -50,6 +54,7 @@ type notifier struct {
 // notice is one verification's state: a wave in flight (sent, not yet
 // answered) and the next wave, which callers join until it is sent.
 type notice struct {
+	target   target // whom the signals go to
 	inFlight bool
 	// held: a signal went less than a window ago; the next wave waits for
 	// the window's end.
@@ -66,7 +71,15 @@ type wave struct {
 // signalTimeout bounds one signal of the notifier.
 const signalTimeout = 5 * time.Second
 
-func newNotifier(limit int, window time.Duration, perSecond float64, send func(ctx context.Context, workflowID string) error) *notifier {
+// target is a verification a notice goes to: its workflow and the action
+// it verifies (a signal-with-start needs its start).
+type target struct {
+	workflowID string
+	tenantID   string
+	action     commitlayer.ActionRecord
+}
+
+func newNotifier(limit int, window time.Duration, perSecond float64, send func(ctx context.Context, t target) error) *notifier {
 	if limit <= 0 {
 		limit = defaultSignalConcurrency
 	}
@@ -82,16 +95,17 @@ func newNotifier(limit int, window time.Duration, perSecond float64, send func(c
 // defaultSignalConcurrency bounds the signals a process has in flight.
 const defaultSignalConcurrency = 32
 
-// notify queues a signal to each workflow (coalesced with one not yet
+// notify queues a signal to each target (coalesced with one not yet
 // sent) and waits until every one has been delivered, or ctx ends. A
 // workflow that has ended is not an error (send answers nil for it).
-func (n *notifier) notify(ctx context.Context, workflowIDs []string) error {
-	waves := make([]*wave, 0, len(workflowIDs))
+func (n *notifier) notify(ctx context.Context, targets []target) error {
+	waves := make([]*wave, 0, len(targets))
 	n.mu.Lock()
-	for _, id := range workflowIDs {
+	for _, t := range targets {
+		id := t.workflowID
 		p := n.pending[id]
 		if p == nil {
-			p = &notice{}
+			p = &notice{target: t}
 			n.pending[id] = p
 		}
 		if p.next != nil {
@@ -149,7 +163,7 @@ func (n *notifier) drain() {
 			_ = n.wait(context.Background())
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), signalTimeout)
-		w.err = n.send(ctx, id)
+		w.err = n.send(ctx, p.target)
 		cancel()
 		n.sent.Add(1)
 
@@ -229,19 +243,50 @@ func (c *Client) NoticeStats() NoticeStats {
 
 func (c *Client) notices() *notifier {
 	c.notifyOnce.Do(func() {
-		c.notifier = newNotifier(c.SignalConcurrency, max(c.SignalWindow, 0), c.SignalRate, func(ctx context.Context, workflowID string) error {
-			err := c.Temporal.SignalWorkflow(ctx, workflowID, "", workflows.SignalFactsArrived,
-				workflows.FactsArrived{}) // no subject list: the pass re-reads them all
-			if err != nil && isNotRunning(err) {
-				return nil
-			}
-			if err != nil {
-				return &signalError{workflowID: workflowID, err: err}
-			}
-			return nil
-		})
+		c.notifier = newNotifier(c.SignalConcurrency, max(c.SignalWindow, 0), c.SignalRate, c.wake)
 	})
 	return c.notifier
+}
+
+// wake delivers a new-facts notice to one verification. One that may be
+// asleep outside the worker (workflows/dormant.go) gets it by
+// signal-with-start, which wakes it; Temporal refuses to start a closed
+// one again (reject-duplicate), and a verification that never started is
+// started, with the options the reconciler would have used. A younger one,
+// which cannot be asleep, gets a plain signal: it may not be started yet
+// by whoever starts it (the API's eager start, a parent workflow), and a
+// signal-with-start would start it first.
+func (c *Client) wake(ctx context.Context, t target) error {
+	var err error
+	if c.mayBeAsleep(t.action, time.Now()) {
+		opts := StartOptions(c.taskQueue(), t.tenantID, t.action)
+		opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
+		opts.EnableEagerStart = false
+		_, err = c.Temporal.SignalWithStartWorkflow(ctx, t.workflowID, workflows.SignalFactsArrived,
+			workflows.FactsArrived{}, opts, workflows.VerifyAction, c.input(t.tenantID, t.action))
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			return nil // closed: its watch is over
+		}
+	} else {
+		err = c.Temporal.SignalWorkflow(ctx, t.workflowID, "", workflows.SignalFactsArrived,
+			workflows.FactsArrived{}) // no subject list: the pass re-reads them all
+	}
+	if err != nil && isNotRunning(err) {
+		return nil
+	}
+	if err != nil {
+		return &signalError{workflowID: t.workflowID, err: err}
+	}
+	return nil
+}
+
+// mayBeAsleep reports whether the verification of a may be asleep at now,
+// for all this client knows: this client starts sleeping verifications,
+// and a's record is older than the age from which they may sleep (less a
+// margin, Dormancy.WakeByStart).
+func (c *Client) mayBeAsleep(a commitlayer.ActionRecord, now time.Time) bool {
+	return c.Dormancy.Enabled() && now.Sub(a.CreatedAt) >= c.Dormancy.WakeByStart()
 }
 
 type signalError struct {

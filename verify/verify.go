@@ -85,6 +85,13 @@ type Client struct {
 	// never marked) does it all again. Only with a reconciler running.
 	BackgroundStarts int
 
+	// Dormancy is what the verifications this client starts may sleep
+	// through outside the worker (workflows/dormant.go); notices to those
+	// old enough to be asleep go by signal-with-start. The zero value: none
+	// sleep, and notices are plain signals. Every process that starts
+	// verifications or sends their notices should hold the same.
+	Dormancy workflows.Dormancy
+
 	// Screen, when set, decides which watching verifications new facts
 	// need to wake (activities.Screen: those whose verdict the facts
 	// change); nil wakes every one.
@@ -132,12 +139,18 @@ func StartOptions(taskQueue, tenantID string, a commitlayer.ActionRecord) client
 	}
 }
 
-// Input is the VerifyAction input for a stored action recorded in the
-// database named storeID (Store's Identity; empty skips the worker's check).
-func Input(tenantID string, a commitlayer.ActionRecord, storeID string) workflows.VerifyActionInput {
-	return workflows.VerifyActionInput{
-		TenantID: tenantID, ActionID: a.ID, SettlesAt: a.SettlesAt, WatchUntil: a.WatchUntil, StoreID: storeID,
+// input is the VerifyAction input for a stored action: recorded in the
+// database c.StoreID names (empty skips the worker's check), and allowed
+// c.Dormancy.
+func (c *Client) input(tenantID string, a commitlayer.ActionRecord) workflows.VerifyActionInput {
+	in := workflows.VerifyActionInput{
+		TenantID: tenantID, ActionID: a.ID, SettlesAt: a.SettlesAt, WatchUntil: a.WatchUntil, StoreID: c.StoreID,
 	}
+	if c.Dormancy.Enabled() {
+		d := c.Dormancy
+		in.Dormancy = &d
+	}
+	return in
 }
 
 // Start begins the verification of a stored action and marks it started
@@ -149,7 +162,7 @@ func Input(tenantID string, a commitlayer.ActionRecord, storeID string) workflow
 // failed in the store and returned as a *StartRefusedError: it leaves the
 // pending starts. A Temporal that does not answer gives an *AwayError.
 func (c *Client) Start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
-	_, err := c.Temporal.ExecuteWorkflow(ctx, StartOptions(c.taskQueue(), tenantID, a), workflows.VerifyAction, Input(tenantID, a, c.StoreID))
+	_, err := c.Temporal.ExecuteWorkflow(ctx, StartOptions(c.taskQueue(), tenantID, a), workflows.VerifyAction, c.input(tenantID, a))
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) {
 		switch classify(err) {
@@ -344,7 +357,8 @@ func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []co
 	}
 	others := make([]commitlayer.ActionRecord, 0, len(watched))
 	for _, a := range watched {
-		if a.ID != exceptActionID {
+		// One whose start Temporal refused has nothing to wake.
+		if a.ID != exceptActionID && a.VerificationFailedAt.IsZero() {
 			others = append(others, a)
 		}
 	}
@@ -352,18 +366,18 @@ func (c *Client) NotifyFacts(ctx context.Context, tenantID string, subjects []co
 	if c.Screen != nil && len(others) > 0 {
 		wakes = c.Screen.Wakes(ctx, tenantID, others, digest)
 	}
-	ids := make([]string, 0, len(others))
+	targets := make([]target, 0, len(others))
 	for i, a := range others {
 		if wakes != nil && i < len(wakes) && !wakes[i] {
 			c.notices().screened.Add(1)
 			continue
 		}
-		ids = append(ids, workflows.VerifyWorkflowID(tenantID, a.ID))
+		targets = append(targets, target{workflowID: workflows.VerifyWorkflowID(tenantID, a.ID), tenantID: tenantID, action: a})
 	}
-	if len(ids) == 0 {
+	if len(targets) == 0 {
 		return nil
 	}
-	return c.notices().notify(ctx, ids)
+	return c.notices().notify(ctx, targets)
 }
 
 // reach widens subjects by two hops of links, as far as maxNudgeSubjects.

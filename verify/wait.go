@@ -37,7 +37,7 @@ func (c *Client) Wait(ctx context.Context, tenantID string, a commitlayer.Action
 	// Attach to the running verification instead of failing; a closed one
 	// is still refused by the reject-duplicate reuse policy.
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING
-	op := c.Temporal.NewWithStartWorkflowOperation(opts, workflows.VerifyAction, Input(tenantID, a, c.StoreID))
+	op := c.Temporal.NewWithStartWorkflowOperation(opts, workflows.VerifyAction, c.input(tenantID, a))
 	h, err := c.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
