@@ -140,6 +140,7 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		PollInterval: m.Config.PollInterval, Logger: m.Logger, StoreID: storeID,
 		BackgroundStarts: 64, // the reconciler below finishes what a crash cuts short
 		SignalWindow:     m.Config.SignalWindow, SignalRate: m.Config.SignalRate,
+		Dormancy: m.Config.Dormancy,
 	}
 	m.Contracts = service.NewContracts(m.DB, 0)
 	if !m.Config.NoScreen {

@@ -170,8 +170,9 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	}()
 	requestedAt := time.Now().UTC().Add(-11 * time.Minute) // settled: provisional and final at once
 	perSubject := f.facts / f.subjects
-	fmt.Fprintf(w, "bench scale: %s, %s; sticky cache %d, signal window %s, signal rate %s\n", b.workersDesc(), benchEnv(),
-		b.m.Config.StickyCacheSize, signalWindowDesc(b.m.Config.SignalWindow), signalRateDesc(b.m.Config.SignalRate))
+	fmt.Fprintf(w, "bench scale: %s, %s; sticky cache %d, signal window %s, signal rate %s, %s\n", b.workersDesc(), benchEnv(),
+		b.m.Config.StickyCacheSize, signalWindowDesc(b.m.Config.SignalWindow), signalRateDesc(b.m.Config.SignalRate),
+		dormancyDesc(b.m.Config.Dormancy))
 
 	// Start from a vacuumed store: an earlier run's deleted tenants leave
 	// their rows dead, and a server with autovacuum off (as on the
@@ -309,9 +310,21 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 		// Their verdicts are stored, but their workflows still have steps
 		// to take (search attributes, the watch's timer): measure once the
 		// worker is idle again, not behind that queue.
+		started := time.Since(start)
+		// Watching verifications sleep outside the worker once old enough
+		// (workflows/dormant.go): measure them asleep, as they spend
+		// nearly all of a watch.
+		asleep := "dormancy off: awake"
+		if b.m.Config.Dormancy.Enabled() {
+			took, awake, err := b.waitAsleep(ctx, watchers, b.m.Config.Dormancy.MinAge+5*time.Minute)
+			if err != nil {
+				return err
+			}
+			asleep = fmt.Sprintf("asleep outside the worker %s after, %d of a sample of %d still awake", took.Round(time.Second), awake, min(100, len(watchers)))
+		}
 		quiet := b.waitQuiet(ctx, 3*time.Minute)
-		fmt.Fprintf(w, "  %d verifications watching (%d started in %s; the worker and Temporal idle %s after)\n", len(watchers), len(ids),
-			time.Since(start).Round(time.Millisecond), quiet.Round(time.Second))
+		fmt.Fprintf(w, "  %d verifications watching (%d started in %s; %s; the worker and Temporal idle %s after)\n", len(watchers), len(ids),
+			started.Round(time.Millisecond), asleep, quiet.Round(time.Second))
 		c := &cases[i]
 		// Fresh statistics first: this tenant grew after the last ANALYZE,
 		// and with stale ones the planner takes it for a tenant of one row
@@ -509,4 +522,13 @@ func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFla
 		fmt.Fprintf(w, "    new-facts signals: %s\n", sig)
 	}
 	return perFact, cpuFact, nil
+}
+
+// dormancyDesc says what watching verifications sleep through outside the
+// worker.
+func dormancyDesc(d workflows.Dormancy) string {
+	if !d.Enabled() {
+		return "no dormancy"
+	}
+	return fmt.Sprintf("dormant through waits of %s or more from %s old", d.MinWait, d.MinAge)
 }

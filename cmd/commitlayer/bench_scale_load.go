@@ -14,6 +14,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/commitlayer/commitlayer"
@@ -274,26 +275,78 @@ type wake struct {
 }
 
 func (b *benchmarker) wakes(ctx context.Context, workflowID string, since time.Time) (wake, error) {
+	// A verification that sleeps outside the worker (workflows/dormant.go)
+	// is a new run at every wake: read the runs back from the current one
+	// (each started event names the run it continued) to the first that
+	// started before since, then count them oldest first.
+	var runs [][]*historypb.HistoryEvent
+	runID := ""
+	for {
+		var events []*historypb.HistoryEvent
+		it := b.m.Temporal.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			e, err := it.Next()
+			if err != nil {
+				return wake{}, err
+			}
+			events = append(events, e)
+		}
+		runs = append(runs, events)
+		if len(events) == 0 || events[0].GetEventTime().AsTime().Before(since) {
+			break
+		}
+		if runID = events[0].GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId(); runID == "" {
+			break
+		}
+	}
 	w := wake{woken: true}
-	it := b.m.Temporal.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			return wake{}, err
-		}
-		if e.GetEventTime().AsTime().Before(since) {
-			continue
-		}
-		switch e.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-			w.signals++
-			w.woken = false
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			w.tasks++
-			w.woken = true
+	for _, events := range slices.Backward(runs) {
+		for _, e := range events {
+			if e.GetEventTime().AsTime().Before(since) {
+				continue
+			}
+			switch e.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+				w.signals++
+				w.woken = false
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+				w.tasks++
+				w.woken = true
+			}
 		}
 	}
 	return w, nil
+}
+
+// waitAsleep waits, at most max, until the verifications sampled from ids
+// (up to 100, the last started among them) sleep outside the worker
+// (workflows/dormant.go: their current run has had no workflow task), and
+// returns how long that took and how many of the sample still did not.
+// They sleep once old enough (COMMITLAYER_DORMANT_MIN_AGE).
+func (b *benchmarker) waitAsleep(ctx context.Context, ids []string, max time.Duration) (time.Duration, int, error) {
+	start := time.Now()
+	sample := make([]string, 0, 100)
+	step := len(ids)/99 + 1
+	for i := len(ids) - 1; i >= 0 && len(sample) < 100; i -= step {
+		sample = append(sample, ids[i])
+	}
+	for {
+		awake := 0
+		for _, id := range sample {
+			d, err := b.m.Temporal.DescribeWorkflow(ctx, workflows.VerifyWorkflowID(b.tenant, id), "")
+			if err != nil {
+				return 0, 0, err
+			}
+			info := d.RawResponse.GetWorkflowExecutionInfo()
+			if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && info.GetHistoryLength() > 1 {
+				awake++
+			}
+		}
+		if awake == 0 || time.Since(start) > max {
+			return time.Since(start), awake, nil
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // waitQuiet waits, at most max, until this process (API and worker) uses

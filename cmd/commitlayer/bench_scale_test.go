@@ -77,6 +77,9 @@ func TestParseScaleFlagsRefusesImpossibleSizes(t *testing.T) {
 // never a timing.
 func TestBenchScaleTiny(t *testing.T) {
 	setBenchEnv(t)
+	// The watching verifications sleep outside the worker two seconds
+	// after they start, not two minutes.
+	t.Setenv("COMMITLAYER_DORMANT_MIN_AGE", "2s")
 	prof := t.TempDir()
 	code, stdout, stderr := runCLI(t, "bench", "scale", "-facts", "2000", "-subjects", "200", "-small-facts", "200",
 		"-watching", "20", "-small-watching", "2", "-probes", "3", "-batches", "4", "-batch", "100", "-burst", "5", "-explain",
@@ -89,6 +92,8 @@ func TestBenchScaleTiny(t *testing.T) {
 		require.Positive(t, st.Size(), name)
 	}
 	require.Regexp(t, `every sampled wake ran|still not woken`, stdout, "the wakes are waited for")
+	require.Regexp(t, `asleep outside the worker [0-9]+s after, 0 of a sample of 2 still awake`, stdout)
+	require.Regexp(t, `asleep outside the worker [0-9]+s after, 0 of a sample of 22 still awake`, stdout)
 	for _, axis := range []string{"facts_per_tenant", "open_verifications", "open_verifications_heap", "ingest_while_watched", "ingest_while_watched_changing", "store_bytes_per_fact"} {
 		require.Regexp(t, regexp.MustCompile(`(?m)^ratio `+axis+` [0-9]+\.[0-9]{2}$`), stdout)
 	}

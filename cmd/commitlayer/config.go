@@ -84,6 +84,10 @@ type Config struct {
 	// those the facts cannot change (COMMITLAYER_SCREEN_WAKES=off; default
 	// on: activities.Screen).
 	NoScreen bool
+	// Dormancy is what the verifications this process starts may sleep
+	// through outside the worker (COMMITLAYER_DORMANT_AFTER,
+	// COMMITLAYER_DORMANT_MIN_AGE; default workflows.DefaultDormancy).
+	Dormancy workflows.Dormancy
 }
 
 func (c Config) metricsMode() api.MetricsMode {
@@ -175,6 +179,9 @@ func ConfigFromEnv(roles Roles) (Config, error) {
 	if cfg.SignalWindow, cfg.SignalRate, err = signalPaceFromEnv(); err != nil {
 		return Config{}, err
 	}
+	if cfg.Dormancy, err = dormancyFromEnv(); err != nil {
+		return Config{}, err
+	}
 	switch v := strings.ToLower(strings.TrimSpace(os.Getenv("COMMITLAYER_SCREEN_WAKES"))); v {
 	case "", "on", "1", "true":
 	case "off", "0", "false":
@@ -239,6 +246,40 @@ func signalPaceFromEnv() (window time.Duration, perSecond float64, err error) {
 		perSecond = r
 	}
 	return window, perSecond, nil
+}
+
+// minDormantAge is the least COMMITLAYER_DORMANT_MIN_AGE: a notice decided
+// before half of it must still find the verification awake
+// (workflows.Dormancy.WakeByStart), a second at least.
+const minDormantAge = 2 * time.Second
+
+// dormancyFromEnv reads COMMITLAYER_DORMANT_AFTER (the least wait a
+// verification sleeps through outside the worker; 0 or off: never) and
+// COMMITLAYER_DORMANT_MIN_AGE (how old it must be first).
+func dormancyFromEnv() (workflows.Dormancy, error) {
+	d := workflows.DefaultDormancy
+	switch s := strings.ToLower(strings.TrimSpace(os.Getenv("COMMITLAYER_DORMANT_AFTER"))); s {
+	case "":
+	case "off", "0":
+		return workflows.Dormancy{}, nil
+	default:
+		v, err := time.ParseDuration(s)
+		if err != nil || v < 0 {
+			return workflows.Dormancy{}, fmt.Errorf("COMMITLAYER_DORMANT_AFTER %q is not a duration of 0 or more (e.g. 10m), or off", s)
+		}
+		if v == 0 {
+			return workflows.Dormancy{}, nil
+		}
+		d.MinWait = v
+	}
+	if s := strings.TrimSpace(os.Getenv("COMMITLAYER_DORMANT_MIN_AGE")); s != "" {
+		v, err := time.ParseDuration(s)
+		if err != nil || v < minDormantAge {
+			return workflows.Dormancy{}, fmt.Errorf("COMMITLAYER_DORMANT_MIN_AGE %q is not a duration of at least %s (e.g. 2m)", s, minDormantAge)
+		}
+		d.MinAge = v
+	}
+	return d, nil
 }
 
 func envOr(name, def string) string {

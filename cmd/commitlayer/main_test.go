@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/workflows"
 	"github.com/stretchr/testify/require"
 )
 
@@ -123,4 +124,38 @@ func TestConfigSignalPace(t *testing.T) {
 	t.Setenv("COMMITLAYER_SIGNAL_RATE", "fast")
 	_, err = ConfigFromEnv(Roles{Worker: true})
 	require.ErrorContains(t, err, "COMMITLAYER_SIGNAL_RATE")
+}
+
+// TestConfigDormancy: COMMITLAYER_DORMANT_AFTER and COMMITLAYER_DORMANT_MIN_AGE
+// reach the config (default workflows.DefaultDormancy; off turns it off);
+// bad values are refused by name.
+func TestConfigDormancy(t *testing.T) {
+	cfg, err := ConfigFromEnv(Roles{Worker: true})
+	require.NoError(t, err)
+	require.Equal(t, workflows.DefaultDormancy, cfg.Dormancy)
+	require.True(t, cfg.Dormancy.Enabled())
+
+	t.Setenv("COMMITLAYER_DORMANT_AFTER", "30m")
+	t.Setenv("COMMITLAYER_DORMANT_MIN_AGE", "5m")
+	cfg, err = ConfigFromEnv(Roles{Worker: true})
+	require.NoError(t, err)
+	require.Equal(t, workflows.Dormancy{MinWait: 30 * time.Minute, MinAge: 5 * time.Minute}, cfg.Dormancy)
+	require.Equal(t, 150*time.Second, cfg.Dormancy.WakeByStart())
+
+	for _, off := range []string{"off", "0", "0s", "OFF"} {
+		t.Setenv("COMMITLAYER_DORMANT_AFTER", off)
+		cfg, err = ConfigFromEnv(Roles{Worker: true})
+		require.NoError(t, err, off)
+		require.False(t, cfg.Dormancy.Enabled(), off)
+	}
+	t.Setenv("COMMITLAYER_DORMANT_AFTER", "")
+	for name, bad := range map[string]string{"COMMITLAYER_DORMANT_AFTER": "-1m", "COMMITLAYER_DORMANT_MIN_AGE": "1s"} {
+		t.Setenv(name, bad)
+		_, err = ConfigFromEnv(Roles{Worker: true})
+		require.ErrorContains(t, err, name)
+		t.Setenv(name, "")
+	}
+	t.Setenv("COMMITLAYER_DORMANT_MIN_AGE", "soon")
+	_, err = ConfigFromEnv(Roles{Worker: true})
+	require.ErrorContains(t, err, "COMMITLAYER_DORMANT_MIN_AGE")
 }
