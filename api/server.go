@@ -14,6 +14,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -281,6 +282,7 @@ func New(cfg Config) *Server {
 	s.actions = service.NewActions(cfg.Store, s.contracts, s.now)
 	s.pinger, _ = cfg.Store.(Pinger)
 	s.started.max = 1 << 14
+	s.started.seed = maphash.MakeSeed()
 
 	s.handle("GET /healthz", authNone, s.healthz)
 	s.handle("GET /readyz", authNone, s.readyz)
@@ -449,17 +451,27 @@ func (s *Server) temporalAnswered() { s.awayUntil.Store(0) }
 // startedSet remembers the actions this process started a verification
 // for, so an idempotent replay does not start it again; a replay that finds
 // neither an entry nor a verdict (another process, or a failed start) calls
-// Start, which is idempotent.
+// Start, which is idempotent. It keeps a 64-bit hash of each key, not the
+// key: a long-lived string per action, allocated among each request's
+// garbage, would hold a span of the heap in use long after the garbage
+// around it went. A collision (odds about max ÷ 2⁶⁴ per replay) would
+// skip a replay's Start, which the reconciler makes anyway for an action
+// never started.
 type startedSet struct {
-	mu  sync.Mutex
-	max int
-	m   map[string]struct{}
+	mu   sync.Mutex
+	max  int
+	seed maphash.Seed
+	m    map[uint64]struct{}
+}
+
+func (s *startedSet) hash(key string) uint64 {
+	return maphash.String(s.seed, key)
 }
 
 func (s *startedSet) has(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.m[key]
+	_, ok := s.m[s.hash(key)]
 	return ok
 }
 
@@ -467,7 +479,7 @@ func (s *startedSet) add(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil || len(s.m) >= s.max {
-		s.m = make(map[string]struct{})
+		s.m = make(map[uint64]struct{})
 	}
-	s.m[key] = struct{}{}
+	s.m[s.hash(key)] = struct{}{}
 }

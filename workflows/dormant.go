@@ -46,9 +46,13 @@ type Dormancy struct {
 	MinAge time.Duration
 }
 
-// DefaultDormancy is the product's: waits of ten minutes or more, from two
-// minutes after the verification started.
-var DefaultDormancy = Dormancy{MinWait: 10 * time.Minute, MinAge: 2 * time.Minute}
+// DefaultDormancy is the product's: waits of ten minutes or more, from 30
+// seconds after the verification started. Until then a verification is
+// awake in a worker: a worker holds the verifications started in the last
+// MinAge (and those with work in flight), whatever the number that sleep.
+// Notices to one younger than 15 s are plain signals: a starter (the API's
+// eager start, a parent's child start) starts it well within that.
+var DefaultDormancy = Dormancy{MinWait: 10 * time.Minute, MinAge: 30 * time.Second}
 
 // Enabled reports whether verifications with this dormancy ever sleep.
 func (d Dormancy) Enabled() bool { return d.MinWait > 0 }

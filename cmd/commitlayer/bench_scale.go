@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -44,7 +45,7 @@ type scaleFlags struct {
 	watching, smallWatching, probes int
 	batches, batch, burst, inFlight int
 	retention                       time.Duration
-	explain, keep                   bool
+	explain, keep, equalWork        bool
 	profile                         string // directory for the heap and CPU profiles
 }
 
@@ -66,6 +67,7 @@ func parseScaleFlags(args []string, stderr io.Writer) (scaleFlags, error) {
 	fs.BoolVar(&f.explain, "explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the pass's queries in both tenants")
 	fs.StringVar(&f.profile, "profile", "", "write heap profiles of each watching case (after a GC) and CPU profiles of each ingest case to this directory (go tool pprof)")
 	fs.BoolVar(&f.keep, "keep", false, "keep the bench's tenants and facts (default: deleted at the end)")
+	fs.BoolVar(&f.equalWork, "equal-work", true, "before the small watching case, start as many verifications as the big case has watching and let them finish, each awake as long as a watcher is before it sleeps: both heaps are then taken after the same work, and differ by what the watching verifications hold")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -82,6 +84,13 @@ func parseScaleFlags(args []string, stderr io.Writer) (scaleFlags, error) {
 		return f, errors.New("-batches, -batch, -burst, -in-flight must be at least 1, -burst at most -batch")
 	case f.retention <= 0:
 		return f, errors.New("-retention must be positive")
+	}
+	if f.profile != "" {
+		// Made now: a directory found missing at the first profile would
+		// end a run minutes in.
+		if err := os.MkdirAll(f.profile, 0o755); err != nil {
+			return f, fmt.Errorf("-profile: %w", err)
+		}
 	}
 	return f, nil
 }
@@ -286,6 +295,16 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	if _, _, err := b.api.PutContract(ctx, payoutBenchContract("bench_watch", "10m", "2h")); err != nil {
 		return err
 	}
+	// What a watching verification spends awake before it sleeps
+	// (workflows/dormant.go); the -equal-work verifications are awake as
+	// long, then finish.
+	awake := 2 * time.Minute
+	if b.m.Config.Dormancy.Enabled() {
+		awake = b.m.Config.Dormancy.MinAge
+	}
+	if _, _, err := b.api.PutContract(ctx, payoutBenchContract("bench_brief", "10m", (awake+time.Minute).String())); err != nil {
+		return err
+	}
 	if _, err := b.m.DB.BulkLoadFacts(ctx, b.tenant, tenantFacts("acc", 2*f.probes, 4*f.probes, requestedAt)); err != nil {
 		return err
 	}
@@ -301,6 +320,16 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	}
 	var cases [2]watchCase
 	for i, n := range []int{f.smallWatching, f.watching} {
+		if i == 0 && f.equalWork {
+			fresh, _, _ := heapMiB()
+			start := time.Now()
+			ids, err := b.startBrief(ctx, f.watching, awake)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(w, "  equal work: this process's heap %.1f MiB before any verification; then %d verifications started in %s, each awake %s and finished (closed %s after the last start)\n",
+				fresh, len(ids), time.Since(start).Round(time.Millisecond), awake, b.waitClosed(ctx, ids, awake+5*time.Minute).Round(time.Second))
+		}
 		start := time.Now()
 		ids, err := b.startWatchers(ctx, len(watchers), n, requestedAt)
 		if err != nil {

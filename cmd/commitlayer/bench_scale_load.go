@@ -135,6 +135,52 @@ func (b *benchmarker) startWatchers(ctx context.Context, from, n int, requestedA
 	return ids, nil
 }
 
+// startBrief starts n verifications on accounts account:b_<i> (which have
+// no facts: each fails, as cheaply as another passes) on bench_brief:
+// requested 11 minutes before its start, so settled at once and watched
+// for awake after it. Each stays in the worker for awake, as a watcher
+// does before it sleeps, then finishes.
+func (b *benchmarker) startBrief(ctx context.Context, n int, awake time.Duration) ([]string, error) {
+	ids := make([]string, n)
+	err := closedLoopN(ctx, n, 16, func(ctx context.Context, i int) error {
+		acc, err := b.api.RecordAction(ctx, commitlayer.Action{
+			Contract: "bench_brief", Agent: "bench", Subject: commitlayer.Subject(fmt.Sprintf("account:b_%d", i)),
+			Params: commitlayer.Attrs{"amount": 100}, RequestedAt: time.Now().UTC().Add(-11 * time.Minute),
+			Claim: commitlayer.Claim{Status: commitlayer.ClaimSuccess},
+		})
+		ids[i] = acc.ID
+		return err
+	})
+	return ids, err
+}
+
+// waitClosed waits, at most max, until the verifications sampled from ids
+// (up to 100, the last started among them) have closed, and returns how
+// long that took.
+func (b *benchmarker) waitClosed(ctx context.Context, ids []string, max time.Duration) time.Duration {
+	start := time.Now()
+	for _, id := range sampleLast(ids, 100) {
+		for time.Since(start) < max && ctx.Err() == nil {
+			d, err := b.m.Temporal.DescribeWorkflow(ctx, workflows.VerifyWorkflowID(b.tenant, id), "")
+			if err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	return time.Since(start)
+}
+
+// sampleLast picks up to n of ids, evenly, the last one first.
+func sampleLast(ids []string, n int) []string {
+	sample := make([]string, 0, n)
+	step := len(ids)/max(n-1, 1) + 1
+	for i := len(ids) - 1; i >= 0 && len(sample) < n; i -= step {
+		sample = append(sample, ids[i])
+	}
+	return sample
+}
+
 // ingestBatches makes f.batches batches of f.batch facts, each batch
 // f.burst facts on each of its subjects account:<prefix>_<k>, k cycling
 // through pool.
@@ -325,11 +371,7 @@ func (b *benchmarker) wakes(ctx context.Context, workflowID string, since time.T
 // They sleep once old enough (COMMITLAYER_DORMANT_MIN_AGE).
 func (b *benchmarker) waitAsleep(ctx context.Context, ids []string, max time.Duration) (time.Duration, int, error) {
 	start := time.Now()
-	sample := make([]string, 0, 100)
-	step := len(ids)/99 + 1
-	for i := len(ids) - 1; i >= 0 && len(sample) < 100; i -= step {
-		sample = append(sample, ids[i])
-	}
+	sample := sampleLast(ids, 100)
 	for {
 		awake := 0
 		for _, id := range sample {

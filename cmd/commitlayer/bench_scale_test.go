@@ -92,6 +92,7 @@ func TestBenchScaleTiny(t *testing.T) {
 		require.Positive(t, st.Size(), name)
 	}
 	require.Regexp(t, `every sampled wake ran|still not woken`, stdout, "the wakes are waited for")
+	require.Regexp(t, `equal work: this process's heap [0-9.]+ MiB before any verification; then 20 verifications started in [^,]+, each awake 2s and finished`, stdout)
 	require.Regexp(t, `asleep outside the worker [0-9]+s after, 0 of a sample of 2 still awake`, stdout)
 	require.Regexp(t, `asleep outside the worker [0-9]+s after, 0 of a sample of 22 still awake`, stdout)
 	for _, axis := range []string{"facts_per_tenant", "open_verifications", "open_verifications_heap", "ingest_while_watched", "ingest_while_watched_changing", "store_bytes_per_fact"} {
