@@ -335,7 +335,7 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 		if err != nil {
 			return err
 		}
-		watchers = append(watchers, ids...)
+		watchers = compactIDs(append(watchers, ids...))
 		// Their verdicts are stored, but their workflows still have steps
 		// to take (search attributes, the watch's timer): measure once the
 		// worker is idle again, not behind that queue.

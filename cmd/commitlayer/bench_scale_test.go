@@ -117,3 +117,10 @@ func TestBenchScaleTiny(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	require.True(t, strings.HasPrefix(lines[len(lines)-1], "ratio "), "the ratios come last")
 }
+
+func TestCompactIDsKeepsTheIDs(t *testing.T) {
+	ids := []string{"act_1", "", "act_22", "act_333"}
+	got := compactIDs(ids)
+	require.Equal(t, ids, got)
+	require.Empty(t, compactIDs(nil))
+}
