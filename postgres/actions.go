@@ -65,73 +65,63 @@ func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.A
 	if idempotencyKey != "" {
 		key = &idempotencyKey
 	}
-	var (
-		rec     commitlayer.ActionRecord
-		created bool
-	)
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		created = false
-		if key != nil {
-			existing, hash, err := actionByKey(ctx, tx, tenantID, idempotencyKey)
-			if err == nil {
-				if !bytes.Equal(hash, requestHash) {
-					return fmt.Errorf("%w: idempotency key reused with another request", commitlayer.ErrConflict)
-				}
-				rec = existing
-				return nil
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
+	// One statement for a new action, the common case, outside a
+	// transaction: ON CONFLICT DO NOTHING skips a row whose id or
+	// idempotency key is taken (a concurrent insert of the same key waits
+	// for the first to commit, then does nothing); only then is what is
+	// there read, by key first. Three round trips fewer than a
+	// transaction that looked the key up first.
+	for attempt := 0; ; attempt++ {
+		rec, created, err := db.insertAction(ctx, tenantID, a, params, trace, settlesAt, watchUntil, key, requestHash)
+		if isRetryable(err) && attempt < 3 {
+			continue
 		}
-		rows, err := tx.Query(ctx, `INSERT INTO actions (tenant_id, id, contract_id, contract_version, agent, subject,
-				params, requested_at, claim_status, claim_message, trace, settles_at, watch_until,
-				idempotency_key, request_hash)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-			ON CONFLICT DO NOTHING
-			RETURNING `+actionColumns,
-			tenantID, a.ID, a.Contract, a.ContractVersion, a.Agent, string(a.Subject), params, a.RequestedAt,
-			a.Claim.Status, a.Claim.Message, trace, settlesAt, watchUntil, key, requestHash)
-		if err != nil {
-			return classify(err)
-		}
-		rec, err = pgx.CollectExactlyOneRow(rows, scanAction)
+		return rec, created, err
+	}
+}
+
+func (db *DB) insertAction(ctx context.Context, tenantID string, a commitlayer.Action, params, trace []byte,
+	settlesAt, watchUntil time.Time, key *string, requestHash []byte) (commitlayer.ActionRecord, bool, error) {
+	rows, err := db.pool.Query(ctx, `INSERT INTO actions (tenant_id, id, contract_id, contract_version, agent, subject,
+			params, requested_at, claim_status, claim_message, trace, settles_at, watch_until,
+			idempotency_key, request_hash)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+		ON CONFLICT DO NOTHING
+		RETURNING `+actionColumns,
+		tenantID, a.ID, a.Contract, a.ContractVersion, a.Agent, string(a.Subject), params, a.RequestedAt,
+		a.Claim.Status, a.Claim.Message, trace, settlesAt, watchUntil, key, requestHash)
+	if err != nil {
+		return commitlayer.ActionRecord{}, false, classify(err)
+	}
+	rec, err := pgx.CollectExactlyOneRow(rows, scanAction)
+	if err == nil {
+		return rec, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return commitlayer.ActionRecord{}, false, classify(err)
+	}
+	// Conflict: the key was used (its row is committed and visible to the
+	// next statement), or the id exists.
+	if key != nil {
+		existing, hash, err := actionByKey(ctx, db.pool, tenantID, *key)
 		if err == nil {
-			created = true
-			return nil
+			if !bytes.Equal(hash, requestHash) {
+				return commitlayer.ActionRecord{}, false, fmt.Errorf("%w: idempotency key reused with another request", commitlayer.ErrConflict)
+			}
+			return existing, false, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return classify(err)
+			return commitlayer.ActionRecord{}, false, err
 		}
-		// Conflict: the id exists, or a concurrent request took the key
-		// first (its row is committed and visible to this statement).
-		if key != nil {
-			existing, hash, err := actionByKey(ctx, tx, tenantID, idempotencyKey)
-			if err == nil {
-				if !bytes.Equal(hash, requestHash) {
-					return fmt.Errorf("%w: idempotency key reused with another request", commitlayer.ErrConflict)
-				}
-				rec = existing
-				return nil
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-		}
-		existing, hash, err := actionByID(ctx, tx, tenantID, a.ID)
-		if err != nil {
-			return err
-		}
-		if !bytes.Equal(hash, requestHash) {
-			return fmt.Errorf("%w: action id exists with another request", commitlayer.ErrConflict)
-		}
-		rec = existing
-		return nil
-	})
+	}
+	existing, hash, err := actionByID(ctx, db.pool, tenantID, a.ID)
 	if err != nil {
 		return commitlayer.ActionRecord{}, false, err
 	}
-	return rec, created, nil
+	if !bytes.Equal(hash, requestHash) {
+		return commitlayer.ActionRecord{}, false, fmt.Errorf("%w: action id exists with another request", commitlayer.ErrConflict)
+	}
+	return existing, false, nil
 }
 
 func actionByKey(ctx context.Context, q querier, tenantID, key string) (commitlayer.ActionRecord, []byte, error) {
