@@ -27,6 +27,11 @@ type EvaluateInput struct {
 	// PullTook is how long the same pass's Extract took (zero when the pass
 	// did not pull): it counts in the pass latency stored with the verdict.
 	PullTook time.Duration `json:",omitempty"`
+	// Known is the version of the verdict the verification holds (0 before
+	// its first): a stored verdict newer than it is news to the
+	// verification even when this pass appended nothing (an early pass,
+	// EarlyPass, stored it), and EvaluateResult.Webhooks says so.
+	Known int `json:",omitempty"`
 }
 
 // EvaluateResult is the verdict stored for the pass.
@@ -35,9 +40,10 @@ type EvaluateResult struct {
 	// Changed is false when the verdict said nothing new and no version was
 	// added.
 	Changed bool
-	// Webhooks is set, with a changed verdict, when the tenant has verdict
-	// webhooks: the verification then queues the verdict's events
-	// (workflows/webhooks.go); without any it schedules nothing.
+	// Webhooks is set, with a verdict changed or newer than
+	// EvaluateInput.Known, when the tenant has verdict webhooks: the
+	// verification then queues the verdict's events (workflows/webhooks.go);
+	// without any it schedules nothing.
 	Webhooks bool `json:",omitempty"`
 }
 
@@ -46,12 +52,30 @@ type EvaluateResult struct {
 // evaluates, and appends the verdict to the action's history when it
 // changed.
 func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateResult, error) {
+	stored, changed, err := a.evaluate(ctx, in)
+	if err != nil {
+		return EvaluateResult{}, err
+	}
+	news := changed || stored.Version != in.Known
+	return EvaluateResult{Verdict: stored, Changed: changed, Webhooks: news && a.hasWebhooks(ctx, in.TenantID)}, nil
+}
+
+// evaluate is Evaluate without the webhooks' question: the verdict stored
+// for the pass, and whether this pass appended it.
+func (a *Activities) evaluate(ctx context.Context, in EvaluateInput) (commitlayer.Verdict, bool, error) {
+	return a.evaluateWith(ctx, in, a.Store.AppendVerdict)
+}
+
+// evaluateWith is evaluate with the verdict stored by appendVerdict.
+func (a *Activities) evaluateWith(ctx context.Context, in EvaluateInput,
+	appendVerdict func(context.Context, string, commitlayer.Verdict) (commitlayer.Verdict, bool, error),
+) (commitlayer.Verdict, bool, error) {
 	if in.TenantID == "" || in.ActionID == "" {
-		return EvaluateResult{}, nonRetryable("evaluate: tenant and action ids are required")
+		return commitlayer.Verdict{}, false, nonRetryable("evaluate: tenant and action ids are required")
 	}
 	began := time.Now()
 	if err := a.checkStore(ctx, in.StoreID); err != nil {
-		return EvaluateResult{}, err
+		return commitlayer.Verdict{}, false, err
 	}
 	act, err := a.Store.GetAction(ctx, in.TenantID, in.ActionID)
 	if errors.Is(err, commitlayer.ErrNotFound) {
@@ -61,22 +85,22 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 		// loud: nothing resolves it but time or an operator.
 		a.logger(ctx).Error("evaluate: action not found in this worker's database; retrying",
 			"tenant", in.TenantID, "action", in.ActionID)
-		return EvaluateResult{}, fmt.Errorf("evaluate: action %s not found (a lagging replica, or a worker on another database than the API's?)", in.ActionID)
+		return commitlayer.Verdict{}, false, fmt.Errorf("evaluate: action %s not found (a lagging replica, or a worker on another database than the API's?)", in.ActionID)
 	} else if err != nil {
-		return EvaluateResult{}, fmt.Errorf("evaluate: load action %s: %w", in.ActionID, err)
+		return commitlayer.Verdict{}, false, fmt.Errorf("evaluate: load action %s: %w", in.ActionID, err)
 	}
 	c, err := a.contract(ctx, in.TenantID, act.Contract, act.ContractVersion)
 	if err != nil {
-		return EvaluateResult{}, err
+		return commitlayer.Verdict{}, false, err
 	}
 	v, err := a.answer(ctx, in, act, c, nil)
 	if err != nil {
-		return EvaluateResult{}, err
+		return commitlayer.Verdict{}, false, err
 	}
 	v.PassLatency = max(in.PullTook, 0) + time.Since(began)
-	stored, changed, err := a.Store.AppendVerdict(ctx, in.TenantID, v)
+	stored, changed, err := appendVerdict(ctx, in.TenantID, v)
 	if err != nil {
-		return EvaluateResult{}, fmt.Errorf("evaluate: store verdict for %s: %w", in.ActionID, err)
+		return commitlayer.Verdict{}, false, fmt.Errorf("evaluate: store verdict for %s: %w", in.ActionID, err)
 	}
 	recordPassLatency(ctx, max(in.PullTook, 0)+time.Since(began), in.PullTook > 0)
 	if changed && !stored.Provisional && a.followsFinal(ctx, in.TenantID, stored) {
@@ -88,10 +112,10 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 		// follows a provisional one, which no screen keeps anyone asleep
 		// on: settlement needs no second read.)
 		if stored, err = a.settle(ctx, in, act, c, stored); err != nil {
-			return EvaluateResult{}, err
+			return commitlayer.Verdict{}, false, err
 		}
 	}
-	return EvaluateResult{Verdict: stored, Changed: changed, Webhooks: changed && a.hasWebhooks(ctx, in.TenantID)}, nil
+	return stored, changed, nil
 }
 
 // followsFinal reports whether the verdict stored before v was final too

@@ -18,6 +18,20 @@ import (
 // and returned with that Version. Appends for one action are serialized. An
 // unknown action gives commitlayer.ErrNotFound.
 func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
+	return db.appendVerdict(ctx, tenantID, v, false)
+}
+
+// AppendFirstVerdict stores v as the action's first verdict (version 1)
+// when it has none yet, and reports whether it did; otherwise it leaves
+// the history as it is and returns its latest verdict. For an answer given
+// ahead of the verification (activities.EarlyPass), which must never
+// follow the verification's own: a provisional verdict after a final one
+// would undo its settlement.
+func (db *DB) AppendFirstVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
+	return db.appendVerdict(ctx, tenantID, v, true)
+}
+
+func (db *DB) appendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict, firstOnly bool) (commitlayer.Verdict, bool, error) {
 	if v.ActionID == "" || !v.Status.Valid() {
 		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w: action id and a valid status are required",
 			v.ActionID, commitlayer.ErrInvalid)
@@ -44,7 +58,7 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 		}
 		latest, err := latestVerdict(ctx, tx, tenantID, v.ActionID)
 		switch {
-		case err == nil && latest.SameAnswer(v):
+		case err == nil && (firstOnly || latest.SameAnswer(v)):
 			out = latest
 			return nil
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):

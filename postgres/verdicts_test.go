@@ -197,3 +197,45 @@ func TestVerdictStages(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
+
+// TestAppendFirstVerdict stores a verdict only as an action's first: once
+// the action has one, whatever its answer, the history is left alone and
+// its latest verdict answers.
+func TestAppendFirstVerdict(t *testing.T) {
+	testDB := testStore(t)
+	ctx := context.Background()
+	tn := newTenant(t)
+	_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_1", "order:o1", t0), t0, t0, "", nil)
+	require.NoError(t, err)
+	final := func(v commitlayer.Verdict) commitlayer.Verdict { v.Provisional = false; return v }
+	prov := func(v commitlayer.Verdict) commitlayer.Verdict { v.Provisional = true; return v }
+
+	first, appended, err := testDB.AppendFirstVerdict(ctx, tn.ID, prov(mkVerdict("act_1", commitlayer.StatusPass, t0)))
+	require.NoError(t, err)
+	require.True(t, appended)
+	require.Equal(t, 1, first.Version)
+
+	// Another answer: not stored; the first stands.
+	got, appended, err := testDB.AppendFirstVerdict(ctx, tn.ID, prov(mkVerdict("act_1", commitlayer.StatusFail, t0)))
+	require.NoError(t, err)
+	require.False(t, appended)
+	require.Equal(t, first.Version, got.Version)
+	require.Equal(t, commitlayer.StatusPass, got.Status)
+
+	// After the verification's own final verdict, a provisional one from
+	// ahead of it is never appended behind it.
+	last, appended, err := testDB.AppendVerdict(ctx, tn.ID, final(mkVerdict("act_1", commitlayer.StatusPass, t0)))
+	require.NoError(t, err)
+	require.True(t, appended)
+	got, appended, err = testDB.AppendFirstVerdict(ctx, tn.ID, prov(mkVerdict("act_1", commitlayer.StatusPass, t0)))
+	require.NoError(t, err)
+	require.False(t, appended)
+	require.Equal(t, last.Version, got.Version)
+	require.False(t, got.Provisional)
+	hist, err := testDB.VerdictHistory(ctx, tn.ID, "act_1")
+	require.NoError(t, err)
+	require.Len(t, hist, 2)
+
+	_, _, err = testDB.AppendFirstVerdict(ctx, tn.ID, prov(mkVerdict("act_missing", commitlayer.StatusPass, t0)))
+	require.ErrorIs(t, err, commitlayer.ErrNotFound)
+}

@@ -86,6 +86,7 @@ func (v *verification) compactPass(ctx workflow.Context, pull bool) error {
 			StoreID:     v.in.StoreID,
 			Unreachable: v.state.Unreachable, // replaced by the pull's when the pass pulls
 			Provisional: v.state.Phase != PhaseWatching,
+			Known:       v.state.Verdict.Version,
 		},
 	}).Get(ctx, &res); err != nil {
 		return fmt.Errorf("pass: %w", err)

@@ -417,6 +417,7 @@ func (v *verification) pass(ctx workflow.Context, pull bool) error {
 		Unreachable: v.state.Unreachable,
 		Provisional: v.state.Phase != PhaseWatching,
 		PullTook:    pullTook,
+		Known:       v.state.Verdict.Version,
 	}, &res); err != nil {
 		return fmt.Errorf("evaluate: %w", err)
 	}

@@ -143,6 +143,14 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		Dormancy: m.Config.Dormancy,
 	}
 	m.Contracts = service.NewContracts(m.DB, 0)
+	// A new action's first pass runs while Temporal persists its
+	// verification's start, for a tenant without connectors
+	// (activities.EarlyPass): the POST's answer finds its verdict stored.
+	early := &activities.Activities{Store: m.DB, Contracts: m.Contracts, Logger: m.Logger}
+	m.Verifier.EarlyPass = func(ctx context.Context, tenantID, actionID string, started func(context.Context) bool) error {
+		_, err := early.EarlyPass(ctx, tenantID, actionID, storeID, started)
+		return err
+	}
 	if !m.Config.NoScreen {
 		// New facts wake only the watching verifications whose verdict
 		// they change (activities.Screen), evaluated in this process.

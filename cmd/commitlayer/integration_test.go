@@ -449,6 +449,20 @@ func (s *stack) sleepingPayouts(key, contract, settlement string, n int) ([]stri
 		h := s.waitVerdict(key, id, 60*time.Second, func(h []commitlayer.Verdict) bool { return len(h) >= 1 })
 		require.True(s.t, h[0].Provisional)
 	}
+	// The first verdict can come from the API's early pass, ahead of the
+	// verification's first workflow task: the premise, every verification
+	// asleep on its timer in a worker, is that task having run.
+	for _, id := range ids {
+		wid := workflowIDFor(s, key, id)
+		require.Eventually(s.t, func() bool {
+			for _, e := range fetchHistory(s.t, s, wid).GetEvents() {
+				if e.GetTimerStartedEventAttributes() != nil {
+					return true
+				}
+			}
+			return false
+		}, 60*time.Second, 100*time.Millisecond, "action %s: its verification never started its settlement timer", id)
+	}
 	return ids, now
 }
 
