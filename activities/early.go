@@ -2,15 +2,8 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/commitlayer/commitlayer"
 )
-
-// errNotStarted ends an early pass whose verification's start was not
-// accepted, before it stores anything.
-var errNotStarted = errors.New("the verification's start was not accepted")
 
 // EarlyPass runs a new action's first pass ahead of its verification, while
 // Temporal persists the verification's start (verify.Client.EarlyPass): for
@@ -21,17 +14,16 @@ var errNotStarted = errors.New("the verification's start was not accepted")
 // (facts stored in between); it publishes the verdict and queues its
 // webhook events (EvaluateInput.Known) either way.
 //
-// The verdict is stored only once started answers true: the caller's word
-// that the verification's start was accepted. An action whose verification
-// Temporal refused, or could not be reached to start, keeps no verdict from
-// a verification that does not run (started answers false, or ctx ends
-// first).
+// It runs beside the start, so the start's outcome is not known yet: a
+// start Temporal refuses marks the action failed and deletes the verdict
+// stored here with it (postgres StartFailed); one Temporal was not there to
+// take keeps it, and the verification started later finds it.
 //
 // It answers whether it stored the first verdict: false, storing nothing,
 // for a tenant with connectors (their first pass pulls the systems of
 // record first, and a verdict from before that pull could only be stale),
-// for an action that has a verdict already, and for a start not accepted.
-func (a *Activities) EarlyPass(ctx context.Context, tenantID, actionID, storeID string, started func(context.Context) bool) (bool, error) {
+// and for an action that has a verdict already.
+func (a *Activities) EarlyPass(ctx context.Context, tenantID, actionID, storeID string) (bool, error) {
 	conns, err := a.Store.ListConnectors(ctx, tenantID)
 	if err != nil {
 		return false, fmt.Errorf("early pass: list connectors: %w", err)
@@ -42,17 +34,8 @@ func (a *Activities) EarlyPass(ctx context.Context, tenantID, actionID, storeID 
 	// Stored only as the first verdict: when the verification's own pass
 	// got there first (a worker elsewhere took its first task at once), its
 	// answer stands, whatever came after it.
-	appendFirst := func(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
-		if !started(ctx) {
-			return commitlayer.Verdict{}, false, errNotStarted
-		}
-		return a.Store.AppendFirstVerdict(ctx, tenantID, v)
-	}
 	_, stored, err := a.evaluateWith(ctx, EvaluateInput{TenantID: tenantID, ActionID: actionID, StoreID: storeID, Provisional: true},
-		appendFirst)
-	if errors.Is(err, errNotStarted) {
-		return false, nil
-	}
+		a.Store.AppendFirstVerdict)
 	if err != nil {
 		return false, fmt.Errorf("early pass: %w", err)
 	}

@@ -16,8 +16,7 @@ import (
 // any, the early pass stores the provisional verdict the verification's own
 // first pass then finds: the same answer, nothing appended, and still news
 // to the verification (EvaluateInput.Known), so its webhook events are
-// queued. An action that has a verdict gets nothing more; one whose start
-// was not accepted gets nothing.
+// queued. An action that has a verdict gets nothing more.
 func TestEarlyPassStoresTheFirstVerdictOfATenantWithoutConnectors(t *testing.T) {
 	fx := newFixture(t)
 	ctx := context.Background()
@@ -25,9 +24,8 @@ func TestEarlyPassStoresTheFirstVerdictOfATenantWithoutConnectors(t *testing.T) 
 	fx.feed.add("payout_sent", "account:acc_1", fx.now.Add(-time.Minute), map[string]any{"payout_id": "p1", "amount": 500})
 	fx.extract(t)
 
-	accepted := func(context.Context) bool { return true }
 	id := fx.action(t, "agent-1", "account:acc_1", 500, fx.now.Add(-2*time.Minute))
-	stored, err := fx.acts.EarlyPass(ctx, fx.tenant, id, "", accepted)
+	stored, err := fx.acts.EarlyPass(ctx, fx.tenant, id, "")
 	require.NoError(t, err)
 	require.False(t, stored, "a tenant with connectors")
 	hist, err := fx.db.VerdictHistory(ctx, fx.tenant, id)
@@ -41,21 +39,7 @@ func TestEarlyPassStoresTheFirstVerdictOfATenantWithoutConnectors(t *testing.T) 
 		Events: []string{"verdict.changed"}, Secret: "sealed"})
 	require.NoError(t, err)
 
-	// A start Temporal refused (or that was never made): nothing stored.
-	stored, err = fx.acts.EarlyPass(ctx, fx.tenant, id, "", func(context.Context) bool { return false })
-	require.NoError(t, err)
-	require.False(t, stored, "a start not accepted")
-	hist, err = fx.db.VerdictHistory(ctx, fx.tenant, id)
-	require.NoError(t, err)
-	require.Empty(t, hist)
-	// Nor when the answer never comes before the pass's deadline.
-	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	stored, err = fx.acts.EarlyPass(dctx, fx.tenant, id, "", func(ctx context.Context) bool { <-ctx.Done(); return false })
-	cancel()
-	require.NoError(t, err)
-	require.False(t, stored)
-
-	stored, err = fx.acts.EarlyPass(ctx, fx.tenant, id, "", accepted)
+	stored, err = fx.acts.EarlyPass(ctx, fx.tenant, id, "")
 	require.NoError(t, err)
 	require.True(t, stored)
 	hist, err = fx.db.VerdictHistory(ctx, fx.tenant, id)
@@ -72,13 +56,13 @@ func TestEarlyPassStoresTheFirstVerdictOfATenantWithoutConnectors(t *testing.T) 
 	again := fx.evaluate(t, id, activities.EvaluateInput{Provisional: true, Known: 1})
 	require.False(t, again.Webhooks, "nothing new to a verification that holds version 1")
 
-	stored, err = fx.acts.EarlyPass(ctx, fx.tenant, id, "", accepted)
+	stored, err = fx.acts.EarlyPass(ctx, fx.tenant, id, "")
 	require.NoError(t, err)
 	require.False(t, stored, "an action with a verdict")
 
 	// A store the action is not in: the pass refuses, nothing stored.
 	other := fx.action(t, "agent-1", "account:acc_1", 500, fx.now.Add(-time.Minute))
-	_, err = fx.acts.EarlyPass(ctx, fx.tenant, other, "db_elsewhere", accepted)
+	_, err = fx.acts.EarlyPass(ctx, fx.tenant, other, "db_elsewhere")
 	require.Error(t, err)
 	hist, err = fx.db.VerdictHistory(ctx, fx.tenant, other)
 	require.NoError(t, err)

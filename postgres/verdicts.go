@@ -18,7 +18,7 @@ import (
 // and returned with that Version. Appends for one action are serialized. An
 // unknown action gives commitlayer.ErrNotFound.
 func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
-	return db.appendVerdict(ctx, tenantID, v, false)
+	return db.appendVerdict(ctx, tenantID, v)
 }
 
 // AppendFirstVerdict stores v as the action's first verdict (version 1)
@@ -26,12 +26,55 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 // the history as it is and returns its latest verdict. For an answer given
 // ahead of the verification (activities.EarlyPass), which must never
 // follow the verification's own: a provisional verdict after a final one
-// would undo its settlement.
+// would undo its settlement. One statement: it takes the action's row lock
+// as AppendVerdict does, so the two queue behind each other.
 func (db *DB) AppendFirstVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
-	return db.appendVerdict(ctx, tenantID, v, true)
+	if v.ActionID == "" || !v.Status.Valid() {
+		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: %w: action id and a valid status are required",
+			v.ActionID, commitlayer.ErrInvalid)
+	}
+	if err := checkTimes("evaluated_at", v.EvaluatedAt, "settles_at", v.SettlesAt); err != nil {
+		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: %w", v.ActionID, classify(err))
+	}
+	out := v
+	out.Version = 1
+	var passUS *int64
+	if v.PassLatency > 0 {
+		us := v.PassLatency.Microseconds()
+		passUS = &us
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: %w: %w", v.ActionID, commitlayer.ErrInvalid, err)
+	}
+	var inserted int
+	err = db.pool.QueryRow(ctx, `WITH locked AS (
+			SELECT 1 FROM actions WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+		), ins AS (
+			INSERT INTO verdicts (tenant_id, action_id, version, status, provisional, body, evaluated_at, pass_us)
+			SELECT $1, $2, 1, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM locked)
+			ON CONFLICT DO NOTHING RETURNING 1
+		)
+		SELECT count(*) FROM ins`,
+		tenantID, v.ActionID, string(out.Status), out.Provisional, body, out.EvaluatedAt, passUS).Scan(&inserted)
+	if err != nil {
+		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: %w", v.ActionID, classify(err))
+	}
+	if inserted == 1 {
+		return out, true, nil
+	}
+	// The action has a verdict, or there is no such action.
+	latest, err := latestVerdict(ctx, db.pool, tenantID, v.ActionID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: action: %w", v.ActionID, commitlayer.ErrNotFound)
+	}
+	if err != nil {
+		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: %w", v.ActionID, classify(err))
+	}
+	return latest, false, nil
 }
 
-func (db *DB) appendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict, firstOnly bool) (commitlayer.Verdict, bool, error) {
+func (db *DB) appendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
 	if v.ActionID == "" || !v.Status.Valid() {
 		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w: action id and a valid status are required",
 			v.ActionID, commitlayer.ErrInvalid)
@@ -58,7 +101,7 @@ func (db *DB) appendVerdict(ctx context.Context, tenantID string, v commitlayer.
 		}
 		latest, err := latestVerdict(ctx, tx, tenantID, v.ActionID)
 		switch {
-		case err == nil && (firstOnly || latest.SameAnswer(v)):
+		case err == nil && latest.SameAnswer(v):
 			out = latest
 			return nil
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):

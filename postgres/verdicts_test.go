@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -238,4 +239,72 @@ func TestAppendFirstVerdict(t *testing.T) {
 
 	_, _, err = testDB.AppendFirstVerdict(ctx, tn.ID, prov(mkVerdict("act_missing", commitlayer.StatusPass, t0)))
 	require.ErrorIs(t, err, commitlayer.ErrNotFound)
+}
+
+// TestStartFailedDeletesTheEarlyVerdict: an action whose verification's
+// start is refused keeps no verdict (an early pass stored one beside the
+// start); an action marked started keeps its verdicts.
+func TestStartFailedDeletesTheEarlyVerdict(t *testing.T) {
+	testDB := testStore(t)
+	ctx := context.Background()
+	tn := newTenant(t)
+	for _, id := range []string{"act_refused", "act_ran"} {
+		_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction(id, "order:o1", t0), t0, t0, "", nil)
+		require.NoError(t, err)
+		v := mkVerdict(id, commitlayer.StatusPass, t0)
+		v.Provisional = true
+		_, appended, err := testDB.AppendFirstVerdict(ctx, tn.ID, v)
+		require.NoError(t, err)
+		require.True(t, appended)
+	}
+	marked, err := testDB.StartFailed(ctx, tn.ID, "act_refused", "refused")
+	require.NoError(t, err)
+	require.True(t, marked)
+	hist, err := testDB.VerdictHistory(ctx, tn.ID, "act_refused")
+	require.NoError(t, err)
+	require.Empty(t, hist)
+
+	_, err = testDB.Pool().Exec(ctx, `UPDATE actions SET verification_started_at = now() WHERE tenant_id = $1 AND id = 'act_ran'`, tn.ID)
+	require.NoError(t, err)
+	marked, err = testDB.StartFailed(ctx, tn.ID, "act_ran", "too late")
+	require.NoError(t, err)
+	require.False(t, marked)
+	hist, err = testDB.VerdictHistory(ctx, tn.ID, "act_ran")
+	require.NoError(t, err)
+	require.Len(t, hist, 1)
+}
+
+// TestAppendFirstVerdictBesideAppendVerdict races the early pass's insert
+// with the verification's own appends: neither fails, and the history is
+// one first verdict then the verification's changes, versions in a row.
+func TestAppendFirstVerdictBesideAppendVerdict(t *testing.T) {
+	testDB := testStore(t)
+	ctx := context.Background()
+	tn := newTenant(t)
+	for i := range 20 {
+		id := fmt.Sprintf("act_race_%d", i)
+		_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction(id, "order:o1", t0), t0, t0, "", nil)
+		require.NoError(t, err)
+		early := mkVerdict(id, commitlayer.StatusPass, t0)
+		early.Provisional = true
+		own := mkVerdict(id, commitlayer.StatusFail, t0)
+		own.Provisional = true
+		var (
+			wg         sync.WaitGroup
+			errA, errB error
+		)
+		wg.Go(func() { _, _, errA = testDB.AppendFirstVerdict(ctx, tn.ID, early) })
+		wg.Go(func() { _, _, errB = testDB.AppendVerdict(ctx, tn.ID, own) })
+		wg.Wait()
+		require.NoError(t, errA, id)
+		require.NoError(t, errB, id)
+		hist, err := testDB.VerdictHistory(ctx, tn.ID, id)
+		require.NoError(t, err)
+		require.NotEmpty(t, hist)
+		require.LessOrEqual(t, len(hist), 2)
+		for j, v := range hist {
+			require.Equal(t, j+1, v.Version, id)
+		}
+		require.Equal(t, commitlayer.StatusFail, hist[len(hist)-1].Status, "%s: the verification's answer is the latest", id)
+	}
 }

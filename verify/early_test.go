@@ -30,16 +30,16 @@ func TestStartRunsTheEarlyPassWithTheStart(t *testing.T) {
 		sawWF     atomic.Bool
 		finished  atomic.Bool
 		failEarly atomic.Bool
-		accepted  atomic.Bool
 	)
-	vc := &verify.Client{Temporal: c, Store: noStore{}, TaskQueue: "verify-test-nobody-polls"}
-	vc.EarlyPass = func(ctx context.Context, tenantID, actionID string, started func(context.Context) bool) error {
+	store := &failedAfter{finished: &finished}
+	vc := &verify.Client{Temporal: c, Store: store, TaskQueue: "verify-test-nobody-polls"}
+	vc.EarlyPass = func(ctx context.Context, tenantID, actionID string) error {
 		ran.Add(1)
 		if tenantID != tenant {
 			return errors.New("early pass for another tenant: " + tenantID)
 		}
 		// Concurrent with the start: give the start time to land, and look.
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(2 * time.Second)
 		for time.Now().Before(deadline) {
 			if _, err := c.DescribeWorkflow(ctx, workflows.VerifyWorkflowID(tenantID, actionID), ""); err == nil {
 				sawWF.Store(true)
@@ -48,7 +48,6 @@ func TestStartRunsTheEarlyPassWithTheStart(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		finished.Store(true)
-		accepted.Store(started(ctx))
 		if failEarly.Load() {
 			return errors.New("database away")
 		}
@@ -62,17 +61,36 @@ func TestStartRunsTheEarlyPassWithTheStart(t *testing.T) {
 		})
 		require.NoError(t, vc.Start(context.Background(), tenant, rec(id)), id)
 		require.True(t, finished.Load(), "%s: Start returned before its early pass was over", id)
-		require.True(t, accepted.Load(), "%s: a start Temporal accepted", id)
 	}
 	require.EqualValues(t, 2, ran.Load())
 	require.True(t, sawWF.Load(), "the early pass did not hold the start back")
 
+	require.Zero(t, store.calls.Load())
+
 	// A start Temporal refuses (an agent longer than a search attribute
-	// takes): the early pass is told, and stores nothing.
+	// takes) is marked failed, which deletes the early verdict, only once
+	// the early pass is over.
 	poisoned := rec("act_early_refused")
 	poisoned.Agent = strings.Repeat("a", 3000)
+	finished.Store(false)
 	var refused *verify.StartRefusedError
 	require.ErrorAs(t, vc.Start(context.Background(), tenant, poisoned), &refused)
 	require.EqualValues(t, 3, ran.Load())
-	require.False(t, accepted.Load(), "a refused start was reported accepted to the early pass")
+	require.EqualValues(t, 1, store.calls.Load())
+	require.True(t, store.afterEarly.Load(), "the refused start was marked failed while its early pass could still store a verdict")
+}
+
+// failedAfter records whether StartFailed came after the early pass was
+// over.
+type failedAfter struct {
+	noStore
+	finished   *atomic.Bool
+	calls      atomic.Int32
+	afterEarly atomic.Bool
+}
+
+func (f *failedAfter) StartFailed(context.Context, string, string, string) (bool, error) {
+	f.calls.Add(1)
+	f.afterEarly.Store(f.finished.Load())
+	return true, nil
 }

@@ -95,13 +95,12 @@ type Client struct {
 	// EarlyPass, when set, is run by Start while Temporal persists the
 	// start: a new action's first pass ahead of its verification
 	// (activities.EarlyPass, which stores a provisional verdict for a
-	// tenant without connectors). It stores its verdict only once started
-	// answers true: Start's word that Temporal accepted the start (a start
-	// refused or not made leaves no verdict behind). Start returns once
-	// both are done, so the caller's answer finds the first verdict stored.
-	// A failed early pass is logged and leaves the first verdict to the
-	// verification.
-	EarlyPass func(ctx context.Context, tenantID, actionID string, started func(context.Context) bool) error
+	// tenant without connectors). Start returns once both are done, so the
+	// caller's answer finds the first verdict stored; a start Temporal
+	// refuses is marked failed only then, which deletes that verdict
+	// (Store.StartFailed). A failed early pass is logged and leaves the
+	// first verdict to the verification.
+	EarlyPass func(ctx context.Context, tenantID, actionID string) error
 
 	// Screen, when set, decides which watching verifications new facts
 	// need to wake (activities.Screen: those whose verdict the facts
@@ -173,12 +172,10 @@ func (c *Client) input(tenantID string, a commitlayer.ActionRecord) workflows.Ve
 // failed in the store and returned as a *StartRefusedError: it leaves the
 // pending starts. A Temporal that does not answer gives an *AwayError.
 func (c *Client) Start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
-	accepted := make(chan bool, 1)
-	early := c.earlyPass(ctx, tenantID, a, accepted)
+	early := c.earlyPass(ctx, tenantID, a)
 	_, err := c.Temporal.ExecuteWorkflow(ctx, StartOptions(c.taskQueue(), tenantID, a), workflows.VerifyAction, c.input(tenantID, a))
+	<-early // before a refused start is marked failed, which deletes its verdict
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
-	accepted <- err == nil || errors.As(err, &started)
-	<-early
 	if err != nil && !errors.As(err, &started) {
 		switch classify(err) {
 		case faultBad:
@@ -216,9 +213,8 @@ func (c *Client) Start(ctx context.Context, tenantID string, a commitlayer.Actio
 const earlyPassTimeout = 5 * time.Second
 
 // earlyPass starts the early pass of a new action, when the client has
-// one, and returns what is closed when it is over. accepted carries
-// whether Temporal accepted the verification's start.
-func (c *Client) earlyPass(ctx context.Context, tenantID string, a commitlayer.ActionRecord, accepted <-chan bool) <-chan struct{} {
+// one, and returns what is closed when it is over.
+func (c *Client) earlyPass(ctx context.Context, tenantID string, a commitlayer.ActionRecord) <-chan struct{} {
 	done := make(chan struct{})
 	if c.EarlyPass == nil {
 		close(done)
@@ -228,15 +224,7 @@ func (c *Client) earlyPass(ctx context.Context, tenantID string, a commitlayer.A
 		defer close(done)
 		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), earlyPassTimeout)
 		defer cancel()
-		started := func(ctx context.Context) bool {
-			select {
-			case ok := <-accepted:
-				return ok
-			case <-ctx.Done():
-				return false
-			}
-		}
-		if err := c.EarlyPass(ectx, tenantID, a.ID, started); err != nil {
+		if err := c.EarlyPass(ectx, tenantID, a.ID); err != nil {
 			c.logger().Warn("early pass left to the verification", "tenant", tenantID, "action", a.ID, "error", err)
 		}
 	}()

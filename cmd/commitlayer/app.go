@@ -147,8 +147,8 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 	// verification's start, for a tenant without connectors
 	// (activities.EarlyPass): the POST's answer finds its verdict stored.
 	early := &activities.Activities{Store: m.DB, Contracts: m.Contracts, Logger: m.Logger}
-	m.Verifier.EarlyPass = func(ctx context.Context, tenantID, actionID string, started func(context.Context) bool) error {
-		_, err := early.EarlyPass(ctx, tenantID, actionID, storeID, started)
+	m.Verifier.EarlyPass = func(ctx context.Context, tenantID, actionID string) error {
+		_, err := early.EarlyPass(ctx, tenantID, actionID, storeID)
 		return err
 	}
 	if !m.Config.NoScreen {
