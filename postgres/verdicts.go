@@ -29,12 +29,8 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 // would undo its settlement. One statement: it takes the action's row lock
 // as AppendVerdict does, so the two queue behind each other.
 func (db *DB) AppendFirstVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
-	if v.ActionID == "" || !v.Status.Valid() {
-		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: %w: action id and a valid status are required",
-			v.ActionID, commitlayer.ErrInvalid)
-	}
-	if err := checkTimes("evaluated_at", v.EvaluatedAt, "settles_at", v.SettlesAt); err != nil {
-		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: %w", v.ActionID, classify(err))
+	if err := checkVerdict(v); err != nil {
+		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: %w", v.ActionID, err)
 	}
 	out := v
 	out.Version = 1
@@ -74,13 +70,21 @@ func (db *DB) AppendFirstVerdict(ctx context.Context, tenantID string, v commitl
 	return latest, false, nil
 }
 
-func (db *DB) appendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
+// checkVerdict refuses a verdict the store cannot keep: no action id, an
+// unknown status, times out of range.
+func checkVerdict(v commitlayer.Verdict) error {
 	if v.ActionID == "" || !v.Status.Valid() {
-		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w: action id and a valid status are required",
-			v.ActionID, commitlayer.ErrInvalid)
+		return fmt.Errorf("%w: action id and a valid status are required", commitlayer.ErrInvalid)
 	}
 	if err := checkTimes("evaluated_at", v.EvaluatedAt, "settles_at", v.SettlesAt); err != nil {
-		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, classify(err))
+		return classify(err)
+	}
+	return nil
+}
+
+func (db *DB) appendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
+	if err := checkVerdict(v); err != nil {
+		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, err)
 	}
 	var (
 		out      commitlayer.Verdict
