@@ -16,8 +16,9 @@ import (
 )
 
 // Start runs the early pass while Temporal persists the start and returns
-// only once both are over; an early pass that fails leaves the first
-// verdict to the verification and fails nothing.
+// once both are over (within the grace); an early pass that fails leaves
+// the first verdict to the verification and fails nothing; one slower than
+// the grace does not hold an accepted start's answer back.
 func TestStartRunsTheEarlyPassWithTheStart(t *testing.T) {
 	c := dial(t)
 	tenant := "t_verifyearly" + time.Now().Format("150405.000000")
@@ -32,7 +33,7 @@ func TestStartRunsTheEarlyPassWithTheStart(t *testing.T) {
 		failEarly atomic.Bool
 	)
 	store := &failedAfter{finished: &finished}
-	vc := &verify.Client{Temporal: c, Store: store, TaskQueue: "verify-test-nobody-polls"}
+	vc := &verify.Client{Temporal: c, Store: store, TaskQueue: "verify-test-nobody-polls", EarlyPassGrace: time.Minute}
 	vc.EarlyPass = func(ctx context.Context, tenantID, actionID string) error {
 		ran.Add(1)
 		if tenantID != tenant {
@@ -78,6 +79,31 @@ func TestStartRunsTheEarlyPassWithTheStart(t *testing.T) {
 	require.EqualValues(t, 3, ran.Load())
 	require.EqualValues(t, 1, store.calls.Load())
 	require.True(t, store.afterEarly.Load(), "the refused start was marked failed while its early pass could still store a verdict")
+
+	// An early pass slower than the grace: Start answers while it still
+	// runs (it would wait forever here otherwise), and it finishes after.
+	release, over := make(chan struct{}), make(chan struct{})
+	slow := &verify.Client{Temporal: c, Store: noStore{}, TaskQueue: "verify-test-nobody-polls", EarlyPassGrace: time.Millisecond}
+	slow.EarlyPass = func(ctx context.Context, _, _ string) error {
+		defer close(over)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	t.Cleanup(func() {
+		_ = c.TerminateWorkflow(context.Background(), workflows.VerifyWorkflowID(tenant, "act_early_slow"), "", "test done")
+	})
+	require.NoError(t, slow.Start(context.Background(), tenant, rec("act_early_slow")))
+	select {
+	case <-over:
+		t.Fatal("the early pass was over before it was released")
+	default:
+	}
+	close(release)
+	<-over
 }
 
 // failedAfter records whether StartFailed came after the early pass was

@@ -96,11 +96,17 @@ type Client struct {
 	// start: a new action's first pass ahead of its verification
 	// (activities.EarlyPass, which stores a provisional verdict for a
 	// tenant without connectors). Start returns once both are done, so the
-	// caller's answer finds the first verdict stored; a start Temporal
-	// refuses is marked failed only then, which deletes that verdict
+	// caller's answer finds the first verdict stored, but waits for the
+	// early pass at most EarlyPassGrace past an accepted start: a slow one
+	// finishes in the background, and the verification answers first if it
+	// gets there first. A start Temporal refuses is marked failed only once
+	// the early pass is over, which deletes its verdict
 	// (Store.StartFailed). A failed early pass is logged and leaves the
 	// first verdict to the verification.
 	EarlyPass func(ctx context.Context, tenantID, actionID string) error
+	// EarlyPassGrace is how long Start waits for the early pass after
+	// Temporal accepted the start; zero means DefaultEarlyPassGrace.
+	EarlyPassGrace time.Duration
 
 	// Screen, when set, decides which watching verifications new facts
 	// need to wake (activities.Screen: those whose verdict the facts
@@ -174,8 +180,12 @@ func (c *Client) input(tenantID string, a commitlayer.ActionRecord) workflows.Ve
 func (c *Client) Start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
 	early := c.earlyPass(ctx, tenantID, a)
 	_, err := c.Temporal.ExecuteWorkflow(ctx, StartOptions(c.taskQueue(), tenantID, a), workflows.VerifyAction, c.input(tenantID, a))
-	<-early // before a refused start is marked failed, which deletes its verdict
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err == nil || errors.As(err, &started) {
+		c.awaitEarly(early)
+	} else {
+		<-early // before a refused start is marked failed, which deletes its verdict
+	}
 	if err != nil && !errors.As(err, &started) {
 		switch classify(err) {
 		case faultBad:
@@ -211,6 +221,25 @@ func (c *Client) Start(ctx context.Context, tenantID string, a commitlayer.Actio
 // earlyPassTimeout bounds an early pass (Client.EarlyPass): past it the
 // verification's own first pass answers.
 const earlyPassTimeout = 5 * time.Second
+
+// DefaultEarlyPassGrace is how long Start waits, past an accepted start,
+// for an early pass still running (Client.EarlyPassGrace). An early pass
+// takes a few milliseconds, usually less than the start RPC beside it.
+const DefaultEarlyPassGrace = 250 * time.Millisecond
+
+// awaitEarly waits for the early pass at most the client's grace.
+func (c *Client) awaitEarly(early <-chan struct{}) {
+	grace := c.EarlyPassGrace
+	if grace <= 0 {
+		grace = DefaultEarlyPassGrace
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-early:
+	case <-t.C:
+	}
+}
 
 // earlyPass starts the early pass of a new action, when the client has
 // one, and returns what is closed when it is over.
