@@ -52,7 +52,7 @@ type EvaluateResult struct {
 // evaluates, and appends the verdict to the action's history when it
 // changed.
 func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateResult, error) {
-	stored, changed, err := a.evaluate(ctx, in)
+	stored, changed, err := a.evaluateWith(ctx, in, a.Store.AppendVerdict)
 	if err != nil {
 		return EvaluateResult{}, err
 	}
@@ -60,13 +60,9 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 	return EvaluateResult{Verdict: stored, Changed: changed, Webhooks: news && a.hasWebhooks(ctx, in.TenantID)}, nil
 }
 
-// evaluate is Evaluate without the webhooks' question: the verdict stored
-// for the pass, and whether this pass appended it.
-func (a *Activities) evaluate(ctx context.Context, in EvaluateInput) (commitlayer.Verdict, bool, error) {
-	return a.evaluateWith(ctx, in, a.Store.AppendVerdict)
-}
-
-// evaluateWith is evaluate with the verdict stored by appendVerdict.
+// evaluateWith is Evaluate without the webhooks' question, the verdict
+// stored by appendVerdict: the verdict stored for the pass, and whether
+// this pass appended it.
 func (a *Activities) evaluateWith(ctx context.Context, in EvaluateInput,
 	appendVerdict func(context.Context, string, commitlayer.Verdict) (commitlayer.Verdict, bool, error),
 ) (commitlayer.Verdict, bool, error) {

@@ -71,17 +71,6 @@ func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.A
 	// for the first to commit, then does nothing); only then is what is
 	// there read, by key first. Three round trips fewer than a
 	// transaction that looked the key up first.
-	for attempt := 0; ; attempt++ {
-		rec, created, err := db.insertAction(ctx, tenantID, a, params, trace, settlesAt, watchUntil, key, requestHash)
-		if isRetryable(err) && attempt < 3 {
-			continue
-		}
-		return rec, created, err
-	}
-}
-
-func (db *DB) insertAction(ctx context.Context, tenantID string, a commitlayer.Action, params, trace []byte,
-	settlesAt, watchUntil time.Time, key *string, requestHash []byte) (commitlayer.ActionRecord, bool, error) {
 	rows, err := db.pool.Query(ctx, `INSERT INTO actions (tenant_id, id, contract_id, contract_version, agent, subject,
 			params, requested_at, claim_status, claim_message, trace, settles_at, watch_until,
 			idempotency_key, request_hash)

@@ -143,21 +143,20 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		Dormancy: m.Config.Dormancy,
 	}
 	m.Contracts = service.NewContracts(m.DB, 0)
+	// What this process evaluates itself, outside any worker: the early
+	// pass and the screen below.
+	inProcess := &activities.Activities{Store: m.DB, Contracts: m.Contracts, Logger: m.Logger}
 	// A new action's first pass runs while Temporal persists its
 	// verification's start, for a tenant without connectors
 	// (activities.EarlyPass): the POST's answer finds its verdict stored.
-	early := &activities.Activities{Store: m.DB, Contracts: m.Contracts, Logger: m.Logger}
 	m.Verifier.EarlyPass = func(ctx context.Context, tenantID, actionID string) error {
-		_, err := early.EarlyPass(ctx, tenantID, actionID, storeID)
+		_, err := inProcess.EarlyPass(ctx, tenantID, actionID, storeID)
 		return err
 	}
 	if !m.Config.NoScreen {
 		// New facts wake only the watching verifications whose verdict
 		// they change (activities.Screen), evaluated in this process.
-		m.Verifier.Screen = &activities.Screen{
-			Activities: &activities.Activities{Store: m.DB, Contracts: m.Contracts, Logger: m.Logger},
-			Store:      m.DB,
-		}
+		m.Verifier.Screen = &activities.Screen{Activities: inProcess, Store: m.DB}
 	}
 	// What was accepted while Temporal was away is finished by the
 	// reconciler: every API and worker process runs one.
