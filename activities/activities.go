@@ -39,6 +39,7 @@ type Store interface {
 	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
 	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
 	RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (commitlayer.InsertResult, error)
+	RecordEmptyPulls(ctx context.Context, tenantID string, connectorIDs, cursors []string, at time.Time) ([]string, error)
 	RecordPullError(ctx context.Context, tenantID, connectorID string, msg string, at time.Time) error
 	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]commitlayer.ActionRecord, error)
 	CountWatchedActions(ctx context.Context, tenantID string, now time.Time) (int, error)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -243,6 +244,107 @@ func TestExtractPullsFromCursorAndNotifies(t *testing.T) {
 	res = fx.extract(t)
 	require.Zero(t, res.Inserted)
 	require.Len(t, fx.notes.calls, 2)
+}
+
+// pullRecordingStore counts how a pull is recorded, and runs before
+// before it records the empty pulls.
+type pullRecordingStore struct {
+	activities.Store
+	mu          sync.Mutex
+	pages       int
+	emptyCalls  [][]string
+	beforeEmpty func()
+}
+
+func (s *pullRecordingStore) RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (commitlayer.InsertResult, error) {
+	s.mu.Lock()
+	s.pages++
+	s.mu.Unlock()
+	return s.Store.RecordPull(ctx, tenantID, connectorID, facts, cursor, at)
+}
+
+func (s *pullRecordingStore) RecordEmptyPulls(ctx context.Context, tenantID string, ids, cursors []string, at time.Time) ([]string, error) {
+	s.mu.Lock()
+	s.emptyCalls = append(s.emptyCalls, slices.Clone(ids))
+	before := s.beforeEmpty
+	s.mu.Unlock()
+	if before != nil {
+		before()
+	}
+	return s.Store.RecordEmptyPulls(ctx, tenantID, ids, cursors, at)
+}
+
+// TestExtractRecordsEmptyPullsTogether: the connectors that read nothing
+// new are recorded in one statement (pull time set, last error cleared,
+// cursor kept), not one commit each; a connector pulled again meanwhile
+// keeps what that pull recorded.
+func TestExtractRecordsEmptyPullsTogether(t *testing.T) {
+	fx := newFixture(t)
+	ctx := context.Background()
+	crmFeed := &feed{}
+	crmSrv := httptest.NewServer(crmFeed)
+	t.Cleanup(crmSrv.Close)
+	crm, err := fx.db.CreateConnector(ctx, fx.tenant, commitlayer.Connector{Source: "crm", Kind: "http_events", URL: crmSrv.URL})
+	require.NoError(t, err)
+	fx.feed.add("account_opened", "account:acc_1", fx.now.Add(-time.Hour), map[string]any{"status": "active"})
+	require.Equal(t, 1, fx.extract(t).Inserted)
+	fx.feed.down = true
+	require.Contains(t, fx.extract(t).Unreachable, "ledger")
+	fx.feed.down = false
+
+	store := &pullRecordingStore{Store: fx.db}
+	fx.acts.Store = store
+	fx.now = fx.now.Add(time.Minute)
+	pulledAt := fx.now
+	fx.acts.Now = func() time.Time { return pulledAt }
+	res := fx.extract(t)
+	require.Zero(t, res.Inserted)
+	require.Empty(t, res.Unreachable)
+	require.Zero(t, store.pages, "an empty pull took a statement of its own")
+	require.Len(t, store.emptyCalls, 1)
+	require.ElementsMatch(t, []string{crm.ID, mustConnector(t, fx, "ledger").ID}, store.emptyCalls[0])
+	for _, c := range []commitlayer.Connector{mustConnector(t, fx, "ledger"), mustConnector(t, fx, "crm")} {
+		require.Equal(t, pulledAt, c.LastPullAt, c.Source)
+		require.Empty(t, c.LastError, c.Source)
+		require.True(t, c.LastErrorAt.IsZero(), c.Source)
+	}
+	require.Equal(t, "1", mustConnector(t, fx, "ledger").Cursor)
+
+	// Another pull stores crm's first event while this one, which read
+	// nothing, records: crm keeps the other pull's cursor and time.
+	crmFeed.add("note_added", "account:acc_1", fx.now, map[string]any{"text": "hi"})
+	movedAt := pulledAt.Add(time.Second)
+	store.beforeEmpty = func() {
+		_, err := fx.db.RecordPull(ctx, fx.tenant, crm.ID, []commitlayer.Fact{{Source: "crm", Type: "note_added",
+			Subject: "account:acc_1", ExternalID: "crm-1", OccurredAt: fx.now, Attrs: commitlayer.Attrs{"text": "hi"}}}, "1", movedAt)
+		require.NoError(t, err)
+	}
+	crmFeed.mu.Lock()
+	saved := crmFeed.events
+	crmFeed.events = nil // this pull reads nothing
+	crmFeed.mu.Unlock()
+	pulledAt = pulledAt.Add(2 * time.Second)
+	fx.extract(t)
+	crmFeed.mu.Lock()
+	crmFeed.events = saved
+	crmFeed.mu.Unlock()
+	got := mustConnector(t, fx, "crm")
+	require.Equal(t, "1", got.Cursor, "a superseded empty pull moved the cursor back")
+	require.Equal(t, movedAt, got.LastPullAt)
+	require.Equal(t, pulledAt, mustConnector(t, fx, "ledger").LastPullAt)
+}
+
+func mustConnector(t *testing.T, fx *fixture, source string) commitlayer.Connector {
+	t.Helper()
+	conns, err := fx.db.ListConnectors(context.Background(), fx.tenant)
+	require.NoError(t, err)
+	for _, c := range conns {
+		if c.Source == source {
+			return c
+		}
+	}
+	t.Fatalf("no %s connector", source)
+	return commitlayer.Connector{}
 }
 
 func TestExtractReportsUnreachableAndRecordsIt(t *testing.T) {

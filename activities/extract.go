@@ -79,24 +79,20 @@ func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID st
 		return pullOutcome{err: fmt.Errorf("extract: list connectors: %w", err)}
 	}
 	// Pull the connectors at once: each is a separate system.
-	type pulled struct {
-		ins     commitlayer.InsertResult
-		notices []int64
-		drained bool
-		err     error
-	}
-	results := make([]pulled, len(conns))
+	results := make([]connectorPull, len(conns))
 	var wg sync.WaitGroup
 	for i, c := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ins, notices, drained, err := a.pullConnector(ctx, tenantID, c)
-			results[i] = pulled{ins, notices, drained, err}
+			results[i] = a.pullConnector(ctx, tenantID, c)
 		}()
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
+		return pullOutcome{err: err}
+	}
+	if err := a.recordEmptyPulls(ctx, tenantID, conns, results); err != nil {
 		return pullOutcome{err: err}
 	}
 	res := ExtractResult{Unreachable: map[string]string{}}
@@ -175,13 +171,12 @@ func (e *storeError) Error() string { return e.err.Error() }
 func (e *storeError) Unwrap() error { return e.err }
 
 // pullConnector reads one connector from its cursor until the feed has no
-// more pages (bounded), storing each page with its cursor.
-// It also returns the outbox notices its pages wrote, for Extract to delete
-// once it has delivered them, and whether it read the feed to its end
-// (not cut short by MaxPagesPerPull).
-func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.InsertResult, []int64, bool, error) {
-	var total commitlayer.InsertResult
-	var notices []int64
+// more pages (bounded), storing each page with its cursor, except a first
+// page with nothing new (connectorPull.empty): the tenant's pull records
+// those together (recordEmptyPulls). It also returns the outbox notices its
+// pages wrote, for Extract to delete once it has delivered them, and
+// whether it read the feed to its end (not cut short by MaxPagesPerPull).
+func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commitlayer.Connector) connectorPull {
 	hc := defaultHTTPClient
 	if a.HTTPClient != nil {
 		hc = a.HTTPClient
@@ -197,48 +192,89 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 	ctx = withPullTenant(ctx, tenantID)
 	puller, err := pull.OpenConnector(tenantID, c, pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit, Secrets: a.Secrets})
 	if err != nil {
-		return total, notices, false, fmt.Errorf("connector %s: %w", c.ID, err)
+		return connectorPull{err: fmt.Errorf("connector %s: %w", c.ID, err)}
 	}
 	maxPages := a.MaxPagesPerPull
 	if maxPages <= 0 {
 		maxPages = 100
 	}
+	var out connectorPull
 	cursor := c.Cursor
 	subjects := map[commitlayer.Subject]bool{}
 	var digest digestSum
-	drained := false
 	for range maxPages {
 		if heartbeats(ctx) {
 			activity.RecordHeartbeat(ctx, c.Source)
 		}
 		page, err := puller.Pull(ctx, c.Source, cursor)
 		if err != nil {
-			return total, notices, false, fmt.Errorf("pull %s: %w", c.Source, err)
+			return connectorPull{notices: out.notices, err: fmt.Errorf("pull %s: %w", c.Source, err)}
+		}
+		if cursor == c.Cursor && len(page.Facts) == 0 && page.Next == cursor {
+			return connectorPull{drained: true, empty: true}
 		}
 		ins, err := a.Store.RecordPull(ctx, tenantID, c.ID, page.Facts, page.Next, a.now())
 		if err != nil {
-			return total, notices, false, &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}
+			return connectorPull{notices: out.notices, err: &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}}
 		}
-		total.Inserted += ins.Inserted
-		total.Duplicates += ins.Duplicates
+		out.ins.Inserted += ins.Inserted
+		out.ins.Duplicates += ins.Duplicates
 		digest.add(ins)
 		if ins.NotificationID != 0 {
-			notices = append(notices, ins.NotificationID)
+			out.notices = append(out.notices, ins.NotificationID)
 		}
 		for _, s := range ins.Subjects {
 			subjects[s] = true
 		}
 		if !page.More || page.Next == cursor {
-			drained = true
+			out.drained = true
 			break
 		}
 		cursor = page.Next
 	}
 	for s := range subjects {
-		total.Subjects = append(total.Subjects, s)
+		out.ins.Subjects = append(out.ins.Subjects, s)
 	}
-	total.Digest = digest.digest()
-	return total, notices, drained, nil
+	out.ins.Digest = digest.digest()
+	return out
+}
+
+// connectorPull is what one connector's pull brought.
+type connectorPull struct {
+	ins     commitlayer.InsertResult
+	notices []int64
+	drained bool
+	// empty: the feed had nothing after the connector's cursor, and the
+	// pull is not recorded yet (recordEmptyPulls records it).
+	empty bool
+	err   error
+}
+
+// recordEmptyPulls records the pulls that found nothing new in one
+// statement (the common pull: a settlement's re-read of a quiet tenant)
+// instead of one commit per connector. A connector it does not update was
+// removed meanwhile, or another pull moved its cursor and recorded a later
+// state than this one's: nothing is left to record for either.
+func (a *Activities) recordEmptyPulls(ctx context.Context, tenantID string, conns []commitlayer.Connector, results []connectorPull) error {
+	var ids, cursors []string
+	for i, r := range results {
+		if r.err == nil && r.empty {
+			ids = append(ids, conns[i].ID)
+			cursors = append(cursors, conns[i].Cursor)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	missed, err := a.Store.RecordEmptyPulls(ctx, tenantID, ids, cursors, a.now())
+	if err != nil {
+		return &storeError{fmt.Errorf("extract: %w", err)}
+	}
+	if len(missed) > 0 {
+		a.logger(ctx).Debug("empty pulls superseded (connector removed or pulled again meanwhile)",
+			"tenant", tenantID, "connectors", missed)
+	}
+	return nil
 }
 
 // digestSum joins the digests of the batches of one notice (theirs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
@@ -152,6 +153,42 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 		res.Digest = commitlayer.DigestFacts(facts) // as InsertFacts'
 	}
 	return res, nil
+}
+
+// RecordEmptyPulls records, in one statement, that the connectors read
+// nothing new and their cursors stayed where they were: each one's last
+// pull time is set to at and its last error cleared, as RecordPull does
+// for an empty page. cursors[i] is the cursor connectorIDs[i] was read
+// from. It returns the connectors it did not update: no such connector, or
+// one whose cursor has moved since (another pull recorded a later state).
+func (db *DB) RecordEmptyPulls(ctx context.Context, tenantID string, connectorIDs, cursors []string, at time.Time) ([]string, error) {
+	if len(connectorIDs) != len(cursors) {
+		return nil, fmt.Errorf("record empty pulls: %w: %d connector ids for %d cursors", commitlayer.ErrInvalid, len(connectorIDs), len(cursors))
+	}
+	if err := checkTimes("at", at); err != nil {
+		return nil, fmt.Errorf("record empty pulls: %w", classify(err))
+	}
+	if len(connectorIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := db.pool.Query(ctx, `UPDATE connectors k SET last_pull_at = $2, last_error = '', last_error_at = NULL
+		FROM unnest($3::text[], $4::text[]) AS p(id, cursor)
+		WHERE k.tenant_id = $1 AND k.id = p.id AND k.cursor = p.cursor
+		RETURNING k.id`, tenantID, at, connectorIDs, cursors)
+	if err != nil {
+		return nil, fmt.Errorf("record empty pulls: %w", classify(err))
+	}
+	updated, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("record empty pulls: %w", classify(err))
+	}
+	var missed []string
+	for _, id := range connectorIDs {
+		if !slices.Contains(updated, id) {
+			missed = append(missed, id)
+		}
+	}
+	return missed, nil
 }
 
 // RecordPullError records that a pull failed at at; the cursor and the last

@@ -148,6 +148,56 @@ func TestRecordPull(t *testing.T) {
 	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 }
 
+// TestRecordEmptyPulls: one statement records a tenant's pulls that read
+// nothing new — the pull time set, the last error cleared, the cursor
+// kept — and names the connectors it left alone: another tenant's, an
+// unknown one, one whose cursor moved since it was read.
+func TestRecordEmptyPulls(t *testing.T) {
+	testDB := testStore(t)
+	ctx := context.Background()
+	tn, other := newTenant(t), newTenant(t)
+	mk := func(tenantID, source string) commitlayer.Connector {
+		c, err := testDB.CreateConnector(ctx, tenantID, commitlayer.Connector{Source: source, Kind: "http_events", URL: "http://x"})
+		require.NoError(t, err)
+		return c
+	}
+	quiet, failing, moved := mk(tn.ID, "payments"), mk(tn.ID, "orders"), mk(tn.ID, "crm")
+	foreign := mk(other.ID, "payments")
+	require.NoError(t, testDB.RecordPullError(ctx, tn.ID, failing.ID, "timeout", t0))
+	_, err := testDB.RecordPull(ctx, tn.ID, moved.ID, []commitlayer.Fact{mkFact("crm", "note", "order:o1", "crm-1", t0, nil)}, "7", t0)
+	require.NoError(t, err)
+
+	at := t0.Add(time.Minute)
+	missed, err := testDB.RecordEmptyPulls(ctx, tn.ID,
+		[]string{quiet.ID, failing.ID, moved.ID, foreign.ID, "conn_missing"},
+		[]string{"", "", "", "", ""}, at)
+	require.NoError(t, err)
+	require.Equal(t, []string{moved.ID, foreign.ID, "conn_missing"}, missed)
+	for _, id := range []string{quiet.ID, failing.ID} {
+		got, err := testDB.GetConnector(ctx, tn.ID, id)
+		require.NoError(t, err)
+		require.Equal(t, at, got.LastPullAt, id)
+		require.Empty(t, got.LastError, id)
+		require.True(t, got.LastErrorAt.IsZero(), id)
+		require.Empty(t, got.Cursor, id)
+	}
+	got, err := testDB.GetConnector(ctx, tn.ID, moved.ID)
+	require.NoError(t, err)
+	require.Equal(t, "7", got.Cursor, "a moved cursor is not touched")
+	require.Equal(t, t0, got.LastPullAt)
+	got, err = testDB.GetConnector(ctx, other.ID, foreign.ID)
+	require.NoError(t, err)
+	require.True(t, got.LastPullAt.IsZero(), "another tenant's connector is not touched")
+
+	missed, err = testDB.RecordEmptyPulls(ctx, tn.ID, nil, nil, at)
+	require.NoError(t, err)
+	require.Empty(t, missed)
+	_, err = testDB.RecordEmptyPulls(ctx, tn.ID, []string{quiet.ID}, nil, at)
+	require.ErrorIs(t, err, commitlayer.ErrInvalid)
+	_, err = testDB.RecordEmptyPulls(ctx, tn.ID, []string{quiet.ID}, []string{""}, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC))
+	require.ErrorIs(t, err, commitlayer.ErrInvalid)
+}
+
 // TestRecordPullAtomic: when the facts cannot be stored, the cursor, the
 // pull time and the last error stay as they were, and no fact lands.
 func TestRecordPullAtomic(t *testing.T) {
