@@ -42,6 +42,12 @@ type Live struct {
 	// verification (read from the scenario's rules), sorted.
 	Down []string
 
+	// conns is the scenario's connection pool under both chaos transports:
+	// a pull asks every system at once, and http.DefaultTransport keeps
+	// two idle connections per host, so every pull after the first would
+	// dial most of its systems afresh (and leave the sockets in TIME_WAIT).
+	conns *http.Transport
+
 	mu        sync.Mutex
 	prior     []agent.Result
 	priorDone bool
@@ -91,11 +97,13 @@ func StartWith(ctx context.Context, dir string, sc catalogue.Scenario, opts Star
 	if err != nil {
 		return nil, fmt.Errorf("start scenario %s: %w", sc.ID, err)
 	}
+	conns := scenarioTransport()
 	l := &Live{
 		Scenario:     sc,
 		Env:          &catalogue.Env{Enterprise: e},
-		AgentChaos:   chaos.New(nil, e.URL()),
-		ExtractChaos: chaos.New(nil, e.URL()),
+		AgentChaos:   chaos.New(conns, e.URL()),
+		ExtractChaos: chaos.New(conns, e.URL()),
+		conns:        conns,
 	}
 	if sc.ExtractChaos != nil {
 		for _, r := range sc.ExtractChaos(l.Env) {
@@ -108,6 +116,15 @@ func StartWith(ctx context.Context, dir string, sc catalogue.Scenario, opts Star
 	}
 	slices.Sort(l.Down)
 	return l, nil
+}
+
+// scenarioTransport is a scenario's connection pool: http.DefaultTransport's
+// settings with room for every system's connection at once, twice over (a
+// pull of each system, and a shared pull beside a pass's own).
+func scenarioTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 2 * len(sandbox.Systems)
+	return t
 }
 
 // appendDown adds the systems a rule makes unreachable on every call.
@@ -319,6 +336,7 @@ func (l *Live) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.closed = true
+	defer l.conns.CloseIdleConnections()
 	if err := l.Env.Enterprise.Close(); err != nil {
 		return fmt.Errorf("close scenario %s: %w", l.Scenario.ID, err)
 	}
