@@ -15,8 +15,9 @@ import (
 // retried activities: when the latest stored verdict says the same thing
 // (commitlayer.Verdict.SameAnswer), nothing is stored and the latest is
 // returned with appended = false; otherwise v is stored as version latest+1
-// and returned with that Version. Appends for one action are serialized. An
-// unknown action gives commitlayer.ErrNotFound.
+// and returned with that Version. Appends for one action take effect one
+// after another: one that loses a version to another compares with what
+// that one stored. An unknown action gives commitlayer.ErrNotFound.
 func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
 	return db.appendVerdict(ctx, tenantID, v)
 }
@@ -86,37 +87,24 @@ func (db *DB) appendVerdict(ctx context.Context, tenantID string, v commitlayer.
 	if err := checkVerdict(v); err != nil {
 		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, err)
 	}
-	var (
-		out      commitlayer.Verdict
-		appended bool
-	)
+	// Optimistic, one round trip per step: read the latest verdict; when it
+	// says the same, that is the answer; otherwise insert the next version
+	// under the action's row lock (as AppendFirstVerdict takes it, so the
+	// two queue), which the primary key refuses when another append took
+	// that version first — then read again. A pass that changes nothing
+	// costs one statement, one that changes the verdict two (a transaction
+	// of lock, read and insert took five).
 	began := time.Now()
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		appended = false
-		// Lock the action row: concurrent appends for one action queue here.
-		var one int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM actions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`,
-			tenantID, v.ActionID).Scan(&one)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("action: %w", commitlayer.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		latest, err := latestVerdict(ctx, tx, tenantID, v.ActionID)
+	for range maxAppendRounds {
+		latest, err := latestVerdict(ctx, db.pool, tenantID, v.ActionID)
 		switch {
 		case err == nil && latest.SameAnswer(v):
-			out = latest
-			return nil
+			return latest, false, nil
 		case err != nil && !errors.Is(err, pgx.ErrNoRows):
-			return err
+			return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, classify(err))
 		}
-		out = v
+		out := v
 		out.Version = latest.Version + 1
-		body, err := json.Marshal(out)
-		if err != nil {
-			return fmt.Errorf("%w: %w", commitlayer.ErrInvalid, classify(err))
-		}
 		// A measured pass also counts the time spent here up to the insert.
 		var passUS *int64
 		if v.PassLatency > 0 {
@@ -124,19 +112,36 @@ func (db *DB) appendVerdict(ctx context.Context, tenantID string, v commitlayer.
 			us := out.PassLatency.Microseconds()
 			passUS = &us
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO verdicts (tenant_id, action_id, version, status, provisional, body, evaluated_at, pass_us)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			tenantID, v.ActionID, out.Version, string(out.Status), out.Provisional, body, out.EvaluatedAt, passUS); err != nil {
-			return classify(err)
+		body, err := json.Marshal(out)
+		if err != nil {
+			return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w: %w", v.ActionID, commitlayer.ErrInvalid, err)
 		}
-		appended = true
-		return nil
-	})
-	if err != nil {
-		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, classify(err))
+		var action, inserted int
+		err = db.pool.QueryRow(ctx, `WITH locked AS (
+				SELECT 1 FROM actions WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+			), ins AS (
+				INSERT INTO verdicts (tenant_id, action_id, version, status, provisional, body, evaluated_at, pass_us)
+				SELECT $1, $2, $3, $4, $5, $6, $7, $8 WHERE EXISTS (SELECT 1 FROM locked)
+				ON CONFLICT DO NOTHING RETURNING 1
+			)
+			SELECT (SELECT count(*) FROM locked), (SELECT count(*) FROM ins)`,
+			tenantID, v.ActionID, out.Version, string(out.Status), out.Provisional, body, out.EvaluatedAt, passUS).Scan(&action, &inserted)
+		switch {
+		case err != nil:
+			return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, classify(err))
+		case action == 0:
+			return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: action: %w", v.ActionID, commitlayer.ErrNotFound)
+		case inserted == 1:
+			return out, true, nil
+		}
+		// Another append stored this version meanwhile: compare with it.
 	}
-	return out, appended, nil
+	return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %d other appends came first; retry", v.ActionID, maxAppendRounds)
 }
+
+// maxAppendRounds bounds appendVerdict's read-and-insert rounds: each
+// round that fails lost to another append, which made progress.
+const maxAppendRounds = 64
 
 // LatestVerdict returns the latest verdict of an action, commitlayer.ErrNotFound if it
 // has none (or the tenant has no such action).

@@ -138,6 +138,43 @@ func TestAppendVerdictConcurrent(t *testing.T) {
 	require.Len(t, hist, 1)
 }
 
+// TestAppendVerdictRacingChanges races appends of changing answers: an
+// append that loses a version to another compares with what that one
+// stored, so versions stay dense and no verdict repeats the one before.
+func TestAppendVerdictRacingChanges(t *testing.T) {
+	testDB := testStore(t)
+	ctx := context.Background()
+	tn := newTenant(t)
+	_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_1", "order:o1", t0), t0, t0, "", nil)
+	require.NoError(t, err)
+	statuses := []commitlayer.Status{commitlayer.StatusPass, commitlayer.StatusFail, commitlayer.StatusUnknown}
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Go(func() {
+			for j := range 10 {
+				if _, _, err := testDB.AppendVerdict(ctx, tn.ID, mkVerdict("act_1", statuses[(i+j)%3], t0)); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	hist, err := testDB.VerdictHistory(ctx, tn.ID, "act_1")
+	require.NoError(t, err)
+	require.NotEmpty(t, hist)
+	for i, v := range hist {
+		require.Equal(t, i+1, v.Version)
+		if i > 0 {
+			require.False(t, hist[i-1].SameAnswer(v), "version %d repeats the one before", v.Version)
+		}
+	}
+}
+
 func TestLatestVerdicts(t *testing.T) {
 	testDB := testStore(t)
 	ctx := context.Background()
