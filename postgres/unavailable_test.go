@@ -46,3 +46,24 @@ func TestKilledConnectionsAreRetriedOrUnavailable(t *testing.T) {
 	require.ErrorIs(t, classify(context.DeadlineExceeded), commitlayer.ErrUnavailable)
 	require.NotErrorIs(t, classify(commitlayer.ErrNotFound), commitlayer.ErrUnavailable)
 }
+
+// TestOpenPoolSize: a pool opens up to DefaultMaxConns connections unless
+// the URL's pool_max_conns says otherwise (pgx's own default is four on a
+// two-core host).
+func TestOpenPoolSize(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, testDatabaseURL(t))
+	require.NoError(t, err)
+	defer db.Close()
+	require.EqualValues(t, DefaultMaxConns, db.Pool().Config().MaxConns)
+
+	u, err := url.Parse(testDatabaseURL(t))
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("pool_max_conns", "3")
+	u.RawQuery = q.Encode()
+	small, err := Open(ctx, u.String())
+	require.NoError(t, err)
+	defer small.Close()
+	require.EqualValues(t, 3, small.Pool().Config().MaxConns)
+}
