@@ -214,10 +214,13 @@ func applyMigration(ctx context.Context, conn *pgx.Conn, m migration) error {
 // creates the database named in databaseURL if it does not exist. Two
 // processes racing to create it both succeed.
 func CreateDatabaseIfMissing(ctx context.Context, databaseURL string) error {
-	cfg, err := pgx.ParseConfig(databaseURL)
+	// Parsed as the pool parses it, so the pool's own parameters
+	// (pool_max_conns, …) are not sent to the server as settings.
+	pcfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return fmt.Errorf("create database: parse url: %w", classify(err))
 	}
+	cfg := pcfg.ConnConfig
 	name := cfg.Database
 	if name == "" {
 		return fmt.Errorf("create database: url names no database")

@@ -62,6 +62,7 @@ func TestOpenPoolSize(t *testing.T) {
 	q := u.Query()
 	q.Set("pool_max_conns", "3")
 	u.RawQuery = q.Encode()
+	require.NoError(t, CreateDatabaseIfMissing(ctx, u.String()), "the pool's parameters are not the server's")
 	small, err := Open(ctx, u.String())
 	require.NoError(t, err)
 	defer small.Close()
