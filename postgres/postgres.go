@@ -42,25 +42,13 @@ type DB struct {
 // included): what tells a one-statement path from a transaction in tests.
 func (db *DB) Transactions() int64 { return db.txs.Load() }
 
-// DefaultMaxConns is the most connections a process's pool opens when
-// the database URL does not say (pgx's pool_max_conns parameter). pgx's
-// own default, the larger of 4 and the CPU count, is four on a two-core
-// host: one pass pulls each of a tenant's connectors at once and stores
-// what each brought, and the API's requests and the worker's passes share
-// the pool, so four left passes queueing for a connection. Connections
-// are opened as they are needed, not up front.
-const DefaultMaxConns = 16
-
-// Open connects a pool to databaseURL and pings it. The pool opens at
-// most DefaultMaxConns connections unless the URL's pool_max_conns says
-// otherwise.
+// Open connects a pool to databaseURL and pings it. The URL's pgx pool
+// parameters apply (pool_max_conns; pgx's default is the larger of 4 and
+// the CPU count).
 func Open(ctx context.Context, databaseURL string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("open database: parse url: %w", classify(err))
-	}
-	if !strings.Contains(databaseURL, "pool_max_conns") {
-		cfg.MaxConns = max(cfg.MaxConns, DefaultMaxConns)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

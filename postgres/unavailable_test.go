@@ -47,16 +47,10 @@ func TestKilledConnectionsAreRetriedOrUnavailable(t *testing.T) {
 	require.NotErrorIs(t, classify(commitlayer.ErrNotFound), commitlayer.ErrUnavailable)
 }
 
-// TestOpenPoolSize: a pool opens up to DefaultMaxConns connections unless
-// the URL's pool_max_conns says otherwise (pgx's own default is four on a
-// two-core host).
-func TestOpenPoolSize(t *testing.T) {
+// TestOpenPoolParameters: the URL's pgx pool parameters size the pool,
+// and the admin connection that creates the database leaves them out.
+func TestOpenPoolParameters(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, testDatabaseURL(t))
-	require.NoError(t, err)
-	defer db.Close()
-	require.EqualValues(t, DefaultMaxConns, db.Pool().Config().MaxConns)
-
 	u, err := url.Parse(testDatabaseURL(t))
 	require.NoError(t, err)
 	q := u.Query()
