@@ -177,6 +177,18 @@ type InsertResult struct {
 	Digest *FactsDigest
 }
 
+// VerdictHead is what is known of an action's latest verdict without its
+// body's findings: enough to tell whether the verdict is final for its
+// contract version with every source available (the wake screen's
+// precondition), read without decoding the verdict.
+type VerdictHead struct {
+	Version         int
+	Provisional     bool
+	ContractVersion int
+	// Unavailable counts the verdict's unavailable sources.
+	Unavailable int
+}
+
 // FactNotification is a notice of new facts still to deliver to the
 // verifications watching its subjects.
 type FactNotification struct {

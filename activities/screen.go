@@ -11,10 +11,12 @@ import (
 )
 
 // ScreenStore is what a Screen reads for all the verifications of a notice
-// at once: their latest verdicts, and the facts about their subjects
+// at once: their latest verdicts (only their heads for those the new facts
+// cannot change), and the facts about their subjects
 // (postgres.DB.FactsAboutEach: one query, split per subject).
 type ScreenStore interface {
 	LatestVerdicts(ctx context.Context, tenantID string, actionIDs []string) (map[string]commitlayer.Verdict, error)
+	LatestVerdictHeads(ctx context.Context, tenantID string, actionIDs []string) (map[string]commitlayer.VerdictHead, error)
 	FactsAboutEach(ctx context.Context, tenantID string, subjects []commitlayer.Subject) (map[commitlayer.Subject][]commitlayer.Fact, error)
 	ActionsOnSubjects(ctx context.Context, tenantID string, subjects []commitlayer.Subject, since time.Time) ([]commitlayer.Action, error)
 }
@@ -89,11 +91,37 @@ func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.
 		return wake
 	}
 	defer func() { <-s.sem }()
-	ids := make([]string, len(acts))
-	for i, a := range acts {
-		ids[i] = a.ID
+	// Facts like the digest's cannot change some of them: for those the
+	// screen needs their latest verdict's head only (final, every source,
+	// its contract version), read without the findings; the others'
+	// latest verdicts are read whole, to compare a new answer with.
+	quiet := make([]bool, len(acts))
+	var quietIDs, fullIDs []string
+	for i, act := range acts {
+		if digest != nil && !s.mayChange(ctx, tenantID, act, digest) {
+			quiet[i] = true
+			quietIDs = append(quietIDs, act.ID)
+		} else {
+			fullIDs = append(fullIDs, act.ID)
+		}
 	}
-	latest, err := s.Store.LatestVerdicts(ctx, tenantID, ids)
+	if len(quietIDs) > 0 {
+		heads, err := s.Store.LatestVerdictHeads(ctx, tenantID, quietIDs)
+		if err != nil {
+			s.Activities.logger(ctx).Debug("screen wakes: latest verdict heads", "tenant", tenantID, "error", err)
+			return wake
+		}
+		for i, act := range acts {
+			if quiet[i] {
+				h, ok := heads[act.ID]
+				wake[i] = !(ok && s.settled(h, act))
+			}
+		}
+	}
+	if len(fullIDs) == 0 {
+		return wake
+	}
+	latest, err := s.Store.LatestVerdicts(ctx, tenantID, fullIDs)
 	if err != nil {
 		s.Activities.logger(ctx).Debug("screen wakes: latest verdicts", "tenant", tenantID, "error", err)
 		return wake
@@ -107,11 +135,7 @@ func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.
 		since    time.Time
 	)
 	for i, act := range acts {
-		if !s.screened(latest, act) {
-			continue
-		}
-		if digest != nil && !s.mayChange(ctx, tenantID, act, digest) {
-			wake[i] = false
+		if quiet[i] || !s.screened(latest, act) {
 			continue
 		}
 		subjects = append(subjects, act.Subject)
@@ -135,7 +159,7 @@ func (s *Screen) Wakes(ctx context.Context, tenantID string, acts []commitlayer.
 		pre.actions = []commitlayer.Action{} // read, and none: not "read per action"
 	}
 	for i, act := range acts {
-		if wake[i] && s.screened(latest, act) {
+		if !quiet[i] && s.screened(latest, act) {
 			wake[i] = s.changes(ctx, tenantID, act, latest[act.ID], pre)
 		}
 	}
@@ -177,6 +201,14 @@ func (s *Screen) changes(ctx context.Context, tenantID string, act commitlayer.A
 // verdict is final, for its contract version, with every source available.
 func (s *Screen) screened(latest map[string]commitlayer.Verdict, act commitlayer.ActionRecord) bool {
 	last, ok := latest[act.ID]
-	return ok && !last.Provisional && len(last.UnavailableSources) == 0 && last.ContractVersion == act.ContractVersion &&
+	return ok && s.settled(commitlayer.VerdictHead{Version: last.Version, Provisional: last.Provisional,
+		ContractVersion: last.ContractVersion, Unavailable: len(last.UnavailableSources)}, act)
+}
+
+// settled reports whether a latest verdict with head h lets the screen
+// keep act asleep: final, for act's contract version, with every source
+// available, and act past its settlement.
+func (s *Screen) settled(h commitlayer.VerdictHead, act commitlayer.ActionRecord) bool {
+	return !h.Provisional && h.Unavailable == 0 && h.ContractVersion == act.ContractVersion &&
 		!s.Activities.now().Before(act.SettlesAt)
 }

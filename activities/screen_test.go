@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -266,11 +267,27 @@ func TestSettlementIsReadOnce(t *testing.T) {
 	require.Equal(t, 2, counting.reads, "a changed final verdict is read again")
 }
 
-// countingScreenStore counts the screen's reads of facts.
+// countingScreenStore counts the screen's reads of facts, and of latest
+// verdicts whole and by their heads.
 type countingScreenStore struct {
 	activities.ScreenStore
-	mu    sync.Mutex
-	reads int
+	mu              sync.Mutex
+	reads           int
+	verdicts, heads int
+}
+
+func (s *countingScreenStore) LatestVerdicts(ctx context.Context, tenantID string, ids []string) (map[string]commitlayer.Verdict, error) {
+	s.mu.Lock()
+	s.verdicts++
+	s.mu.Unlock()
+	return s.ScreenStore.LatestVerdicts(ctx, tenantID, ids)
+}
+
+func (s *countingScreenStore) LatestVerdictHeads(ctx context.Context, tenantID string, ids []string) (map[string]commitlayer.VerdictHead, error) {
+	s.mu.Lock()
+	s.heads++
+	s.mu.Unlock()
+	return s.ScreenStore.LatestVerdictHeads(ctx, tenantID, ids)
 }
 
 func (s *countingScreenStore) FactsAboutEach(ctx context.Context, tenantID string, subjects []commitlayer.Subject) (map[commitlayer.Subject][]commitlayer.Fact, error) {
@@ -300,6 +317,7 @@ func TestScreenSparesWithoutAReadWhatTheDigestClears(t *testing.T) {
 	note := digest(ledgerFact("note_added", "account:acc_1", "note-1", fx.now, commitlayer.Attrs{"text": "called"}))
 	require.Equal(t, []bool{false}, screen.Wakes(ctx, fx.tenant, acts, note))
 	require.Zero(t, store.reads, "a digest the contract cannot read is screened without a read")
+	require.Equal(t, [2]int{0, 1}, [2]int{store.verdicts, store.heads}, "nor a verdict's findings: its head only")
 
 	// Of the contract's source and before the action: the policy's state
 	// reads it. Screened over the store (and the note changes nothing).
@@ -337,4 +355,50 @@ func TestScreenSparesWithoutAReadWhatTheDigestClears(t *testing.T) {
 	fx2.evaluate(t, fresh, activities.EvaluateInput{})
 	require.Equal(t, []bool{true}, screen2.Wakes(ctx, fx2.tenant, []commitlayer.ActionRecord{fx2.record(t, fresh)},
 		commitlayer.DigestFacts(payout[:1])))
+	// So is one without a verdict yet, or with a source unavailable or
+	// another contract version in its latest verdict; the settled one
+	// beside them in the same notice is not (its head read with theirs).
+	unstarted := fx2.action(t, "agent-3", "account:acc_1", 500, fx2.now.Add(-time.Hour))
+	mixed := []commitlayer.ActionRecord{fx2.record(t, unstarted), acts2[0]}
+	store2.verdicts, store2.heads = 0, 0
+	note2 := commitlayer.DigestFacts(payout[:1])
+	require.True(t, screen2.Wakes(ctx, fx2.tenant, mixed, commitlayer.DigestFacts(payout))[0],
+		"the payout may change both: read whole, the one without a verdict woken")
+	require.Equal(t, [2]int{1, 0}, [2]int{store2.verdicts, store2.heads})
+	require.Equal(t, []bool{true, false}, screen2.Wakes(ctx, fx2.tenant, mixed, note2))
+	require.Equal(t, [2]int{1, 1}, [2]int{store2.verdicts, store2.heads})
+	for _, tc := range []struct {
+		name   string
+		change func(*commitlayer.VerdictHead)
+	}{
+		{"a source unavailable", func(h *commitlayer.VerdictHead) { h.Unavailable = 1 }},
+		{"another contract version", func(h *commitlayer.VerdictHead) { h.ContractVersion++ }},
+		{"provisional", func(h *commitlayer.VerdictHead) { h.Provisional = true }},
+	} {
+		heads := &alteredHeads{ScreenStore: fx2.db, change: tc.change}
+		altered := &activities.Screen{Activities: fx2.acts, Store: heads}
+		require.Equal(t, []bool{true}, altered.Wakes(ctx, fx2.tenant, acts2, note2), tc.name)
+	}
+	// A store that cannot answer wakes.
+	failing := &activities.Screen{Activities: fx2.acts, Store: &alteredHeads{ScreenStore: fx2.db, err: errors.New("down")}}
+	require.Equal(t, []bool{true}, failing.Wakes(ctx, fx2.tenant, acts2, note2))
+}
+
+// alteredHeads changes each latest verdict head it reads, or fails.
+type alteredHeads struct {
+	activities.ScreenStore
+	change func(*commitlayer.VerdictHead)
+	err    error
+}
+
+func (a *alteredHeads) LatestVerdictHeads(ctx context.Context, tenantID string, ids []string) (map[string]commitlayer.VerdictHead, error) {
+	if a.err != nil {
+		return nil, a.err
+	}
+	heads, err := a.ScreenStore.LatestVerdictHeads(ctx, tenantID, ids)
+	for id, h := range heads {
+		a.change(&h)
+		heads[id] = h
+	}
+	return heads, err
 }

@@ -204,6 +204,39 @@ func (db *DB) LatestVerdicts(ctx context.Context, tenantID string, actionIDs []s
 	return out, nil
 }
 
+// LatestVerdictHeads returns the head of the latest verdict of each of
+// actionIDs that has one, keyed by action id: its version, provisional
+// flag, contract version and count of unavailable sources, extracted in
+// the server. A caller that needs only those (the wake screen, for the
+// verifications the new facts cannot change) spares the transfer and
+// decoding of every verdict's findings.
+func (db *DB) LatestVerdictHeads(ctx context.Context, tenantID string, actionIDs []string) (map[string]commitlayer.VerdictHead, error) {
+	out := make(map[string]commitlayer.VerdictHead, len(actionIDs))
+	if len(actionIDs) == 0 {
+		return out, nil
+	}
+	rows, err := db.pool.Query(ctx, `SELECT DISTINCT ON (action_id) action_id, version, provisional,
+			CASE jsonb_typeof(body->'contract_version') WHEN 'number' THEN (body->>'contract_version')::integer ELSE 0 END,
+			CASE jsonb_typeof(body->'unavailable_sources') WHEN 'array' THEN jsonb_array_length(body->'unavailable_sources') ELSE 0 END
+		FROM verdicts
+		WHERE tenant_id = $1 AND action_id = ANY($2::text[])
+		ORDER BY action_id, version DESC`, tenantID, actionIDs)
+	if err != nil {
+		return nil, fmt.Errorf("latest verdict heads: %w", classify(err))
+	}
+	var (
+		id string
+		h  commitlayer.VerdictHead
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&id, &h.Version, &h.Provisional, &h.ContractVersion, &h.Unavailable}, func() error {
+		out[id] = h
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("latest verdict heads: %w", classify(err))
+	}
+	return out, nil
+}
+
 // VerdictStages says which of actionIDs have a verdict and, for each that
 // has, whether one of its verdicts is final (not provisional), keyed by
 // action id: what a caller waiting for verdicts needs, read without the

@@ -203,6 +203,58 @@ func TestLatestVerdicts(t *testing.T) {
 	require.Empty(t, got)
 }
 
+// TestLatestVerdictHeads: each action's latest verdict's head, read in the
+// server, says what its whole verdict says: version, provisional flag,
+// contract version (zero when the verdict names none) and the count of
+// unavailable sources (zero for none or null).
+func TestLatestVerdictHeads(t *testing.T) {
+	testDB := testStore(t)
+	ctx := context.Background()
+	tn := newTenant(t)
+	for _, id := range []string{"a1", "a2", "a3", "a4", "a5"} {
+		_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction(id, "order:o1", t0), t0, t0, "", nil)
+		require.NoError(t, err)
+	}
+	final := mkVerdict("a1", commitlayer.StatusPass, t0)
+	final.Provisional, final.ContractVersion = false, 3
+	unavailable := mkVerdict("a2", commitlayer.StatusUnknown, t0)
+	unavailable.Provisional, unavailable.UnavailableSources = false, []string{"payments", "tickets"}
+	noVersion := mkVerdict("a3", commitlayer.StatusFail, t0)
+	noVersion.ContractVersion, noVersion.UnavailableSources = 0, nil // omitted, and null, in the body
+	for _, v := range []commitlayer.Verdict{
+		mkVerdict("a1", commitlayer.StatusUnknown, t0), final, // the latest of two
+		unavailable, noVersion,
+		mkVerdict("a4", commitlayer.StatusUnknown, t0), // provisional
+	} {
+		_, appended, err := testDB.AppendVerdict(ctx, tn.ID, v)
+		require.NoError(t, err)
+		require.True(t, appended)
+	}
+	ids := []string{"a1", "a2", "a3", "a4", "a5", "nope"}
+	got, err := testDB.LatestVerdictHeads(ctx, tn.ID, ids)
+	require.NoError(t, err)
+	require.Equal(t, map[string]commitlayer.VerdictHead{
+		"a1": {Version: 2, ContractVersion: 3},
+		"a2": {Version: 1, ContractVersion: 1, Unavailable: 2},
+		"a3": {Version: 1, Provisional: true},
+		"a4": {Version: 1, Provisional: true, ContractVersion: 1},
+	}, got)
+	// The same as the whole verdicts say.
+	whole, err := testDB.LatestVerdicts(ctx, tn.ID, ids)
+	require.NoError(t, err)
+	require.Len(t, whole, len(got))
+	for id, v := range whole {
+		require.Equal(t, commitlayer.VerdictHead{Version: v.Version, Provisional: v.Provisional,
+			ContractVersion: v.ContractVersion, Unavailable: len(v.UnavailableSources)}, got[id], id)
+	}
+	got, err = testDB.LatestVerdictHeads(ctx, newTenant(t).ID, ids)
+	require.NoError(t, err)
+	require.Empty(t, got, "another tenant's")
+	got, err = testDB.LatestVerdictHeads(ctx, tn.ID, nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
+
 func TestVerdictStages(t *testing.T) {
 	testDB := testStore(t)
 	ctx := context.Background()
