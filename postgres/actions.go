@@ -206,14 +206,21 @@ func (db *DB) queryActions(ctx context.Context, cond string, args ...any) ([]com
 	})
 }
 
+// watchedActionColumns are actionColumns with NULL for the trace: what the
+// agent said is read by no one who wakes or screens a verification, and a
+// trace may run to many kilobytes, for every watcher of every notice.
+const watchedActionColumns = `tenant_id, id, contract_id, contract_version, agent, subject, params, requested_at,
+	claim_status, claim_message, NULL::jsonb, settles_at, watch_until, created_at,
+	verification_started_at, verification_failed_at, verification_error`
+
 // watchedActionsSQL is WatchedActions' query ($1 tenant, $2 subjects, $3 now).
-const watchedActionsSQL = `SELECT ` + actionColumns + ` FROM actions
+const watchedActionsSQL = `SELECT ` + watchedActionColumns + ` FROM actions
 		WHERE tenant_id = $1 AND subject = ANY($2::text[]) AND watch_until > $3
 		ORDER BY requested_at, id`
 
 // WatchedActions returns the actions on any of subjects whose watch_until is
 // after now: the open verifications to signal when facts arrive for them.
-// Ordered by requested_at then id.
+// Ordered by requested_at then id. Their Trace is left out (nil).
 func (db *DB) WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]commitlayer.ActionRecord, error) {
 	if len(subjects) == 0 {
 		return nil, nil

@@ -192,6 +192,7 @@ func TestPriorAndContractActions(t *testing.T) {
 	mk := func(id, contract, agent, subject string, m int) {
 		a := mkAction(id, subject, at(m))
 		a.Contract, a.Agent = contract, agent
+		a.Trace = json.RawMessage(`{"steps":[{"tool":"payout","said":"sent"}]}`)
 		_, _, err := testDB.CreateAction(ctx, tn.ID, a, at(m+10), at(m+100), "", nil)
 		require.NoError(t, err)
 	}
@@ -246,6 +247,13 @@ func TestPriorAndContractActions(t *testing.T) {
 	for _, w := range watched {
 		wids = append(wids, w.ID)
 		require.Equal(t, tn.ID, w.TenantID)
+		// The whole record but its trace, which no one waking reads.
+		stored, err := testDB.GetAction(ctx, tn.ID, w.ID)
+		require.NoError(t, err)
+		require.Nil(t, w.Trace)
+		require.NotEmpty(t, stored.Trace)
+		stored.Trace = nil
+		require.Equal(t, stored, w)
 	}
 	require.Equal(t, []string{"a3", "a4", "a5"}, wids) // a1's watch ended at 101
 	watched, err = testDB.WatchedActions(ctx, tn.ID, []commitlayer.Subject{"payout:p1"}, at(105))
