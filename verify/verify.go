@@ -388,8 +388,9 @@ func isNotRunning(err error) bool {
 }
 
 // FactsArrived tells open verifications that these subjects got new facts,
-// which digest digests when not nil (the screen then spares, without a
-// read, the verifications facts like those cannot change).
+// which digest digests when not nil (the screen then spares the
+// verifications facts like those cannot change, reading only their latest
+// verdict's head).
 func (c *Client) FactsArrived(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest) error {
 	return c.NotifyFacts(ctx, tenantID, subjects, digest, "")
 }
