@@ -37,3 +37,43 @@ func TestNoProductionFileIsTooLong(t *testing.T) {
 	}
 	require.Empty(t, long, "production files over %d lines", maxLines)
 }
+
+// maxFileBytes is the largest file the repository may track. The biggest on
+// purpose are the sandbox's recorded results (~1.5 MB each); a build output
+// (a 144 MB binary was once committed from `go build` in cmd/commitlayer)
+// is far past it.
+const maxFileBytes = 4 << 20
+
+// TestNoTrackedFileIsHuge: every file git would commit (tracked, or new and
+// not ignored) is at most maxFileBytes, and none is an executable binary.
+func TestNoTrackedFileIsHuge(t *testing.T) {
+	cmd := exec.Command("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+	cmd.Dir = "../.."
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	var big, binaries []string
+	for _, f := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		path := filepath.Join("../..", f)
+		st, err := os.Stat(path)
+		if os.IsNotExist(err) {
+			continue
+		}
+		require.NoError(t, err)
+		if st.Size() > maxFileBytes {
+			big = append(big, f)
+		}
+		if st.Mode().IsRegular() && st.Size() >= 4 {
+			head := make([]byte, 4)
+			fh, err := os.Open(path)
+			require.NoError(t, err)
+			_, err = fh.Read(head)
+			fh.Close()
+			require.NoError(t, err)
+			if bytes.Equal(head, []byte("\x7fELF")) {
+				binaries = append(binaries, f)
+			}
+		}
+	}
+	require.Empty(t, big, "files over %d bytes", maxFileBytes)
+	require.Empty(t, binaries, "executables (build output belongs in bin/, which is ignored)")
+}
