@@ -1,4 +1,4 @@
-package postgres
+package commitlayer
 
 import (
 	"encoding/json"
@@ -6,26 +6,86 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/commitlayer/commitlayer"
 )
 
-// appendAttrs appends attrs as JSON, byte for byte what json.Marshal
-// writes for them, without reflection: attrs normalized by
-// commitlayer.NormalizeValue (what the API stores) hold only nil, bool,
+// AppendJSON appends the attrs as JSON, byte for byte what json.Marshal
+// writes for them, without reflection: attrs normalized by NormalizeValue
+// (what the API stores and the store reads back) hold only nil, bool,
 // string, int64, float64, []any and map[string]any, and those are written
 // here. Attrs holding any other type (a caller's own value) are left to
-// json.Marshal, as is a NaN or an infinity (json.Marshal refuses them).
-func appendAttrs(b []byte, attrs commitlayer.Attrs) ([]byte, error) {
+// json.Marshal, as is a NaN or an infinity (json.Marshal refuses them, and
+// so does this, with its error). On error b is returned as given.
+func (a Attrs) AppendJSON(b []byte) ([]byte, error) {
 	start := len(b)
-	if out, ok := appendJSON(b, map[string]any(attrs)); ok {
+	if out, ok := appendJSON(b, map[string]any(a)); ok {
 		return out, nil
 	}
-	m, err := json.Marshal(attrs)
+	m, err := json.Marshal(a)
 	if err != nil {
 		return b[:start], err
 	}
 	return append(b[:start], m...), nil
+}
+
+// AppendJSON appends the fact as JSON, byte for byte what json.Marshal
+// writes for it (the client sends batches of facts so, without
+// reflection), and json.Marshal's error where it has one. On error b is
+// returned as given.
+func (f *Fact) AppendJSON(b []byte) ([]byte, error) {
+	start := len(b)
+	if out, ok := f.appendJSON(b); ok {
+		return out, nil
+	}
+	m, err := json.Marshal(f)
+	if err != nil {
+		return b[:start], err
+	}
+	return append(b[:start], m...), nil
+}
+
+// appendJSON is AppendJSON's fast path; ok is false for a fact it does not
+// write (an occurred_at json.Marshal refuses, attrs it leaves to
+// json.Marshal), b then holding a partial value.
+func (f *Fact) appendJSON(b []byte) ([]byte, bool) {
+	b = append(b, `{"source":`...)
+	b = appendString(b, f.Source)
+	b = append(b, `,"type":`...)
+	b = appendString(b, f.Type)
+	b = append(b, `,"subject":`...)
+	b = appendString(b, string(f.Subject))
+	b = append(b, `,"external_id":`...)
+	b = appendString(b, f.ExternalID)
+	b = append(b, `,"occurred_at":"`...)
+	// time.Time's MarshalJSON is its AppendText quoted (RFC 3339 with
+	// nanoseconds needs no escaping), with the same errors.
+	b, err := f.OccurredAt.AppendText(b)
+	if err != nil {
+		return b, false
+	}
+	b = append(b, `","attrs":`...)
+	if f.Attrs == nil {
+		b = append(b, "null"...)
+	} else {
+		var ok bool
+		if b, ok = appendJSON(b, map[string]any(f.Attrs)); !ok {
+			return b, false
+		}
+	}
+	if len(f.Links) > 0 {
+		b = append(b, `,"links":[`...)
+		for i, l := range f.Links {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, string(l))
+		}
+		b = append(b, ']')
+	}
+	if f.Seq != 0 {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, f.Seq, 10)
+	}
+	return append(b, '}'), true
 }
 
 // appendJSON appends v as json.Marshal would; ok is false for a value it
@@ -41,7 +101,41 @@ func appendJSON(b []byte, v any) ([]byte, bool) {
 	case int64:
 		return strconv.AppendInt(b, x, 10), true
 	case float64:
-		return appendFloat(b, x)
+		return appendFloat(b, x, 64)
+	// What a caller's own attrs hold most (the client writes them before
+	// any normalizing): Go's other numbers, strings and maps of them.
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case int32:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case int16:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case int8:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case uint:
+		return strconv.AppendUint(b, uint64(x), 10), true
+	case uint64:
+		return strconv.AppendUint(b, x, 10), true
+	case uint32:
+		return strconv.AppendUint(b, uint64(x), 10), true
+	case uint16:
+		return strconv.AppendUint(b, uint64(x), 10), true
+	case float32:
+		return appendFloat(b, float64(x), 32)
+	case Attrs:
+		return appendJSON(b, map[string]any(x))
+	case []string:
+		if x == nil {
+			return append(b, "null"...), true
+		}
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, e)
+		}
+		return append(b, ']'), true
 	case []any:
 		if x == nil {
 			return append(b, "null"...), true
@@ -84,16 +178,19 @@ func appendJSON(b []byte, v any) ([]byte, bool) {
 	return b, false
 }
 
-// appendFloat is encoding/json's float64 encoder (ES6 number to string).
-func appendFloat(b []byte, f float64) ([]byte, bool) {
+// appendFloat is encoding/json's float encoder (ES6 number to string) for
+// a float of bits 64 or 32.
+func appendFloat(b []byte, f float64, bits int) ([]byte, bool) {
 	if math.IsInf(f, 0) || math.IsNaN(f) {
 		return b, false
 	}
 	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
+	if abs := math.Abs(f); abs != 0 {
+		if bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21) {
+			format = 'e'
+		}
 	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
+	b = strconv.AppendFloat(b, f, format, -1, bits)
 	if format == 'e' {
 		// e-09 to e-9
 		n := len(b)

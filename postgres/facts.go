@@ -475,3 +475,7 @@ func linkKeys(tenantID string, links []string) []string {
 // linkKeySep joins a tenant and a link into a link key (linkKeys; and
 // insertFacts, which writes a batch's keys into one buffer).
 const linkKeySep = " "
+
+// appendAttrs appends attrs as json.Marshal writes them
+// (commitlayer.Attrs.AppendJSON).
+func appendAttrs(b []byte, attrs commitlayer.Attrs) ([]byte, error) { return attrs.AppendJSON(b) }
