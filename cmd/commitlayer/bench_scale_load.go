@@ -95,7 +95,8 @@ func (b *benchmarker) probe(ctx context.Context, n int, requestedAt time.Time) (
 
 // startWatchers records n actions of bench_watch on account:w_<from>…,
 // 16 at a time, and waits until each verification has its final verdict
-// (it is watching then).
+// (it is watching then). When recording fails it returns the ids recorded
+// (some empty) with the error.
 func (b *benchmarker) startWatchers(ctx context.Context, from, n int, requestedAt time.Time) ([]string, error) {
 	ids := make([]string, n)
 	err := closedLoopN(ctx, n, 16, func(ctx context.Context, i int) error {
@@ -108,7 +109,7 @@ func (b *benchmarker) startWatchers(ctx context.Context, from, n int, requestedA
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return ids, err // those recorded, for the caller to end
 	}
 	deadline := time.Now().Add(10 * time.Minute)
 	pending := ids
