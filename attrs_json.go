@@ -16,15 +16,8 @@ import (
 // json.Marshal, as is a NaN or an infinity (json.Marshal refuses them, and
 // so does this, with its error). On error b is returned as given.
 func (a Attrs) AppendJSON(b []byte) ([]byte, error) {
-	start := len(b)
-	if out, ok := appendJSON(b, map[string]any(a)); ok {
-		return out, nil
-	}
-	m, err := json.Marshal(a)
-	if err != nil {
-		return b[:start], err
-	}
-	return append(b[:start], m...), nil
+	out, ok := appendJSON(b, map[string]any(a))
+	return orMarshal(b, out, ok, a)
 }
 
 // AppendJSON appends the fact as JSON, byte for byte what json.Marshal
@@ -32,11 +25,18 @@ func (a Attrs) AppendJSON(b []byte) ([]byte, error) {
 // reflection), and json.Marshal's error where it has one. On error b is
 // returned as given.
 func (f *Fact) AppendJSON(b []byte) ([]byte, error) {
-	start := len(b)
-	if out, ok := f.appendJSON(b); ok {
+	out, ok := f.appendJSON(b)
+	return orMarshal(b, out, ok, f)
+}
+
+// orMarshal is out when the fast path wrote it (ok); otherwise b with
+// json.Marshal's bytes for v appended, or b as given with its error.
+func orMarshal(b, out []byte, ok bool, v any) ([]byte, error) {
+	if ok {
 		return out, nil
 	}
-	m, err := json.Marshal(f)
+	start := len(b)
+	m, err := json.Marshal(v)
 	if err != nil {
 		return b[:start], err
 	}
