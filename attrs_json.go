@@ -72,14 +72,8 @@ func (f *Fact) appendJSON(b []byte) ([]byte, bool) {
 		}
 	}
 	if len(f.Links) > 0 {
-		b = append(b, `,"links":[`...)
-		for i, l := range f.Links {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, string(l))
-		}
-		b = append(b, ']')
+		b = append(b, `,"links":`...)
+		b, _ = appendArray(b, f.Links, func(b []byte, l Subject) ([]byte, bool) { return appendString(b, string(l)), true })
 	}
 	if f.Seq != 0 {
 		b = append(b, `,"seq":`...)
@@ -125,32 +119,9 @@ func appendJSON(b []byte, v any) ([]byte, bool) {
 	case Attrs:
 		return appendJSON(b, map[string]any(x))
 	case []string:
-		if x == nil {
-			return append(b, "null"...), true
-		}
-		b = append(b, '[')
-		for i, e := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, e)
-		}
-		return append(b, ']'), true
+		return appendArray(b, x, func(b []byte, e string) ([]byte, bool) { return appendString(b, e), true })
 	case []any:
-		if x == nil {
-			return append(b, "null"...), true
-		}
-		b = append(b, '[')
-		for i, e := range x {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var ok bool
-			if b, ok = appendJSON(b, e); !ok {
-				return b, false
-			}
-		}
-		return append(b, ']'), true
+		return appendArray(b, x, appendJSON)
 	case map[string]any:
 		if x == nil {
 			return append(b, "null"...), true
@@ -176,6 +147,25 @@ func appendJSON(b []byte, v any) ([]byte, bool) {
 		return append(b, '}'), true
 	}
 	return b, false
+}
+
+// appendArray appends xs as a JSON array (null when nil), each element
+// written by elem; ok is false as soon as elem's is.
+func appendArray[T any](b []byte, xs []T, elem func([]byte, T) ([]byte, bool)) ([]byte, bool) {
+	if xs == nil {
+		return append(b, "null"...), true
+	}
+	b = append(b, '[')
+	for i, e := range xs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = elem(b, e); !ok {
+			return b, false
+		}
+	}
+	return append(b, ']'), true
 }
 
 // appendFloat is encoding/json's float encoder (ES6 number to string) for
