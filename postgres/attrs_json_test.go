@@ -14,7 +14,7 @@ import (
 
 // BenchmarkEncodeAttrs writes the attrs of a batch of 1 000 facts as the
 // API hands them over (normalized) the way encodeFacts does, with
-// appendAttrs into one buffer shared by the rows (marshal=append); and the
+// Attrs.AppendJSON into one buffer shared by the rows (marshal=append); and the
 // way it did before, json.Marshal per fact and a string copy per row for
 // insertFacts (marshal=json), measured in the same run.
 func BenchmarkEncodeAttrs(b *testing.B) {
@@ -31,7 +31,7 @@ func BenchmarkEncodeAttrs(b *testing.B) {
 			ends := make([]int, 0, len(attrs))
 			for _, a := range attrs {
 				var err error
-				if buf, err = appendAttrs(buf, a); err != nil {
+				if buf, err = a.AppendJSON(buf); err != nil {
 					b.Fatal(err)
 				}
 				ends = append(ends, len(buf))

@@ -84,7 +84,7 @@ func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
 		seen[k] = true
 		if len(f.Attrs) > 0 {
 			var err error
-			if buf, err = appendAttrs(buf, f.Attrs); err != nil {
+			if buf, err = f.Attrs.AppendJSON(buf); err != nil {
 				return nil, fmt.Errorf("%w: facts[%d].attrs: %w", commitlayer.ErrInvalid, i, classify(err))
 			}
 		} else {
@@ -475,7 +475,3 @@ func linkKeys(tenantID string, links []string) []string {
 // linkKeySep joins a tenant and a link into a link key (linkKeys; and
 // insertFacts, which writes a batch's keys into one buffer).
 const linkKeySep = " "
-
-// appendAttrs appends attrs as json.Marshal writes them
-// (commitlayer.Attrs.AppendJSON).
-func appendAttrs(b []byte, attrs commitlayer.Attrs) ([]byte, error) { return attrs.AppendJSON(b) }

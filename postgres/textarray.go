@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -48,11 +49,7 @@ func (encodeStringsBinary) Encode(value any, buf []byte) ([]byte, error) {
 		}
 		size += len(s)
 	}
-	if free := cap(buf) - len(buf); free < size {
-		grown := make([]byte, len(buf), len(buf)+size)
-		copy(grown, buf)
-		buf = grown
-	}
+	buf = slices.Grow(buf, size)
 	// One dimension, as pgx writes it even for the empty array (the
 	// server reads a dimension of length 0 as the empty array).
 	buf = binary.BigEndian.AppendUint32(buf, 1)

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -328,7 +327,7 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 			if err != nil {
 				// The ones started are ended by the cleanup, as watchers
 				// are: their tenant is deleted under them.
-				watchers = append(watchers, slices.DeleteFunc(ids, func(id string) bool { return id == "" })...)
+				watchers = append(watchers, ids...)
 				return err
 			}
 			fmt.Fprintf(w, "  equal work: this process's heap %.1f MiB before any verification; then %d verifications started in %s, each awake %s and finished (closed %s after the last start)\n",
@@ -337,7 +336,7 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 		start := time.Now()
 		ids, err := b.startWatchers(ctx, len(watchers), n, requestedAt)
 		if err != nil {
-			watchers = append(watchers, slices.DeleteFunc(ids, func(id string) bool { return id == "" })...)
+			watchers = append(watchers, ids...)
 			return err
 		}
 		watchers = compactIDs(append(watchers, ids...))

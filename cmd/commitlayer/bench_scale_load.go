@@ -95,8 +95,8 @@ func (b *benchmarker) probe(ctx context.Context, n int, requestedAt time.Time) (
 
 // startWatchers records n actions of bench_watch on account:w_<from>…,
 // 16 at a time, and waits until each verification has its final verdict
-// (it is watching then). When recording fails it returns the ids recorded
-// (some empty) with the error.
+// (it is watching then). When recording fails it returns the ids it
+// recorded (recordedIDs) with the error.
 func (b *benchmarker) startWatchers(ctx context.Context, from, n int, requestedAt time.Time) ([]string, error) {
 	ids := make([]string, n)
 	err := closedLoopN(ctx, n, 16, func(ctx context.Context, i int) error {
@@ -109,7 +109,7 @@ func (b *benchmarker) startWatchers(ctx context.Context, from, n int, requestedA
 		return err
 	})
 	if err != nil {
-		return ids, err // those recorded, for the caller to end
+		return recordedIDs(ids), err
 	}
 	deadline := time.Now().Add(10 * time.Minute)
 	pending := ids
@@ -141,7 +141,8 @@ func (b *benchmarker) startWatchers(ctx context.Context, from, n int, requestedA
 // no facts: each fails, as cheaply as another passes) on bench_brief:
 // requested 11 minutes before its start, so settled at once and watched
 // for awake after it. Each stays in the worker for awake, as a watcher
-// does before it sleeps, then finishes.
+// does before it sleeps, then finishes. When recording fails it returns
+// the ids it recorded (recordedIDs) with the error.
 func (b *benchmarker) startBrief(ctx context.Context, n int, awake time.Duration) ([]string, error) {
 	ids := make([]string, n)
 	err := closedLoopN(ctx, n, 16, func(ctx context.Context, i int) error {
@@ -153,7 +154,16 @@ func (b *benchmarker) startBrief(ctx context.Context, n int, awake time.Duration
 		ids[i] = acc.ID
 		return err
 	})
-	return ids, err
+	if err != nil {
+		return recordedIDs(ids), err
+	}
+	return ids, nil
+}
+
+// recordedIDs is ids without the empty ones of actions a failed start did
+// not record: what the caller's cleanup has to end.
+func recordedIDs(ids []string) []string {
+	return slices.DeleteFunc(ids, func(id string) bool { return id == "" })
 }
 
 // waitClosed waits, at most max, until the verifications sampled from ids

@@ -2,6 +2,7 @@ package repotest
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,7 +67,7 @@ func TestNoTrackedFileIsHuge(t *testing.T) {
 			head := make([]byte, 4)
 			fh, err := os.Open(path)
 			require.NoError(t, err)
-			_, err = fh.Read(head)
+			_, err = io.ReadFull(fh, head)
 			fh.Close()
 			require.NoError(t, err)
 			if bytes.Equal(head, []byte("\x7fELF")) {
