@@ -210,3 +210,33 @@ type FactPage struct {
 	// More is true when the source has more after Next.
 	More bool
 }
+
+// ActionQuery names actions of one contract the way PriorActions takes
+// them: by agent and by subject when not empty, requested in [From, To]
+// (a zero end is open), except ExcludeID.
+type ActionQuery struct {
+	Contract  string
+	Agent     string
+	Subject   Subject
+	From, To  time.Time
+	ExcludeID string
+}
+
+// PassReadRequest is what one verification pass reads about an action
+// besides the action itself, all of it at once: the facts about its
+// subject (FactsAbout), the actions of each query (PriorActions), the
+// tenant's connected sources and the action's latest verdict.
+type PassReadRequest struct {
+	ActionID string
+	Subject  Subject
+	Actions  []ActionQuery
+}
+
+// PassRead answers a PassReadRequest: Actions[i] answers the request's
+// Actions[i]; Latest is nil when the action has no verdict yet.
+type PassRead struct {
+	Facts     []Fact
+	Actions   [][]Action
+	Connected []string
+	Latest    *Verdict
+}

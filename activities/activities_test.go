@@ -165,6 +165,12 @@ func (n *notifier) NotifyFacts(_ context.Context, _ string, subjects []commitlay
 	return nil
 }
 
+func (n *notifier) count() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.calls)
+}
+
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	d := teststore.DB(t)

@@ -217,13 +217,22 @@ func heartbeats(ctx context.Context) bool {
 func (c *pullCoalescer) exec(a *Activities, tenantID string, run *pullRun) {
 	for run != nil {
 		ctx, cancel := context.WithTimeout(run.ctx, pullRunTimeout)
-		out := a.pullTenant(ctx, tenantID, run.leader)
-		cancel()
+		out, finish := a.pullTenantThen(ctx, tenantID, run.leader)
 		c.mu.Lock()
 		t := c.tenant(tenantID)
 		t.covers(run.started, out)
 		run.out = out
 		close(run.done)
+		// The passes read the facts now; the bookkeeping they do not read
+		// (empty pulls, other verifications' notices) is done meanwhile,
+		// beside the tenant's next pull: neither waits for the other
+		// (RecordEmptyPulls never records over a later pull's state).
+		go func() {
+			defer cancel()
+			if err := finish(ctx); err != nil {
+				a.logger(ctx).Warn("record empty pulls (the next pull records its own)", "tenant", tenantID, "error", err)
+			}
+		}()
 		next := t.queued
 		t.running, t.queued = next, nil
 		if next != nil {

@@ -52,7 +52,13 @@ type EvaluateResult struct {
 // evaluates, and appends the verdict to the action's history when it
 // changed.
 func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateResult, error) {
-	stored, changed, err := a.evaluateWith(ctx, in, a.Store.AppendVerdict)
+	return a.evaluate(ctx, in, nil)
+}
+
+// evaluate is Evaluate with the action read by getAction (nil: the store's
+// GetAction), which a pass that pulls starts beside its pull.
+func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, getAction func() (commitlayer.ActionRecord, error)) (EvaluateResult, error) {
+	stored, changed, err := a.evaluateWith(ctx, in, nil, getAction)
 	if err != nil {
 		return EvaluateResult{}, err
 	}
@@ -61,10 +67,12 @@ func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateRe
 }
 
 // evaluateWith is Evaluate without the webhooks' question, the verdict
-// stored by appendVerdict: the verdict stored for the pass, and whether
-// this pass appended it.
+// stored by appendVerdict (nil: the store's AppendVerdict), the action read
+// by getAction (nil: the store's GetAction): the verdict stored for the
+// pass, and whether this pass appended it.
 func (a *Activities) evaluateWith(ctx context.Context, in EvaluateInput,
 	appendVerdict func(context.Context, string, commitlayer.Verdict) (commitlayer.Verdict, bool, error),
+	getAction func() (commitlayer.ActionRecord, error),
 ) (commitlayer.Verdict, bool, error) {
 	if in.TenantID == "" || in.ActionID == "" {
 		return commitlayer.Verdict{}, false, nonRetryable("evaluate: tenant and action ids are required")
@@ -73,7 +81,10 @@ func (a *Activities) evaluateWith(ctx context.Context, in EvaluateInput,
 	if err := a.checkStore(ctx, in.StoreID); err != nil {
 		return commitlayer.Verdict{}, false, err
 	}
-	act, err := a.Store.GetAction(ctx, in.TenantID, in.ActionID)
+	if getAction == nil {
+		getAction = func() (commitlayer.ActionRecord, error) { return a.Store.GetAction(ctx, in.TenantID, in.ActionID) }
+	}
+	act, err := getAction()
 	if errors.Is(err, commitlayer.ErrNotFound) {
 		// The action was recorded before its verification started, so this
 		// store must have it: a replica that lags, or a worker on another
@@ -89,11 +100,21 @@ func (a *Activities) evaluateWith(ctx context.Context, in EvaluateInput,
 	if err != nil {
 		return commitlayer.Verdict{}, false, err
 	}
-	v, err := a.answer(ctx, in, act, c, nil)
+	pre, latest, err := a.readPass(ctx, in, act, c)
+	if err != nil {
+		return commitlayer.Verdict{}, false, err
+	}
+	v, err := a.answer(ctx, in, act, c, pre)
 	if err != nil {
 		return commitlayer.Verdict{}, false, err
 	}
 	v.PassLatency = max(in.PullTook, 0) + time.Since(began)
+	if appendVerdict == nil {
+		appendVerdict = a.Store.AppendVerdict
+		if latest != nil {
+			appendVerdict = latest // compares with the verdict readPass read
+		}
+	}
 	stored, changed, err := appendVerdict(ctx, in.TenantID, v)
 	if err != nil {
 		return commitlayer.Verdict{}, false, fmt.Errorf("evaluate: store verdict for %s: %w", in.ActionID, err)
@@ -112,6 +133,81 @@ func (a *Activities) evaluateWith(ctx context.Context, in EvaluateInput,
 		}
 	}
 	return stored, changed, nil
+}
+
+// passReader is a store that reads a pass's reads in one round trip
+// (postgres.DB).
+type passReader interface {
+	ReadPass(ctx context.Context, tenantID string, r commitlayer.PassReadRequest) (commitlayer.PassRead, error)
+	AppendVerdictOver(ctx context.Context, tenantID string, v commitlayer.Verdict, latest *commitlayer.Verdict) (commitlayer.Verdict, bool, error)
+}
+
+// readPass reads at once, when the store can (passReader), what
+// evaluationInput would read one statement at a time (the facts about the
+// action's subject, the later actions, the limits' prior actions, the
+// connected sources) and the action's latest verdict: it returns them as
+// prefetched, and an append that compares with that verdict instead of
+// reading it again. Otherwise both are nil and the pass reads as before.
+func (a *Activities) readPass(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract) (*prefetched, func(context.Context, string, commitlayer.Verdict) (commitlayer.Verdict, bool, error), error) {
+	pr, ok := a.Store.(passReader)
+	if !ok {
+		return nil, nil, nil
+	}
+	queries := c.PriorQueries(act.Action)
+	req := commitlayer.PassReadRequest{ActionID: act.ID, Subject: act.Subject,
+		Actions: []commitlayer.ActionQuery{laterQuery(act)}}
+	for _, q := range queries {
+		req.Actions = append(req.Actions, commitlayer.ActionQuery{Contract: act.Contract, Agent: q.Agent, Subject: q.Subject,
+			From: q.From, To: q.To, ExcludeID: act.ID})
+	}
+	got, err := pr.ReadPass(ctx, in.TenantID, req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("evaluate: read facts, actions and coverage of %s: %w", act.ID, err)
+	}
+	facts := got.Facts
+	if facts == nil {
+		facts = []commitlayer.Fact{}
+	}
+	connected := got.Connected
+	if connected == nil {
+		connected = []string{}
+	}
+	later := got.Actions[0]
+	if later == nil {
+		later = []commitlayer.Action{}
+	}
+	pre := &prefetched{
+		connected: connected,
+		facts:     map[commitlayer.Subject][]commitlayer.Fact{act.Subject: facts},
+		later:     later,
+		prior:     mergePrior(got.Actions[1:]),
+	}
+	latest := got.Latest
+	return pre, func(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
+		return pr.AppendVerdictOver(ctx, tenantID, v, latest)
+	}, nil
+}
+
+// laterQuery is the query of the actions that end act's window: the
+// contract's later actions on the subject, within the watch.
+func laterQuery(act commitlayer.ActionRecord) commitlayer.ActionQuery {
+	return commitlayer.ActionQuery{Contract: act.Contract, Subject: act.Subject, From: act.RequestedAt, To: act.WatchUntil, ExcludeID: act.ID}
+}
+
+// mergePrior joins the answers of the limits' queries as priorActions
+// does: in query order, each action once. Not nil: read.
+func mergePrior(answers [][]commitlayer.Action) []commitlayer.Action {
+	out := []commitlayer.Action{}
+	seen := map[string]bool{}
+	for _, got := range answers {
+		for _, p := range got {
+			if !seen[p.ID] {
+				seen[p.ID] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // followsFinal reports whether the verdict stored before v was final too
@@ -196,8 +292,10 @@ func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act 
 		}
 		facts = append(facts, extra...)
 	}
-	prior, err := a.priorActions(ctx, in.TenantID, act, c)
-	if err != nil {
+	var prior []commitlayer.Action
+	if pre != nil && pre.prior != nil {
+		prior = pre.prior
+	} else if prior, err = a.priorActions(ctx, in.TenantID, act, c); err != nil {
 		return contracts.Input{}, err
 	}
 	if len(prior) > 0 {
@@ -220,7 +318,9 @@ func (a *Activities) evaluationInput(ctx context.Context, in EvaluateInput, act 
 	}
 	// A later action of the contract on the subject ends this one's window.
 	var later []commitlayer.Action
-	if pre != nil && pre.actions != nil {
+	if pre != nil && pre.later != nil {
+		later = pre.later
+	} else if pre != nil && pre.actions != nil {
 		later = laterActions(pre.actions, act)
 	} else if later, err = a.Store.PriorActions(ctx, in.TenantID, act.Contract, "", act.Subject, act.RequestedAt, act.WatchUntil, act.ID); err != nil {
 		return contracts.Input{}, fmt.Errorf("evaluate: later actions: %w", err)
@@ -253,6 +353,9 @@ type prefetched struct {
 	// actions: every action on the subjects requested since the earliest
 	// of theirs, in PriorActions' order.
 	actions []commitlayer.Action
+	// later and prior: the actions that end the action's window and
+	// those its contract's limits count (one action's pass: readPass).
+	later, prior []commitlayer.Action
 }
 
 // laterActions is PriorActions(act's contract, any agent, act's subject,

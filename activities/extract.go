@@ -74,9 +74,28 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 // pullTenant pulls every connector of the tenant once and notifies the
 // open verifications whose subjects got facts, except exceptActionID.
 func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID string) pullOutcome {
+	out, finish := a.pullTenantThen(ctx, tenantID, exceptActionID)
+	if err := finish(ctx); err != nil && out.err == nil {
+		return pullOutcome{err: err}
+	}
+	return out
+}
+
+// pullTenantThen is pullTenant in two parts: the pull, whose outcome the
+// passes waiting for it read as soon as it returns, and the bookkeeping
+// none of them reads, left to finish: the connectors whose feeds had
+// nothing new are recorded (last pull time, error cleared) and the notices
+// of new facts delivered to the other verifications. Neither changes what
+// a pass reads: the facts and their notices are stored before it returns
+// (an outbox the reconciler delivers from if finish never runs), and the
+// empty pulls change no cursor. Run finish before the tenant's next pull,
+// so that pull's records come after this one's. finish is never nil; its
+// error is the empty pulls' record's (the notices' delivery only logs).
+func (a *Activities) pullTenantThen(ctx context.Context, tenantID, exceptActionID string) (pullOutcome, func(context.Context) error) {
+	nothing := func(context.Context) error { return nil }
 	conns, err := a.Store.ListConnectors(ctx, tenantID)
 	if err != nil {
-		return pullOutcome{err: fmt.Errorf("extract: list connectors: %w", err)}
+		return pullOutcome{err: fmt.Errorf("extract: list connectors: %w", err)}, nothing
 	}
 	// Pull the connectors at once: each is a separate system.
 	results := make([]connectorPull, len(conns))
@@ -90,10 +109,7 @@ func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID st
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return pullOutcome{err: err}
-	}
-	if err := a.recordEmptyPulls(ctx, tenantID, conns, results); err != nil {
-		return pullOutcome{err: err}
+		return pullOutcome{err: err}, nothing
 	}
 	res := ExtractResult{Unreachable: map[string]string{}}
 	complete := true
@@ -107,7 +123,7 @@ func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID st
 		if err != nil {
 			var storeErr *storeError
 			if errors.As(err, &storeErr) {
-				return pullOutcome{err: err} // the database failed, not the connector: retry
+				return pullOutcome{err: err}, nothing // the database failed, not the connector: retry
 			}
 			// The tenant sees a short class (timeout, refused, http 503,
 			// address not allowed, …), never network text that tells
@@ -116,7 +132,7 @@ func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID st
 			res.Unreachable[c.Source] = msg
 			complete = false
 			if rerr := a.Store.RecordPullError(ctx, tenantID, c.ID, msg, a.now()); rerr != nil {
-				return pullOutcome{err: fmt.Errorf("extract: record pull error for %s: %w", c.Source, rerr)}
+				return pullOutcome{err: fmt.Errorf("extract: record pull error for %s: %w", c.Source, rerr)}, nothing
 			}
 			a.logger(ctx).Warn("connector unreachable", "tenant", tenantID, "source", c.Source,
 				"class", msg, "error", netguard.Redact(err))
@@ -135,20 +151,31 @@ func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID st
 		res.Subjects = append(res.Subjects, s)
 	}
 	sort.Slice(res.Subjects, func(i, j int) bool { return res.Subjects[i] < res.Subjects[j] })
-	if a.Notify != nil && res.Inserted > 0 && len(res.Subjects) > 0 {
-		// The facts were stored with their notices (an outbox): deliver
-		// them now; one Temporal does not take stays for the reconciler.
-		if err := a.Notify.NotifyFacts(ctx, tenantID, res.Subjects, digest.digest(), exceptActionID); err != nil {
-			a.logger(ctx).Warn("notice of new facts left to the reconciler", "tenant", tenantID, "error", err)
-		} else {
-			for _, id := range notices {
-				if err := a.Store.NotificationDelivered(ctx, id); err != nil {
-					a.logger(ctx).Warn("delete delivered notice", "tenant", tenantID, "error", err)
-				}
-			}
+	at := a.now()
+	finish := func(ctx context.Context) error {
+		err := a.recordEmptyPulls(ctx, tenantID, conns, results, at)
+		if a.Notify != nil && res.Inserted > 0 && len(res.Subjects) > 0 {
+			a.deliverNotices(ctx, tenantID, res.Subjects, digest.digest(), exceptActionID, notices)
+		}
+		return err
+	}
+	return pullOutcome{res: res, complete: complete}, finish
+}
+
+// deliverNotices tells the open verifications of the tenant whose subjects
+// got facts (except exceptActionID) and deletes the delivered notices. The
+// facts were stored with their notices (an outbox): one Temporal does not
+// take stays for the reconciler.
+func (a *Activities) deliverNotices(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest, exceptActionID string, notices []int64) {
+	if err := a.Notify.NotifyFacts(ctx, tenantID, subjects, digest, exceptActionID); err != nil {
+		a.logger(ctx).Warn("notice of new facts left to the reconciler", "tenant", tenantID, "error", err)
+		return
+	}
+	for _, id := range notices {
+		if err := a.Store.NotificationDelivered(ctx, id); err != nil {
+			a.logger(ctx).Warn("delete delivered notice", "tenant", tenantID, "error", err)
 		}
 	}
-	return pullOutcome{res: res, complete: complete}
 }
 
 type pullTenantKey struct{}
@@ -255,7 +282,7 @@ type connectorPull struct {
 // instead of one commit per connector. A connector it does not update was
 // removed meanwhile, or another pull moved its cursor and recorded a later
 // state than this one's: nothing is left to record for either.
-func (a *Activities) recordEmptyPulls(ctx context.Context, tenantID string, conns []commitlayer.Connector, results []connectorPull) error {
+func (a *Activities) recordEmptyPulls(ctx context.Context, tenantID string, conns []commitlayer.Connector, results []connectorPull, at time.Time) error {
 	var ids, cursors []string
 	for i, r := range results {
 		if r.err == nil && r.empty {
@@ -266,7 +293,7 @@ func (a *Activities) recordEmptyPulls(ctx context.Context, tenantID string, conn
 	if len(ids) == 0 {
 		return nil
 	}
-	missed, err := a.Store.RecordEmptyPulls(ctx, tenantID, ids, cursors, a.now())
+	missed, err := a.Store.RecordEmptyPulls(ctx, tenantID, ids, cursors, at)
 	if err != nil {
 		return &storeError{fmt.Errorf("extract: %w", err)}
 	}

@@ -102,3 +102,58 @@ func TestPassErrorsStayAsTheyAre(t *testing.T) {
 	_, err := fx.db.LatestVerdict(context.Background(), fx.tenant, id)
 	require.ErrorIs(t, err, commitlayer.ErrNotFound, "no pass stored a verdict")
 }
+
+// actionReadStore signals each GetAction.
+type actionReadStore struct {
+	activities.Store
+	read chan struct{}
+}
+
+func (s *actionReadStore) GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error) {
+	s.read <- struct{}{}
+	return s.Store.GetAction(ctx, tenantID, actionID)
+}
+
+// TestPassReadsItsActionBesideThePull: a pass that pulls reads its action
+// while the connectors' feeds answer (the pull changes no action), once,
+// and evaluates on what the pull stored; a pass for an action the store
+// does not have still pulls and then fails, retryably, as Evaluate does.
+func TestPassReadsItsActionBesideThePull(t *testing.T) {
+	fx := newFixture(t)
+	at := fx.now.Add(-20 * time.Minute)
+	id := fx.action(t, "bot", "account:acc_1", 500, at)
+	fx.feed.add("account_opened", "account:acc_1", at.Add(-time.Hour), map[string]any{"status": "active"})
+	fx.feed.add("payout_sent", "account:acc_1", at.Add(time.Minute), map[string]any{"payout_id": "p1", "amount": 500})
+	store := &actionReadStore{Store: fx.db, read: make(chan struct{}, 4)}
+	fx.acts.Store = store
+	arrived, release := fx.feed.holdRequests(t)
+
+	type passed struct {
+		res activities.PassResult
+		err error
+	}
+	done := make(chan passed, 1)
+	go func() {
+		res, err := fx.acts.Pass(context.Background(), activities.PassInput{Pull: true,
+			Extract:  activities.ExtractInput{TenantID: fx.tenant, ActionID: id},
+			Evaluate: activities.EvaluateInput{TenantID: fx.tenant, ActionID: id}})
+		done <- passed{res, err}
+	}()
+	awaitRequest(t, arrived)
+	awaitRequest(t, store.read) // read while the feed holds its answer
+	release <- struct{}{}
+	got := <-done
+	require.NoError(t, got.err)
+	require.Equal(t, commitlayer.StatusPass, got.res.Evaluate.Verdict.Status)
+	require.Equal(t, 1, got.res.Evaluate.Verdict.Version)
+	require.Empty(t, store.read, "the action was read twice")
+
+	release <- struct{}{}
+	_, err := fx.acts.Pass(context.Background(), activities.PassInput{Pull: true,
+		Extract:  activities.ExtractInput{TenantID: fx.tenant, ActionID: "act_missing"},
+		Evaluate: activities.EvaluateInput{TenantID: fx.tenant, ActionID: "act_missing"}})
+	require.ErrorContains(t, err, "not found")
+	var appErr *temporal.ApplicationError
+	require.False(t, errors.As(err, &appErr) && appErr.NonRetryable(), "a missing action is retried")
+	require.Equal(t, 2, fx.feed.requests(), "the second pass pulled")
+}

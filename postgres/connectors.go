@@ -159,8 +159,10 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 // nothing new and their cursors stayed where they were: each one's last
 // pull time is set to at and its last error cleared, as RecordPull does
 // for an empty page. cursors[i] is the cursor connectorIDs[i] was read
-// from. It returns the connectors it did not update: no such connector, or
-// one whose cursor has moved since (another pull recorded a later state).
+// from. It returns the connectors it did not update: no such connector,
+// one whose cursor has moved since, or one whose last pull or last error
+// is later than at (another pull recorded a later state: these records may
+// land after the tenant's next pull's).
 func (db *DB) RecordEmptyPulls(ctx context.Context, tenantID string, connectorIDs, cursors []string, at time.Time) ([]string, error) {
 	if len(connectorIDs) != len(cursors) {
 		return nil, fmt.Errorf("record empty pulls: %w: %d connector ids for %d cursors", commitlayer.ErrInvalid, len(connectorIDs), len(cursors))
@@ -174,6 +176,8 @@ func (db *DB) RecordEmptyPulls(ctx context.Context, tenantID string, connectorID
 	rows, err := db.pool.Query(ctx, `UPDATE connectors k SET last_pull_at = $2, last_error = '', last_error_at = NULL
 		FROM unnest($3::text[], $4::text[]) AS p(id, cursor)
 		WHERE k.tenant_id = $1 AND k.id = p.id AND k.cursor = p.cursor
+			AND (k.last_pull_at IS NULL OR k.last_pull_at <= $2)
+			AND (k.last_error_at IS NULL OR k.last_error_at <= $2)
 		RETURNING k.id`, tenantID, at, connectorIDs, cursors)
 	if err != nil {
 		return nil, fmt.Errorf("record empty pulls: %w", classify(err))
@@ -236,10 +240,12 @@ func (db *DB) Sources(ctx context.Context, tenantID string) ([]commitlayer.Sourc
 	return out, nil
 }
 
+const connectedSourcesSQL = `SELECT source FROM source_coverage WHERE tenant_id = $1 AND fact_count > 0
+		ORDER BY source`
+
 // ConnectedSources returns the sources that ever reported a fact, sorted.
 func (db *DB) ConnectedSources(ctx context.Context, tenantID string) ([]string, error) {
-	rows, err := db.pool.Query(ctx, `SELECT source FROM source_coverage WHERE tenant_id = $1 AND fact_count > 0
-		ORDER BY source`, tenantID)
+	rows, err := db.pool.Query(ctx, connectedSourcesSQL, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("connected sources: %w", classify(err))
 	}

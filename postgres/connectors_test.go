@@ -189,6 +189,29 @@ func TestRecordEmptyPulls(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, got.LastPullAt.IsZero(), "another tenant's connector is not touched")
 
+	// Records may land out of order (a pass's empty pulls are recorded
+	// beside the tenant's next pull): one older than the connector's
+	// latest pull or error leaves them.
+	failedAt := at.Add(time.Minute)
+	require.NoError(t, testDB.RecordPullError(ctx, tn.ID, quiet.ID, "timeout", failedAt))
+	missed, err = testDB.RecordEmptyPulls(ctx, tn.ID, []string{quiet.ID}, []string{""}, at.Add(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, []string{quiet.ID}, missed)
+	got, err = testDB.GetConnector(ctx, tn.ID, quiet.ID)
+	require.NoError(t, err)
+	require.Equal(t, "timeout", got.LastError, "an older empty pull cleared a later error")
+	laterAt := failedAt.Add(time.Minute)
+	missed, err = testDB.RecordEmptyPulls(ctx, tn.ID, []string{quiet.ID}, []string{""}, laterAt)
+	require.NoError(t, err)
+	require.Empty(t, missed)
+	missed, err = testDB.RecordEmptyPulls(ctx, tn.ID, []string{quiet.ID}, []string{""}, failedAt)
+	require.NoError(t, err)
+	require.Equal(t, []string{quiet.ID}, missed)
+	got, err = testDB.GetConnector(ctx, tn.ID, quiet.ID)
+	require.NoError(t, err)
+	require.Equal(t, laterAt, got.LastPullAt, "an older empty pull moved the pull time back")
+	require.Empty(t, got.LastError)
+
 	missed, err = testDB.RecordEmptyPulls(ctx, tn.ID, nil, nil, at)
 	require.NoError(t, err)
 	require.Empty(t, missed)

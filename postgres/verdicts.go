@@ -83,7 +83,31 @@ func checkVerdict(v commitlayer.Verdict) error {
 	return nil
 }
 
+// AppendVerdictOver is AppendVerdict when the caller has just read the
+// action's latest verdict (ReadPass; nil: it had none): its first round
+// compares with that one instead of reading it again, and when another
+// append stored a version since, it reads and compares as AppendVerdict
+// does. The result is AppendVerdict's, but for one case: an answer the
+// same as the verdict read is no news, returned with appended = false,
+// even when a version was stored after that read — the pass read its
+// facts beside that verdict, and a later version is a later read's. (One
+// verification's passes run one after another; the appends that can meet
+// them are an early pass's first verdict and a retried attempt's.)
+func (db *DB) AppendVerdictOver(ctx context.Context, tenantID string, v commitlayer.Verdict, latest *commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
+	if latest == nil {
+		latest = &commitlayer.Verdict{} // version 0: the insert takes version 1
+	}
+	return db.appendVerdictFrom(ctx, tenantID, v, latest)
+}
+
 func (db *DB) appendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
+	return db.appendVerdictFrom(ctx, tenantID, v, nil)
+}
+
+// appendVerdictFrom runs AppendVerdict's rounds; known, when not nil, is
+// the latest verdict as the caller read it (Version 0: none), the first
+// round's instead of a read.
+func (db *DB) appendVerdictFrom(ctx context.Context, tenantID string, v commitlayer.Verdict, known *commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
 	if err := checkVerdict(v); err != nil {
 		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, err)
 	}
@@ -96,7 +120,19 @@ func (db *DB) appendVerdict(ctx context.Context, tenantID string, v commitlayer.
 	// of lock, read and insert took five).
 	began := time.Now()
 	for range maxAppendRounds {
-		latest, err := latestVerdict(ctx, db.pool, tenantID, v.ActionID)
+		var (
+			latest commitlayer.Verdict
+			err    error
+		)
+		switch {
+		case known != nil && known.Version == 0:
+			err = pgx.ErrNoRows
+		case known != nil:
+			latest = *known
+		default:
+			latest, err = latestVerdict(ctx, db.pool, tenantID, v.ActionID)
+		}
+		known = nil
 		switch {
 		case err == nil && latest.SameAnswer(v):
 			return latest, false, nil
@@ -156,10 +192,12 @@ func (db *DB) LatestVerdict(ctx context.Context, tenantID, actionID string) (com
 	return v, nil
 }
 
+const latestVerdictSQL = `SELECT version, body, pass_us FROM verdicts WHERE tenant_id = $1 AND action_id = $2
+		ORDER BY version DESC LIMIT 1`
+
 // latestVerdict returns pgx.ErrNoRows when there is none.
 func latestVerdict(ctx context.Context, q querier, tenantID, actionID string) (commitlayer.Verdict, error) {
-	rows, err := q.Query(ctx, `SELECT version, body, pass_us FROM verdicts WHERE tenant_id = $1 AND action_id = $2
-		ORDER BY version DESC LIMIT 1`, tenantID, actionID)
+	rows, err := q.Query(ctx, latestVerdictSQL, tenantID, actionID)
 	if err != nil {
 		return commitlayer.Verdict{}, err
 	}

@@ -1,0 +1,64 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/jackc/pgx/v5"
+)
+
+// ReadPass reads what one verification pass reads about an action besides
+// the action itself — the facts about its subject, the actions of each of
+// r.Actions, the tenant's connected sources, the action's latest verdict —
+// in one round trip (a pipelined batch of the statements FactsAbout,
+// PriorActions, ConnectedSources and LatestVerdict run one at a time): a
+// pass took one round trip for each. The statements are read in one
+// snapshot each, not one for all, as the separate calls were.
+func (db *DB) ReadPass(ctx context.Context, tenantID string, r commitlayer.PassReadRequest) (commitlayer.PassRead, error) {
+	for _, q := range r.Actions {
+		if err := checkTimes("from", q.From, "to", q.To); err != nil {
+			return commitlayer.PassRead{}, fmt.Errorf("read pass of %q: actions of %q: %w", r.ActionID, q.Contract, classify(err))
+		}
+	}
+	out := commitlayer.PassRead{Actions: make([][]commitlayer.Action, len(r.Actions))}
+	b := &pgx.Batch{}
+	subs := []string{string(r.Subject)}
+	b.Queue(factsAboutSQL, tenantID, subs, linkKeys(tenantID, subs)).Query(func(rows pgx.Rows) error {
+		facts, err := pgx.CollectRows(rows, scanFact)
+		out.Facts = facts
+		return err
+	})
+	for i, q := range r.Actions {
+		cond, args := priorActionsQuery(tenantID, q.Contract, q.Agent, q.Subject, q.From, q.To, q.ExcludeID)
+		b.Queue(`SELECT `+actionColumns+` FROM actions WHERE `+cond, args...).Query(func(rows pgx.Rows) error {
+			acts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.Action, error) {
+				rec, err := scanAction(row)
+				return rec.Action, err
+			})
+			out.Actions[i] = acts
+			return err
+		})
+	}
+	b.Queue(connectedSourcesSQL, tenantID).Query(func(rows pgx.Rows) error {
+		connected, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		out.Connected = connected
+		return err
+	})
+	b.Queue(latestVerdictSQL, tenantID, r.ActionID).Query(func(rows pgx.Rows) error {
+		v, err := pgx.CollectExactlyOneRow(rows, scanVerdict)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil
+		case err != nil:
+			return err
+		}
+		out.Latest = &v
+		return nil
+	})
+	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
+		return commitlayer.PassRead{}, fmt.Errorf("read pass of %q: %w", r.ActionID, classify(err))
+	}
+	return out, nil
+}
