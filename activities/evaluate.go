@@ -100,7 +100,7 @@ func (a *Activities) evaluateWith(ctx context.Context, in EvaluateInput,
 	if err != nil {
 		return commitlayer.Verdict{}, false, err
 	}
-	pre, latest, err := a.readPass(ctx, in, act, c)
+	pre, read, err := a.readPass(ctx, in, act, c)
 	if err != nil {
 		return commitlayer.Verdict{}, false, err
 	}
@@ -111,8 +111,8 @@ func (a *Activities) evaluateWith(ctx context.Context, in EvaluateInput,
 	v.PassLatency = max(in.PullTook, 0) + time.Since(began)
 	if appendVerdict == nil {
 		appendVerdict = a.Store.AppendVerdict
-		if latest != nil {
-			appendVerdict = latest // compares with the verdict readPass read
+		if read != nil {
+			appendVerdict = read.append // compares with the verdict readPass read
 		}
 	}
 	stored, changed, err := appendVerdict(ctx, in.TenantID, v)
@@ -120,7 +120,7 @@ func (a *Activities) evaluateWith(ctx context.Context, in EvaluateInput,
 		return commitlayer.Verdict{}, false, fmt.Errorf("evaluate: store verdict for %s: %w", in.ActionID, err)
 	}
 	recordPassLatency(ctx, max(in.PullTook, 0)+time.Since(began), in.PullTook > 0)
-	if changed && !stored.Provisional && a.followsFinal(ctx, in.TenantID, stored) {
+	if changed && !stored.Provisional && a.followsFinal(ctx, in.TenantID, stored, read) {
 		// A final verdict changed. Wakes are screened against the latest
 		// stored verdict (Screen): facts stored while this pass read,
 		// whose screen saw the verdict before this one, woke nobody. Read
@@ -148,7 +148,7 @@ type passReader interface {
 // connected sources) and the action's latest verdict: it returns them as
 // prefetched, and an append that compares with that verdict instead of
 // reading it again. Otherwise both are nil and the pass reads as before.
-func (a *Activities) readPass(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract) (*prefetched, func(context.Context, string, commitlayer.Verdict) (commitlayer.Verdict, bool, error), error) {
+func (a *Activities) readPass(ctx context.Context, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract) (*prefetched, *passRead, error) {
 	pr, ok := a.Store.(passReader)
 	if !ok {
 		return nil, nil, nil
@@ -183,9 +183,16 @@ func (a *Activities) readPass(ctx context.Context, in EvaluateInput, act commitl
 		prior:     mergePrior(got.Actions[1:]),
 	}
 	latest := got.Latest
-	return pre, func(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
+	return pre, &passRead{latest: latest, append: func(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
 		return pr.AppendVerdictOver(ctx, tenantID, v, latest)
-	}, nil
+	}}, nil
+}
+
+// passRead is the verdict readPass read (nil: none) and the append that
+// compares with it.
+type passRead struct {
+	latest *commitlayer.Verdict
+	append func(context.Context, string, commitlayer.Verdict) (commitlayer.Verdict, bool, error)
 }
 
 // laterQuery is the query of the actions that end act's window: the
@@ -213,9 +220,14 @@ func mergePrior(answers [][]commitlayer.Action) []commitlayer.Action {
 // followsFinal reports whether the verdict stored before v was final too
 // (true when it cannot tell: a read too many costs less than a missed
 // fact).
-func (a *Activities) followsFinal(ctx context.Context, tenantID string, v commitlayer.Verdict) bool {
+// When the pass read the verdict before v (read: v is the next version),
+// that one tells, with no read.
+func (a *Activities) followsFinal(ctx context.Context, tenantID string, v commitlayer.Verdict, read *passRead) bool {
 	if v.Version <= 1 {
 		return false
+	}
+	if read != nil && read.latest != nil && read.latest.Version == v.Version-1 {
+		return !read.latest.Provisional
 	}
 	history, err := a.Store.VerdictHistory(ctx, tenantID, v.ActionID)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/postgres"
 )
 
 func (fx *fixture) store(t *testing.T, facts ...commitlayer.Fact) {
@@ -265,6 +266,59 @@ func TestSettlementIsReadOnce(t *testing.T) {
 	reversed := fx.evaluate(t, id, activities.EvaluateInput{})
 	require.True(t, reversed.Changed)
 	require.Equal(t, 2, counting.reads, "a changed final verdict is read again")
+}
+
+// batchCountingStore is the postgres store (its one-round-trip pass
+// reads included) counting the reads a pass makes apart from them.
+type batchCountingStore struct {
+	*postgres.DB
+	batches, reads, histories int
+}
+
+func (s *batchCountingStore) ReadPass(ctx context.Context, tenantID string, r commitlayer.PassReadRequest) (commitlayer.PassRead, error) {
+	s.batches++
+	return s.DB.ReadPass(ctx, tenantID, r)
+}
+
+func (s *batchCountingStore) FactsAbout(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Fact, error) {
+	s.reads++
+	return s.DB.FactsAbout(ctx, tenantID, subjects)
+}
+
+func (s *batchCountingStore) VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error) {
+	s.histories++
+	return s.DB.VerdictHistory(ctx, tenantID, actionID)
+}
+
+// TestSettlementIsReadOnceInOneRoundTrip: TestSettlementIsReadOnce on a
+// store that reads a pass at once: the settlement pass is one batch, and
+// the verdict it read tells that the one before was provisional (no
+// history read); a changed final verdict is read again.
+func TestSettlementIsReadOnceInOneRoundTrip(t *testing.T) {
+	fx := newFixture(t)
+	requested := fx.now.Add(-time.Minute)
+	fx.store(t, ledgerFact("account_opened", "account:acc_1", "open", requested.Add(-time.Hour), commitlayer.Attrs{"status": "active"}),
+		ledgerFact("payout_sent", "account:acc_1", "po", requested.Add(time.Second), commitlayer.Attrs{"amount": 500}))
+	id := fx.action(t, "agent-1", "account:acc_1", 500, requested)
+	require.True(t, fx.evaluate(t, id, activities.EvaluateInput{Provisional: true}).Verdict.Provisional)
+
+	counting := &batchCountingStore{DB: fx.db}
+	fx.acts.Store = counting
+	fx.acts.Now = func() time.Time { return fx.now.Add(20 * time.Minute) } // past settles_at
+	final := fx.evaluate(t, id, activities.EvaluateInput{})
+	require.True(t, final.Changed)
+	require.False(t, final.Verdict.Provisional)
+	require.Equal(t, commitlayer.StatusPass, final.Verdict.Status)
+	require.Equal(t, [3]int{1, 0, 0}, [3]int{counting.batches, counting.reads, counting.histories},
+		"batches, reads apart, history reads of the settlement pass")
+
+	fx.store(t, ledgerFact("payout_sent", "account:acc_1", "po-2", fx.now, commitlayer.Attrs{"amount": 500}))
+	*counting = batchCountingStore{DB: fx.db}
+	reversed := fx.evaluate(t, id, activities.EvaluateInput{})
+	require.True(t, reversed.Changed)
+	require.Equal(t, commitlayer.StatusFail, reversed.Verdict.Status)
+	require.Equal(t, [3]int{1, 1, 0}, [3]int{counting.batches, counting.reads, counting.histories},
+		"a changed final verdict is read again, and the verdict read tells it followed a final one")
 }
 
 // countingScreenStore counts the screen's reads of facts, and of latest
