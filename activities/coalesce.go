@@ -92,8 +92,27 @@ type pullRun struct {
 	ctx     context.Context // the starting pass's, detached from its cancellation
 	leader  string          // the action of the pass that started it: not notified
 	started time.Time       // set when it starts (a queued run has not)
+	listed  chan struct{}   // closed once it has listed the connectors
 	done    chan struct{}   // closed once out is set
 	out     pullOutcome
+}
+
+// whenListed calls hook once the run has listed the tenant's connectors
+// (at once when it has), and never when it ends without (a failed listing)
+// or ctx ends first.
+func (r *pullRun) whenListed(ctx context.Context, hook func()) {
+	select {
+	case <-r.listed:
+		hook()
+		return
+	default:
+	}
+	select {
+	case <-r.listed:
+		hook()
+	case <-r.done:
+	case <-ctx.Done():
+	}
 }
 
 // pullOutcome is what one pull of a tenant's connectors produced.
@@ -157,7 +176,10 @@ func (c *pullCoalescer) extract(ctx context.Context, a *Activities, in ExtractIn
 		covered := t.covered
 		c.mu.Unlock()
 		c.count(ctx, PullSkipped)
-		return ExtractResult{Unreachable: map[string]string{}, StartedAt: covered}, nil
+		if hook := listedHook(ctx); hook != nil {
+			hook() // the covering pull stored what it brought before now
+		}
+		return ExtractResult{Unreachable: map[string]string{}, StartedAt: covered, quiet: true}, nil
 	}
 	var run *pullRun
 	outcome := PullJoined
@@ -179,6 +201,9 @@ func (c *pullCoalescer) extract(ctx context.Context, a *Activities, in ExtractIn
 	}
 	c.mu.Unlock()
 	c.count(ctx, outcome)
+	if hook := listedHook(ctx); hook != nil {
+		go run.whenListed(ctx, hook)
+	}
 
 	select {
 	case <-run.done:
@@ -201,7 +226,7 @@ func newPullRun(ctx context.Context, leader string) *pullRun {
 	// Detached from the starting pass, it outlives it: it must not
 	// heartbeat that pass's activity (pullConnector).
 	ctx = context.WithValue(context.WithoutCancel(ctx), sharedPullKey{}, true)
-	return &pullRun{ctx: ctx, leader: leader, done: make(chan struct{})}
+	return &pullRun{ctx: ctx, leader: leader, listed: make(chan struct{}), done: make(chan struct{})}
 }
 
 type sharedPullKey struct{}
@@ -217,7 +242,7 @@ func heartbeats(ctx context.Context) bool {
 func (c *pullCoalescer) exec(a *Activities, tenantID string, run *pullRun) {
 	for run != nil {
 		ctx, cancel := context.WithTimeout(run.ctx, pullRunTimeout)
-		out, finish := a.pullTenantThen(ctx, tenantID, run.leader)
+		out, finish := a.pullTenantThen(ctx, tenantID, run.leader, func() { close(run.listed) })
 		c.mu.Lock()
 		t := c.tenant(tenantID)
 		t.covers(run.started, out)

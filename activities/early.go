@@ -35,7 +35,7 @@ func (a *Activities) EarlyPass(ctx context.Context, tenantID, actionID, storeID 
 	// got there first (a worker elsewhere took its first task at once), its
 	// answer stands, whatever came after it.
 	_, stored, err := a.evaluateWith(ctx, EvaluateInput{TenantID: tenantID, ActionID: actionID, StoreID: storeID, Provisional: true},
-		a.Store.AppendFirstVerdict, nil)
+		a.Store.AppendFirstVerdict, passReads{})
 	if err != nil {
 		return false, fmt.Errorf("early pass: %w", err)
 	}

@@ -52,13 +52,31 @@ type EvaluateResult struct {
 // evaluates, and appends the verdict to the action's history when it
 // changed.
 func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateResult, error) {
-	return a.evaluate(ctx, in, nil)
+	return a.evaluate(ctx, in, passReads{})
 }
 
-// evaluate is Evaluate with the action read by getAction (nil: the store's
-// GetAction), which a pass that pulls starts beside its pull.
-func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, getAction func() (commitlayer.ActionRecord, error)) (EvaluateResult, error) {
-	stored, changed, err := a.evaluateWith(ctx, in, nil, getAction)
+// passReads are reads a pass started before its evaluation (Pass): the
+// action's (nil: the store's GetAction, now), and the read of readPass
+// when it is still good (nil: read now).
+type passReads struct {
+	getAction func() (commitlayer.ActionRecord, error)
+	early     *earlyRead
+}
+
+// readPass is a.readPass, or the same read made earlier when there was
+// one and it succeeded (it read the same action and contract version).
+func (r passReads) readPass(ctx context.Context, a *Activities, in EvaluateInput, act commitlayer.ActionRecord, c *contracts.Contract) (*prefetched, *passRead, error) {
+	if r.early != nil {
+		if pre, read, err, ok := r.early.take(); ok && err == nil {
+			return pre, read, nil
+		}
+	}
+	return a.readPass(ctx, in, act, c)
+}
+
+// evaluate is Evaluate over the reads a pass started ahead (reads).
+func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, reads passReads) (EvaluateResult, error) {
+	stored, changed, err := a.evaluateWith(ctx, in, nil, reads)
 	if err != nil {
 		return EvaluateResult{}, err
 	}
@@ -67,12 +85,12 @@ func (a *Activities) evaluate(ctx context.Context, in EvaluateInput, getAction f
 }
 
 // evaluateWith is Evaluate without the webhooks' question, the verdict
-// stored by appendVerdict (nil: the store's AppendVerdict), the action read
-// by getAction (nil: the store's GetAction): the verdict stored for the
-// pass, and whether this pass appended it.
+// stored by appendVerdict (nil: the store's AppendVerdict), over the reads
+// a pass started ahead (reads): the verdict stored for the pass, and
+// whether this pass appended it.
 func (a *Activities) evaluateWith(ctx context.Context, in EvaluateInput,
 	appendVerdict func(context.Context, string, commitlayer.Verdict) (commitlayer.Verdict, bool, error),
-	getAction func() (commitlayer.ActionRecord, error),
+	reads passReads,
 ) (commitlayer.Verdict, bool, error) {
 	if in.TenantID == "" || in.ActionID == "" {
 		return commitlayer.Verdict{}, false, nonRetryable("evaluate: tenant and action ids are required")
@@ -81,6 +99,7 @@ func (a *Activities) evaluateWith(ctx context.Context, in EvaluateInput,
 	if err := a.checkStore(ctx, in.StoreID); err != nil {
 		return commitlayer.Verdict{}, false, err
 	}
+	getAction := reads.getAction
 	if getAction == nil {
 		getAction = func() (commitlayer.ActionRecord, error) { return a.Store.GetAction(ctx, in.TenantID, in.ActionID) }
 	}
@@ -100,7 +119,7 @@ func (a *Activities) evaluateWith(ctx context.Context, in EvaluateInput,
 	if err != nil {
 		return commitlayer.Verdict{}, false, err
 	}
-	pre, read, err := a.readPass(ctx, in, act, c)
+	pre, read, err := reads.readPass(ctx, a, in, act, c)
 	if err != nil {
 		return commitlayer.Verdict{}, false, err
 	}

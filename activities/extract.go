@@ -43,6 +43,29 @@ type ExtractResult struct {
 	// asks its next pass for facts fresher than that (VerifyState.PulledAt):
 	// a verification's re-read is never answered by its own earlier read.
 	StartedAt time.Time `json:",omitzero"`
+	// quiet: the pull stored nothing (no connector's feed had anything
+	// after its cursor, and none that failed had stored a page first), so
+	// a read that started after it listed the connectors (a listed hook,
+	// withListedHook) sees every fact a read after it would. A pass that
+	// skipped its pull is quiet too: the pull that covered it had stored
+	// all it brought before the pass asked.
+	quiet bool
+}
+
+type listedHookKey struct{}
+
+// withListedHook returns ctx carrying hook, which the pull an Extract on it
+// reads (its own, or the shared one it joins) calls once that pull has
+// listed the tenant's connectors, each with its cursor: from then on a read
+// of the store sees every fact those cursors stand for. A pass starts its
+// reads then, beside the feeds' answers (Pass).
+func withListedHook(ctx context.Context, hook func()) context.Context {
+	return context.WithValue(ctx, listedHookKey{}, hook)
+}
+
+func listedHook(ctx context.Context) func() {
+	hook, _ := ctx.Value(listedHookKey{}).(func())
+	return hook
 }
 
 // Extract pulls every connector of the tenant from its cursor, stores the
@@ -60,7 +83,7 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 		return a.pulls.extract(ctx, a, in)
 	}
 	began := time.Now()
-	out := a.pullTenant(ctx, in.TenantID, in.ActionID)
+	out := a.pullTenant(ctx, in.TenantID, in.ActionID, listedHook(ctx))
 	a.pulls.recordDirect(in.TenantID, began, out)
 	if out.err != nil {
 		return ExtractResult{}, out.err
@@ -73,8 +96,9 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 
 // pullTenant pulls every connector of the tenant once and notifies the
 // open verifications whose subjects got facts, except exceptActionID.
-func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID string) pullOutcome {
-	out, finish := a.pullTenantThen(ctx, tenantID, exceptActionID)
+// listed, when not nil, is called once the connectors are listed.
+func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID string, listed func()) pullOutcome {
+	out, finish := a.pullTenantThen(ctx, tenantID, exceptActionID, listed)
 	if err := finish(ctx); err != nil && out.err == nil {
 		return pullOutcome{err: err}
 	}
@@ -91,11 +115,16 @@ func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID st
 // empty pulls change no cursor. Run finish before the tenant's next pull,
 // so that pull's records come after this one's. finish is never nil; its
 // error is the empty pulls' record's (the notices' delivery only logs).
-func (a *Activities) pullTenantThen(ctx context.Context, tenantID, exceptActionID string) (pullOutcome, func(context.Context) error) {
+// listed, when not nil, is called once the connectors (and their cursors)
+// are read, before any feed is asked.
+func (a *Activities) pullTenantThen(ctx context.Context, tenantID, exceptActionID string, listed func()) (pullOutcome, func(context.Context) error) {
 	nothing := func(context.Context) error { return nil }
 	conns, err := a.Store.ListConnectors(ctx, tenantID)
 	if err != nil {
 		return pullOutcome{err: fmt.Errorf("extract: list connectors: %w", err)}, nothing
+	}
+	if listed != nil {
+		listed()
 	}
 	// Pull the connectors at once: each is a separate system.
 	results := make([]connectorPull, len(conns))
@@ -111,7 +140,7 @@ func (a *Activities) pullTenantThen(ctx context.Context, tenantID, exceptActionI
 	if err := ctx.Err(); err != nil {
 		return pullOutcome{err: err}, nothing
 	}
-	res := ExtractResult{Unreachable: map[string]string{}}
+	res := ExtractResult{Unreachable: map[string]string{}, quiet: true}
 	complete := true
 	seen := map[commitlayer.Subject]bool{}
 	var (
@@ -120,6 +149,7 @@ func (a *Activities) pullTenantThen(ctx context.Context, tenantID, exceptActionI
 	)
 	for i, c := range conns {
 		ins, err := results[i].ins, results[i].err
+		res.quiet = res.quiet && !results[i].stored
 		if err != nil {
 			var storeErr *storeError
 			if errors.As(err, &storeErr) {
@@ -235,15 +265,18 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 		}
 		page, err := puller.Pull(ctx, c.Source, cursor)
 		if err != nil {
-			return connectorPull{notices: out.notices, err: fmt.Errorf("pull %s: %w", c.Source, err)}
+			return connectorPull{notices: out.notices, stored: out.stored, err: fmt.Errorf("pull %s: %w", c.Source, err)}
 		}
 		if cursor == c.Cursor && len(page.Facts) == 0 && page.Next == cursor {
 			return connectorPull{drained: true, empty: true}
 		}
 		ins, err := a.Store.RecordPull(ctx, tenantID, c.ID, page.Facts, page.Next, a.now())
 		if err != nil {
-			return connectorPull{notices: out.notices, err: &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}}
+			// A failed transaction stored nothing, but the database
+			// failing fails the whole pull anyway.
+			return connectorPull{notices: out.notices, stored: out.stored, err: &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}}
 		}
+		out.stored = true
 		out.ins.Inserted += ins.Inserted
 		out.ins.Duplicates += ins.Duplicates
 		digest.add(ins)
@@ -274,7 +307,10 @@ type connectorPull struct {
 	// empty: the feed had nothing after the connector's cursor, and the
 	// pull is not recorded yet (recordEmptyPulls records it).
 	empty bool
-	err   error
+	// stored: at least one page (facts or only a cursor's move) was
+	// recorded.
+	stored bool
+	err    error
 }
 
 // recordEmptyPulls records the pulls that found nothing new in one
