@@ -69,7 +69,7 @@ func TestToolCalls(t *testing.T) {
 	require.Equal(t, map[string]any{"status": int64(200)}, calls[1].Result)
 
 	require.Equal(t, "svc", calls[2].Agent)
-	require.Equal(t, "is not a JSON object", calls[2].ArgsError)
+	require.Equal(t, "holds JSON that is not an object", calls[2].ArgsError)
 }
 
 func TestMap(t *testing.T) {
