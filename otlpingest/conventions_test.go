@@ -51,9 +51,13 @@ func TestToolCallsAsInstrumentationsEmitThem(t *testing.T) {
 		{"another MCP method", "tools/list", map[string]any{"mcp.method.name": "tools/list"}, ""},
 		{"a prefix that is not the operation", "execute_toolbox refund", nil, ""},
 		{"a chat span", "chat gpt-5", map[string]any{"gen_ai.operation.name": "chat"}, ""},
+		{"MCP server span", "tools/call refund", map[string]any{"gen_ai.operation.name": "execute_tool", "mcp.method.name": "tools/call", "gen_ai.tool.name": "refund"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			td := oneSpan(t, tc.span, func(m pcommon.Map) { require.NoError(t, m.FromRaw(tc.attrs)) })
+			if strings.HasPrefix(tc.name, "MCP server") {
+				td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).SetKind(ptrace.SpanKindServer)
+			}
 			calls, others := otlpingest.ToolCalls(td)
 			if tc.tool == "" {
 				require.Empty(t, calls)

@@ -254,7 +254,8 @@ type ToolCall struct {
 // ToolCalls finds the execute_tool spans of td, in request order, and
 // counts the other spans. A span is a tool call when its
 // gen_ai.operation.name is execute_tool (or, without that attribute, when
-// its name is "execute_tool {tool}"), unless it lies inside an
+// its name is "execute_tool {tool}" or it is an MCP tools/call span),
+// unless it is an MCP server's span (kind SERVER), or lies inside an
 // execute_tool span of the same tool in the request (the same call
 // reported again by an MCP client span, counted with the others). Its agent is its own
 // gen_ai.agent.name, else the nearest invoke_agent ancestor's in the same
@@ -353,6 +354,12 @@ func toolCall(sp ptrace.Span) (ToolCall, bool) {
 	op := str(attrs, AttrOperation)
 	name := strings.TrimSpace(sp.Name())
 	switch {
+	case sp.Kind() == ptrace.SpanKindServer && str(attrs, AttrMCPMethod) != "":
+		// An MCP server's span of a call is the tool's side of it, often
+		// exported by another process than the agent's (so its parent,
+		// the agent's call, is not in the same request): the call is the
+		// agent's client or framework span.
+		return ToolCall{}, false
 	case op == OpExecuteTool:
 	case op != "":
 		return ToolCall{}, false
