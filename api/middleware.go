@@ -251,14 +251,9 @@ func (s *Server) isAdminKey(key string) bool {
 	return s.adminKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.adminKey)) == 1
 }
 
-// tenantOnly resolves the tenant from its key. A missing or unknown key,
-// and the admin key, are 401.
-func (s *Server) tenantOnly(next http.Handler) http.Handler {
-	return s.tenantOnlyWith(next, s.writeError)
-}
-
-// tenantOnlyWith is tenantOnly answering its refusals with fail (a route
-// whose clients read another error shape, as OTLP's).
+// tenantOnlyWith resolves the tenant from its key. A missing or unknown
+// key, and the admin key, are 401, answered by fail (writeError, or a
+// route's own error shape, as OTLP's).
 func (s *Server) tenantOnlyWith(next http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, ok := bearer(r)
