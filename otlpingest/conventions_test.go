@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/commitlayer/commitlayer/otlpingest"
@@ -268,3 +269,48 @@ func TestResponseAndStatusEncodings(t *testing.T) {
 }
 
 func nan() float64 { return math.NaN() }
+
+// TestDeeplyNestedArguments: hostile nesting is a refusal, never a crash:
+// protobuf past the decoder's recursion limit is a malformed request;
+// JSON the decoder takes is a named problem of the span.
+func TestDeeplyNestedArguments(t *testing.T) {
+	const levels = 20_000
+	// Protobuf, sizes inside out, then written outside in: AnyValue{
+	// kvlist_value{values{key "k", value AnyValue{…}}}}.
+	leaf := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "x")
+	sizes := []int{len(leaf)}
+	kvSize := func(in int) int { return 3 + 1 + protowire.SizeVarint(uint64(in)) + in }
+	listSize := func(in int) int { return 1 + protowire.SizeVarint(uint64(kvSize(in))) + kvSize(in) }
+	for range levels {
+		in := sizes[len(sizes)-1]
+		sizes = append(sizes, 1+protowire.SizeVarint(uint64(listSize(in)))+listSize(in))
+	}
+	var v []byte
+	for i := levels - 1; i >= 0; i-- {
+		in := sizes[i]
+		v = protowire.AppendVarint(protowire.AppendTag(v, 6, protowire.BytesType), uint64(listSize(in)))
+		v = protowire.AppendVarint(protowire.AppendTag(v, 1, protowire.BytesType), uint64(kvSize(in)))
+		v = protowire.AppendString(protowire.AppendTag(v, 1, protowire.BytesType), "k")
+		v = protowire.AppendVarint(protowire.AppendTag(v, 2, protowire.BytesType), uint64(in))
+	}
+	v = append(v, leaf...)
+	kv := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "gen_ai.tool.call.arguments")
+	kv = protowire.AppendBytes(protowire.AppendTag(kv, 2, protowire.BytesType), v)
+	sp := protowire.AppendString(protowire.AppendTag(nil, 5, protowire.BytesType), "execute_tool refund")
+	sp = protowire.AppendBytes(protowire.AppendTag(sp, 9, protowire.BytesType), kv)
+	ss := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), sp)
+	rs := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), ss)
+	_, err := otlpingest.Unmarshal(otlpingest.Protobuf, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rs))
+	require.ErrorIs(t, err, otlpingest.ErrMalformed)
+
+	deep := strings.Repeat(`{"kvlistValue":{"values":[{"key":"k","value":`, levels) + `{"stringValue":"x"}` + strings.Repeat(`}]}}`, levels)
+	td, err := otlpingest.Unmarshal(otlpingest.JSON, []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"execute_tool refund",
+	  "attributes":[{"key":"gen_ai.tool.call.arguments","value":`+deep+`}]}]}]}]}`))
+	if err != nil {
+		require.ErrorIs(t, err, otlpingest.ErrMalformed)
+		return
+	}
+	calls, _ := otlpingest.ToolCalls(td)
+	require.Len(t, calls, 1)
+	require.Contains(t, calls[0].ArgsError, "nested deeper than 64 levels")
+}
