@@ -586,7 +586,11 @@ func Map(c ToolCall, b *contracts.Bindings) (recs []Recording, bound bool, err e
 			c.SpanID, commitlayer.Clip(c.Tool, 64), AttrAgentName, AttrServiceName)
 	}
 	matches, merr := b.Match(c.Tool, c.Args, c.Result)
-	if merr != nil {
+	switch {
+	case merr != nil && c.Args == nil:
+		merr = fmt.Errorf("span %s: %w (the span has no %s: most instrumentations record it only when content capture is opted in)",
+			c.SpanID, merr, AttrToolArguments)
+	case merr != nil:
 		merr = fmt.Errorf("span %s: %w", c.SpanID, merr)
 	}
 	trace, _ := json.Marshal([]map[string]string{{ // strings only: cannot fail

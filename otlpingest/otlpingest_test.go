@@ -107,6 +107,7 @@ bindings:
 		"bad arguments": func(c *otlpingest.ToolCall) { c.ArgsError = "is not JSON" },
 		"NUL":           func(c *otlpingest.ToolCall) { c.Agent = "a\x00b" },
 		"missing arg":   func(c *otlpingest.ToolCall) { c.Args = map[string]any{} },
+		"no arguments":  func(c *otlpingest.ToolCall) { c.Args = nil },
 	} {
 		bad := call
 		mut(&bad)
@@ -114,6 +115,9 @@ bindings:
 		require.True(t, bound, name)
 		require.Error(t, err, name)
 		require.Empty(t, recs, name)
+		if name == "no arguments" {
+			require.ErrorContains(t, err, "the span has no gen_ai.tool.call.arguments")
+		}
 	}
 }
 
