@@ -7,11 +7,13 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -265,6 +267,22 @@ func TestResponseAndStatusEncodings(t *testing.T) {
 		}
 		require.Equal(t, "bad \uFFFD", st.Message)
 		require.Equal(t, int32(3), st.Code) // INVALID_ARGUMENT
+		require.Len(t, st.Details, 1)
+		br := &errdetails.BadRequest{}
+		require.NoError(t, st.Details[0].UnmarshalTo(br), "a 400 says what was wrong in a BadRequest")
+		require.Equal(t, "bad \uFFFD", br.FieldViolations[0].Description)
+
+		b = otlpingest.Status(enc, 503, "away")
+		st = &rpcstatus.Status{}
+		if enc == otlpingest.JSON {
+			require.NoError(t, protojson.Unmarshal(b, st))
+		} else {
+			require.NoError(t, proto.Unmarshal(b, st))
+		}
+		require.Equal(t, int32(14), st.Code) // UNAVAILABLE
+		ri := &errdetails.RetryInfo{}
+		require.NoError(t, st.Details[0].UnmarshalTo(ri))
+		require.Equal(t, time.Second, ri.RetryDelay.AsDuration())
 	}
 }
 

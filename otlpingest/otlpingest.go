@@ -28,10 +28,13 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
@@ -196,11 +199,27 @@ func Response(enc Encoding, rejected int64, message string) ([]byte, error) {
 }
 
 // Status encodes a google.rpc.Status, OTLP/HTTP's error body, with the
-// gRPC code that fits the HTTP status.
+// gRPC code that fits the HTTP status. A 400 carries a google.rpc.BadRequest
+// detail saying what was wrong (as OTLP asks), a 429 or 503 a
+// google.rpc.RetryInfo of one second (matching Retry-After).
 func Status(enc Encoding, httpStatus int, message string) []byte {
 	// A proto3 string must be UTF-8: a message quoting a span's bytes is
 	// mended, never left to fail the encoding.
-	st := &rpcstatus.Status{Code: int32(grpcCode(httpStatus)), Message: strings.ToValidUTF8(message, "\uFFFD")}
+	message = strings.ToValidUTF8(message, "\uFFFD")
+	st := &rpcstatus.Status{Code: int32(grpcCode(httpStatus)), Message: message}
+	var detail proto.Message
+	switch httpStatus {
+	case http.StatusBadRequest:
+		detail = &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
+			Field: "ExportTraceServiceRequest", Description: message}}}
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		detail = &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)}
+	}
+	if detail != nil {
+		if a, err := anypb.New(detail); err == nil {
+			st.Details = append(st.Details, a)
+		}
+	}
 	var b []byte
 	var err error
 	if enc == JSON {
