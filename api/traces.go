@@ -51,8 +51,9 @@ func (s *Server) traceRoutes() {
 // the tenant's contracts bind becomes an action (otlpingest.Map), recorded
 // with an Idempotency-Key of its trace and span ids, and its verification
 // started. The answer is OTLP's: 200 ExportTraceServiceResponse (with
-// partial_success naming the bound spans rejected), or a google.rpc.Status
-// in the request's encoding with 400, 413, 415 or 503 (retryable: the
+// partial_success naming the bound spans rejected; unset when none was),
+// or a google.rpc.Status in the request's encoding with 400, 401
+// (otlpFailure), 413, 415 or 503 with Retry-After (retryable: the
 // exporter sends the batch again, and what was recorded is not again).
 func (s *Server) postTraces(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
