@@ -251,26 +251,27 @@ func (s *Server) isAdminKey(key string) bool {
 	return s.adminKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.adminKey)) == 1
 }
 
-// tenantOnly resolves the tenant from its key. A missing or unknown key,
-// and the admin key, are 401.
-func (s *Server) tenantOnly(next http.Handler) http.Handler {
+// tenantOnlyWith resolves the tenant from its key. A missing or unknown
+// key, and the admin key, are 401, answered by fail (writeError, or a
+// route's own error shape, as OTLP's).
+func (s *Server) tenantOnlyWith(next http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, ok := bearer(r)
 		if !ok {
-			s.writeError(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "missing bearer API key"))
+			fail(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "missing bearer API key"))
 			return
 		}
 		if s.isAdminKey(key) {
-			s.writeError(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "the admin key is not a tenant API key"))
+			fail(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "the admin key is not a tenant API key"))
 			return
 		}
 		t, err := s.tenants.TenantByAPIKey(r.Context(), key)
 		if isNotFound(err) {
-			s.writeError(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "invalid API key"))
+			fail(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "invalid API key"))
 			return
 		}
 		if err != nil {
-			s.writeError(w, r, fmt.Errorf("authenticate tenant: %w", err))
+			fail(w, r, fmt.Errorf("authenticate tenant: %w", err))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), t)))

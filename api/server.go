@@ -340,12 +340,18 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
 
 func (s *Server) handle(pattern string, auth authLevel, h http.HandlerFunc) {
+	s.handleWith(pattern, auth, h, s.writeError)
+}
+
+// handleWith is handle with the refusals of a tenant route answered by
+// fail.
+func (s *Server) handleWith(pattern string, auth authLevel, h http.HandlerFunc, fail func(http.ResponseWriter, *http.Request, error)) {
 	method, path, _ := strings.Cut(pattern, " ")
 	s.routes = append(s.routes, Route{Method: method, Path: path, auth: auth})
 	var next http.Handler = h
 	switch auth {
 	case authTenant:
-		next = s.tenantOnly(next)
+		next = s.tenantOnlyWith(next, fail)
 	case authAdmin:
 		next = s.adminOnly(next)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/otlpingest"
 )
@@ -41,20 +42,24 @@ func (s *Server) traceRoutes() {
 	for _, r := range []string{spanRecorded, spanReplayed, spanUnbound, spanRejected, spanIgnored} {
 		s.otlpSpans.WithLabelValues(r)
 	}
-	s.handle("POST /v1/traces", authTenant, s.postTraces)
+	// Refusals of the key answer in OTLP's shape too: an exporter reads a
+	// google.rpc.Status, never the API's JSON error.
+	s.handleWith("POST /v1/traces", authTenant, s.postTraces, s.otlpFailure)
 }
 
 // postTraces is OTLP/HTTP trace ingest: each execute_tool span of a tool
 // the tenant's contracts bind becomes an action (otlpingest.Map), recorded
 // with an Idempotency-Key of its trace and span ids, and its verification
 // started. The answer is OTLP's: 200 ExportTraceServiceResponse (with
-// partial_success naming the bound spans rejected), or a google.rpc.Status
-// in the request's encoding with 400, 413, 415 or 503 (retryable: the
+// partial_success naming the bound spans rejected; unset when none was),
+// or a google.rpc.Status in the request's encoding with 400, 401
+// (otlpFailure), 413, 415 or 503 with Retry-After (retryable: the
 // exporter sends the batch again, and what was recorded is not again).
 func (s *Server) postTraces(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
 	enc, err := otlpingest.EncodingOf(r.Header.Get("Content-Type"))
 	if err != nil {
+		w.Header().Set("Accept-Post", "application/x-protobuf, application/json")
 		s.otlpError(w, r, otlpingest.JSON, http.StatusUnsupportedMediaType, err.Error())
 		return
 	}
@@ -70,6 +75,7 @@ func (s *Server) postTraces(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, otlpingest.ErrTooLarge):
 		s.otlpError(w, r, enc, http.StatusRequestEntityTooLarge, err.Error())
 	case errors.Is(err, otlpingest.ErrUnsupported):
+		w.Header().Set("Accept-Encoding", "gzip, identity") // RFC 7694
 		s.otlpError(w, r, enc, http.StatusUnsupportedMediaType, err.Error())
 	case errors.Is(err, otlpingest.ErrMalformed):
 		s.otlpError(w, r, enc, http.StatusBadRequest, err.Error())
@@ -213,4 +219,30 @@ func (s *Server) otlpError(w http.ResponseWriter, r *http.Request, enc otlpinges
 	w.Header().Set("Content-Type", enc.ContentType())
 	w.WriteHeader(status)
 	_, _ = w.Write(otlpingest.Status(enc, status, message))
+}
+
+// otlpFailure answers a refusal before postTraces (a missing or unknown
+// key, a store that did not answer) as writeError would, in OTLP's shape:
+// a google.rpc.Status in the request's encoding (JSON when it names none
+// OTLP knows), 503 with Retry-After when the store is away.
+func (s *Server) otlpFailure(w http.ResponseWriter, r *http.Request, err error) {
+	enc, encErr := otlpingest.EncodingOf(r.Header.Get("Content-Type"))
+	if encErr != nil {
+		enc = otlpingest.JSON
+	}
+	ae := clientError(err)
+	switch {
+	case ae != nil:
+	case errors.Is(err, commitlayer.ErrUnavailable):
+		s.logError(r, "unavailable", err)
+		w.Header().Set("Retry-After", "1")
+		ae = &apiError{Status: http.StatusServiceUnavailable, Message: "the service cannot reach its database now; retry shortly"}
+	default:
+		s.logError(r, "internal error", err)
+		ae = &apiError{Status: http.StatusInternalServerError, Message: "internal error"}
+	}
+	if ae.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="commitlayer"`)
+	}
+	s.otlpError(w, r, enc, ae.Status, ae.Message)
 }

@@ -13,22 +13,28 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
@@ -44,9 +50,15 @@ const (
 	AttrAgentName     = "gen_ai.agent.name"
 	AttrErrorType     = "error.type"
 	AttrServiceName   = "service.name"
+	// AttrMCPMethod is the MCP conventions' method: an MCP client's (or
+	// server's) tools/call span is a tool call even without
+	// gen_ai.operation.name, which the MCP conventions only recommend.
+	AttrMCPMethod = "mcp.method.name"
 
 	OpExecuteTool = "execute_tool"
 	OpInvokeAgent = "invoke_agent"
+	MCPToolsCall  = "tools/call"
+	maxValueDepth = 64 // nesting of arguments and results
 )
 
 // Encoding is an OTLP/HTTP body encoding.
@@ -92,9 +104,23 @@ func EncodingOf(contentType string) (Encoding, error) {
 
 // ReadBody reads a request body of at most limit bytes, before and after
 // decompression: Content-Encoding gzip is inflated, identity (or none) read
-// as is, anything else wraps ErrUnsupported. A body over the limit wraps
+// as is; a list ("gzip, identity") is read in the order it was applied.
+// Anything else wraps ErrUnsupported. A body over the limit wraps
 // ErrTooLarge, a broken gzip stream ErrMalformed.
 func ReadBody(r io.Reader, contentEncoding string, limit int64) ([]byte, error) {
+	gzipped := false
+	for _, c := range strings.Split(contentEncoding, ",") {
+		switch strings.ToLower(strings.TrimSpace(c)) {
+		case "", "identity":
+		case "gzip", "x-gzip":
+			if gzipped {
+				return nil, fmt.Errorf("%w: Content-Encoding %q gzips twice (one gzip, or identity)", ErrUnsupported, commitlayer.Clip(contentEncoding, 32))
+			}
+			gzipped = true
+		default:
+			return nil, fmt.Errorf("%w: Content-Encoding %q (OTLP/HTTP is gzip or identity)", ErrUnsupported, commitlayer.Clip(contentEncoding, 32))
+		}
+	}
 	raw, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -106,29 +132,27 @@ func ReadBody(r io.Reader, contentEncoding string, limit int64) ([]byte, error) 
 	if int64(len(raw)) > limit {
 		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
 	}
-	switch enc := strings.ToLower(strings.TrimSpace(contentEncoding)); enc {
-	case "", "identity":
+	if !gzipped {
 		return raw, nil
-	case "gzip", "x-gzip":
-		zr, err := gzip.NewReader(bytes.NewReader(raw))
-		if err != nil {
-			return nil, fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
-		}
-		out, err := io.ReadAll(io.LimitReader(zr, limit+1))
-		if err != nil {
-			return nil, fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
-		}
-		if int64(len(out)) > limit {
-			return nil, fmt.Errorf("%w: more than %d bytes once decompressed", ErrTooLarge, limit)
-		}
-		return out, nil
-	default:
-		return nil, fmt.Errorf("%w: Content-Encoding %q (gzip or identity)", ErrUnsupported, commitlayer.Clip(contentEncoding, 32))
 	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("%w: Content-Encoding gzip: the body is not gzip: %v", ErrMalformed, err)
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, limit+1))
+	if int64(len(out)) > limit {
+		return nil, fmt.Errorf("%w: more than %d bytes once decompressed", ErrTooLarge, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: Content-Encoding gzip: broken gzip stream: %v", ErrMalformed, err)
+	}
+	return out, nil
 }
 
-// Unmarshal decodes an ExportTraceServiceRequest. A body that is not one
-// wraps ErrMalformed.
+// Unmarshal decodes an ExportTraceServiceRequest (OTLP/JSON as pdata reads
+// it: lowerCamelCase or snake_case keys, hex ids, enums and 64-bit
+// integers as numbers or strings, unknown fields skipped). A body that is
+// not one wraps ErrMalformed.
 func Unmarshal(enc Encoding, body []byte) (ptrace.Traces, error) {
 	req := ptraceotlp.NewExportRequest()
 	var err error
@@ -138,19 +162,29 @@ func Unmarshal(enc Encoding, body []byte) (ptrace.Traces, error) {
 		err = req.UnmarshalProto(body)
 	}
 	if err != nil {
-		return ptrace.Traces{}, fmt.Errorf("%w: not an OTLP ExportTraceServiceRequest in %s: %v", ErrMalformed, enc.ContentType(), err)
+		msg := commitlayer.Clip(strings.ToValidUTF8(err.Error(), "?"), 300)
+		hint := ""
+		if enc == JSON && strings.Contains(err.Error(), "ID.") {
+			hint = " (OTLP/JSON trace and span ids are hex strings of 32 and 16 digits, not base64)"
+		}
+		return ptrace.Traces{}, fmt.Errorf("%w: not an OTLP ExportTraceServiceRequest in %s: %s%s", ErrMalformed, enc.ContentType(), msg, hint)
 	}
 	return req.Traces(), nil
 }
 
 // Response encodes an ExportTraceServiceResponse: partial_success set when
-// spans were rejected (left unset when all were accepted, as OTLP asks).
+// spans were rejected or there is a message, left unset otherwise (as
+// OTLP asks of a request accepted in full).
 func Response(enc Encoding, rejected int64, message string) ([]byte, error) {
-	resp := ptraceotlp.NewExportResponse()
-	if rejected > 0 || message != "" {
-		resp.PartialSuccess().SetRejectedSpans(rejected)
-		resp.PartialSuccess().SetErrorMessage(message)
+	if rejected == 0 && message == "" {
+		if enc == JSON {
+			return []byte("{}"), nil
+		}
+		return []byte{}, nil // the empty message
 	}
+	resp := ptraceotlp.NewExportResponse()
+	resp.PartialSuccess().SetRejectedSpans(rejected)
+	resp.PartialSuccess().SetErrorMessage(strings.ToValidUTF8(message, "\uFFFD"))
 	var b []byte
 	var err error
 	if enc == JSON {
@@ -165,9 +199,27 @@ func Response(enc Encoding, rejected int64, message string) ([]byte, error) {
 }
 
 // Status encodes a google.rpc.Status, OTLP/HTTP's error body, with the
-// gRPC code that fits the HTTP status.
+// gRPC code that fits the HTTP status. A 400 carries a google.rpc.BadRequest
+// detail saying what was wrong (as OTLP asks), a 429 or 503 a
+// google.rpc.RetryInfo of one second (matching Retry-After).
 func Status(enc Encoding, httpStatus int, message string) []byte {
+	// A proto3 string must be UTF-8: a message quoting a span's bytes is
+	// mended, never left to fail the encoding.
+	message = strings.ToValidUTF8(message, "\uFFFD")
 	st := &rpcstatus.Status{Code: int32(grpcCode(httpStatus)), Message: message}
+	var detail proto.Message
+	switch httpStatus {
+	case http.StatusBadRequest:
+		detail = &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{
+			Field: "ExportTraceServiceRequest", Description: message}}}
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		detail = &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)}
+	}
+	if detail != nil {
+		if a, err := anypb.New(detail); err == nil {
+			st.Details = append(st.Details, a)
+		}
+	}
 	var b []byte
 	var err error
 	if enc == JSON {
@@ -175,7 +227,7 @@ func Status(enc Encoding, httpStatus int, message string) []byte {
 	} else {
 		b, err = proto.Marshal(st)
 	}
-	if err != nil { // a message that is not UTF-8; cannot happen with ours
+	if err != nil { // cannot happen: the message is UTF-8
 		return nil
 	}
 	return b
@@ -221,7 +273,8 @@ type ToolCall struct {
 // ToolCalls finds the execute_tool spans of td, in request order, and
 // counts the other spans. A span is a tool call when its
 // gen_ai.operation.name is execute_tool (or, without that attribute, when
-// its name is "execute_tool {tool}"), unless it lies inside an
+// its name is "execute_tool {tool}" or it is an MCP tools/call span),
+// unless it is an MCP server's span (kind SERVER), or lies inside an
 // execute_tool span of the same tool in the request (the same call
 // reported again by an MCP client span, counted with the others). Its agent is its own
 // gen_ai.agent.name, else the nearest invoke_agent ancestor's in the same
@@ -318,16 +371,32 @@ func ToolCalls(td ptrace.Traces) (calls []ToolCall, others int) {
 func toolCall(sp ptrace.Span) (ToolCall, bool) {
 	attrs := sp.Attributes()
 	op := str(attrs, AttrOperation)
-	name := sp.Name()
-	tool := str(attrs, AttrToolName)
+	name := strings.TrimSpace(sp.Name())
 	switch {
+	case sp.Kind() == ptrace.SpanKindServer && str(attrs, AttrMCPMethod) != "":
+		// An MCP server's span of a call is the tool's side of it, often
+		// exported by another process than the agent's (so its parent,
+		// the agent's call, is not in the same request): the call is the
+		// agent's client or framework span.
+		return ToolCall{}, false
 	case op == OpExecuteTool:
-	case op == "" && strings.HasPrefix(name, OpExecuteTool+" "):
+	case op != "":
+		return ToolCall{}, false
+	case name == OpExecuteTool || strings.HasPrefix(name, OpExecuteTool+" "):
+	case str(attrs, AttrMCPMethod) == MCPToolsCall:
 	default:
 		return ToolCall{}, false
 	}
+	// The tool: gen_ai.tool.name, else the span name's target
+	// ("execute_tool {tool}", an MCP span's "tools/call {tool}").
+	tool := strings.TrimSpace(str(attrs, AttrToolName))
 	if tool == "" {
-		tool = strings.TrimSpace(strings.TrimPrefix(name, OpExecuteTool))
+		for _, prefix := range []string{OpExecuteTool, MCPToolsCall} {
+			if rest, ok := strings.CutPrefix(name, prefix); ok && (rest == "" || rest[0] == ' ') {
+				tool = strings.TrimSpace(rest)
+				break
+			}
+		}
 	}
 	c := ToolCall{Tool: tool, CallID: str(attrs, AttrToolCallID), Start: sp.StartTimestamp().AsTime().UTC()}
 	if !sp.TraceID().IsEmpty() {
@@ -338,10 +407,11 @@ func toolCall(sp ptrace.Span) (ToolCall, bool) {
 	}
 	if v, ok := attrs.Get(AttrToolArguments); ok {
 		m, err := object(v)
-		if err != nil {
+		switch {
+		case err != nil:
 			c.ArgsError = err.Error()
-		} else if m == nil {
-			c.ArgsError = "is not a JSON object"
+		case m == nil:
+			c.ArgsError = notObject(v)
 		}
 		c.Args = m
 	}
@@ -349,7 +419,7 @@ func toolCall(sp ptrace.Span) (ToolCall, bool) {
 		if m, err := object(v); err == nil && m != nil {
 			c.Result = m
 		} else {
-			c.Result = map[string]any{"text": v.AsString()}
+			c.Result = map[string]any{"text": strings.ToValidUTF8(v.AsString(), "\uFFFD")}
 		}
 	}
 	errType := str(attrs, AttrErrorType)
@@ -368,38 +438,134 @@ func toolCall(sp ptrace.Span) (ToolCall, bool) {
 	return c, true
 }
 
-// object reads an attribute as a JSON object: a string holding one, or a
-// map attribute. A string that is not JSON is an error; valid JSON that is
-// not an object gives nil.
+// object reads an attribute as a JSON object, as the GenAI conventions
+// let instrumentations record gen_ai.tool.call.arguments and .result: a
+// structured value (an AnyValue kvlist), or a string holding the JSON (one
+// encoded twice, a JSON string holding the object, is read too; so are
+// bytes holding it). A string that is not JSON, or a value nested deeper
+// than maxValueDepth, is an error; any other value gives nil.
 func object(v pcommon.Value) (map[string]any, error) {
 	switch v.Type() {
 	case pcommon.ValueTypeMap:
-		n, err := commitlayer.NormalizeValue(v.Map().AsRaw())
+		raw, err := fromValue(v, 0)
+		if err != nil {
+			return nil, err
+		}
+		n, err := commitlayer.NormalizeValue(raw)
 		if err != nil {
 			return nil, err
 		}
 		return n.(map[string]any), nil
 	case pcommon.ValueTypeStr:
-		dec := json.NewDecoder(strings.NewReader(v.Str()))
-		dec.UseNumber()
-		var x any
-		if err := dec.Decode(&x); err != nil {
-			return nil, errors.New("is not JSON")
-		}
-		if dec.More() {
-			return nil, errors.New("holds more than one JSON value")
-		}
-		m, ok := x.(map[string]any)
-		if !ok {
-			return nil, nil
-		}
-		n, err := commitlayer.NormalizeValue(m)
-		if err != nil {
-			return nil, err
-		}
-		return n.(map[string]any), nil
+		return objectText(v.Str(), true)
+	case pcommon.ValueTypeBytes:
+		return objectText(string(v.Bytes().AsRaw()), false)
 	}
 	return nil, nil
+}
+
+func objectText(text string, again bool) (map[string]any, error) {
+	if strings.TrimSpace(text) == "" {
+		return nil, errors.New("is empty")
+	}
+	if !utf8.ValidString(text) {
+		return nil, errors.New("is not UTF-8 text")
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var x any
+	if err := dec.Decode(&x); err != nil {
+		return nil, errors.New("is not JSON")
+	}
+	if dec.More() {
+		return nil, errors.New("holds more than one JSON value")
+	}
+	if s, ok := x.(string); ok && again {
+		if m, err := objectText(s, false); err == nil && m != nil {
+			return m, nil
+		}
+		return nil, nil
+	}
+	m, ok := x.(map[string]any)
+	if !ok {
+		return nil, nil
+	}
+	if depth(m, 0) > maxValueDepth {
+		return nil, fmt.Errorf("is nested deeper than %d levels", maxValueDepth)
+	}
+	n, err := commitlayer.NormalizeValue(m)
+	if err != nil {
+		return nil, err
+	}
+	return n.(map[string]any), nil
+}
+
+// fromValue is an AnyValue as a JSON value: bytes as their base64 (as
+// OTLP/JSON writes them), whole doubles as integers, the rest as pdata's
+// AsRaw.
+func fromValue(v pcommon.Value, d int) (any, error) {
+	if d > maxValueDepth {
+		return nil, fmt.Errorf("is nested deeper than %d levels", maxValueDepth)
+	}
+	switch v.Type() {
+	case pcommon.ValueTypeMap:
+		out := make(map[string]any, v.Map().Len())
+		var err error
+		v.Map().Range(func(k string, e pcommon.Value) bool {
+			out[k], err = fromValue(e, d+1)
+			return err == nil
+		})
+		return out, err
+	case pcommon.ValueTypeSlice:
+		out := make([]any, v.Slice().Len())
+		for i := range out {
+			var err error
+			if out[i], err = fromValue(v.Slice().At(i), d+1); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case pcommon.ValueTypeBytes:
+		return base64.StdEncoding.EncodeToString(v.Bytes().AsRaw()), nil
+	case pcommon.ValueTypeDouble:
+		// A whole double is the integer JSON text would give: 2500.0
+		// compares equal to 2500 as money.
+		if f := v.Double(); f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+			return int64(f), nil
+		}
+	}
+	return v.AsRaw(), nil
+}
+
+func depth(x any, d int) int {
+	if d > maxValueDepth {
+		return d
+	}
+	deepest := d
+	switch y := x.(type) {
+	case map[string]any:
+		for _, e := range y {
+			deepest = max(deepest, depth(e, d+1))
+		}
+	case []any:
+		for _, e := range y {
+			deepest = max(deepest, depth(e, d+1))
+		}
+	}
+	return deepest
+}
+
+// notObject says what an arguments value that is no object is.
+func notObject(v pcommon.Value) string {
+	switch v.Type() {
+	case pcommon.ValueTypeStr, pcommon.ValueTypeBytes:
+		return "holds JSON that is not an object"
+	case pcommon.ValueTypeSlice:
+		return "is an array, not an object"
+	case pcommon.ValueTypeEmpty:
+		return "is empty, not an object"
+	}
+	return "is a " + strings.ToLower(v.Type().String()) + ", not an object"
 }
 
 func str(m pcommon.Map, k string) string {
@@ -439,7 +605,11 @@ func Map(c ToolCall, b *contracts.Bindings) (recs []Recording, bound bool, err e
 			c.SpanID, commitlayer.Clip(c.Tool, 64), AttrAgentName, AttrServiceName)
 	}
 	matches, merr := b.Match(c.Tool, c.Args, c.Result)
-	if merr != nil {
+	switch {
+	case merr != nil && c.Args == nil:
+		merr = fmt.Errorf("span %s: %w (the span has no %s: most instrumentations record it only when content capture is opted in)",
+			c.SpanID, merr, AttrToolArguments)
+	case merr != nil:
 		merr = fmt.Errorf("span %s: %w", c.SpanID, merr)
 	}
 	trace, _ := json.Marshal([]map[string]string{{ // strings only: cannot fail
@@ -483,5 +653,31 @@ func storable(a *commitlayer.Action) error {
 	if bytes.Contains(b, []byte(`\u0000`)) {
 		return errors.New("the span holds a NUL character, which cannot be stored")
 	}
+	// Protobuf strings are not checked as UTF-8 by every decoder; JSON
+	// would mend them silently and PostgreSQL refuse them.
+	if !utf8Text(a.Agent) || !utf8Text(string(a.Subject)) || !utf8Text(a.Claim.Message) || !utf8Text(map[string]any(a.Params)) {
+		return errors.New("the span holds text that is not UTF-8")
+	}
 	return nil
+}
+
+// utf8Text reports whether every string in v (keys too) is UTF-8.
+func utf8Text(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return utf8.ValidString(x)
+	case map[string]any:
+		for k, e := range x {
+			if !utf8.ValidString(k) || !utf8Text(e) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if !utf8Text(e) {
+				return false
+			}
+		}
+	}
+	return true
 }

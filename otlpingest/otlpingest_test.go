@@ -69,7 +69,7 @@ func TestToolCalls(t *testing.T) {
 	require.Equal(t, map[string]any{"status": int64(200)}, calls[1].Result)
 
 	require.Equal(t, "svc", calls[2].Agent)
-	require.Equal(t, "is not a JSON object", calls[2].ArgsError)
+	require.Equal(t, "holds JSON that is not an object", calls[2].ArgsError)
 }
 
 func TestMap(t *testing.T) {
@@ -107,6 +107,7 @@ bindings:
 		"bad arguments": func(c *otlpingest.ToolCall) { c.ArgsError = "is not JSON" },
 		"NUL":           func(c *otlpingest.ToolCall) { c.Agent = "a\x00b" },
 		"missing arg":   func(c *otlpingest.ToolCall) { c.Args = map[string]any{} },
+		"no arguments":  func(c *otlpingest.ToolCall) { c.Args = nil },
 	} {
 		bad := call
 		mut(&bad)
@@ -114,6 +115,9 @@ bindings:
 		require.True(t, bound, name)
 		require.Error(t, err, name)
 		require.Empty(t, recs, name)
+		if name == "no arguments" {
+			require.ErrorContains(t, err, "the span has no gen_ai.tool.call.arguments")
+		}
 	}
 }
 

@@ -1,0 +1,67 @@
+package otlpingest_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/otlpingest"
+)
+
+// FuzzTraces: any body, in either encoding, is decoded, read for tool
+// calls and mapped through a binding without a panic; a call either maps
+// to storable recordings or names its problem.
+func FuzzTraces(f *testing.F) {
+	c, err := contracts.Parse([]byte(`id: refund_customer
+subject: order
+settlement: 10m
+sources: [payments]
+bindings:
+  - tool: refund
+    subject: "'order:' + args.order_id"
+    params: {amount: args.amount}
+`))
+	require.NoError(f, err)
+	b := contracts.NewBindings([]*contracts.Contract{c})
+
+	td := oneSpan(&testing.T{}, "execute_tool refund", func(m pcommon.Map) {
+		m.PutStr("gen_ai.tool.call.arguments", `{"order_id":"o_1","amount":5}`)
+		m.PutEmptyMap("gen_ai.tool.call.result").PutInt("n", 1)
+	})
+	req := ptraceotlp.NewExportRequestFromTraces(td)
+	pb, err := req.MarshalProto()
+	require.NoError(f, err)
+	js, err := req.MarshalJSON()
+	require.NoError(f, err)
+	f.Add(pb, false)
+	f.Add(js, true)
+	f.Add([]byte(`{"resource_spans":[{"scope_spans":[{"spans":[{"trace_id":"0102030405060708090a0b0c0d0e0f10","span_id":"0102030405060708","name":"tools/call refund","start_time_unix_nano":"1","attributes":[{"key":"mcp.method.name","value":{"string_value":"tools/call"}},{"key":"gen_ai.tool.call.arguments","value":{"kvlist_value":{"values":[{"key":"order_id","value":{"bytes_value":"aGk="}}]}}}]}]}]}]}`), true)
+
+	f.Fuzz(func(t *testing.T, body []byte, json bool) {
+		enc := otlpingest.Protobuf
+		if json {
+			enc = otlpingest.JSON
+		}
+		td, err := otlpingest.Unmarshal(enc, body)
+		if err != nil {
+			require.ErrorIs(t, err, otlpingest.ErrMalformed)
+			return
+		}
+		calls, _ := otlpingest.ToolCalls(td)
+		for _, call := range calls {
+			recs, _, err := otlpingest.Map(call, b)
+			if err != nil {
+				require.NotEmpty(t, err.Error())
+			}
+			for _, r := range recs {
+				require.NoError(t, r.Action.Validate())
+			}
+		}
+		_, err = otlpingest.Response(enc, int64(len(calls)), string(body))
+		require.NoError(t, err)
+		require.NotNil(t, otlpingest.Status(enc, 400, string(body)))
+	})
+}
