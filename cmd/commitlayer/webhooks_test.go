@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -122,6 +125,10 @@ func TestWebhooksOnDevServer(t *testing.T) {
 		_, err = webhook.Verify("whsec_d3Jvbmc=", d.header, d.body, webhook.DefaultTolerance)
 		require.ErrorIs(t, err, webhook.ErrMismatch)
 		require.Equal(t, e.ID, d.header.Get(webhook.HeaderID), "webhook-id is the event's id")
+		var shape map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(d.body, &shape))
+		require.ElementsMatch(t, []string{"id", "type", "timestamp", "data"}, slices.Collect(maps.Keys(shape)),
+			"the body the specification recommends")
 		if seen[e.ID] {
 			continue
 		}
