@@ -2,6 +2,7 @@ package api
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/client/webhook"
 	"github.com/commitlayer/commitlayer/internal/apitest"
@@ -224,4 +226,22 @@ func TestWebhookEnable(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks/wh_nope/enable", Key: key}).Status)
 	_, other := e.tenant("enable-other")
 	require.Equal(t, http.StatusNotFound, e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks/" + id + "/enable", Key: other}).Status)
+}
+
+// The body a delivery carries is the one the OpenAPI document describes
+// (components.schemas.WebhookEvent).
+func TestWebhookEventMatchesTheDocument(t *testing.T) {
+	d := openAPISpec(t)
+	ref := d.Components.Schemas["WebhookEvent"]
+	require.NotNil(t, ref)
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	body, err := webhook.Event{ID: "evt_1", Type: webhook.EventVerdictFinal, ActionID: "act_1", Sequence: 2,
+		Verdict: commitlayer.Verdict{ActionID: "act_1", Status: commitlayer.StatusFail, Version: 2, EvaluatedAt: at,
+			SettlesAt: at, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusFail, Policy: commitlayer.StatusPass},
+			Findings: []commitlayer.Finding{{Code: commitlayer.CodeMissingEffect, Check: "refund", Lens: commitlayer.LensOutcome,
+				Message: "no refund"}}}}.Body()
+	require.NoError(t, err)
+	var v any
+	require.NoError(t, json.Unmarshal(body, &v))
+	require.NoError(t, ref.Value.VisitJSON(v))
 }

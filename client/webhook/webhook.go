@@ -105,7 +105,27 @@ func (e Event) Body() ([]byte, error) {
 		ts = e.Verdict.EvaluatedAt
 	}
 	return json.Marshal(body{ID: e.ID, Type: e.Type, Timestamp: ts.UTC(),
-		Data: EventData{ActionID: e.ActionID, Sequence: e.Sequence, Verdict: e.Verdict}})
+		Data: EventData{ActionID: e.ActionID, Sequence: e.Sequence, Verdict: listed(e.Verdict)}})
+}
+
+// listed is v with its empty lists as [] rather than null, and every
+// finding's hint, as the API answers a verdict (api.viewVerdict).
+func listed(v commitlayer.Verdict) commitlayer.Verdict {
+	fs := make([]commitlayer.Finding, len(v.Findings))
+	for i, f := range v.Findings {
+		if f.Facts == nil {
+			f.Facts = []string{}
+		}
+		if f.Hint == "" {
+			f.Hint = commitlayer.Hint(f.Code)
+		}
+		fs[i] = f
+	}
+	v.Findings = fs
+	if v.UnavailableSources == nil {
+		v.UnavailableSources = []string{}
+	}
+	return v
 }
 
 // UnmarshalJSON reads a delivered body (data present) or Event's own

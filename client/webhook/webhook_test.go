@@ -133,6 +133,8 @@ func TestEventWireShape(t *testing.T) {
 	require.Equal(t, "a1", data["action_id"])
 	require.Equal(t, float64(2), data["sequence"])
 	require.Equal(t, "PASS", data["verdict"].(map[string]any)["status"])
+	require.Contains(t, string(body), `"findings":[]`, "lists as the API answers them, never null")
+	require.Contains(t, string(body), `"unavailable_sources":[]`)
 
 	var back Event
 	require.NoError(t, json.Unmarshal(body, &back))
