@@ -28,7 +28,7 @@ const (
 	DeliveryPending   = "pending"   // not attempted yet
 	DeliveryDelivered = "delivered" // a 2xx answer
 	DeliveryFailing   = "failing"   // the last attempt failed; retried with backoff for 24 h
-	DeliveryFailed    = "failed"    // given up: its webhook was disabled (410 Gone); not retried
+	DeliveryFailed    = "failed"    // given up: its webhook was disabled (410 Gone), or its 24 h of retries are over
 )
 
 // WebhookDelivery is one event's delivery to one webhook, with its

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/commitlayer/commitlayer"
@@ -27,6 +28,7 @@ type WebhookStore interface {
 	PlanDeliveries(ctx context.Context, tenantID string, d commitlayer.WebhookDelivery) ([]commitlayer.WebhookTarget, error)
 	RecordDeliveryAttempt(ctx context.Context, tenantID, webhookID, eventID, state string, status int, errText string, at time.Time) error
 	DisableWebhook(ctx context.Context, tenantID, id, reason string, at time.Time) error
+	GiveUpDeliveries(ctx context.Context, tenantID, eventID, reason string, at time.Time) error
 }
 
 // hasWebhooks reports whether the tenant has a webhook; when the store
@@ -164,6 +166,17 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 	if recordErr != nil {
 		return res, recordErr
 	}
+	if failed > 0 && activity.IsActivity(ctx) && lastAttempt(activity.GetInfo(ctx), nextDelay, time.Now()) {
+		// No retry would start before the delivery window closes: say so
+		// in the deliveries' log rather than leave them "failing".
+		window := activity.GetInfo(ctx).ScheduleToCloseTimeout
+		if err := ws.GiveUpDeliveries(ctx, in.TenantID, e.ID, "given up after "+window.String(), a.now().UTC()); err != nil {
+			return res, err
+		}
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("event %s: %d of %d webhook deliveries failed; given up after %s", e.ID, failed, len(targets), window),
+			"WebhookGivenUp", nil)
+	}
 	if failed > 0 {
 		msg := fmt.Sprintf("event %s: %d of %d webhook deliveries failed; retried", e.ID, failed, len(targets))
 		if nextDelay > 0 {
@@ -175,6 +188,40 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 		return res, errors.New(msg)
 	}
 	return res, nil
+}
+
+// lastAttempt reports whether an attempt that failed is the last one: the
+// next would start (after the receiver's Retry-After, or the retry
+// policy's next interval) at or past the end of the activity's
+// schedule-to-close window, when Temporal tries no more. False when the
+// window or the policy is unknown.
+func lastAttempt(info activity.Info, retryAfter time.Duration, now time.Time) bool {
+	if info.ScheduleToCloseTimeout <= 0 || info.ScheduledTime.IsZero() {
+		return false
+	}
+	end := info.ScheduledTime.Add(info.ScheduleToCloseTimeout)
+	next := retryAfter
+	if next <= 0 {
+		p := info.RetryPolicy
+		if p == nil {
+			return false
+		}
+		if p.MaximumAttempts > 0 && info.Attempt >= p.MaximumAttempts {
+			return true
+		}
+		initial := cmp.Or(p.InitialInterval, time.Second)
+		coef := p.BackoffCoefficient
+		if coef < 1 {
+			coef = 2
+		}
+		maxInterval := cmp.Or(p.MaximumInterval, 100*initial)
+		next = initial
+		for i := int32(1); i < info.Attempt && next < maxInterval; i++ {
+			next = time.Duration(float64(next) * coef)
+		}
+		next = min(next, maxInterval)
+	}
+	return !now.Add(next).Before(end)
 }
 
 // attempt is how one POST to one receiver went.

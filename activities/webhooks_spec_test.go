@@ -280,7 +280,6 @@ func TestWebhookAnswers(t *testing.T) {
 		{status: 301, header: map[string]string{"Location": "https://example.com/"}, lastError: "http 301"},
 		{status: 429, lastError: "http 429"},
 		{status: 429, header: map[string]string{"Retry-After": "7"}, lastError: "http 429, retry after 7s", delay: 7 * time.Second},
-		{status: 503, header: map[string]string{"Retry-After": "86400"}, lastError: "http 503, retry after 1h0m0s", delay: time.Hour},
 		{status: 503, header: map[string]string{"Retry-After": time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)}, delay: 90 * time.Second},
 		{status: 502, header: map[string]string{"Retry-After": "soon"}, lastError: "http 502"},
 	} {
@@ -306,13 +305,27 @@ func TestWebhookAnswers(t *testing.T) {
 		require.NoError(t, h.db.DeleteWebhook(t.Context(), h.tenant, id))
 	}
 
+	// A Retry-After past the end of the delivery window (the test
+	// environment's is 10 min; a day in production) is asked at most 1 h,
+	// which is past it: this attempt was the last, the delivery is given
+	// up and says so, and the error is not retried.
+	h.add(t, "wh_later", serve(503, map[string]string{"Retry-After": "86400"}), secret)
+	_, err = h.deliver("evt_later")
+	var ae *temporal.ApplicationError
+	require.True(t, errors.As(err, &ae))
+	require.True(t, ae.NonRetryable(), "no retry fits in the window")
+	d := h.delivery(t, "wh_later", "evt_later")
+	require.Equal(t, commitlayer.DeliveryFailed, d.Status)
+	require.Equal(t, "http 503, retry after 1h0m0s; given up after 10m0s", d.LastError)
+	require.NoError(t, h.db.DeleteWebhook(t.Context(), h.tenant, "wh_later"))
+
 	// 410 Gone: that webhook is disabled, the others are not.
 	h.add(t, "wh_gone", serve(http.StatusGone, nil), secret)
 	h.add(t, "wh_fine", serve(http.StatusNoContent, nil), secret)
 	res, err = h.deliver("evt_gone")
 	require.NoError(t, err, "a given-up delivery is not retried")
 	require.Equal(t, 1, res.Delivered)
-	d := h.delivery(t, "wh_gone", "evt_gone")
+	d = h.delivery(t, "wh_gone", "evt_gone")
 	require.Equal(t, commitlayer.DeliveryFailed, d.Status)
 	require.Equal(t, 410, d.LastStatus)
 	require.Equal(t, "http 410; webhook disabled", d.LastError)

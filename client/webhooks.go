@@ -41,7 +41,8 @@ type WebhookDelivery struct {
 	ActionID string `json:"action_id"`
 	Sequence int    `json:"sequence"`
 	// Status: pending, delivered, failing (retried with backoff for 24 h),
-	// failed (given up: the webhook was disabled by a 410 Gone).
+	// failed (given up: the webhook was disabled by a 410 Gone, or 24 h
+	// of retries are over).
 	Status     string     `json:"status"`
 	Attempts   int        `json:"attempts"`
 	LastStatus *int       `json:"last_status"`

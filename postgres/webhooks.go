@@ -178,6 +178,19 @@ func (db *DB) RecordDeliveryAttempt(ctx context.Context, tenantID, webhookID, ev
 	return nil
 }
 
+// GiveUpDeliveries marks an event's deliveries still failing as given up
+// (DeliveryFailed), their last error followed by reason: its delivery
+// window is over.
+func (db *DB) GiveUpDeliveries(ctx context.Context, tenantID, eventID, reason string, at time.Time) error {
+	_, err := db.pool.Exec(ctx, `UPDATE webhook_deliveries SET status = 'failed', updated_at = $3,
+			last_error = CASE WHEN last_error = '' THEN $4 ELSE last_error || '; ' || $4 END
+		WHERE tenant_id = $1 AND event_id = $2 AND status IN ('pending', 'failing')`, tenantID, eventID, at, reason)
+	if err != nil {
+		return fmt.Errorf("give up deliveries of %s: %w", eventID, classify(err))
+	}
+	return nil
+}
+
 // DisableWebhook stops deliveries to a webhook at the time at, for reason
 // (kept from the first time when it is disabled already), and gives up its
 // deliveries not made yet (DeliveryFailed). commitlayer.ErrNotFound when

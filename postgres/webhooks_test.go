@@ -132,3 +132,34 @@ func TestWebhookDisabled(t *testing.T) {
 	_, err = db.EnableWebhook(ctx, tn.ID, "wh_none")
 	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 }
+
+// When an event's delivery window is over, its deliveries still failing
+// are given up and say why; delivered ones are left alone.
+func TestGiveUpDeliveries(t *testing.T) {
+	db := testStore(t)
+	ctx := context.Background()
+	tn := newTenant(t)
+	for _, id := range []string{"wh_x", "wh_y", "wh_z"} {
+		_, err := db.CreateWebhook(ctx, tn.ID, commitlayer.Webhook{ID: id, URL: "https://hooks.example.com/" + id,
+			Events: []string{"verdict.final"}, Secret: "sealed"})
+		require.NoError(t, err)
+	}
+	_, err := db.PlanDeliveries(ctx, tn.ID, commitlayer.WebhookDelivery{EventID: "evt_w", EventType: "verdict.final", ActionID: "a1", Sequence: 2})
+	require.NoError(t, err)
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	require.NoError(t, db.RecordDeliveryAttempt(ctx, tn.ID, "wh_x", "evt_w", commitlayer.DeliveryFailing, 503, "http 503", at))
+	require.NoError(t, db.RecordDeliveryAttempt(ctx, tn.ID, "wh_y", "evt_w", commitlayer.DeliveryDelivered, 200, "", at))
+	require.NoError(t, db.GiveUpDeliveries(ctx, tn.ID, "evt_w", "given up after 24h0m0s", at.Add(time.Hour)))
+	want := map[string][2]string{
+		"wh_x": {commitlayer.DeliveryFailed, "http 503; given up after 24h0m0s"},
+		"wh_y": {commitlayer.DeliveryDelivered, ""},
+		"wh_z": {commitlayer.DeliveryFailed, "given up after 24h0m0s"},
+	}
+	for id, w := range want {
+		ds, err := db.ListDeliveries(ctx, tn.ID, id, 10)
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		require.Equal(t, w[0], ds[0].Status, id)
+		require.Equal(t, w[1], ds[0].LastError, id)
+	}
+}
