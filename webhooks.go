@@ -16,6 +16,11 @@ type Webhook struct {
 	// replaced still signs, next to Secret, until PreviousUntil.
 	RotatedAt     time.Time
 	PreviousUntil time.Time
+	// DisabledAt is when deliveries to the webhook stopped (zero while it
+	// is enabled): its receiver answered 410 Gone, as the Standard
+	// Webhooks specification asks. DisabledReason says why ("http 410").
+	DisabledAt     time.Time
+	DisabledReason string
 }
 
 // Delivery states.
@@ -23,6 +28,7 @@ const (
 	DeliveryPending   = "pending"   // not attempted yet
 	DeliveryDelivered = "delivered" // a 2xx answer
 	DeliveryFailing   = "failing"   // the last attempt failed; retried with backoff for 24 h
+	DeliveryFailed    = "failed"    // given up: its webhook was disabled (410 Gone), or its 24 h of retries are over
 )
 
 // WebhookDelivery is one event's delivery to one webhook, with its

@@ -62,6 +62,9 @@ type Activities struct {
 	// HTTPClient pulls the connectors; nil means a client with a 30 s
 	// timeout.
 	HTTPClient *http.Client
+	// WebhookTimeout bounds one webhook POST, from the dial to the end of
+	// the answer; 0 means 15 s.
+	WebhookTimeout time.Duration
 	// Secrets opens connectors' sealed credentials (COMMITLAYER_SECRETS_KEY);
 	// nil: connectors that need one fail their pulls, reported on the source.
 	Secrets *secrets.Box

@@ -2,13 +2,19 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/client/webhook"
@@ -20,7 +26,9 @@ import (
 // has it. A Store without it delivers nothing.
 type WebhookStore interface {
 	PlanDeliveries(ctx context.Context, tenantID string, d commitlayer.WebhookDelivery) ([]commitlayer.WebhookTarget, error)
-	RecordDeliveryAttempt(ctx context.Context, tenantID, webhookID, eventID string, delivered bool, status int, errText string, at time.Time) error
+	RecordDeliveryAttempt(ctx context.Context, tenantID, webhookID, eventID, state string, status int, errText string, at time.Time) error
+	DisableWebhook(ctx context.Context, tenantID, id, reason string, at time.Time) error
+	GiveUpDeliveries(ctx context.Context, tenantID, eventID, reason string, at time.Time) error
 }
 
 // hasWebhooks reports whether the tenant has a webhook; when the store
@@ -51,22 +59,45 @@ type DeliverWebhooksResult struct {
 	Delivered int
 }
 
-// webhookTimeout bounds one POST to a receiver: a receiver that hangs is
-// a failed attempt, retried with the others.
-const webhookTimeout = 10 * time.Second
+// Delivery bounds.
+const (
+	// defaultWebhookTimeout bounds one POST to a receiver, from the dial
+	// to the end of the answer (the specification recommends 15 to 30 s),
+	// unless Activities.WebhookTimeout says otherwise: a receiver that
+	// hangs, or drips its answer, is a failed attempt, retried with the
+	// others.
+	defaultWebhookTimeout = 15 * time.Second
+	// webhookParallel is how many receivers one event is POSTed to at
+	// once: a tenant's 20 webhooks, each taking its whole timeout, fit in
+	// the activity's two minutes.
+	webhookParallel = 8
+	// webhookAnswerRead is how much of an answer's body is read (to reuse
+	// the connection); the rest is never read. Nothing of it is kept.
+	webhookAnswerRead = 4 << 10
+	// maxRetryAfter bounds how long a receiver's Retry-After may delay
+	// the next attempt: longer asks are cut to it.
+	maxRetryAfter = time.Hour
+)
 
 // WebhookSecretAD binds a sealed webhook secret to its tenant and webhook.
 func WebhookSecretAD(tenantID, webhookID string) []byte {
 	return []byte("webhook-secret\x00" + tenantID + "\x00" + webhookID)
 }
 
-// DeliverWebhooks POSTs a verdict event to every webhook of the tenant
-// subscribed to its type that has not had it yet, signed per Standard
-// Webhooks with each one's secret (and, during a rotation's overlap, its
-// previous secret too). It fails, to be retried with backoff,
-// while any of them has not answered 2xx; those that did are not sent it
-// again. Addresses follow the connectors' rules (HTTPClient's transport is
-// the guard's); redirects are not followed.
+// DeliverWebhooks POSTs a verdict event to every enabled webhook of the
+// tenant subscribed to its type that has not had it yet, signed per
+// Standard Webhooks with each one's secret (and, during a rotation's
+// overlap, its previous secret too), up to webhookParallel at once. Any
+// 2xx answer delivers it. It fails, to be retried with the workflow's
+// backoff, while any of them has not answered 2xx; those that did are not
+// sent it again. When a failed receiver sent Retry-After (429, 503, …) the
+// next attempt waits that long instead (the longest asked, at most
+// maxRetryAfter). A 410 Gone disables the webhook, as the specification
+// asks: that delivery and the webhook's others not made yet are given up,
+// and nothing more is sent to it until the tenant enables it again.
+// Addresses follow the connectors' rules (HTTPClient's transport is the
+// guard's, which checks every address dialed); redirects are not followed:
+// a 3xx is a failed attempt.
 func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInput) (DeliverWebhooksResult, error) {
 	ws, ok := a.Store.(WebhookStore)
 	if !ok {
@@ -82,39 +113,144 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 	if len(targets) == 0 {
 		return DeliverWebhooksResult{}, nil
 	}
-	body, err := json.Marshal(e)
+	body, err := e.Body()
 	if err != nil {
 		return DeliverWebhooksResult{}, fmt.Errorf("encode event %s: %w", e.ID, err)
 	}
 	hc := a.webhookClient()
-	var res DeliverWebhooksResult
-	failed := 0
+	var (
+		mu        sync.Mutex
+		res       DeliverWebhooksResult
+		failed    int
+		nextDelay time.Duration // the longest Retry-After of a failed receiver
+		recordErr error
+	)
+	sem := make(chan struct{}, webhookParallel)
+	var wg sync.WaitGroup
 	for _, t := range targets {
-		status, derr := a.deliver(ctx, hc, in.TenantID, e.ID, t, body)
-		if derr != nil {
-			failed++
-			a.logger(ctx).Warn("webhook delivery failed", "tenant", in.TenantID, "webhook", t.WebhookID,
-				"event", e.ID, "status", status, "error", netguard.Redact(derr))
-		} else {
-			res.Delivered++
-		}
-		if err := ws.RecordDeliveryAttempt(ctx, in.TenantID, t.WebhookID, e.ID, derr == nil, status,
-			deliveryError(status, derr), a.now().UTC()); err != nil {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			at := a.deliver(ctx, hc, in.TenantID, e.ID, t, body)
+			state, errText := commitlayer.DeliveryDelivered, ""
+			switch {
+			case at.gone():
+				state, errText = commitlayer.DeliveryFailed, at.describe()+"; webhook disabled"
+			case at.err != nil:
+				state, errText = commitlayer.DeliveryFailing, at.describe()
+				a.logger(ctx).Warn("webhook delivery failed", "tenant", in.TenantID, "webhook", t.WebhookID,
+					"event", e.ID, "status", at.status, "error", netguard.Redact(at.err))
+			}
+			now := a.now().UTC()
+			rerr := ws.RecordDeliveryAttempt(ctx, in.TenantID, t.WebhookID, e.ID, state, at.status, errText, now)
+			if rerr == nil && at.gone() {
+				a.logger(ctx).Warn("webhook disabled: its receiver answered 410 Gone", "tenant", in.TenantID, "webhook", t.WebhookID)
+				rerr = ws.DisableWebhook(ctx, in.TenantID, t.WebhookID, fmt.Sprintf("http %d", at.status), now)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case rerr != nil && recordErr == nil:
+				recordErr = rerr
+			case state == commitlayer.DeliveryDelivered:
+				res.Delivered++
+			}
+			if state == commitlayer.DeliveryFailing {
+				failed++
+				nextDelay = max(nextDelay, at.retryAfter)
+			}
+		}()
+	}
+	wg.Wait()
+	if recordErr != nil {
+		return res, recordErr
+	}
+	if failed > 0 && activity.IsActivity(ctx) && lastAttempt(activity.GetInfo(ctx), nextDelay, time.Now()) {
+		// No retry would start before the delivery window closes: say so
+		// in the deliveries' log rather than leave them "failing".
+		window := activity.GetInfo(ctx).ScheduleToCloseTimeout
+		if err := ws.GiveUpDeliveries(ctx, in.TenantID, e.ID, "given up after "+window.String(), a.now().UTC()); err != nil {
 			return res, err
 		}
+		return res, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("event %s: %d of %d webhook deliveries failed; given up after %s", e.ID, failed, len(targets), window),
+			"WebhookGivenUp", nil)
 	}
 	if failed > 0 {
-		return res, fmt.Errorf("event %s: %d of %d webhook deliveries failed; retried", e.ID, failed, len(targets))
+		msg := fmt.Sprintf("event %s: %d of %d webhook deliveries failed; retried", e.ID, failed, len(targets))
+		if nextDelay > 0 {
+			// The receiver's Retry-After replaces the policy's next
+			// interval (this once; the backoff goes on after it).
+			return res, temporal.NewApplicationErrorWithOptions(msg+" after "+nextDelay.String(), "WebhookRetryAfter",
+				temporal.ApplicationErrorOptions{NextRetryDelay: nextDelay})
+		}
+		return res, errors.New(msg)
 	}
 	return res, nil
 }
 
-// deliver makes one attempt to one webhook, returning the answer's status.
-// The message id is the event's: the same on every retry, as the
-// specification asks, so receivers de-duplicate by it.
-func (a *Activities) deliver(ctx context.Context, hc *http.Client, tenantID, msgID string, t commitlayer.WebhookTarget, body []byte) (int, error) {
+// lastAttempt reports whether an attempt that failed is the last one: the
+// next would start (after the receiver's Retry-After, or the retry
+// policy's next interval) at or past the end of the activity's
+// schedule-to-close window, when Temporal tries no more. False when the
+// window or the policy is unknown.
+func lastAttempt(info activity.Info, retryAfter time.Duration, now time.Time) bool {
+	if info.ScheduleToCloseTimeout <= 0 || info.ScheduledTime.IsZero() {
+		return false
+	}
+	end := info.ScheduledTime.Add(info.ScheduleToCloseTimeout)
+	next := retryAfter
+	if next <= 0 {
+		p := info.RetryPolicy
+		if p == nil {
+			return false
+		}
+		if p.MaximumAttempts > 0 && info.Attempt >= p.MaximumAttempts {
+			return true
+		}
+		initial := cmp.Or(p.InitialInterval, time.Second)
+		coef := p.BackoffCoefficient
+		if coef < 1 {
+			coef = 2
+		}
+		maxInterval := cmp.Or(p.MaximumInterval, 100*initial)
+		next = initial
+		for i := int32(1); i < info.Attempt && next < maxInterval; i++ {
+			next = time.Duration(float64(next) * coef)
+		}
+		next = min(next, maxInterval)
+	}
+	return !now.Add(next).Before(end)
+}
+
+// attempt is how one POST to one receiver went.
+type attempt struct {
+	status     int           // the answer's status; 0 when there was none
+	err        error         // nil when delivered (2xx)
+	retryAfter time.Duration // the answer's Retry-After, bounded; 0 when none
+}
+
+// gone: the receiver wants no more deliveries.
+func (at attempt) gone() bool { return at.status == http.StatusGone }
+
+// describe is what a tenant may read about a failed attempt: the status
+// (and the Retry-After honoured), or the class of the failure (never its
+// text, which may name internal addresses).
+func (at attempt) describe() string {
+	d := deliveryError(at.status, at.err)
+	if at.retryAfter > 0 {
+		d += ", retry after " + at.retryAfter.String()
+	}
+	return d
+}
+
+// deliver makes one attempt to one webhook. The message id is the
+// event's: the same on every retry, as the specification asks, so
+// receivers de-duplicate by it.
+func (a *Activities) deliver(ctx context.Context, hc *http.Client, tenantID, msgID string, t commitlayer.WebhookTarget, body []byte) attempt {
 	if a.Secrets == nil {
-		return 0, fmt.Errorf("webhook %s: %w", t.WebhookID, secrets.ErrNoKey)
+		return attempt{err: fmt.Errorf("webhook %s: %w", t.WebhookID, secrets.ErrNoKey)}
 	}
 	keys := make([]string, 0, 2)
 	for _, sealed := range []string{t.Secret, t.Previous} {
@@ -123,37 +259,64 @@ func (a *Activities) deliver(ctx context.Context, hc *http.Client, tenantID, msg
 		}
 		secret, err := a.Secrets.Open(sealed, WebhookSecretAD(tenantID, t.WebhookID))
 		if err != nil {
-			return 0, fmt.Errorf("webhook %s: open secret: %w", t.WebhookID, err)
+			return attempt{err: fmt.Errorf("webhook %s: open secret: %w", t.WebhookID, err)}
 		}
 		keys = append(keys, string(secret))
 	}
-	ctx, cancel := context.WithTimeout(ctx, webhookTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(a.WebhookTimeout, defaultWebhookTimeout))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, fmt.Errorf("webhook %s: %w", t.WebhookID, err)
+		return attempt{err: fmt.Errorf("webhook %s: %w", t.WebhookID, err)}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "CommitLayer-Webhooks/1")
 	// The wall clock, whatever clock verdicts use: receivers check it.
 	if err := webhook.SetHeaders(req.Header, keys, msgID, time.Now(), body); err != nil {
-		return 0, fmt.Errorf("webhook %s: sign: %w", t.WebhookID, err)
+		return attempt{err: fmt.Errorf("webhook %s: sign: %w", t.WebhookID, err)}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, err
+		return attempt{err: err}
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, fmt.Errorf("webhook %s answered %d", t.WebhookID, resp.StatusCode)
+	// A little of the answer is read, so the connection can be reused;
+	// an endless or huge one is cut there, a slow one by the timeout.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, webhookAnswerRead))
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return attempt{status: resp.StatusCode}
 	}
-	return resp.StatusCode, nil
+	at := attempt{status: resp.StatusCode, err: fmt.Errorf("webhook %s answered %d", t.WebhookID, resp.StatusCode)}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		at.retryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	}
+	return at
 }
 
-// deliveryError is what a tenant may read about a failed attempt: the
-// status, or the class of the transport failure (never its text, which may
-// name internal addresses).
+// retryAfter reads a Retry-After header (delay-seconds or an HTTP date)
+// as a delay from now, at most maxRetryAfter; 0 when absent, unreadable
+// or past.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		if secs >= int64(maxRetryAfter/time.Second) {
+			return maxRetryAfter
+		}
+		d = time.Duration(secs) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = t.Sub(now).Round(time.Second)
+	}
+	return min(max(d, 0), maxRetryAfter)
+}
+
+// deliveryError is the status, or the class of the transport failure.
 func deliveryError(status int, err error) string {
 	switch {
 	case err == nil:
@@ -175,6 +338,6 @@ func (a *Activities) webhookClient() *http.Client {
 	if a.HTTPClient != nil {
 		rt = a.HTTPClient.Transport
 	}
-	return &http.Client{Transport: rt, Timeout: webhookTimeout,
+	return &http.Client{Transport: rt, Timeout: cmp.Or(a.WebhookTimeout, defaultWebhookTimeout),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }

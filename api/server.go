@@ -319,6 +319,7 @@ func New(cfg Config) *Server {
 	s.handle("GET /v1/webhooks/{id}/deliveries", authTenant, s.webhookDeliveries)
 	s.traceRoutes()
 	s.handle("POST /v1/webhooks/{id}/rotate", authTenant, s.jsonOnly(s.rotateWebhook))
+	s.handle("POST /v1/webhooks/{id}/enable", authTenant, s.enableWebhook)
 
 	s.handle("POST /v1/admin/tenants", authAdmin, s.jsonOnly(s.postTenant))
 	s.handle("GET /v1/admin/tenants", authAdmin, s.listTenants)

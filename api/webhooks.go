@@ -27,6 +27,7 @@ type WebhookStore interface {
 	DeleteWebhook(ctx context.Context, tenantID, id string) error
 	ListDeliveries(ctx context.Context, tenantID, webhookID string, limit int) ([]commitlayer.WebhookDelivery, error)
 	RotateWebhook(ctx context.Context, tenantID, id, sealed string, at, previousUntil time.Time) (commitlayer.Webhook, error)
+	EnableWebhook(ctx context.Context, tenantID, id string) (commitlayer.Webhook, error)
 }
 
 // Webhook bounds.
@@ -57,6 +58,11 @@ type webhookView struct {
 	// to the current one until PreviousSecretUntil (absent once past).
 	RotatedAt           *time.Time `json:"rotated_at,omitempty"`
 	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
+	// Enabled is false once the receiver answered 410 Gone: nothing is
+	// delivered to it until POST /v1/webhooks/{id}/enable.
+	Enabled        bool       `json:"enabled"`
+	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
+	DisabledReason string     `json:"disabled_reason,omitempty"`
 }
 
 func viewWebhook(w commitlayer.Webhook) webhookView {
@@ -65,7 +71,8 @@ func viewWebhook(w commitlayer.Webhook) webhookView {
 
 // viewWebhookAt leaves out a previous secret's end that is before now.
 func viewWebhookAt(w commitlayer.Webhook, now time.Time) webhookView {
-	v := webhookView{ID: w.ID, URL: w.URL, Events: w.Events, CreatedAt: w.CreatedAt.UTC(), RotatedAt: timePtr(w.RotatedAt)}
+	v := webhookView{ID: w.ID, URL: w.URL, Events: w.Events, CreatedAt: w.CreatedAt.UTC(), RotatedAt: timePtr(w.RotatedAt),
+		Enabled: w.DisabledAt.IsZero(), DisabledAt: timePtr(w.DisabledAt), DisabledReason: w.DisabledReason}
 	if w.PreviousUntil.After(now) {
 		v.PreviousSecretUntil = timePtr(w.PreviousUntil)
 	}
@@ -330,4 +337,28 @@ func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) {
 	v.Secret = secret
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, v)
+}
+
+// enableWebhook lets deliveries to a webhook disabled by a 410 Gone start
+// again, from the next event on (200, the webhook). Enabling one that is
+// enabled changes nothing.
+func (s *Server) enableWebhook(w http.ResponseWriter, r *http.Request) {
+	ws, ok := s.webhookStore(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if !storable(id) {
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+		return
+	}
+	enabled, err := ws.EnableWebhook(r.Context(), tenantOf(r.Context()).ID, id)
+	switch {
+	case isNotFound(err):
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+	case err != nil:
+		s.writeError(w, r, fmt.Errorf("enable webhook: %w", err))
+	default:
+		writeJSON(w, http.StatusOK, viewWebhookAt(enabled, s.now()))
+	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/client/webhook"
 	"github.com/commitlayer/commitlayer/internal/apitest"
@@ -27,20 +29,31 @@ func TestWebhookRoutes(t *testing.T) {
 
 	// Bad input names the field.
 	for body, want := range map[string]string{
-		`{"events":["verdict.final"]}`:                               "url: is required",
-		`{"url":"https://hooks.example.com/x"}`:                      "events: give one or more of",
-		`{"url":"https://hooks.example.com/x","events":["deleted"]}`: `events[0]: "deleted" is not an event`,
-		`{"url":"https://hooks.example.com/x","events":"x"}`:         "events",
+		`{"events":["verdict.final"]}`:                                                        "url: is required",
+		`{"url":"https://hooks.example.com/x"}`:                                               "events: give one or more of",
+		`{"url":"https://hooks.example.com/x","events":["deleted"]}`:                          `events[0]: "deleted" is not an event`,
+		`{"url":"https://hooks.example.com/x","events":"x"}`:                                  "events",
+		`{"url":7,"events":["verdict.final"]}`:                                                "url",
+		`{"url":"https://hooks.example.com/x","events":[]}`:                                   "events: give one or more of",
+		`{"url":"https://hooks.example.com/x","events":[""]}`:                                 "events[0]",
+		`{"url":"https://hooks.example.com/x","events":["verdict.final"],"secret":"whsec_x"}`: "secret",
+		`{"url":"https://hooks.example.com/x","events":["verdict.final"]} {}`:                 "",
+		`[]`:              "",
+		`{"url":"https:/`: "",
 	} {
 		res := e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks", Key: key, Body: body})
 		require.Equal(t, http.StatusBadRequest, res.Status, body)
 		require.Contains(t, res.JSON(t)["error"].(map[string]any)["message"], want, body)
 	}
 	// The connectors' address rules.
-	for _, u := range []string{"http://127.0.0.1:9/x", "http://169.254.169.254/latest", "http://10.0.0.1/x", "ftp://hooks.example.com"} {
+	for _, u := range []string{"http://127.0.0.1:9/x", "http://169.254.169.254/latest", "http://10.0.0.1/x", "ftp://hooks.example.com",
+		"http://[::1]/x", "http://2130706433/x", "http://localhost/x", "http://metadata.google.internal/x",
+		"hooks.example.com/x", "https://user:pw-9431@hooks.example.com/x", "http://%zz/"} {
 		res := e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks", Key: key, Body: map[string]any{"url": u, "events": []string{"verdict.final"}}})
 		require.Contains(t, []int{http.StatusUnprocessableEntity, http.StatusBadRequest}, res.Status, u)
 		require.NotContains(t, string(res.Body), "169.254", "the answer names no address")
+		require.NotContains(t, string(res.Body), "pw-9431", "nor a credential")
+		require.True(t, strings.HasPrefix(res.JSON(t)["error"].(map[string]any)["message"].(string), "url: "), "%s: %s", u, res.Body)
 	}
 
 	// Created: the secret once, sealed in the store.
@@ -135,8 +148,10 @@ func TestWebhookRotate(t *testing.T) {
 		"url": "https://93.184.215.14/hooks", "events": []string{"verdict.final"}}})
 	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
 	id, first := res.JSON(t)["id"].(string), res.JSON(t)["secret"].(string)
-	_, err = webhook.DecodeSecret(first)
+	signing, err := webhook.DecodeSecret(first)
 	require.NoError(t, err, "a Standard Webhooks secret: whsec_<base64>")
+	require.Len(t, signing, 32, "24 to 64 random bytes, as the specification asks")
+	require.Regexp(t, `^whsec_[A-Za-z0-9+/]+={0,2}$`, first, "standard base64")
 
 	for body, want := range map[string]string{
 		`{"overlap":"forever"}`: "overlap:",
@@ -178,4 +193,55 @@ func TestWebhookRotate(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.NotContains(t, res.JSON(t), "previous_secret_until")
 	require.NotContains(t, e.logs.String(), second[len("whsec_"):])
+}
+
+// A webhook disabled by a 410 Gone shows so, and enabling it clears it.
+func TestWebhookEnable(t *testing.T) {
+	raw := make([]byte, secrets.KeySize)
+	_, _ = rand.Read(raw)
+	box, err := secrets.New(raw)
+	require.NoError(t, err)
+	e := newEnv(t, func(c *Config) { c.Secrets = box })
+	tid, key := e.tenant("enable")
+	res := e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks", Key: key, Body: map[string]any{
+		"url": "https://93.184.215.14/hooks", "events": []string{"verdict.final"}}})
+	require.Equal(t, http.StatusCreated, res.Status, "%s", res.Body)
+	id := res.JSON(t)["id"].(string)
+	require.Equal(t, true, res.JSON(t)["enabled"])
+
+	require.NoError(t, e.db.DisableWebhook(t.Context(), tid, id, "http 410", e.now))
+	res = e.do(apitest.Request{Method: "GET", Path: "/v1/webhooks", Key: key})
+	require.Equal(t, http.StatusOK, res.Status)
+	hook := res.JSON(t)["webhooks"].([]any)[0].(map[string]any)
+	require.Equal(t, false, hook["enabled"])
+	require.Equal(t, "http 410", hook["disabled_reason"])
+	require.NotEmpty(t, hook["disabled_at"])
+
+	res = e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks/" + id + "/enable", Key: key})
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	m := res.JSON(t)
+	require.Equal(t, true, m["enabled"])
+	require.NotContains(t, m, "disabled_at")
+	require.NotContains(t, m, "secret")
+	require.Equal(t, http.StatusNotFound, e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks/wh_nope/enable", Key: key}).Status)
+	_, other := e.tenant("enable-other")
+	require.Equal(t, http.StatusNotFound, e.do(apitest.Request{Method: "POST", Path: "/v1/webhooks/" + id + "/enable", Key: other}).Status)
+}
+
+// The body a delivery carries is the one the OpenAPI document describes
+// (components.schemas.WebhookEvent).
+func TestWebhookEventMatchesTheDocument(t *testing.T) {
+	d := openAPISpec(t)
+	ref := d.Components.Schemas["WebhookEvent"]
+	require.NotNil(t, ref)
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	body, err := webhook.Event{ID: "evt_1", Type: webhook.EventVerdictFinal, ActionID: "act_1", Sequence: 2,
+		Verdict: commitlayer.Verdict{ActionID: "act_1", Status: commitlayer.StatusFail, Version: 2, EvaluatedAt: at,
+			SettlesAt: at, Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusFail, Policy: commitlayer.StatusPass},
+			Findings: []commitlayer.Finding{{Code: commitlayer.CodeMissingEffect, Check: "refund", Lens: commitlayer.LensOutcome,
+				Message: "no refund"}}}}.Body()
+	require.NoError(t, err)
+	var v any
+	require.NoError(t, json.Unmarshal(body, &v))
+	require.NoError(t, ref.Value.VisitJSON(v))
 }

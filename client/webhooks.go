@@ -27,6 +27,11 @@ type Webhook struct {
 	// next to the current one until PreviousSecretUntil.
 	RotatedAt           *time.Time `json:"rotated_at,omitempty"`
 	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
+	// Enabled is false once the receiver answered 410 Gone: nothing is
+	// delivered to it until EnableWebhook.
+	Enabled        bool       `json:"enabled"`
+	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
+	DisabledReason string     `json:"disabled_reason,omitempty"`
 }
 
 // WebhookDelivery is one event's delivery to a webhook.
@@ -35,7 +40,9 @@ type WebhookDelivery struct {
 	Type     string `json:"type"`
 	ActionID string `json:"action_id"`
 	Sequence int    `json:"sequence"`
-	// Status: pending, delivered, failing (retried with backoff for 24 h).
+	// Status: pending, delivered, failing (retried with backoff for 24 h),
+	// failed (given up: the webhook was disabled by a 410 Gone, or 24 h
+	// of retries are over).
 	Status     string     `json:"status"`
 	Attempts   int        `json:"attempts"`
 	LastStatus *int       `json:"last_status"`
@@ -101,5 +108,13 @@ func (c *Client) RotateWebhook(ctx context.Context, id string, overlap time.Dura
 	}
 	var out Webhook
 	_, err := c.do(ctx, c.post("/v1/webhooks/"+url.PathEscape(id)+"/rotate", body, false), &out)
+	return out, err
+}
+
+// EnableWebhook lets deliveries to a webhook disabled by a 410 Gone start
+// again, from the next event on. Safe to retry.
+func (c *Client) EnableWebhook(ctx context.Context, id string) (Webhook, error) {
+	var out Webhook
+	_, err := c.do(ctx, c.post("/v1/webhooks/"+url.PathEscape(id)+"/enable", nil, true), &out)
 	return out, err
 }

@@ -217,7 +217,8 @@ func newFixture(t *testing.T) *fixture {
 		if !ok {
 			status = 503
 		}
-		require.NoError(t, db.RecordDeliveryAttempt(ctx, tenant.ID, "wh_console", evt, ok, status, map[bool]string{false: "http 503"}[ok], now))
+		state := map[bool]string{true: commitlayer.DeliveryDelivered, false: commitlayer.DeliveryFailing}[ok]
+		require.NoError(t, db.RecordDeliveryAttempt(ctx, tenant.ID, "wh_console", evt, state, status, map[bool]string{false: "http 503"}[ok], now))
 	}
 	conn, err := db.CreateConnector(ctx, tenant.ID, commitlayer.Connector{Source: "crm", Kind: "http_events", URL: "https://crm.example.com"})
 	require.NoError(t, err)

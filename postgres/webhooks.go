@@ -11,13 +11,14 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-const webhookColumns = `id, tenant_id, url, events, secret, created_at, rotated_at, previous_until`
+const webhookColumns = `id, tenant_id, url, events, secret, created_at, rotated_at, previous_until, disabled_at, disabled_reason`
 
 func scanWebhook(row pgx.CollectableRow) (commitlayer.Webhook, error) {
 	var w commitlayer.Webhook
-	var rotated, until *time.Time
-	err := row.Scan(&w.ID, &w.TenantID, &w.URL, &w.Events, &w.Secret, &w.CreatedAt, &rotated, &until)
+	var rotated, until, disabled *time.Time
+	err := row.Scan(&w.ID, &w.TenantID, &w.URL, &w.Events, &w.Secret, &w.CreatedAt, &rotated, &until, &disabled, &w.DisabledReason)
 	w.CreatedAt, w.RotatedAt, w.PreviousUntil = w.CreatedAt.UTC(), timeOrZero(rotated), timeOrZero(until)
+	w.DisabledAt = timeOrZero(disabled)
 	return w, err
 }
 
@@ -57,10 +58,10 @@ func (db *DB) ListWebhooks(ctx context.Context, tenantID string) ([]commitlayer.
 	return ws, nil
 }
 
-// HasWebhooks reports whether the tenant has any webhook.
+// HasWebhooks reports whether the tenant has any enabled webhook.
 func (db *DB) HasWebhooks(ctx context.Context, tenantID string) (bool, error) {
 	var has bool
-	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhooks WHERE tenant_id = $1)`, tenantID).Scan(&has); err != nil {
+	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhooks WHERE tenant_id = $1 AND disabled_at IS NULL)`, tenantID).Scan(&has); err != nil {
 		return false, fmt.Errorf("has webhooks: %w", classify(err))
 	}
 	return has, nil
@@ -125,12 +126,13 @@ func (db *DB) RotateWebhook(ctx context.Context, tenantID, id, sealed string, at
 	return w, nil
 }
 
-// PlanDeliveries records the event's delivery to every webhook of the
-// tenant subscribed to its type (once: a retry adds only webhooks created
-// since) and returns those not delivered yet, oldest webhook first.
+// PlanDeliveries records the event's delivery to every enabled webhook of
+// the tenant subscribed to its type (once: a retry adds only webhooks
+// created or enabled since) and returns those not delivered yet whose
+// webhook is enabled, oldest webhook first.
 func (db *DB) PlanDeliveries(ctx context.Context, tenantID string, d commitlayer.WebhookDelivery) ([]commitlayer.WebhookTarget, error) {
 	_, err := db.pool.Exec(ctx, `INSERT INTO webhook_deliveries (tenant_id, webhook_id, event_id, event_type, action_id, sequence)
-		SELECT tenant_id, id, $2, $3, $4, $5 FROM webhooks WHERE tenant_id = $1 AND $3 = ANY (events)
+		SELECT tenant_id, id, $2, $3, $4, $5 FROM webhooks WHERE tenant_id = $1 AND $3 = ANY (events) AND disabled_at IS NULL
 		ON CONFLICT DO NOTHING`, tenantID, d.EventID, d.EventType, d.ActionID, d.Sequence)
 	if err != nil {
 		return nil, fmt.Errorf("plan deliveries of %s: %w", d.EventID, classify(err))
@@ -139,7 +141,7 @@ func (db *DB) PlanDeliveries(ctx context.Context, tenantID string, d commitlayer
 			CASE WHEN w.previous_until > now() THEN w.previous_secret ELSE '' END
 		FROM webhook_deliveries d
 		JOIN webhooks w ON w.tenant_id = d.tenant_id AND w.id = d.webhook_id
-		WHERE d.tenant_id = $1 AND d.event_id = $2 AND d.status <> 'delivered'
+		WHERE d.tenant_id = $1 AND d.event_id = $2 AND d.status IN ('pending', 'failing') AND w.disabled_at IS NULL
 		ORDER BY w.created_at, w.id`, tenantID, d.EventID)
 	if err != nil {
 		return nil, fmt.Errorf("plan deliveries of %s: %w", d.EventID, classify(err))
@@ -155,13 +157,16 @@ func (db *DB) PlanDeliveries(ctx context.Context, tenantID string, d commitlayer
 }
 
 // RecordDeliveryAttempt counts an attempt of an event's delivery to a
-// webhook: delivered, or failing with the answer's status (0 for none)
-// and a short error.
-func (db *DB) RecordDeliveryAttempt(ctx context.Context, tenantID, webhookID, eventID string, delivered bool, status int, errText string, at time.Time) error {
-	state := commitlayer.DeliveryFailing
+// webhook, leaving it in state (DeliveryDelivered, DeliveryFailing or
+// DeliveryFailed) with the answer's status (0 for none) and a short error.
+func (db *DB) RecordDeliveryAttempt(ctx context.Context, tenantID, webhookID, eventID, state string, status int, errText string, at time.Time) error {
 	var deliveredAt *time.Time
-	if delivered {
-		state, deliveredAt = commitlayer.DeliveryDelivered, &at
+	switch state {
+	case commitlayer.DeliveryDelivered:
+		deliveredAt = &at
+	case commitlayer.DeliveryFailing, commitlayer.DeliveryFailed:
+	default:
+		return fmt.Errorf("record delivery attempt of %s: %w: state %q", eventID, commitlayer.ErrInvalid, state)
 	}
 	_, err := db.pool.Exec(ctx, `UPDATE webhook_deliveries SET attempts = attempts + 1, status = $4, last_status = $5,
 		last_error = $6, updated_at = $7, delivered_at = COALESCE(delivered_at, $8)
@@ -171,6 +176,68 @@ func (db *DB) RecordDeliveryAttempt(ctx context.Context, tenantID, webhookID, ev
 		return fmt.Errorf("record delivery attempt of %s: %w", eventID, classify(err))
 	}
 	return nil
+}
+
+// GiveUpDeliveries marks an event's deliveries still failing as given up
+// (DeliveryFailed), their last error followed by reason: its delivery
+// window is over.
+func (db *DB) GiveUpDeliveries(ctx context.Context, tenantID, eventID, reason string, at time.Time) error {
+	_, err := db.pool.Exec(ctx, `UPDATE webhook_deliveries SET status = 'failed', updated_at = $3,
+			last_error = CASE WHEN last_error = '' THEN $4 ELSE last_error || '; ' || $4 END
+		WHERE tenant_id = $1 AND event_id = $2 AND status IN ('pending', 'failing')`, tenantID, eventID, at, reason)
+	if err != nil {
+		return fmt.Errorf("give up deliveries of %s: %w", eventID, classify(err))
+	}
+	return nil
+}
+
+// DisableWebhook stops deliveries to a webhook at the time at, for reason
+// (kept from the first time when it is disabled already), and gives up its
+// deliveries not made yet (DeliveryFailed). commitlayer.ErrNotFound when
+// the tenant has no such webhook.
+func (db *DB) DisableWebhook(ctx context.Context, tenantID, id, reason string, at time.Time) error {
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("disable webhook %q: %w", id, classify(err))
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	tag, err := tx.Exec(ctx, `UPDATE webhooks SET disabled_at = COALESCE(disabled_at, $3),
+			disabled_reason = CASE WHEN disabled_at IS NULL THEN $4 ELSE disabled_reason END
+		WHERE tenant_id = $1 AND id = $2`, tenantID, id, at, reason)
+	if err != nil {
+		return fmt.Errorf("disable webhook %q: %w", id, classify(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("disable webhook %q: %w", id, commitlayer.ErrNotFound)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'failed', updated_at = $3,
+			last_error = CASE WHEN last_error = '' THEN 'webhook disabled' ELSE last_error END
+		WHERE tenant_id = $1 AND webhook_id = $2 AND status IN ('pending', 'failing')`, tenantID, id, at); err != nil {
+		return fmt.Errorf("disable webhook %q: %w", id, classify(err))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("disable webhook %q: %w", id, classify(err))
+	}
+	return nil
+}
+
+// EnableWebhook lets deliveries to a disabled webhook start again (events
+// from now on; those given up stay so) and returns it.
+// commitlayer.ErrNotFound when the tenant has no such webhook.
+func (db *DB) EnableWebhook(ctx context.Context, tenantID, id string) (commitlayer.Webhook, error) {
+	rows, err := db.pool.Query(ctx, `UPDATE webhooks SET disabled_at = NULL, disabled_reason = ''
+		WHERE tenant_id = $1 AND id = $2 RETURNING `+webhookColumns, tenantID, id)
+	if err != nil {
+		return commitlayer.Webhook{}, fmt.Errorf("enable webhook %q: %w", id, classify(err))
+	}
+	w, err := pgx.CollectExactlyOneRow(rows, scanWebhook)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return commitlayer.Webhook{}, fmt.Errorf("enable webhook %q: %w", id, commitlayer.ErrNotFound)
+	}
+	if err != nil {
+		return commitlayer.Webhook{}, fmt.Errorf("enable webhook %q: %w", id, classify(err))
+	}
+	return w, nil
 }
 
 // ListDeliveries lists a webhook's latest deliveries, newest first (at

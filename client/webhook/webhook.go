@@ -1,6 +1,7 @@
 // Package webhook signs and verifies CommitLayer's verdict webhooks, which
 // follow the Standard Webhooks specification (standardwebhooks.com):
-// every delivery is a POST with a JSON Event body and the headers
+// every delivery is a POST with a JSON Event body, {"id", "type",
+// "timestamp", "data": {"action_id", "sequence", "verdict"}}, and the headers
 //
 //	webhook-id:        the event's id (the same on every retry)
 //	webhook-timestamp: unix seconds of this attempt
@@ -58,14 +59,96 @@ var Events = []string{EventVerdictChanged, EventVerdictFinal}
 // specification's recommendation.
 const DefaultTolerance = 5 * time.Minute
 
-// Event is a delivery's body.
+// Event is what a delivery tells. Its body on the wire (Body) has the
+// shape the specification recommends, the event's content under data:
+//
+//	{"id": "evt_…", "type": "verdict.final", "timestamp": "2026-03-01T12:00:00Z",
+//	 "data": {"action_id": "…", "sequence": 2, "verdict": {…}}}
+//
+// Event's own JSON (the struct tags: how workflows and activities pass it,
+// readable by every build) is flat; UnmarshalJSON reads either.
 type Event struct {
 	// ID is the same on every delivery of this event (to every webhook,
 	// on every retry), and is the webhook-id header: de-duplicate by it.
 	ID   string `json:"id"`
 	Type string `json:"type"`
+	// Timestamp is when the event occurred: its verdict's evaluation
+	// (Verdict.EvaluatedAt when zero). It is not the attempt's time,
+	// which webhook-timestamp carries.
+	Timestamp time.Time `json:"timestamp,omitzero"`
 	// ActionID and Sequence order an action's events: Sequence is the
 	// verdict version the event is about.
+	ActionID string              `json:"action_id"`
+	Sequence int                 `json:"sequence"`
+	Verdict  commitlayer.Verdict `json:"verdict"`
+}
+
+// EventData is an event's data on the wire: the action and its verdict.
+type EventData struct {
+	ActionID string              `json:"action_id"`
+	Sequence int                 `json:"sequence"`
+	Verdict  commitlayer.Verdict `json:"verdict"`
+}
+
+// body is the wire shape.
+type body struct {
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	Timestamp time.Time `json:"timestamp"`
+	Data      EventData `json:"data"`
+}
+
+// Body is the event's body as delivered: {id, type, timestamp, data}.
+func (e Event) Body() ([]byte, error) {
+	ts := e.Timestamp
+	if ts.IsZero() {
+		ts = e.Verdict.EvaluatedAt
+	}
+	return json.Marshal(body{ID: e.ID, Type: e.Type, Timestamp: ts.UTC(),
+		Data: EventData{ActionID: e.ActionID, Sequence: e.Sequence, Verdict: listed(e.Verdict)}})
+}
+
+// listed is v with its empty lists as [] rather than null, and every
+// finding's hint, as the API answers a verdict (api.viewVerdict).
+func listed(v commitlayer.Verdict) commitlayer.Verdict {
+	fs := make([]commitlayer.Finding, len(v.Findings))
+	for i, f := range v.Findings {
+		if f.Facts == nil {
+			f.Facts = []string{}
+		}
+		if f.Hint == "" {
+			f.Hint = commitlayer.Hint(f.Code)
+		}
+		fs[i] = f
+	}
+	v.Findings = fs
+	if v.UnavailableSources == nil {
+		v.UnavailableSources = []string{}
+	}
+	return v
+}
+
+// UnmarshalJSON reads a delivered body (data present) or Event's own
+// flat JSON.
+func (e *Event) UnmarshalJSON(b []byte) error {
+	var w struct {
+		body
+		Data *EventData `json:"data"`
+		flat
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*e = Event{ID: w.body.ID, Type: w.body.Type, Timestamp: w.body.Timestamp,
+		ActionID: w.flat.ActionID, Sequence: w.flat.Sequence, Verdict: w.flat.Verdict}
+	if w.Data != nil {
+		e.ActionID, e.Sequence, e.Verdict = w.Data.ActionID, w.Data.Sequence, w.Data.Verdict
+	}
+	return nil
+}
+
+// flat is Event's own JSON beyond id, type and timestamp.
+type flat struct {
 	ActionID string              `json:"action_id"`
 	Sequence int                 `json:"sequence"`
 	Verdict  commitlayer.Verdict `json:"verdict"`
@@ -105,6 +188,11 @@ func Sign(secret, msgID string, t time.Time, body []byte) (string, error) {
 func SetHeaders(h http.Header, secrets []string, msgID string, t time.Time, body []byte) error {
 	if len(secrets) == 0 {
 		return fmt.Errorf("webhook: %w: no secret to sign with", ErrBadSecret)
+	}
+	// The specification: the id must not hold a full stop, which would
+	// make "{id}.{timestamp}.{body}" ambiguous.
+	if msgID == "" || strings.ContainsAny(msgID, ". \t\r\n") {
+		return fmt.Errorf("webhook: message id %q: empty, or holds a full stop or a space", commitlayer.Clip(msgID, 64))
 	}
 	sigs := make([]string, 0, len(secrets))
 	for _, s := range secrets {

@@ -100,8 +100,8 @@ func TestRefusals(t *testing.T) {
 
 func TestVerifyDecodesTheEvent(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	body, err := json.Marshal(Event{ID: "evt_1", Type: EventVerdictFinal, ActionID: "a1", Sequence: 2,
-		Verdict: commitlayer.Verdict{ActionID: "a1", Status: commitlayer.StatusPass, Version: 2}})
+	body, err := Event{ID: "evt_1", Type: EventVerdictFinal, ActionID: "a1", Sequence: 2,
+		Verdict: commitlayer.Verdict{ActionID: "a1", Status: commitlayer.StatusPass, Version: 2}}.Body()
 	require.NoError(t, err)
 	h := http.Header{}
 	require.NoError(t, SetHeaders(h, []string{specSecret}, "evt_1", now, body))
@@ -113,4 +113,68 @@ func TestVerifyDecodesTheEvent(t *testing.T) {
 	require.ErrorIs(t, err, ErrTooOld, "a replay after the window")
 	_, err = VerifyAt(specSecret, h, append(body, ' '), time.Minute, now)
 	require.ErrorIs(t, err, ErrMismatch)
+}
+
+// The body has the shape the specification recommends: type, timestamp
+// (when the event occurred, RFC 3339) and data; an earlier build's flat
+// body still decodes.
+func TestEventWireShape(t *testing.T) {
+	at := time.Date(2026, 3, 1, 12, 0, 0, 500, time.FixedZone("CET", 3600))
+	e := Event{ID: "evt_1", Type: EventVerdictFinal, ActionID: "a1", Sequence: 2,
+		Verdict: commitlayer.Verdict{ActionID: "a1", Status: commitlayer.StatusPass, Version: 2, EvaluatedAt: at}}
+	body, err := e.Body()
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(body, &m))
+	require.ElementsMatch(t, []string{"id", "type", "timestamp", "data"}, keys(m))
+	require.Equal(t, "verdict.final", m["type"])
+	require.Equal(t, "2026-03-01T11:00:00.0000005Z", m["timestamp"], "the verdict's evaluation, in UTC")
+	data := m["data"].(map[string]any)
+	require.Equal(t, "a1", data["action_id"])
+	require.Equal(t, float64(2), data["sequence"])
+	require.Equal(t, "PASS", data["verdict"].(map[string]any)["status"])
+	require.Contains(t, string(body), `"findings":[]`, "lists as the API answers them, never null")
+	require.Contains(t, string(body), `"unavailable_sources":[]`)
+
+	var back Event
+	require.NoError(t, json.Unmarshal(body, &back))
+	require.Equal(t, "evt_1", back.ID)
+	require.Equal(t, 2, back.Sequence)
+	require.True(t, at.Equal(back.Timestamp))
+	require.Equal(t, commitlayer.StatusPass, back.Verdict.Status)
+
+	// An explicit timestamp wins over the verdict's.
+	e.Timestamp = at.Add(time.Hour)
+	body, err = e.Body()
+	require.NoError(t, err)
+	require.Contains(t, string(body), `"timestamp":"2026-03-01T12:00:00.0000005Z"`)
+
+	// Event's own JSON (how workflows pass it, and how builds before the
+	// wire shape wrote it) is flat, and round-trips.
+	var old Event
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"evt_0","type":"verdict.changed","action_id":"a0","sequence":1,
+		"verdict":{"action_id":"a0","status":"FAIL","version":1}}`), &old))
+	require.Equal(t, Event{ID: "evt_0", Type: EventVerdictChanged, ActionID: "a0", Sequence: 1,
+		Verdict: commitlayer.Verdict{ActionID: "a0", Status: commitlayer.StatusFail, Version: 1}}, old)
+	own, err := json.Marshal(old)
+	require.NoError(t, err)
+	require.NotContains(t, string(own), "timestamp", "no timestamp when none was set: an older build reads it as it wrote it")
+	var again Event
+	require.NoError(t, json.Unmarshal(own, &again))
+	require.Equal(t, old, again)
+}
+
+func keys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// A message id with a full stop would make the signed content ambiguous.
+func TestMessageIDWithoutFullStop(t *testing.T) {
+	for _, id := range []string{"", "evt.1", "evt 1"} {
+		require.Error(t, SetHeaders(http.Header{}, []string{specSecret}, id, time.Unix(specTimestamp, 0), nil), id)
+	}
 }

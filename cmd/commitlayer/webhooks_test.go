@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -122,6 +125,10 @@ func TestWebhooksOnDevServer(t *testing.T) {
 		_, err = webhook.Verify("whsec_d3Jvbmc=", d.header, d.body, webhook.DefaultTolerance)
 		require.ErrorIs(t, err, webhook.ErrMismatch)
 		require.Equal(t, e.ID, d.header.Get(webhook.HeaderID), "webhook-id is the event's id")
+		var shape map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(d.body, &shape))
+		require.ElementsMatch(t, []string{"id", "type", "timestamp", "data"}, slices.Collect(maps.Keys(shape)),
+			"the body the specification recommends")
 		if seen[e.ID] {
 			continue
 		}
@@ -192,4 +199,85 @@ func TestWebhooksOnDevServer(t *testing.T) {
 
 	s.do(tenantKey, "DELETE", "/v1/webhooks/"+created.ID, nil, 204, nil)
 	s.do(tenantKey, "GET", "/v1/webhooks/"+created.ID+"/deliveries", nil, 404, nil)
+}
+
+// TestWebhookRetryAfterOnDevServer: a receiver that answers 429 with
+// Retry-After: 4 gets its next attempt no sooner than 4 s later (the
+// retry policy alone would retry after 1 s): the activity's
+// NextRetryDelay, honoured by the server. A 410 from another webhook of
+// the tenant disables that one and does not hold the event.
+func TestWebhookRetryAfterOnDevServer(t *testing.T) {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	t.Setenv("COMMITLAYER_SECRETS_KEY", base64.StdEncoding.EncodeToString(key))
+	s := newStack(t, Roles{API: true, Worker: true})
+	tenantKey := s.tenant()
+
+	var mu sync.Mutex
+	var at []time.Time
+	limited := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		at = append(at, time.Now())
+		n := len(at)
+		mu.Unlock()
+		if n == 1 {
+			w.Header().Set("Retry-After", "4")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer limited.Close()
+	gone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusGone)
+	}))
+	defer gone.Close()
+
+	var created, goneHook struct {
+		ID string `json:"id"`
+	}
+	s.do(tenantKey, "POST", "/v1/webhooks", map[string]any{"url": limited.URL, "events": []string{"verdict.changed"}}, 201, &created)
+	s.do(tenantKey, "POST", "/v1/webhooks", map[string]any{"url": gone.URL, "events": []string{"verdict.changed"}}, 201, &goneHook)
+	s.do(tenantKey, "POST", "/v1/contracts", payoutContract("payout_limited", "1s", "1s"), 201, nil)
+	now := time.Now().UTC()
+	s.do(tenantKey, "POST", "/v1/facts", map[string]any{"facts": []any{
+		fact("account_opened", "account:acc_l", "acc-l-opened", now.Add(-time.Hour), map[string]any{"status": "active"}),
+		fact("payout_sent", "account:acc_l", "po-l", now.Add(-time.Second), map[string]any{"payout_id": "po_l", "amount": 300}),
+	}}, 200, nil)
+	var act struct {
+		ID string `json:"id"`
+	}
+	s.do(tenantKey, "POST", "/v1/actions", map[string]any{
+		"contract": "payout_limited", "agent": "agent-1", "subject": "account:acc_l",
+		"params": map[string]any{"amount": 300}, "requested_at": now.Format(time.RFC3339Nano),
+		"claim": map[string]string{"status": "success"},
+	}, 202, &act)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wfID := workflows.VerifyWorkflowID(tenantOfKey(s, tenantKey), act.ID)
+	require.NoError(t, s.m.Temporal.GetWorkflow(ctx, wfID, "").Get(ctx, nil))
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, len(at), 2)
+	require.GreaterOrEqual(t, at[1].Sub(at[0]), 3900*time.Millisecond, "the second attempt waited for Retry-After")
+
+	var list struct {
+		Webhooks []struct {
+			ID             string `json:"id"`
+			Enabled        bool   `json:"enabled"`
+			DisabledReason string `json:"disabled_reason"`
+		} `json:"webhooks"`
+	}
+	s.do(tenantKey, "GET", "/v1/webhooks", nil, 200, &list)
+	for _, w := range list.Webhooks {
+		if w.ID == goneHook.ID {
+			require.False(t, w.Enabled)
+			require.Equal(t, "http 410", w.DisabledReason)
+		} else {
+			require.True(t, w.Enabled)
+		}
+	}
 }
