@@ -60,10 +60,13 @@ var Events = []string{EventVerdictChanged, EventVerdictFinal}
 const DefaultTolerance = 5 * time.Minute
 
 // Event is what a delivery tells. Its body on the wire (Body) has the
-// shape the specification recommends, the event's content under data:
+// shape the specification recommends, the event's content under data, and
+// keeps the fields deliveries carried at the top level before data was
+// added (receivers written against either shape read it):
 //
 //	{"id": "evt_…", "type": "verdict.final", "timestamp": "2026-03-01T12:00:00Z",
-//	 "data": {"action_id": "…", "sequence": 2, "verdict": {…}}}
+//	 "data": {"action_id": "…", "sequence": 2, "verdict": {…}},
+//	 "action_id": "…", "sequence": 2, "verdict": {…}}
 //
 // Event's own JSON (the struct tags: how workflows and activities pass it,
 // readable by every build) is flat; UnmarshalJSON reads either.
@@ -98,14 +101,28 @@ type body struct {
 	Data      EventData `json:"data"`
 }
 
-// Body is the event's body as delivered: {id, type, timestamp, data}.
+// wire is the delivered body: body, and data's fields again at the top
+// level, where deliveries carried them before data (extended, not renamed).
+type wire struct {
+	body
+	ActionID string              `json:"action_id"`
+	Sequence int                 `json:"sequence"`
+	Verdict  commitlayer.Verdict `json:"verdict"`
+}
+
+// Body is the event's body as delivered: {id, type, timestamp, data} and,
+// as before data, action_id, sequence and verdict at the top level.
 func (e Event) Body() ([]byte, error) {
 	ts := e.Timestamp
 	if ts.IsZero() {
 		ts = e.Verdict.EvaluatedAt
 	}
-	return json.Marshal(body{ID: e.ID, Type: e.Type, Timestamp: ts.UTC(),
-		Data: EventData{ActionID: e.ActionID, Sequence: e.Sequence, Verdict: listed(e.Verdict)}})
+	v := listed(e.Verdict)
+	return json.Marshal(wire{
+		body: body{ID: e.ID, Type: e.Type, Timestamp: ts.UTC(),
+			Data: EventData{ActionID: e.ActionID, Sequence: e.Sequence, Verdict: v}},
+		ActionID: e.ActionID, Sequence: e.Sequence, Verdict: v,
+	})
 }
 
 // listed is v with its empty lists as [] rather than null, and every

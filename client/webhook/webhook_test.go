@@ -116,8 +116,9 @@ func TestVerifyDecodesTheEvent(t *testing.T) {
 }
 
 // The body has the shape the specification recommends: type, timestamp
-// (when the event occurred, RFC 3339) and data; an earlier build's flat
-// body still decodes.
+// (when the event occurred, RFC 3339) and data, with data's fields again at
+// the top level where earlier builds delivered them; an earlier build's
+// flat body still decodes.
 func TestEventWireShape(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 500, time.FixedZone("CET", 3600))
 	e := Event{ID: "evt_1", Type: EventVerdictFinal, ActionID: "a1", Sequence: 2,
@@ -126,13 +127,17 @@ func TestEventWireShape(t *testing.T) {
 	require.NoError(t, err)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(body, &m))
-	require.ElementsMatch(t, []string{"id", "type", "timestamp", "data"}, keys(m))
+	require.ElementsMatch(t, []string{"id", "type", "timestamp", "data", "action_id", "sequence", "verdict"}, keys(m),
+		"the specification's shape, and the fields earlier deliveries carried at the top level (extended, not renamed)")
 	require.Equal(t, "verdict.final", m["type"])
 	require.Equal(t, "2026-03-01T11:00:00.0000005Z", m["timestamp"], "the verdict's evaluation, in UTC")
 	data := m["data"].(map[string]any)
 	require.Equal(t, "a1", data["action_id"])
 	require.Equal(t, float64(2), data["sequence"])
 	require.Equal(t, "PASS", data["verdict"].(map[string]any)["status"])
+	require.Equal(t, "a1", m["action_id"], "as before data: a receiver reading body.verdict still works")
+	require.Equal(t, float64(2), m["sequence"])
+	require.Equal(t, data["verdict"], m["verdict"])
 	require.Contains(t, string(body), `"findings":[]`, "lists as the API answers them, never null")
 	require.Contains(t, string(body), `"unavailable_sources":[]`)
 
