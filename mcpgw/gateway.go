@@ -22,8 +22,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -85,6 +83,14 @@ type Config struct {
 	// forwarded); nil means time.Now. A gateway in front of systems that
 	// keep another clock (the sandbox's virtual one) reads theirs.
 	Now func() time.Time
+	// RecordTimeout bounds how long an agent's answer waits for
+	// CommitLayer to take a bound call's action when it does not wait for
+	// the verdict (default 5 s); an action the API did not take in time is
+	// posted again in the background (pending.go).
+	RecordTimeout time.Duration
+	// PageSize is how many tools a tools/list page holds (default the
+	// SDK's).
+	PageSize int
 }
 
 // HeaderRequestID carries a tools/call's JSON-RPC id from the transport to
@@ -99,6 +105,7 @@ const envKey = "COMMITLAYER_API_KEY"
 const (
 	defaultWaitTimeout     = 10 * time.Second
 	defaultBindingsRefresh = 30 * time.Second
+	defaultRecordTimeout   = 5 * time.Second
 	maxClaimMessage        = 2048
 	maxKeyLen              = 255
 	seenCacheSize          = 16384
@@ -110,9 +117,24 @@ type Gateway struct {
 	log    *slog.Logger
 	server *mcp.Server
 
+	caps *mcp.ServerCapabilities // what the gateway serves (upstream.go)
+
 	upMu     sync.Mutex
-	upstream *mcp.ClientSession
+	upstream *mcp.ClientSession // nil while reconnecting
+	upErr    error              // why the last session ended or dial failed
+	closed   bool
 	tools    map[string]bool // the upstream's tools, as served
+	done     chan struct{}   // closed by Close
+	wg       sync.WaitGroup  // the watcher, reconnect and retry goroutines
+
+	subMu      sync.Mutex
+	subscribed map[*mcp.ClientSession]map[string]bool // URIs subscribed upstream
+
+	prog progress // progress tokens sent upstream → the agents' (passthrough.go)
+
+	pendMu  sync.Mutex
+	pending map[string]*pendingAction // actions CommitLayer has not taken (pending.go)
+	kick    chan struct{}
 
 	bindMu     sync.Mutex
 	bindings   *contracts.Bindings
@@ -142,13 +164,21 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if (len(cfg.Upstream.Command) == 0) == (cfg.Upstream.URL == "") {
 		return nil, errors.New("mcp gateway: give exactly one upstream: a command or a URL")
 	}
+	if cfg.PageSize < 0 {
+		return nil, fmt.Errorf("mcp gateway: page size %d is negative", cfg.PageSize)
+	}
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = defaultWaitTimeout
 	}
 	if cfg.BindingsRefresh <= 0 {
 		cfg.BindingsRefresh = defaultBindingsRefresh
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, tools: map[string]bool{}}
+	if cfg.RecordTimeout <= 0 {
+		cfg.RecordTimeout = defaultRecordTimeout
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, tools: map[string]bool{}, done: make(chan struct{}),
+		subscribed: map[*mcp.ClientSession]map[string]bool{}, pending: map[string]*pendingAction{},
+		kick: make(chan struct{}, 1)}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -161,62 +191,32 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if g.cfg.Version == "" {
 		g.cfg.Version = "dev"
 	}
-	g.server = mcp.NewServer(&mcp.Implementation{Name: "commitlayer-mcp-gateway", Version: g.cfg.Version},
-		&mcp.ServerOptions{Logger: g.log})
 	b, err := cfg.Recorder.Bindings(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mcp gateway: fetch bindings: %w", err)
 	}
 	g.bindings, g.bindAt = b, time.Now()
-	if err := g.connect(ctx); err != nil {
+	cs, err := g.dial(ctx)
+	if err != nil {
 		return nil, err
 	}
+	up := cs.InitializeResult()
+	g.caps = serverCapabilities(up)
+	opts := &mcp.ServerOptions{Logger: g.log, Capabilities: g.caps, PageSize: cfg.PageSize}
+	if up != nil {
+		opts.Instructions = up.Instructions
+	}
+	if g.caps.Resources != nil && g.caps.Resources.Subscribe {
+		opts.SubscribeHandler, opts.UnsubscribeHandler = g.subscribe, g.unsubscribe
+	}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "commitlayer-mcp-gateway", Version: g.cfg.Version}, opts)
+	g.server.AddReceivingMiddleware(g.passthrough)
+	if err := g.attach(ctx, cs); err != nil {
+		return nil, err
+	}
+	g.wg.Add(1)
+	go g.retryLoop()
 	return g, nil
-}
-
-// connect starts the upstream session and serves its tools.
-func (g *Gateway) connect(ctx context.Context) error {
-	var t mcp.Transport
-	up := g.cfg.Upstream
-	if len(up.Command) > 0 {
-		cmd := exec.Command(up.Command[0], up.Command[1:]...)
-		cmd.Env = upstreamEnv(os.Environ())
-		cmd.Stderr = os.Stderr
-		t = &mcp.CommandTransport{Command: cmd}
-	} else {
-		hc := up.HTTPClient
-		if hc == nil {
-			hc = &http.Client{}
-		}
-		base := hc.Transport
-		if base == nil {
-			base = http.DefaultTransport
-		}
-		hc = &http.Client{Transport: &upstreamTransport{base: base, header: up.Header.Clone()},
-			CheckRedirect: hc.CheckRedirect, Jar: hc.Jar, Timeout: hc.Timeout}
-		t = &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc}
-	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "commitlayer-mcp-gateway", Version: g.cfg.Version},
-		&mcp.ClientOptions{
-			Logger: g.log,
-			ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
-				if err := g.syncTools(ctx); err != nil {
-					g.log.WarnContext(ctx, "mcp gateway: re-list upstream tools", "error", err)
-				}
-			},
-		})
-	cs, err := c.Connect(ctx, t, nil)
-	if err != nil {
-		return fmt.Errorf("mcp gateway: connect to upstream %s: %w", g.upstreamName(), err)
-	}
-	g.upMu.Lock()
-	g.upstream = cs
-	g.upMu.Unlock()
-	if err := g.syncTools(ctx); err != nil {
-		_ = cs.Close()
-		return err
-	}
-	return nil
 }
 
 func (g *Gateway) upstreamName() string {
@@ -236,9 +236,10 @@ func upstreamEnv(env []string) []string {
 // syncTools lists the upstream's tools and serves them: new and changed
 // ones added, vanished ones removed (the SDK tells the agents).
 func (g *Gateway) syncTools(ctx context.Context) error {
-	g.upMu.Lock()
-	cs := g.upstream
-	g.upMu.Unlock()
+	cs, err := g.session()
+	if err != nil || g.server == nil {
+		return err
+	}
 	var listed []*mcp.Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
@@ -291,15 +292,25 @@ func (g *Gateway) addTool(t *mcp.Tool) (err error) {
 // Server is the gateway's MCP server (for transports of the caller's own).
 func (g *Gateway) Server() *mcp.Server { return g.server }
 
-// Close ends the upstream session (and the upstream command).
+// Close ends the upstream session (and the upstream command), and makes a
+// last attempt at the actions CommitLayer has not taken yet.
 func (g *Gateway) Close() error {
 	g.upMu.Lock()
-	cs := g.upstream
-	g.upMu.Unlock()
-	if cs == nil {
+	if g.closed {
+		g.upMu.Unlock()
 		return nil
 	}
-	return cs.Close()
+	g.closed = true
+	cs := g.upstream
+	g.upstream = nil
+	g.upMu.Unlock()
+	close(g.done)
+	var err error
+	if cs != nil {
+		err = cs.Close()
+	}
+	g.wg.Wait()
+	return err
 }
 
 // toolError is a tool result saying the call failed.
@@ -329,17 +340,26 @@ func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRe
 	if len(rawArgs) > 0 {
 		params.Arguments = rawArgs
 	}
+	params, progressDone := withProgress(g, ctx, req.Session, params)
+	defer progressDone()
 	uctx := ctx
 	if g.cfg.ForwardAuth && req.Extra != nil {
 		if v := req.Extra.Header.Get("Authorization"); v != "" {
 			uctx = context.WithValue(ctx, authKey{}, v)
 		}
 	}
-	g.upMu.Lock()
-	cs := g.upstream
-	g.upMu.Unlock()
-	res, err := cs.CallTool(uctx, params)
+	cs, err := g.session()
+	if err == nil {
+		res, err = cs.CallTool(uctx, params)
+		if err != nil {
+			g.failed(cs, err)
+		}
+	}
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// The agent cancelled the call (notifications/cancelled): the SDK
+		// sends it no answer, and the upstream was told to stop.
+		res = toolError("the call was cancelled before the upstream MCP server answered")
 	case err != nil:
 		g.log.WarnContext(ctx, "mcp gateway: upstream call failed", "tool", name, "error", err)
 		res = toolError("upstream MCP server: %v", err)
@@ -442,7 +462,11 @@ func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequ
 	}
 	trace, _ := json.Marshal([]map[string]string{{"source": "mcp", "session": session, "request_id": reqID, "tool": name}})
 	agent := g.agentName(req.Session)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.WaitTimeout+15*time.Second)
+	budget := g.cfg.RecordTimeout
+	if g.cfg.Wait {
+		budget = g.cfg.WaitTimeout + g.cfg.RecordTimeout
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
 	var notes []mcp.Content
 	g.began.Remove(session) // the next call begins the next action's work
@@ -456,8 +480,18 @@ func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequ
 		}
 		acc, err := g.cfg.Recorder.Record(rctx, a, key, g.cfg.Wait, g.cfg.WaitTimeout)
 		if err != nil {
-			g.log.ErrorContext(ctx, "mcp gateway: record action", "tool", name, "contract", a.Contract,
-				"subject", string(a.Subject), "error", err)
+			if permanent(err) {
+				g.log.ErrorContext(ctx, "mcp gateway: action not recorded: CommitLayer refused it", "tool", name,
+					"contract", a.Contract, "subject", string(a.Subject), "idempotency_key", key, "error", err)
+			} else {
+				g.log.WarnContext(ctx, "mcp gateway: record action; posting it again in the background", "tool", name,
+					"contract", a.Contract, "subject", string(a.Subject), "idempotency_key", key, "error", err)
+				g.owe(a, key, err)
+			}
+			if g.cfg.Wait {
+				notes = append(notes, &mcp.TextContent{Text: fmt.Sprintf("CommitLayer: this call (%s on %s) could not be "+
+					"verified yet: CommitLayer did not answer. The result above is the upstream's, unverified.", a.Contract, a.Subject)})
+			}
 			continue
 		}
 		attrs := []any{"tool", name, "contract", a.Contract, "subject", string(a.Subject), "action", acc.ID,

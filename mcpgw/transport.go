@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -20,24 +21,90 @@ type authKey struct{}
 
 // upstreamTransport adds the upstream's own headers to every request to an
 // HTTP upstream, and the agent's Authorization on its calls (ForwardAuth).
+// It also relays the progress notifications in the upstream's SSE bodies
+// as they are read (progressTransport says why).
 type upstreamTransport struct {
-	base   http.RoundTripper
-	header http.Header
+	base     http.RoundTripper
+	header   http.Header
+	progress func(context.Context, json.RawMessage) bool
 }
 
 func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	auth, _ := r.Context().Value(authKey{}).(string)
-	if len(t.header) == 0 && auth == "" {
-		return t.base.RoundTrip(r)
+	if len(t.header) > 0 || auth != "" {
+		r = r.Clone(r.Context())
+		for k, vs := range t.header {
+			r.Header[k] = append([]string(nil), vs...)
+		}
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
 	}
-	r = r.Clone(r.Context())
-	for k, vs := range t.header {
-		r.Header[k] = append([]string(nil), vs...)
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || t.progress == nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp, err
 	}
-	if auth != "" {
-		r.Header.Set("Authorization", auth)
+	resp.Body = &sseRelay{ReadCloser: resp.Body, ctx: r.Context(), relay: t.progress}
+	return resp, nil
+}
+
+// maxSSEEvent bounds the event data sseRelay keeps to look at: progress
+// notifications are small; a larger event is passed on unread.
+const maxSSEEvent = 64 << 10
+
+// sseRelay passes an SSE body through unchanged, and hands each event
+// that is a notifications/progress to relay before the bytes that follow
+// it are read.
+type sseRelay struct {
+	io.ReadCloser
+	ctx     context.Context
+	relay   func(context.Context, json.RawMessage) bool
+	line    []byte
+	data    []byte
+	tooLong bool
+}
+
+func (s *sseRelay) Read(p []byte) (int, error) {
+	n, err := s.ReadCloser.Read(p)
+	for _, b := range p[:n] {
+		if b != '\n' {
+			if len(s.line) <= maxSSEEvent {
+				s.line = append(s.line, b)
+			}
+			continue
+		}
+		s.endLine()
 	}
-	return t.base.RoundTrip(r)
+	return n, err
+}
+
+func (s *sseRelay) endLine() {
+	line := bytes.TrimSuffix(s.line, []byte("\r"))
+	s.line = s.line[:0]
+	switch {
+	case len(line) == 0: // the event ends
+		if !s.tooLong && bytes.Contains(s.data, []byte(`"notifications/progress"`)) {
+			var m struct {
+				Method string          `json:"method"`
+				ID     json.RawMessage `json:"id"`
+				Params json.RawMessage `json:"params"`
+			}
+			if json.Unmarshal(s.data, &m) == nil && m.Method == "notifications/progress" && m.ID == nil {
+				s.relay(s.ctx, m.Params)
+			}
+		}
+		s.data, s.tooLong = s.data[:0], false
+	case bytes.HasPrefix(line, []byte("data:")):
+		d := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
+		if len(s.data) > 0 {
+			s.data = append(s.data, '\n')
+		}
+		if len(s.data)+len(d) > maxSSEEvent {
+			s.tooLong = true
+			return
+		}
+		s.data = append(s.data, d...)
+	}
 }
 
 // redactURL drops a URL's user info and query (they may hold secrets) for
@@ -109,8 +176,13 @@ func canonicalID(v any) string {
 		b, _ := json.Marshal(x)
 		return string(b)
 	case json.Number:
+		// The SDK reads a numeric id as a float64 and answers with its
+		// integer part (1.0, 1e0 and 1 are one id to it); so does the key.
 		if i, err := x.Int64(); err == nil {
 			return strconv.FormatInt(i, 10)
+		}
+		if f, err := x.Float64(); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
+			return strconv.FormatInt(int64(f), 10)
 		}
 		return x.String()
 	case int64:
