@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 MCP logging is deprecated from protocol 2026-07-28 only; agents on 2025-06-18 and 2025-11-25 use it
+
 package mcpgw
 
 import (

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 MCP logging is deprecated from protocol 2026-07-28 only; agents on 2025-06-18 and 2025-11-25 use it
+
 package mcpgw_test
 
 import (
@@ -201,9 +203,14 @@ func TestGatewayPassthrough(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "order orders://o_9", rr.Contents[0].Text)
 	_, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///missing"})
-	var werr *jsonrpc.Error
+	var werr, direct *jsonrpc.Error
 	require.ErrorAs(t, err, &werr)
-	require.Equal(t, int64(mcp.CodeResourceNotFound), werr.Code, "the upstream's error code: %v", err)
+	upc, err := mcp.NewClient(&mcp.Implementation{Name: "direct", Version: "1"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: upSrv.URL}, nil)
+	require.NoError(t, err)
+	_, err = upc.ReadResource(ctx, &mcp.ReadResourceParams{URI: "file:///missing"})
+	require.ErrorAs(t, err, &direct)
+	_ = upc.Close()
+	require.Equal(t, *direct, *werr, "the upstream's error as it gave it")
 
 	pl, err := cs.ListPrompts(ctx, nil)
 	require.NoError(t, err)
@@ -247,7 +254,7 @@ func TestGatewayPassthrough(t *testing.T) {
 	mu.Lock()
 	require.Equal(t, "agent-tok", progress[0].ProgressToken)
 	require.Equal(t, 2.0, progress[1].Progress)
-	require.Equal(t, mcp.LoggingLevel("warning"), logs[0].Level)
+	require.EqualValues(t, "warning", logs[0].Level)
 	mu.Unlock()
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow"})
 	require.NoError(t, err)

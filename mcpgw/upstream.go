@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 MCP logging is deprecated from protocol 2026-07-28 only; agents on 2025-06-18 and 2025-11-25 use it
+
 package mcpgw
 
 import (
@@ -185,7 +187,8 @@ func (g *Gateway) failed(cs *mcp.ClientSession, err error) {
 // always, the upstream's prompts, resources (with subscriptions when it
 // has them) and completions when it has them, and logging.
 func serverCapabilities(up *mcp.InitializeResult) *mcp.ServerCapabilities {
-	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}}
+	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
+	caps.Logging = &mcp.LoggingCapabilities{}
 	if up == nil || up.Capabilities == nil {
 		return caps
 	}
