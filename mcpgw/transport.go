@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -139,6 +140,17 @@ func (g *Gateway) HTTPHandler() http.Handler {
 				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
 				return
 			}
+			if r.Header.Get("Mcp-Session-Id") == "" {
+				if method, id, ok := sessionless(body); ok {
+					// MCP (2025-06-18, Streamable HTTP, "Session
+					// Management"): a request without the session the
+					// gateway gave is answered 400. The SDK would open a
+					// session for it and answer a JSON-RPC error of code 0.
+					writeRPCError(w, http.StatusBadRequest, id, -32600,
+						fmt.Sprintf("%s without an Mcp-Session-Id header: send initialize first and the Mcp-Session-Id it answers with every request", method))
+					return
+				}
+			}
 			if id := callID(body); id != "" {
 				r.Header.Set(HeaderRequestID, id)
 			}
@@ -147,6 +159,36 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// sessionless tells a single message that needs a session (anything but
+// initialize, and server/discover, which the SDK answers so that clients
+// of newer protocols fall back to initialize), with its method and raw id.
+// A batch (2025-03-26) or a body that is not JSON is left to the SDK.
+func sessionless(body []byte) (string, json.RawMessage, bool) {
+	var m struct {
+		Method string          `json:"method"`
+		ID     json.RawMessage `json:"id"`
+	}
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) || json.Unmarshal(body, &m) != nil || m.Method == "" {
+		return "", nil, false
+	}
+	if m.Method == "initialize" || m.Method == "server/discover" {
+		return "", nil, false
+	}
+	return m.Method, m.ID, true
+}
+
+// writeRPCError answers an HTTP request with a JSON-RPC error.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": code, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 // callID returns the canonical id of a body holding one tools/call
