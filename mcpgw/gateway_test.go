@@ -38,7 +38,13 @@ const testKey = "cl_test_secret_key_4f1c9e"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(upstreamEnv) == "1" {
-		err := upstreamServer(nil).Run(context.Background(), &mcp.StdioTransport{})
+		s := upstreamServer(nil)
+		s.AddTool(&mcp.Tool{Name: "crash", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				os.Exit(3) // the upstream process dies mid-call
+				return nil, nil
+			})
+		err := s.Run(context.Background(), &mcp.StdioTransport{})
 		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
 			fmt.Fprintln(os.Stderr, "upstream:", err)
 		}
@@ -274,7 +280,7 @@ func TestGatewayStdioUpstream(t *testing.T) {
 	cs := agentSession(t, srv.URL, "support-bot", nil)
 	ctx := context.Background()
 
-	require.ElementsMatch(t, []string{"refund", "get_order", "env", "broken"}, toolNames(t, cs))
+	require.ElementsMatch(t, []string{"refund", "get_order", "env", "broken", "crash"}, toolNames(t, cs))
 
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order_id": "o_1", "amount": 2500, "currency": "USD"}})
 	require.NoError(t, err)
