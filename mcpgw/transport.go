@@ -235,17 +235,6 @@ func canonicalID(v any) string {
 	return ""
 }
 
-// ServeStdio serves MCP over the process's stdin and stdout until ctx ends
-// or the agent closes stdin.
-func (g *Gateway) ServeStdio(ctx context.Context) error {
-	return g.server.Run(ctx, &idTransport{inner: &mcp.StdioTransport{}})
-}
-
-// ServeIO serves MCP over r and w (newline-delimited JSON-RPC), as stdio.
-func (g *Gateway) ServeIO(ctx context.Context, r io.ReadCloser, w io.WriteCloser) error {
-	return g.server.Run(ctx, &idTransport{inner: &mcp.IOTransport{Reader: r, Writer: w}})
-}
-
 // idTransport hands each tools/call's JSON-RPC id to the tool handler, as
 // the HTTP handler does with a header.
 type idTransport struct{ inner mcp.Transport }
