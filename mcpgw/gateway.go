@@ -85,8 +85,10 @@ type Config struct {
 	Now func() time.Time
 	// RecordTimeout bounds how long an agent's answer waits for
 	// CommitLayer to take a bound call's action when it does not wait for
-	// the verdict (default 5 s); an action the API did not take in time is
-	// posted again in the background (pending.go).
+	// the verdict, and beyond WaitTimeout when it does (default 15 s, the
+	// budget before there was a default; `commitlayer mcp` gives 5 s); an
+	// action the API did not take in time is posted again in the
+	// background (pending.go).
 	RecordTimeout time.Duration
 	// PageSize is how many tools a tools/list page holds (default the
 	// SDK's).
@@ -105,7 +107,7 @@ const envKey = "COMMITLAYER_API_KEY"
 const (
 	defaultWaitTimeout     = 10 * time.Second
 	defaultBindingsRefresh = 30 * time.Second
-	defaultRecordTimeout   = 5 * time.Second
+	defaultRecordTimeout   = 15 * time.Second
 	maxClaimMessage        = 2048
 	maxKeyLen              = 255
 	seenCacheSize          = 16384
