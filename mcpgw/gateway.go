@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -338,6 +339,17 @@ func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRe
 	if req.Params != nil {
 		rawArgs, meta = req.Params.Arguments, req.Params.Meta
 	}
+	reqID := ""
+	if req.Extra != nil {
+		reqID = req.Extra.Header.Get(HeaderRequestID)
+	}
+	if v, ok := meta[metaRequestID]; ok { // the gateway's own (tagBatchCalls): never forwarded
+		if s, ok := v.(string); ok && reqID == "" {
+			reqID = s
+		}
+		meta = maps.Clone(meta)
+		delete(meta, metaRequestID)
+	}
 	params := &mcp.CallToolParams{Meta: meta, Name: name}
 	if len(rawArgs) > 0 {
 		params.Arguments = rawArgs
@@ -369,7 +381,7 @@ func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRe
 		res = toolError("upstream MCP server answered no result")
 	}
 	if b := g.currentBindings(ctx); b.Bound(name) {
-		res.Content = append(res.Content, g.record(ctx, name, req, rawArgs, res, requestedAt, b)...)
+		res.Content = append(res.Content, g.record(ctx, name, req, reqID, rawArgs, res, requestedAt, b)...)
 	}
 	return res
 }
@@ -433,7 +445,7 @@ func (g *Gateway) agentName(ss *mcp.ServerSession) string {
 
 // record records the actions a bound call makes and returns the text the
 // agent is told (a FAIL verdict with -wait), if any.
-func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequest, rawArgs json.RawMessage,
+func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequest, reqID string, rawArgs json.RawMessage,
 	res *mcp.CallToolResult, requestedAt time.Time, b *contracts.Bindings) []mcp.Content {
 	args, err := decodeObject(rawArgs)
 	if err != nil {
@@ -449,10 +461,6 @@ func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequ
 		return nil
 	}
 	session := g.sessionID(req.Session)
-	reqID := ""
-	if req.Extra != nil {
-		reqID = req.Extra.Header.Get(HeaderRequestID)
-	}
 	if reqID == "" { // no id reached the handler: this call alone
 		var r [12]byte
 		_, _ = rand.Read(r[:])

@@ -185,3 +185,48 @@ func TestCommitLayerDownWithWait(t *testing.T) {
 	actions, _ := rec.recorded()
 	require.Len(t, actions, 2)
 }
+
+// TestCommandUpstreamProgress: over a command upstream too, the upstream
+// sees a token of the gateway's and the agent gets every notification with
+// its own token, before the answer; two agents using the same token each
+// get their own.
+func TestCommandUpstreamProgress(t *testing.T) {
+	t.Setenv(upstreamEnv, "1")
+	g := newGateway(t, mcpgw.Config{Recorder: newFakeRecorder(t), Upstream: mcpgw.Upstream{Command: []string{os.Args[0], "-test.run=^$"}}}, &syncBuffer{})
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mu sync.Mutex
+			var got []float64
+			c := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprint("agent-", i), Version: "1"}, &mcp.ClientOptions{
+				ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+					mu.Lock()
+					defer mu.Unlock()
+					if r.Params.ProgressToken == "same" {
+						got = append(got, r.Params.Progress)
+					}
+				},
+			})
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
+			require.NoError(t, err)
+			defer cs.Close()
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "progress", Meta: mcp.Meta{"progressToken": "same"}})
+			require.NoError(t, err)
+			require.NotEqual(t, "token=same", text(t, res)[0], "the upstream sees the gateway's token")
+			require.Eventually(t, func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return len(got) == 3
+			}, 10*time.Second, 10*time.Millisecond)
+			mu.Lock()
+			require.Equal(t, []float64{1, 2, 3}, got)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+}

@@ -406,3 +406,38 @@ func TestRawHTTPConcurrentSessions(t *testing.T) {
 	require.Len(t, actions, sessions*calls*2, "one action per binding per (session, id)")
 	require.Len(t, keys, sessions*calls*2)
 }
+
+// TestRawHTTPBatch: a 2025-03-26 agent may batch calls in one POST; each
+// call is keyed on its own id, so the batch sent again records nothing
+// new.
+func TestRawHTTPBatch(t *testing.T) {
+	_, rec, url, _ := rawGateway(t, mcpgw.Config{})
+	a := rawReq(t, "POST", url, "", "", initBody("2025-03-26"))
+	sid := a.header.Get("Mcp-Session-Id")
+	rawReq(t, "POST", url, sid, "2025-03-26", `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	batch := `[` + callBody("1", "refund", `{"order_id":"o_b1","amount":5,"currency":"USD"}`) + `,` +
+		callBody(`"two"`, "refund", `{"order_id":"o_b2","amount":5,"currency":"USD","_x":1}`) + `,` +
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"refund","arguments":{"order_id":"o_b3","amount":5,"currency":"USD"},"_meta":{"io.commitlayer/jsonrpc-id":"spoofed"}}}` + `]`
+	for range 2 {
+		a = rawReq(t, "POST", url, sid, "2025-03-26", batch)
+		require.Equal(t, http.StatusOK, a.status, a.body)
+		require.Contains(t, a.body, "re_o_b1")
+		require.Contains(t, a.body, "re_o_b2")
+		require.Contains(t, a.body, "re_o_b3")
+	}
+	actions, keys := rec.recorded()
+	require.Len(t, actions, 6, "three calls, two bindings, the batch twice")
+	require.Contains(t, keys, "mcp/"+sid+"/1/refund_customer/0")
+	require.Contains(t, keys, "mcp/"+sid+`/"two"/refund_customer/0`)
+	require.Contains(t, keys, "mcp/"+sid+"/3/refund_customer/0", "the agent's own value of the gateway's _meta key is overwritten")
+
+	// The gateway's _meta key never reaches the upstream; the agent's
+	// other _meta does, batched or not.
+	for _, body := range []string{
+		`[{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo_meta","_meta":{"io.commitlayer/jsonrpc-id":"x","k":"v"}}}]`,
+		`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo_meta","_meta":{"io.commitlayer/jsonrpc-id":"x","k":"v"}}}`,
+	} {
+		a = rawReq(t, "POST", url, sid, "2025-03-26", body)
+		require.Contains(t, a.body, `meta={\"k\":\"v\"}`, a.body)
+	}
+}

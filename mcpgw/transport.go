@@ -153,6 +153,8 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			}
 			if id := callID(body); id != "" {
 				r.Header.Set(HeaderRequestID, id)
+			} else if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+				body = tagBatchCalls(body)
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
@@ -189,6 +191,52 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// metaRequestID carries, in a batch (2025-03-26 and earlier, where one
+// HTTP request holds several calls and their handlers share its header),
+// each tools/call's canonical JSON-RPC id in its params' _meta. The
+// gateway writes it over whatever the agent sent, reads it only when no
+// header id reached the handler, and never forwards it.
+const metaRequestID = "io.commitlayer/jsonrpc-id"
+
+// tagBatchCalls writes each tools/call's id into its _meta; a body it
+// cannot read is returned as it was (the SDK answers it).
+func tagBatchCalls(body []byte) []byte {
+	var msgs []map[string]json.RawMessage
+	if json.Unmarshal(body, &msgs) != nil {
+		return body
+	}
+	for _, m := range msgs {
+		var method string
+		if m == nil || json.Unmarshal(m["method"], &method) != nil || method != "tools/call" {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(m["id"]))
+		dec.UseNumber()
+		var v any
+		var params map[string]json.RawMessage
+		if dec.Decode(&v) != nil || json.Unmarshal(m["params"], &params) != nil || params == nil {
+			continue
+		}
+		id := canonicalID(v)
+		if id == "" {
+			continue
+		}
+		var meta map[string]json.RawMessage
+		_ = json.Unmarshal(params["_meta"], &meta)
+		if meta == nil {
+			meta = map[string]json.RawMessage{}
+		}
+		meta[metaRequestID], _ = json.Marshal(id)
+		params["_meta"], _ = json.Marshal(meta)
+		m["params"], _ = json.Marshal(params)
+	}
+	out, err := json.Marshal(msgs)
+	if err != nil {
+		return body
+	}
+	return out
 }
 
 // callID returns the canonical id of a body holding one tools/call
