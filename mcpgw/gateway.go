@@ -130,8 +130,9 @@ type Gateway struct {
 	done     chan struct{}   // closed by Close
 	wg       sync.WaitGroup  // the watcher, reconnect and retry goroutines
 
-	subMu      sync.Mutex
-	subscribed map[*mcp.ClientSession]map[string]bool // URIs subscribed upstream
+	subMu   sync.Mutex
+	subOn   *mcp.ClientSession // the upstream session subURIs are subscribed on
+	subURIs map[string]bool
 
 	prog progress // progress tokens sent upstream → the agents' (passthrough.go)
 
@@ -180,7 +181,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		cfg.RecordTimeout = defaultRecordTimeout
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, tools: map[string]bool{}, done: make(chan struct{}),
-		subscribed: map[*mcp.ClientSession]map[string]bool{}, pending: map[string]*pendingAction{},
+		subURIs: map[string]bool{}, pending: map[string]*pendingAction{},
 		kick: make(chan struct{}, 1)}
 	if g.log == nil {
 		g.log = slog.Default()

@@ -230,3 +230,47 @@ func TestCommandUpstreamProgress(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestUpstreamBackKeepsSubscriptions: an agent's resource subscription
+// outlives the upstream's restart: the gateway subscribes its new session
+// again and the agent keeps getting updates.
+func TestUpstreamBackKeepsSubscriptions(t *testing.T) {
+	up, first := newRichUpstream(t)
+	first.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	serve := func(l net.Listener) *http.Server {
+		s := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up.server }, nil)}
+		go func() { _ = s.Serve(l) }()
+		return s
+	}
+	upSrv := serve(ln)
+	g := newGateway(t, mcpgw.Config{Recorder: newFakeRecorder(t), Upstream: mcpgw.Upstream{URL: "http://" + addr}}, &syncBuffer{})
+	srv := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(srv.Close)
+	updates := make(chan string, 16)
+	c := mcp.NewClient(&mcp.Implementation{Name: "sub-agent", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updates <- r.Params.URI },
+	})
+	ctx := context.Background()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	require.NoError(t, cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "file:///doc2.txt"}))
+
+	require.NoError(t, upSrv.Close()) // the upstream and its sessions go away
+	ln2, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	upSrv = serve(ln2)
+	t.Cleanup(func() { _ = upSrv.Close() })
+	require.Eventually(t, func() bool {
+		_ = up.server.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "file:///doc2.txt"})
+		select {
+		case uri := <-updates:
+			return uri == "file:///doc2.txt"
+		case <-time.After(200 * time.Millisecond):
+			return false
+		}
+	}, 30*time.Second, 10*time.Millisecond, "the subscription holds across the upstream's restart")
+}

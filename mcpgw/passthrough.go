@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -84,7 +86,8 @@ func upstreamError(method string, err error) error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream MCP server, %s: %v", method, err)}
 }
 
-// subscribe forwards an agent's resources/subscribe once per URI; the SDK
+// subscribe forwards an agent's resources/subscribe once per URI and
+// upstream session (resubscribe does it again on a new one); the SDK
 // keeps which agent sessions want which URI and tells them of updates
 // (ResourceUpdatedHandler). Unsubscribing is the SDK's alone: the upstream
 // keeps sending updates nobody is told of, which costs nothing.
@@ -97,7 +100,7 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
 	}
 	g.subMu.Lock()
-	done := g.subscribed[cs][req.Params.URI]
+	done := g.subOn == cs && g.subURIs[req.Params.URI]
 	g.subMu.Unlock()
 	if done {
 		return nil
@@ -107,12 +110,34 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		return upstreamError("resources/subscribe", err)
 	}
 	g.subMu.Lock()
-	if g.subscribed[cs] == nil {
-		g.subscribed = map[*mcp.ClientSession]map[string]bool{cs: {}} // earlier sessions are gone
+	if g.subOn != cs {
+		g.subOn = cs
+		clear(g.subURIs)
 	}
-	g.subscribed[cs][req.Params.URI] = true
+	g.subURIs[req.Params.URI] = true
 	g.subMu.Unlock()
 	return nil
+}
+
+// resubscribe subscribes a new upstream session to the URIs agents
+// subscribed to on the last one.
+func (g *Gateway) resubscribe(ctx context.Context, cs *mcp.ClientSession) {
+	g.subMu.Lock()
+	uris := slices.Collect(maps.Keys(g.subURIs))
+	g.subOn = cs
+	clear(g.subURIs)
+	g.subMu.Unlock()
+	for _, uri := range uris {
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
+			g.log.WarnContext(ctx, "mcp gateway: subscribe again upstream", "uri", uri, "error", err)
+			continue
+		}
+		g.subMu.Lock()
+		if g.subOn == cs {
+			g.subURIs[uri] = true
+		}
+		g.subMu.Unlock()
+	}
 }
 
 func (g *Gateway) unsubscribe(context.Context, *mcp.UnsubscribeRequest) error { return nil }

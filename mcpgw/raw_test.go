@@ -161,6 +161,24 @@ func TestRawHTTPLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusOK, a.status, a.body)
 	require.JSONEq(t, `{}`, string(a.response(t, "2").Result))
 
+	// The transport's own rules: JSON bodies, both media types accepted.
+	req0, err := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"ping"}`))
+	require.NoError(t, err)
+	req0.Header.Set("Mcp-Session-Id", sid)
+	req0.Header.Set("Content-Type", "text/plain")
+	req0.Header.Set("Accept", "application/json, text/event-stream")
+	resp0, err := http.DefaultClient.Do(req0)
+	require.NoError(t, err)
+	resp0.Body.Close()
+	require.Equal(t, http.StatusUnsupportedMediaType, resp0.StatusCode)
+	req0.Header.Set("Content-Type", "application/json")
+	req0.Header.Set("Accept", "text/html")
+	req0.Body = io.NopCloser(strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"ping"}`))
+	resp0, err = http.DefaultClient.Do(req0)
+	require.NoError(t, err)
+	resp0.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp0.StatusCode)
+
 	// GET: the session's stream; tools/list_changed comes on it.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

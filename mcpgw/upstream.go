@@ -158,6 +158,11 @@ func (g *Gateway) reconnect() {
 		cancel()
 		if err == nil {
 			g.log.Info("mcp gateway: upstream reconnected", "upstream", g.upstreamName())
+			if cs, err := g.session(); err == nil {
+				rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				g.resubscribe(rctx, cs)
+				cancel()
+			}
 			// What it serves may have changed while it was away.
 			g.notifyListChanged(listPrompts)
 			g.notifyListChanged(listResources)
