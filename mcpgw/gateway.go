@@ -148,7 +148,7 @@ type Gateway struct {
 	// seen keeps, per idempotency key, the action first recorded for it:
 	// a retried call records the same action again (same body, same key),
 	// whatever its own result, so the API answers a replay.
-	seen *lru.Cache[string, commitlayer.Action]
+	seen *lru.Cache[string, seenAction]
 	// retries keeps, per session and bound match (contract, binding,
 	// subject, params), the key of a call that answered an error: the
 	// agent's next call of the same match retries that action (retry.go).
@@ -158,6 +158,13 @@ type Gateway struct {
 	began *lru.Cache[string, time.Time]
 	// sessions names sessions without a transport id (stdio).
 	sessions sync.Map // *mcp.ServerSession → string
+}
+
+// seenAction is the action first recorded under a key, and its match's
+// fingerprint (contract, binding, subject, params).
+type seenAction struct {
+	action      commitlayer.Action
+	fingerprint string
 }
 
 // New connects to the upstream, lists its tools and fetches the bindings.
@@ -186,7 +193,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if g.log == nil {
 		g.log = slog.Default()
 	}
-	g.seen, _ = lru.New[string, commitlayer.Action](seenCacheSize) // size > 0: no error
+	g.seen, _ = lru.New[string, seenAction](seenCacheSize) // size > 0: no error
 	g.retries, _ = lru.New[string, string](seenCacheSize)
 	g.began, _ = lru.New[string, time.Time](seenCacheSize)
 	if g.cfg.Now == nil {
@@ -370,6 +377,7 @@ func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRe
 			g.failed(cs, err)
 		}
 	}
+	err = g.scrub(err)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// The agent cancelled the call (notifications/cancelled): the SDK
@@ -482,12 +490,20 @@ func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequ
 	var notes []mcp.Content
 	g.began.Remove(session) // the next call begins the next action's work
 	for _, m := range matches {
+		fp := m.Fingerprint()
 		key := idempotencyKey(session, reqID, m.Contract.ID(), m.Binding)
+		if prev, ok := g.seen.Peek(key); ok && prev.fingerprint != fp {
+			// MCP forbids reusing an id in a session; an agent that does
+			// makes another call, not a retry: its own action.
+			g.log.WarnContext(ctx, "mcp gateway: JSON-RPC id reused in the session for another call; recorded as an action of its own",
+				"tool", name, "request_id", reqID)
+			key = idempotencyKey(session, reqID+"#"+fp[:16], m.Contract.ID(), m.Binding)
+		}
 		key = g.retryKey(session, agent, m, key, res.IsError)
 		a := commitlayer.Action{Contract: m.Contract.ID(), Agent: agent, Subject: m.Subject, Params: m.Params,
 			RequestedAt: requestedAt, Claim: claim, Trace: trace}
-		if prev, ok, _ := g.seen.PeekOrAdd(key, a); ok {
-			a = prev
+		if prev, ok, _ := g.seen.PeekOrAdd(key, seenAction{action: a, fingerprint: fp}); ok {
+			a = prev.action
 		}
 		acc, err := g.cfg.Recorder.Record(rctx, a, key, g.cfg.Wait, g.cfg.WaitTimeout)
 		if err != nil {

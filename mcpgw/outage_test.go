@@ -69,7 +69,8 @@ func TestUpstreamHTTPDownAndBack(t *testing.T) {
 	}
 	upSrv := start(ln)
 	rec := newFakeRecorder(t)
-	g := newGateway(t, mcpgw.Config{Recorder: rec, Upstream: mcpgw.Upstream{URL: "http://" + addr}}, &syncBuffer{})
+	logs := &syncBuffer{}
+	g := newGateway(t, mcpgw.Config{Recorder: rec, Upstream: mcpgw.Upstream{URL: "http://" + addr + "/mcp?token=up-secret-123"}}, logs)
 	srv := httptest.NewServer(g.HTTPHandler())
 	t.Cleanup(srv.Close)
 	cs := agentSession(t, srv.URL, "agent", nil)
@@ -86,6 +87,7 @@ func TestUpstreamHTTPDownAndBack(t *testing.T) {
 	res := call()
 	require.True(t, res.IsError)
 	require.Contains(t, text(t, res)[0], "upstream MCP server")
+	require.NotContains(t, text(t, res)[0], "up-secret-123", "the upstream URL's query is not told")
 
 	ln2, err := net.Listen("tcp", addr)
 	require.NoError(t, err)
@@ -96,6 +98,8 @@ func TestUpstreamHTTPDownAndBack(t *testing.T) {
 	})
 	require.Eventually(t, func() bool { return !call().IsError }, 30*time.Second, 200*time.Millisecond,
 		"the gateway opens a new session once the upstream is back")
+	require.Contains(t, logs.String(), "upstream session lost")
+	require.NotContains(t, logs.String(), "up-secret-123")
 }
 
 // flakyRecorder fails (as a down API does) until up is set, and can hang

@@ -69,7 +69,7 @@ func (g *Gateway) passthrough(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		if err != nil {
 			g.failed(cs, err)
-			return nil, upstreamError(method, err)
+			return nil, upstreamError(method, g.scrub(err))
 		}
 		return res, nil
 	}
@@ -107,7 +107,7 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	}
 	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: req.Params.URI}); err != nil {
 		g.failed(cs, err)
-		return upstreamError("resources/subscribe", err)
+		return upstreamError("resources/subscribe", g.scrub(err))
 	}
 	g.subMu.Lock()
 	if g.subOn != cs {

@@ -278,6 +278,13 @@ func TestRawHTTPIDs(t *testing.T) {
 	require.Contains(t, keys, "mcp/"+sid+`/"7"/refund_customer/0`)
 	require.Contains(t, keys, "mcp/"+other+"/7/refund_customer/0")
 
+	// The same id for another call (MCP forbids it; an agent may still):
+	// another action, not a replay of the first.
+	rawReq(t, "POST", url, sid, "2025-06-18", callBody("7", "refund", `{"order_id":"o_other","amount":6,"currency":"USD"}`))
+	require.Equal(t, 8, count(), "another call under a used id records its own actions")
+	actions, _ := rec.recorded()
+	require.Equal(t, "order:o_other", string(actions[len(actions)-1].Subject))
+
 	// A string id that is long or holds control characters is hashed into
 	// a key the API takes.
 	long := `"` + strings.Repeat("x", 400) + `\n"`
@@ -288,7 +295,7 @@ func TestRawHTTPIDs(t *testing.T) {
 		require.LessOrEqual(t, len(k), 255)
 		require.NotContains(t, k, "\n")
 	}
-	require.Equal(t, 8, count())
+	require.Equal(t, 10, count())
 }
 
 // TestRawHTTPHostileInput: arguments absent, null, not an object, huge or

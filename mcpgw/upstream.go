@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -70,7 +71,7 @@ func (g *Gateway) dial(ctx context.Context) (*mcp.ClientSession, error) {
 		})
 	cs, err := c.Connect(ctx, t, nil)
 	if err != nil {
-		return nil, fmt.Errorf("mcp gateway: connect to upstream %s: %w", g.upstreamName(), err)
+		return nil, fmt.Errorf("mcp gateway: connect to upstream %s: %w", g.upstreamName(), g.scrub(err))
 	}
 	return cs, nil
 }
@@ -121,6 +122,7 @@ func (g *Gateway) session() (*mcp.ClientSession, error) {
 // lost is told that cs failed or ended; unless the gateway is closing, it
 // drops cs and reconnects in the background (once per session lost).
 func (g *Gateway) lost(cs *mcp.ClientSession, err error) {
+	err = g.scrub(err)
 	g.upMu.Lock()
 	if g.closed || g.upstream != cs {
 		g.upMu.Unlock()
@@ -209,3 +211,28 @@ func serverCapabilities(up *mcp.InitializeResult) *mcp.ServerCapabilities {
 	}
 	return caps
 }
+
+// scrub writes the upstream URL in err's message without its user info
+// and query (they may hold the upstream's secrets), for logs and for the
+// agent's tool results.
+func (g *Gateway) scrub(err error) error {
+	u := g.cfg.Upstream.URL
+	if err == nil || u == "" {
+		return err
+	}
+	r := redactURL(u)
+	if r == u || !strings.Contains(err.Error(), u) {
+		return err
+	}
+	return scrubbed{msg: strings.ReplaceAll(err.Error(), u, r), err: err}
+}
+
+// scrubbed is an error whose message hides the upstream URL's secrets;
+// errors.Is and As still see the error it stands for.
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (s scrubbed) Error() string { return s.msg }
+func (s scrubbed) Unwrap() error { return s.err }
