@@ -19,8 +19,12 @@ const maxStdioLine = mcp.DefaultMaxLineLength
 // ServeStdio serves MCP over the process's stdin and stdout until ctx ends
 // or the agent closes stdin.
 func (g *Gateway) ServeStdio(ctx context.Context) error {
-	return g.ServeIO(ctx, os.Stdin, os.Stdout)
+	return g.ServeIO(ctx, os.Stdin, nopCloser{os.Stdout}) // stdout stays open for the process, as the SDK's stdio leaves it
 }
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // ServeIO serves MCP over r and w (newline-delimited JSON-RPC), as stdio.
 // A line that is not a JSON-RPC message is answered with a JSON-RPC error
