@@ -94,6 +94,10 @@ type Config struct {
 	// PageSize is how many tools a tools/list page holds (default the
 	// SDK's).
 	PageSize int
+	// SessionIdleTimeout ends a Streamable HTTP session that sent no
+	// request for this long (its next request is 404, and the agent
+	// initializes again); zero keeps sessions until DELETE.
+	SessionIdleTimeout time.Duration
 }
 
 // HeaderRequestID carries a tools/call's JSON-RPC id from the transport to
@@ -507,7 +511,9 @@ func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequ
 		}
 		acc, err := g.cfg.Recorder.Record(rctx, a, key, g.cfg.Wait, g.cfg.WaitTimeout)
 		if err != nil {
+			why := "CommitLayer did not answer"
 			if permanent(err) {
+				why = "CommitLayer refused to record it"
 				g.log.ErrorContext(ctx, "mcp gateway: action not recorded: CommitLayer refused it", "tool", name,
 					"contract", a.Contract, "subject", string(a.Subject), "idempotency_key", key, "error", err)
 			} else {
@@ -517,7 +523,7 @@ func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequ
 			}
 			if g.cfg.Wait {
 				notes = append(notes, &mcp.TextContent{Text: fmt.Sprintf("CommitLayer: this call (%s on %s) could not be "+
-					"verified yet: CommitLayer did not answer. The result above is the upstream's, unverified.", a.Contract, a.Subject)})
+					"verified yet: %s. The result above is the upstream's, unverified.", a.Contract, a.Subject, why)})
 			}
 			continue
 		}

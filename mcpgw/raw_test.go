@@ -466,3 +466,17 @@ func TestRawHTTPBatch(t *testing.T) {
 		require.Contains(t, a.body, `meta={\"k\":\"v\"}`, a.body)
 	}
 }
+
+// TestRawHTTPSessionIdleTimeout: with SessionIdleTimeout a session that
+// sent nothing for that long is ended: its next request is 404, and a new
+// initialize is served.
+func TestRawHTTPSessionIdleTimeout(t *testing.T) {
+	_, _, url, _ := rawGateway(t, mcpgw.Config{SessionIdleTimeout: 200 * time.Millisecond})
+	sid := rawInitialize(t, url)
+	a := rawReq(t, "POST", url, sid, "2025-06-18", `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+	require.Equal(t, http.StatusOK, a.status)
+	require.Eventually(t, func() bool {
+		return rawReq(t, "POST", url, sid, "2025-06-18", `{"jsonrpc":"2.0","id":2,"method":"ping"}`).status == http.StatusNotFound
+	}, 10*time.Second, 300*time.Millisecond)
+	require.NotEqual(t, sid, rawInitialize(t, url))
+}

@@ -126,7 +126,7 @@ const maxMCPBody = 8 << 20
 // each tools/call's JSON-RPC id to the tool handler in HeaderRequestID.
 func (g *Gateway) HTTPHandler() http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
-		&mcp.StreamableHTTPOptions{Logger: g.log})
+		&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: g.cfg.SessionIdleTimeout})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(HeaderRequestID)
 		if r.Method == http.MethodPost && r.Body != nil {
