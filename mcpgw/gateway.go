@@ -335,12 +335,15 @@ func toolError(format string, args ...any) *mcp.CallToolResult {
 
 // callTool forwards one call upstream and records it when bound. Whatever
 // the upstream answers (an error, nothing, a panic in here), the agent gets
-// a tool result.
+// a tool result; once the upstream has answered, its answer (a panic while
+// recording must not turn a refund that happened into a failed call).
 func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRequest) (res *mcp.CallToolResult) {
 	defer func() {
 		if r := recover(); r != nil {
 			g.log.ErrorContext(ctx, "mcp gateway: call failed inside the gateway", "tool", name, "panic", fmt.Sprint(r))
-			res = toolError("the CommitLayer gateway failed on this call of %s", name)
+			if res == nil {
+				res = toolError("the CommitLayer gateway failed on this call of %s", name)
+			}
 		}
 	}()
 	// The action's work began at the session's first call since its last

@@ -278,3 +278,25 @@ func TestUpstreamBackKeepsSubscriptions(t *testing.T) {
 		}
 	}, 30*time.Second, 10*time.Millisecond, "the subscription holds across the upstream's restart")
 }
+
+// panicRecorder panics when it records.
+type panicRecorder struct{ *fakeRecorder }
+
+func (panicRecorder) Record(context.Context, commitlayer.Action, string, bool, time.Duration) (client.Accepted, error) {
+	panic("recorder on fire")
+}
+
+// TestRecordPanicKeepsUpstreamAnswer: a panic while recording is the
+// gateway's failure, not the call's: the agent gets the upstream's answer
+// and the gateway goes on.
+func TestRecordPanicKeepsUpstreamAnswer(t *testing.T) {
+	_, _, url, logs := rawGateway(t, mcpgw.Config{Recorder: panicRecorder{newFakeRecorder(t)}})
+	sid := rawInitialize(t, url)
+	for id := range 2 {
+		a := rawReq(t, "POST", url, sid, "2025-06-18", callBody(fmt.Sprint(id+1), "refund", `{"order_id":"o_p","amount":5,"currency":"USD"}`))
+		res := string(a.response(t, fmt.Sprint(id+1)).Result)
+		require.Contains(t, res, "re_o_p")
+		require.NotContains(t, res, `"isError":true`)
+	}
+	require.Contains(t, logs.String(), "recorder on fire")
+}
