@@ -8,6 +8,13 @@
 // provisional verdict is in, and tells it in the tool result when the call
 // did not verify.
 //
+// Everything else passes through (passthrough.go): resources, prompts,
+// completions, subscriptions, list changes, progress, cancellation and
+// logs. A lost upstream session is reconnected (upstream.go); an action
+// CommitLayer's API did not take is posted again in the background
+// (pending.go); stdio lines that are not JSON-RPC are answered without
+// ending the session (stdio.go).
+//
 // The gateway's CommitLayer key lives in its Recorder and is never sent
 // upstream (nor put in the upstream command's environment) nor logged.
 package mcpgw
