@@ -8,6 +8,13 @@
 // provisional verdict is in, and tells it in the tool result when the call
 // did not verify.
 //
+// Everything else passes through (passthrough.go): resources, prompts,
+// completions, subscriptions, list changes, progress, cancellation and
+// logs. A lost upstream session is reconnected (upstream.go); an action
+// CommitLayer's API did not take is posted again in the background
+// (pending.go); stdio lines that are not JSON-RPC are answered without
+// ending the session (stdio.go).
+//
 // The gateway's CommitLayer key lives in its Recorder and is never sent
 // upstream (nor put in the upstream command's environment) nor logged.
 package mcpgw
@@ -21,9 +28,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -85,6 +91,20 @@ type Config struct {
 	// forwarded); nil means time.Now. A gateway in front of systems that
 	// keep another clock (the sandbox's virtual one) reads theirs.
 	Now func() time.Time
+	// RecordTimeout bounds how long an agent's answer waits for
+	// CommitLayer to take a bound call's action when it does not wait for
+	// the verdict, and beyond WaitTimeout when it does (default 15 s, the
+	// budget before there was a default; `commitlayer mcp` gives 5 s); an
+	// action the API did not take in time is posted again in the
+	// background (pending.go).
+	RecordTimeout time.Duration
+	// PageSize is how many tools a tools/list page holds (default the
+	// SDK's).
+	PageSize int
+	// SessionIdleTimeout ends a Streamable HTTP session that sent no
+	// request for this long (its next request is 404, and the agent
+	// initializes again); zero keeps sessions until DELETE.
+	SessionIdleTimeout time.Duration
 }
 
 // HeaderRequestID carries a tools/call's JSON-RPC id from the transport to
@@ -99,6 +119,7 @@ const envKey = "COMMITLAYER_API_KEY"
 const (
 	defaultWaitTimeout     = 10 * time.Second
 	defaultBindingsRefresh = 30 * time.Second
+	defaultRecordTimeout   = 15 * time.Second
 	maxClaimMessage        = 2048
 	maxKeyLen              = 255
 	seenCacheSize          = 16384
@@ -110,9 +131,25 @@ type Gateway struct {
 	log    *slog.Logger
 	server *mcp.Server
 
+	caps *mcp.ServerCapabilities // what the gateway serves (upstream.go)
+
 	upMu     sync.Mutex
-	upstream *mcp.ClientSession
+	upstream *mcp.ClientSession // nil while reconnecting
+	upErr    error              // why the last session ended or dial failed
+	closed   bool
 	tools    map[string]bool // the upstream's tools, as served
+	done     chan struct{}   // closed by Close
+	wg       sync.WaitGroup  // the watcher, reconnect and retry goroutines
+
+	subMu   sync.Mutex
+	subOn   *mcp.ClientSession // the upstream session subURIs are subscribed on
+	subURIs map[string]bool
+
+	prog progress // progress tokens sent upstream → the agents' (passthrough.go)
+
+	pendMu  sync.Mutex
+	pending map[string]*pendingAction // actions CommitLayer has not taken (pending.go)
+	kick    chan struct{}
 
 	bindMu     sync.Mutex
 	bindings   *contracts.Bindings
@@ -122,7 +159,7 @@ type Gateway struct {
 	// seen keeps, per idempotency key, the action first recorded for it:
 	// a retried call records the same action again (same body, same key),
 	// whatever its own result, so the API answers a replay.
-	seen *lru.Cache[string, commitlayer.Action]
+	seen *lru.Cache[string, seenAction]
 	// retries keeps, per session and bound match (contract, binding,
 	// subject, params), the key of a call that answered an error: the
 	// agent's next call of the same match retries that action (retry.go).
@@ -134,6 +171,13 @@ type Gateway struct {
 	sessions sync.Map // *mcp.ServerSession → string
 }
 
+// seenAction is the action first recorded under a key, and its match's
+// fingerprint (contract, binding, subject, params).
+type seenAction struct {
+	action      commitlayer.Action
+	fingerprint string
+}
+
 // New connects to the upstream, lists its tools and fetches the bindings.
 func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.Recorder == nil {
@@ -142,17 +186,25 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if (len(cfg.Upstream.Command) == 0) == (cfg.Upstream.URL == "") {
 		return nil, errors.New("mcp gateway: give exactly one upstream: a command or a URL")
 	}
+	if cfg.PageSize < 0 {
+		return nil, fmt.Errorf("mcp gateway: page size %d is negative", cfg.PageSize)
+	}
 	if cfg.WaitTimeout <= 0 {
 		cfg.WaitTimeout = defaultWaitTimeout
 	}
 	if cfg.BindingsRefresh <= 0 {
 		cfg.BindingsRefresh = defaultBindingsRefresh
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, tools: map[string]bool{}}
+	if cfg.RecordTimeout <= 0 {
+		cfg.RecordTimeout = defaultRecordTimeout
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, tools: map[string]bool{}, done: make(chan struct{}),
+		subURIs: map[string]bool{}, pending: map[string]*pendingAction{},
+		kick: make(chan struct{}, 1)}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
-	g.seen, _ = lru.New[string, commitlayer.Action](seenCacheSize) // size > 0: no error
+	g.seen, _ = lru.New[string, seenAction](seenCacheSize) // size > 0: no error
 	g.retries, _ = lru.New[string, string](seenCacheSize)
 	g.began, _ = lru.New[string, time.Time](seenCacheSize)
 	if g.cfg.Now == nil {
@@ -161,62 +213,32 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if g.cfg.Version == "" {
 		g.cfg.Version = "dev"
 	}
-	g.server = mcp.NewServer(&mcp.Implementation{Name: "commitlayer-mcp-gateway", Version: g.cfg.Version},
-		&mcp.ServerOptions{Logger: g.log})
 	b, err := cfg.Recorder.Bindings(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mcp gateway: fetch bindings: %w", err)
 	}
 	g.bindings, g.bindAt = b, time.Now()
-	if err := g.connect(ctx); err != nil {
+	cs, err := g.dial(ctx)
+	if err != nil {
 		return nil, err
 	}
+	up := cs.InitializeResult()
+	g.caps = serverCapabilities(up)
+	opts := &mcp.ServerOptions{Logger: g.log, Capabilities: g.caps, PageSize: cfg.PageSize}
+	if up != nil {
+		opts.Instructions = up.Instructions
+	}
+	if g.caps.Resources != nil && g.caps.Resources.Subscribe {
+		opts.SubscribeHandler, opts.UnsubscribeHandler = g.subscribe, g.unsubscribe
+	}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "commitlayer-mcp-gateway", Version: g.cfg.Version}, opts)
+	g.server.AddReceivingMiddleware(g.passthrough)
+	if err := g.attach(ctx, cs); err != nil {
+		return nil, err
+	}
+	g.wg.Add(1)
+	go g.retryLoop()
 	return g, nil
-}
-
-// connect starts the upstream session and serves its tools.
-func (g *Gateway) connect(ctx context.Context) error {
-	var t mcp.Transport
-	up := g.cfg.Upstream
-	if len(up.Command) > 0 {
-		cmd := exec.Command(up.Command[0], up.Command[1:]...)
-		cmd.Env = upstreamEnv(os.Environ())
-		cmd.Stderr = os.Stderr
-		t = &mcp.CommandTransport{Command: cmd}
-	} else {
-		hc := up.HTTPClient
-		if hc == nil {
-			hc = &http.Client{}
-		}
-		base := hc.Transport
-		if base == nil {
-			base = http.DefaultTransport
-		}
-		hc = &http.Client{Transport: &upstreamTransport{base: base, header: up.Header.Clone()},
-			CheckRedirect: hc.CheckRedirect, Jar: hc.Jar, Timeout: hc.Timeout}
-		t = &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc}
-	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "commitlayer-mcp-gateway", Version: g.cfg.Version},
-		&mcp.ClientOptions{
-			Logger: g.log,
-			ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
-				if err := g.syncTools(ctx); err != nil {
-					g.log.WarnContext(ctx, "mcp gateway: re-list upstream tools", "error", err)
-				}
-			},
-		})
-	cs, err := c.Connect(ctx, t, nil)
-	if err != nil {
-		return fmt.Errorf("mcp gateway: connect to upstream %s: %w", g.upstreamName(), err)
-	}
-	g.upMu.Lock()
-	g.upstream = cs
-	g.upMu.Unlock()
-	if err := g.syncTools(ctx); err != nil {
-		_ = cs.Close()
-		return err
-	}
-	return nil
 }
 
 func (g *Gateway) upstreamName() string {
@@ -236,9 +258,10 @@ func upstreamEnv(env []string) []string {
 // syncTools lists the upstream's tools and serves them: new and changed
 // ones added, vanished ones removed (the SDK tells the agents).
 func (g *Gateway) syncTools(ctx context.Context) error {
-	g.upMu.Lock()
-	cs := g.upstream
-	g.upMu.Unlock()
+	cs, err := g.session()
+	if err != nil || g.server == nil {
+		return err
+	}
 	var listed []*mcp.Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
@@ -291,15 +314,25 @@ func (g *Gateway) addTool(t *mcp.Tool) (err error) {
 // Server is the gateway's MCP server (for transports of the caller's own).
 func (g *Gateway) Server() *mcp.Server { return g.server }
 
-// Close ends the upstream session (and the upstream command).
+// Close ends the upstream session (and the upstream command), and makes a
+// last attempt at the actions CommitLayer has not taken yet.
 func (g *Gateway) Close() error {
 	g.upMu.Lock()
-	cs := g.upstream
-	g.upMu.Unlock()
-	if cs == nil {
+	if g.closed {
+		g.upMu.Unlock()
 		return nil
 	}
-	return cs.Close()
+	g.closed = true
+	cs := g.upstream
+	g.upstream = nil
+	g.upMu.Unlock()
+	close(g.done)
+	var err error
+	if cs != nil {
+		err = cs.Close()
+	}
+	g.wg.Wait()
+	return err
 }
 
 // toolError is a tool result saying the call failed.
@@ -309,12 +342,15 @@ func toolError(format string, args ...any) *mcp.CallToolResult {
 
 // callTool forwards one call upstream and records it when bound. Whatever
 // the upstream answers (an error, nothing, a panic in here), the agent gets
-// a tool result.
+// a tool result; once the upstream has answered, its answer (a panic while
+// recording must not turn a refund that happened into a failed call).
 func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRequest) (res *mcp.CallToolResult) {
 	defer func() {
 		if r := recover(); r != nil {
 			g.log.ErrorContext(ctx, "mcp gateway: call failed inside the gateway", "tool", name, "panic", fmt.Sprint(r))
-			res = toolError("the CommitLayer gateway failed on this call of %s", name)
+			if res == nil {
+				res = toolError("the CommitLayer gateway failed on this call of %s", name)
+			}
 		}
 	}()
 	// The action's work began at the session's first call since its last
@@ -325,21 +361,42 @@ func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRe
 	if req.Params != nil {
 		rawArgs, meta = req.Params.Arguments, req.Params.Meta
 	}
+	reqID := ""
+	if req.Extra != nil {
+		reqID = req.Extra.Header.Get(HeaderRequestID)
+	}
+	if v, ok := meta[metaRequestID]; ok { // the gateway's own (tagBatchCalls): never forwarded
+		if s, ok := v.(string); ok && reqID == "" {
+			reqID = s
+		}
+		meta = maps.Clone(meta)
+		delete(meta, metaRequestID)
+	}
 	params := &mcp.CallToolParams{Meta: meta, Name: name}
 	if len(rawArgs) > 0 {
 		params.Arguments = rawArgs
 	}
+	params, progressDone := withProgress(g, ctx, req.Session, params)
+	defer progressDone()
 	uctx := ctx
 	if g.cfg.ForwardAuth && req.Extra != nil {
 		if v := req.Extra.Header.Get("Authorization"); v != "" {
 			uctx = context.WithValue(ctx, authKey{}, v)
 		}
 	}
-	g.upMu.Lock()
-	cs := g.upstream
-	g.upMu.Unlock()
-	res, err := cs.CallTool(uctx, params)
+	cs, err := g.session()
+	if err == nil {
+		res, err = cs.CallTool(uctx, params)
+		if err != nil {
+			g.failed(cs, err)
+		}
+	}
+	err = g.scrub(err)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// The agent cancelled the call (notifications/cancelled): the SDK
+		// sends it no answer, and the upstream was told to stop.
+		res = toolError("the call was cancelled before the upstream MCP server answered")
 	case err != nil:
 		g.log.WarnContext(ctx, "mcp gateway: upstream call failed", "tool", name, "error", err)
 		res = toolError("upstream MCP server: %v", err)
@@ -347,7 +404,7 @@ func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRe
 		res = toolError("upstream MCP server answered no result")
 	}
 	if b := g.currentBindings(ctx); b.Bound(name) {
-		res.Content = append(res.Content, g.record(ctx, name, req, rawArgs, res, requestedAt, b)...)
+		res.Content = append(res.Content, g.record(ctx, name, req, reqID, rawArgs, res, requestedAt, b)...)
 	}
 	return res
 }
@@ -411,7 +468,7 @@ func (g *Gateway) agentName(ss *mcp.ServerSession) string {
 
 // record records the actions a bound call makes and returns the text the
 // agent is told (a FAIL verdict with -wait), if any.
-func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequest, rawArgs json.RawMessage,
+func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequest, reqID string, rawArgs json.RawMessage,
 	res *mcp.CallToolResult, requestedAt time.Time, b *contracts.Bindings) []mcp.Content {
 	args, err := decodeObject(rawArgs)
 	if err != nil {
@@ -427,10 +484,6 @@ func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequ
 		return nil
 	}
 	session := g.sessionID(req.Session)
-	reqID := ""
-	if req.Extra != nil {
-		reqID = req.Extra.Header.Get(HeaderRequestID)
-	}
 	if reqID == "" { // no id reached the handler: this call alone
 		var r [12]byte
 		_, _ = rand.Read(r[:])
@@ -442,22 +495,46 @@ func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequ
 	}
 	trace, _ := json.Marshal([]map[string]string{{"source": "mcp", "session": session, "request_id": reqID, "tool": name}})
 	agent := g.agentName(req.Session)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.WaitTimeout+15*time.Second)
+	budget := g.cfg.RecordTimeout
+	if g.cfg.Wait {
+		budget = g.cfg.WaitTimeout + g.cfg.RecordTimeout
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
 	var notes []mcp.Content
 	g.began.Remove(session) // the next call begins the next action's work
 	for _, m := range matches {
+		fp := m.Fingerprint()
 		key := idempotencyKey(session, reqID, m.Contract.ID(), m.Binding)
+		if prev, ok := g.seen.Peek(key); ok && prev.fingerprint != fp {
+			// MCP forbids reusing an id in a session; an agent that does
+			// makes another call, not a retry: its own action.
+			g.log.WarnContext(ctx, "mcp gateway: JSON-RPC id reused in the session for another call; recorded as an action of its own",
+				"tool", name, "request_id", reqID)
+			key = idempotencyKey(session, reqID+"#"+fp[:16], m.Contract.ID(), m.Binding)
+		}
 		key = g.retryKey(session, agent, m, key, res.IsError)
 		a := commitlayer.Action{Contract: m.Contract.ID(), Agent: agent, Subject: m.Subject, Params: m.Params,
 			RequestedAt: requestedAt, Claim: claim, Trace: trace}
-		if prev, ok, _ := g.seen.PeekOrAdd(key, a); ok {
-			a = prev
+		if prev, ok, _ := g.seen.PeekOrAdd(key, seenAction{action: a, fingerprint: fp}); ok {
+			a = prev.action
 		}
 		acc, err := g.cfg.Recorder.Record(rctx, a, key, g.cfg.Wait, g.cfg.WaitTimeout)
 		if err != nil {
-			g.log.ErrorContext(ctx, "mcp gateway: record action", "tool", name, "contract", a.Contract,
-				"subject", string(a.Subject), "error", err)
+			why := "CommitLayer did not answer"
+			if permanent(err) {
+				why = "CommitLayer refused to record it"
+				g.log.ErrorContext(ctx, "mcp gateway: action not recorded: CommitLayer refused it", "tool", name,
+					"contract", a.Contract, "subject", string(a.Subject), "idempotency_key", key, "error", err)
+			} else {
+				g.log.WarnContext(ctx, "mcp gateway: record action; posting it again in the background", "tool", name,
+					"contract", a.Contract, "subject", string(a.Subject), "idempotency_key", key, "error", err)
+				g.owe(a, key, err)
+			}
+			if g.cfg.Wait {
+				notes = append(notes, &mcp.TextContent{Text: fmt.Sprintf("CommitLayer: this call (%s on %s) could not be "+
+					"verified yet: %s. The result above is the upstream's, unverified.", a.Contract, a.Subject, why)})
+			}
 			continue
 		}
 		attrs := []any{"tool", name, "contract", a.Contract, "subject", string(a.Subject), "action", acc.ID,

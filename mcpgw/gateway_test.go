@@ -38,7 +38,21 @@ const testKey = "cl_test_secret_key_4f1c9e"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(upstreamEnv) == "1" {
-		err := upstreamServer(nil).Run(context.Background(), &mcp.StdioTransport{})
+		s := upstreamServer(nil)
+		s.AddTool(&mcp.Tool{Name: "crash", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				os.Exit(3) // the upstream process dies mid-call
+				return nil, nil
+			})
+		s.AddTool(&mcp.Tool{Name: "progress", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				tok := req.Params.GetProgressToken()
+				for i := 1; i <= 3 && tok != nil; i++ {
+					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3})
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("token=%v", tok)}}}, nil
+			})
+		err := s.Run(context.Background(), &mcp.StdioTransport{})
 		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
 			fmt.Fprintln(os.Stderr, "upstream:", err)
 		}
@@ -88,6 +102,11 @@ func upstreamServer(calls *callCounter) *mcp.Server {
 	s.AddTool(&mcp.Tool{Name: "env", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "key=" + os.Getenv("COMMITLAYER_API_KEY")}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "echo_meta", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			b, _ := json.Marshal(req.Params.Meta)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "meta=" + string(b)}}}, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "broken", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -274,7 +293,7 @@ func TestGatewayStdioUpstream(t *testing.T) {
 	cs := agentSession(t, srv.URL, "support-bot", nil)
 	ctx := context.Background()
 
-	require.ElementsMatch(t, []string{"refund", "get_order", "env", "broken"}, toolNames(t, cs))
+	require.ElementsMatch(t, []string{"refund", "get_order", "env", "echo_meta", "broken", "crash", "progress"}, toolNames(t, cs))
 
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order_id": "o_1", "amount": 2500, "currency": "USD"}})
 	require.NoError(t, err)

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -20,24 +22,90 @@ type authKey struct{}
 
 // upstreamTransport adds the upstream's own headers to every request to an
 // HTTP upstream, and the agent's Authorization on its calls (ForwardAuth).
+// It also relays the progress notifications in the upstream's SSE bodies
+// as they are read (progressTransport says why).
 type upstreamTransport struct {
-	base   http.RoundTripper
-	header http.Header
+	base     http.RoundTripper
+	header   http.Header
+	progress func(context.Context, json.RawMessage) bool
 }
 
 func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	auth, _ := r.Context().Value(authKey{}).(string)
-	if len(t.header) == 0 && auth == "" {
-		return t.base.RoundTrip(r)
+	if len(t.header) > 0 || auth != "" {
+		r = r.Clone(r.Context())
+		for k, vs := range t.header {
+			r.Header[k] = append([]string(nil), vs...)
+		}
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
 	}
-	r = r.Clone(r.Context())
-	for k, vs := range t.header {
-		r.Header[k] = append([]string(nil), vs...)
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || t.progress == nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp, err
 	}
-	if auth != "" {
-		r.Header.Set("Authorization", auth)
+	resp.Body = &sseRelay{ReadCloser: resp.Body, ctx: r.Context(), relay: t.progress}
+	return resp, nil
+}
+
+// maxSSEEvent bounds the event data sseRelay keeps to look at: progress
+// notifications are small; a larger event is passed on unread.
+const maxSSEEvent = 64 << 10
+
+// sseRelay passes an SSE body through unchanged, and hands each event
+// that is a notifications/progress to relay before the bytes that follow
+// it are read.
+type sseRelay struct {
+	io.ReadCloser
+	ctx     context.Context
+	relay   func(context.Context, json.RawMessage) bool
+	line    []byte
+	data    []byte
+	tooLong bool
+}
+
+func (s *sseRelay) Read(p []byte) (int, error) {
+	n, err := s.ReadCloser.Read(p)
+	for _, b := range p[:n] {
+		if b != '\n' {
+			if len(s.line) <= maxSSEEvent {
+				s.line = append(s.line, b)
+			}
+			continue
+		}
+		s.endLine()
 	}
-	return t.base.RoundTrip(r)
+	return n, err
+}
+
+func (s *sseRelay) endLine() {
+	line := bytes.TrimSuffix(s.line, []byte("\r"))
+	s.line = s.line[:0]
+	switch {
+	case len(line) == 0: // the event ends
+		if !s.tooLong && bytes.Contains(s.data, []byte(`"notifications/progress"`)) {
+			var m struct {
+				Method string          `json:"method"`
+				ID     json.RawMessage `json:"id"`
+				Params json.RawMessage `json:"params"`
+			}
+			if json.Unmarshal(s.data, &m) == nil && m.Method == "notifications/progress" && m.ID == nil {
+				s.relay(s.ctx, m.Params)
+			}
+		}
+		s.data, s.tooLong = s.data[:0], false
+	case bytes.HasPrefix(line, []byte("data:")):
+		d := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
+		if len(s.data) > 0 {
+			s.data = append(s.data, '\n')
+		}
+		if len(s.data)+len(d) > maxSSEEvent {
+			s.tooLong = true
+			return
+		}
+		s.data = append(s.data, d...)
+	}
 }
 
 // redactURL drops a URL's user info and query (they may hold secrets) for
@@ -58,7 +126,7 @@ const maxMCPBody = 8 << 20
 // each tools/call's JSON-RPC id to the tool handler in HeaderRequestID.
 func (g *Gateway) HTTPHandler() http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return g.server },
-		&mcp.StreamableHTTPOptions{Logger: g.log})
+		&mcp.StreamableHTTPOptions{Logger: g.log, SessionTimeout: g.cfg.SessionIdleTimeout})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(HeaderRequestID)
 		if r.Method == http.MethodPost && r.Body != nil {
@@ -72,14 +140,103 @@ func (g *Gateway) HTTPHandler() http.Handler {
 				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
 				return
 			}
+			if r.Header.Get("Mcp-Session-Id") == "" {
+				if method, id, ok := sessionless(body); ok {
+					// MCP (2025-06-18, Streamable HTTP, "Session
+					// Management"): a request without the session the
+					// gateway gave is answered 400. The SDK would open a
+					// session for it and answer a JSON-RPC error of code 0.
+					writeRPCError(w, http.StatusBadRequest, id, -32600,
+						fmt.Sprintf("%s without an Mcp-Session-Id header: send initialize first and the Mcp-Session-Id it answers with every request", method))
+					return
+				}
+			}
 			if id := callID(body); id != "" {
 				r.Header.Set(HeaderRequestID, id)
+			} else if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+				body = tagBatchCalls(body)
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// sessionless tells a single message that needs a session (anything but
+// initialize, and server/discover, which the SDK answers so that clients
+// of newer protocols fall back to initialize), with its method and raw id.
+// A batch (2025-03-26) or a body that is not JSON is left to the SDK.
+func sessionless(body []byte) (string, json.RawMessage, bool) {
+	var m struct {
+		Method string          `json:"method"`
+		ID     json.RawMessage `json:"id"`
+	}
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) || json.Unmarshal(body, &m) != nil || m.Method == "" {
+		return "", nil, false
+	}
+	if m.Method == "initialize" || m.Method == "server/discover" {
+		return "", nil, false
+	}
+	return m.Method, m.ID, true
+}
+
+// writeRPCError answers an HTTP request with a JSON-RPC error.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+		"error": map[string]any{"code": code, "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// metaRequestID carries, in a batch (2025-03-26 and earlier, where one
+// HTTP request holds several calls and their handlers share its header),
+// each tools/call's canonical JSON-RPC id in its params' _meta. The
+// gateway writes it over whatever the agent sent, reads it only when no
+// header id reached the handler, and never forwards it.
+const metaRequestID = "io.commitlayer/jsonrpc-id"
+
+// tagBatchCalls writes each tools/call's id into its _meta; a body it
+// cannot read is returned as it was (the SDK answers it).
+func tagBatchCalls(body []byte) []byte {
+	var msgs []map[string]json.RawMessage
+	if json.Unmarshal(body, &msgs) != nil {
+		return body
+	}
+	for _, m := range msgs {
+		var method string
+		if m == nil || json.Unmarshal(m["method"], &method) != nil || method != "tools/call" {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(m["id"]))
+		dec.UseNumber()
+		var v any
+		var params map[string]json.RawMessage
+		if dec.Decode(&v) != nil || json.Unmarshal(m["params"], &params) != nil || params == nil {
+			continue
+		}
+		id := canonicalID(v)
+		if id == "" {
+			continue
+		}
+		var meta map[string]json.RawMessage
+		_ = json.Unmarshal(params["_meta"], &meta)
+		if meta == nil {
+			meta = map[string]json.RawMessage{}
+		}
+		meta[metaRequestID], _ = json.Marshal(id)
+		params["_meta"], _ = json.Marshal(meta)
+		m["params"], _ = json.Marshal(params)
+	}
+	out, err := json.Marshal(msgs)
+	if err != nil {
+		return body
+	}
+	return out
 }
 
 // callID returns the canonical id of a body holding one tools/call
@@ -109,8 +266,13 @@ func canonicalID(v any) string {
 		b, _ := json.Marshal(x)
 		return string(b)
 	case json.Number:
+		// The SDK reads a numeric id as a float64 and answers with its
+		// integer part (1.0, 1e0 and 1 are one id to it); so does the key.
 		if i, err := x.Int64(); err == nil {
 			return strconv.FormatInt(i, 10)
+		}
+		if f, err := x.Float64(); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
+			return strconv.FormatInt(int64(f), 10)
 		}
 		return x.String()
 	case int64:
@@ -119,17 +281,6 @@ func canonicalID(v any) string {
 		return strconv.FormatFloat(x, 'f', -1, 64)
 	}
 	return ""
-}
-
-// ServeStdio serves MCP over the process's stdin and stdout until ctx ends
-// or the agent closes stdin.
-func (g *Gateway) ServeStdio(ctx context.Context) error {
-	return g.server.Run(ctx, &idTransport{inner: &mcp.StdioTransport{}})
-}
-
-// ServeIO serves MCP over r and w (newline-delimited JSON-RPC), as stdio.
-func (g *Gateway) ServeIO(ctx context.Context, r io.ReadCloser, w io.WriteCloser) error {
-	return g.server.Run(ctx, &idTransport{inner: &mcp.IOTransport{Reader: r, Writer: w}})
 }
 
 // idTransport hands each tools/call's JSON-RPC id to the tool handler, as

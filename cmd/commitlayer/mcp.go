@@ -58,6 +58,8 @@ type mcpOptions struct {
 	waitTimeout           time.Duration
 	forwardAuth           bool
 	refresh               time.Duration
+	recordTimeout         time.Duration
+	sessionIdle           time.Duration
 }
 
 func parseMCPFlags(args []string, stderr io.Writer) (mcpOptions, error) {
@@ -78,6 +80,8 @@ func parseMCPFlags(args []string, stderr io.Writer) (mcpOptions, error) {
 	fs.DurationVar(&o.waitTimeout, "wait-timeout", 10*time.Second, "bound of -wait (at most 60s)")
 	fs.BoolVar(&o.forwardAuth, "forward-auth", true, "forward the agent's Authorization header to an HTTP upstream on its calls")
 	fs.DurationVar(&o.refresh, "bindings-refresh", 30*time.Second, "how often the tenant's contract bindings are fetched again")
+	fs.DurationVar(&o.sessionIdle, "session-idle-timeout", 0, "end an HTTP session that sent no request for this long (its next request is 404 and the agent initializes again); 0 keeps sessions until the agent ends them")
+	fs.DurationVar(&o.recordTimeout, "record-timeout", 5*time.Second, "how long a bound call's answer waits for CommitLayer to take its action (beyond -wait-timeout with -wait); an action not taken is posted again in the background")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -95,6 +99,12 @@ func parseMCPFlags(args []string, stderr io.Writer) (mcpOptions, error) {
 		return bad("-wait is provisional or nothing, not %q", o.wait)
 	case o.waitTimeout <= 0 || o.waitTimeout > 60*time.Second:
 		return bad("-wait-timeout must be between 0 and 60s")
+	case o.recordTimeout <= 0 || o.recordTimeout > 60*time.Second:
+		return bad("-record-timeout must be between 0 and 60s")
+	case o.refresh <= 0:
+		return bad("-bindings-refresh must be positive")
+	case o.sessionIdle < 0:
+		return bad("-session-idle-timeout must not be negative")
 	case len(o.header) > 0 && o.upstream == "":
 		return bad("-upstream-header only goes with -upstream URL")
 	}
@@ -127,8 +137,9 @@ func mcpCmd(ctx context.Context, logger *slog.Logger, args []string, stderr io.W
 	}
 	cfg := mcpgw.Config{
 		Recorder: &mcpgw.APIRecorder{Client: c}, Agent: o.agent, Wait: o.wait == "provisional",
-		WaitTimeout: o.waitTimeout, ForwardAuth: o.forwardAuth, BindingsRefresh: o.refresh,
-		Logger: logger, Version: buildVersion(),
+		WaitTimeout: o.waitTimeout, ForwardAuth: o.forwardAuth, BindingsRefresh: o.refresh, RecordTimeout: o.recordTimeout,
+		SessionIdleTimeout: o.sessionIdle,
+		Logger:             logger, Version: buildVersion(),
 		Upstream: mcpgw.Upstream{URL: o.upstream, Header: o.header},
 	}
 	if o.upstreamCmd != "" {

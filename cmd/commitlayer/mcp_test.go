@@ -32,6 +32,20 @@ func TestMCPHelpShowsUpstreamFlags(t *testing.T) {
 	errOut.Reset()
 	require.Equal(t, 2, run(context.Background(), []string{"mcp"}, &out, &errOut))
 	require.Contains(t, errOut.String(), "exactly one of -upstream URL and -upstream-cmd")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-upstream", "http://x", "-record-timeout", "0s"}, "-record-timeout must be between 0 and 60s"},
+		{[]string{"-upstream", "http://x", "-wait", "final"}, `-wait is provisional or nothing, not "final"`},
+		{[]string{"-upstream", "http://x", "-bindings-refresh", "-1s"}, "-bindings-refresh must be positive"},
+		{[]string{"-upstream-cmd", "x", "-upstream-header", "A: b"}, "-upstream-header only goes with -upstream URL"},
+		{[]string{"-upstream", "http://x", "-upstream-header", "nocolon"}, `is not "Name: value"`},
+	} {
+		errOut.Reset()
+		require.Equal(t, 2, run(context.Background(), append([]string{"mcp"}, c.args...), &out, &errOut), "%v", c.args)
+		require.Contains(t, errOut.String(), c.want, "%v", c.args)
+	}
 }
 
 // TestMCPGatewayOnDevServer: an agent (the go-sdk client) calls a bound

@@ -1,0 +1,169 @@
+package mcpgw
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxStdioLine bounds one message on stdio, as the SDK's own reader does.
+const maxStdioLine = mcp.DefaultMaxLineLength
+
+// ServeStdio serves MCP over the process's stdin and stdout until ctx ends
+// or the agent closes stdin.
+func (g *Gateway) ServeStdio(ctx context.Context) error {
+	return g.ServeIO(ctx, os.Stdin, nopCloser{os.Stdout}) // stdout stays open for the process, as the SDK's stdio leaves it
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+// ServeIO serves MCP over r and w (newline-delimited JSON-RPC), as stdio.
+// A line that is not a JSON-RPC message is answered with a JSON-RPC error
+// (-32700 not JSON, -32600 not a request, notification or response) and
+// the session goes on: the SDK's reader stops for good at the first
+// undecodable message, which would end the agent's session (and the
+// gateway run as its command).
+func (g *Gateway) ServeIO(ctx context.Context, r io.ReadCloser, w io.WriteCloser) error {
+	out := &lockedWriter{w: w}
+	in := &stdioFilter{r: bufio.NewReaderSize(r, 64<<10), closer: r, out: out}
+	return g.server.Run(ctx, &idTransport{inner: &mcp.IOTransport{Reader: in, Writer: out}})
+}
+
+// lockedWriter serialises the SDK's writes (one Write per message) and
+// the filter's error answers.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.WriteCloser
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) Close() error { return l.w.Close() }
+
+// stdioFilter passes the lines that are JSON-RPC messages to the SDK and
+// answers the others itself.
+type stdioFilter struct {
+	r      *bufio.Reader
+	closer io.Closer
+	out    *lockedWriter
+	buf    []byte
+}
+
+func (f *stdioFilter) Close() error { return f.closer.Close() }
+
+func (f *stdioFilter) Read(p []byte) (int, error) {
+	for len(f.buf) == 0 {
+		line, tooLong, err := f.readLine()
+		switch {
+		case tooLong:
+			f.answer(nil, -32600, "Invalid Request: message longer than 16 MiB")
+		case len(bytes.TrimSpace(line)) > 0:
+			if code, msg, id := checkMessage(line); code != 0 {
+				f.answer(id, code, msg)
+			} else {
+				f.buf = append(line, '\n')
+			}
+		}
+		if err != nil && len(f.buf) == 0 {
+			return 0, err
+		}
+		if err != nil {
+			break
+		}
+	}
+	n := copy(p, f.buf)
+	f.buf = f.buf[n:]
+	return n, nil
+}
+
+// readLine reads one line without its newline; a line over maxStdioLine
+// is read to its end and dropped.
+func (f *stdioFilter) readLine() ([]byte, bool, error) {
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := f.r.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > maxStdioLine+1 {
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return bytes.TrimSuffix(line, []byte("\n")), tooLong, err
+	}
+}
+
+func (f *stdioFilter) answer(id json.RawMessage, code int, msg string) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+	_, _ = f.out.Write(append(b, '\n'))
+}
+
+// checkMessage tells a line that is not a JSON-RPC 2.0 message (or batch
+// of them): the error code and message to answer, and the id to answer
+// it with when one can be read.
+func checkMessage(line []byte) (int, string, json.RawMessage) {
+	if !json.Valid(line) {
+		return -32700, "Parse error: the message is not JSON", nil
+	}
+	trimmed := bytes.TrimSpace(line)
+	if trimmed[0] == '[' {
+		var batch []json.RawMessage
+		if json.Unmarshal(trimmed, &batch) != nil || len(batch) == 0 {
+			return -32600, "Invalid Request: an empty batch or not an array of messages", nil
+		}
+		for _, m := range batch {
+			if code, msg, _ := checkOne(m); code != 0 {
+				return code, msg + " (in a batch)", nil
+			}
+		}
+		return 0, "", nil
+	}
+	return checkOne(trimmed)
+}
+
+func checkOne(raw json.RawMessage) (int, string, json.RawMessage) {
+	var m struct {
+		JSONRPC string          `json:"jsonrpc"`
+		Method  *string         `json:"method"`
+		ID      json.RawMessage `json:"id"`
+		Result  json.RawMessage `json:"result"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(raw, &m) != nil {
+		return -32600, "Invalid Request: a message is a JSON object", nil
+	}
+	id := bytes.TrimSpace(m.ID)
+	validID := len(id) == 0 || id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9')
+	if !validID {
+		return -32600, "Invalid Request: id must be a string or a number", nil
+	}
+	switch {
+	case m.JSONRPC != "2.0":
+		return -32600, `Invalid Request: "jsonrpc" must be "2.0"`, id
+	case m.Method != nil && *m.Method == "":
+		return -32600, "Invalid Request: empty method", id
+	case m.Method == nil && (len(id) == 0 || (m.Result == nil && m.Error == nil)):
+		return -32600, "Invalid Request: neither a request, a notification nor a response", id
+	}
+	return 0, "", nil
+}
