@@ -101,6 +101,21 @@ func (s *Server) webhookStore(w http.ResponseWriter, r *http.Request) (WebhookSt
 	return s.webhooks, true
 }
 
+// webhookOf is webhookStore for the routes on one webhook: the store and
+// the path's id, or a 404 for an id no webhook can have.
+func (s *Server) webhookOf(w http.ResponseWriter, r *http.Request) (WebhookStore, string, bool) {
+	ws, ok := s.webhookStore(w, r)
+	if !ok {
+		return nil, "", false
+	}
+	id := r.PathValue("id")
+	if !storable(id) {
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+		return nil, "", false
+	}
+	return ws, id, true
+}
+
 // postWebhook registers a webhook: 201 with its secret, shown this once.
 func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	ws, ok := s.webhookStore(w, r)
@@ -199,13 +214,8 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) {
 
 // deleteWebhook deletes a webhook; its deliveries stop.
 func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
-	ws, ok := s.webhookStore(w, r)
+	ws, id, ok := s.webhookOf(w, r)
 	if !ok {
-		return
-	}
-	id := r.PathValue("id")
-	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
 		return
 	}
 	err := ws.DeleteWebhook(r.Context(), tenantOf(r.Context()).ID, id)
@@ -222,16 +232,11 @@ func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 // webhookDeliveries answers {"deliveries"}: the latest 100, newest first,
 // each with its attempts, status and last error.
 func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) {
-	ws, ok := s.webhookStore(w, r)
+	ws, id, ok := s.webhookOf(w, r)
 	if !ok {
 		return
 	}
-	id := r.PathValue("id")
 	tenantID := tenantOf(r.Context()).ID
-	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
-		return
-	}
 	if _, err := ws.GetWebhook(r.Context(), tenantID, id); err != nil {
 		if isNotFound(err) {
 			s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
@@ -280,16 +285,11 @@ type rotateIn struct {
 // the new one without missing a delivery; a secret still in the overlap
 // of an earlier rotation stops at once. The body is optional.
 func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) {
-	ws, ok := s.webhookStore(w, r)
+	ws, id, ok := s.webhookOf(w, r)
 	if !ok {
 		return
 	}
-	id := r.PathValue("id")
 	tenantID := tenantOf(r.Context()).ID
-	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
-		return
-	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		s.writeError(w, r, jsonError(err))
@@ -343,13 +343,8 @@ func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) {
 // again, from the next event on (200, the webhook). Enabling one that is
 // enabled changes nothing.
 func (s *Server) enableWebhook(w http.ResponseWriter, r *http.Request) {
-	ws, ok := s.webhookStore(w, r)
+	ws, id, ok := s.webhookOf(w, r)
 	if !ok {
-		return
-	}
-	id := r.PathValue("id")
-	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
 		return
 	}
 	enabled, err := ws.EnableWebhook(r.Context(), tenantOf(r.Context()).ID, id)
