@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,8 +115,11 @@ func TestBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("status"), "FAIL"),
 		chromedp.Click(chromedp.CSS(`form[aria-label="Filter actions"] button[type="submit"]`)),
 	))
+	// One expression, so the address and the loaded state are read from the
+	// same document: reading the location first and the rows after could
+	// count the unfiltered page's rows while it is being replaced.
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(run(t, ctx, chromedp.Location()), "status=FAIL") {
+	for !run(t, ctx, chromedp.Evaluate[bool](`location.search.includes("status=FAIL") && document.readyState === "complete"`)) {
 		require.True(t, time.Now().Before(deadline), "the filter form did not load the filtered page")
 		time.Sleep(50 * time.Millisecond)
 	}
