@@ -49,28 +49,28 @@ func (a *Activities) Pass(ctx context.Context, in PassInput) (PassResult, error)
 		return a.Store.GetAction(ctx, in.Evaluate.TenantID, in.Evaluate.ActionID)
 	})
 	early := newEarlyRead()
-	if in.Evaluate.Known == 0 {
-		// A verification's first pass: its pull most often brings the
-		// effects the agent just caused, and a read beside it would be
-		// read again.
-		early.close()
-	}
-	listed := withListedHook(ctx, func() {
-		early.start(func() (*prefetched, *passRead, error) {
-			act, err := getAction()
-			if err != nil {
-				return nil, nil, err
-			}
-			c, err := a.contract(ctx, in.Evaluate.TenantID, act.Contract, act.ContractVersion)
-			if err != nil {
-				return nil, nil, err
-			}
-			return a.readPass(ctx, in.Evaluate, act, c)
+	pullCtx := ctx
+	if in.Evaluate.Known > 0 {
+		// A re-read. (A verification's first pass reads only after its
+		// pull, which most often brings the effects the agent just caused:
+		// a read beside it would be read again.)
+		pullCtx = withListedHook(ctx, func() {
+			early.start(func() (*prefetched, *passRead, error) {
+				act, err := getAction()
+				if err != nil {
+					return nil, nil, err
+				}
+				c, err := a.contract(ctx, in.Evaluate.TenantID, act.Contract, act.ContractVersion)
+				if err != nil {
+					return nil, nil, err
+				}
+				return a.readPass(ctx, in.Evaluate, act, c)
+			})
 		})
-	})
+	}
 	var quiet bool
 	extract := func(_ context.Context, ein ExtractInput) (ExtractResult, error) {
-		ex, err := a.Extract(listed, ein)
+		ex, err := a.Extract(pullCtx, ein)
 		quiet = err == nil && ex.quiet
 		return ex, err
 	}
