@@ -262,3 +262,17 @@ func TestFailedStartShown(t *testing.T) {
 	require.NotContains(t, a.body, "has not stored its first one")
 	require.NotContains(t, a.body, "Re-verify now", "nothing to re-verify: it never started")
 }
+
+// The fixture's actions stand for verifications under way (and one whose
+// start was refused): none is a pending start. The run's test database is
+// shared by every test process, and another process's reconciler would
+// start a real verification for a pending one and give it a verdict of its
+// own — the FAIL filter then lists more than the fixture's one FAIL.
+func TestFixtureLeavesNoPendingStart(t *testing.T) {
+	fx := newFixture(t)
+	pending, err := fx.db.PendingStarts(t.Context(), 0, 100000)
+	require.NoError(t, err)
+	for _, p := range pending {
+		require.NotEqual(t, fx.tenant.ID, p.TenantID, "action %s is a pending start", p.ID)
+	}
+}
