@@ -83,6 +83,7 @@ type Activities struct {
 	Contracts *service.Contracts
 
 	pulls pullCoalescer // passes' pulls shared per tenant (coalesce.go)
+	ahead pullAhead     // feeds asked beside the listing (ahead.go)
 
 	contractsOnce sync.Once
 	identityMu    sync.Mutex

@@ -119,8 +119,15 @@ func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID st
 // are read, before any feed is asked.
 func (a *Activities) pullTenantThen(ctx context.Context, tenantID, exceptActionID string, listed func()) (pullOutcome, func(context.Context) error) {
 	nothing := func(context.Context) error { return nil }
+	// The feeds the tenant's last pull here left are asked beside the
+	// listing (pullAhead); the listing says which answers to keep.
+	pctx := withPullTenant(ctx, tenantID)
+	ahead := a.ahead.start(pctx, tenantID, func(c commitlayer.Connector) (pull.Puller, error) {
+		return a.openConnector(tenantID, c)
+	})
 	conns, err := a.Store.ListConnectors(ctx, tenantID)
 	if err != nil {
+		ahead.drop()
 		return pullOutcome{err: fmt.Errorf("extract: list connectors: %w", err)}, nothing
 	}
 	if listed != nil {
@@ -128,18 +135,25 @@ func (a *Activities) pullTenantThen(ctx context.Context, tenantID, exceptActionI
 	}
 	// Pull the connectors at once: each is a separate system.
 	results := make([]connectorPull, len(conns))
+	kept := 0
 	var wg sync.WaitGroup
 	for i, c := range conns {
+		first := ahead.take(c)
+		if first != nil {
+			kept++
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = a.pullConnector(ctx, tenantID, c)
+			results[i] = a.pullConnector(ctx, tenantID, c, first)
 		}()
 	}
+	dropped := ahead.drop()
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return pullOutcome{err: err}, nothing
 	}
+	a.ahead.done(ctx, tenantID, conns, results, kept, dropped)
 	res := ExtractResult{Unreachable: map[string]string{}, quiet: true}
 	complete := true
 	seen := map[commitlayer.Subject]bool{}
@@ -233,23 +247,22 @@ func (e *storeError) Unwrap() error { return e.err }
 // those together (recordEmptyPulls). It also returns the outbox notices its
 // pages wrote, for Extract to delete once it has delivered them, and
 // whether it read the feed to its end (not cut short by MaxPagesPerPull).
-func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commitlayer.Connector) connectorPull {
-	hc := defaultHTTPClient
-	if a.HTTPClient != nil {
-		hc = a.HTTPClient
-	}
-	limit := a.PageLimit
-	if limit <= 0 {
-		limit = 1000
-	}
-	// The kind opens its own secrets (a Stripe key, a DSN's password,
-	// http_json headers), sealed at registration. The pull's requests carry
-	// the tenant they are made for: a transport may route or label them by
-	// tenant (PullTenant).
+//
+// first, when not nil, is the connector's first page asked for before the
+// listing with the connector's cursor (pullAhead): the pull reads it
+// instead of asking for it.
+func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commitlayer.Connector, first *aheadPull) connectorPull {
+	// The pull's requests carry the tenant they are made for: a transport
+	// may route or label them by tenant (PullTenant).
 	ctx = withPullTenant(ctx, tenantID)
-	puller, err := pull.OpenConnector(tenantID, c, pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit, Secrets: a.Secrets})
-	if err != nil {
-		return connectorPull{err: fmt.Errorf("connector %s: %w", c.ID, err)}
+	var puller pull.Puller
+	if first != nil {
+		puller = first.puller
+	} else {
+		var err error
+		if puller, err = a.openConnector(tenantID, c); err != nil {
+			return connectorPull{err: fmt.Errorf("connector %s: %w", c.ID, err)}
+		}
 	}
 	maxPages := a.MaxPagesPerPull
 	if maxPages <= 0 {
@@ -263,12 +276,21 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 		if heartbeats(ctx) {
 			activity.RecordHeartbeat(ctx, c.Source)
 		}
-		page, err := puller.Pull(ctx, c.Source, cursor)
+		var (
+			page commitlayer.FactPage
+			err  error
+		)
+		if first != nil {
+			page, err = first.wait()
+			first = nil
+		} else {
+			page, err = puller.Pull(ctx, c.Source, cursor)
+		}
 		if err != nil {
 			return connectorPull{notices: out.notices, stored: out.stored, err: fmt.Errorf("pull %s: %w", c.Source, err)}
 		}
 		if cursor == c.Cursor && len(page.Facts) == 0 && page.Next == cursor {
-			return connectorPull{drained: true, empty: true}
+			return connectorPull{drained: true, empty: true, cursor: &c.Cursor}
 		}
 		ins, err := a.Store.RecordPull(ctx, tenantID, c.ID, page.Facts, page.Next, a.now())
 		if err != nil {
@@ -286,6 +308,8 @@ func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commi
 		for _, s := range ins.Subjects {
 			subjects[s] = true
 		}
+		left := page.Next
+		out.cursor = &left
 		if !page.More || page.Next == cursor {
 			out.drained = true
 			break
@@ -310,7 +334,25 @@ type connectorPull struct {
 	// stored: at least one page (facts or only a cursor's move) was
 	// recorded.
 	stored bool
+	// cursor is where the pull left the connector's cursor (set when it
+	// ended without an error).
+	cursor *string
 	err    error
+}
+
+// openConnector opens the puller of one of the tenant's connectors. The
+// kind opens its own secrets (a Stripe key, a DSN's password, http_json
+// headers), sealed at registration.
+func (a *Activities) openConnector(tenantID string, c commitlayer.Connector) (pull.Puller, error) {
+	hc := defaultHTTPClient
+	if a.HTTPClient != nil {
+		hc = a.HTTPClient
+	}
+	limit := a.PageLimit
+	if limit <= 0 {
+		limit = 1000
+	}
+	return pull.OpenConnector(tenantID, c, pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit, Secrets: a.Secrets})
 }
 
 // recordEmptyPulls records the pulls that found nothing new in one
