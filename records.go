@@ -211,6 +211,15 @@ type FactPage struct {
 	More bool
 }
 
+// PulledPage is one page a pull read from one connector, to be stored
+// with the connector's new cursor (postgres.DB.RecordPulls).
+type PulledPage struct {
+	ConnectorID string
+	Facts       []Fact
+	// Cursor is the connector's cursor after the page (FactPage.Next).
+	Cursor string
+}
+
 // ActionQuery names actions of one contract the way PriorActions takes
 // them: by agent and by subject when not empty, requested in [From, To]
 // (a zero end is open), except ExcludeID.

@@ -62,6 +62,10 @@ func (f *feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			out = append(out, e)
 		}
 	}
+	more := false
+	if limit, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && limit > 0 && len(out) > limit {
+		out, more = out[:limit], true
+	}
 	next := after
 	if len(out) > 0 {
 		next = out[len(out)-1]["seq"].(int)
@@ -76,7 +80,7 @@ func (f *feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if hold != nil {
 		<-hold
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"events": out, "next": next, "more": false})
+	_ = json.NewEncoder(w).Encode(map[string]any{"events": out, "next": next, "more": more})
 }
 
 // holdRequests makes every request of the feed report its arrival on the

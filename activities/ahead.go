@@ -91,6 +91,9 @@ func (p *aheadPull) wait() (commitlayer.FactPage, error) {
 // aheadSet is one pull's answers asked ahead, by connector id.
 type aheadSet struct {
 	pulls map[string]*aheadPull
+	// whole: every connector the tenant's last pull left was asked (none
+	// failed to open), and there was at least one.
+	whole bool
 }
 
 // start asks ahead, on ctx (the pull's, carrying its tenant), the feeds
@@ -104,10 +107,11 @@ func (p *pullAhead) start(ctx context.Context, tenantID string, open func(commit
 		conns = t.conns
 	}
 	p.mu.Unlock()
-	set := &aheadSet{}
+	set := &aheadSet{whole: len(conns) > 0}
 	for _, c := range conns {
 		puller, err := open(c)
 		if err != nil {
+			set.whole = false
 			continue // the pull opens it again and reports the error
 		}
 		actx, cancel := context.WithCancel(ctx)

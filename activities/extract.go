@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"time"
-
-	"go.temporal.io/sdk/activity"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/connectors/pull"
@@ -45,8 +42,10 @@ type ExtractResult struct {
 	StartedAt time.Time `json:",omitzero"`
 	// quiet: the pull stored nothing (no connector's feed had anything
 	// after its cursor, and none that failed had stored a page first), so
-	// a read that started after it listed the connectors (a listed hook,
-	// withListedHook) sees every fact a read after it would. A pass that
+	// a read that started when it called its listed hook (withListedHook:
+	// once it listed the connectors, or at its start when it asked every
+	// one ahead and the listing then confirmed them all) sees every fact a
+	// read after it would. A pass that
 	// skipped its pull is quiet too: the pull that covered it had stored
 	// all it brought before the pass asked.
 	quiet bool
@@ -57,8 +56,10 @@ type listedHookKey struct{}
 // withListedHook returns ctx carrying hook, which the pull an Extract on it
 // reads (its own, or the shared one it joins) calls once that pull has
 // listed the tenant's connectors, each with its cursor: from then on a read
-// of the store sees every fact those cursors stand for. A pass starts its
-// reads then, beside the feeds' answers (Pass).
+// of the store sees every fact those cursors stand for. (A pull that asks
+// every connector ahead calls it at its start instead, and is quiet only if
+// its listing then confirms every cursor: pullTenantThen.) A pass starts
+// its reads then, beside the feeds' answers (Pass).
 func withListedHook(ctx context.Context, hook func()) context.Context {
 	return context.WithValue(ctx, listedHookKey{}, hook)
 }
@@ -116,7 +117,10 @@ func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID st
 // so that pull's records come after this one's. finish is never nil; its
 // error is the empty pulls' record's (the notices' delivery only logs).
 // listed, when not nil, is called once the connectors (and their cursors)
-// are read, before any feed is asked.
+// are read, before any feed is asked; or at once, beside the listing, when
+// every connector is asked ahead from where this process's last pull left
+// it (pullAhead), and the pull is then quiet only if the listing confirms
+// them all.
 func (a *Activities) pullTenantThen(ctx context.Context, tenantID, exceptActionID string, listed func()) (pullOutcome, func(context.Context) error) {
 	nothing := func(context.Context) error { return nil }
 	// The feeds the tenant's last pull here left are asked beside the
@@ -125,6 +129,18 @@ func (a *Activities) pullTenantThen(ctx context.Context, tenantID, exceptActionI
 	ahead := a.ahead.start(pctx, tenantID, func(c commitlayer.Connector) (pull.Puller, error) {
 		return a.openConnector(tenantID, c)
 	})
+	// When every connector the last pull left is asked ahead, the passes
+	// waiting on this pull may start their reads now, beside the listing:
+	// the facts each remembered cursor stands for were stored before that
+	// pull ended (it remembers them after), so a read starting now sees
+	// them. The pull is then quiet only if the listing confirms every
+	// connector at its remembered cursor (and no feed has anything after
+	// it); otherwise the passes read again after it.
+	readEarly := ahead.whole && listed != nil
+	if readEarly {
+		listed()
+		listed = nil
+	}
 	conns, err := a.Store.ListConnectors(ctx, tenantID)
 	if err != nil {
 		ahead.drop()
@@ -134,27 +150,21 @@ func (a *Activities) pullTenantThen(ctx context.Context, tenantID, exceptActionI
 		listed()
 	}
 	// Pull the connectors at once: each is a separate system.
-	results := make([]connectorPull, len(conns))
+	firsts := make([]*aheadPull, len(conns))
 	kept := 0
-	var wg sync.WaitGroup
 	for i, c := range conns {
-		first := ahead.take(c)
-		if first != nil {
+		if firsts[i] = ahead.take(c); firsts[i] != nil {
 			kept++
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = a.pullConnector(ctx, tenantID, c, first)
-		}()
 	}
 	dropped := ahead.drop()
-	wg.Wait()
+	results := a.pullConnectors(ctx, tenantID, conns, firsts)
 	if err := ctx.Err(); err != nil {
 		return pullOutcome{err: err}, nothing
 	}
 	a.ahead.done(ctx, tenantID, conns, results, kept, dropped)
-	res := ExtractResult{Unreachable: map[string]string{}, quiet: true}
+	confirmed := kept == len(conns) && dropped == 0
+	res := ExtractResult{Unreachable: map[string]string{}, quiet: !readEarly || confirmed}
 	complete := true
 	seen := map[commitlayer.Subject]bool{}
 	var (
@@ -240,88 +250,6 @@ type storeError struct{ err error }
 
 func (e *storeError) Error() string { return e.err.Error() }
 func (e *storeError) Unwrap() error { return e.err }
-
-// pullConnector reads one connector from its cursor until the feed has no
-// more pages (bounded), storing each page with its cursor, except a first
-// page with nothing new (connectorPull.empty): the tenant's pull records
-// those together (recordEmptyPulls). It also returns the outbox notices its
-// pages wrote, for Extract to delete once it has delivered them, and
-// whether it read the feed to its end (not cut short by MaxPagesPerPull).
-//
-// first, when not nil, is the connector's first page asked for before the
-// listing with the connector's cursor (pullAhead): the pull reads it
-// instead of asking for it.
-func (a *Activities) pullConnector(ctx context.Context, tenantID string, c commitlayer.Connector, first *aheadPull) connectorPull {
-	// The pull's requests carry the tenant they are made for: a transport
-	// may route or label them by tenant (PullTenant).
-	ctx = withPullTenant(ctx, tenantID)
-	var puller pull.Puller
-	if first != nil {
-		puller = first.puller
-	} else {
-		var err error
-		if puller, err = a.openConnector(tenantID, c); err != nil {
-			return connectorPull{err: fmt.Errorf("connector %s: %w", c.ID, err)}
-		}
-	}
-	maxPages := a.MaxPagesPerPull
-	if maxPages <= 0 {
-		maxPages = 100
-	}
-	var out connectorPull
-	cursor := c.Cursor
-	subjects := map[commitlayer.Subject]bool{}
-	var digest digestSum
-	for range maxPages {
-		if heartbeats(ctx) {
-			activity.RecordHeartbeat(ctx, c.Source)
-		}
-		var (
-			page commitlayer.FactPage
-			err  error
-		)
-		if first != nil {
-			page, err = first.wait()
-			first = nil
-		} else {
-			page, err = puller.Pull(ctx, c.Source, cursor)
-		}
-		if err != nil {
-			return connectorPull{notices: out.notices, stored: out.stored, err: fmt.Errorf("pull %s: %w", c.Source, err)}
-		}
-		if cursor == c.Cursor && len(page.Facts) == 0 && page.Next == cursor {
-			return connectorPull{drained: true, empty: true, cursor: &c.Cursor}
-		}
-		ins, err := a.Store.RecordPull(ctx, tenantID, c.ID, page.Facts, page.Next, a.now())
-		if err != nil {
-			// A failed transaction stored nothing, but the database
-			// failing fails the whole pull anyway.
-			return connectorPull{notices: out.notices, stored: out.stored, err: &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}}
-		}
-		out.stored = true
-		out.ins.Inserted += ins.Inserted
-		out.ins.Duplicates += ins.Duplicates
-		digest.add(ins)
-		if ins.NotificationID != 0 {
-			out.notices = append(out.notices, ins.NotificationID)
-		}
-		for _, s := range ins.Subjects {
-			subjects[s] = true
-		}
-		left := page.Next
-		out.cursor = &left
-		if !page.More || page.Next == cursor {
-			out.drained = true
-			break
-		}
-		cursor = page.Next
-	}
-	for s := range subjects {
-		out.ins.Subjects = append(out.ins.Subjects, s)
-	}
-	out.ins.Digest = digest.digest()
-	return out
-}
 
 // connectorPull is what one connector's pull brought.
 type connectorPull struct {

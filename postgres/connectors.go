@@ -155,6 +155,87 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 	return res, nil
 }
 
+// RecordPulls stores pages of several of a tenant's connectors in one
+// transaction, as RecordPull stores one: every page's facts, each
+// connector's cursor moved to its page's, its last error cleared and its
+// last pull time set to at, and one notice of the new facts. It is
+// all or nothing: an unknown connector is commitlayer.ErrNotFound, a fact
+// whose source is not its connector's commitlayer.ErrInvalid, and then
+// nothing is stored. A connector appears at most once. The connectors'
+// rows are locked in id order, so two such transactions of one tenant
+// wait for each other, never in a cycle.
+//
+// A pull's first pages, one per connector that had anything new, go
+// together: one transaction where one per connector took its round trips
+// and a pooled connection each.
+func (db *DB) RecordPulls(ctx context.Context, tenantID string, pages []commitlayer.PulledPage, at time.Time) (commitlayer.InsertResult, error) {
+	if err := checkTimes("at", at); err != nil {
+		return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w", classify(err))
+	}
+	if len(pages) == 0 {
+		return commitlayer.InsertResult{}, nil
+	}
+	ids, cursors := make([]string, len(pages)), make([]string, len(pages))
+	var all []commitlayer.Fact
+	for i, p := range pages {
+		if slices.Contains(ids[:i], p.ConnectorID) {
+			return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w: connector %q given twice", commitlayer.ErrInvalid, p.ConnectorID)
+		}
+		ids[i], cursors[i] = p.ConnectorID, p.Cursor
+		all = append(all, p.Facts...)
+	}
+	rows, err := encodeFacts(all)
+	if err != nil {
+		return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w", classify(err))
+	}
+	var res commitlayer.InsertResult
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		lrows, err := tx.Query(ctx, `SELECT id, source FROM connectors
+			WHERE tenant_id = $1 AND id = ANY($2) ORDER BY id FOR UPDATE`, tenantID, ids)
+		if err != nil {
+			return err
+		}
+		sources := map[string]string{}
+		var id, source string
+		if _, err := pgx.ForEachRow(lrows, []any{&id, &source}, func() error {
+			sources[id] = source
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, p := range pages {
+			src, ok := sources[p.ConnectorID]
+			if !ok {
+				return fmt.Errorf("connector %q: %w", p.ConnectorID, commitlayer.ErrNotFound)
+			}
+			for j := range p.Facts {
+				if p.Facts[j].Source != src {
+					return fmt.Errorf("%w: connector %q: facts[%d]: source %q is not the connector's %q",
+						commitlayer.ErrInvalid, p.ConnectorID, j, p.Facts[j].Source, src)
+				}
+			}
+		}
+		if res, err = db.insertFacts(ctx, tx, tenantID, rows); err != nil {
+			return err
+		}
+		if res.NotificationID, err = enqueueNotification(ctx, tx, tenantID, res.Subjects, ""); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE connectors k SET cursor = p.cursor, last_pull_at = $2, last_error = '', last_error_at = NULL
+			FROM unnest($3::text[], $4::text[]) AS p(id, cursor)
+			WHERE k.tenant_id = $1 AND k.id = p.id`, tenantID, at, ids, cursors)
+		return err
+	})
+	if err != nil {
+		return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w", classify(err))
+	}
+	res.Duplicates = len(all) - res.Inserted
+	if res.Inserted > 0 {
+		res.Digest = commitlayer.DigestFacts(all) // as InsertFacts'
+	}
+	return res, nil
+}
+
 // RecordEmptyPulls records, in one statement, that the connectors read
 // nothing new and their cursors stayed where they were: each one's last
 // pull time is set to at and its last error cleared, as RecordPull does
