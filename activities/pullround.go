@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -72,23 +73,36 @@ func (a *Activities) pullConnectors(ctx context.Context, tenantID string, conns 
 			batch = append(batch, commitlayer.PulledPage{ConnectorID: c.ID, Facts: pages[i].Facts, Cursor: pages[i].Next})
 		}
 	}
-	rp, together := a.Store.(pullsRecorder)
-	if together && len(moved) > 1 {
+	stored := false
+	if rp, ok := a.Store.(pullsRecorder); ok && len(moved) > 1 {
 		ins, err := rp.RecordPulls(ctx, tenantID, batch, a.now())
-		for k, i := range moved {
-			switch {
-			case err != nil:
-				// A failed transaction stored nothing, but the database
-				// failing fails the whole pull anyway.
-				results[i].err = &storeError{fmt.Errorf("store pulls of %d connectors: %w", len(moved), err)}
-			case k == 0:
-				// The batch's facts and notice, counted once.
-				results[i] = firstStored(ins, pages[i].Next)
-			default:
-				results[i] = firstStored(commitlayer.InsertResult{}, pages[i].Next)
+		switch {
+		case err == nil:
+			for k, i := range moved {
+				if k == 0 {
+					// The batch's facts and notice, counted once.
+					results[i] = firstStored(ins, pages[i].Next)
+				} else {
+					results[i] = firstStored(commitlayer.InsertResult{}, pages[i].Next)
+				}
 			}
+			stored = true
+		case errors.Is(err, commitlayer.ErrUnavailable) || ctx.Err() != nil:
+			// The database failing fails the whole pull (a retry reads
+			// the pages again); the transaction stored nothing.
+			for _, i := range moved {
+				results[i].err = &storeError{fmt.Errorf("store pulls of %d connectors: %w", len(moved), err)}
+			}
+			stored = true
+		default:
+			// A page the store refuses (a fact it cannot keep, a
+			// connector removed meanwhile) must not keep the others'
+			// out: each page on its own, as without the batch, and the
+			// refused one fails as it would have.
+			a.logger(ctx).Debug("pages stored one by one after their batch was refused", "tenant", tenantID, "error", err)
 		}
-	} else {
+	}
+	if !stored {
 		parallel(len(moved), func(k int) {
 			i := moved[k]
 			c := conns[i]

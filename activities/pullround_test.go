@@ -110,3 +110,38 @@ type failingBatchStore struct{ *pageCountingStore }
 func (s *failingBatchStore) RecordPulls(context.Context, string, []commitlayer.PulledPage, time.Time) (commitlayer.InsertResult, error) {
 	return commitlayer.InsertResult{}, commitlayer.ErrUnavailable
 }
+
+// A page the store refuses (a fact it cannot keep: a NUL in a text) does
+// not keep the other connectors' pages out: they are stored one by one,
+// and the refused one fails the pull as it did before pages went together.
+func TestPullStoresTheOthersWhenTheStoreRefusesOnePage(t *testing.T) {
+	fx := newFixture(t)
+	ctx := context.Background()
+	crm := &feed{}
+	srv := httptest.NewServer(crm)
+	t.Cleanup(srv.Close)
+	_, err := fx.db.CreateConnector(ctx, fx.tenant, commitlayer.Connector{Source: "crm", Kind: "http_events", URL: srv.URL, Cursor: "0"})
+	require.NoError(t, err)
+	st := &pageCountingStore{DB: fx.db}
+	fx.acts.Store = st
+	fx.feed.add("payout_sent", "account:acc_1", fx.now, map[string]any{"amount": 10})
+	crm.add("account_opened", "account:acc_2", fx.now, map[string]any{"note": "a\x00b"})
+
+	_, err = fx.env.ExecuteActivity(fx.acts.Extract, activities.ExtractInput{TenantID: fx.tenant})
+	require.Error(t, err)
+	require.Len(t, st.batches, 1, "tried together first")
+	require.Equal(t, 2, st.single, "then each on its own")
+	facts, err := fx.db.FactsAbout(ctx, fx.tenant, []commitlayer.Subject{"account:acc_1"})
+	require.NoError(t, err)
+	require.Len(t, facts, 1, "the ledger's page is stored")
+	conns, err := fx.db.ListConnectors(ctx, fx.tenant)
+	require.NoError(t, err)
+	for _, c := range conns {
+		switch c.Source {
+		case "ledger":
+			require.Equal(t, "1", c.Cursor)
+		case "crm":
+			require.Equal(t, "0", c.Cursor, "the refused page is not")
+		}
+	}
+}
