@@ -251,6 +251,31 @@ type storeError struct{ err error }
 func (e *storeError) Error() string { return e.err.Error() }
 func (e *storeError) Unwrap() error { return e.err }
 
+// FactRefused is the class (GET /v1/sources, GET /v1/connectors) of a
+// connector whose page holds a fact the store refuses to keep (a NUL in a
+// text, a time out of range, a value no column holds).
+const FactRefused = "fact refused"
+
+// refusedPage is a page of a connector the store refused: the connector's
+// failure, not the database's. The source counts as unreachable and its
+// cursor stays; the tenant's other connectors and verifications go on.
+type refusedPage struct{ err error }
+
+func (e *refusedPage) Error() string      { return e.err.Error() }
+func (e *refusedPage) Unwrap() error      { return e.err }
+func (e *refusedPage) ErrorClass() string { return FactRefused }
+
+// pageStoreError is the error of storing one of c's pages: refusedPage
+// when the store refused what the page holds, storeError otherwise (the
+// database failed: the whole pull fails and is retried).
+func pageStoreError(c commitlayer.Connector, err error) error {
+	err = fmt.Errorf("store pull of %s: %w", c.Source, err)
+	if errors.Is(err, commitlayer.ErrInvalid) {
+		return &refusedPage{err}
+	}
+	return &storeError{err}
+}
+
 // connectorPull is what one connector's pull brought.
 type connectorPull struct {
 	ins     commitlayer.InsertResult

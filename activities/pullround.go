@@ -108,7 +108,7 @@ func (a *Activities) pullConnectors(ctx context.Context, tenantID string, conns 
 			c := conns[i]
 			ins, err := a.Store.RecordPull(ctx, tenantID, c.ID, pages[i].Facts, pages[i].Next, a.now())
 			if err != nil {
-				results[i].err = &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}
+				results[i].err = pageStoreError(c, err)
 				return
 			}
 			results[i] = firstStored(ins, pages[i].Next)
@@ -169,7 +169,7 @@ func (a *Activities) pullFeed(ctx context.Context, tenantID string, c commitlaye
 		if err != nil {
 			// A failed transaction stored nothing, but the database
 			// failing fails the whole pull anyway.
-			return connectorPull{notices: out.notices, stored: out.stored, err: &storeError{fmt.Errorf("store pull of %s: %w", c.Source, err)}}
+			return connectorPull{notices: out.notices, stored: out.stored, err: pageStoreError(c, err)}
 		}
 		out.ins.Inserted += ins.Inserted
 		out.ins.Duplicates += ins.Duplicates

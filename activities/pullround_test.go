@@ -111,9 +111,10 @@ func (s *failingBatchStore) RecordPulls(context.Context, string, []commitlayer.P
 	return commitlayer.InsertResult{}, commitlayer.ErrUnavailable
 }
 
-// A page the store refuses (a fact it cannot keep: a NUL in a text) does
-// not keep the other connectors' pages out: they are stored one by one,
-// and the refused one fails the pull as it did before pages went together.
+// A page the store refuses (a fact it cannot keep: a NUL in a text) is
+// its connector's failure, not the database's: the other connectors'
+// pages are stored one by one, the source is reported unreachable ("fact
+// refused") with its cursor where it was, and the pull goes on.
 func TestPullStoresTheOthersWhenTheStoreRefusesOnePage(t *testing.T) {
 	fx := newFixture(t)
 	ctx := context.Background()
@@ -127,8 +128,9 @@ func TestPullStoresTheOthersWhenTheStoreRefusesOnePage(t *testing.T) {
 	fx.feed.add("payout_sent", "account:acc_1", fx.now, map[string]any{"amount": 10})
 	crm.add("account_opened", "account:acc_2", fx.now, map[string]any{"note": "a\x00b"})
 
-	_, err = fx.env.ExecuteActivity(fx.acts.Extract, activities.ExtractInput{TenantID: fx.tenant})
-	require.Error(t, err)
+	res := fx.extract(t)
+	require.Equal(t, map[string]string{"crm": activities.FactRefused}, res.Unreachable)
+	require.Equal(t, 1, res.Inserted)
 	require.Len(t, st.batches, 1, "tried together first")
 	require.Equal(t, 2, st.single, "then each on its own")
 	facts, err := fx.db.FactsAbout(ctx, fx.tenant, []commitlayer.Subject{"account:acc_1"})
@@ -140,8 +142,18 @@ func TestPullStoresTheOthersWhenTheStoreRefusesOnePage(t *testing.T) {
 		switch c.Source {
 		case "ledger":
 			require.Equal(t, "1", c.Cursor)
+			require.Empty(t, c.LastError)
 		case "crm":
 			require.Equal(t, "0", c.Cursor, "the refused page is not")
+			require.Equal(t, activities.FactRefused, c.LastError)
 		}
 	}
+	require.NotContains(t, fx.logs.String(), "a\x00b")
+
+	// Alone (no batch), the same.
+	st.batches, st.single = nil, 0
+	res = fx.extract(t)
+	require.Equal(t, map[string]string{"crm": activities.FactRefused}, res.Unreachable)
+	require.Empty(t, st.batches)
+	require.Equal(t, 1, st.single)
 }
