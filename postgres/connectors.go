@@ -103,11 +103,7 @@ func getConnector(ctx context.Context, q querier, tenantID, id string, forUpdate
 // the connector's last error and sets its last pull time to at. Every fact
 // must carry the connector's source (commitlayer.ErrInvalid otherwise).
 func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (commitlayer.InsertResult, error) {
-	rows, err := encodeFacts(facts)
-	if err == nil {
-		err = checkTimes("at", at)
-	}
-	if err != nil {
+	if err := checkTimes("at", at); err != nil {
 		return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
 	}
 	if len(facts) == 0 {
@@ -123,34 +119,9 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 			return commitlayer.InsertResult{}, nil
 		}
 	}
-	var res commitlayer.InsertResult
-	err = db.inTx(ctx, func(tx pgx.Tx) error {
-		c, err := getConnector(ctx, tx, tenantID, connectorID, true)
-		if err != nil {
-			return err
-		}
-		for i := range facts {
-			if facts[i].Source != c.Source {
-				return fmt.Errorf("%w: facts[%d]: source %q is not the connector's %q",
-					commitlayer.ErrInvalid, i, facts[i].Source, c.Source)
-			}
-		}
-		if res, err = db.insertFacts(ctx, tx, tenantID, rows); err != nil {
-			return err
-		}
-		if res.NotificationID, err = enqueueNotification(ctx, tx, tenantID, res.Subjects, ""); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE connectors SET cursor = $3, last_pull_at = $4, last_error = '', last_error_at = NULL
-			WHERE tenant_id = $1 AND id = $2`, tenantID, connectorID, cursor, at)
-		return err
-	})
+	res, err := db.recordPages(ctx, tenantID, []commitlayer.PulledPage{{ConnectorID: connectorID, Facts: facts, Cursor: cursor}}, at)
 	if err != nil {
-		return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
-	}
-	res.Duplicates = len(facts) - res.Inserted
-	if res.Inserted > 0 {
-		res.Digest = commitlayer.DigestFacts(facts) // as InsertFacts'
+		return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, err)
 	}
 	return res, nil
 }
@@ -172,21 +143,38 @@ func (db *DB) RecordPulls(ctx context.Context, tenantID string, pages []commitla
 	if err := checkTimes("at", at); err != nil {
 		return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w", classify(err))
 	}
+	for i, p := range pages {
+		for _, q := range pages[:i] {
+			if q.ConnectorID == p.ConnectorID {
+				return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w: connector %q given twice", commitlayer.ErrInvalid, p.ConnectorID)
+			}
+		}
+	}
 	if len(pages) == 0 {
 		return commitlayer.InsertResult{}, nil
 	}
+	res, err := db.recordPages(ctx, tenantID, pages, at)
+	if err != nil {
+		return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w", err)
+	}
+	return res, nil
+}
+
+// recordPages is RecordPull's and RecordPulls' transaction: the pages'
+// connectors locked in id order and each page's facts checked against its
+// connector's source, the facts inserted in one statement with one notice,
+// every cursor moved, last error cleared and pull time set in one UPDATE.
+// Its errors are classified.
+func (db *DB) recordPages(ctx context.Context, tenantID string, pages []commitlayer.PulledPage, at time.Time) (commitlayer.InsertResult, error) {
 	ids, cursors := make([]string, len(pages)), make([]string, len(pages))
 	var all []commitlayer.Fact
 	for i, p := range pages {
-		if slices.Contains(ids[:i], p.ConnectorID) {
-			return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w: connector %q given twice", commitlayer.ErrInvalid, p.ConnectorID)
-		}
 		ids[i], cursors[i] = p.ConnectorID, p.Cursor
 		all = append(all, p.Facts...)
 	}
 	rows, err := encodeFacts(all)
 	if err != nil {
-		return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w", classify(err))
+		return commitlayer.InsertResult{}, classify(err)
 	}
 	var res commitlayer.InsertResult
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
@@ -227,7 +215,7 @@ func (db *DB) RecordPulls(ctx context.Context, tenantID string, pages []commitla
 		return err
 	})
 	if err != nil {
-		return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w", classify(err))
+		return commitlayer.InsertResult{}, classify(err)
 	}
 	res.Duplicates = len(all) - res.Inserted
 	if res.Inserted > 0 {
