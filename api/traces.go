@@ -14,6 +14,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/otlpingest"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // MaxTracesBody bounds a POST /v1/traces body, before and after gzip.
@@ -126,9 +127,9 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 		for _, rec := range recs {
 			rec.Action.RequestedAt = at
 			rec = chains.Join(c, rec)
-			rctx, cancel := context.WithTimeout(r.Context(), recordTimeout)
-			stored, isNew, err := s.actions.Record(rctx, tenantID, rec.Action, rec.Key, rec.Hash)
-			cancel()
+			// Recorded and started as POST /v1/actions records and starts
+			// (a start Temporal does not take now is the reconciler's).
+			sub, err := s.actions.Submit(r.Context(), tenantID, rec.Action, rec.Key, rec.Hash, service.Wait{})
 			if err != nil {
 				msg, retry := recordFailure(err)
 				if retry {
@@ -143,11 +144,8 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 				messages = append(messages, fmt.Sprintf("span %s, contract %s: %s", c.SpanID, rec.Action.Contract, msg))
 				continue
 			}
-			created = created || isNew
-			startKey := tenantID + "\x00" + stored.ID
-			fresh := isNew || s.needsStart(r.Context(), tenantID, stored.ID, startKey)
-			s.startOrLeave(r, tenantID, stored, fresh, startKey)
-			if isNew {
+			created = created || sub.Created
+			if sub.Created {
 				s.metrics.actions.WithLabelValues("created").Inc()
 			} else {
 				s.metrics.actions.WithLabelValues("replayed").Inc()

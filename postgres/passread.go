@@ -9,6 +9,25 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// PassReadRequest is what one verification pass reads about an action
+// besides the action itself, all of it at once: the facts about its
+// subject (FactsAbout), the actions of each query (PriorActions), the
+// tenant's connected sources and the action's latest verdict.
+type PassReadRequest struct {
+	ActionID string
+	Subject  commitlayer.Subject
+	Actions  []commitlayer.ActionQuery
+}
+
+// PassRead answers a PassReadRequest: Actions[i] answers the request's
+// Actions[i]; Latest is nil when the action has no verdict yet.
+type PassRead struct {
+	Facts     []commitlayer.Fact
+	Actions   [][]commitlayer.Action
+	Connected []string
+	Latest    *commitlayer.Verdict
+}
+
 // ReadPass reads what one verification pass reads about an action besides
 // the action itself — the facts about its subject, the actions of each of
 // r.Actions, the tenant's connected sources, the action's latest verdict —
@@ -16,13 +35,13 @@ import (
 // PriorActions, ConnectedSources and LatestVerdict run one at a time): a
 // pass took one round trip for each. The statements are read in one
 // snapshot each, not one for all, as the separate calls were.
-func (db *DB) ReadPass(ctx context.Context, tenantID string, r commitlayer.PassReadRequest) (commitlayer.PassRead, error) {
+func (db *DB) ReadPass(ctx context.Context, tenantID string, r PassReadRequest) (PassRead, error) {
 	for _, q := range r.Actions {
 		if err := checkTimes("from", q.From, "to", q.To); err != nil {
-			return commitlayer.PassRead{}, fmt.Errorf("read pass of %q: actions of %q: %w", r.ActionID, q.Contract, classify(err))
+			return PassRead{}, fmt.Errorf("read pass of %q: actions of %q: %w", r.ActionID, q.Contract, classify(err))
 		}
 	}
-	out := commitlayer.PassRead{Actions: make([][]commitlayer.Action, len(r.Actions))}
+	out := PassRead{Actions: make([][]commitlayer.Action, len(r.Actions))}
 	b := &pgx.Batch{}
 	subs := []string{string(r.Subject)}
 	b.Queue(factsAboutSQL, tenantID, subs, linkKeys(tenantID, subs)).Query(func(rows pgx.Rows) error {
@@ -58,7 +77,7 @@ func (db *DB) ReadPass(ctx context.Context, tenantID string, r commitlayer.PassR
 		return nil
 	})
 	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
-		return commitlayer.PassRead{}, fmt.Errorf("read pass of %q: %w", r.ActionID, classify(err))
+		return PassRead{}, fmt.Errorf("read pass of %q: %w", r.ActionID, classify(err))
 	}
 	return out, nil
 }

@@ -512,7 +512,6 @@ func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFla
 	runtime.ReadMemStats(&gc0)
 	cpu0 := cpuByRole()
 	ingestCPU := startCPU()
-	notices0 := b.m.Verifier.NoticeStats()
 	new0, conflict0, retried0 := b.m.DB.InsertStats()
 	ingestStart := time.Now()
 	lat, err := b.ingest(ctx, f, batches)
@@ -544,9 +543,6 @@ func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFla
 	}
 	fmt.Fprintf(w, "    last POST → every notice of new facts delivered: %s%s; first POST → every notice delivered: %.0f facts/s\n",
 		drained.Round(time.Millisecond), drainCPU, facts/(wall+drained).Seconds())
-	notices := b.m.Verifier.NoticeStats()
-	fmt.Fprintf(w, "    this process sent %d facts-arrived signals (%d of them after their verification's window); %d more notices were coalesced into a signal still waiting; %d watching verifications the facts reached were screened (their verdict unchanged, not woken)\n",
-		notices.Sent-notices0.Sent, notices.Held-notices0.Held, notices.Coalesced-notices0.Coalesced, notices.Screened-notices0.Screened)
 	if prefix == "w" {
 		sig, err := b.signalsPerBurst(ctx, f, watchers, ingestStart)
 		if err != nil {
