@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -44,6 +45,8 @@ const pullRunTimeout = 2 * time.Minute
 type pullCoalescer struct {
 	mu      sync.Mutex
 	tenants map[string]*tenantPulls
+
+	pulled, joined, skipped atomic.Int64 // MetricPassPulls, in this process
 }
 
 type tenantPulls struct {
@@ -106,7 +109,7 @@ func (c *pullCoalescer) extract(ctx context.Context, a *Activities, in ExtractIn
 	if !t.covered.IsZero() && !t.covered.Before(in.FreshAsOf) {
 		covered := t.covered
 		c.mu.Unlock()
-		count(ctx, "skipped")
+		c.count(ctx, "skipped")
 		return ExtractResult{Unreachable: map[string]string{}, StartedAt: covered}, nil
 	}
 	run, outcome := t.running, "joined"
@@ -124,7 +127,7 @@ func (c *pullCoalescer) extract(ctx context.Context, a *Activities, in ExtractIn
 		go c.exec(a, in.TenantID, run)
 	}
 	c.mu.Unlock()
-	count(ctx, outcome)
+	c.count(ctx, outcome)
 	select {
 	case <-run.done:
 	case <-ctx.Done():
@@ -177,7 +180,15 @@ func (c *pullCoalescer) exec(a *Activities, tenantID string, run *pullRun) {
 	}
 }
 
-func count(ctx context.Context, outcome string) {
+func (c *pullCoalescer) count(ctx context.Context, outcome string) {
+	switch outcome {
+	case "pulled":
+		c.pulled.Add(1)
+	case "joined":
+		c.joined.Add(1)
+	default:
+		c.skipped.Add(1)
+	}
 	if activity.IsActivity(ctx) {
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"outcome": outcome}).Counter(MetricPassPulls).Inc(1)
 	}

@@ -67,8 +67,7 @@ func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResul
 		err error
 	)
 	if in.FreshAsOf.IsZero() {
-		var out pullOutcome
-		out = a.pullTenant(ctx, in.TenantID, in.ActionID)
+		out := a.pullTenant(ctx, in.TenantID, in.ActionID)
 		a.pulls.record(in.TenantID, began, out)
 		res, err = out.res, out.err
 		res.StartedAt = began
@@ -212,6 +211,8 @@ func (a *Activities) pullConnectors(ctx context.Context, tenantID, except string
 		for _, i := range moved {
 			results[i].err = &storeError{fmt.Errorf("store pulls of %d connectors: %w", len(moved), batchErr)}
 		}
+	case len(moved) == 1:
+		results[moved[0]].err = pageError(conns[moved[0]], batchErr)
 	default:
 		// A page the store refuses (a fact it cannot keep, a connector
 		// removed meanwhile) must not keep the others out: each page on
@@ -271,14 +272,20 @@ func (a *Activities) pullFeed(ctx context.Context, tenantID, except string, c co
 // recordPage stores one page of c with its cursor.
 func (a *Activities) recordPage(ctx context.Context, tenantID, except string, c commitlayer.Connector, p commitlayer.PulledPage) (commitlayer.InsertResult, error) {
 	ins, err := a.Store.RecordPulls(ctx, tenantID, except, []commitlayer.PulledPage{p}, a.now())
-	if err == nil {
-		return ins, nil
+	if err != nil {
+		return ins, pageError(c, err)
 	}
+	return ins, nil
+}
+
+// pageError is the failure to store a page of c: the connector's when the
+// store refused what the page holds, the database's otherwise.
+func pageError(c commitlayer.Connector, err error) error {
 	err = fmt.Errorf("store pull of %s: %w", c.Source, err)
 	if errors.Is(err, commitlayer.ErrInvalid) {
-		return ins, &refusedPage{err}
+		return &refusedPage{err}
 	}
-	return ins, &storeError{err}
+	return &storeError{err}
 }
 
 // openConnector opens the puller of one of the tenant's connectors. The

@@ -207,6 +207,16 @@ func (e *env) notices(tenantID string) []postgres.Notice {
 	return out
 }
 
+// waitStarted waits until the action's verification is marked started (the
+// start's bookkeeping runs after the answer).
+func (e *env) waitStarted(tenantID, actionID string) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		rec, err := e.db.GetAction(context.Background(), tenantID, actionID)
+		return err == nil && !rec.VerificationStartedAt.IsZero()
+	}, 30*time.Second, time.Millisecond)
+}
+
 // tenant creates a tenant through the admin API and returns its id and key.
 func (e *env) tenant(name string) (string, string) {
 	e.t.Helper()

@@ -104,11 +104,13 @@ func (a otlpAnswer) rpcStatus(t *testing.T, want int) *rpcstatus.Status {
 func (e *env) recorded(tenantID string) []commitlayer.ActionRecord {
 	e.t.Helper()
 	var out []commitlayer.ActionRecord
+	seen := map[string]bool{}
 	for _, s := range e.ver.startCalls() {
 		id, ok := strings.CutPrefix(s, tenantID+"/")
-		if !ok {
-			continue
+		if !ok || seen[id] {
+			continue // another tenant's, or started again (a replay before its start was marked)
 		}
+		seen[id] = true
 		rec, err := e.db.GetAction(context.Background(), tenantID, id)
 		require.NoError(e.t, err)
 		out = append(out, rec)
