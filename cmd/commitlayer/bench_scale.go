@@ -179,9 +179,8 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	}()
 	requestedAt := time.Now().UTC().Add(-11 * time.Minute) // settled: provisional and final at once
 	perSubject := f.facts / f.subjects
-	fmt.Fprintf(w, "bench scale: %s, %s; sticky cache %d, signal window %s, signal rate %s, %s\n", b.workersDesc(), benchEnv(),
-		b.m.Config.StickyCacheSize, signalWindowDesc(b.m.Config.SignalWindow), signalRateDesc(b.m.Config.SignalRate),
-		dormancyDesc(b.m.Config.Dormancy))
+	fmt.Fprintf(w, "bench scale: %s, %s; sticky cache %d, %s\n", b.workersDesc(), benchEnv(),
+		b.m.Config.StickyCacheSize, dormancyDesc(b.m.Config.Dormancy))
 
 	// Start from a vacuumed store: an earlier run's deleted tenants leave
 	// their rows dead, and a server with autovacuum off (as on the
@@ -431,20 +430,6 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	}
 	printScale(w, axes)
 	return nil
-}
-
-func signalWindowDesc(d time.Duration) string {
-	if d <= 0 {
-		return "none"
-	}
-	return d.String()
-}
-
-func signalRateDesc(r float64) string {
-	if r <= 0 {
-		return "unbounded"
-	}
-	return strconv.FormatFloat(r, 'f', -1, 64) + "/s"
 }
 
 // benchScaleCmd is `commitlayer bench scale [flags]`.
