@@ -113,23 +113,3 @@ type FactPage struct {
 	// More is true when the source has more after Next.
 	More bool
 }
-
-// PulledPage is one page a pull read from one connector, to be stored
-// with the connector's new cursor (postgres.DB.RecordPulls).
-type PulledPage struct {
-	ConnectorID string
-	Facts       []Fact
-	// Cursor is the connector's cursor after the page (FactPage.Next).
-	Cursor string
-}
-
-// ActionQuery names actions of one contract the way PriorActions takes
-// them: by agent and by subject when not empty, requested in [From, To]
-// (a zero end is open), except ExcludeID.
-type ActionQuery struct {
-	Contract  string
-	Agent     string
-	Subject   Subject
-	From, To  time.Time
-	ExcludeID string
-}

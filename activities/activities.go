@@ -36,7 +36,7 @@ type Store interface {
 	FactsAbout(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Fact, error)
 	AppendVerdictOver(ctx context.Context, tenantID string, v commitlayer.Verdict, latest *commitlayer.Verdict, took time.Duration) (commitlayer.Verdict, bool, error)
 	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
-	RecordPulls(ctx context.Context, tenantID, exceptActionID string, pages []commitlayer.PulledPage, at time.Time) (commitlayer.InsertResult, error)
+	RecordPulls(ctx context.Context, tenantID, exceptActionID string, pages []postgres.PulledPage, at time.Time) (commitlayer.InsertResult, error)
 	RecordEmptyPulls(ctx context.Context, tenantID string, connectorIDs, cursors []string, at time.Time) ([]string, error)
 	RecordPullError(ctx context.Context, tenantID, connectorID string, msg string, at time.Time) error
 	CountWatchedActions(ctx context.Context, tenantID string, now time.Time) (int, error)

@@ -266,7 +266,7 @@ type pullRecordingStore struct {
 	beforeEmpty func()
 }
 
-func (s *pullRecordingStore) RecordPulls(ctx context.Context, tenantID, except string, pages []commitlayer.PulledPage, at time.Time) (commitlayer.InsertResult, error) {
+func (s *pullRecordingStore) RecordPulls(ctx context.Context, tenantID, except string, pages []postgres.PulledPage, at time.Time) (commitlayer.InsertResult, error) {
 	s.mu.Lock()
 	s.pages += len(pages)
 	s.mu.Unlock()
@@ -325,7 +325,7 @@ func TestExtractRecordsEmptyPullsTogether(t *testing.T) {
 	crmFeed.add("note_added", "account:acc_1", fx.now, map[string]any{"text": "hi"})
 	movedAt := pulledAt.Add(time.Second)
 	store.beforeEmpty = func() {
-		_, err := fx.db.RecordPulls(ctx, fx.tenant, "", []commitlayer.PulledPage{{ConnectorID: crm.ID, Cursor: "1", Facts: []commitlayer.Fact{{Source: "crm", Type: "note_added",
+		_, err := fx.db.RecordPulls(ctx, fx.tenant, "", []postgres.PulledPage{{ConnectorID: crm.ID, Cursor: "1", Facts: []commitlayer.Fact{{Source: "crm", Type: "note_added",
 			Subject: "account:acc_1", ExternalID: "crm-1", OccurredAt: fx.now, Attrs: commitlayer.Attrs{"text": "hi"}}}}}, movedAt)
 		require.NoError(t, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/connectors/pull"
 	"github.com/commitlayer/commitlayer/internal/netguard"
+	"github.com/commitlayer/commitlayer/postgres"
 )
 
 // ExtractInput asks for the tenant's connectors to be pulled.
@@ -169,7 +170,7 @@ func (a *Activities) pullConnectors(ctx context.Context, tenantID, except string
 	})
 	var (
 		moved            []int // connectors whose first page is stored
-		batch            []commitlayer.PulledPage
+		batch            []postgres.PulledPage
 		emptyIDs, cursor []string
 	)
 	for i, c := range conns {
@@ -180,7 +181,7 @@ func (a *Activities) pullConnectors(ctx context.Context, tenantID, except string
 			results[i].drained = true
 		default:
 			moved = append(moved, i)
-			batch = append(batch, commitlayer.PulledPage{ConnectorID: c.ID, Facts: pages[i].Facts, Cursor: pages[i].Next})
+			batch = append(batch, postgres.PulledPage{ConnectorID: c.ID, Facts: pages[i].Facts, Cursor: pages[i].Next})
 		}
 	}
 	// The two records go to the store at once: one transaction for the
@@ -253,7 +254,7 @@ func (a *Activities) pullFeed(ctx context.Context, tenantID, except string, c co
 			out.err = fmt.Errorf("pull %s: %w", c.Source, err)
 			return
 		}
-		ins, err := a.recordPage(ctx, tenantID, except, c, commitlayer.PulledPage{ConnectorID: c.ID, Facts: page.Facts, Cursor: page.Next})
+		ins, err := a.recordPage(ctx, tenantID, except, c, postgres.PulledPage{ConnectorID: c.ID, Facts: page.Facts, Cursor: page.Next})
 		if err != nil {
 			out.err = err
 			return
@@ -270,8 +271,8 @@ func (a *Activities) pullFeed(ctx context.Context, tenantID, except string, c co
 }
 
 // recordPage stores one page of c with its cursor.
-func (a *Activities) recordPage(ctx context.Context, tenantID, except string, c commitlayer.Connector, p commitlayer.PulledPage) (commitlayer.InsertResult, error) {
-	ins, err := a.Store.RecordPulls(ctx, tenantID, except, []commitlayer.PulledPage{p}, a.now())
+func (a *Activities) recordPage(ctx context.Context, tenantID, except string, c commitlayer.Connector, p postgres.PulledPage) (commitlayer.InsertResult, error) {
+	ins, err := a.Store.RecordPulls(ctx, tenantID, except, []postgres.PulledPage{p}, a.now())
 	if err != nil {
 		return ins, pageError(c, err)
 	}

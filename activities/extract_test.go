@@ -22,7 +22,7 @@ type pageCountingStore struct {
 	fail    error // when set, every RecordPulls fails with it
 }
 
-func (s *pageCountingStore) RecordPulls(ctx context.Context, tenantID, except string, pages []commitlayer.PulledPage, at time.Time) (commitlayer.InsertResult, error) {
+func (s *pageCountingStore) RecordPulls(ctx context.Context, tenantID, except string, pages []postgres.PulledPage, at time.Time) (commitlayer.InsertResult, error) {
 	var ids []string
 	for _, p := range pages {
 		ids = append(ids, p.ConnectorID)

@@ -172,11 +172,11 @@ func (a *Activities) read(ctx context.Context, tenantID, actionID string) (commi
 	if err != nil {
 		return act, nil, ev, err
 	}
-	req := postgres.PassReadRequest{ActionID: act.ID, Subject: act.Subject, Actions: []commitlayer.ActionQuery{{
+	req := postgres.PassReadRequest{ActionID: act.ID, Subject: act.Subject, Actions: []postgres.ActionQuery{{
 		Contract: act.Contract, Subject: act.Subject, From: act.RequestedAt, To: act.WatchUntil, ExcludeID: act.ID,
 	}}}
 	for _, q := range c.PriorQueries(act.Action) {
-		req.Actions = append(req.Actions, commitlayer.ActionQuery{Contract: act.Contract, Agent: q.Agent, Subject: q.Subject,
+		req.Actions = append(req.Actions, postgres.ActionQuery{Contract: act.Contract, Agent: q.Agent, Subject: q.Subject,
 			From: q.From, To: q.To, ExcludeID: act.ID})
 	}
 	got, err := a.Store.ReadPass(ctx, tenantID, req)

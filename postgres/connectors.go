@@ -99,6 +99,15 @@ func getConnector(ctx context.Context, q querier, tenantID, id string, forUpdate
 	return c, err
 }
 
+// PulledPage is one page a pull read from one connector, to be stored
+// with the connector's new cursor (RecordPulls).
+type PulledPage struct {
+	ConnectorID string
+	Facts       []commitlayer.Fact
+	// Cursor is the connector's cursor after the page (FactPage.Next).
+	Cursor string
+}
+
 // RecordPulls stores pages of a tenant's connectors in one transaction:
 // every page's facts, each connector's cursor moved to its page's (the
 // cursor moves only when the facts landed), its last error cleared and its
@@ -113,7 +122,7 @@ func getConnector(ctx context.Context, q querier, tenantID, id string, forUpdate
 // A pull's first pages, one per connector that had anything new, go
 // together: one transaction where one per connector took its round trips
 // and a pooled connection each.
-func (db *DB) RecordPulls(ctx context.Context, tenantID, exceptActionID string, pages []commitlayer.PulledPage, at time.Time) (commitlayer.InsertResult, error) {
+func (db *DB) RecordPulls(ctx context.Context, tenantID, exceptActionID string, pages []PulledPage, at time.Time) (commitlayer.InsertResult, error) {
 	if err := checkTimes("at", at); err != nil {
 		return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w", classify(err))
 	}
@@ -139,7 +148,7 @@ func (db *DB) RecordPulls(ctx context.Context, tenantID, exceptActionID string, 
 // connector's source, the facts inserted in one statement with one notice,
 // every cursor moved, last error cleared and pull time set in one UPDATE.
 // Its errors are classified.
-func (db *DB) recordPages(ctx context.Context, tenantID, except string, pages []commitlayer.PulledPage, at time.Time) (commitlayer.InsertResult, error) {
+func (db *DB) recordPages(ctx context.Context, tenantID, except string, pages []PulledPage, at time.Time) (commitlayer.InsertResult, error) {
 	ids, cursors := make([]string, len(pages)), make([]string, len(pages))
 	var all []commitlayer.Fact
 	for i, p := range pages {

@@ -137,7 +137,7 @@ func externalIDs(facts []commitlayer.Fact) []string {
 
 // recordPull stores one page of a connector (RecordPulls of one page).
 func recordPull(ctx context.Context, db *DB, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (commitlayer.InsertResult, error) {
-	return db.RecordPulls(ctx, tenantID, "", []commitlayer.PulledPage{{ConnectorID: connectorID, Facts: facts, Cursor: cursor}}, at)
+	return db.RecordPulls(ctx, tenantID, "", []PulledPage{{ConnectorID: connectorID, Facts: facts, Cursor: cursor}}, at)
 }
 
 // notices reads the tenant's notices not delivered yet, in order.

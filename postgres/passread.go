@@ -4,10 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/jackc/pgx/v5"
 )
+
+// ActionQuery names actions of one contract the way PriorActions takes
+// them: by agent and by subject when not empty, requested in [From, To]
+// (a zero end is open), except ExcludeID.
+type ActionQuery struct {
+	Contract  string
+	Agent     string
+	Subject   commitlayer.Subject
+	From, To  time.Time
+	ExcludeID string
+}
 
 // PassReadRequest is what one verification pass reads about an action
 // besides the action itself, all of it at once: the facts about its
@@ -16,7 +28,7 @@ import (
 type PassReadRequest struct {
 	ActionID string
 	Subject  commitlayer.Subject
-	Actions  []commitlayer.ActionQuery
+	Actions  []ActionQuery
 }
 
 // PassRead answers a PassReadRequest: Actions[i] answers the request's

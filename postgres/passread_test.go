@@ -45,7 +45,7 @@ func TestReadPassIsTheSeparateReads(t *testing.T) {
 	latest, _, err := testDB.AppendVerdict(ctx, tn.ID, v)
 	require.NoError(t, err)
 
-	queries := []commitlayer.ActionQuery{
+	queries := []ActionQuery{
 		{Contract: "refund_customer", Subject: "order:o1", From: t0, To: t0.Add(72 * time.Hour), ExcludeID: "act_1"},
 		{Contract: "refund_customer", Agent: "agent-1", From: t0.Add(-time.Hour), To: t0.Add(time.Hour), ExcludeID: "act_1"},
 		{Contract: "refund_customer", ExcludeID: "act_1"}, // both ends open
@@ -82,7 +82,7 @@ func TestReadPassIsTheSeparateReads(t *testing.T) {
 	require.Nil(t, got.Latest)
 
 	_, err = testDB.ReadPass(ctx, tn.ID, PassReadRequest{ActionID: "act_1", Subject: "order:o1",
-		Actions: []commitlayer.ActionQuery{{Contract: "refund_customer", From: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}})
+		Actions: []ActionQuery{{Contract: "refund_customer", From: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}})
 	require.ErrorIs(t, err, commitlayer.ErrInvalid)
 }
 
