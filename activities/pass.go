@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
@@ -79,11 +80,13 @@ const MetricPassLatency = "commitlayer_verify_pass_latency"
 // Pass is one verification pass, top to bottom:
 //
 //  1. pull: every connector of the tenant, from its cursor, the facts
-//     stored with their cursors (pull.go; a pull the tenant's other passes
-//     want at the same time is shared, coalesce.go);
-//  2. read: the action, its contract version, and in one round trip what
-//     the contract reads — the facts about the subject, the later and the
-//     prior actions, the tenant's coverage, the latest verdict;
+//     stored with their cursors (extract.go; a pull the tenant's other
+//     passes want at the same time is shared, coalesce.go) — meanwhile the
+//     action and its compiled contract version are loaded (a pull changes
+//     no action);
+//  2. read: in one round trip what the contract reads — the facts about the
+//     subject, the later and the prior actions, the tenant's coverage, the
+//     latest verdict, whether the tenant has webhooks;
 //  3. evaluate: the contract over what was read (contracts.Evaluate);
 //  4. append: the verdict stored as a new version when its answer changed.
 //
@@ -93,23 +96,34 @@ const MetricPassLatency = "commitlayer_verify_pass_latency"
 // nothing for an answer already stored.
 func (a *Activities) Pass(ctx context.Context, in PassInput) (PassResult, error) {
 	began := time.Now()
-	var out PassResult
-	if in.Pull {
-		ex, err := a.Extract(ctx, in.Extract)
-		if err != nil {
-			return PassResult{}, err
-		}
-		out.Pulled, out.Unreachable, out.PulledAt = true, ex.Unreachable, ex.StartedAt
-		in.Evaluate.Unreachable = ex.Unreachable
-	}
 	e := in.Evaluate
 	if e.TenantID == "" || e.ActionID == "" {
 		return PassResult{}, nonRetryable("pass: tenant and action ids are required")
 	}
-	if err := a.checkStore(ctx, e.StoreID); err != nil {
+	var (
+		out PassResult
+		act commitlayer.ActionRecord
+		c   *contracts.Contract
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	if in.Pull {
+		g.Go(func() error {
+			ex, err := a.Extract(gctx, in.Extract)
+			out.Pulled, out.Unreachable, out.PulledAt = true, ex.Unreachable, ex.StartedAt
+			return err
+		})
+	}
+	g.Go(func() (err error) {
+		act, c, err = a.action(gctx, e.StoreID, e.TenantID, e.ActionID)
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return PassResult{}, err
 	}
-	act, c, read, err := a.read(ctx, e.TenantID, e.ActionID)
+	if out.Pulled {
+		e.Unreachable = out.Unreachable
+	}
+	read, err := a.read(ctx, e.TenantID, act, c)
 	if err != nil {
 		return PassResult{}, err
 	}
@@ -125,7 +139,7 @@ func (a *Activities) Pass(ctx context.Context, in PassInput) (PassResult, error)
 		return PassResult{}, fmt.Errorf("pass: store verdict of %s: %w", e.ActionID, err)
 	}
 	news := changed || stored.Version != e.Known
-	out.Evaluate = EvaluateResult{Verdict: stored, Changed: changed, Webhooks: news && a.hasWebhooks(ctx, e.TenantID)}
+	out.Evaluate = EvaluateResult{Verdict: stored, Changed: changed, Webhooks: news && read.Webhooks}
 	if activity.IsActivity(ctx) {
 		activity.GetMetricsHandler(ctx).WithTags(map[string]string{"pulled": strconv.FormatBool(in.Pull)}).
 			Timer(MetricPassLatency).Record(time.Since(began))
@@ -147,16 +161,15 @@ type evidence struct {
 	Later     []commitlayer.Action // the contract's later actions on the subject
 	Connected []string
 	Latest    *commitlayer.Verdict
+	Webhooks  bool
 }
 
-// read loads the action and its compiled contract version, then what the
-// evaluation reads: in one round trip (the store's ReadPass) the facts about
-// the subject, the later actions (they end this one's window), the prior
-// actions of each limit, the connected sources and the latest verdict;
-// then the facts of the subjects a `through` forbid or a limit's prior
-// actions reach, when there are any.
-func (a *Activities) read(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, *contracts.Contract, evidence, error) {
-	var ev evidence
+// action loads the action and its compiled contract version, from the
+// database the action was recorded in (storeID; empty: not checked).
+func (a *Activities) action(ctx context.Context, storeID, tenantID, actionID string) (commitlayer.ActionRecord, *contracts.Contract, error) {
+	if err := a.checkStore(ctx, storeID); err != nil {
+		return commitlayer.ActionRecord{}, nil, err
+	}
 	act, err := a.Store.GetAction(ctx, tenantID, actionID)
 	if errors.Is(err, commitlayer.ErrNotFound) {
 		// The action was recorded before its verification started, so this
@@ -164,14 +177,22 @@ func (a *Activities) read(ctx context.Context, tenantID, actionID string) (commi
 		// database. Retried with backoff, and loud: nothing resolves it but
 		// time or an operator.
 		a.logger(ctx).Error("pass: action not found in this worker's database; retrying", "tenant", tenantID, "action", actionID)
-		return act, nil, ev, fmt.Errorf("pass: action %s not found (a lagging replica, or a worker on another database than the API's?)", actionID)
+		return act, nil, fmt.Errorf("pass: action %s not found (a lagging replica, or a worker on another database than the API's?)", actionID)
 	} else if err != nil {
-		return act, nil, ev, fmt.Errorf("pass: load action %s: %w", actionID, err)
+		return act, nil, fmt.Errorf("pass: load action %s: %w", actionID, err)
 	}
 	c, err := a.contract(ctx, tenantID, act.Contract, act.ContractVersion)
-	if err != nil {
-		return act, nil, ev, err
-	}
+	return act, c, err
+}
+
+// read reads what the evaluation of act reads: in one round trip (the
+// store's ReadPass) the facts about the subject, the later actions (they
+// end this one's window), the prior actions of each limit, the connected
+// sources, the latest verdict and whether the tenant has webhooks; then the
+// facts of the subjects a `through` forbid or a limit's prior actions
+// reach, when there are any.
+func (a *Activities) read(ctx context.Context, tenantID string, act commitlayer.ActionRecord, c *contracts.Contract) (evidence, error) {
+	var ev evidence
 	req := postgres.PassReadRequest{ActionID: act.ID, Subject: act.Subject, Actions: []postgres.ActionQuery{{
 		Contract: act.Contract, Subject: act.Subject, From: act.RequestedAt, To: act.WatchUntil, ExcludeID: act.ID,
 	}}}
@@ -181,9 +202,9 @@ func (a *Activities) read(ctx context.Context, tenantID, actionID string) (commi
 	}
 	got, err := a.Store.ReadPass(ctx, tenantID, req)
 	if err != nil {
-		return act, nil, ev, fmt.Errorf("pass: read facts, actions and coverage of %s: %w", act.ID, err)
+		return ev, fmt.Errorf("pass: read facts, actions and coverage of %s: %w", act.ID, err)
 	}
-	ev = evidence{Facts: got.Facts, Later: orEmpty(got.Actions[0]), Connected: orEmpty(got.Connected), Latest: got.Latest}
+	ev = evidence{Facts: got.Facts, Later: orEmpty(got.Actions[0]), Connected: orEmpty(got.Connected), Latest: got.Latest, Webhooks: got.Webhooks}
 	// The limits' queries answered in query order, each action once.
 	ev.Prior = []commitlayer.Action{}
 	seen := map[string]bool{}
@@ -213,12 +234,12 @@ func (a *Activities) read(ctx context.Context, tenantID, actionID string) (commi
 	if len(more) > 0 {
 		extra, err := a.Store.FactsAbout(ctx, tenantID, more)
 		if err != nil {
-			return act, nil, ev, fmt.Errorf("pass: facts about %d related subjects: %w", len(more), err)
+			return ev, fmt.Errorf("pass: facts about %d related subjects: %w", len(more), err)
 		}
 		ev.Facts = append(ev.Facts, extra...)
 	}
 	ev.Facts = orEmpty(ev.Facts)
-	return act, c, ev, nil
+	return ev, nil
 }
 
 // orEmpty is s, or an empty slice for nil (what the engine reads as "read,

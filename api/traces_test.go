@@ -148,6 +148,7 @@ func TestTracesRecordBoundToolSpans(t *testing.T) {
 	require.Contains(t, string(rec.Trace), `"span_id": "0202020202020202"`)
 
 	// The exporter's retry: nothing new recorded, nothing started again.
+	e.waitStarted(tenantID, actionID)
 	rejected, _ = partial(t, e.postTraces(key, body, ctype))
 	require.Zero(t, rejected)
 	require.Len(t, e.ver.startCalls(), 1)

@@ -32,12 +32,15 @@ type PassReadRequest struct {
 }
 
 // PassRead answers a PassReadRequest: Actions[i] answers the request's
-// Actions[i]; Latest is nil when the action has no verdict yet.
+// Actions[i]; Latest is nil when the action has no verdict yet; Webhooks
+// says whether the tenant has an enabled webhook (a new verdict's events
+// are then queued).
 type PassRead struct {
 	Facts     []commitlayer.Fact
 	Actions   [][]commitlayer.Action
 	Connected []string
 	Latest    *commitlayer.Verdict
+	Webhooks  bool
 }
 
 // ReadPass reads what one verification pass reads about an action besides
@@ -88,6 +91,7 @@ func (db *DB) ReadPass(ctx context.Context, tenantID string, r PassReadRequest) 
 		out.Latest = &v
 		return nil
 	})
+	b.Queue(hasWebhooksSQL, tenantID).QueryRow(func(row pgx.Row) error { return row.Scan(&out.Webhooks) })
 	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
 		return PassRead{}, fmt.Errorf("read pass of %q: %w", r.ActionID, classify(err))
 	}

@@ -34,11 +34,17 @@ const maxReach = 2000
 // MayChange: none of a kind it reads, none linking, none in its policy's
 // state).
 func (s *Actions) wake(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *contracts.Digest, exceptActionID string) error {
+	return s.wakeReaching(ctx, tenantID, subjects, 2, digest, exceptActionID)
+}
+
+// wakeReaching is wake through hops links (2 for facts; 0 for a new action,
+// whose subject's earlier actions of its contract are what it changes).
+func (s *Actions) wakeReaching(ctx context.Context, tenantID string, subjects []commitlayer.Subject, hops int, digest *contracts.Digest, exceptActionID string) error {
 	if len(subjects) == 0 || s.verifier == nil {
 		return nil
 	}
 	all, frontier := subjects, subjects
-	for range 2 {
+	for range hops {
 		if len(all) >= maxReach || len(frontier) == 0 {
 			break
 		}

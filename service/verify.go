@@ -247,7 +247,7 @@ func (s *Actions) background(ctx context.Context, tenantID string, rec commitlay
 // ends their effect window), the tenant's poller running when it has
 // connectors, the action marked started.
 func (s *Actions) afterStart(ctx context.Context, tenantID string, rec commitlayer.ActionRecord) error {
-	if err := s.wake(ctx, tenantID, []commitlayer.Subject{rec.Subject}, nil, rec.ID); err != nil {
+	if err := s.wakeReaching(ctx, tenantID, []commitlayer.Subject{rec.Subject}, 0, nil, rec.ID); err != nil {
 		s.logger.Warn("tell earlier verifications of a new action", "action", rec.ID, "error", err)
 	}
 	conns, err := s.store.ListConnectors(ctx, tenantID)
