@@ -198,3 +198,23 @@ func TestArchitectureImportsAreTrue(t *testing.T) {
 	slices.Sort(wrong)
 	require.Empty(t, wrong, "docs/architecture.md's imports column differs from go list:\n%s", strings.Join(wrong, "\n"))
 }
+
+// TestDocsStayShort: the README is an introduction that shows the two
+// commands, and docs/benchmarks.md holds the current figures, not a log of
+// how they were reached (that is in git).
+func TestDocsStayShort(t *testing.T) {
+	for _, d := range []struct {
+		path string
+		max  int
+	}{{"README.md", 300}, {"docs/benchmarks.md", 400}} {
+		b, err := os.ReadFile("../../" + d.path)
+		require.NoError(t, err)
+		n := strings.Count(string(b), "\n")
+		require.LessOrEqual(t, n, d.max, "%s has %d lines; at most %d (reference belongs in docs/, history in git)", d.path, n, d.max)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	for _, cmd := range []string{"make demo", "make test"} {
+		require.Contains(t, string(readme), cmd, "README.md shows the two commands")
+	}
+}
