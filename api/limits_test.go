@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ import (
 func TestWrongBearerKeysLimitedPerAddress(t *testing.T) {
 	e := newEnv(t)
 	_, key := e.tenant("bearer-limit")
-	addr := "[2001:db8:45::" + randHex(2) + "]:999"
+	addr := "[2001:db8:" + randHex(2) + ":45::1]:999"
 	get := func(path, key, from string) apitest.Response {
 		return e.do(apitest.Request{Method: "GET", Path: path, Key: key, RemoteAddr: from})
 	}
@@ -35,7 +36,7 @@ func TestWrongBearerKeysLimitedPerAddress(t *testing.T) {
 		}
 		require.Equal(t, http.StatusUnauthorized, get(path, "cl_wrong_"+randHex(4), addr).Status, "wrong key %d", i+1)
 	}
-	require.Equal(t, http.StatusOK, get("/v1/contracts", key, "[2001:db8:45::1:"+randHex(2)+"]:1").Status, "another address")
+	require.Equal(t, http.StatusOK, get("/v1/contracts", key, "[2001:db8:"+randHex(2)+":46::1]:1").Status, "another address")
 	for _, k := range []string{"cl_wrong", key, "not-even-a-key"} {
 		res := get("/v1/contracts", k, addr)
 		require.Equal(t, http.StatusTooManyRequests, res.Status, "%s", res.Body)
@@ -43,11 +44,13 @@ func TestWrongBearerKeysLimitedPerAddress(t *testing.T) {
 		require.Equal(t, "60", res.Header.Get("Retry-After"))
 	}
 	require.Equal(t, http.StatusTooManyRequests, get("/v1/admin/tenants", adminKey, addr).Status, "the admin key too")
+	require.Equal(t, http.StatusTooManyRequests, get("/v1/contracts", key, strings.Replace(addr, "::1]", "::beef]", 1)).Status,
+		"another address of the same IPv6 /64")
 	e.now = e.now.Add(61 * time.Second)
 	require.Equal(t, http.StatusOK, get("/v1/contracts", key, addr).Status, "the minute ended")
 
 	// A burst from a fresh address.
-	burst := "[2001:db8:45::2:" + randHex(2) + "]:1"
+	burst := "[2001:db8:" + randHex(2) + ":47::1]:1"
 	codes := map[int]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -101,7 +104,7 @@ func TestTrustedProxiesNameTheClient(t *testing.T) {
 			Header: map[string]string{"X-Forwarded-For": client}}.HTTP(t)
 		return apitest.Serve(t, srv, r).Status
 	}
-	a, b := "2001:db8:46::"+randHex(2), "2001:db8:46::1:"+randHex(2)
+	a, b := "2001:db8:"+randHex(2)+":48::1", "2001:db8:"+randHex(2)+":49::1"
 	for range DefaultKeyFailures {
 		require.Equal(t, http.StatusUnauthorized, send(a))
 	}

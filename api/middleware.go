@@ -323,7 +323,7 @@ const DefaultKeyFailures = 10
 // authenticate tells the admin key (admin), a tenant's key (its tenant)
 // and neither (an error wrapping commitlayer.ErrNotFound). With a
 // KeyLimiter, a wrong key counts against the client's address
-// (ClientAddr), and an address past keyFailures a minute is answered 429
+// (LimitAddr), and an address past keyFailures a minute is answered 429
 // with Retry-After whatever its key, the admin key included: the wrong
 // answers an address gets are counted atomically, so even a burst gets at
 // most keyFailures 401s a minute.
@@ -336,7 +336,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, key string
 		t, err := s.tenants.TenantByAPIKey(ctx, key)
 		return t, false, wrapAuth(err)
 	}
-	now, lk := s.now(), "bearer:"+ClientAddr(r)
+	now, lk := s.now(), "bearer:"+LimitAddr(r)
 	t, blocked, err := s.keyLimiter.TenantByAPIKeyLimited(ctx, key, lk, s.keyFailures, now)
 	switch {
 	case !blocked.IsZero():
@@ -375,15 +375,23 @@ func RetryAfter(d time.Duration) string {
 }
 
 // ClientAddr is the request's client address: the connection's peer, or
-// the client a trusted proxy named (TrustProxies rewrote RemoteAddr).
+// the client a trusted proxy named (Proxies.Wrap rewrote RemoteAddr).
 func ClientAddr(r *http.Request) string {
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		return ap.Addr().Unmap().WithZone("").String()
 	}
-	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return host
-	}
 	return r.RemoteAddr
+}
+
+// LimitAddr is what per-address limits count: ClientAddr, or the /64 of
+// an IPv6 one (a site gets a /64 and may use any address in it).
+func LimitAddr(r *http.Request) string {
+	a, err := netip.ParseAddr(ClientAddr(r))
+	if err != nil || !a.Is6() {
+		return ClientAddr(r)
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
 }
 
 // Proxies are the peers whose proxy headers are believed

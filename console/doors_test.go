@@ -22,7 +22,7 @@ import (
 func randomAddr() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("[2001:db8::%x:%x]:4000", b[:2], b[2:])
+	return fmt.Sprintf("[2001:db8:%x:%x::1]:4000", b[:2], b[2:]) // IPv6 is limited per /64
 }
 
 // serve sends one request to h from addr, with header pairs.

@@ -64,7 +64,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, ip, now := r.Context(), api.ClientAddr(r), c.now()
-	addrKey := "login:" + ip
+	addrKey := "login:" + api.LimitAddr(r)
 	n, until, err := c.cfg.Store.Hit(ctx, addrKey, time.Minute, now)
 	if err != nil {
 		c.fail(w, r, fmt.Errorf("count login: %w", err))

@@ -53,7 +53,7 @@ func (r Request) HTTP(t testing.TB) *http.Request {
 	if hr.RemoteAddr == "" {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
-		hr.RemoteAddr = fmt.Sprintf("[2001:db8::%x:%x]:1234", b[:2], b[2:])
+		hr.RemoteAddr = fmt.Sprintf("[2001:db8:%x:%x::1]:1234", b[:2], b[2:]) // a /64 of its own
 	}
 	if r.Key != "" {
 		hr.Header.Set("Authorization", "Bearer "+r.Key)
