@@ -14,6 +14,7 @@ require (
 	github.com/openai/openai-go/v3 v3.99.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
+	github.com/realclientip/realclientip-go v1.0.0
 	github.com/stretchr/testify v1.12.1
 	github.com/stripe/stripe-go/v79 v79.12.0
 	go.opentelemetry.io/collector/pdata v1.71.0

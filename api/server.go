@@ -12,6 +12,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
@@ -168,6 +169,10 @@ type Config struct {
 	// Guard checks connector URLs at registration (internal addresses
 	// refused unless allowed); nil checks only their form.
 	Guard *netguard.Guard
+	// KeyFailures is how many wrong bearer keys a client address may send
+	// a minute (default DefaultKeyFailures); the count is the Store's when
+	// it is a KeyLimiter.
+	KeyFailures int
 	// Reconciler, when set, is kicked when a verification could not be
 	// started or a notice of facts not delivered at once: it finishes them
 	// as soon as Temporal answers.
@@ -206,11 +211,14 @@ type Server struct {
 	guard      *netguard.Guard
 	webhooks   WebhookStore // nil when the Store has none
 	adminKey   string
-	log        *slog.Logger
-	registry   *prometheus.Registry
-	now        func() time.Time
-	metrics    *httpMetrics
-	otlpSpans  *prometheus.CounterVec // traces.go
+	// keyLimiter counts wrong bearer keys per address (nil: unlimited).
+	keyLimiter  KeyLimiter
+	keyFailures int
+	log         *slog.Logger
+	registry    *prometheus.Registry
+	now         func() time.Time
+	metrics     *httpMetrics
+	otlpSpans   *prometheus.CounterVec // traces.go
 	// maxFutureSkew bounds a fact's occurred_at after now.
 	maxFutureSkew time.Duration
 
@@ -281,6 +289,8 @@ func New(cfg Config) *Server {
 	}
 	s.actions = service.NewActions(cfg.Store, s.contracts, s.now)
 	s.pinger, _ = cfg.Store.(Pinger)
+	s.keyLimiter, _ = cfg.Store.(KeyLimiter)
+	s.keyFailures = cmp.Or(max(cfg.KeyFailures, 0), DefaultKeyFailures)
 	s.started.max = 1 << 14
 	s.started.seed = maphash.MakeSeed()
 
