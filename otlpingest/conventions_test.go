@@ -61,7 +61,7 @@ func TestToolCallsAsInstrumentationsEmitThem(t *testing.T) {
 			if strings.HasPrefix(tc.name, "MCP server") {
 				td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).SetKind(ptrace.SpanKindServer)
 			}
-			calls, others := otlpingest.ToolCalls(td)
+			calls, others := otlpingest.ToolCalls(td, nil)
 			if tc.tool == "" {
 				require.Empty(t, calls)
 				require.Equal(t, 1, others)
@@ -104,10 +104,10 @@ func TestToolArgumentsInEveryForm(t *testing.T) {
 		{"empty object", func(v pcommon.Value) { v.SetStr("{}") }, map[string]any{}, ""},
 		{"not JSON", func(v pcommon.Value) { v.SetStr("order_id=o_1") }, nil, "is not JSON"},
 		{"empty string", func(v pcommon.Value) { v.SetStr("") }, nil, "is empty"},
-		{"JSON array", func(v pcommon.Value) { v.SetStr(`["o_1"]`) }, nil, "holds JSON that is not an object"},
+		{"JSON array", func(v pcommon.Value) { v.SetStr(`["o_1"]`) }, nil, "is an array, not an object"},
 		{"structured array", func(v pcommon.Value) { v.SetEmptySlice().AppendEmpty().SetStr("o_1") }, nil, "is an array, not an object"},
-		{"a number", func(v pcommon.Value) { v.SetInt(5) }, nil, "is a int, not an object"},
-		{"two JSON values", func(v pcommon.Value) { v.SetStr(`{} {}`) }, nil, "holds more than one JSON value"},
+		{"a number", func(v pcommon.Value) { v.SetInt(5) }, nil, "is a number, not an object"},
+		{"two JSON values", func(v pcommon.Value) { v.SetStr(`{} {}`) }, nil, "is not JSON"},
 		{"not UTF-8", func(v pcommon.Value) { v.SetStr("{\"a\":\"\xff\"}") }, nil, "is not UTF-8 text"},
 		{"NaN", func(v pcommon.Value) { v.SetEmptyMap().PutDouble("amount", nan()) }, nil, "amount: number NaN cannot be kept exactly"},
 		{"deep JSON", func(v pcommon.Value) { v.SetStr(strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100)) }, nil, "is nested deeper than 64 levels"},
@@ -120,7 +120,7 @@ func TestToolArgumentsInEveryForm(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			td := oneSpan(t, "execute_tool refund", func(m pcommon.Map) { tc.set(m.PutEmpty("gen_ai.tool.call.arguments")) })
-			calls, _ := otlpingest.ToolCalls(td)
+			calls, _ := otlpingest.ToolCalls(td, nil)
 			require.Len(t, calls, 1)
 			if tc.problem == "" {
 				require.Empty(t, calls[0].ArgsError)
@@ -145,7 +145,7 @@ func TestToolArgumentsInEveryForm(t *testing.T) {
 	} {
 		t.Run("result "+tc.name, func(t *testing.T) {
 			td := oneSpan(t, "execute_tool refund", func(m pcommon.Map) { tc.set(m.PutEmpty("gen_ai.tool.call.result")) })
-			calls, _ := otlpingest.ToolCalls(td)
+			calls, _ := otlpingest.ToolCalls(td, nil)
 			require.Len(t, calls, 1)
 			require.Equal(t, tc.result, calls[0].Result)
 		})
@@ -169,7 +169,7 @@ func TestUnmarshalOTLPJSONDialects(t *testing.T) {
 	for _, body := range []string{camel, snake} {
 		td, err := otlpingest.Unmarshal(otlpingest.JSON, []byte(body))
 		require.NoError(t, err)
-		calls, _ := otlpingest.ToolCalls(td)
+		calls, _ := otlpingest.ToolCalls(td, nil)
 		require.Len(t, calls, 1)
 		got = append(got, calls[0])
 	}
@@ -328,7 +328,7 @@ func TestDeeplyNestedArguments(t *testing.T) {
 		require.ErrorIs(t, err, otlpingest.ErrMalformed)
 		return
 	}
-	calls, _ := otlpingest.ToolCalls(td)
+	calls, _ := otlpingest.ToolCalls(td, nil)
 	require.Len(t, calls, 1)
 	require.Contains(t, calls[0].ArgsError, "nested deeper than 64 levels")
 }

@@ -50,7 +50,7 @@ bindings:
 			require.ErrorIs(t, err, otlpingest.ErrMalformed)
 			return
 		}
-		calls, _ := otlpingest.ToolCalls(td)
+		calls, _ := otlpingest.ToolCalls(td, nil)
 		for _, call := range calls {
 			recs, _, err := otlpingest.Map(call, b)
 			if err != nil {

@@ -119,7 +119,7 @@ func TestViaMCPAndOTLPAgreeWithDirect(t *testing.T) {
 			fail(err)
 			return
 		}
-		calls, _ := otlpingest.ToolCalls(td)
+		calls, _ := otlpingest.ToolCalls(td, b.Bound)
 		for _, c := range calls {
 			recs, _, err := otlpingest.Map(c, b)
 			spans.recs = append(spans.recs, recs...)
