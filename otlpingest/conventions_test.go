@@ -288,9 +288,9 @@ func TestResponseAndStatusEncodings(t *testing.T) {
 
 func nan() float64 { return math.NaN() }
 
-// TestDeeplyNestedArguments: hostile nesting is a refusal, never a crash:
-// protobuf past the decoder's recursion limit is a malformed request;
-// JSON the decoder takes is a named problem of the span.
+// TestDeeplyNestedArguments: hostile nesting is a refusal, never a crash,
+// the same on both encodings: a malformed request, refused by the JSON
+// reader before anything is decoded.
 func TestDeeplyNestedArguments(t *testing.T) {
 	const levels = 20_000
 	// Protobuf, sizes inside out, then written outside in: AnyValue{
@@ -322,12 +322,16 @@ func TestDeeplyNestedArguments(t *testing.T) {
 	require.ErrorIs(t, err, otlpingest.ErrMalformed)
 
 	deep := strings.Repeat(`{"kvlistValue":{"values":[{"key":"k","value":`, levels) + `{"stringValue":"x"}` + strings.Repeat(`}]}}`, levels)
-	td, err := otlpingest.Unmarshal(otlpingest.JSON, []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"execute_tool refund",
-	  "attributes":[{"key":"gen_ai.tool.call.arguments","value":`+deep+`}]}]}]}]}`))
-	if err != nil {
-		require.ErrorIs(t, err, otlpingest.ErrMalformed)
-		return
-	}
+	_, err = otlpingest.Read(strings.NewReader(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"execute_tool refund",
+	  "attributes":[{"key":"gen_ai.tool.call.arguments","value":`+deep+`}]}]}]}]}`), otlpingest.JSON, "", 64<<20)
+	require.ErrorIs(t, err, otlpingest.ErrMalformed)
+	require.ErrorContains(t, err, "nested in more than 32 arrays and kvlists")
+
+	// Arguments nested deeper than 64 levels inside a string are the
+	// span's problem, named.
+	td := oneSpan(t, "execute_tool refund", func(m pcommon.Map) {
+		m.PutStr("gen_ai.tool.call.arguments", strings.Repeat(`{"a":`, 70)+"1"+strings.Repeat("}", 70))
+	})
 	calls, _ := otlpingest.ToolCalls(td, nil)
 	require.Len(t, calls, 1)
 	require.Contains(t, calls[0].ArgsError, "nested deeper than 64 levels")

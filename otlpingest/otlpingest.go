@@ -248,6 +248,8 @@ func (c *ToolCall) readArgs(attrs pcommon.Map, fields []Field) {
 			switch {
 			case strings.TrimSpace(string(y)) == "":
 				c.ArgsError = "is empty"
+			case f.Path != "":
+				c.ArgsError = "is a string, not an object"
 			case f.Mime != "" && str(attrs, f.Mime) != "":
 				c.ArgsError = fmt.Sprintf("is %s (%s), not the arguments as a JSON object", str(attrs, f.Mime), f.Mime)
 			default:
@@ -508,10 +510,10 @@ func Map(c ToolCall, b *contracts.Bindings) (recs []Recording, bound bool, err e
 	matches, merr := b.Match(c.Tool, c.Args, c.Result)
 	switch {
 	case merr != nil && c.Args == nil:
-		merr = fmt.Errorf("span %s (%s): %w (the span has no %s: most instrumentations record it only when content capture is opted in)",
-			c.SpanID, c.Dialect, merr, cmp.Or(c.ArgsKey, "arguments"))
+		merr = fmt.Errorf("%s: %w (the span has no %s: most instrumentations record it only when content capture is opted in)",
+			span, merr, cmp.Or(c.ArgsKey, "arguments"))
 	case merr != nil:
-		merr = fmt.Errorf("span %s (%s): %w", c.SpanID, c.Dialect, merr)
+		merr = fmt.Errorf("%s: %w", span, merr)
 	}
 	trace, _ := json.Marshal([]map[string]string{{ // strings only: cannot fail
 		"source": "otlp", "trace_id": c.TraceID, "span_id": c.SpanID, "tool": c.Tool, "tool_call_id": c.CallID,
