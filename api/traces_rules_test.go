@@ -36,7 +36,6 @@ func nestedAttr(levels int, kvlist bool) []byte {
 		strings.Repeat(open, levels) + `{"intValue":"1"}` + strings.Repeat(closing, levels) + `}]}]}]}]}`)
 }
 
-
 // TestTracesOneNestingBoundOnBothEncodings (issue 45, 1): an attribute
 // value inside MaxAnyValueDepth arrays or kvlists is read, one level more
 // is a 400, the same in OTLP/JSON (refused as it is read) and protobuf.
