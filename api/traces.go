@@ -25,11 +25,11 @@ const maxPartialMessage = 4096
 
 // Span results counted on commitlayer_otlp_spans_total.
 const (
-	spanRecorded = "recorded" // a bound execute_tool span: an action recorded
+	spanRecorded = "recorded" // a bound tool call: an action recorded
 	spanReplayed = "replayed" // the same span again (an exporter's retry): nothing new
-	spanUnbound  = "unbound"  // an execute_tool span of a tool no contract binds: dropped
+	spanUnbound  = "unbound"  // a tool call of a tool no contract binds: dropped
 	spanRejected = "rejected" // a bound span that could not become an action
-	spanIgnored  = "ignored"  // not an execute_tool span
+	spanIgnored  = "ignored"  // not a tool call
 )
 
 // traceRoutes registers POST /v1/traces and its metric.
@@ -37,8 +37,8 @@ func (s *Server) traceRoutes() {
 	s.otlpSpans = register(s.registry, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "commitlayer_otlp_spans_total",
 		Help: "Spans received on POST /v1/traces, by result: recorded, replayed (an exporter's retry), " +
-			"unbound (an execute_tool span of a tool no contract binds; dropped), rejected (a bound span that " +
-			"could not become an action), ignored (not an execute_tool span).",
+			"unbound (a tool call of a tool no contract binds; dropped), rejected (a bound span that " +
+			"could not become an action, or one that looks like a call but cannot be read), ignored (not a tool call).",
 	}, []string{"result"}))
 	for _, r := range []string{spanRecorded, spanReplayed, spanUnbound, spanRejected, spanIgnored} {
 		s.otlpSpans.WithLabelValues(r)
