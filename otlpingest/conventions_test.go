@@ -106,17 +106,14 @@ func TestToolArgumentsInEveryForm(t *testing.T) {
 		{"empty string", func(v pcommon.Value) { v.SetStr("") }, nil, "is empty"},
 		{"JSON array", func(v pcommon.Value) { v.SetStr(`["o_1"]`) }, nil, "is an array, not an object"},
 		{"structured array", func(v pcommon.Value) { v.SetEmptySlice().AppendEmpty().SetStr("o_1") }, nil, "is an array, not an object"},
-		{"a number", func(v pcommon.Value) { v.SetInt(5) }, nil, "is a number, not an object"},
+		{"a number", func(v pcommon.Value) { v.SetInt(5) }, nil, "holds JSON that is not an object"},
 		{"two JSON values", func(v pcommon.Value) { v.SetStr(`{} {}`) }, nil, "is not JSON"},
 		{"not UTF-8", func(v pcommon.Value) { v.SetStr("{\"a\":\"\xff\"}") }, nil, "is not UTF-8 text"},
 		{"NaN", func(v pcommon.Value) { v.SetEmptyMap().PutDouble("amount", nan()) }, nil, "amount: number NaN cannot be kept exactly"},
 		{"deep JSON", func(v pcommon.Value) { v.SetStr(strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100)) }, nil, "is nested deeper than 64 levels"},
-		{"deep kvlist", func(v pcommon.Value) {
-			m := v.SetEmptyMap()
-			for range 100 {
-				m = m.PutEmptyMap("a")
-			}
-		}, nil, "is nested deeper than 64 levels"},
+		// (A structured value is bounded by the request: MaxAnyValueDepth.)
+		{"deep JSON text", func(v pcommon.Value) { v.SetStr(strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100)) },
+			nil, "is nested deeper than 64 levels"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			td := oneSpan(t, "execute_tool refund", func(m pcommon.Map) { tc.set(m.PutEmpty("gen_ai.tool.call.arguments")) })
@@ -167,7 +164,7 @@ func TestUnmarshalOTLPJSONDialects(t *testing.T) {
 	  "attributes":[{"key":"gen_ai.tool.call.arguments","value":{"kvlist_value":{"values":[{"key":"amount","value":{"int_value":25}}]}}}]}]}]}]}`
 	var got []otlpingest.ToolCall
 	for _, body := range []string{camel, snake} {
-		td, err := otlpingest.Unmarshal(otlpingest.JSON, []byte(body))
+		td, err := unmarshal(otlpingest.JSON, []byte(body))
 		require.NoError(t, err)
 		calls, _ := otlpingest.ToolCalls(td, nil)
 		require.Len(t, calls, 1)
@@ -182,14 +179,19 @@ func TestUnmarshalOTLPJSONDialects(t *testing.T) {
 	require.Equal(t, int64(1764579600), got[0].Start.Unix())
 
 	b64 := strings.Replace(camel, "0102030405060708090a0b0c0d0e0f10", "AQIDBAUGBwgJCgsMDQ4PEA==", 1)
-	_, err := otlpingest.Unmarshal(otlpingest.JSON, []byte(b64))
+	_, err := unmarshal(otlpingest.JSON, []byte(b64))
 	require.ErrorIs(t, err, otlpingest.ErrMalformed)
 	require.Contains(t, err.Error(), "hex strings")
-	_, err = otlpingest.Unmarshal(otlpingest.Protobuf, []byte(camel))
+	_, err = unmarshal(otlpingest.Protobuf, []byte(camel))
 	require.ErrorIs(t, err, otlpingest.ErrMalformed)
 }
 
-func TestReadBodyEncodings(t *testing.T) {
+// unmarshal reads a body already decompressed.
+func unmarshal(enc otlpingest.Encoding, body []byte) (ptrace.Traces, error) {
+	return otlpingest.Read(bytes.NewReader(body), enc, "", 64<<20)
+}
+
+func TestReadEncodings(t *testing.T) {
 	gz := func(b []byte) []byte {
 		var buf bytes.Buffer
 		zw := gzip.NewWriter(&buf)
@@ -197,28 +199,29 @@ func TestReadBodyEncodings(t *testing.T) {
 		require.NoError(t, zw.Close())
 		return buf.Bytes()
 	}
+	read := func(body []byte, ce string, limit int64) error {
+		_, err := otlpingest.Read(bytes.NewReader(body), otlpingest.JSON, ce, limit)
+		return err
+	}
 	for _, enc := range []string{"gzip", "GZIP", "x-gzip", "gzip, identity", "identity,gzip"} {
-		b, err := otlpingest.ReadBody(bytes.NewReader(gz([]byte("hello"))), enc, 100)
-		require.NoError(t, err, enc)
-		require.Equal(t, "hello", string(b), enc)
+		require.NoError(t, read(gz([]byte("{}")), enc, 100), enc)
 	}
 	for _, enc := range []string{"", "identity", "Identity"} {
-		b, err := otlpingest.ReadBody(strings.NewReader("hello"), enc, 100)
-		require.NoError(t, err, enc)
-		require.Equal(t, "hello", string(b), enc)
+		require.NoError(t, read([]byte("{}"), enc, 100), enc)
 	}
 	for _, enc := range []string{"br", "deflate", "zstd", "snappy", "gzip, gzip", "compress"} {
-		_, err := otlpingest.ReadBody(strings.NewReader("hello"), enc, 100)
+		err := read([]byte("{}"), enc, 100)
 		require.ErrorIs(t, err, otlpingest.ErrUnsupported, enc)
 		require.Contains(t, err.Error(), "Content-Encoding", enc)
 	}
 	// A stream cut short, and a bomb: 100 bytes that inflate past the limit.
-	whole := gz(bytes.Repeat([]byte("x"), 1000))
-	_, err := otlpingest.ReadBody(bytes.NewReader(whole[:len(whole)-6]), "gzip", 10_000)
-	require.ErrorIs(t, err, otlpingest.ErrMalformed)
-	_, err = otlpingest.ReadBody(bytes.NewReader(whole), "gzip", 100)
+	whole := gz([]byte("{" + strings.Repeat(" ", 1000) + "}"))
+	require.ErrorIs(t, read(whole[:len(whole)-6], "gzip", 10_000), otlpingest.ErrMalformed)
+	err := read(whole, "gzip", 100)
 	require.ErrorIs(t, err, otlpingest.ErrTooLarge)
 	require.Contains(t, err.Error(), "decompressed")
+	require.ErrorIs(t, read([]byte("{ }  "), "", 4), otlpingest.ErrTooLarge)
+	require.NoError(t, read([]byte("{  }"), "identity", 4))
 
 	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON;charset=UTF-8"} {
 		enc, err := otlpingest.EncodingOf(ct)
@@ -318,7 +321,7 @@ func TestDeeplyNestedArguments(t *testing.T) {
 	sp = protowire.AppendBytes(protowire.AppendTag(sp, 9, protowire.BytesType), kv)
 	ss := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), sp)
 	rs := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), ss)
-	_, err := otlpingest.Unmarshal(otlpingest.Protobuf, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rs))
+	_, err := unmarshal(otlpingest.Protobuf, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rs))
 	require.ErrorIs(t, err, otlpingest.ErrMalformed)
 
 	deep := strings.Repeat(`{"kvlistValue":{"values":[{"key":"k","value":`, levels) + `{"stringValue":"x"}` + strings.Repeat(`}]}}`, levels)

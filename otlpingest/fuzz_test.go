@@ -1,6 +1,7 @@
 package otlpingest_test
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -45,7 +46,7 @@ bindings:
 		if json {
 			enc = otlpingest.JSON
 		}
-		td, err := otlpingest.Unmarshal(enc, body)
+		td, err := otlpingest.Read(bytes.NewReader(body), enc, "", 8<<20)
 		if err != nil {
 			require.ErrorIs(t, err, otlpingest.ErrMalformed)
 			return

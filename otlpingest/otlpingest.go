@@ -137,7 +137,7 @@ func ToolCalls(td ptrace.Traces, bound func(tool string) bool) (calls []ToolCall
 			c := newCall(sp, "")
 			c.Tool = name
 			c.Err = fmt.Sprintf("span %s is named %q, a bound tool, but is in no dialect CommitLayer reads (%s)",
-				c.SpanID, commitlayer.Clip(name, 64), dialectNames())
+				c.SpanID, commitlayer.Clip(name, 64), names(Dialects, func(d Dialect) string { return d.Name }))
 			calls = append(calls, c)
 			continue
 		}
@@ -148,7 +148,7 @@ func ToolCalls(td ptrace.Traces, bound func(tool string) bool) (calls []ToolCall
 		c := newCall(sp, n.d.Name)
 		c.Tool = n.tool
 		if c.Tool == "" {
-			c.Err = fmt.Sprintf("span %s (%s): no tool name (%s)", c.SpanID, n.d.Name, fieldNames(n.d.Tool))
+			c.Err = fmt.Sprintf("span %s (%s): no tool name (%s)", c.SpanID, n.d.Name, names(n.d.Tool, func(f Field) string { return f.Attr }))
 		}
 		c.CallID = first(sp.Attributes(), n.d.CallID)
 		c.readArgs(sp.Attributes(), n.d.Args)
@@ -218,16 +218,12 @@ func toolName(sp ptrace.Span, d *Dialect) string {
 // first is the text of the first of fields the attributes hold.
 func first(attrs pcommon.Map, fields []Field) string {
 	for _, f := range fields {
-		x, ok, _ := f.value(attrs)
-		switch y := x.(type) {
-		case string:
-			if ok && y != "" {
-				return y
-			}
-		case text:
-			if ok && y != "" {
-				return string(y)
-			}
+		x, _, _ := f.value(attrs)
+		if t, ok := x.(text); ok {
+			x = string(t)
+		}
+		if s, _ := x.(string); s != "" {
+			return s
 		}
 	}
 	return ""
@@ -257,13 +253,8 @@ func (c *ToolCall) readArgs(attrs pcommon.Map, fields []Field) {
 			}
 		case []any:
 			c.ArgsError = "is an array, not an object"
-		case string:
-			c.ArgsError = "holds a JSON string, not an object"
 		default:
-			c.ArgsError = "is a number, not an object"
-			if _, ok := y.(bool); ok {
-				c.ArgsError = "is a boolean, not an object"
-			}
+			c.ArgsError = "holds JSON that is not an object"
 		}
 		if err != nil {
 			c.Args, c.ArgsError = nil, err.Error()
@@ -336,9 +327,7 @@ func (f Field) value(attrs pcommon.Map) (x any, found bool, err error) {
 			return nil, true, err
 		}
 	default:
-		if x, err = fromValue(v, 0); err != nil {
-			return nil, true, err
-		}
+		x = fromValue(v)
 	}
 	if f.Path != "" {
 		if x, ok = at(x, f.Path); !ok {
@@ -395,57 +384,42 @@ func parseJSON(s string) (any, bool) {
 	return x, true
 }
 
-func dialectNames() string {
-	var names []string
-	for _, d := range Dialects {
-		names = append(names, d.Name)
+// names joins what name says of each of xs.
+func names[T any](xs []T, name func(T) string) string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, name(x))
 	}
-	return strings.Join(names, ", ")
-}
-
-func fieldNames(fs []Field) string {
-	var names []string
-	for _, f := range fs {
-		names = append(names, f.Attr)
-	}
-	return strings.Join(names, ", ")
+	return strings.Join(out, ", ")
 }
 
 // fromValue is an AnyValue as a JSON value: bytes as their base64 (as
 // OTLP/JSON writes them), whole doubles as integers, the rest as pdata's
-// AsRaw.
-func fromValue(v pcommon.Value, d int) (any, error) {
-	if d > maxValueDepth {
-		return nil, fmt.Errorf("is nested deeper than %d levels", maxValueDepth)
-	}
+// AsRaw. Its nesting is bounded by the request's (MaxAnyValueDepth).
+func fromValue(v pcommon.Value) any {
 	switch v.Type() {
 	case pcommon.ValueTypeMap:
 		out := make(map[string]any, v.Map().Len())
-		var err error
-		v.Map().Range(func(k string, e pcommon.Value) bool {
-			out[k], err = fromValue(e, d+1)
-			return err == nil
-		})
-		return out, err
+		for k, e := range v.Map().All() {
+			out[k] = fromValue(e)
+		}
+		return out
 	case pcommon.ValueTypeSlice:
 		out := make([]any, v.Slice().Len())
-		for i := range out {
-			var err error
-			if out[i], err = fromValue(v.Slice().At(i), d+1); err != nil {
-				return nil, err
-			}
+		for i, e := range v.Slice().All() {
+			out[i] = fromValue(e)
 		}
-		return out, nil
+		return out
 	case pcommon.ValueTypeBytes:
-		return base64.StdEncoding.EncodeToString(v.Bytes().AsRaw()), nil
+		return base64.StdEncoding.EncodeToString(v.Bytes().AsRaw())
 	case pcommon.ValueTypeDouble:
 		// A whole double is the integer JSON text would give: 2500.0
 		// compares equal to 2500 as money.
 		if f := v.Double(); f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-			return int64(f), nil
+			return int64(f)
 		}
 	}
-	return v.AsRaw(), nil
+	return v.AsRaw()
 }
 
 func depth(x any, d int) int {

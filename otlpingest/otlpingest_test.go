@@ -120,7 +120,7 @@ bindings:
 	}
 }
 
-func TestReadBodyAndEncoding(t *testing.T) {
+func TestReadAndEncoding(t *testing.T) {
 	_, err := otlpingest.EncodingOf("application/json; charset=utf-8")
 	require.NoError(t, err)
 	enc, err := otlpingest.EncodingOf("application/x-protobuf")
@@ -128,11 +128,6 @@ func TestReadBodyAndEncoding(t *testing.T) {
 	require.Equal(t, otlpingest.Protobuf, enc)
 	_, err = otlpingest.EncodingOf("")
 	require.True(t, errors.Is(err, otlpingest.ErrUnsupported))
-	_, err = otlpingest.ReadBody(strings.NewReader("12345"), "", 4)
-	require.ErrorIs(t, err, otlpingest.ErrTooLarge)
-	b, err := otlpingest.ReadBody(strings.NewReader("1234"), "identity", 4)
-	require.NoError(t, err)
-	require.Equal(t, "1234", string(b))
-	_, err = otlpingest.Unmarshal(otlpingest.JSON, []byte("[]"))
+	_, err = otlpingest.Read(strings.NewReader("[]"), otlpingest.JSON, "", 10)
 	require.ErrorIs(t, err, otlpingest.ErrMalformed)
 }

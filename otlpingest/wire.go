@@ -107,30 +107,6 @@ func Read(r io.Reader, enc Encoding, contentEncoding string, limit int64) (ptrac
 	return decode(enc, body.Bytes())
 }
 
-// ReadBody is Read's first half: the body's bytes, decompressed, checked
-// against limit only.
-func ReadBody(r io.Reader, contentEncoding string, limit int64) ([]byte, error) {
-	src, err := decoded(r, contentEncoding, limit)
-	if err != nil {
-		return nil, err
-	}
-	b, err := io.ReadAll(src)
-	if err != nil {
-		return nil, readError(err)
-	}
-	return b, nil
-}
-
-// Unmarshal is Read's second half, on a body already read.
-func Unmarshal(enc Encoding, body []byte) (ptrace.Traces, error) {
-	if enc == JSON {
-		if err := checkJSON(bytes.NewReader(body)); err != nil {
-			return ptrace.Traces{}, err
-		}
-	}
-	return decode(enc, body)
-}
-
 // decoded returns the body's reader, decompressed, both sides limited.
 func decoded(r io.Reader, contentEncoding string, limit int64) (io.Reader, error) {
 	gzipped := false
@@ -235,6 +211,9 @@ func checkJSON(r io.Reader) error {
 			if len(containers) == 0 {
 				// One value, then nothing but whitespace.
 				if _, err := dec.ReadToken(); err != io.EOF {
+					if e := readError(err); err != nil && (errors.Is(e, ErrTooLarge) || errors.Is(e, ErrMalformed)) {
+						return e
+					}
 					return fmt.Errorf("%w: the body holds more than one JSON value (or text after it)", ErrMalformed)
 				}
 				return nil
@@ -282,53 +261,44 @@ func decode(enc Encoding, body []byte) (ptrace.Traces, error) {
 func tooDeep(td ptrace.Traces) bool {
 	var deep func(v pcommon.Value, d int) bool
 	deep = func(v pcommon.Value, d int) bool {
-		if d > MaxAnyValueDepth {
+		switch {
+		case d > MaxAnyValueDepth:
 			return true
-		}
-		switch v.Type() {
-		case pcommon.ValueTypeMap:
-			found := false
-			v.Map().Range(func(_ string, e pcommon.Value) bool { found = deep(e, d+1); return !found })
-			return found
-		case pcommon.ValueTypeSlice:
-			for i := 0; i < v.Slice().Len(); i++ {
-				if deep(v.Slice().At(i), d+1) {
+		case v.Type() == pcommon.ValueTypeSlice:
+			for _, e := range v.Slice().All() {
+				if deep(e, d+1) {
+					return true
+				}
+			}
+		case v.Type() == pcommon.ValueTypeMap:
+			for _, e := range v.Map().All() {
+				if deep(e, d+1) {
 					return true
 				}
 			}
 		}
 		return false
 	}
-	inMap := func(m pcommon.Map) bool {
-		found := false
-		m.Range(func(_ string, v pcommon.Value) bool { found = deep(v, 0); return !found })
-		return found
-	}
-	rss := td.ResourceSpans()
-	for i := 0; i < rss.Len(); i++ {
-		if inMap(rss.At(i).Resource().Attributes()) {
-			return true
-		}
-		for j := 0; j < rss.At(i).ScopeSpans().Len(); j++ {
-			ss := rss.At(i).ScopeSpans().At(j)
-			if inMap(ss.Scope().Attributes()) {
-				return true
+	maps := []pcommon.Map{}
+	for _, rs := range td.ResourceSpans().All() {
+		maps = append(maps, rs.Resource().Attributes())
+		for _, ss := range rs.ScopeSpans().All() {
+			maps = append(maps, ss.Scope().Attributes())
+			for _, sp := range ss.Spans().All() {
+				maps = append(maps, sp.Attributes())
+				for _, e := range sp.Events().All() {
+					maps = append(maps, e.Attributes())
+				}
+				for _, l := range sp.Links().All() {
+					maps = append(maps, l.Attributes())
+				}
 			}
-			for k := 0; k < ss.Spans().Len(); k++ {
-				sp := ss.Spans().At(k)
-				if inMap(sp.Attributes()) {
-					return true
-				}
-				for e := 0; e < sp.Events().Len(); e++ {
-					if inMap(sp.Events().At(e).Attributes()) {
-						return true
-					}
-				}
-				for l := 0; l < sp.Links().Len(); l++ {
-					if inMap(sp.Links().At(l).Attributes()) {
-						return true
-					}
-				}
+		}
+	}
+	for _, m := range maps {
+		for _, v := range m.All() {
+			if deep(v, 0) {
+				return true
 			}
 		}
 	}

@@ -109,12 +109,7 @@ func TestViaMCPAndOTLPAgreeWithDirect(t *testing.T) {
 			fail(err)
 			return
 		}
-		body, err := otlpingest.ReadBody(r.Body, r.Header.Get("Content-Encoding"), 8<<20)
-		if err != nil {
-			fail(err)
-			return
-		}
-		td, err := otlpingest.Unmarshal(enc, body)
+		td, err := otlpingest.Read(r.Body, enc, r.Header.Get("Content-Encoding"), 8<<20)
 		if err != nil {
 			fail(err)
 			return
