@@ -65,8 +65,9 @@ var Dialects = []Dialect{{
 	Agent:  []Field{{Attr: AttrAgentName}, {Attr: "agent_name", Of: &Match{Name: "agent run"}}},
 }, {
 	// The OpenTelemetry GenAI semantic conventions (and older spellings of
-	// the tool's arguments and result), with the MCP client's tools/call
-	// span, whose gen_ai.operation.name the MCP conventions only recommend.
+	// the tool's arguments and result, Google ADK's among them), with the
+	// MCP client's tools/call span, whose gen_ai.operation.name the MCP
+	// conventions only recommend.
 	Name: "genai",
 	Is: []Match{{Attr: AttrOperation, Value: OpExecuteTool}, {Name: OpExecuteTool, Unset: AttrOperation},
 		{Name: OpExecuteTool + " *", Unset: AttrOperation}, {Attr: AttrMCPMethod, Value: MCPToolsCall, Unset: AttrOperation}},
@@ -76,8 +77,10 @@ var Dialects = []Dialect{{
 	Tool:       attrs(AttrToolName),
 	ToolInName: []string{OpExecuteTool, MCPToolsCall},
 	CallID:     attrs(AttrToolCallID),
-	Args:       attrs(AttrToolArguments, "gen_ai.tool.arguments", "gen_ai.tool.input"),
-	Result:     attrs(AttrToolResult, "gen_ai.tool.result", "gen_ai.tool.output", "gen_ai.tool.message"),
+	Args: attrs(AttrToolArguments, "gen_ai.tool.arguments", "gen_ai.tool.input",
+		"gcp.vertex.agent.tool_call_args"), // Google ADK
+	Result: attrs(AttrToolResult, "gen_ai.tool.result", "gen_ai.tool.output", "gen_ai.tool.message",
+		"gcp.vertex.agent.tool_response"),
 	Agent: []Field{{Attr: AttrAgentName}, {Attr: AttrAgentName, Of: &Match{Attr: AttrOperation, Value: OpInvokeAgent}},
 		{Attr: AttrAgentName, Of: &Match{Name: OpInvokeAgent + " *", Unset: AttrOperation}}},
 }, {

@@ -3,6 +3,7 @@ package otlpingest_test
 import (
 	"bytes"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -146,6 +147,8 @@ bindings:
 			"(openllmetry) of tool grant_store_credit: traceloop.entity.input args.0 is a string, not an object"},
 		// Older GenAI spellings are read.
 		{"execute_tool grant_store_credit", map[string]any{"gen_ai.tool.input": `{"order_id":"o_1","amount":5}`, "gen_ai.tool.output": "done"}, ""},
+		{"execute_tool grant_store_credit", map[string]any{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "grant_store_credit",
+			"gcp.vertex.agent.tool_call_args": `{"order_id":"o_1","amount":5}`, "gcp.vertex.agent.tool_response": `{"ok":true}`}, ""},
 		{"lookup", map[string]any{"openinference.span.kind": "TOOL", "tool.name": "lookup", "input.value": "x", "input.mime_type": "text/plain"}, ""},
 		{"handoff to billing", map[string]any{"openinference.span.kind": "TOOL", "tool.name": "handoff_to_billing"}, ""},
 		{"chat gpt-5", map[string]any{"gen_ai.operation.name": "chat"}, ""},
@@ -167,6 +170,7 @@ bindings:
 		}
 		if tc.want == "" {
 			require.Empty(t, msgs, tc.name)
+			require.Equal(t, strings.HasPrefix(tc.name, "execute_tool"), recorded == 1, "%s: recorded %d", tc.name, recorded)
 			continue
 		}
 		require.Len(t, msgs, 1, tc.name)
