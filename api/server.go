@@ -99,6 +99,9 @@ type ConnectorStore interface {
 	DeleteConnector(ctx context.Context, tenantID, id string) error
 	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
 	Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error)
+	// The newest spans of POST /v1/traces rejected, shown with the sources.
+	RecordSpanRejections(ctx context.Context, tenantID string, rs []commitlayer.SpanRejection) error
+	SpanRejections(ctx context.Context, tenantID string) ([]commitlayer.SpanRejection, error)
 }
 
 // Store is every resource's store together, what Config takes; the
@@ -227,8 +230,9 @@ type Server struct {
 	started   startedSet
 	awayUntil atomic.Int64 // unix ns until which Temporal counts as away
 
-	// notices holds a slot per notice of new facts being delivered after
-	// its POST answered (see postFacts).
+	// notices holds a slot per job done after its POST answered: a notice
+	// of new facts being delivered (postFacts), the verification starts
+	// of a trace export (ingestTraces).
 	notices chan struct{}
 
 	mux    *http.ServeMux
