@@ -92,6 +92,15 @@ type SourceCoverage struct {
 	LastErrorAt  time.Time
 }
 
+// SpanRejection is a span of POST /v1/traces that looked like a bound tool
+// call but became no action, and why (kept so a team sees it).
+type SpanRejection struct {
+	At              time.Time
+	TraceID, SpanID string
+	Tool, Dialect   string
+	Message         string
+}
+
 // FactType names a kind of fact: a type from a source.
 type FactType struct{ Source, Type string }
 

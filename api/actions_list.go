@@ -95,10 +95,17 @@ func ParseActionFilter(q url.Values) (commitlayer.ActionFilter, error) {
 		}
 		f.Subject = s
 	}
-	var err error
-	if f.Since, f.Until, err = parseWindow(q); err != nil {
+	w, err := parseWindow(q)
+	if err != nil {
 		return f, err
 	}
+	// A zero Since lists from the first instant, as an explicit
+	// 0001-01-01T00:00:00Z asks; a zero Until would list everything, so
+	// that explicit until is refused: nothing is before it.
+	if w.hasUntil && w.until.IsZero() {
+		return f, filterErr("until", "0001-01-01T00:00:00Z leaves nothing before it; give a later time or no until")
+	}
+	f.Since, f.Until = w.since, w.until
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxListLimit {
@@ -116,30 +123,39 @@ func ParseActionFilter(q url.Values) (commitlayer.ActionFilter, error) {
 	return f, nil
 }
 
-// parseWindow reads since and until (RFC 3339), refusing an until not
-// after since.
-func parseWindow(q url.Values) (since, until time.Time, err error) {
+// window is a query's since and until, each with whether it was given: an
+// explicit 0001-01-01T00:00:00Z is a time like any other, not "not given".
+type window struct {
+	since, until       time.Time
+	hasSince, hasUntil bool
+}
+
+// parseWindow reads since and until (RFC 3339, years 1 to 9999), refusing
+// an until not after since.
+func parseWindow(q url.Values) (window, error) {
+	var w window
 	for _, p := range []struct {
 		name string
 		dst  *time.Time
-	}{{"since", &since}, {"until", &until}} {
+		has  *bool
+	}{{"since", &w.since, &w.hasSince}, {"until", &w.until, &w.hasUntil}} {
 		v := q.Get(p.name)
 		if v == "" {
 			continue
 		}
 		t, perr := parseTime(v)
 		if perr != nil {
-			return since, until, filterErr(p.name, "%s", perr.Error())
+			return w, filterErr(p.name, "%s", perr.Error())
 		}
 		if y := t.Year(); y < 1 || y > 9999 {
-			return since, until, filterErr(p.name, "year %d is outside 1 to 9999", y)
+			return w, filterErr(p.name, "year %d is outside 1 to 9999", y)
 		}
-		*p.dst = t
+		*p.dst, *p.has = t, true
 	}
-	if !since.IsZero() && !until.IsZero() && !until.After(since) {
-		return since, until, filterErr("until", "must be after since")
+	if w.hasSince && w.hasUntil && !w.until.After(w.since) {
+		return w, filterErr("until", "must be after since")
 	}
-	return since, until, nil
+	return w, nil
 }
 
 func onlyParams(q url.Values, known []string) error {
@@ -203,24 +219,26 @@ func ParseStatsQuery(q url.Values, now time.Time) (commitlayer.StatsQuery, error
 		}
 		sq.Bucket = d
 	}
-	since, until, err := parseWindow(q)
+	w, err := parseWindow(q)
 	if err != nil {
 		return sq, err
 	}
-	if until.IsZero() {
+	since, until := w.since, w.until
+	if !w.hasUntil {
 		until = now.UTC()
 	}
-	if since.IsZero() {
-		since = until.Add(-DefaultStatsWindow)
-		if !until.After(since) || since.Year() < 1 {
-			return sq, filterErr("until", "leaves no day before it")
+	if !w.hasSince {
+		if until.Before(time.Time{}.Add(DefaultStatsWindow)) {
+			return sq, filterErr("until", "leaves no day before it for the default since; give since")
 		}
+		since = until.Add(-DefaultStatsWindow)
 	}
 	if !until.After(since) {
 		return sq, filterErr("since", "must be before until (default now)")
 	}
 	sq.Since, sq.Until = since.Truncate(sq.Bucket), until
-	if n := sq.Until.Sub(sq.Since) / sq.Bucket; n >= MaxStatsBuckets {
+	// Counted in microseconds: Time.Sub saturates at 292 years.
+	if n := (sq.Until.UnixMicro() - sq.Since.UnixMicro()) / sq.Bucket.Microseconds(); n >= MaxStatsBuckets {
 		return sq, filterErr("bucket", "cuts the window into %d buckets; at most %d (use a longer bucket or a shorter window)", n+1, MaxStatsBuckets)
 	}
 	for _, p := range []struct {

@@ -229,3 +229,29 @@ func TestHTTPJSONHeadersSealed(t *testing.T) {
 	require.Contains(t, res.ErrMessage(t), "headers: ")
 	require.NotContains(t, string(res.Body), "0123456789abcdef")
 }
+
+// TestDSNHostaddrChecked: a DSN naming a public host and an internal
+// hostaddr is refused at registration, as libpq would dial the hostaddr
+// (issue 45, case 8: it passed).
+func TestDSNHostaddrChecked(t *testing.T) {
+	guard := netguard.New(netguard.Options{Lookup: testLookup})
+	e := newEnv(t, func(c *Config) { c.Secrets, c.Guard = testBox(t), guard })
+	_, key := e.tenant("hostaddr")
+	register := func(dsn string) apitest.Response {
+		return e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: key, Body: map[string]any{"source": "pg", "kind": "postgres",
+			"config": map[string]any{"dsn": dsn, "queries": []any{map[string]any{"type": "t", "sql": "SELECT 1 WHERE $1 IS NULL", "cursor": "id", "subject": "s", "occurred_at": "at"}}}}})
+	}
+	for _, dsn := range []string{
+		"host=public.example hostaddr=127.0.0.1 dbname=shop user=reader",
+		"host=public.example,public.example hostaddr=,10.0.0.5 dbname=shop",
+		"postgres://reader@public.example:5432/shop?hostaddr=169.254.169.254",
+		"postgres://reader@public.example/shop?hostaddr=%3A%3A1",
+	} {
+		res := register(dsn)
+		require.Equal(t, http.StatusUnprocessableEntity, res.Status, "%s: %s", dsn, res.Body)
+		require.Equal(t, "config.dsn: address not allowed", res.ErrMessage(t), dsn)
+	}
+	res := register("host=public.example hostaddr=db.internal dbname=shop")
+	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+	require.Contains(t, res.ErrMessage(t), "hostaddr must be IP addresses")
+}

@@ -217,6 +217,13 @@ func (e *env) waitStarted(tenantID, actionID string) {
 	}, 30*time.Second, time.Millisecond)
 }
 
+// startsReach waits until the fake verifier was asked for n starts (an
+// OTLP export's start after its answer).
+func (e *env) startsReach(n int) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool { return len(e.ver.startCalls()) >= n }, 30*time.Second, time.Millisecond)
+}
+
 // tenant creates a tenant through the admin API and returns its id and key.
 func (e *env) tenant(name string) (string, string) {
 	e.t.Helper()

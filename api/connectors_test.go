@@ -48,7 +48,7 @@ func TestConnectors(t *testing.T) {
 	res = e.do(apitest.Request{Method: "GET", Path: "/v1/connectors", Key: other})
 	require.JSONEq(t, `{"connectors":[]}`, string(res.Body))
 	res = e.do(apitest.Request{Method: "GET", Path: "/v1/sources", Key: other})
-	require.JSONEq(t, `{"sources":[]}`, string(res.Body))
+	require.JSONEq(t, `{"sources":[],"span_rejections":[]}`, string(res.Body))
 	res = e.do(apitest.Request{Method: "POST", Path: "/v1/connectors", Key: other,
 		Body: map[string]string{"source": "ledger", "kind": "http_events", "url": "http://127.0.0.1:9999/ledger"}})
 	require.Equal(t, http.StatusCreated, res.Status)

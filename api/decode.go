@@ -149,10 +149,14 @@ func storable(s string) bool {
 	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
-// noNUL rejects a NUL character, which PostgreSQL text cannot hold.
+// noNUL rejects text PostgreSQL cannot hold: a NUL character, or bytes
+// that are not UTF-8 (a protobuf string may hold either).
 func noNUL(field, s string) error {
 	if strings.IndexByte(s, 0) >= 0 {
 		return fmt.Errorf("%s: contains a NUL character", field)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s: is not UTF-8 text", field)
 	}
 	return nil
 }

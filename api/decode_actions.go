@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
@@ -56,13 +54,6 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 		return actionRequest{}, err
 	}
 	bad := func(err error) error { return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()) }
-	for _, s := range []struct{ field, v string }{
-		{"id", in.ID}, {"contract", in.Contract}, {"agent", in.Agent}, {"subject", in.Subject},
-	} {
-		if err := noNUL(s.field, s.v); err != nil {
-			return actionRequest{}, bad(err)
-		}
-	}
 	a := commitlayer.Action{
 		ID: in.ID, Contract: in.Contract, ContractVersion: in.ContractVersion,
 		Agent: in.Agent, Subject: commitlayer.Subject(in.Subject),
@@ -75,14 +66,6 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 		if err != nil {
 			return actionRequest{}, bad(fmt.Errorf("requested_at: %w", err))
 		}
-		if t.Before(minTime) {
-			return actionRequest{}, bad(fmt.Errorf("requested_at: must be %s or later", minTime.Format(time.RFC3339)))
-		}
-		if !bound.Latest.IsZero() && t.After(bound.Latest) {
-			// Its verification would sleep until then.
-			return actionRequest{}, bad(fmt.Errorf("requested_at: %s is later than %s, the server's clock plus %s",
-				t.Format(time.RFC3339Nano), bound.Latest.UTC().Format(time.RFC3339Nano), bound.Skew))
-		}
 		a.RequestedAt = t
 	}
 	params, err := decodeAttrs(in.Params)
@@ -91,16 +74,6 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 	}
 	a.Params = params
 	if in.Claim != nil {
-		if err := noNUL("claim.status", in.Claim.Status); err != nil {
-			return actionRequest{}, bad(err)
-		}
-		if err := noNUL("claim.message", in.Claim.Message); err != nil {
-			return actionRequest{}, bad(err)
-		}
-		if in.Claim.Status != "" && !slices.Contains(commitlayer.ClaimStatuses, in.Claim.Status) {
-			return actionRequest{}, bad(fmt.Errorf("claim.status: %q is not one of %s (or empty: no claim)",
-				truncate(in.Claim.Status, 64), strings.Join(commitlayer.ClaimStatuses, ", ")))
-		}
 		a.Claim = commitlayer.Claim{Status: in.Claim.Status, Message: in.Claim.Message}
 	}
 	trace, err := canonicalTrace(in.Trace)
@@ -109,13 +82,13 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 	}
 	a.Trace = trace
 
-	// Validate with a placeholder time when the server will set it, so the
-	// other fields are checked here.
+	// The rules of every action, with a placeholder time when the server
+	// will set it (a year-1 requested_at given is refused, not "unset").
 	check := a
-	if check.RequestedAt.IsZero() {
-		check.RequestedAt = time.Unix(0, 0)
+	if in.RequestedAt == nil {
+		check.RequestedAt = minTime
 	}
-	if err := check.Validate(); err != nil {
+	if err := actionRules(check, bound); err != nil {
 		return actionRequest{}, bad(err)
 	}
 

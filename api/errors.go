@@ -28,6 +28,7 @@ const (
 	codeIdempotency       = "idempotency_conflict"
 	codeVerificationEnded = "verification_ended"
 	codeUnavailable       = "unavailable"
+	codeTooManyKeys       = "too_many_wrong_keys"
 	codeInternal          = "internal"
 )
 

@@ -213,7 +213,26 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
 			ConnectorID: c.ConnectorID, LastError: c.LastError, LastErrorAt: timePtr(c.LastErrorAt),
 		})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sources": out})
+	rejected, err := s.connectors.SpanRejections(r.Context(), tenantOf(r.Context()).ID)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("list span rejections: %w", err))
+		return
+	}
+	spans := make([]spanRejectionView, 0, len(rejected))
+	for _, x := range rejected {
+		spans = append(spans, spanRejectionView(x))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sources": out, "span_rejections": spans})
+}
+
+// spanRejectionView is a kept span rejection on the wire.
+type spanRejectionView struct {
+	At      time.Time `json:"at"`
+	TraceID string    `json:"trace_id"`
+	SpanID  string    `json:"span_id"`
+	Tool    string    `json:"tool"`
+	Dialect string    `json:"dialect"`
+	Message string    `json:"message"`
 }
 
 // deleteConnector removes a connector: its pulls stop; the facts it brought

@@ -169,6 +169,6 @@ func TestFactsBadInput(t *testing.T) {
 
 	// No batch landed partly: the tenant has no facts at all.
 	res = e.do(apitest.Request{Method: "GET", Path: "/v1/sources", Key: key})
-	require.JSONEq(t, `{"sources":[]}`, string(res.Body))
+	require.JSONEq(t, `{"sources":[],"span_rejections":[]}`, string(res.Body))
 	require.Empty(t, e.notices(tenantID(t, e, key)))
 }

@@ -227,7 +227,7 @@ func TestFactsFromTheFuture(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
 		require.Contains(t, string(res.Body), "facts[0].occurred_at")
 		res = e.do(apitest.Request{Method: "GET", Path: "/v1/sources", Key: key})
-		require.JSONEq(t, `{"sources":[]}`, string(res.Body), "nothing of a refused batch is stored")
+		require.JSONEq(t, `{"sources":[],"span_rejections":[]}`, string(res.Body), "nothing of a refused batch is stored")
 
 		res = e.do(apitest.Request{Method: "POST", Path: "/v1/facts", Key: key, Body: batch(e, 24*time.Hour)})
 		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)

@@ -8,15 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/realclientip/realclientip-go"
 )
 
 type ctxKey int
@@ -253,7 +257,8 @@ func (s *Server) isAdminKey(key string) bool {
 
 // tenantOnlyWith resolves the tenant from its key. A missing or unknown
 // key, and the admin key, are 401, answered by fail (writeError, or a
-// route's own error shape, as OTLP's).
+// route's own error shape, as OTLP's); too many wrong keys from the
+// client's address are 429 (see authenticate).
 func (s *Server) tenantOnlyWith(next http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, ok := bearer(r)
@@ -261,25 +266,22 @@ func (s *Server) tenantOnlyWith(next http.Handler, fail func(http.ResponseWriter
 			fail(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "missing bearer API key"))
 			return
 		}
-		if s.isAdminKey(key) {
+		t, admin, err := s.authenticate(w, r, key)
+		switch {
+		case admin:
 			fail(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "the admin key is not a tenant API key"))
-			return
-		}
-		t, err := s.tenants.TenantByAPIKey(r.Context(), key)
-		if isNotFound(err) {
+		case isNotFound(err):
 			fail(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "invalid API key"))
-			return
+		case err != nil:
+			fail(w, r, err)
+		default:
+			next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), t)))
 		}
-		if err != nil {
-			fail(w, r, fmt.Errorf("authenticate tenant: %w", err))
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), t)))
 	})
 }
 
 // adminOnly admits the admin key. A tenant's key is 403; a missing or
-// unknown key is 401.
+// unknown key is 401 (429 past the wrong keys an address may send).
 func (s *Server) adminOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, ok := bearer(r)
@@ -287,20 +289,169 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 			s.writeError(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "missing bearer admin key"))
 			return
 		}
-		if s.isAdminKey(key) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		_, err := s.tenants.TenantByAPIKey(r.Context(), key)
+		_, admin, err := s.authenticate(w, r, key)
 		switch {
+		case admin:
+			next.ServeHTTP(w, r)
 		case err == nil:
 			s.writeError(w, r, errorf(http.StatusForbidden, codeForbidden, "admin routes need the admin key, not a tenant key"))
 		case isNotFound(err):
 			s.writeError(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "invalid admin key"))
 		default:
-			s.writeError(w, r, fmt.Errorf("authenticate admin: %w", err))
+			s.writeError(w, r, err)
 		}
 	})
+}
+
+// KeyLimiter counts wrong bearer keys per client address in PostgreSQL,
+// so every API process shares the count; *postgres.DB has it. A Store
+// without it leaves bearer keys unlimited.
+type KeyLimiter interface {
+	// TenantByAPIKeyLimited is TenantByAPIKey that also says until when
+	// limitKey has max or more hits (zero when fewer).
+	TenantByAPIKeyLimited(ctx context.Context, key, limitKey string, max int, now time.Time) (commitlayer.Tenant, time.Time, error)
+	// Hit counts one event under key in its window (one statement: a
+	// burst gets distinct counts) and returns the count and the window's end.
+	Hit(ctx context.Context, key string, window time.Duration, now time.Time) (int, time.Time, error)
+}
+
+// DefaultKeyFailures is how many wrong bearer keys one client address may
+// send a minute; past it every key from it, right or wrong, is 429 until
+// the minute ends.
+const DefaultKeyFailures = 10
+
+// authenticate tells the admin key (admin), a tenant's key (its tenant)
+// and neither (an error wrapping commitlayer.ErrNotFound). With a
+// KeyLimiter, a wrong key counts against the client's address
+// (LimitAddr), and an address past keyFailures a minute is answered 429
+// with Retry-After whatever its key, the admin key included: the wrong
+// answers an address gets are counted atomically, so even a burst gets at
+// most keyFailures 401s a minute.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, key string) (commitlayer.Tenant, bool, error) {
+	ctx, admin := r.Context(), s.isAdminKey(key)
+	if s.keyLimiter == nil {
+		if admin {
+			return commitlayer.Tenant{}, true, nil
+		}
+		t, err := s.tenants.TenantByAPIKey(ctx, key)
+		return t, false, wrapAuth(err)
+	}
+	now, lk := s.now(), "bearer:"+LimitAddr(r)
+	t, blocked, err := s.keyLimiter.TenantByAPIKeyLimited(ctx, key, lk, s.keyFailures, now)
+	switch {
+	case !blocked.IsZero():
+		return commitlayer.Tenant{}, false, s.tooManyKeys(w, blocked.Sub(now))
+	case admin:
+		return commitlayer.Tenant{}, true, nil
+	case isNotFound(err):
+		n, until, herr := s.keyLimiter.Hit(ctx, lk, time.Minute, now)
+		if herr != nil {
+			return t, false, fmt.Errorf("count wrong key: %w", herr)
+		}
+		if n > s.keyFailures {
+			return t, false, s.tooManyKeys(w, until.Sub(now))
+		}
+	}
+	return t, false, wrapAuth(err)
+}
+
+func wrapAuth(err error) error {
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("authenticate: %w", err)
+	}
+	return err
+}
+
+func (s *Server) tooManyKeys(w http.ResponseWriter, wait time.Duration) error {
+	secs := RetryAfter(wait)
+	w.Header().Set("Retry-After", secs)
+	return errorf(http.StatusTooManyRequests, codeTooManyKeys,
+		"too many wrong API keys from your address; retry in %s s", secs)
+}
+
+// RetryAfter is a Retry-After value: whole seconds, at least 1.
+func RetryAfter(d time.Duration) string {
+	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
+}
+
+// ClientAddr is the request's client address: the connection's peer, or
+// the client a trusted proxy named (Proxies.Wrap rewrote RemoteAddr).
+func ClientAddr(r *http.Request) string {
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		return ap.Addr().Unmap().WithZone("").String()
+	}
+	return r.RemoteAddr
+}
+
+// LimitAddr is what per-address limits count: ClientAddr, or the /64 of
+// an IPv6 one (a site gets a /64 and may use any address in it).
+func LimitAddr(r *http.Request) string {
+	a, err := netip.ParseAddr(ClientAddr(r))
+	if err != nil || !a.Is6() {
+		return ClientAddr(r)
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
+}
+
+// Proxies are the peers whose proxy headers are believed
+// (COMMITLAYER_TRUSTED_PROXIES): X-Forwarded-For for the client's address
+// (the rightmost one that is not a trusted proxy), X-Forwarded-Proto for
+// whether the client used HTTPS. Any other peer's are ignored.
+type Proxies struct {
+	ranges []net.IPNet
+	xff    realclientip.RightmostTrustedRangeStrategy
+}
+
+// ParseProxies reads addresses and CIDR ranges separated by commas or
+// spaces; empty means none (nil).
+func ParseProxies(s string) (*Proxies, error) {
+	list := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
+	if len(list) == 0 {
+		return nil, nil
+	}
+	ranges, err := realclientip.AddressesAndRangesToIPNets(list...)
+	if err != nil {
+		return nil, fmt.Errorf("trusted proxies: %w", err)
+	}
+	xff, err := realclientip.NewRightmostTrustedRangeStrategy("X-Forwarded-For", ranges)
+	if err != nil {
+		return nil, fmt.Errorf("trusted proxies: %w", err)
+	}
+	return &Proxies{ranges: ranges, xff: xff}, nil
+}
+
+type ctxHTTPS struct{}
+
+// Wrap serves h with the proxy headers of trusted peers applied: RemoteAddr
+// becomes the client's address, and HTTPS reports X-Forwarded-Proto.
+// A nil Proxies trusts no one.
+func (p *Proxies) Wrap(h http.Handler) http.Handler {
+	if p == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		peer := net.ParseIP(ClientAddr(r))
+		if peer == nil || !slices.ContainsFunc(p.ranges, func(n net.IPNet) bool { return n.Contains(peer) }) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		r2 := r.Clone(r.Context())
+		if ip := p.xff.ClientIP(r.Header, r.RemoteAddr); ip != "" {
+			r2.RemoteAddr = net.JoinHostPort(ip, "0")
+		}
+		proto, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ",")
+		if strings.EqualFold(strings.TrimSpace(proto), "https") {
+			r2 = r2.WithContext(context.WithValue(r2.Context(), ctxHTTPS{}, true))
+		}
+		h.ServeHTTP(w, r2)
+	})
+}
+
+// HTTPS reports whether the client used HTTPS: to this server, or to a
+// trusted proxy in front (X-Forwarded-Proto).
+func HTTPS(r *http.Request) bool {
+	return r.TLS != nil || r.Context().Value(ctxHTTPS{}) != nil
 }
 
 func mustURL(path string) *url.URL {

@@ -12,6 +12,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -87,6 +88,9 @@ type ConnectorStore interface {
 	DeleteConnector(ctx context.Context, tenantID, id string) error
 	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
 	Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error)
+	// The newest spans of POST /v1/traces rejected, shown with the sources.
+	RecordSpanRejections(ctx context.Context, tenantID string, rs []commitlayer.SpanRejection) error
+	SpanRejections(ctx context.Context, tenantID string) ([]commitlayer.SpanRejection, error)
 }
 
 // Store is every resource's store together, what Config takes; the
@@ -146,6 +150,10 @@ type Config struct {
 	// Guard checks connector URLs at registration (internal addresses
 	// refused unless allowed); nil checks only their form.
 	Guard *netguard.Guard
+	// KeyFailures is how many wrong bearer keys a client address may send
+	// a minute (default DefaultKeyFailures); the count is the Store's when
+	// it is a KeyLimiter.
+	KeyFailures int
 }
 
 // MetricsMode says how the API serves /metrics.
@@ -176,11 +184,14 @@ type Server struct {
 	guard      *netguard.Guard
 	webhooks   WebhookStore // nil when the Store has none
 	adminKey   string
-	log        *slog.Logger
-	registry   *prometheus.Registry
-	now        func() time.Time
-	metrics    *httpMetrics
-	otlpSpans  *prometheus.CounterVec // traces.go
+	// keyLimiter counts wrong bearer keys per address (nil: unlimited).
+	keyLimiter  KeyLimiter
+	keyFailures int
+	log         *slog.Logger
+	registry    *prometheus.Registry
+	now         func() time.Time
+	metrics     *httpMetrics
+	otlpSpans   *prometheus.CounterVec // traces.go
 	// maxFutureSkew bounds a fact's occurred_at after now.
 	maxFutureSkew time.Duration
 
@@ -246,6 +257,8 @@ func New(cfg Config) *Server {
 		s.actions = service.NewActions(cfg.Store, s.contracts, nil, s.now, s.log)
 	}
 	s.pinger, _ = cfg.Store.(Pinger)
+	s.keyLimiter, _ = cfg.Store.(KeyLimiter)
+	s.keyFailures = cmp.Or(max(cfg.KeyFailures, 0), DefaultKeyFailures)
 
 	s.handle("GET /healthz", authNone, s.healthz)
 	s.handle("GET /readyz", authNone, s.readyz)

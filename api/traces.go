@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -25,11 +26,11 @@ const maxPartialMessage = 4096
 
 // Span results counted on commitlayer_otlp_spans_total.
 const (
-	spanRecorded = "recorded" // a bound execute_tool span: an action recorded
+	spanRecorded = "recorded" // a bound tool call: an action recorded
 	spanReplayed = "replayed" // the same span again (an exporter's retry): nothing new
-	spanUnbound  = "unbound"  // an execute_tool span of a tool no contract binds: dropped
+	spanUnbound  = "unbound"  // a tool call of a tool no contract binds: dropped
 	spanRejected = "rejected" // a bound span that could not become an action
-	spanIgnored  = "ignored"  // not an execute_tool span
+	spanIgnored  = "ignored"  // not a tool call
 )
 
 // traceRoutes registers POST /v1/traces and its metric.
@@ -37,8 +38,8 @@ func (s *Server) traceRoutes() {
 	s.otlpSpans = register(s.registry, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "commitlayer_otlp_spans_total",
 		Help: "Spans received on POST /v1/traces, by result: recorded, replayed (an exporter's retry), " +
-			"unbound (an execute_tool span of a tool no contract binds; dropped), rejected (a bound span that " +
-			"could not become an action), ignored (not an execute_tool span).",
+			"unbound (a tool call of a tool no contract binds; dropped), rejected (a bound span that " +
+			"could not become an action, or one that looks like a call but cannot be read), ignored (not a tool call).",
 	}, []string{"result"}))
 	for _, r := range []string{spanRecorded, spanReplayed, spanUnbound, spanRejected, spanIgnored} {
 		s.otlpSpans.WithLabelValues(r)
@@ -48,14 +49,15 @@ func (s *Server) traceRoutes() {
 	s.handleWith("POST /v1/traces", authTenant, s.postTraces, s.otlpFailure)
 }
 
-// postTraces is OTLP/HTTP trace ingest: each execute_tool span of a tool
-// the tenant's contracts bind becomes an action (otlpingest.Map), recorded
-// with an Idempotency-Key of its trace and span ids, and its verification
-// started. The answer is OTLP's: 200 ExportTraceServiceResponse (with
-// partial_success naming the bound spans rejected; unset when none was),
-// or a google.rpc.Status in the request's encoding with 400, 401
-// (otlpFailure), 413, 415 or 503 with Retry-After (retryable: the
-// exporter sends the batch again, and what was recorded is not again).
+// postTraces is OTLP/HTTP trace ingest: each tool-execution span of a
+// tool the tenant's contracts bind becomes an action (otlpingest.Map),
+// held to the rules of POST /v1/actions (actionRules), recorded with an
+// Idempotency-Key of its trace and span ids; the verifications start
+// after the answer. The answer is OTLP's: 200 ExportTraceServiceResponse
+// (with partial_success naming the bound spans rejected; unset when none
+// was), or a google.rpc.Status in the request's encoding with 400, 401
+// (otlpFailure), 413, 415 or 503 with Retry-After (retryable: the exporter
+// sends the batch again, and what was recorded is not again).
 func (s *Server) postTraces(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
 	enc, err := otlpingest.EncodingOf(r.Header.Get("Content-Type"))
@@ -64,15 +66,10 @@ func (s *Server) postTraces(w http.ResponseWriter, r *http.Request) {
 		s.otlpError(w, r, otlpingest.JSON, http.StatusUnsupportedMediaType, err.Error())
 		return
 	}
-	body, err := otlpingest.ReadBody(http.MaxBytesReader(w, r.Body, MaxTracesBody), r.Header.Get("Content-Encoding"), MaxTracesBody)
-	if err == nil {
-		var td ptrace.Traces
-		if td, err = otlpingest.Unmarshal(enc, body); err == nil {
-			s.ingestTraces(w, r, t.ID, enc, td)
-			return
-		}
-	}
+	td, err := otlpingest.Read(http.MaxBytesReader(w, r.Body, MaxTracesBody), enc, r.Header.Get("Content-Encoding"), MaxTracesBody)
 	switch {
+	case err == nil:
+		s.ingestTraces(w, r, t.ID, enc, td)
 	case errors.Is(err, otlpingest.ErrTooLarge):
 		s.otlpError(w, r, enc, http.StatusRequestEntityTooLarge, err.Error())
 	case errors.Is(err, otlpingest.ErrUnsupported):
@@ -86,11 +83,17 @@ func (s *Server) postTraces(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// tracesBudget bounds recording one request's actions: an OpenTelemetry
+// exporter gives up after 10 s by default, and must get its answer. Past
+// it the answer is 503 (retry): what was recorded replays at once.
+const tracesBudget = 8 * time.Second
+
+// maxRejectionsKept bounds the span rejections one request stores.
+const maxRejectionsKept = 20
+
 func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID string, enc otlpingest.Encoding, td ptrace.Traces) {
-	calls, others := otlpingest.ToolCalls(td)
-	s.otlpSpans.WithLabelValues(spanIgnored).Add(float64(others))
 	var bindings *contracts.Bindings
-	if len(calls) > 0 {
+	if td.SpanCount() > 0 {
 		var err error
 		if bindings, err = s.tenantBindings(r.Context(), tenantID); err != nil {
 			s.logError(r, "traces: load bindings", err)
@@ -99,8 +102,14 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 			return
 		}
 	}
-	var rejected int64
+	calls, others := otlpingest.ToolCalls(td, bindings.Bound)
+	s.otlpSpans.WithLabelValues(spanIgnored).Add(float64(others))
+	ctx, cancel := context.WithTimeout(r.Context(), tracesBudget)
+	defer cancel()
+	rules := futureBound{Latest: s.now().UTC().Add(s.maxFutureSkew), Skew: s.maxFutureSkew}
+	var rejections []commitlayer.SpanRejection
 	var messages []string
+	var starts []commitlayer.ActionRecord
 	counts := map[string]int{}
 	// An agent's retry of a failed call records as the call it retries
 	// (otlpingest.RetryChains), joined in the order the calls started.
@@ -119,20 +128,24 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 			counts[spanUnbound]++
 			continue
 		}
-		spanFailed := err != nil
+		var why []string
 		if err != nil {
-			messages = append(messages, err.Error())
+			why = append(why, err.Error())
 		}
-		created := false
+		isNew := false
 		for _, rec := range recs {
 			rec.Action.RequestedAt = at
 			rec = chains.Join(c, rec)
-			// Recorded and started as POST /v1/actions records and starts
-			// (a start Temporal does not take now is the reconciler's).
-			sub, err := s.actions.Submit(r.Context(), tenantID, rec.Action, rec.Key, rec.Hash, service.Wait{})
+			if err := actionRules(rec.Action, rules); err != nil {
+				why = append(why, fmt.Sprintf("span %s (%s), contract %s: %s", c.SpanID, c.Dialect, rec.Action.Contract, err))
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, service.RecordTimeout)
+			stored, fresh, err := s.actions.Record(rctx, tenantID, rec.Action, rec.Key, rec.Hash)
+			cancel()
 			if err != nil {
 				msg, retry := recordFailure(err)
-				if retry {
+				if retry || ctx.Err() != nil {
 					// Nothing of this span is lost: the exporter retries
 					// the batch and what was recorded answers as replayed.
 					s.logError(r, "traces: record action", err)
@@ -140,22 +153,24 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 					s.otlpError(w, r, enc, http.StatusServiceUnavailable, "actions could not be recorded now; retry shortly")
 					return
 				}
-				spanFailed = true
-				messages = append(messages, fmt.Sprintf("span %s, contract %s: %s", c.SpanID, rec.Action.Contract, msg))
+				why = append(why, fmt.Sprintf("span %s, contract %s: %s", c.SpanID, rec.Action.Contract, msg))
 				continue
 			}
-			created = created || sub.Created
-			if sub.Created {
+			isNew = isNew || fresh
+			starts = append(starts, stored)
+			if fresh {
 				s.metrics.actions.WithLabelValues("created").Inc()
 			} else {
 				s.metrics.actions.WithLabelValues("replayed").Inc()
 			}
 		}
 		switch {
-		case spanFailed:
-			rejected++
+		case len(why) > 0:
 			counts[spanRejected]++
-		case created:
+			messages = append(messages, why...)
+			rejections = append(rejections, commitlayer.SpanRejection{At: s.now().UTC(), TraceID: c.TraceID, SpanID: c.SpanID,
+				Tool: c.Tool, Dialect: c.Dialect, Message: truncate(strings.Join(why, "; "), 1024)})
+		case isNew:
 			counts[spanRecorded]++
 		default:
 			counts[spanReplayed]++
@@ -164,7 +179,14 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	for k, n := range counts {
 		s.otlpSpans.WithLabelValues(k).Add(float64(n))
 	}
-	b, err := otlpingest.Response(enc, rejected, truncate(strings.Join(messages, "; "), maxPartialMessage))
+	if len(rejections) > 0 {
+		// Kept so the tenant sees why (GET /v1/sources); the exporter's
+		// answer says it whether or not they could be kept.
+		if err := s.connectors.RecordSpanRejections(ctx, tenantID, rejections[:min(len(rejections), maxRejectionsKept)]); err != nil {
+			s.logError(r, "traces: keep rejections", err)
+		}
+	}
+	b, err := otlpingest.Response(enc, int64(counts[spanRejected]), truncate(strings.Join(messages, "; "), maxPartialMessage))
 	if err != nil {
 		s.logError(r, "traces: answer", err)
 		s.otlpError(w, r, enc, http.StatusInternalServerError, "internal error")
@@ -173,6 +195,9 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	w.Header().Set("Content-Type", enc.ContentType())
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+	// Answered first, started after: the starts cost Temporal round trips
+	// the exporter need not wait for (the reconciler starts whatever is not).
+	s.actions.StartLater(r.Context(), tenantID, starts)
 }
 
 // recordFailure says what to tell about an action that could not be

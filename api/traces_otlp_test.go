@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel"
@@ -99,18 +100,16 @@ func (a otlpAnswer) rpcStatus(t *testing.T, want int) *rpcstatus.Status {
 	return st
 }
 
-// recorded returns the actions the server started verifications of, in
-// order.
+// recorded returns the tenant's recorded actions, in the order they were
+// recorded.
 func (e *env) recorded(tenantID string) []commitlayer.ActionRecord {
 	e.t.Helper()
+	rows, err := e.db.Pool().Query(context.Background(), `SELECT id FROM actions WHERE tenant_id = $1 ORDER BY created_at, id`, tenantID)
+	require.NoError(e.t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(e.t, err)
 	var out []commitlayer.ActionRecord
-	seen := map[string]bool{}
-	for _, s := range e.ver.startCalls() {
-		id, ok := strings.CutPrefix(s, tenantID+"/")
-		if !ok || seen[id] {
-			continue // another tenant's, or started again (a replay before its start was marked)
-		}
-		seen[id] = true
+	for _, id := range ids {
 		rec, err := e.db.GetAction(context.Background(), tenantID, id)
 		require.NoError(e.t, err)
 		out = append(out, rec)

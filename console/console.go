@@ -16,6 +16,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -46,6 +48,12 @@ type Store interface {
 	GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error)
 	ListWebhooks(ctx context.Context, tenantID string) ([]commitlayer.Webhook, error)
 	ListDeliveries(ctx context.Context, tenantID, webhookID string, limit int) ([]commitlayer.WebhookDelivery, error)
+	// Sessions and login limits are shared by every API process.
+	CreateSession(ctx context.Context, tenantID, token string, now, idleUntil, endsAt time.Time, perTenant int) error
+	Session(ctx context.Context, token string, now, idleUntil time.Time) (commitlayer.Tenant, error)
+	DeleteSession(ctx context.Context, token string) error
+	Hit(ctx context.Context, key string, window time.Duration, now time.Time) (int, time.Time, error)
+	Unhit(ctx context.Context, key string, until time.Time) error
 }
 
 // Rechecker re-runs a verification now (service.Actions has it).
@@ -66,10 +74,13 @@ const (
 	// DefaultLoginFailures is how many wrong keys one client address may
 	// send per minute before the login answers 429.
 	DefaultLoginFailures = 5
-	// maxSessions bounds the sessions kept in memory; the oldest go first.
-	maxSessions    = 10000
-	recheckTimeout = 60 * time.Second
-	orphanWindow   = 7 * 24 * time.Hour
+	// DefaultTenantLogins is how many logins a tenant may make a minute.
+	DefaultTenantLogins = 30
+	// DefaultTenantSessions caps a tenant's live sessions: past it the
+	// tenant's own oldest end, never another tenant's.
+	DefaultTenantSessions = 500
+	recheckTimeout        = 60 * time.Second
+	orphanWindow          = 7 * 24 * time.Hour
 )
 
 // Config holds the console's dependencies.
@@ -94,19 +105,19 @@ type Config struct {
 	// SessionMax ends any session this long after login (default 7 days).
 	SessionIdle, SessionMax time.Duration
 	// LoginFailures is how many wrong keys a client address may send per
-	// minute (default 5).
-	LoginFailures int
+	// minute (default 5); TenantLogins how many logins one tenant may make
+	// a minute (default 30); TenantSessions how many live sessions a
+	// tenant keeps (default 500).
+	LoginFailures, TenantLogins, TenantSessions int
 }
 
 // Console serves the pages. Build it with New.
 type Console struct {
-	cfg      Config
-	log      *slog.Logger
-	now      func() time.Time
-	sessions *sessions
-	limiter  *limiter
-	pages    map[string]*template.Template
-	mux      *http.ServeMux
+	cfg   Config
+	log   *slog.Logger
+	now   func() time.Time
+	pages map[string]*template.Template
+	mux   *http.ServeMux
 }
 
 //go:embed templates/*.html
@@ -134,13 +145,11 @@ func New(cfg Config) (*Console, error) {
 		c.cfg.Namespace = "default"
 	}
 	c.cfg.TemporalUI = strings.TrimRight(c.cfg.TemporalUI, "/")
-	idle, max := cmpOr(cfg.SessionIdle, DefaultSessionIdle), cmpOr(cfg.SessionMax, DefaultSessionMax)
-	c.sessions = newSessions(idle, max, maxSessions)
-	failures := cfg.LoginFailures
-	if failures <= 0 {
-		failures = DefaultLoginFailures
-	}
-	c.limiter = newLimiter(failures, time.Minute)
+	c.cfg.SessionIdle = cmp.Or(max(cfg.SessionIdle, 0), DefaultSessionIdle)
+	c.cfg.SessionMax = cmp.Or(max(cfg.SessionMax, 0), DefaultSessionMax)
+	c.cfg.LoginFailures = cmp.Or(max(cfg.LoginFailures, 0), DefaultLoginFailures)
+	c.cfg.TenantLogins = cmp.Or(max(cfg.TenantLogins, 0), DefaultTenantLogins)
+	c.cfg.TenantSessions = cmp.Or(max(cfg.TenantSessions, 0), DefaultTenantSessions)
 	if err := c.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -149,7 +158,7 @@ func New(cfg Config) (*Console, error) {
 		return nil, fmt.Errorf("console: assets: %w", err)
 	}
 	m := http.NewServeMux()
-	m.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", assetServer(assets)))
+	m.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", c.assetServer(assets)))
 	m.HandleFunc("GET /console/login", c.loginForm)
 	m.HandleFunc("POST /console/login", c.login)
 	m.HandleFunc("POST /console/logout", c.authed(c.logout))
@@ -163,13 +172,6 @@ func New(cfg Config) (*Console, error) {
 	m.HandleFunc("/console/", c.notFound)
 	c.mux = m
 	return c, nil
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 // Handler serves every path under /console/ (mount it there) and
@@ -199,9 +201,14 @@ func (c *Console) Handler() http.Handler {
 	})
 }
 
-func assetServer(assets fs.FS) http.Handler {
+// assetServer serves the embedded files, and no directory listing.
+func (c *Console) assetServer(assets fs.FS) http.Handler {
 	fsrv := http.FileServerFS(assets)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if st, err := fs.Stat(assets, strings.TrimPrefix(r.URL.Path, "/")); err != nil || !st.Mode().IsRegular() {
+			c.notFound(w, r)
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		fsrv.ServeHTTP(w, r)
 	})
@@ -284,12 +291,21 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 // localPath keeps a ?next= target only when it is a path of the console
-// (no scheme, no host, no //): a login cannot send the browser elsewhere.
+// once cleaned as a browser resolves it (dot segments, %2e%2e among them):
+// no scheme, no host, no //, no backslash. A login cannot send the browser
+// elsewhere.
 func localPath(next string) string {
 	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || !strings.HasPrefix(u.Path, Prefix) ||
-		strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || strings.HasPrefix(next, "//") ||
+		strings.Contains(next, "\\") || strings.Contains(u.Path, "\\") {
 		return Prefix
 	}
-	return u.RequestURI()
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") && clean != "/" {
+		clean += "/"
+	}
+	if !strings.HasPrefix(clean, Prefix) {
+		return Prefix
+	}
+	return (&url.URL{Path: clean, RawQuery: u.RawQuery}).RequestURI()
 }

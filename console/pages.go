@@ -26,7 +26,7 @@ type loginData struct {
 
 func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
 	next := localPath(r.URL.Query().Get("next"))
-	if ck, err := r.Cookie(CookieName); err == nil && c.sessions.get(ck.Value, c.now()) != nil {
+	if se, err := c.sessionOf(r); err == nil && se != nil {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
@@ -34,7 +34,11 @@ func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
 }
 
 // login checks the key and starts a session. The key is read from the
-// form and passed to the store; it is not logged, echoed or kept.
+// form and passed to the store; it is not logged, echoed or kept. Each
+// attempt is counted against the client's address before the key is
+// checked (one statement, so a burst cannot slip past the limit) and
+// taken back when the key is right: only wrong keys use up an address's
+// LoginFailures a minute. A tenant may log in TenantLogins times a minute.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	if err := r.ParseForm(); err != nil {
@@ -42,44 +46,74 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := localPath(r.PostFormValue("next"))
-	if !sameOrigin(r) {
-		c.render(w, r, http.StatusForbidden, "login", page{Title: "Log in", Problem: "This login came from another site.", Data: loginData{Next: next}})
-		return
+	problem := func(status int, msg string) {
+		c.render(w, r, status, "login", page{Title: "Log in", Problem: msg, Data: loginData{Next: next}})
 	}
-	ip, now := clientIP(r), c.now()
-	if blocked, wait := c.limiter.blocked(ip, now); blocked {
-		w.Header().Set("Retry-After", retryAfter(wait))
-		c.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Log in",
-			Problem: fmt.Sprintf("Too many wrong keys from your address; try again in %s.", retryAfter(wait)+"s"), Data: loginData{Next: next}})
+	tooMany := func(until time.Time, who string) {
+		secs := api.RetryAfter(until.Sub(c.now()))
+		w.Header().Set("Retry-After", secs)
+		problem(http.StatusTooManyRequests, fmt.Sprintf("Too many %s; try again in %ss.", who, secs))
+	}
+	if !sameOrigin(r) {
+		problem(http.StatusForbidden, "This login came from another site.")
 		return
 	}
 	key := strings.TrimSpace(r.PostFormValue("api_key"))
 	if key == "" {
-		c.render(w, r, http.StatusBadRequest, "login", page{Title: "Log in", Problem: "Enter your tenant's API key.", Data: loginData{Next: next}})
+		problem(http.StatusBadRequest, "Enter your tenant's API key.")
 		return
 	}
-	t, err := c.cfg.Store.TenantByAPIKey(r.Context(), key)
+	ctx, ip, now := r.Context(), api.ClientAddr(r), c.now()
+	addrKey := "login:" + api.LimitAddr(r)
+	n, until, err := c.cfg.Store.Hit(ctx, addrKey, time.Minute, now)
+	if err != nil {
+		c.fail(w, r, fmt.Errorf("count login: %w", err))
+		return
+	}
+	if n > c.cfg.LoginFailures {
+		tooMany(until, "wrong keys from your address")
+		return
+	}
+	t, err := c.cfg.Store.TenantByAPIKey(ctx, key)
 	switch {
 	case errors.Is(err, commitlayer.ErrNotFound):
-		c.limiter.fail(ip, now)
-		c.log.InfoContext(r.Context(), "console: wrong key", "client", ip)
-		c.render(w, r, http.StatusUnauthorized, "login", page{Title: "Log in", Problem: "That key is not a tenant's API key.", Data: loginData{Next: next}})
+		c.log.InfoContext(ctx, "console: wrong key", "client", ip)
+		problem(http.StatusUnauthorized, "That key is not a tenant's API key.")
 		return
 	case err != nil:
 		c.fail(w, r, fmt.Errorf("check key: %w", err))
 		return
 	}
-	id, _ := c.sessions.create(t, now)
+	if err := c.cfg.Store.Unhit(ctx, addrKey, until); err != nil {
+		c.fail(w, r, fmt.Errorf("count login: %w", err))
+		return
+	}
+	if n, until, err := c.cfg.Store.Hit(ctx, "login-tenant:"+t.ID, time.Minute, now); err != nil {
+		c.fail(w, r, fmt.Errorf("count login: %w", err))
+		return
+	} else if n > c.cfg.TenantLogins {
+		tooMany(until, "logins for this tenant")
+		return
+	}
+	id := token()
+	if err := c.cfg.Store.CreateSession(ctx, t.ID, id, now, now.Add(c.cfg.SessionIdle), now.Add(c.cfg.SessionMax), c.cfg.TenantSessions); err != nil {
+		c.fail(w, r, fmt.Errorf("start session: %w", err))
+		return
+	}
 	c.setSessionCookie(w, r, id)
-	c.log.InfoContext(r.Context(), "console: login", "tenant", t.ID, "client", ip)
+	c.log.InfoContext(ctx, "console: login", "tenant", t.ID, "client", ip)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-func (c *Console) logout(w http.ResponseWriter, r *http.Request, se *session) {
+// logout ends the session for every API process.
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {
 	if ck, err := r.Cookie(CookieName); err == nil {
-		c.sessions.delete(ck.Value)
+		if err := c.cfg.Store.DeleteSession(r.Context(), ck.Value); err != nil {
+			c.fail(w, r, fmt.Errorf("end session: %w", err))
+			return
+		}
 	}
-	c.clearSessionCookie(w, r)
+	c.setSessionCookie(w, r, "")
 	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 }
 

@@ -61,7 +61,7 @@ func TestToolCallsAsInstrumentationsEmitThem(t *testing.T) {
 			if strings.HasPrefix(tc.name, "MCP server") {
 				td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).SetKind(ptrace.SpanKindServer)
 			}
-			calls, others := otlpingest.ToolCalls(td)
+			calls, others := otlpingest.ToolCalls(td, nil)
 			if tc.tool == "" {
 				require.Empty(t, calls)
 				require.Equal(t, 1, others)
@@ -104,23 +104,20 @@ func TestToolArgumentsInEveryForm(t *testing.T) {
 		{"empty object", func(v pcommon.Value) { v.SetStr("{}") }, map[string]any{}, ""},
 		{"not JSON", func(v pcommon.Value) { v.SetStr("order_id=o_1") }, nil, "is not JSON"},
 		{"empty string", func(v pcommon.Value) { v.SetStr("") }, nil, "is empty"},
-		{"JSON array", func(v pcommon.Value) { v.SetStr(`["o_1"]`) }, nil, "holds JSON that is not an object"},
+		{"JSON array", func(v pcommon.Value) { v.SetStr(`["o_1"]`) }, nil, "is an array, not an object"},
 		{"structured array", func(v pcommon.Value) { v.SetEmptySlice().AppendEmpty().SetStr("o_1") }, nil, "is an array, not an object"},
-		{"a number", func(v pcommon.Value) { v.SetInt(5) }, nil, "is a int, not an object"},
-		{"two JSON values", func(v pcommon.Value) { v.SetStr(`{} {}`) }, nil, "holds more than one JSON value"},
+		{"a number", func(v pcommon.Value) { v.SetInt(5) }, nil, "holds JSON that is not an object"},
+		{"two JSON values", func(v pcommon.Value) { v.SetStr(`{} {}`) }, nil, "is not JSON"},
 		{"not UTF-8", func(v pcommon.Value) { v.SetStr("{\"a\":\"\xff\"}") }, nil, "is not UTF-8 text"},
 		{"NaN", func(v pcommon.Value) { v.SetEmptyMap().PutDouble("amount", nan()) }, nil, "amount: number NaN cannot be kept exactly"},
 		{"deep JSON", func(v pcommon.Value) { v.SetStr(strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100)) }, nil, "is nested deeper than 64 levels"},
-		{"deep kvlist", func(v pcommon.Value) {
-			m := v.SetEmptyMap()
-			for range 100 {
-				m = m.PutEmptyMap("a")
-			}
-		}, nil, "is nested deeper than 64 levels"},
+		// (A structured value is bounded by the request: MaxAnyValueDepth.)
+		{"deep JSON text", func(v pcommon.Value) { v.SetStr(strings.Repeat(`{"a":`, 100) + "1" + strings.Repeat("}", 100)) },
+			nil, "is nested deeper than 64 levels"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			td := oneSpan(t, "execute_tool refund", func(m pcommon.Map) { tc.set(m.PutEmpty("gen_ai.tool.call.arguments")) })
-			calls, _ := otlpingest.ToolCalls(td)
+			calls, _ := otlpingest.ToolCalls(td, nil)
 			require.Len(t, calls, 1)
 			if tc.problem == "" {
 				require.Empty(t, calls[0].ArgsError)
@@ -145,7 +142,7 @@ func TestToolArgumentsInEveryForm(t *testing.T) {
 	} {
 		t.Run("result "+tc.name, func(t *testing.T) {
 			td := oneSpan(t, "execute_tool refund", func(m pcommon.Map) { tc.set(m.PutEmpty("gen_ai.tool.call.result")) })
-			calls, _ := otlpingest.ToolCalls(td)
+			calls, _ := otlpingest.ToolCalls(td, nil)
 			require.Len(t, calls, 1)
 			require.Equal(t, tc.result, calls[0].Result)
 		})
@@ -167,9 +164,9 @@ func TestUnmarshalOTLPJSONDialects(t *testing.T) {
 	  "attributes":[{"key":"gen_ai.tool.call.arguments","value":{"kvlist_value":{"values":[{"key":"amount","value":{"int_value":25}}]}}}]}]}]}]}`
 	var got []otlpingest.ToolCall
 	for _, body := range []string{camel, snake} {
-		td, err := otlpingest.Unmarshal(otlpingest.JSON, []byte(body))
+		td, err := unmarshal(otlpingest.JSON, []byte(body))
 		require.NoError(t, err)
-		calls, _ := otlpingest.ToolCalls(td)
+		calls, _ := otlpingest.ToolCalls(td, nil)
 		require.Len(t, calls, 1)
 		got = append(got, calls[0])
 	}
@@ -182,14 +179,19 @@ func TestUnmarshalOTLPJSONDialects(t *testing.T) {
 	require.Equal(t, int64(1764579600), got[0].Start.Unix())
 
 	b64 := strings.Replace(camel, "0102030405060708090a0b0c0d0e0f10", "AQIDBAUGBwgJCgsMDQ4PEA==", 1)
-	_, err := otlpingest.Unmarshal(otlpingest.JSON, []byte(b64))
+	_, err := unmarshal(otlpingest.JSON, []byte(b64))
 	require.ErrorIs(t, err, otlpingest.ErrMalformed)
 	require.Contains(t, err.Error(), "hex strings")
-	_, err = otlpingest.Unmarshal(otlpingest.Protobuf, []byte(camel))
+	_, err = unmarshal(otlpingest.Protobuf, []byte(camel))
 	require.ErrorIs(t, err, otlpingest.ErrMalformed)
 }
 
-func TestReadBodyEncodings(t *testing.T) {
+// unmarshal reads a body already decompressed.
+func unmarshal(enc otlpingest.Encoding, body []byte) (ptrace.Traces, error) {
+	return otlpingest.Read(bytes.NewReader(body), enc, "", 64<<20)
+}
+
+func TestReadEncodings(t *testing.T) {
 	gz := func(b []byte) []byte {
 		var buf bytes.Buffer
 		zw := gzip.NewWriter(&buf)
@@ -197,28 +199,29 @@ func TestReadBodyEncodings(t *testing.T) {
 		require.NoError(t, zw.Close())
 		return buf.Bytes()
 	}
+	read := func(body []byte, ce string, limit int64) error {
+		_, err := otlpingest.Read(bytes.NewReader(body), otlpingest.JSON, ce, limit)
+		return err
+	}
 	for _, enc := range []string{"gzip", "GZIP", "x-gzip", "gzip, identity", "identity,gzip"} {
-		b, err := otlpingest.ReadBody(bytes.NewReader(gz([]byte("hello"))), enc, 100)
-		require.NoError(t, err, enc)
-		require.Equal(t, "hello", string(b), enc)
+		require.NoError(t, read(gz([]byte("{}")), enc, 100), enc)
 	}
 	for _, enc := range []string{"", "identity", "Identity"} {
-		b, err := otlpingest.ReadBody(strings.NewReader("hello"), enc, 100)
-		require.NoError(t, err, enc)
-		require.Equal(t, "hello", string(b), enc)
+		require.NoError(t, read([]byte("{}"), enc, 100), enc)
 	}
 	for _, enc := range []string{"br", "deflate", "zstd", "snappy", "gzip, gzip", "compress"} {
-		_, err := otlpingest.ReadBody(strings.NewReader("hello"), enc, 100)
+		err := read([]byte("{}"), enc, 100)
 		require.ErrorIs(t, err, otlpingest.ErrUnsupported, enc)
 		require.Contains(t, err.Error(), "Content-Encoding", enc)
 	}
 	// A stream cut short, and a bomb: 100 bytes that inflate past the limit.
-	whole := gz(bytes.Repeat([]byte("x"), 1000))
-	_, err := otlpingest.ReadBody(bytes.NewReader(whole[:len(whole)-6]), "gzip", 10_000)
-	require.ErrorIs(t, err, otlpingest.ErrMalformed)
-	_, err = otlpingest.ReadBody(bytes.NewReader(whole), "gzip", 100)
+	whole := gz([]byte("{" + strings.Repeat(" ", 1000) + "}"))
+	require.ErrorIs(t, read(whole[:len(whole)-6], "gzip", 10_000), otlpingest.ErrMalformed)
+	err := read(whole, "gzip", 100)
 	require.ErrorIs(t, err, otlpingest.ErrTooLarge)
 	require.Contains(t, err.Error(), "decompressed")
+	require.ErrorIs(t, read([]byte("{ }  "), "", 4), otlpingest.ErrTooLarge)
+	require.NoError(t, read([]byte("{  }"), "identity", 4))
 
 	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON;charset=UTF-8"} {
 		enc, err := otlpingest.EncodingOf(ct)
@@ -288,9 +291,9 @@ func TestResponseAndStatusEncodings(t *testing.T) {
 
 func nan() float64 { return math.NaN() }
 
-// TestDeeplyNestedArguments: hostile nesting is a refusal, never a crash:
-// protobuf past the decoder's recursion limit is a malformed request;
-// JSON the decoder takes is a named problem of the span.
+// TestDeeplyNestedArguments: hostile nesting is a refusal, never a crash,
+// the same on both encodings: a malformed request, refused by the JSON
+// reader before anything is decoded.
 func TestDeeplyNestedArguments(t *testing.T) {
 	const levels = 20_000
 	// Protobuf, sizes inside out, then written outside in: AnyValue{
@@ -318,17 +321,21 @@ func TestDeeplyNestedArguments(t *testing.T) {
 	sp = protowire.AppendBytes(protowire.AppendTag(sp, 9, protowire.BytesType), kv)
 	ss := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), sp)
 	rs := protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), ss)
-	_, err := otlpingest.Unmarshal(otlpingest.Protobuf, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rs))
+	_, err := unmarshal(otlpingest.Protobuf, protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), rs))
 	require.ErrorIs(t, err, otlpingest.ErrMalformed)
 
 	deep := strings.Repeat(`{"kvlistValue":{"values":[{"key":"k","value":`, levels) + `{"stringValue":"x"}` + strings.Repeat(`}]}}`, levels)
-	td, err := otlpingest.Unmarshal(otlpingest.JSON, []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"execute_tool refund",
-	  "attributes":[{"key":"gen_ai.tool.call.arguments","value":`+deep+`}]}]}]}]}`))
-	if err != nil {
-		require.ErrorIs(t, err, otlpingest.ErrMalformed)
-		return
-	}
-	calls, _ := otlpingest.ToolCalls(td)
+	_, err = otlpingest.Read(strings.NewReader(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"execute_tool refund",
+	  "attributes":[{"key":"gen_ai.tool.call.arguments","value":`+deep+`}]}]}]}]}`), otlpingest.JSON, "", 64<<20)
+	require.ErrorIs(t, err, otlpingest.ErrMalformed)
+	require.ErrorContains(t, err, "nested in more than 32 arrays and kvlists")
+
+	// Arguments nested deeper than 64 levels inside a string are the
+	// span's problem, named.
+	td := oneSpan(t, "execute_tool refund", func(m pcommon.Map) {
+		m.PutStr("gen_ai.tool.call.arguments", strings.Repeat(`{"a":`, 70)+"1"+strings.Repeat("}", 70))
+	})
+	calls, _ := otlpingest.ToolCalls(td, nil)
 	require.Len(t, calls, 1)
 	require.Contains(t, calls[0].ArgsError, "nested deeper than 64 levels")
 }

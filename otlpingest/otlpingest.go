@@ -1,16 +1,17 @@
 // Package otlpingest turns OpenTelemetry traces into CommitLayer actions:
-// it reads an OTLP/HTTP trace export (protobuf or JSON, gzip or not),
-// finds the GenAI execute_tool spans (gen_ai.operation.name=execute_tool,
-// gen_ai.tool.name, gen_ai.tool.call.arguments and .result) and maps each
-// through the tenant's contract bindings into the actions to record,
-// idempotent on (trace id, span id). It answers in OTLP's shapes: the
+// it reads an OTLP/HTTP trace export (protobuf or JSON, gzip or not,
+// strictly and within bounds), reads its tool-execution spans through the
+// dialect of the instrumentation that wrote them (Dialects: the GenAI
+// conventions, the AI SDK, OpenInference, OpenLLMetry, pydantic-ai) and
+// maps each through the tenant's contract bindings into the actions to
+// record, idempotent on (trace id, span id). It answers in OTLP's shapes: the
 // ExportTraceServiceResponse with partial_success, or a google.rpc.Status
 // in the request's encoding. The API (api/traces.go) serves it as
 // POST /v1/traces; this package does no I/O beyond the request body.
 package otlpingest
 
 import (
-	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -49,176 +50,141 @@ const (
 	maxValueDepth = 64 // nesting of arguments and results
 )
 
-// ToolCall is one execute_tool span.
+// ToolCall is one tool-execution span, read through its dialect: a plain
+// value for whatever records it.
 type ToolCall struct {
-	TraceID string // hex
-	SpanID  string // hex
-	Tool    string
-	CallID  string
+	TraceID, SpanID string // hex
+	Dialect         string // the Dialect it was read through
+	Tool, CallID    string
 	// Args and Result are the call's arguments and result as objects (a
 	// result that is not a JSON object is {"text": …}); nil when the span
-	// has none.
-	Args, Result map[string]any
-	// ArgsError says why the arguments could not be read, if so.
-	ArgsError string
-	Start     time.Time
-	Agent     string
-	Claim     commitlayer.Claim
+	// has none. ArgsKey names the attribute the arguments were read from
+	// (or the first the dialect reads them from), ArgsError why they could
+	// not be read.
+	Args, Result       map[string]any
+	ArgsKey, ArgsError string
+	// Err says why a span that looks like a tool call cannot be read at
+	// all (no tool name; a bound tool's name on a span of no dialect).
+	Err   string
+	Start time.Time
+	Agent string
+	Claim commitlayer.Claim
 }
 
-// ToolCalls finds the execute_tool spans of td, in request order, and
-// counts the other spans. A span is a tool call when its
-// gen_ai.operation.name is execute_tool (or, without that attribute, when
-// its name is "execute_tool {tool}" or it is an MCP tools/call span),
-// unless it is an MCP server's span (kind SERVER), or lies inside an
-// execute_tool span of the same tool in the request (the same call
-// reported again by an MCP client span, counted with the others). Its agent is its own
-// gen_ai.agent.name, else the nearest invoke_agent ancestor's in the same
-// request, else its resource's service.name.
-func ToolCalls(td ptrace.Traces) (calls []ToolCall, others int) {
+// maxHops bounds a walk up a span's ancestors.
+const maxHops = 64
+
+// ToolCalls reads the tool-execution spans of td, in request order, and
+// counts the other spans. A span is read through the first Dialect that
+// recognises it, unless it lies inside a call of the same tool in the
+// request (one call reported twice, by an agent framework and its MCP
+// client: the outer span counts). A span of no dialect named like a tool
+// bound says (nil: none) is a call that cannot be read (Err), so that it
+// is rejected, not dropped. The agent is the first of the dialect's Agent
+// fields found, else the resource's service.name.
+func ToolCalls(td ptrace.Traces, bound func(tool string) bool) (calls []ToolCall, others int) {
 	type node struct {
-		parent string
-		op     string
-		agent  string
-		tool   string // of an execute_tool span
+		span    ptrace.Span
+		parent  string
+		d       *Dialect
+		tool    string
+		service string
 	}
-	nodes := map[string]node{}
+	nodes := map[string]*node{}
+	var order []*node
 	key := func(t pcommon.TraceID, s pcommon.SpanID) string { return t.String() + "/" + s.String() }
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
+		service := str(rss.At(i).Resource().Attributes(), AttrServiceName)
 		sss := rss.At(i).ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
 			for k := 0; k < spans.Len(); k++ {
 				sp := spans.At(k)
-				n := node{op: str(sp.Attributes(), AttrOperation), agent: str(sp.Attributes(), AttrAgentName)}
+				n := &node{span: sp, service: service}
 				if !sp.ParentSpanID().IsEmpty() {
 					n.parent = key(sp.TraceID(), sp.ParentSpanID())
 				}
-				if n.op == "" && strings.HasPrefix(sp.Name(), OpInvokeAgent+" ") {
-					n.op = OpInvokeAgent
-				}
-				if c, ok := toolCall(sp); ok {
-					n.op, n.tool = OpExecuteTool, c.Tool
+				if n.d, _ = dialectOf(sp); n.d != nil {
+					n.tool = toolName(sp, n.d)
 				}
 				nodes[key(sp.TraceID(), sp.SpanID())] = n
+				order = append(order, n)
 			}
 		}
 	}
-	agentOf := func(start string) string {
-		k := start
-		for hops := 0; k != "" && hops < 64; hops++ {
-			n, ok := nodes[k]
-			if !ok {
-				return ""
+	// up calls f on n's ancestors in the request, nearest first, until it
+	// returns true.
+	up := func(n *node, f func(*node) bool) {
+		for hops := 0; n.parent != "" && hops < maxHops; hops++ {
+			if n = nodes[n.parent]; n == nil || f(n) {
+				return
 			}
-			if n.op == OpInvokeAgent && n.agent != "" {
-				return n.agent
-			}
-			k = n.parent
 		}
-		return ""
 	}
-	// insideSameCall reports whether an ancestor is an execute_tool span
-	// of the same tool: one call reported twice, by the agent's framework
-	// and by its MCP client (whose tools/call span carries
-	// gen_ai.operation.name=execute_tool too). The outer one counts.
-	insideSameCall := func(start, tool string) bool {
-		k := start
-		for hops := 0; k != "" && hops < 64; hops++ {
-			n, ok := nodes[k]
-			if !ok {
-				return false
-			}
-			if n.op == OpExecuteTool && n.tool == tool {
-				return true
-			}
-			k = n.parent
-		}
-		return false
+	insideCall := func(n *node, tool string) (inside bool) {
+		up(n, func(a *node) bool { inside = a.d != nil && a.tool == tool; return inside })
+		return inside
 	}
-	for i := 0; i < rss.Len(); i++ {
-		rs := rss.At(i)
-		service := str(rs.Resource().Attributes(), AttrServiceName)
-		sss := rs.ScopeSpans()
-		for j := 0; j < sss.Len(); j++ {
-			spans := sss.At(j).Spans()
-			for k := 0; k < spans.Len(); k++ {
-				sp := spans.At(k)
-				call, ok := toolCall(sp)
-				if !ok || !sp.ParentSpanID().IsEmpty() && insideSameCall(key(sp.TraceID(), sp.ParentSpanID()), call.Tool) {
-					others++
-					continue
-				}
-				call.Agent = str(sp.Attributes(), AttrAgentName)
-				if call.Agent == "" && !sp.ParentSpanID().IsEmpty() {
-					call.Agent = agentOf(key(sp.TraceID(), sp.ParentSpanID()))
-				}
-				if call.Agent == "" {
-					call.Agent = service
-				}
-				calls = append(calls, call)
+	for _, n := range order {
+		sp := n.span
+		if n.d == nil {
+			name := strings.TrimSpace(sp.Name())
+			if bound == nil || !bound(name) || insideCall(n, name) {
+				others++
+				continue
+			}
+			c := newCall(sp, "")
+			c.Tool = name
+			c.Err = fmt.Sprintf("span %s is named %q, a bound tool, but is in no dialect CommitLayer reads (%s)",
+				c.SpanID, commitlayer.Clip(name, 64), names(Dialects, func(d Dialect) string { return d.Name }))
+			calls = append(calls, c)
+			continue
+		}
+		if n.tool != "" && insideCall(n, n.tool) {
+			others++
+			continue
+		}
+		c := newCall(sp, n.d.Name)
+		c.Tool = n.tool
+		if c.Tool == "" {
+			c.Err = fmt.Sprintf("span %s (%s): no tool name (%s)", c.SpanID, n.d.Name, names(n.d.Tool, func(f Field) string { return f.Attr }))
+		}
+		c.CallID = first(sp.Attributes(), n.d.CallID)
+		c.readArgs(sp.Attributes(), n.d.Args)
+		c.readResult(sp.Attributes(), n.d.Result)
+		for _, f := range n.d.Agent {
+			if f.Of == nil {
+				c.Agent = first(sp.Attributes(), []Field{f})
+			} else {
+				up(n, func(a *node) bool {
+					if f.Of.match(a.span) {
+						c.Agent = first(a.span.Attributes(), []Field{f})
+					}
+					return c.Agent != ""
+				})
+			}
+			if c.Agent != "" {
+				break
 			}
 		}
+		if c.Agent == "" {
+			c.Agent = n.service
+		}
+		calls = append(calls, c)
 	}
 	return calls, others
 }
 
-func toolCall(sp ptrace.Span) (ToolCall, bool) {
-	attrs := sp.Attributes()
-	op := str(attrs, AttrOperation)
-	name := strings.TrimSpace(sp.Name())
-	switch {
-	case sp.Kind() == ptrace.SpanKindServer && str(attrs, AttrMCPMethod) != "":
-		// An MCP server's span of a call is the tool's side of it, often
-		// exported by another process than the agent's (so its parent,
-		// the agent's call, is not in the same request): the call is the
-		// agent's client or framework span.
-		return ToolCall{}, false
-	case op == OpExecuteTool:
-	case op != "":
-		return ToolCall{}, false
-	case name == OpExecuteTool || strings.HasPrefix(name, OpExecuteTool+" "):
-	case str(attrs, AttrMCPMethod) == MCPToolsCall:
-	default:
-		return ToolCall{}, false
-	}
-	// The tool: gen_ai.tool.name, else the span name's target
-	// ("execute_tool {tool}", an MCP span's "tools/call {tool}").
-	tool := strings.TrimSpace(str(attrs, AttrToolName))
-	if tool == "" {
-		for _, prefix := range []string{OpExecuteTool, MCPToolsCall} {
-			if rest, ok := strings.CutPrefix(name, prefix); ok && (rest == "" || rest[0] == ' ') {
-				tool = strings.TrimSpace(rest)
-				break
-			}
-		}
-	}
-	c := ToolCall{Tool: tool, CallID: str(attrs, AttrToolCallID), Start: sp.StartTimestamp().AsTime().UTC()}
+func newCall(sp ptrace.Span, dialect string) ToolCall {
+	c := ToolCall{Dialect: dialect, Start: sp.StartTimestamp().AsTime().UTC()}
 	if !sp.TraceID().IsEmpty() {
 		c.TraceID = sp.TraceID().String()
 	}
 	if !sp.SpanID().IsEmpty() {
 		c.SpanID = sp.SpanID().String()
 	}
-	if v, ok := attrs.Get(AttrToolArguments); ok {
-		m, err := object(v)
-		switch {
-		case err != nil:
-			c.ArgsError = err.Error()
-		case m == nil:
-			c.ArgsError = notObject(v)
-		}
-		c.Args = m
-	}
-	if v, ok := attrs.Get(AttrToolResult); ok {
-		if m, err := object(v); err == nil && m != nil {
-			c.Result = m
-		} else {
-			c.Result = map[string]any{"text": strings.ToValidUTF8(v.AsString(), "\uFFFD")}
-		}
-	}
-	errType := str(attrs, AttrErrorType)
+	errType := str(sp.Attributes(), AttrErrorType)
 	switch {
 	case sp.Status().Code() == ptrace.StatusCodeError:
 		msg := sp.Status().Message()
@@ -231,106 +197,229 @@ func toolCall(sp ptrace.Span) (ToolCall, bool) {
 	default:
 		c.Claim = commitlayer.Claim{Status: commitlayer.ClaimSuccess, Message: sp.Status().Message()}
 	}
-	return c, true
+	return c
 }
 
-// object reads an attribute as a JSON object, as the GenAI conventions
-// let instrumentations record gen_ai.tool.call.arguments and .result: a
-// structured value (an AnyValue kvlist), or a string holding the JSON (one
-// encoded twice, a JSON string holding the object, is read too; so are
-// bytes holding it). A string that is not JSON, or a value nested deeper
-// than maxValueDepth, is an error; any other value gives nil.
-func object(v pcommon.Value) (map[string]any, error) {
-	switch v.Type() {
-	case pcommon.ValueTypeMap:
-		raw, err := fromValue(v, 0)
-		if err != nil {
-			return nil, err
-		}
-		n, err := commitlayer.NormalizeValue(raw)
-		if err != nil {
-			return nil, err
-		}
-		return n.(map[string]any), nil
-	case pcommon.ValueTypeStr:
-		return objectText(v.Str(), true)
-	case pcommon.ValueTypeBytes:
-		return objectText(string(v.Bytes().AsRaw()), false)
+// toolName is the dialect's tool name of sp: its field, else the span
+// name's target ("execute_tool {tool}", an MCP span's "tools/call {tool}").
+func toolName(sp ptrace.Span, d *Dialect) string {
+	if t := strings.TrimSpace(first(sp.Attributes(), d.Tool)); t != "" {
+		return t
 	}
-	return nil, nil
+	name := strings.TrimSpace(sp.Name())
+	for _, prefix := range d.ToolInName {
+		if rest, ok := strings.CutPrefix(name, prefix); ok && (rest == "" || rest[0] == ' ') {
+			return strings.TrimSpace(rest)
+		}
+	}
+	return ""
 }
 
-func objectText(text string, again bool) (map[string]any, error) {
-	if strings.TrimSpace(text) == "" {
-		return nil, errors.New("is empty")
-	}
-	if !utf8.ValidString(text) {
-		return nil, errors.New("is not UTF-8 text")
-	}
-	dec := json.NewDecoder(strings.NewReader(text))
-	dec.UseNumber()
-	var x any
-	if err := dec.Decode(&x); err != nil {
-		return nil, errors.New("is not JSON")
-	}
-	if dec.More() {
-		return nil, errors.New("holds more than one JSON value")
-	}
-	if s, ok := x.(string); ok && again {
-		if m, err := objectText(s, false); err == nil && m != nil {
-			return m, nil
+// first is the text of the first of fields the attributes hold.
+func first(attrs pcommon.Map, fields []Field) string {
+	for _, f := range fields {
+		x, _, _ := f.value(attrs)
+		if t, ok := x.(text); ok {
+			x = string(t)
 		}
-		return nil, nil
+		if s, _ := x.(string); s != "" {
+			return s
+		}
 	}
-	m, ok := x.(map[string]any)
+	return ""
+}
+
+func (c *ToolCall) readArgs(attrs pcommon.Map, fields []Field) {
+	c.ArgsKey = fields[0].Attr
+	for _, f := range fields {
+		x, ok, err := f.value(attrs)
+		if !ok {
+			continue
+		}
+		c.ArgsKey = f.Attr
+		switch y := x.(type) {
+		case map[string]any:
+			c.Args = y
+		case text:
+			switch {
+			case strings.TrimSpace(string(y)) == "":
+				c.ArgsError = "is empty"
+			case f.Path != "":
+				c.ArgsError = "is a string, not an object"
+			case f.Mime != "" && str(attrs, f.Mime) != "":
+				c.ArgsError = fmt.Sprintf("is %s (%s), not the arguments as a JSON object", str(attrs, f.Mime), f.Mime)
+			default:
+				c.ArgsError = "is not JSON"
+			}
+		case []any:
+			c.ArgsError = "is an array, not an object"
+		default:
+			c.ArgsError = "holds JSON that is not an object"
+		}
+		if err != nil {
+			c.Args, c.ArgsError = nil, err.Error()
+		}
+		if f.Path != "" && c.ArgsError != "" {
+			c.ArgsError = f.Path + " " + c.ArgsError
+		}
+		return
+	}
+	if _, ok := attrs.Get(c.ArgsKey); ok { // there, but none of the paths
+		var paths []string
+		for _, f := range fields {
+			paths = append(paths, f.Path)
+		}
+		c.ArgsError = "has no object at " + strings.Join(paths, " or ")
+	}
+}
+
+func (c *ToolCall) readResult(attrs pcommon.Map, fields []Field) {
+	for _, f := range fields {
+		x, ok, err := f.value(attrs)
+		if !ok {
+			continue
+		}
+		switch y := x.(type) {
+		case map[string]any:
+			if err == nil {
+				c.Result = y
+				return
+			}
+		case text:
+			c.Result = map[string]any{"text": string(y)}
+			return
+		case string:
+			c.Result = map[string]any{"text": y}
+			return
+		}
+		v, _ := attrs.Get(f.Attr)
+		c.Result = map[string]any{"text": strings.ToValidUTF8(v.AsString(), "\uFFFD")}
+		return
+	}
+}
+
+// text is an attribute's text that is not read as JSON.
+type text string
+
+// value reads field f (Of aside) from attrs: the attribute as JSON when it
+// is (a structured value; text that parses as JSON unless its media type
+// says otherwise, a JSON string holding an object or array read once
+// more), else as text; then the value at f.Path, read the same way when it
+// is a string. found is false when the attribute or the path is not
+// there (or the path leads to an empty object).
+func (f Field) value(attrs pcommon.Map) (x any, found bool, err error) {
+	v, ok := attrs.Get(f.Attr)
 	if !ok {
-		return nil, nil
+		return nil, false, nil
 	}
-	if depth(m, 0) > maxValueDepth {
+	switch v.Type() {
+	case pcommon.ValueTypeStr, pcommon.ValueTypeBytes:
+		s := v.Str()
+		if v.Type() == pcommon.ValueTypeBytes {
+			s = string(v.Bytes().AsRaw())
+		}
+		if !utf8.ValidString(s) {
+			return text(s), true, errors.New("is not UTF-8 text")
+		}
+		if mt := str(attrs, f.Mime); mt != "" && !strings.Contains(strings.ToLower(mt), "json") {
+			x = text(s)
+		} else if x, err = fromText(s); err != nil {
+			return nil, true, err
+		}
+	default:
+		x = fromValue(v)
+	}
+	if f.Path != "" {
+		if x, ok = at(x, f.Path); !ok {
+			return nil, false, nil
+		}
+		if m, ok := x.(map[string]any); ok && len(m) == 0 {
+			return nil, false, nil
+		}
+		if s, ok := x.(string); ok {
+			if x, err = fromText(s); err != nil {
+				return nil, true, err
+			}
+		}
+	}
+	if m, ok := x.(map[string]any); ok {
+		n, err := commitlayer.NormalizeValue(m)
+		if err != nil {
+			return m, true, err
+		}
+		x = n
+	}
+	return x, true, nil
+}
+
+// fromText is s's JSON value when s is JSON (a JSON string holding an
+// object or array is read once more: "a JSON-encoded string becomes the
+// string"), else text(s). Nesting deeper than maxValueDepth is an error.
+func fromText(s string) (any, error) {
+	x, ok := parseJSON(s)
+	if !ok {
+		return text(s), nil
+	}
+	if inner, isStr := x.(string); isStr {
+		if y, ok := parseJSON(inner); ok {
+			switch y.(type) {
+			case map[string]any, []any:
+				x = y
+			}
+		}
+	}
+	if depth(x, 0) > maxValueDepth {
 		return nil, fmt.Errorf("is nested deeper than %d levels", maxValueDepth)
 	}
-	n, err := commitlayer.NormalizeValue(m)
-	if err != nil {
-		return nil, err
+	return x, nil
+}
+
+func parseJSON(s string) (any, bool) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var x any
+	if dec.Decode(&x) != nil || dec.More() {
+		return nil, false
 	}
-	return n.(map[string]any), nil
+	return x, true
+}
+
+// names joins what name says of each of xs.
+func names[T any](xs []T, name func(T) string) string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, name(x))
+	}
+	return strings.Join(out, ", ")
 }
 
 // fromValue is an AnyValue as a JSON value: bytes as their base64 (as
 // OTLP/JSON writes them), whole doubles as integers, the rest as pdata's
-// AsRaw.
-func fromValue(v pcommon.Value, d int) (any, error) {
-	if d > maxValueDepth {
-		return nil, fmt.Errorf("is nested deeper than %d levels", maxValueDepth)
-	}
+// AsRaw. Its nesting is bounded by the request's (MaxAnyValueDepth).
+func fromValue(v pcommon.Value) any {
 	switch v.Type() {
 	case pcommon.ValueTypeMap:
 		out := make(map[string]any, v.Map().Len())
-		var err error
-		v.Map().Range(func(k string, e pcommon.Value) bool {
-			out[k], err = fromValue(e, d+1)
-			return err == nil
-		})
-		return out, err
+		for k, e := range v.Map().All() {
+			out[k] = fromValue(e)
+		}
+		return out
 	case pcommon.ValueTypeSlice:
 		out := make([]any, v.Slice().Len())
-		for i := range out {
-			var err error
-			if out[i], err = fromValue(v.Slice().At(i), d+1); err != nil {
-				return nil, err
-			}
+		for i, e := range v.Slice().All() {
+			out[i] = fromValue(e)
 		}
-		return out, nil
+		return out
 	case pcommon.ValueTypeBytes:
-		return base64.StdEncoding.EncodeToString(v.Bytes().AsRaw()), nil
+		return base64.StdEncoding.EncodeToString(v.Bytes().AsRaw())
 	case pcommon.ValueTypeDouble:
 		// A whole double is the integer JSON text would give: 2500.0
 		// compares equal to 2500 as money.
 		if f := v.Double(); f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-			return int64(f), nil
+			return int64(f)
 		}
 	}
-	return v.AsRaw(), nil
+	return v.AsRaw()
 }
 
 func depth(x any, d int) int {
@@ -349,19 +438,6 @@ func depth(x any, d int) int {
 		}
 	}
 	return deepest
-}
-
-// notObject says what an arguments value that is no object is.
-func notObject(v pcommon.Value) string {
-	switch v.Type() {
-	case pcommon.ValueTypeStr, pcommon.ValueTypeBytes:
-		return "holds JSON that is not an object"
-	case pcommon.ValueTypeSlice:
-		return "is an array, not an object"
-	case pcommon.ValueTypeEmpty:
-		return "is empty, not an object"
-	}
-	return "is a " + strings.ToLower(v.Type().String()) + ", not an object"
 }
 
 func str(m pcommon.Map, k string) string {
@@ -386,27 +462,32 @@ type Recording struct {
 // evaluated) means the span is rejected; the matches of the other
 // bindings are still returned.
 func Map(c ToolCall, b *contracts.Bindings) (recs []Recording, bound bool, err error) {
+	if c.Err != "" {
+		// A span that looks like a call but cannot be read: rejected
+		// where the tenant binds any tool at all.
+		return nil, len(b.Tools()) > 0, errors.New(c.Err)
+	}
 	if !b.Bound(c.Tool) {
 		return nil, false, nil
 	}
+	span := fmt.Sprintf("span %s (%s) of tool %s", c.SpanID, c.Dialect, commitlayer.Clip(c.Tool, 64))
 	switch {
 	case c.TraceID == "" || c.SpanID == "":
-		return nil, true, fmt.Errorf("span of tool %s has no trace id or span id", commitlayer.Clip(c.Tool, 64))
+		return nil, true, fmt.Errorf("%s has no trace id or span id", span)
 	case c.ArgsError != "":
-		return nil, true, fmt.Errorf("span %s of tool %s: %s %s", c.SpanID, commitlayer.Clip(c.Tool, 64), AttrToolArguments, c.ArgsError)
+		return nil, true, fmt.Errorf("%s: %s %s", span, c.ArgsKey, c.ArgsError)
 	case c.Start.Unix() <= 0:
-		return nil, true, fmt.Errorf("span %s of tool %s has no start time", c.SpanID, commitlayer.Clip(c.Tool, 64))
+		return nil, true, fmt.Errorf("%s has no start time", span)
 	case c.Agent == "":
-		return nil, true, fmt.Errorf("span %s of tool %s names no agent (%s on an invoke_agent parent, or the resource's %s)",
-			c.SpanID, commitlayer.Clip(c.Tool, 64), AttrAgentName, AttrServiceName)
+		return nil, true, fmt.Errorf("%s names no agent (nor does the resource's %s)", span, AttrServiceName)
 	}
 	matches, merr := b.Match(c.Tool, c.Args, c.Result)
 	switch {
 	case merr != nil && c.Args == nil:
-		merr = fmt.Errorf("span %s: %w (the span has no %s: most instrumentations record it only when content capture is opted in)",
-			c.SpanID, merr, AttrToolArguments)
+		merr = fmt.Errorf("%s: %w (the span has no %s: most instrumentations record it only when content capture is opted in)",
+			span, merr, cmp.Or(c.ArgsKey, "arguments"))
 	case merr != nil:
-		merr = fmt.Errorf("span %s: %w", c.SpanID, merr)
+		merr = fmt.Errorf("%s: %w", span, merr)
 	}
 	trace, _ := json.Marshal([]map[string]string{{ // strings only: cannot fail
 		"source": "otlp", "trace_id": c.TraceID, "span_id": c.SpanID, "tool": c.Tool, "tool_call_id": c.CallID,
@@ -421,10 +502,6 @@ func Map(c ToolCall, b *contracts.Bindings) (recs []Recording, bound bool, err e
 			Claim:       commitlayer.Claim{Status: c.Claim.Status, Message: commitlayer.Clip(c.Claim.Message, maxClaimMessage)},
 			Trace:       trace,
 		}
-		if err := storable(&a); err != nil {
-			merr = errors.Join(merr, fmt.Errorf("span %s, contract %s: %w", c.SpanID, m.Contract.ID(), err))
-			continue
-		}
 		key := fmt.Sprintf("otlp/%s/%s/%s/%d", c.TraceID, c.SpanID, m.Contract.ID(), m.Binding)
 		sum := sha256.Sum256([]byte(key))
 		recs = append(recs, Recording{Action: a, Key: key, Hash: sum[:]})
@@ -434,46 +511,3 @@ func Map(c ToolCall, b *contracts.Bindings) (recs []Recording, bound bool, err e
 
 // maxClaimMessage bounds the claim message taken from a span's status.
 const maxClaimMessage = 2048
-
-// storable checks what the store needs of an action built from a span:
-// the action's own rules, and no NUL character anywhere (PostgreSQL text
-// cannot hold one; protobuf strings may).
-func storable(a *commitlayer.Action) error {
-	if err := a.Validate(); err != nil {
-		return err
-	}
-	b, err := json.Marshal(a)
-	if err != nil {
-		return fmt.Errorf("encode action: %w", err)
-	}
-	if bytes.Contains(b, []byte(`\u0000`)) {
-		return errors.New("the span holds a NUL character, which cannot be stored")
-	}
-	// Protobuf strings are not checked as UTF-8 by every decoder; JSON
-	// would mend them silently and PostgreSQL refuse them.
-	if !utf8Text(a.Agent) || !utf8Text(string(a.Subject)) || !utf8Text(a.Claim.Message) || !utf8Text(map[string]any(a.Params)) {
-		return errors.New("the span holds text that is not UTF-8")
-	}
-	return nil
-}
-
-// utf8Text reports whether every string in v (keys too) is UTF-8.
-func utf8Text(v any) bool {
-	switch x := v.(type) {
-	case string:
-		return utf8.ValidString(x)
-	case map[string]any:
-		for k, e := range x {
-			if !utf8.ValidString(k) || !utf8Text(e) {
-				return false
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if !utf8Text(e) {
-				return false
-			}
-		}
-	}
-	return true
-}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -65,12 +67,48 @@ func EncodingOf(contentType string) (Encoding, error) {
 	return Protobuf, fmt.Errorf("%w: Content-Type %q (OTLP/HTTP is application/x-protobuf or application/json)", ErrUnsupported, commitlayer.Clip(contentType, 64))
 }
 
-// ReadBody reads a request body of at most limit bytes, before and after
-// decompression: Content-Encoding gzip is inflated, identity (or none) read
-// as is; a list ("gzip, identity") is read in the order it was applied.
-// Anything else wraps ErrUnsupported. A body over the limit wraps
-// ErrTooLarge, a broken gzip stream ErrMalformed.
-func ReadBody(r io.Reader, contentEncoding string, limit int64) ([]byte, error) {
+// MaxAnyValueDepth bounds the nesting of an attribute's value, on both
+// encodings alike: a value inside more arrays and kvlists than this
+// refuses the request (400). The protobuf decoder stops at 100 nested
+// messages, which lets exactly this many kvlists through (three messages
+// each); OTLP/JSON is held to it as it is read, before anything is
+// decoded, and a decoded protobuf request is checked against it.
+const MaxAnyValueDepth = 32
+
+// maxJSONDepth bounds the JSON nesting of a request: an attribute value at
+// MaxAnyValueDepth in a span event's attributes is 12 levels in, plus 4
+// per kvlist.
+const maxJSONDepth = 12 + 4*(MaxAnyValueDepth+1)
+
+var errTooDeep = fmt.Errorf("%w: an attribute value is nested in more than %d arrays and kvlists", ErrMalformed, MaxAnyValueDepth)
+
+// Read reads an ExportTraceServiceRequest in enc from r: at most limit
+// bytes before and after decompression (Content-Encoding gzip, or
+// identity; a list is read in the order it was applied; a decompression
+// bomb stops at the limit). OTLP/JSON is checked as it streams in, before
+// anything is decoded: exactly one JSON value, UTF-8 text (no lone
+// surrogate escapes), no name twice in an object, no attribute value
+// deeper than MaxAnyValueDepth. Errors wrap ErrUnsupported, ErrTooLarge or
+// ErrMalformed.
+func Read(r io.Reader, enc Encoding, contentEncoding string, limit int64) (ptrace.Traces, error) {
+	src, err := decoded(r, contentEncoding, limit)
+	if err != nil {
+		return ptrace.Traces{}, err
+	}
+	var body bytes.Buffer
+	if enc == JSON {
+		if err := checkJSON(io.TeeReader(src, &body)); err != nil {
+			return ptrace.Traces{}, err
+		}
+	}
+	if _, err := body.ReadFrom(src); err != nil {
+		return ptrace.Traces{}, readError(err)
+	}
+	return decode(enc, body.Bytes())
+}
+
+// decoded returns the body's reader, decompressed, both sides limited.
+func decoded(r io.Reader, contentEncoding string, limit int64) (io.Reader, error) {
 	gzipped := false
 	for _, c := range strings.Split(contentEncoding, ",") {
 		switch strings.ToLower(strings.TrimSpace(c)) {
@@ -84,45 +122,125 @@ func ReadBody(r io.Reader, contentEncoding string, limit int64) ([]byte, error) 
 			return nil, fmt.Errorf("%w: Content-Encoding %q (OTLP/HTTP is gzip or identity)", ErrUnsupported, commitlayer.Clip(contentEncoding, 32))
 		}
 	}
-	raw, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
-		}
-		return nil, fmt.Errorf("read body: %w", err)
-	}
-	if int64(len(raw)) > limit {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
-	}
+	raw := &limited{r: r, limit: limit}
 	if !gzipped {
 		return raw, nil
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	zr, err := gzip.NewReader(raw)
 	if err != nil {
+		if err := readError(err); errors.Is(err, ErrTooLarge) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("%w: Content-Encoding gzip: the body is not gzip: %v", ErrMalformed, err)
 	}
-	out, err := io.ReadAll(io.LimitReader(zr, limit+1))
-	if int64(len(out)) > limit {
-		return nil, fmt.Errorf("%w: more than %d bytes once decompressed", ErrTooLarge, limit)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: Content-Encoding gzip: broken gzip stream: %v", ErrMalformed, err)
-	}
-	return out, nil
+	return &limited{r: zr, limit: limit, what: " once decompressed", gzip: true}, nil
 }
 
-// Unmarshal decodes an ExportTraceServiceRequest (OTLP/JSON as pdata reads
+// limited reads at most limit bytes of r; one more is ErrTooLarge.
+type limited struct {
+	r           io.Reader
+	limit, read int64
+	what        string
+	gzip        bool // r inflates: its errors are a broken stream
+}
+
+func (l *limited) Read(p []byte) (int, error) {
+	if rest := l.limit + 1 - l.read; int64(len(p)) > rest {
+		p = p[:rest]
+	}
+	n, err := l.r.Read(p)
+	if l.read += int64(n); l.read > l.limit {
+		return n, fmt.Errorf("%w: more than %d bytes%s", ErrTooLarge, l.limit, l.what)
+	}
+	if err != nil && err != io.EOF && l.gzip {
+		if err = readError(err); !errors.Is(err, ErrTooLarge) {
+			err = fmt.Errorf("%w: Content-Encoding gzip: broken gzip stream: %v", ErrMalformed, errors.Unwrap(err))
+		}
+	}
+	return n, err
+}
+
+// readError classifies an error of reading the body.
+func readError(err error) error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.Is(err, ErrTooLarge), errors.Is(err, ErrMalformed):
+		return err
+	case errors.As(err, &mbe):
+		return fmt.Errorf("%w: more than %d bytes", ErrTooLarge, mbe.Limit)
+	}
+	return fmt.Errorf("read body: %w", err)
+}
+
+// checkJSON reads one OTLP/JSON request from r strictly (see Read), token
+// by token, allocating nothing for the values it passes.
+func checkJSON(r io.Reader) error {
+	dec := jsontext.NewDecoder(r)
+	var containers []bool // per open object or array: an AnyValue's array or kvlist
+	anyDepth, afterContainerName := 0, false
+	for {
+		tok, err := dec.ReadToken()
+		switch {
+		case err == io.EOF:
+			return fmt.Errorf("%w: the body is empty, not an OTLP ExportTraceServiceRequest", ErrMalformed)
+		case err != nil:
+			if e := readError(err); errors.Is(e, ErrTooLarge) || errors.Is(e, ErrMalformed) {
+				return e
+			}
+			return fmt.Errorf("%w: not an OTLP ExportTraceServiceRequest in application/json: %s", ErrMalformed,
+				commitlayer.Clip(strings.TrimPrefix(err.Error(), "jsontext: "), 200))
+		}
+		switch k := tok.Kind(); {
+		case len(containers) == 0 && k != '{':
+			return fmt.Errorf("%w: the body is not a JSON object, so not an OTLP ExportTraceServiceRequest", ErrMalformed)
+		case k == '{' || k == '[':
+			if dec.StackDepth() > maxJSONDepth {
+				return fmt.Errorf("%w: JSON nested deeper than %d levels", ErrMalformed, maxJSONDepth)
+			}
+			containers = append(containers, afterContainerName && k == '{')
+			if afterContainerName && k == '{' {
+				if anyDepth++; anyDepth > MaxAnyValueDepth {
+					return errTooDeep
+				}
+			}
+		case k == '}' || k == ']':
+			if containers[len(containers)-1] {
+				anyDepth--
+			}
+			containers = containers[:len(containers)-1]
+			if len(containers) == 0 {
+				// One value, then nothing but whitespace.
+				if _, err := dec.ReadToken(); err != io.EOF {
+					if e := readError(err); err != nil && (errors.Is(e, ErrTooLarge) || errors.Is(e, ErrMalformed)) {
+						return e
+					}
+					return fmt.Errorf("%w: the body holds more than one JSON value (or text after it)", ErrMalformed)
+				}
+				return nil
+			}
+		}
+		afterContainerName = false
+		if tok.Kind() == '"' {
+			if kind, n := dec.StackIndex(dec.StackDepth()); kind == '{' && n%2 == 1 {
+				switch tok.String() {
+				case "arrayValue", "array_value", "kvlistValue", "kvlist_value":
+					afterContainerName = true
+				}
+			}
+		}
+	}
+}
+
+// decode decodes an ExportTraceServiceRequest (OTLP/JSON as pdata reads
 // it: lowerCamelCase or snake_case keys, hex ids, enums and 64-bit
-// integers as numbers or strings, unknown fields skipped). A body that is
-// not one wraps ErrMalformed.
-func Unmarshal(enc Encoding, body []byte) (ptrace.Traces, error) {
+// integers as numbers or strings, unknown fields skipped).
+func decode(enc Encoding, body []byte) (ptrace.Traces, error) {
 	req := ptraceotlp.NewExportRequest()
 	var err error
 	if enc == JSON {
 		err = req.UnmarshalJSON(body)
-	} else {
-		err = req.UnmarshalProto(body)
+	} else if err = req.UnmarshalProto(body); err != nil && strings.Contains(err.Error(), "max recursion depth") {
+		return ptrace.Traces{}, errTooDeep
 	}
 	if err != nil {
 		msg := commitlayer.Clip(strings.ToValidUTF8(err.Error(), "?"), 300)
@@ -132,7 +250,59 @@ func Unmarshal(enc Encoding, body []byte) (ptrace.Traces, error) {
 		}
 		return ptrace.Traces{}, fmt.Errorf("%w: not an OTLP ExportTraceServiceRequest in %s: %s%s", ErrMalformed, enc.ContentType(), msg, hint)
 	}
+	if enc == Protobuf && tooDeep(req.Traces()) {
+		return ptrace.Traces{}, errTooDeep
+	}
 	return req.Traces(), nil
+}
+
+// tooDeep reports an attribute value of td nested deeper than
+// MaxAnyValueDepth.
+func tooDeep(td ptrace.Traces) bool {
+	var deep func(v pcommon.Value, d int) bool
+	deep = func(v pcommon.Value, d int) bool {
+		switch {
+		case d > MaxAnyValueDepth:
+			return true
+		case v.Type() == pcommon.ValueTypeSlice:
+			for _, e := range v.Slice().All() {
+				if deep(e, d+1) {
+					return true
+				}
+			}
+		case v.Type() == pcommon.ValueTypeMap:
+			for _, e := range v.Map().All() {
+				if deep(e, d+1) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	maps := []pcommon.Map{}
+	for _, rs := range td.ResourceSpans().All() {
+		maps = append(maps, rs.Resource().Attributes())
+		for _, ss := range rs.ScopeSpans().All() {
+			maps = append(maps, ss.Scope().Attributes())
+			for _, sp := range ss.Spans().All() {
+				maps = append(maps, sp.Attributes())
+				for _, e := range sp.Events().All() {
+					maps = append(maps, e.Attributes())
+				}
+				for _, l := range sp.Links().All() {
+					maps = append(maps, l.Attributes())
+				}
+			}
+		}
+	}
+	for _, m := range maps {
+		for _, v := range m.All() {
+			if deep(v, 0) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Response encodes an ExportTraceServiceResponse: partial_success set when

@@ -148,7 +148,7 @@ func (db *DB) ActionStats(ctx context.Context, tenantID string, q commitlayer.St
 		return nil, fmt.Errorf("action stats: %w: bucket must be at least 1s", commitlayer.ErrInvalid)
 	case !q.Until.After(q.Since):
 		return nil, fmt.Errorf("action stats: %w: until must be after since", commitlayer.ErrInvalid)
-	case q.Until.Sub(q.Since)/q.Bucket >= MaxStatsBuckets:
+	case (q.Until.UnixMicro()-q.Since.UnixMicro())/q.Bucket.Microseconds() >= MaxStatsBuckets: // Sub saturates at 292 years
 		return nil, fmt.Errorf("action stats: %w: the window holds more than %d buckets", commitlayer.ErrInvalid, MaxStatsBuckets)
 	}
 	rows, err := db.pool.Query(ctx, `SELECT date_bin($2::bigint * interval '1 microsecond', requested_at, $3) AS bucket,

@@ -3,9 +3,9 @@ package postgres
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/jackc/pgx/v5"
@@ -57,30 +57,43 @@ func (db *DB) TenantByAPIKey(ctx context.Context, key string) (commitlayer.Tenan
 	if !strings.HasPrefix(key, apiKeyPrefix) {
 		return commitlayer.Tenant{}, fmt.Errorf("tenant by api key: %w", commitlayer.ErrNotFound)
 	}
+	t, _, err := db.TenantByAPIKeyLimited(ctx, key, "", 0, time.Time{})
+	return t, err
+}
+
+// TenantByAPIKeyLimited is TenantByAPIKey for a caller whose wrong keys
+// count under limitKey (see Hit): in the same round trip it says until
+// when limitKey has max or more hits in its window (zero when fewer),
+// whether or not the key is right.
+func (db *DB) TenantByAPIKeyLimited(ctx context.Context, key, limitKey string, max int, now time.Time) (commitlayer.Tenant, time.Time, error) {
 	hash := sha256.Sum256([]byte(key))
 	var (
-		t   commitlayer.Tenant
-		err error
+		id, name         *string
+		created, blocked *time.Time
+		err              error
 	)
 	// A connection the server killed (a restart, a failover) fails the
 	// first use of it; the pool drops it, and a second try gets a live one.
 	for attempt := 0; attempt < 2; attempt++ {
-		var rows pgx.Rows
-		rows, err = db.pool.Query(ctx, `SELECT id, name, created_at FROM tenants WHERE api_key_hash = $1`, hash[:])
-		if err == nil {
-			t, err = pgx.CollectExactlyOneRow(rows, scanTenant)
-		}
+		err = db.pool.QueryRow(ctx, `SELECT t.id, t.name, t.created_at,
+				(SELECT l.until FROM rate_limits l WHERE l.key = $2 AND l.until > $3 AND l.n >= $4)
+			FROM (SELECT 1) one LEFT JOIN tenants t ON t.api_key_hash = $1`, hash[:], limitKey, now, max).
+			Scan(&id, &name, &created, &blocked)
 		if err == nil || !isUnavailable(err) || ctx.Err() != nil {
 			break
 		}
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return commitlayer.Tenant{}, fmt.Errorf("tenant by api key: %w", commitlayer.ErrNotFound)
+	var until time.Time
+	if blocked != nil {
+		until = *blocked
 	}
-	if err != nil {
-		return commitlayer.Tenant{}, fmt.Errorf("tenant by api key: %w", classify(err))
+	switch {
+	case err != nil:
+		return commitlayer.Tenant{}, until, fmt.Errorf("tenant by api key: %w", classify(err))
+	case id == nil:
+		return commitlayer.Tenant{}, until, fmt.Errorf("tenant by api key: %w", commitlayer.ErrNotFound)
 	}
-	return t, nil
+	return commitlayer.Tenant{ID: *id, Name: *name, CreatedAt: created.UTC()}, until, nil
 }
 
 // DeleteTenant purges the tenant and every row it owns (contracts, facts,

@@ -102,7 +102,7 @@ func TestDeleteTenantPurgesAll(t *testing.T) {
 // tenantTables lists every table holding tenant rows; TestEveryTableIsListed
 // keeps it honest.
 var tenantTables = []string{"tenants", "contracts", "facts", "source_coverage", "actions", "verdicts", "connectors", "fact_notifications",
-	"webhooks", "webhook_deliveries"}
+	"webhooks", "webhook_deliveries", "console_sessions", "span_rejections"}
 
 func TestEveryTableIsListed(t *testing.T) {
 	testDB := testStore(t)
@@ -160,6 +160,9 @@ func fillTenant(t *testing.T, tenantID string) {
 	require.NoError(t, err)
 	_, err = testDB.PlanDeliveries(ctx, tenantID, commitlayer.WebhookDelivery{EventID: "evt_fill", EventType: "verdict.final", ActionID: "act_fill", Sequence: 1})
 	require.NoError(t, err)
+	now := time.Now()
+	require.NoError(t, testDB.CreateSession(ctx, tenantID, randomToken(32), now, now.Add(time.Hour), now.Add(time.Hour), 10))
+	require.NoError(t, testDB.RecordSpanRejections(ctx, tenantID, []commitlayer.SpanRejection{{At: at, Message: "m"}}))
 }
 
 // facts has no foreign key to tenants (migration 0013): insertFacts locks

@@ -35,7 +35,7 @@ type refusal interface{ StartRefused() string }
 // is answered in these times, and what they did not finish is left to the
 // reconciler.
 const (
-	recordTimeout = 3 * time.Second
+	RecordTimeout = 3 * time.Second
 	startTimeout  = 2 * time.Second
 	// awayFor is how long, after a start timed out, new ones are left to
 	// the reconciler at once instead of waiting on Temporal again: requests
@@ -76,7 +76,7 @@ type Submitted struct {
 // answer leaves the start to the reconciler: the action is stored and
 // nothing is lost.
 func (s *Actions) Submit(ctx context.Context, tenantID string, a commitlayer.Action, idempotencyKey string, requestHash []byte, w Wait) (Submitted, error) {
-	rctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	rctx, cancel := context.WithTimeout(ctx, RecordTimeout)
 	rec, created, err := s.Record(rctx, tenantID, a, idempotencyKey, requestHash)
 	cancel()
 	if err != nil {
@@ -95,6 +95,36 @@ func (s *Actions) Submit(ctx context.Context, tenantID string, a commitlayer.Act
 		out.Verification, out.Refused = s.start(ctx, tenantID, rec)
 	}
 	return out, nil
+}
+
+// StartLater starts the verifications of recorded actions whose start is
+// pending, after the caller answered (an OTLP export: its exporter's answer
+// does not wait on Temporal), in the background; past maxBackground at
+// once, and for whatever it could not start, the reconciler does.
+func (s *Actions) StartLater(ctx context.Context, tenantID string, recs []commitlayer.ActionRecord) {
+	var pending []commitlayer.ActionRecord
+	for _, rec := range recs {
+		if rec.Verification() == commitlayer.VerificationPending {
+			pending = append(pending, rec)
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	select {
+	case s.bg <- struct{}{}:
+		ctx := context.WithoutCancel(ctx)
+		go func() {
+			defer func() { <-s.bg }()
+			for _, rec := range pending {
+				s.start(ctx, tenantID, rec)
+			}
+		}()
+	default:
+		if s.Kick != nil {
+			s.Kick()
+		}
+	}
 }
 
 // WaitFor waits, at most w.Timeout, for the verdict of a recorded action to

@@ -76,6 +76,10 @@ type Config struct {
 	// through outside the worker (COMMITLAYER_DORMANT_AFTER,
 	// COMMITLAYER_DORMANT_MIN_AGE; default workflows.DefaultDormancy).
 	Dormancy workflows.Dormancy
+	// TrustedProxies are the peers whose X-Forwarded-For and
+	// X-Forwarded-Proto the API believes (COMMITLAYER_TRUSTED_PROXIES:
+	// addresses and CIDR ranges; default none).
+	TrustedProxies *api.Proxies
 }
 
 func (c Config) metricsMode() api.MetricsMode {
@@ -166,6 +170,9 @@ func ConfigFromEnv(roles Roles) (Config, error) {
 	}
 	if cfg.Dormancy, err = dormancyFromEnv(); err != nil {
 		return Config{}, err
+	}
+	if cfg.TrustedProxies, err = api.ParseProxies(os.Getenv("COMMITLAYER_TRUSTED_PROXIES")); err != nil {
+		return Config{}, fmt.Errorf("COMMITLAYER_TRUSTED_PROXIES: %w", err)
 	}
 	if roles.API && len(cfg.AdminKey) < 16 {
 		return Config{}, errors.New("COMMITLAYER_ADMIN_KEY must be set to a secret of at least 16 characters")

@@ -11,7 +11,8 @@ import (
 )
 
 // apiHandler is what the API process serves: the API, with the console
-// at /console/ reading through the same store, verifier and orphan lister.
+// at /console/ reading through the same store, verifier and orphan lister,
+// behind the trusted proxies' headers.
 func (m *Main) apiHandler() (http.Handler, error) {
 	c, err := console.New(console.Config{
 		Store:      m.DB,
@@ -29,7 +30,7 @@ func (m *Main) apiHandler() (http.Handler, error) {
 	mux.Handle("/console/", c.Handler())
 	mux.Handle("/console", c.Handler())
 	mux.Handle("/", m.API.Handler())
-	return mux, nil
+	return m.Config.TrustedProxies.Wrap(mux), nil
 }
 
 // consoleTemporalUI is the Temporal UI the console links verifications to:

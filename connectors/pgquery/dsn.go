@@ -3,6 +3,7 @@ package pgquery
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -26,9 +27,10 @@ var kvKey = regexp.MustCompile(`(?:^|\s)([A-Za-z_]+)\s*=`)
 // definitions.
 var refusedKeys = map[string]bool{"passfile": true, "service": true, "servicefile": true}
 
-// Hosts returns every server a DSN connects to (its host and fallbacks),
-// for the address rules to check at registration as the dialer checks at
-// each connection. The DSN must name its host itself: one left to defaults
+// Hosts returns every server a DSN connects to (its host and fallbacks,
+// and its hostaddr: libpq dials hostaddr's numeric addresses and keeps host
+// for the server's name only), for the address rules to check at
+// registration as the dialer checks at each connection. The DSN must name its host itself: one left to defaults
 // would reach the server's own machine (PGHOST, a Unix socket, localhost).
 // A Unix socket (host=/path, ?host=/path) is refused, and so are the keys
 // that read the server's files (passfile, service, servicefile). Errors
@@ -58,6 +60,20 @@ func Hosts(dsn string) ([]HostPort, error) {
 	for _, hp := range out {
 		if hp.Host == "" || strings.HasPrefix(hp.Host, "/") || strings.HasPrefix(hp.Host, "@") {
 			return nil, ErrUnixSocket
+		}
+	}
+	// pgx does not know hostaddr (it would send it to the server as a
+	// setting); libpq connects to it, so it is checked as libpq reads it:
+	// numeric addresses, one per host, an empty one leaving that host's.
+	if addrs, ok := cfg.RuntimeParams["hostaddr"]; ok {
+		for i, a := range strings.Split(addrs, ",") {
+			if a = strings.TrimSpace(a); a == "" {
+				continue
+			}
+			if _, err := netip.ParseAddr(a); err != nil {
+				return nil, bad("hostaddr must be IP addresses (a name goes in host)")
+			}
+			out = append(out, HostPort{a, out[min(i, len(out)-1)].Port})
 		}
 	}
 	return out, nil

@@ -8,7 +8,9 @@ package apitest
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +27,9 @@ type Request struct {
 	// Body is a string, []byte, or a value to marshal as JSON.
 	Body   any
 	Header map[string]string
+	// RemoteAddr is the client's address; empty sends from a random one,
+	// so per-address limits (wrong keys) of one request reach no other.
+	RemoteAddr string
 }
 
 // HTTP builds the request: the body encoded, the key as a bearer token,
@@ -44,6 +49,12 @@ func (r Request) HTTP(t testing.TB) *http.Request {
 		body = bytes.NewReader(buf)
 	}
 	hr := httptest.NewRequest(r.Method, r.Path, body)
+	hr.RemoteAddr = r.RemoteAddr
+	if hr.RemoteAddr == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		hr.RemoteAddr = fmt.Sprintf("[2001:db8:%x:%x::1]:1234", b[:2], b[2:]) // a /64 of its own
+	}
 	if r.Key != "" {
 		hr.Header.Set("Authorization", "Bearer "+r.Key)
 	}

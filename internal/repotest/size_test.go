@@ -13,7 +13,7 @@ import (
 )
 
 // maxLines is the longest a production (non-test) Go file may be: past it a
-// file holds more than one seam (../../README.md, "Package map").
+// file holds more than one seam.
 const maxLines = 600
 
 // TestNoProductionFileIsTooLong: every tracked non-test Go file of the

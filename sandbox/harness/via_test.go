@@ -109,17 +109,12 @@ func TestViaMCPAndOTLPAgreeWithDirect(t *testing.T) {
 			fail(err)
 			return
 		}
-		body, err := otlpingest.ReadBody(r.Body, r.Header.Get("Content-Encoding"), 8<<20)
+		td, err := otlpingest.Read(r.Body, enc, r.Header.Get("Content-Encoding"), 8<<20)
 		if err != nil {
 			fail(err)
 			return
 		}
-		td, err := otlpingest.Unmarshal(enc, body)
-		if err != nil {
-			fail(err)
-			return
-		}
-		calls, _ := otlpingest.ToolCalls(td)
+		calls, _ := otlpingest.ToolCalls(td, b.Bound)
 		for _, c := range calls {
 			recs, _, err := otlpingest.Map(c, b)
 			spans.recs = append(spans.recs, recs...)
