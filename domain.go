@@ -273,11 +273,6 @@ type Verdict struct {
 	// Version counts verdict changes for the action, from 1. The engine
 	// leaves it zero; whoever persists verdicts assigns it.
 	Version int `json:"version"`
-	// PassLatency is how long the worker's pass took to reach this verdict
-	// (pull the connectors when the pass pulls, read the facts, evaluate,
-	// store up to the verdict row's insert); zero when not measured. Kept in
-	// the store's pass_us column, not in the verdict's JSON.
-	PassLatency time.Duration `json:"-"`
 }
 
 // SameAnswer reports whether two verdicts say the same thing (status,

@@ -2,7 +2,6 @@ package commitlayer
 
 import (
 	"encoding/json"
-	"slices"
 	"time"
 )
 
@@ -105,108 +104,12 @@ type SpanRejection struct {
 // FactType names a kind of fact: a type from a source.
 type FactType struct{ Source, Type string }
 
-// FactsDigest says what a batch of facts holds beyond its subjects: each
-// kind among them with the earliest time one occurred, and whether any
-// links a subject. It is enough for a screen to tell, without reading the
-// store, that the batch cannot change a verification's answer
-// (contracts.Contract.MayChange): most facts on a watched subject are of a
-// kind its contract never reads.
-type FactsDigest struct {
-	Kinds  []KindSince
-	Linked bool
-}
-
-// KindSince is one kind of a FactsDigest and the earliest occurred_at of
-// its facts.
-type KindSince struct {
-	FactType
-	Earliest time.Time
-}
-
-// DigestFacts digests facts; nil when there are none.
-func DigestFacts(facts []Fact) *FactsDigest {
-	if len(facts) == 0 {
-		return nil
-	}
-	d := &FactsDigest{}
-	at := make(map[FactType]int, 4)
-	for i := range facts {
-		f := &facts[i]
-		if len(f.Links) > 0 {
-			d.Linked = true
-		}
-		k := FactType{Source: f.Source, Type: f.Type}
-		j, ok := at[k]
-		if !ok {
-			at[k] = len(d.Kinds)
-			d.Kinds = append(d.Kinds, KindSince{FactType: k, Earliest: f.OccurredAt})
-			continue
-		}
-		if f.OccurredAt.Before(d.Kinds[j].Earliest) {
-			d.Kinds[j].Earliest = f.OccurredAt
-		}
-	}
-	return d
-}
-
-// Join returns the digest of d's facts and o's together (a nil one holds
-// none here); d and o are left as they are.
-func (d *FactsDigest) Join(o *FactsDigest) *FactsDigest {
-	out := &FactsDigest{}
-	for _, x := range []*FactsDigest{d, o} {
-		if x == nil {
-			continue
-		}
-		out.Linked = out.Linked || x.Linked
-		for _, k := range x.Kinds {
-			j := slices.IndexFunc(out.Kinds, func(o KindSince) bool { return o.FactType == k.FactType })
-			switch {
-			case j < 0:
-				out.Kinds = append(out.Kinds, k)
-			case k.Earliest.Before(out.Kinds[j].Earliest):
-				out.Kinds[j].Earliest = k.Earliest
-			}
-		}
-	}
-	return out
-}
-
 // InsertResult counts a batch of facts.
 type InsertResult struct {
 	Inserted, Duplicates int
 	// Subjects are the distinct subjects and links of the inserted facts,
 	// sorted: the subjects whose open verifications should hear of them.
 	Subjects []Subject
-	// NotificationID is the outbox row that tells them, written with the
-	// facts (0 when nothing was inserted). Whoever delivers the notice
-	// deletes it; until then a deliverer retries it.
-	NotificationID int64
-	// Digest digests the batch's facts (nil when the store does not say):
-	// what the notice's screen may know of them without a read.
-	Digest *FactsDigest
-}
-
-// VerdictHead is what is known of an action's latest verdict without its
-// body's findings: enough to tell whether the verdict is final for its
-// contract version with every source available (the wake screen's
-// precondition), read without decoding the verdict.
-type VerdictHead struct {
-	Version         int
-	Provisional     bool
-	ContractVersion int
-	// Unavailable counts the verdict's unavailable sources.
-	Unavailable int
-}
-
-// FactNotification is a notice of new facts still to deliver to the
-// verifications watching its subjects.
-type FactNotification struct {
-	ID             int64
-	TenantID       string
-	Subjects       []Subject
-	ExceptActionID string
-	Attempts       int
-	CreatedAt      time.Time
 }
 
 // FactPage is one pull of a connector: the facts read, the cursor to store
@@ -218,43 +121,4 @@ type FactPage struct {
 	Next string
 	// More is true when the source has more after Next.
 	More bool
-}
-
-// PulledPage is one page a pull read from one connector, to be stored
-// with the connector's new cursor (postgres.DB.RecordPulls).
-type PulledPage struct {
-	ConnectorID string
-	Facts       []Fact
-	// Cursor is the connector's cursor after the page (FactPage.Next).
-	Cursor string
-}
-
-// ActionQuery names actions of one contract the way PriorActions takes
-// them: by agent and by subject when not empty, requested in [From, To]
-// (a zero end is open), except ExcludeID.
-type ActionQuery struct {
-	Contract  string
-	Agent     string
-	Subject   Subject
-	From, To  time.Time
-	ExcludeID string
-}
-
-// PassReadRequest is what one verification pass reads about an action
-// besides the action itself, all of it at once: the facts about its
-// subject (FactsAbout), the actions of each query (PriorActions), the
-// tenant's connected sources and the action's latest verdict.
-type PassReadRequest struct {
-	ActionID string
-	Subject  Subject
-	Actions  []ActionQuery
-}
-
-// PassRead answers a PassReadRequest: Actions[i] answers the request's
-// Actions[i]; Latest is nil when the action has no verdict yet.
-type PassRead struct {
-	Facts     []Fact
-	Actions   [][]Action
-	Connected []string
-	Latest    *Verdict
 }

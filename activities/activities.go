@@ -23,6 +23,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/secrets"
+	"github.com/commitlayer/commitlayer/postgres"
 	"github.com/commitlayer/commitlayer/service"
 )
 
@@ -31,33 +32,22 @@ import (
 type Store interface {
 	GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error)
 	GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error)
+	ReadPass(ctx context.Context, tenantID string, r postgres.PassReadRequest) (postgres.PassRead, error)
 	FactsAbout(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Fact, error)
-	PriorActions(ctx context.Context, tenantID, contractID, agent string, subject commitlayer.Subject, from, to time.Time, excludeID string) ([]commitlayer.Action, error)
-	ConnectedSources(ctx context.Context, tenantID string) ([]string, error)
-	AppendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error)
-	AppendFirstVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error)
-	VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error)
+	AppendVerdictOver(ctx context.Context, tenantID string, v commitlayer.Verdict, latest *commitlayer.Verdict, took time.Duration) (commitlayer.Verdict, bool, error)
 	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
-	RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (commitlayer.InsertResult, error)
+	RecordPulls(ctx context.Context, tenantID, exceptActionID string, pages []postgres.PulledPage, at time.Time) (commitlayer.InsertResult, error)
 	RecordEmptyPulls(ctx context.Context, tenantID string, connectorIDs, cursors []string, at time.Time) ([]string, error)
 	RecordPullError(ctx context.Context, tenantID, connectorID string, msg string, at time.Time) error
-	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]commitlayer.ActionRecord, error)
 	CountWatchedActions(ctx context.Context, tenantID string, now time.Time) (int, error)
 	EndWatch(ctx context.Context, tenantID, actionID string, at time.Time) error
-	NotificationDelivered(ctx context.Context, id int64) error
 	Identity(ctx context.Context) (string, error)
 }
 
-// Notifier tells open verifications that subjects got new facts, which
-// digest digests (nil: not said).
-type Notifier interface {
-	NotifyFacts(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest, exceptActionID string) error
-}
-
-// Activities holds the dependencies of every activity.
+// Activities holds the dependencies of every activity. One per worker
+// process: its pull coalescer is the process's.
 type Activities struct {
 	Store  Store
-	Notify Notifier // may be nil: nobody is told about pulled facts
 	Logger *slog.Logger
 	// HTTPClient pulls the connectors; nil means a client with a 30 s
 	// timeout.
@@ -73,6 +63,7 @@ type Activities struct {
 	DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Contracts loads compiled contracts (shared with the API in one
 	// process); nil makes one on Store.
+	Contracts *service.Contracts
 	// Now is the clock verdicts are evaluated at; nil means time.Now.
 	Now func() time.Time
 	// PageLimit bounds the events asked for per page; 0 means 1000.
@@ -80,10 +71,7 @@ type Activities struct {
 	// MaxPagesPerPull bounds one pull of one connector; 0 means 100.
 	MaxPagesPerPull int
 
-	Contracts *service.Contracts
-
 	pulls pullCoalescer // passes' pulls shared per tenant (coalesce.go)
-	ahead pullAhead     // feeds asked beside the listing (ahead.go)
 
 	contractsOnce sync.Once
 	identityMu    sync.Mutex

@@ -15,12 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/internal/teststore"
 	"github.com/commitlayer/commitlayer/postgres"
@@ -133,7 +135,6 @@ type fixture struct {
 	acts   *activities.Activities
 	env    *testsuite.TestActivityEnvironment
 	now    time.Time
-	notes  *notifier
 	logs   *syncBuffer
 }
 
@@ -155,24 +156,24 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-type notifier struct {
-	mu      sync.Mutex
-	calls   [][]commitlayer.Subject
-	digests []*commitlayer.FactsDigest
-}
-
-func (n *notifier) NotifyFacts(_ context.Context, _ string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest, except string) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.calls = append(n.calls, subjects)
-	n.digests = append(n.digests, digest)
-	return nil
-}
-
-func (n *notifier) count() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.calls)
+// notices reads the tenant's notices of new facts not delivered yet: what
+// the pulls wrote for the reconcilers to deliver.
+func (fx *fixture) notices(t testing.TB) []postgres.Notice {
+	t.Helper()
+	rows, err := fx.db.Pool().Query(context.Background(), `SELECT subjects, except_action_id, digest
+		FROM fact_notifications WHERE tenant_id = $1 ORDER BY id`, fx.tenant)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (postgres.Notice, error) {
+		var n postgres.Notice
+		var subs []string
+		err := row.Scan(&subs, &n.ExceptActionID, &n.Digest)
+		for _, x := range subs {
+			n.Subjects = append(n.Subjects, commitlayer.Subject(x))
+		}
+		return n, err
+	})
+	require.NoError(t, err)
+	return out
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -189,14 +190,13 @@ func newFixture(t testing.TB) *fixture {
 	_, err = d.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "ledger", Kind: "http_events", URL: srv.URL})
 	require.NoError(t, err)
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	n := &notifier{}
 	logs := &syncBuffer{}
-	acts := &activities.Activities{Store: d, Notify: n, Now: func() time.Time { return now },
+	acts := &activities.Activities{Store: d, Now: func() time.Time { return now },
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)
-	return &fixture{db: d, tenant: tn.ID, feed: f, srv: srv, acts: acts, env: env, now: now, notes: n, logs: logs}
+	return &fixture{db: d, tenant: tn.ID, feed: f, srv: srv, acts: acts, env: env, now: now, logs: logs}
 }
 
 func (fx *fixture) action(t testing.TB, agent, subject string, amount int64, at time.Time) string {
@@ -243,17 +243,17 @@ func TestExtractPullsFromCursorAndNotifies(t *testing.T) {
 	conns, err := fx.db.ListConnectors(context.Background(), fx.tenant)
 	require.NoError(t, err)
 	require.Equal(t, "2", conns[0].Cursor)
-	require.Len(t, fx.notes.calls, 2)
-	// Each notice with the digest of the facts it stored, for the screen.
-	require.Equal(t, []*commitlayer.FactsDigest{
-		{Kinds: []commitlayer.KindSince{{FactType: commitlayer.FactType{Source: "ledger", Type: "account_opened"}, Earliest: fx.now.Add(-time.Hour)}}},
-		{Kinds: []commitlayer.KindSince{{FactType: commitlayer.FactType{Source: "ledger", Type: "payout_sent"}, Earliest: fx.now}}},
-	}, fx.notes.digests)
+	// Each pull that stored facts wrote a notice, with the digest of its
+	// facts, for the reconcilers to deliver.
+	notices := fx.notices(t)
+	require.Len(t, notices, 2)
+	require.Equal(t, &contracts.Digest{Kinds: []contracts.KindSince{{FactType: commitlayer.FactType{Source: "ledger", Type: "account_opened"}, Earliest: fx.now.Add(-time.Hour)}}}, notices[0].Digest)
+	require.Equal(t, &contracts.Digest{Kinds: []contracts.KindSince{{FactType: commitlayer.FactType{Source: "ledger", Type: "payout_sent"}, Earliest: fx.now}}}, notices[1].Digest)
 
-	// Nothing new: no notification.
+	// Nothing new: no notice.
 	res = fx.extract(t)
 	require.Zero(t, res.Inserted)
-	require.Len(t, fx.notes.calls, 2)
+	require.Len(t, fx.notices(t), 2)
 }
 
 // pullRecordingStore counts how a pull is recorded, and runs before
@@ -266,11 +266,11 @@ type pullRecordingStore struct {
 	beforeEmpty func()
 }
 
-func (s *pullRecordingStore) RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (commitlayer.InsertResult, error) {
+func (s *pullRecordingStore) RecordPulls(ctx context.Context, tenantID, except string, pages []postgres.PulledPage, at time.Time) (commitlayer.InsertResult, error) {
 	s.mu.Lock()
-	s.pages++
+	s.pages += len(pages)
 	s.mu.Unlock()
-	return s.Store.RecordPull(ctx, tenantID, connectorID, facts, cursor, at)
+	return s.Store.RecordPulls(ctx, tenantID, except, pages, at)
 }
 
 func (s *pullRecordingStore) RecordEmptyPulls(ctx context.Context, tenantID string, ids, cursors []string, at time.Time) ([]string, error) {
@@ -325,8 +325,8 @@ func TestExtractRecordsEmptyPullsTogether(t *testing.T) {
 	crmFeed.add("note_added", "account:acc_1", fx.now, map[string]any{"text": "hi"})
 	movedAt := pulledAt.Add(time.Second)
 	store.beforeEmpty = func() {
-		_, err := fx.db.RecordPull(ctx, fx.tenant, crm.ID, []commitlayer.Fact{{Source: "crm", Type: "note_added",
-			Subject: "account:acc_1", ExternalID: "crm-1", OccurredAt: fx.now, Attrs: commitlayer.Attrs{"text": "hi"}}}, "1", movedAt)
+		_, err := fx.db.RecordPulls(ctx, fx.tenant, "", []postgres.PulledPage{{ConnectorID: crm.ID, Cursor: "1", Facts: []commitlayer.Fact{{Source: "crm", Type: "note_added",
+			Subject: "account:acc_1", ExternalID: "crm-1", OccurredAt: fx.now, Attrs: commitlayer.Attrs{"text": "hi"}}}}}, movedAt)
 		require.NoError(t, err)
 	}
 	crmFeed.mu.Lock()

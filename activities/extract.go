@@ -4,23 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"sync"
 	"time"
+
+	"go.temporal.io/sdk/activity"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/connectors/pull"
 	"github.com/commitlayer/commitlayer/internal/netguard"
+	"github.com/commitlayer/commitlayer/postgres"
 )
 
 // ExtractInput asks for the tenant's connectors to be pulled.
 type ExtractInput struct {
 	TenantID string
-	// ActionID is the verification asking; it is not notified of its own pull.
+	// ActionID is the verification asking: the notice of the facts its
+	// pull stores is not sent to it (its own pass reads them).
 	ActionID string
 	// FreshAsOf is the time the facts must be as fresh as: the workflow's
 	// clock when it scheduled the pass. Set, a pull that started at or
 	// after it covers the pass, and the tenant's passes share pulls
-	// (pullCoalescer); zero, the pull is the pass's own.
+	// (coalesce.go); zero, the pull is the pass's own.
 	FreshAsOf time.Time `json:",omitzero"`
 }
 
@@ -32,220 +37,275 @@ type ExtractResult struct {
 	Inserted    int
 	Duplicates  int
 	Subjects    []commitlayer.Subject
-	// Took is how long the pull took in the worker; the workflow hands it
-	// to the Evaluate of the same pass (EvaluateInput.PullTook).
+	// Took is how long the pull took in the worker.
 	Took time.Duration `json:",omitempty"`
 	// StartedAt is when the pull whose facts the pass reads started (its
-	// own, the one it joined, or the one that covered it). The workflow
-	// asks its next pass for facts fresher than that (VerifyState.PulledAt):
-	// a verification's re-read is never answered by its own earlier read.
+	// own, or the one it shared). The workflow asks its next pass for facts
+	// fresher than that (VerifyState.PulledAt): a verification's re-read is
+	// never answered by its own earlier read.
 	StartedAt time.Time `json:",omitzero"`
-	// quiet: the pull stored nothing (no connector's feed had anything
-	// after its cursor, and none that failed had stored a page first), so
-	// a read that started when it called its listed hook (withListedHook:
-	// once it listed the connectors, or at its start when it asked every
-	// one ahead and the listing then confirmed them all) sees every fact a
-	// read after it would. A pass that
-	// skipped its pull is quiet too: the pull that covered it had stored
-	// all it brought before the pass asked.
-	quiet bool
 }
 
-type listedHookKey struct{}
+// MetricPullLatency is the histogram of the pulls of passes (every
+// connector of the tenant, in parallel, each page stored):
+// commitlayer_verify_pull_latency_seconds on /metrics.
+const MetricPullLatency = "commitlayer_verify_pull_latency"
 
-// withListedHook returns ctx carrying hook, which the pull an Extract on it
-// reads (its own, or the shared one it joins) calls once that pull has
-// listed the tenant's connectors, each with its cursor: from then on a read
-// of the store sees every fact those cursors stand for. (A pull that asks
-// every connector ahead calls it at its start instead, and is quiet only if
-// its listing then confirms every cursor: pullTenantThen.) A pass starts
-// its reads then, beside the feeds' answers (Pass).
-func withListedHook(ctx context.Context, hook func()) context.Context {
-	return context.WithValue(ctx, listedHookKey{}, hook)
-}
-
-func listedHook(ctx context.Context) func() {
-	hook, _ := ctx.Value(listedHookKey{}).(func())
-	return hook
-}
-
-// Extract pulls every connector of the tenant from its cursor, stores the
-// facts (cursor and facts in one transaction) and tells open verifications
-// about subjects that got new facts. A connector that cannot be read is
+// Extract pulls every connector of the tenant from its cursor and stores
+// the facts (each page with its cursor, in one transaction; the notice to
+// the verifications watching the facts' subjects in the same transaction,
+// for the store's outbox to deliver). A connector that cannot be read is
 // recorded on the connector and reported as unreachable, never skipped
-// silently. A pass's pull (FreshAsOf set) is shared with the other passes
-// of the tenant that want one at the same time, or skipped when a pull
-// that started after FreshAsOf has read every connector (pullCoalescer).
+// silently. A pass's pull (FreshAsOf set) is shared with the tenant's other
+// passes that want one at the same time (coalesce.go).
 func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResult, error) {
 	if in.TenantID == "" {
 		return ExtractResult{}, nonRetryable("extract: tenant id is required")
 	}
-	if !in.FreshAsOf.IsZero() {
-		return a.pulls.extract(ctx, a, in)
-	}
 	began := time.Now()
-	out := a.pullTenant(ctx, in.TenantID, in.ActionID, listedHook(ctx))
-	a.pulls.recordDirect(in.TenantID, began, out)
-	if out.err != nil {
-		return ExtractResult{}, out.err
+	var (
+		res ExtractResult
+		err error
+	)
+	if in.FreshAsOf.IsZero() {
+		out := a.pullTenant(ctx, in.TenantID, in.ActionID)
+		a.pulls.record(in.TenantID, began, out)
+		res, err = out.res, out.err
+		res.StartedAt = began
+	} else {
+		res, err = a.pulls.extract(ctx, a, in)
 	}
-	out.res.Took = time.Since(began)
-	out.res.StartedAt = began
-	recordPullLatency(ctx, out.res.Took)
-	return out.res, nil
+	if err != nil {
+		return ExtractResult{}, err
+	}
+	res.Took = time.Since(began)
+	if activity.IsActivity(ctx) {
+		activity.GetMetricsHandler(ctx).Timer(MetricPullLatency).Record(res.Took)
+	}
+	return res, nil
 }
 
-// pullTenant pulls every connector of the tenant once and notifies the
-// open verifications whose subjects got facts, except exceptActionID.
-// listed, when not nil, is called once the connectors are listed.
-func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID string, listed func()) pullOutcome {
-	out, finish := a.pullTenantThen(ctx, tenantID, exceptActionID, listed)
-	if err := finish(ctx); err != nil && out.err == nil {
-		return pullOutcome{err: err}
-	}
-	return out
+// pullOutcome is what one pull of a tenant's connectors produced.
+type pullOutcome struct {
+	res ExtractResult
+	// complete: every connector was read to its end.
+	complete bool
+	err      error
 }
 
-// pullTenantThen is pullTenant in two parts: the pull, whose outcome the
-// passes waiting for it read as soon as it returns, and the bookkeeping
-// none of them reads, left to finish: the connectors whose feeds had
-// nothing new are recorded (last pull time, error cleared) and the notices
-// of new facts delivered to the other verifications. Neither changes what
-// a pass reads: the facts and their notices are stored before it returns
-// (an outbox the reconciler delivers from if finish never runs), and the
-// empty pulls change no cursor. Run finish before the tenant's next pull,
-// so that pull's records come after this one's. finish is never nil; its
-// error is the empty pulls' record's (the notices' delivery only logs).
-// listed, when not nil, is called once the connectors (and their cursors)
-// are read, before any feed is asked; or at once, beside the listing, when
-// every connector is asked ahead from where this process's last pull left
-// it (pullAhead), and the pull is then quiet only if the listing confirms
-// them all.
-func (a *Activities) pullTenantThen(ctx context.Context, tenantID, exceptActionID string, listed func()) (pullOutcome, func(context.Context) error) {
-	nothing := func(context.Context) error { return nil }
-	// The feeds the tenant's last pull here left are asked beside the
-	// listing (pullAhead); the listing says which answers to keep.
-	pctx := withPullTenant(ctx, tenantID)
-	ahead := a.ahead.start(pctx, tenantID, func(c commitlayer.Connector) (pull.Puller, error) {
-		return a.openConnector(tenantID, c)
-	})
-	// When every connector the last pull left is asked ahead, the passes
-	// waiting on this pull may start their reads now, beside the listing:
-	// the facts each remembered cursor stands for were stored before that
-	// pull ended (it remembers them after), so a read starting now sees
-	// them. The pull is then quiet only if the listing confirms every
-	// connector at its remembered cursor (and no feed has anything after
-	// it); otherwise the passes read again after it.
-	readEarly := ahead.whole && listed != nil
-	if readEarly {
-		listed()
-		listed = nil
-	}
+// pullTenant pulls every connector of the tenant once: their first pages
+// at once (each is a separate system), stored together; then each feed
+// with more pages read on. The notice of the facts goes to every
+// verification watching their subjects except exceptActionID's.
+func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID string) pullOutcome {
 	conns, err := a.Store.ListConnectors(ctx, tenantID)
 	if err != nil {
-		ahead.drop()
-		return pullOutcome{err: fmt.Errorf("extract: list connectors: %w", err)}, nothing
+		return pullOutcome{err: fmt.Errorf("extract: list connectors: %w", err)}
 	}
-	if listed != nil {
-		listed()
-	}
-	// Pull the connectors at once: each is a separate system.
-	firsts := make([]*aheadPull, len(conns))
-	kept := 0
-	for i, c := range conns {
-		if firsts[i] = ahead.take(c); firsts[i] != nil {
-			kept++
-		}
-	}
-	dropped := ahead.drop()
-	results := a.pullConnectors(ctx, tenantID, conns, firsts)
+	results := a.pullConnectors(ctx, tenantID, exceptActionID, conns)
 	if err := ctx.Err(); err != nil {
-		return pullOutcome{err: err}, nothing
+		return pullOutcome{err: err}
 	}
-	a.ahead.done(ctx, tenantID, conns, results, kept, dropped)
-	confirmed := kept == len(conns) && dropped == 0
-	res := ExtractResult{Unreachable: map[string]string{}, quiet: !readEarly || confirmed}
+	res := ExtractResult{Unreachable: map[string]string{}}
 	complete := true
-	seen := map[commitlayer.Subject]bool{}
-	var (
-		notices []int64
-		digest  digestSum
-	)
 	for i, c := range conns {
-		ins, err := results[i].ins, results[i].err
-		res.quiet = res.quiet && !results[i].stored
-		if err != nil {
+		r := results[i]
+		if r.err != nil {
 			var storeErr *storeError
-			if errors.As(err, &storeErr) {
-				return pullOutcome{err: err}, nothing // the database failed, not the connector: retry
+			if errors.As(r.err, &storeErr) {
+				return pullOutcome{err: r.err} // the database failed, not the connector: retry
 			}
 			// The tenant sees a short class (timeout, refused, http 503,
 			// address not allowed, …), never network text that tells
 			// internal ports apart; the server log keeps the detail.
-			msg := netguard.Classify(err)
+			msg := netguard.Classify(r.err)
 			res.Unreachable[c.Source] = msg
 			complete = false
-			if rerr := a.Store.RecordPullError(ctx, tenantID, c.ID, msg, a.now()); rerr != nil {
-				return pullOutcome{err: fmt.Errorf("extract: record pull error for %s: %w", c.Source, rerr)}, nothing
+			if err := a.Store.RecordPullError(ctx, tenantID, c.ID, msg, a.now()); err != nil {
+				return pullOutcome{err: fmt.Errorf("extract: record pull error for %s: %w", c.Source, err)}
 			}
 			a.logger(ctx).Warn("connector unreachable", "tenant", tenantID, "source", c.Source,
-				"class", msg, "error", netguard.Redact(err))
+				"class", msg, "error", netguard.Redact(r.err))
 			continue
 		}
-		complete = complete && results[i].drained
-		res.Inserted += ins.Inserted
-		res.Duplicates += ins.Duplicates
-		digest.add(ins)
-		notices = append(notices, results[i].notices...)
-		for _, s := range ins.Subjects {
-			seen[s] = true
+		complete = complete && r.drained
+		res.Inserted += r.ins.Inserted
+		res.Duplicates += r.ins.Duplicates
+		res.Subjects = append(res.Subjects, r.ins.Subjects...)
+	}
+	slices.Sort(res.Subjects)
+	res.Subjects = slices.Compact(res.Subjects)
+	return pullOutcome{res: res, complete: complete}
+}
+
+// connectorPull is what one connector's pull brought.
+type connectorPull struct {
+	ins     commitlayer.InsertResult
+	drained bool // the feed was read to its end
+	err     error
+}
+
+// pullConnectors pulls the tenant's connectors, each from its cursor: every
+// feed's first page at once; the pages that brought anything stored in one
+// transaction (a verification's first pass most often finds something new
+// in every system the agent touched), those with nothing new recorded in
+// one statement; then each feed that has more read on, page by page.
+func (a *Activities) pullConnectors(ctx context.Context, tenantID, except string, conns []commitlayer.Connector) []connectorPull {
+	results := make([]connectorPull, len(conns))
+	pullers := make([]pull.Puller, len(conns))
+	pages := make([]commitlayer.FactPage, len(conns))
+	parallel(len(conns), func(i int) {
+		c := conns[i]
+		if heartbeats(ctx) {
+			activity.RecordHeartbeat(ctx, c.Source)
+		}
+		var err error
+		if pullers[i], err = a.openConnector(tenantID, c); err != nil {
+			results[i].err = fmt.Errorf("connector %s: %w", c.ID, err)
+			return
+		}
+		if pages[i], err = pullers[i].Pull(ctx, c.Source, c.Cursor); err != nil {
+			results[i].err = fmt.Errorf("pull %s: %w", c.Source, err)
+		}
+	})
+	var (
+		moved            []int // connectors whose first page is stored
+		batch            []postgres.PulledPage
+		emptyIDs, cursor []string
+	)
+	for i, c := range conns {
+		switch {
+		case results[i].err != nil:
+		case len(pages[i].Facts) == 0 && pages[i].Next == c.Cursor:
+			emptyIDs, cursor = append(emptyIDs, c.ID), append(cursor, c.Cursor)
+			results[i].drained = true
+		default:
+			moved = append(moved, i)
+			batch = append(batch, postgres.PulledPage{ConnectorID: c.ID, Facts: pages[i].Facts, Cursor: pages[i].Next})
 		}
 	}
-	for s := range seen {
-		res.Subjects = append(res.Subjects, s)
-	}
-	sort.Slice(res.Subjects, func(i, j int) bool { return res.Subjects[i] < res.Subjects[j] })
-	at := a.now()
-	finish := func(ctx context.Context) error {
-		err := a.recordEmptyPulls(ctx, tenantID, conns, results, at)
-		if a.Notify != nil && res.Inserted > 0 && len(res.Subjects) > 0 {
-			a.deliverNotices(ctx, tenantID, res.Subjects, digest.digest(), exceptActionID, notices)
+	// The two records go to the store at once: one transaction for the
+	// pages, one statement for the connectors with nothing new.
+	var emptyErr, batchErr error
+	var ins commitlayer.InsertResult
+	parallel(2, func(k int) {
+		switch {
+		case k == 0 && len(emptyIDs) > 0:
+			// A connector not updated was removed meanwhile, or another
+			// pull recorded a later state: nothing is left to record.
+			_, emptyErr = a.Store.RecordEmptyPulls(ctx, tenantID, emptyIDs, cursor, a.now())
+		case k == 1 && len(batch) > 0:
+			ins, batchErr = a.Store.RecordPulls(ctx, tenantID, except, batch, a.now())
 		}
-		return err
-	}
-	return pullOutcome{res: res, complete: complete}, finish
-}
-
-// deliverNotices tells the open verifications of the tenant whose subjects
-// got facts (except exceptActionID) and deletes the delivered notices. The
-// facts were stored with their notices (an outbox): one Temporal does not
-// take stays for the reconciler.
-func (a *Activities) deliverNotices(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest, exceptActionID string, notices []int64) {
-	if err := a.Notify.NotifyFacts(ctx, tenantID, subjects, digest, exceptActionID); err != nil {
-		a.logger(ctx).Warn("notice of new facts left to the reconciler", "tenant", tenantID, "error", err)
-		return
-	}
-	for _, id := range notices {
-		if err := a.Store.NotificationDelivered(ctx, id); err != nil {
-			a.logger(ctx).Warn("delete delivered notice", "tenant", tenantID, "error", err)
+	})
+	if emptyErr != nil {
+		for i := range results {
+			results[i].err = &storeError{fmt.Errorf("extract: %w", emptyErr)}
 		}
+		return results
+	}
+	switch {
+	case len(batch) == 0:
+	case batchErr == nil:
+		results[moved[0]].ins = ins // the batch's facts, counted once
+	case errors.Is(batchErr, commitlayer.ErrUnavailable) || ctx.Err() != nil:
+		for _, i := range moved {
+			results[i].err = &storeError{fmt.Errorf("store pulls of %d connectors: %w", len(moved), batchErr)}
+		}
+	case len(moved) == 1:
+		results[moved[0]].err = pageError(conns[moved[0]], batchErr)
+	default:
+		// A page the store refuses (a fact it cannot keep, a connector
+		// removed meanwhile) must not keep the others out: each page on
+		// its own, and the refused one fails its connector only.
+		parallel(len(moved), func(k int) {
+			i := moved[k]
+			results[i].ins, results[i].err = a.recordPage(ctx, tenantID, except, conns[i], batch[k])
+		})
+	}
+	parallel(len(moved), func(k int) {
+		i := moved[k]
+		if results[i].err != nil {
+			return
+		}
+		if !pages[i].More || pages[i].Next == conns[i].Cursor {
+			results[i].drained = true
+			return
+		}
+		a.pullFeed(ctx, tenantID, except, conns[i], pullers[i], pages[i].Next, &results[i])
+	})
+	return results
+}
+
+// pullFeed reads one connector on from cursor, after its first page, until
+// the feed has no more pages or the pull has read MaxPagesPerPull of them,
+// storing each page with its cursor into out.
+func (a *Activities) pullFeed(ctx context.Context, tenantID, except string, c commitlayer.Connector, puller pull.Puller, cursor string, out *connectorPull) {
+	maxPages := a.MaxPagesPerPull
+	if maxPages <= 0 {
+		maxPages = 100
+	}
+	for range maxPages - 1 {
+		if heartbeats(ctx) {
+			activity.RecordHeartbeat(ctx, c.Source)
+		}
+		page, err := puller.Pull(ctx, c.Source, cursor)
+		if err != nil {
+			out.err = fmt.Errorf("pull %s: %w", c.Source, err)
+			return
+		}
+		ins, err := a.recordPage(ctx, tenantID, except, c, postgres.PulledPage{ConnectorID: c.ID, Facts: page.Facts, Cursor: page.Next})
+		if err != nil {
+			out.err = err
+			return
+		}
+		out.ins.Inserted += ins.Inserted
+		out.ins.Duplicates += ins.Duplicates
+		out.ins.Subjects = append(out.ins.Subjects, ins.Subjects...)
+		if !page.More || page.Next == cursor {
+			out.drained = true
+			return
+		}
+		cursor = page.Next
 	}
 }
 
-type pullTenantKey struct{}
-
-func withPullTenant(ctx context.Context, tenantID string) context.Context {
-	return context.WithValue(ctx, pullTenantKey{}, tenantID)
+// recordPage stores one page of c with its cursor.
+func (a *Activities) recordPage(ctx context.Context, tenantID, except string, c commitlayer.Connector, p postgres.PulledPage) (commitlayer.InsertResult, error) {
+	ins, err := a.Store.RecordPulls(ctx, tenantID, except, []postgres.PulledPage{p}, a.now())
+	if err != nil {
+		return ins, pageError(c, err)
+	}
+	return ins, nil
 }
 
-// PullTenant is the tenant a connector pull's request is made for, read
-// from the request's context by an HTTP transport (a per-tenant egress
-// route, a label in a proxy's log; the sandbox's per-scenario chaos).
-func PullTenant(ctx context.Context) (string, bool) {
-	id, ok := ctx.Value(pullTenantKey{}).(string)
-	return id, ok && id != ""
+// pageError is the failure to store a page of c: the connector's when the
+// store refused what the page holds, the database's otherwise.
+func pageError(c commitlayer.Connector, err error) error {
+	err = fmt.Errorf("store pull of %s: %w", c.Source, err)
+	if errors.Is(err, commitlayer.ErrInvalid) {
+		return &refusedPage{err}
+	}
+	return &storeError{err}
 }
 
+// openConnector opens the puller of one of the tenant's connectors. The
+// kind opens its own secrets (a Stripe key, a DSN's password, http_json
+// headers), sealed at registration.
+func (a *Activities) openConnector(tenantID string, c commitlayer.Connector) (pull.Puller, error) {
+	hc := defaultHTTPClient
+	if a.HTTPClient != nil {
+		hc = a.HTTPClient
+	}
+	limit := a.PageLimit
+	if limit <= 0 {
+		limit = 1000
+	}
+	return pull.OpenConnector(tenantID, c, pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit, Secrets: a.Secrets})
+}
+
+// storeError is the database failing during a pull: the whole pull fails
+// and is retried.
 type storeError struct{ err error }
 
 func (e *storeError) Error() string { return e.err.Error() }
@@ -265,96 +325,11 @@ func (e *refusedPage) Error() string      { return e.err.Error() }
 func (e *refusedPage) Unwrap() error      { return e.err }
 func (e *refusedPage) ErrorClass() string { return FactRefused }
 
-// pageStoreError is the error of storing one of c's pages: refusedPage
-// when the store refused what the page holds, storeError otherwise (the
-// database failed: the whole pull fails and is retried).
-func pageStoreError(c commitlayer.Connector, err error) error {
-	err = fmt.Errorf("store pull of %s: %w", c.Source, err)
-	if errors.Is(err, commitlayer.ErrInvalid) {
-		return &refusedPage{err}
+// parallel runs f(0) … f(n-1) at once and waits for them all.
+func parallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { f(i) })
 	}
-	return &storeError{err}
-}
-
-// connectorPull is what one connector's pull brought.
-type connectorPull struct {
-	ins     commitlayer.InsertResult
-	notices []int64
-	drained bool
-	// empty: the feed had nothing after the connector's cursor, and the
-	// pull is not recorded yet (recordEmptyPulls records it).
-	empty bool
-	// stored: at least one page (facts or only a cursor's move) was
-	// recorded.
-	stored bool
-	// cursor is where the pull left the connector's cursor (set when it
-	// ended without an error).
-	cursor *string
-	err    error
-}
-
-// openConnector opens the puller of one of the tenant's connectors. The
-// kind opens its own secrets (a Stripe key, a DSN's password, http_json
-// headers), sealed at registration.
-func (a *Activities) openConnector(tenantID string, c commitlayer.Connector) (pull.Puller, error) {
-	hc := defaultHTTPClient
-	if a.HTTPClient != nil {
-		hc = a.HTTPClient
-	}
-	limit := a.PageLimit
-	if limit <= 0 {
-		limit = 1000
-	}
-	return pull.OpenConnector(tenantID, c, pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit, Secrets: a.Secrets})
-}
-
-// recordEmptyPulls records the pulls that found nothing new in one
-// statement (the common pull: a settlement's re-read of a quiet tenant)
-// instead of one commit per connector. A connector it does not update was
-// removed meanwhile, or another pull moved its cursor and recorded a later
-// state than this one's: nothing is left to record for either.
-func (a *Activities) recordEmptyPulls(ctx context.Context, tenantID string, conns []commitlayer.Connector, results []connectorPull, at time.Time) error {
-	var ids, cursors []string
-	for i, r := range results {
-		if r.err == nil && r.empty {
-			ids = append(ids, conns[i].ID)
-			cursors = append(cursors, conns[i].Cursor)
-		}
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	missed, err := a.Store.RecordEmptyPulls(ctx, tenantID, ids, cursors, at)
-	if err != nil {
-		return &storeError{fmt.Errorf("extract: %w", err)}
-	}
-	if len(missed) > 0 {
-		a.logger(ctx).Debug("empty pulls superseded (connector removed or pulled again meanwhile)",
-			"tenant", tenantID, "connectors", missed)
-	}
-	return nil
-}
-
-// digestSum joins the digests of the batches of one notice (theirs
-// together): nil, not said, when a batch that stored facts said none.
-type digestSum struct {
-	d       *commitlayer.FactsDigest
-	unknown bool
-}
-
-func (s *digestSum) add(ins commitlayer.InsertResult) {
-	switch {
-	case ins.Inserted == 0:
-	case ins.Digest == nil:
-		s.unknown = true
-	default:
-		s.d = s.d.Join(ins.Digest)
-	}
-}
-
-func (s *digestSum) digest() *commitlayer.FactsDigest {
-	if s.unknown {
-		return nil
-	}
-	return s.d
+	wg.Wait()
 }

@@ -31,23 +31,6 @@ type WebhookStore interface {
 	GiveUpDeliveries(ctx context.Context, tenantID, eventID, reason string, at time.Time) error
 }
 
-// hasWebhooks reports whether the tenant has a webhook; when the store
-// cannot say, true (a delivery then finds none and does nothing).
-func (a *Activities) hasWebhooks(ctx context.Context, tenantID string) bool {
-	hs, ok := a.Store.(interface {
-		HasWebhooks(ctx context.Context, tenantID string) (bool, error)
-	})
-	if !ok {
-		return false
-	}
-	has, err := hs.HasWebhooks(ctx, tenantID)
-	if err != nil {
-		a.logger(ctx).Warn("has webhooks", "tenant", tenantID, "error", err)
-		return true
-	}
-	return has
-}
-
 // DeliverWebhooksInput is one verdict event of one action.
 type DeliverWebhooksInput struct {
 	TenantID string

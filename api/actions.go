@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,12 +24,13 @@ const (
 	maxOrphanLookback = 366 * 24 * time.Hour
 )
 
-// postAction records an action and starts its verification: 202
-// {"id","verdict_url"} with Location. With ?wait=provisional|final (and
-// timeout) it answers 200 with the verdict once it is at that stage, or 202
-// as without wait when the timeout passes first (wait.go). The same Idempotency-Key (or the same
-// client-given id) with the same body answers the same action and starts
-// nothing new; with another body it is 409.
+// postAction records an action and starts its verification
+// (service.Actions.Submit): 202 {"id","verdict_url","verification"} with
+// Location. With ?wait=provisional|final (and timeout) it answers 200 with
+// the verdict once it is at that stage, or 202 as without wait when the
+// timeout passes first. The same Idempotency-Key (or the same client-given
+// id) with the same body answers the same action and starts nothing new;
+// with another body it is 409.
 func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
 	key := r.Header.Get("Idempotency-Key")
@@ -49,9 +51,7 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	rctx, cancel := context.WithTimeout(r.Context(), recordTimeout)
-	stored, created, err := s.actions.Record(rctx, t.ID, req.Action, key, req.Hash)
-	cancel()
+	sub, err := s.actions.Submit(r.Context(), t.ID, req.Action, key, req.Hash, wait)
 	if err != nil {
 		var fe *commitlayer.FieldError
 		var ae *apiError
@@ -76,63 +76,25 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	startKey := t.ID + "\x00" + stored.ID
-	if created {
+	if sub.Created {
 		s.metrics.actions.WithLabelValues("created").Inc()
 	} else {
 		s.metrics.actions.WithLabelValues("replayed").Inc()
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	var st startState
-	fresh := created || s.needsStart(r.Context(), t.ID, stored.ID, startKey)
-	if !created && !stored.VerificationFailedAt.IsZero() {
-		// A replay of an action whose start was refused for good: say so,
-		// start nothing.
-		st = startState{refused: stored.VerificationError}
-	}
-	switch {
-	case st.refused != "":
-	case wait.on:
-		v, left := s.startAndWait(r, t.ID, stored, fresh, startKey, wait)
-		if v != nil {
-			writeWaited(w, stored.ID, *v)
-			return
-		}
-		st = left
-	default:
-		// Left to the reconciler when Temporal does not answer: the
-		// action is stored with its start pending; the client need not
-		// resend.
-		st = s.startOrLeave(r, t.ID, stored, fresh, startKey)
-	}
-	url := "/v1/actions/" + stored.ID
+	url := "/v1/actions/" + sub.Action.ID
 	w.Header().Set("Location", url)
-	body := map[string]string{"id": stored.ID, "verdict_url": url, "verification": st.verification()}
-	if st.refused != "" {
-		body["verification_error"] = st.refused
+	if sub.Verdict != nil {
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": sub.Action.ID, "verdict_url": url, "verification": sub.Verification, "verdict": viewVerdict(*sub.Verdict),
+		})
+		return
+	}
+	body := map[string]string{"id": sub.Action.ID, "verdict_url": url, "verification": sub.Verification}
+	if sub.Refused != "" {
+		body["verification_error"] = sub.Refused
 	}
 	writeJSON(w, http.StatusAccepted, body)
-}
-
-// errTemporalAway stands for a call not made: Temporal failed moments ago.
-var errTemporalAway = errors.New("temporal did not answer moments ago; left to the reconciler")
-
-// start starts the verification of a stored action.
-func (s *Server) start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
-	if s.verifier == nil {
-		return errors.New("no verifier configured")
-	}
-	return s.verifier.Start(ctx, tenantID, a)
-}
-
-// needsStart reports whether a replayed action may never have had its
-// verification started: not by this process, and no verdict stored.
-func (s *Server) needsStart(ctx context.Context, tenantID, actionID, startKey string) bool {
-	if s.started.has(startKey) {
-		return false
-	}
-	_, err := s.actionDB.LatestVerdict(ctx, tenantID, actionID)
-	return isNotFound(err)
 }
 
 // actionView is a stored action on the wire.
@@ -187,10 +149,10 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if wait.on {
+	if wait.On {
 		// Hold the answer until the verdict is at the stage or the
 		// timeout passes; either way the stored state answers.
-		s.startAndWait(r, t.ID, rec, false, t.ID+"\x00"+rec.ID, wait)
+		s.actions.WaitFor(r.Context(), t.ID, rec, wait)
 	}
 	history, err := s.actionDB.VerdictHistory(r.Context(), t.ID, rec.ID)
 	if err != nil {
@@ -242,50 +204,33 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) (commitlayer.Act
 	return rec, true
 }
 
-// recheck forces a re-verification and answers {"verdict"}.
+// recheck forces a re-verification and answers {"verdict"}: 409 when the
+// verification never started or its watch is over, 503 with Retry-After
+// when Temporal cannot run it now.
 func (s *Server) recheck(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
 	rec, ok := s.action(w, r)
 	if !ok {
 		return
 	}
-	if s.verifier == nil {
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "verification is not enabled on this server"))
-		return
-	}
-	if !rec.VerificationFailedAt.IsZero() {
-		s.writeError(w, r, errorf(http.StatusConflict, codeVerificationEnded,
-			"the verification of action %s was never started: %s", rec.ID, rec.VerificationError))
-		return
-	}
-	if s.temporalAway() {
-		// Temporal failed moments ago: answer now rather than wait on it.
-		w.Header().Set("Retry-After", "5")
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
-			"Temporal is unavailable; the verification of action %s could not be re-run now; retry later", rec.ID))
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), recheckTimeout)
 	defer cancel()
-	// The verifier answers within about 2 s when Temporal is away
-	// (verify.Client probes the workflow before the update).
-	v, err := s.verifier.Recheck(ctx, t.ID, rec.ID)
-	if err != nil {
+	v, err := s.actions.Recheck(ctx, t.ID, rec)
+	switch {
+	case err == nil:
+		writeJSON(w, http.StatusOK, map[string]any{"verdict": viewVerdict(v)})
+	case errors.Is(err, service.ErrNotStarted):
+		s.writeError(w, r, errorf(http.StatusConflict, codeVerificationEnded,
+			"the verification of action %s was never started: %s", rec.ID, rec.VerificationError))
+	case s.now().After(rec.WatchUntil):
+		s.writeError(w, r, errorf(http.StatusConflict, codeVerificationEnded,
+			"the verification of action %s ended at %s; its last verdict stands", rec.ID, rec.WatchUntil.UTC().Format(time.RFC3339)))
+	default:
 		s.logError(r, "recheck", err)
-		if errors.Is(err, commitlayer.ErrUnavailable) {
-			s.temporalFailed()
-		}
-		if s.now().After(rec.WatchUntil) {
-			s.writeError(w, r, errorf(http.StatusConflict, codeVerificationEnded,
-				"the verification of action %s ended at %s; its last verdict stands", rec.ID, rec.WatchUntil.UTC().Format(time.RFC3339)))
-			return
-		}
 		w.Header().Set("Retry-After", "5")
 		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
 			"the verification of action %s could not be re-run now; retry later", rec.ID))
-		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"verdict": viewVerdict(v)})
 }
 
 type orphanView struct {
@@ -339,4 +284,45 @@ func (s *Server) orphans(w http.ResponseWriter, r *http.Request) {
 		out = append(out, orphanView{ContractID: o.Contract, Check: o.Check, Fact: o.Fact})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"orphans": out, "since": since, "until": now})
+}
+
+// Bounds of POST /v1/actions?wait=…&timeout=…: the HTTP server's write
+// timeout (120 s) stays well above the longest wait.
+const (
+	defaultWaitTimeout = 20 * time.Second
+	maxWaitTimeout     = 60 * time.Second
+)
+
+// parseWait reads wait (provisional|final) and timeout (seconds, "15", or
+// a Go duration, "15s"; at most 60 s; default 20 s).
+func parseWait(r *http.Request) (service.Wait, error) {
+	q := r.URL.Query()
+	var p service.Wait
+	switch w := q.Get("wait"); w {
+	case "":
+		if q.Has("timeout") {
+			return p, errorf(http.StatusBadRequest, codeInvalidRequest, "timeout: only with wait=provisional or wait=final")
+		}
+		return p, nil
+	case "provisional", "final":
+		p.On, p.Final = true, w == "final"
+	default:
+		return p, errorf(http.StatusBadRequest, codeInvalidRequest, "wait: must be provisional or final, not %q", truncate(w, 32))
+	}
+	p.Timeout = defaultWaitTimeout
+	if v := q.Get("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			n, nerr := strconv.ParseFloat(v, 64)
+			if nerr != nil {
+				return p, errorf(http.StatusBadRequest, codeInvalidRequest, "timeout: must be seconds (15) or a duration (15s), not %q", truncate(v, 32))
+			}
+			d = time.Duration(n * float64(time.Second))
+		}
+		if d <= 0 || d > maxWaitTimeout {
+			return p, errorf(http.StatusBadRequest, codeInvalidRequest, "timeout: must be more than 0 and at most %s", maxWaitTimeout)
+		}
+		p.Timeout = d
+	}
+	return p, nil
 }

@@ -134,6 +134,7 @@ func TestActionsIdempotency(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 	id := res.JSON(t)["id"].(string)
 	require.Empty(t, res.Header.Get("Idempotent-Replayed"))
+	e.waitStarted(tid, id)
 
 	// The same request, written differently (key order, spacing, 2500.0),
 	// a minute later: the same action, and no second start.
@@ -165,6 +166,7 @@ func TestActionsIdempotency(t *testing.T) {
 	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: withID})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 	require.Equal(t, "my-action-1", res.JSON(t)["id"])
+	e.waitStarted(tid, "my-action-1")
 	n := len(e.ver.startCalls())
 	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: withID})
 	require.Equal(t, http.StatusAccepted, res.Status)
@@ -183,12 +185,16 @@ func TestActionsIdempotency(t *testing.T) {
 	require.Equal(t, "pending", res.JSON(t)["verification"])
 	require.Contains(t, e.logs.String(), "temporal unavailable")
 	e.ver.startErr = nil
+	// For a few seconds after a start failed, starts are left to the
+	// reconciler at once; then a retry starts it.
+	e.now = e.now.Add(6 * time.Second)
 	n = len(e.ver.startCalls())
 	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: idem2, Body: body})
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
 	require.Len(t, e.ver.startCalls(), n+1)
 	retried := res.JSON(t)["id"].(string)
 	require.Equal(t, tid+"/"+retried, e.ver.startCalls()[n])
+	e.waitStarted(tid, retried)
 	// …and once started, a further replay starts nothing.
 	res = e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: idem2, Body: body})
 	require.Equal(t, http.StatusAccepted, res.Status)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/internal/teststore"
 	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -66,26 +68,34 @@ effects:
 // its own tenants.
 func db(t testing.TB) *postgres.DB { return teststore.DB(t) }
 
-// fakeVerifier records what the API asks of Temporal.
+// fakeVerifier records what the service asks of Temporal.
 type fakeVerifier struct {
 	mu          sync.Mutex
 	starts      []string // tenant/action
-	arrived     [][]commitlayer.Subject
-	digests     []*commitlayer.FactsDigest
+	signals     []string // tenant/action
 	startErr    error
-	arrivedErr  error
 	recheckErr  error
 	recheckWith commitlayer.Verdict
 	rechecks    []string
+	// wait, when set, answers Wait; otherwise Wait starts (Start) and
+	// answers the store's latest verdict, reached or not.
+	wait func(ctx context.Context, tenantID string, a commitlayer.ActionRecord, final bool) (commitlayer.Verdict, bool, error)
 }
 
-var _ Verifier = (*fakeVerifier)(nil)
+var _ service.Verifier = (*fakeVerifier)(nil)
 
 func (f *fakeVerifier) Start(_ context.Context, tenantID string, a commitlayer.ActionRecord) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.starts = append(f.starts, tenantID+"/"+a.ID)
 	return f.startErr
+}
+
+func (f *fakeVerifier) Wait(ctx context.Context, tenantID string, a commitlayer.ActionRecord, final bool) (commitlayer.Verdict, bool, error) {
+	if f.wait != nil {
+		return f.wait(ctx, tenantID, a, final)
+	}
+	return commitlayer.Verdict{}, false, f.Start(ctx, tenantID, a)
 }
 
 func (f *fakeVerifier) Recheck(_ context.Context, tenantID, actionID string) (commitlayer.Verdict, error) {
@@ -97,13 +107,16 @@ func (f *fakeVerifier) Recheck(_ context.Context, tenantID, actionID string) (co
 	return v, f.recheckErr
 }
 
-func (f *fakeVerifier) FactsArrived(_ context.Context, _ string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest) error {
+func (f *fakeVerifier) Signal(_ context.Context, tenantID string, acts []commitlayer.ActionRecord) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.arrived = append(f.arrived, subjects)
-	f.digests = append(f.digests, digest)
-	return f.arrivedErr
+	for _, a := range acts {
+		f.signals = append(f.signals, tenantID+"/"+a.ID)
+	}
+	return nil
 }
+
+func (f *fakeVerifier) EnsurePoller(context.Context, string) error { return nil }
 
 func (f *fakeVerifier) startCalls() []string {
 	f.mu.Lock()
@@ -133,17 +146,27 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		reg: prometheus.NewRegistry(), logs: &apitest.SyncBuffer{},
 		now: time.Now().UTC().Truncate(time.Second),
 	}
+	logger := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	now := func() time.Time { return e.now }
 	cfg := Config{
-		Store: d, Verifier: e.ver, AdminKey: adminKey,
-		Logger:   slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Registry: e.reg,
-		Now:      func() time.Time { return e.now },
+		Store: d, AdminKey: adminKey, Logger: logger, Registry: e.reg, Now: now,
+		TemporalHealth: func(context.Context) error { return nil },
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.Actions == nil {
+		cfg.Actions = service.NewActions(cfg.Store, service.NewContracts(cfg.Store, 0), e.ver, now, logger)
+	}
 	e.srv = New(cfg)
 	return e
+}
+
+// withVerifier builds the server's service on v (nil: none).
+func withVerifier(v service.Verifier) envOption {
+	return func(c *Config) {
+		c.Actions = service.NewActions(c.Store, service.NewContracts(c.Store, 0), v, c.Now, c.Logger)
+	}
 }
 
 // do sends a request through the full handler and checks the answer
@@ -163,6 +186,42 @@ func (e *env) do(r apitest.Request) apitest.Response {
 		checkAgainstSpec(e.t, e.spec, hr, pattern, res)
 	}
 	return res
+}
+
+// notices reads the tenant's notices of new facts not delivered yet.
+func (e *env) notices(tenantID string) []postgres.Notice {
+	e.t.Helper()
+	rows, err := e.db.Pool().Query(context.Background(), `SELECT subjects, except_action_id, digest
+		FROM fact_notifications WHERE tenant_id = $1 ORDER BY id`, tenantID)
+	require.NoError(e.t, err)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (postgres.Notice, error) {
+		var n postgres.Notice
+		var subs []string
+		err := row.Scan(&subs, &n.ExceptActionID, &n.Digest)
+		for _, x := range subs {
+			n.Subjects = append(n.Subjects, commitlayer.Subject(x))
+		}
+		return n, err
+	})
+	require.NoError(e.t, err)
+	return out
+}
+
+// waitStarted waits until the action's verification is marked started (the
+// start's bookkeeping runs after the answer).
+func (e *env) waitStarted(tenantID, actionID string) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		rec, err := e.db.GetAction(context.Background(), tenantID, actionID)
+		return err == nil && !rec.VerificationStartedAt.IsZero()
+	}, 30*time.Second, time.Millisecond)
+}
+
+// startsReach waits until the fake verifier was asked for n starts (an
+// OTLP export's start after its answer).
+func (e *env) startsReach(n int) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool { return len(e.ver.startCalls()) >= n }, 30*time.Second, time.Millisecond)
 }
 
 // tenant creates a tenant through the admin API and returns its id and key.

@@ -18,6 +18,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/proccpu"
 	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // newServer serves e over a real listener until the test ends.
@@ -43,7 +44,7 @@ func BenchmarkPostFacts(b *testing.B) {
 func benchPostFacts(b *testing.B, clients int) {
 	const batch = 1000
 	d := db(b)
-	srv := New(Config{Store: d, Verifier: &fakeVerifier{}, AdminKey: adminKey,
+	srv := New(Config{Store: d, Actions: service.NewActions(d, service.NewContracts(d, 0), &fakeVerifier{}, nil, nil), TemporalHealth: func(context.Context) error { return nil }, AdminKey: adminKey,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()

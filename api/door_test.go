@@ -226,9 +226,8 @@ func TestRecheckAnswersWhenTemporalIsAway(t *testing.T) {
 	dead, err := client.NewLazyClient(client.Options{HostPort: hungTemporal(t)})
 	require.NoError(t, err)
 	defer dead.Close()
-	d := db(t)
-	vc := &verify.Client{Temporal: dead, Store: d}
-	e := newEnv(t, func(c *Config) { c.Verifier = vc })
+	vc := &verify.Client{Temporal: dead}
+	e := newEnv(t, withVerifier(vc))
 	_, key := e.tenant("away")
 	e.contract(key, payoutContract)
 	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: map[string]any{

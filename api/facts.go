@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,9 +16,8 @@ import (
 // postFacts ingests a batch: every fact validated (one dated more than
 // MaxFutureSkew after the server's clock is refused), the batch and the
 // notice to the open verifications of its subjects stored whole or not at
-// all, then the notice delivered. A notice Temporal does not take now stays
-// in the outbox and the reconciler delivers it later: accepted facts always
-// reach their verifications.
+// all. The reconcilers deliver the notice (service.Reconciler), retrying
+// until Temporal takes it: accepted facts always reach their verifications.
 func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
 	facts, err := decodeFactsSized(http.MaxBytesReader(w, r.Body, MaxFactsBody), r.ContentLength,
@@ -44,68 +42,7 @@ func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.facts.WithLabelValues("inserted").Add(float64(res.Inserted))
 	s.metrics.facts.WithLabelValues("duplicate").Add(float64(res.Duplicates))
-	if res.NotificationID != 0 && s.verifier != nil {
-		// The facts and their notice are stored together. With a
-		// reconciler to finish it after a crash, the notice is delivered
-		// after the answer (the signals to the watching verifications
-		// cost Temporal round trips the client need not wait for); past
-		// maxBackgroundNotices it stays in the outbox for the reconciler,
-		// so ingest never goes at the pace Temporal takes signals.
-		// Without a reconciler it is delivered before the answer.
-		ctx := context.WithoutCancel(r.Context())
-		switch {
-		case s.reconciler == nil:
-			s.deliverNotice(ctx, t.ID, res, notifyTimeout)
-		default:
-			select {
-			case s.notices <- struct{}{}:
-				go func() {
-					defer func() { <-s.notices }()
-					s.deliverNotice(ctx, t.ID, res, backgroundNoticeTimeout)
-				}()
-			default:
-				s.metrics.noticesDeferred.Inc()
-			}
-		}
-	}
 	writeJSON(w, http.StatusOK, map[string]int{"inserted": res.Inserted, "duplicates": res.Duplicates})
-}
-
-// maxBackgroundNotices bounds the notices of new facts being delivered
-// after their POST answered; past it a notice waits in the outbox for the
-// reconciler (after its grace, a few seconds). The verify client coalesces
-// the signals of all of them (one in flight per verification), so what
-// this bounds is goroutines waiting, not signals.
-const maxBackgroundNotices = 1024
-
-// backgroundNoticeTimeout bounds the wait for a notice delivered after the
-// answer. Its signals queue behind others' while Temporal is busy, which is
-// not Temporal being away: each signal has its own timeout in the verify
-// client (a Temporal that hangs fails them in seconds), and this only
-// bounds the queue.
-const backgroundNoticeTimeout = 5 * time.Minute
-
-// deliverNotice delivers the notice of a stored batch now, within timeout,
-// and leaves it to the reconciler when Temporal does not answer (it retries
-// until delivered).
-func (s *Server) deliverNotice(ctx context.Context, tenantID string, res commitlayer.InsertResult, timeout time.Duration) {
-	err := errTemporalAway
-	if !s.temporalAway() {
-		nctx, cancel := context.WithTimeout(ctx, timeout)
-		err = s.verifier.FactsArrived(nctx, tenantID, res.Subjects, res.Digest)
-		cancel()
-		if err != nil {
-			s.temporalFailed()
-		} else {
-			s.temporalAnswered()
-			err = s.facts.NotificationDelivered(ctx, res.NotificationID)
-		}
-	}
-	if err != nil {
-		s.log.WarnContext(ctx, "notice of new facts left to the reconciler", "err", err,
-			"request_id", requestIDOf(ctx), "tenant", tenantID)
-		s.kickReconciler()
-	}
 }
 
 // connectorIn is the body of POST /v1/connectors.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/internal/netguard"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // hostileRequest is one entry of testdata/hostile/requests.json.
@@ -92,7 +93,7 @@ func TestHostileCorpus(t *testing.T) {
 func FuzzEveryRoute(f *testing.F) {
 	d := db(f)
 	ctx := context.Background()
-	srv := New(Config{Store: d, Verifier: &fakeVerifier{}, AdminKey: adminKey,
+	srv := New(Config{Store: d, Actions: service.NewActions(d, service.NewContracts(d, 0), &fakeVerifier{}, nil, nil), TemporalHealth: func(context.Context) error { return nil }, AdminKey: adminKey,
 		Guard: netguard.New(netguard.Options{Lookup: testLookup}), Secrets: testBox(f)})
 	h := srv.Handler()
 	_, key, err := d.CreateTenant(ctx, "fuzz-routes")

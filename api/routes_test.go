@@ -148,7 +148,7 @@ func (p *panicVerifier) Start(context.Context, string, commitlayer.ActionRecord)
 }
 
 func TestPanicIsRecovered(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Verifier = &panicVerifier{} })
+	e := newEnv(t, withVerifier(&panicVerifier{}))
 	_, key := e.tenant("panic")
 	e.contract(key, payoutContract)
 	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Body: map[string]any{
@@ -189,22 +189,17 @@ func TestHealthzAndReadyz(t *testing.T) {
 	require.NotContains(t, string(res.Body), "secret detail")
 	require.Contains(t, fe.logs.String(), "secret detail")
 
-	te := newEnv(t, func(c *Config) { c.Verifier = unhealthyVerifier{c.Verifier} })
+	te := newEnv(t, func(c *Config) { c.TemporalHealth = func(context.Context) error { return errors.New("frontend gone") } })
 	res = te.do(apitest.Request{Method: "GET", Path: "/readyz"})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
 	require.JSONEq(t, `{"status":"unavailable","database":"ok","temporal":"unavailable"}`, string(res.Body))
 	require.Contains(t, te.logs.String(), "frontend gone")
 
-	ne := newEnv(t, func(c *Config) { c.Verifier = nil })
+	ne := newEnv(t, func(c *Config) { c.TemporalHealth = nil })
 	res = ne.do(apitest.Request{Method: "GET", Path: "/readyz"})
 	require.Equal(t, http.StatusServiceUnavailable, res.Status)
 	require.Equal(t, "not configured", res.JSON(t)["temporal"])
 }
-
-// unhealthyVerifier is a verifier whose Temporal does not answer.
-type unhealthyVerifier struct{ Verifier }
-
-func (unhealthyVerifier) CheckHealth(context.Context) error { return errors.New("frontend gone") }
 
 func TestMetrics(t *testing.T) {
 	e := newEnv(t)
@@ -237,7 +232,7 @@ func TestMetrics(t *testing.T) {
 	}
 
 	// Two servers on one registry share the metrics instead of failing.
-	require.NotPanics(t, func() { New(Config{Store: e.db, Verifier: e.ver, Registry: e.reg}) })
+	require.NotPanics(t, func() { New(Config{Store: e.db, Registry: e.reg}) })
 }
 
 func TestUnmatchedRoutes(t *testing.T) {
@@ -326,7 +321,7 @@ func TestServedOverHTTP(t *testing.T) {
 }
 
 func TestWithoutVerifier(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.Verifier = nil })
+	e := newEnv(t, withVerifier(nil))
 	_, key := e.tenant("no-verifier")
 	e.contract(key, payoutContract)
 	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions", Key: key, Header: map[string]string{"Idempotency-Key": "nv"},

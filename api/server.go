@@ -15,13 +15,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,17 +43,10 @@ const (
 // ahead, a typo'd year may not.
 const DefaultMaxFutureSkew = 24 * time.Hour
 
-// Timeouts of calls the API makes on a request's behalf.
+// Timeouts of calls the API makes on a request's behalf (recording and
+// starting have theirs in service).
 const (
-	healthTimeout = 2 * time.Second
-	// notifyTimeout and startTimeout bound telling Temporal at once; past
-	// them the reconciler finishes the job, so a request never stalls on a
-	// Temporal that is away.
-	notifyTimeout = 2 * time.Second
-	startTimeout  = 2 * time.Second
-	// recordTimeout bounds storing an action: a database that hangs
-	// answers 503 with Retry-After instead of holding the client.
-	recordTimeout  = 3 * time.Second
+	healthTimeout  = 2 * time.Second
 	recheckTimeout = 60 * time.Second
 )
 
@@ -78,11 +68,10 @@ type ContractStore interface {
 	ListContracts(ctx context.Context, tenantID string) ([]commitlayer.ContractRecord, error)
 }
 
-// FactStore takes pushed facts; NotificationDelivered deletes the outbox
-// row of a notice delivered at once.
+// FactStore takes pushed facts (with the notice to the verifications
+// watching their subjects, which the reconcilers deliver).
 type FactStore interface {
 	InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (commitlayer.InsertResult, error)
-	NotificationDelivered(ctx context.Context, id int64) error
 }
 
 // ActionStore serves recorded actions and their verdicts (recording goes
@@ -122,26 +111,15 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Verifier starts, nudges and re-runs verifications (VerifyAction workflows).
-type Verifier interface {
-	// Start begins VerifyAction for a stored action; starting one that
-	// already runs is not an error.
-	Start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error
-	// Recheck forces a re-verification now and returns the new current
-	// verdict. The API answers a failure with 409 when the action's watch
-	// is over and 503 otherwise.
-	Recheck(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
-	// FactsArrived tells open verifications that these subjects got new
-	// facts, digested by digest (nil: not said).
-	FactsArrived(ctx context.Context, tenantID string, subjects []commitlayer.Subject, digest *commitlayer.FactsDigest) error
-}
-
 // Config holds the API's dependencies.
 type Config struct {
 	Store Store
-	// Verifier starts and re-runs verifications; without one, recording an
-	// action answers 503 (the action is kept) and so does a recheck.
-	Verifier Verifier
+	// Actions records actions and runs their verifications (the one path
+	// the console, the OTLP ingest and the sandbox take too); nil makes one
+	// on Store that records only (starts are left pending).
+	Actions *service.Actions
+	// TemporalHealth, when set, says whether Temporal answers (/readyz).
+	TemporalHealth func(ctx context.Context) error
 	// AdminKey authorizes the admin routes; empty disables them (401).
 	AdminKey string
 	Logger   *slog.Logger
@@ -176,10 +154,6 @@ type Config struct {
 	// a minute (default DefaultKeyFailures); the count is the Store's when
 	// it is a KeyLimiter.
 	KeyFailures int
-	// Reconciler, when set, is kicked when a verification could not be
-	// started or a notice of facts not delivered at once: it finishes them
-	// as soon as Temporal answers.
-	Reconciler Kicker
 }
 
 // MetricsMode says how the API serves /metrics.
@@ -196,9 +170,6 @@ const (
 	MetricsOff
 )
 
-// Kicker asks for a reconciliation round now.
-type Kicker interface{ Kick() }
-
 // Server is the HTTP API. Build it with New.
 type Server struct {
 	tenants    TenantStore
@@ -208,8 +179,7 @@ type Server struct {
 	connectors ConnectorStore
 	pinger     Pinger // nil when the store cannot be pinged
 	actions    *service.Actions
-	verifier   Verifier
-	reconciler Kicker
+	health     func(ctx context.Context) error
 	secrets    *secrets.Box
 	guard      *netguard.Guard
 	webhooks   WebhookStore // nil when the Store has none
@@ -227,13 +197,6 @@ type Server struct {
 
 	contracts *service.Contracts
 	openapi   []byte // the served document: OpenAPI with the mounts' fragments
-	started   startedSet
-	awayUntil atomic.Int64 // unix ns until which Temporal counts as away
-
-	// notices holds a slot per job done after its POST answered: a notice
-	// of new facts being delivered (postFacts), the verification starts
-	// of a trace export (ingestTraces).
-	notices chan struct{}
 
 	mux    *http.ServeMux
 	paths  *http.ServeMux // path patterns only, to tell 405 from 404
@@ -253,15 +216,14 @@ func (r Route) Pattern() string { return r.Method + " " + r.Path }
 // New builds the server.
 func New(cfg Config) *Server {
 	s := &Server{
-		notices:    make(chan struct{}, maxBackgroundNotices),
 		tenants:    cfg.Store,
 		contractDB: cfg.Store,
 		facts:      cfg.Store,
 		actionDB:   cfg.Store,
 		connectors: cfg.Store,
 		contracts:  cfg.Contracts,
-		verifier:   cfg.Verifier,
-		reconciler: cfg.Reconciler,
+		actions:    cfg.Actions,
+		health:     cfg.TemporalHealth,
 		secrets:    cfg.Secrets,
 		guard:      cfg.Guard,
 		adminKey:   cfg.AdminKey,
@@ -291,12 +253,12 @@ func New(cfg Config) *Server {
 	if s.contracts == nil {
 		s.contracts = service.NewContracts(cfg.Store, 0)
 	}
-	s.actions = service.NewActions(cfg.Store, s.contracts, s.now)
+	if s.actions == nil {
+		s.actions = service.NewActions(cfg.Store, s.contracts, nil, s.now, s.log)
+	}
 	s.pinger, _ = cfg.Store.(Pinger)
 	s.keyLimiter, _ = cfg.Store.(KeyLimiter)
 	s.keyFailures = cmp.Or(max(cfg.KeyFailures, 0), DefaultKeyFailures)
-	s.started.max = 1 << 14
-	s.started.seed = maphash.MakeSeed()
 
 	s.handle("GET /healthz", authNone, s.healthz)
 	s.handle("GET /readyz", authNone, s.readyz)
@@ -404,12 +366,6 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// HealthChecker is optionally implemented by the Verifier: /readyz asks it
-// whether Temporal answers.
-type HealthChecker interface {
-	CheckHealth(ctx context.Context) error
-}
-
 // readyz answers 200 when the database and Temporal both answer within a
 // short timeout, else 503 naming which did not (the detail is logged).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -431,11 +387,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		s.logError(r, "readiness: database", dbErr)
 		body["database"], body["status"] = "unavailable", "unavailable"
 	}
-	switch hc, ok := s.verifier.(HealthChecker); {
-	case s.verifier == nil:
+	switch {
+	case s.health == nil:
 		body["temporal"], body["status"] = "not configured", "unavailable"
-	case ok:
-		if err := hc.CheckHealth(ctx); err != nil {
+	default:
+		if err := s.health(ctx); err != nil {
 			s.logError(r, "readiness: temporal", err)
 			body["temporal"], body["status"] = "unavailable", "unavailable"
 		}
@@ -446,61 +402,4 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, body)
-}
-
-func (s *Server) kickReconciler() {
-	if s.reconciler != nil {
-		s.reconciler.Kick()
-	}
-}
-
-// temporalAwayFor is how long, after a start or a notice timed out, the API
-// leaves new ones to the reconciler at once instead of waiting on Temporal
-// again: requests answer in milliseconds during an outage. Only with a
-// reconciler, which retries every second.
-const temporalAwayFor = 5 * time.Second
-
-// temporalAway reports whether a recent call to Temporal failed.
-func (s *Server) temporalAway() bool {
-	return s.reconciler != nil && s.now().UnixNano() < s.awayUntil.Load()
-}
-
-// temporalFailed and temporalAnswered keep the record temporalAway reads.
-func (s *Server) temporalFailed()   { s.awayUntil.Store(s.now().Add(temporalAwayFor).UnixNano()) }
-func (s *Server) temporalAnswered() { s.awayUntil.Store(0) }
-
-// startedSet remembers the actions this process started a verification
-// for, so an idempotent replay does not start it again; a replay that finds
-// neither an entry nor a verdict (another process, or a failed start) calls
-// Start, which is idempotent. It keeps a 64-bit hash of each key, not the
-// key: a long-lived string per action, allocated among each request's
-// garbage, would hold a span of the heap in use long after the garbage
-// around it went. A collision (odds about max ÷ 2⁶⁴ per replay) would
-// skip a replay's Start, which the reconciler makes anyway for an action
-// never started.
-type startedSet struct {
-	mu   sync.Mutex
-	max  int
-	seed maphash.Seed
-	m    map[uint64]struct{}
-}
-
-func (s *startedSet) hash(key string) uint64 {
-	return maphash.String(s.seed, key)
-}
-
-func (s *startedSet) has(key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.m[s.hash(key)]
-	return ok
-}
-
-func (s *startedSet) add(key string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil || len(s.m) >= s.max {
-		s.m = make(map[uint64]struct{})
-	}
-	s.m[s.hash(key)] = struct{}{}
 }

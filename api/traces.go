@@ -15,6 +15,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/otlpingest"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // MaxTracesBody bounds a POST /v1/traces body, before and after gzip.
@@ -109,7 +110,6 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	var rejections []commitlayer.SpanRejection
 	var messages []string
 	var starts []commitlayer.ActionRecord
-	var created []bool
 	counts := map[string]int{}
 	// An agent's retry of a failed call records as the call it retries
 	// (otlpingest.RetryChains), joined in the order the calls started.
@@ -140,7 +140,7 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 				why = append(why, fmt.Sprintf("span %s (%s), contract %s: %s", c.SpanID, c.Dialect, rec.Action.Contract, err))
 				continue
 			}
-			rctx, cancel := context.WithTimeout(ctx, recordTimeout)
+			rctx, cancel := context.WithTimeout(ctx, service.RecordTimeout)
 			stored, fresh, err := s.actions.Record(rctx, tenantID, rec.Action, rec.Key, rec.Hash)
 			cancel()
 			if err != nil {
@@ -157,7 +157,7 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 				continue
 			}
 			isNew = isNew || fresh
-			starts, created = append(starts, stored), append(created, fresh)
+			starts = append(starts, stored)
 			if fresh {
 				s.metrics.actions.WithLabelValues("created").Inc()
 			} else {
@@ -192,33 +192,12 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 		s.otlpError(w, r, enc, http.StatusInternalServerError, "internal error")
 		return
 	}
-	// Answer first, start after: the starts cost Temporal round trips the
-	// exporter need not wait for (with a reconciler to finish whatever is
-	// not started; without one they go before the answer).
-	start := func(r *http.Request) {
-		for i, rec := range starts {
-			key := tenantID + "\x00" + rec.ID
-			s.startOrLeave(r, tenantID, rec, created[i] || s.needsStart(r.Context(), tenantID, rec.ID, key), key)
-		}
-	}
-	if len(starts) > 0 && s.reconciler == nil {
-		start(r)
-	}
 	w.Header().Set("Content-Type", enc.ContentType())
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
-	if len(starts) > 0 && s.reconciler != nil {
-		select {
-		case s.notices <- struct{}{}:
-			later := r.WithContext(context.WithoutCancel(r.Context()))
-			go func() {
-				defer func() { <-s.notices }()
-				start(later)
-			}()
-		default:
-			s.kickReconciler()
-		}
-	}
+	// Answered first, started after: the starts cost Temporal round trips
+	// the exporter need not wait for (the reconciler starts whatever is not).
+	s.actions.StartLater(r.Context(), tenantID, starts)
 }
 
 // recordFailure says what to tell about an action that could not be

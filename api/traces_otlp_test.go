@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel"
@@ -99,16 +100,16 @@ func (a otlpAnswer) rpcStatus(t *testing.T, want int) *rpcstatus.Status {
 	return st
 }
 
-// recorded returns the actions the server started verifications of, in
-// order.
+// recorded returns the tenant's recorded actions, in the order they were
+// recorded.
 func (e *env) recorded(tenantID string) []commitlayer.ActionRecord {
 	e.t.Helper()
+	rows, err := e.db.Pool().Query(context.Background(), `SELECT id FROM actions WHERE tenant_id = $1 ORDER BY created_at, id`, tenantID)
+	require.NoError(e.t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(e.t, err)
 	var out []commitlayer.ActionRecord
-	for _, s := range e.ver.startCalls() {
-		id, ok := strings.CutPrefix(s, tenantID+"/")
-		if !ok {
-			continue
-		}
+	for _, id := range ids {
 		rec, err := e.db.GetAction(context.Background(), tenantID, id)
 		require.NoError(e.t, err)
 		out = append(out, rec)

@@ -98,6 +98,7 @@ func TestTracesStrictJSON(t *testing.T) {
 	require.Empty(t, e.ver.startCalls())
 	rejected, _ := partial(t, e.postTraces(key, []byte(good+"\n\t "), map[string]string{"Content-Type": "application/json"}))
 	require.Zero(t, rejected)
+	e.startsReach(1)
 	require.Len(t, e.ver.startCalls(), 1, "trailing whitespace is no trailing data")
 }
 
@@ -154,17 +155,13 @@ func (v slowStarts) Start(ctx context.Context, tenantID string, a commitlayer.Ac
 	return v.fakeVerifier.Start(ctx, tenantID, a)
 }
 
-type kicks struct{}
-
-func (kicks) Kick() {}
-
 // TestTracesAnswerBeforeTheVerificationsStart (issue 45, 3): 300 bound
 // spans in one request are recorded and answered while Temporal has not
 // started one verification (an exporter gives up after 10 s; 300 starts
 // took minutes); the starts follow the answer.
 func TestTracesAnswerBeforeTheVerificationsStart(t *testing.T) {
 	slow := slowStarts{fakeVerifier: &fakeVerifier{}, release: make(chan struct{})}
-	e := newEnv(t, func(c *Config) { c.Verifier = slow; c.Reconciler = kicks{} })
+	e := newEnv(t, withVerifier(slow))
 	tenantID, key := e.tenant("traces-answer-first")
 	e.contract(key, boundPayout)
 	var spans []otlpSpan

@@ -133,6 +133,7 @@ func TestTracesRecordBoundToolSpans(t *testing.T) {
 	rejected, msg := partial(t, e.postTraces(key, body, ctype))
 	require.Zero(t, rejected, msg)
 	require.Empty(t, msg)
+	e.startsReach(1)
 	starts := e.ver.startCalls()
 	require.Len(t, starts, 1)
 	actionID := strings.TrimPrefix(starts[0], tenantID+"/")
@@ -148,8 +149,10 @@ func TestTracesRecordBoundToolSpans(t *testing.T) {
 	require.Contains(t, string(rec.Trace), `"span_id": "0202020202020202"`)
 
 	// The exporter's retry: nothing new recorded, nothing started again.
+	e.waitStarted(tenantID, actionID)
 	rejected, _ = partial(t, e.postTraces(key, body, ctype))
 	require.Zero(t, rejected)
+	e.startsReach(1)
 	require.Len(t, e.ver.startCalls(), 1)
 
 	spans := func(result string) float64 { return testutil.ToFloat64(e.srv.otlpSpans.WithLabelValues(result)) }
@@ -177,6 +180,7 @@ func TestTracesRecordBoundToolSpans(t *testing.T) {
 	resp := ptraceotlp.NewExportResponse()
 	require.NoError(t, resp.UnmarshalProto(res.Body))
 	require.Zero(t, resp.PartialSuccess().RejectedSpans())
+	e.startsReach(2)
 	starts = e.ver.startCalls()
 	require.Len(t, starts, 2)
 	rec, err = e.db.GetAction(context.Background(), tenantID, strings.TrimPrefix(starts[1], tenantID+"/"))
@@ -189,6 +193,7 @@ func TestTracesRecordBoundToolSpans(t *testing.T) {
 	_, other := e.tenant("traces-other")
 	rejected, _ = partial(t, e.postTraces(other, body, ctype))
 	require.Zero(t, rejected)
+	e.startsReach(2)
 	require.Len(t, e.ver.startCalls(), 2)
 }
 
@@ -207,6 +212,7 @@ func TestTracesRejectBoundSpansThatCannotBeActions(t *testing.T) {
 	require.Contains(t, msg, "no such key: account_id")
 	require.Contains(t, msg, "gen_ai.tool.call.arguments is not JSON")
 	require.Contains(t, msg, "id contains whitespace")
+	e.startsReach(1)
 	require.Len(t, e.ver.startCalls(), 1, "the good span is recorded beside the rejected ones")
 	require.Equal(t, 3.0, testutil.ToFloat64(e.srv.otlpSpans.WithLabelValues(spanRejected)))
 }

@@ -12,24 +12,25 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/apitest"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // fakeWaiter answers waits as it is told and records them.
 type fakeWaiter struct {
 	*fakeVerifier
 	mu      sync.Mutex
-	waits   []string // action/final/fresh
+	waits   []string // action/final
 	verdict commitlayer.Verdict
 	reached bool
 	err     error
 	block   bool // wait until ctx ends
 }
 
-var _ Waiter = (*fakeWaiter)(nil)
+var _ service.Verifier = (*fakeWaiter)(nil)
 
-func (f *fakeWaiter) Wait(ctx context.Context, _ string, a commitlayer.ActionRecord, final, fresh bool) (commitlayer.Verdict, bool, error) {
+func (f *fakeWaiter) Wait(ctx context.Context, _ string, a commitlayer.ActionRecord, final bool) (commitlayer.Verdict, bool, error) {
 	f.mu.Lock()
-	f.waits = append(f.waits, a.ID+map[bool]string{true: "/final", false: "/provisional"}[final]+map[bool]string{true: "/fresh", false: ""}[fresh])
+	f.waits = append(f.waits, a.ID+map[bool]string{true: "/final", false: "/provisional"}[final])
 	block, v, reached, err := f.block, f.verdict, f.reached, f.err
 	f.mu.Unlock()
 	if block {
@@ -42,7 +43,9 @@ func (f *fakeWaiter) Wait(ctx context.Context, _ string, a commitlayer.ActionRec
 
 func TestPostActionWait(t *testing.T) {
 	fw := &fakeWaiter{fakeVerifier: &fakeVerifier{}}
-	e := newEnv(t, func(c *Config) { c.Verifier = fw })
+	e := newEnv(t, func(c *Config) {
+		c.Actions = service.NewActions(c.Store, service.NewContracts(c.Store, 0), fw, nil, nil)
+	})
 	_, key := e.tenant("wait")
 	e.contract(key, payoutContract)
 	body := func(id string) map[string]any {
@@ -63,7 +66,7 @@ func TestPostActionWait(t *testing.T) {
 	v := m["verdict"].(map[string]any)
 	require.Equal(t, true, v["provisional"])
 	require.Equal(t, "human_review", v["findings"].([]any)[0].(map[string]any)["hint"])
-	require.Equal(t, []string{"w1/provisional/fresh"}, fw.waits)
+	require.Equal(t, []string{"w1/provisional"}, fw.waits)
 	require.Empty(t, fw.startCalls(), "the wait started it; no second start")
 
 	// Not reached (the run continued as new): 202 as without wait.

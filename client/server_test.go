@@ -20,6 +20,7 @@ import (
 	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/internal/teststore"
 	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -54,7 +55,7 @@ type engineVerifier struct {
 	errs []error
 }
 
-var _ api.Verifier = (*engineVerifier)(nil)
+var _ service.Verifier = (*engineVerifier)(nil)
 
 func (v *engineVerifier) Start(_ context.Context, tenantID string, a commitlayer.ActionRecord) error {
 	v.wg.Add(1)
@@ -85,9 +86,24 @@ func (v *engineVerifier) Recheck(ctx context.Context, tenantID, actionID string)
 	return res.Verdict, err
 }
 
-func (v *engineVerifier) FactsArrived(context.Context, string, []commitlayer.Subject, *commitlayer.FactsDigest) error {
+// Wait starts and answers with the store's latest verdict when it is at
+// the stage asked.
+func (v *engineVerifier) Wait(ctx context.Context, tenantID string, a commitlayer.ActionRecord, final bool) (commitlayer.Verdict, bool, error) {
+	if err := v.Start(ctx, tenantID, a); err != nil {
+		return commitlayer.Verdict{}, false, err
+	}
+	v.wg.Wait()
+	got, err := v.db.LatestVerdict(ctx, tenantID, a.ID)
+	if err != nil {
+		return commitlayer.Verdict{}, false, err
+	}
+	return got, !final || !got.Provisional, nil
+}
+
+func (v *engineVerifier) Signal(context.Context, string, []commitlayer.ActionRecord) error {
 	return nil
 }
+func (v *engineVerifier) EnsurePoller(context.Context, string) error { return nil }
 
 // startServer runs the real API on the real store, in process.
 func startServer(t *testing.T) (*httptest.Server, *engineVerifier) {
@@ -95,7 +111,7 @@ func startServer(t *testing.T) (*httptest.Server, *engineVerifier) {
 	db := teststore.DB(t)
 	ver := &engineVerifier{db: db}
 	srv := api.New(api.Config{
-		Store: db, Verifier: ver, AdminKey: adminKey,
+		Store: db, Actions: service.NewActions(db, service.NewContracts(db, 0), ver, nil, nil), AdminKey: adminKey,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: prometheus.NewRegistry(),
 	})
 	hs := httptest.NewServer(srv.Handler())

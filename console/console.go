@@ -56,9 +56,9 @@ type Store interface {
 	Unhit(ctx context.Context, key string, until time.Time) error
 }
 
-// Rechecker re-runs a verification now (api.Verifier has it).
+// Rechecker re-runs a verification now (service.Actions has it).
 type Rechecker interface {
-	Recheck(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
+	Recheck(ctx context.Context, tenantID string, rec commitlayer.ActionRecord) (commitlayer.Verdict, error)
 }
 
 // OrphanLister lists a contract's orphan effects (service.Actions has it).

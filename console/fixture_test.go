@@ -60,12 +60,14 @@ type fakeVerifier struct {
 	rechecks []string
 }
 
-var _ api.Verifier = (*fakeVerifier)(nil)
+var _ service.Verifier = (*fakeVerifier)(nil)
 
 func (f *fakeVerifier) Start(context.Context, string, commitlayer.ActionRecord) error { return nil }
-func (f *fakeVerifier) FactsArrived(context.Context, string, []commitlayer.Subject, *commitlayer.FactsDigest) error {
-	return nil
+func (f *fakeVerifier) Wait(context.Context, string, commitlayer.ActionRecord, bool) (commitlayer.Verdict, bool, error) {
+	return commitlayer.Verdict{}, false, nil
 }
+func (f *fakeVerifier) Signal(context.Context, string, []commitlayer.ActionRecord) error { return nil }
+func (f *fakeVerifier) EnsurePoller(context.Context, string) error                       { return nil }
 func (f *fakeVerifier) Recheck(_ context.Context, tenantID, actionID string) (commitlayer.Verdict, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -236,8 +238,9 @@ func newFixture(t *testing.T) *fixture {
 
 	logger := slog.New(slog.NewJSONHandler(fx.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	contracts := service.NewContracts(db, 0)
-	apiSrv := api.New(api.Config{Store: db, Verifier: fx.ver, Logger: logger, Contracts: contracts, AdminKey: "admin-key-0123456789"})
-	fx.console, err = console.New(console.Config{Store: db, Verifier: fx.ver, Orphans: service.NewActions(db, contracts, nil),
+	actions := service.NewActions(db, contracts, fx.ver, nil, logger)
+	apiSrv := api.New(api.Config{Store: db, Actions: actions, Logger: logger, Contracts: contracts, AdminKey: "admin-key-0123456789"})
+	fx.console, err = console.New(console.Config{Store: db, Verifier: actions, Orphans: actions,
 		TemporalUI: "http://temporal-ui.example:8233", Namespace: "default", WorkflowID: workflows.VerifyWorkflowID,
 		Logger: logger, Now: fx.clock})
 	require.NoError(t, err)

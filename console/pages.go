@@ -556,7 +556,7 @@ func (c *Console) recheck(w http.ResponseWriter, r *http.Request, se *session) {
 		notice = "unavailable"
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, recheckTimeout)
-		_, err := c.cfg.Verifier.Recheck(rctx, tid, rec.ID)
+		_, err := c.cfg.Verifier.Recheck(rctx, tid, rec)
 		cancel()
 		if err != nil {
 			c.log.WarnContext(ctx, "console: recheck", "tenant", tid, "action", rec.ID, "err", err)

@@ -129,7 +129,7 @@ func (c *Contract) EffectKinds() []commitlayer.FactType {
 //
 // It says nothing of coverage: the first facts of a source make it
 // connected, which a verdict with the source unavailable does read.
-func (c *Contract) MayChange(d *commitlayer.FactsDigest, requestedAt time.Time) bool {
+func (c *Contract) MayChange(d *Digest, requestedAt time.Time) bool {
 	if d == nil || d.Linked {
 		return true
 	}

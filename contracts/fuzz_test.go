@@ -249,7 +249,7 @@ func requireUnchangedBy(t *testing.T, c *contracts.Contract, in contracts.Input,
 	}
 	var kept, cleared []commitlayer.Fact
 	for _, f := range in.Facts {
-		if n[key{f.Source, f.ExternalID}] == 1 && !c.MayChange(commitlayer.DigestFacts([]commitlayer.Fact{f}), in.Action.RequestedAt) {
+		if n[key{f.Source, f.ExternalID}] == 1 && !c.MayChange(contracts.DigestFacts([]commitlayer.Fact{f}), in.Action.RequestedAt) {
 			cleared = append(cleared, f)
 		} else {
 			kept = append(kept, f)
@@ -258,7 +258,7 @@ func requireUnchangedBy(t *testing.T, c *contracts.Contract, in contracts.Input,
 	if len(cleared) == 0 {
 		return
 	}
-	require.False(t, c.MayChange(commitlayer.DigestFacts(cleared), in.Action.RequestedAt), "the digest of cleared facts clears them")
+	require.False(t, c.MayChange(contracts.DigestFacts(cleared), in.Action.RequestedAt), "the digest of cleared facts clears them")
 	without := in
 	without.Facts = kept
 	require.Equal(t, v, c.Evaluate(without), "without %d facts MayChange cleared", len(cleared))

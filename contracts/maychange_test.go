@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
 )
 
 // TestMayChange: facts of a kind the refund contract reads (an effect, its
@@ -18,10 +19,10 @@ func TestMayChange(t *testing.T) {
 	c := mustParse(t, refundSrc)
 	through := mustParse(t, throughSrc)
 	at := t0
-	digest := func(facts ...commitlayer.Fact) *commitlayer.FactsDigest { return commitlayer.DigestFacts(facts) }
+	digest := func(facts ...commitlayer.Fact) *contracts.Digest { return contracts.DigestFacts(facts) }
 	for _, tc := range []struct {
 		name  string
-		d     *commitlayer.FactsDigest
+		d     *contracts.Digest
 		maybe bool
 	}{
 		{"nothing said", nil, true},

@@ -91,7 +91,7 @@ func (db *DB) ListActions(ctx context.Context, tenantID string, f commitlayer.Ac
 		}
 		conds = append(conds, "(a.requested_at, a.id) < ("+arg(c.RequestedAt)+", "+arg(c.ID)+")")
 	}
-	q := `SELECT ` + prefixed("a.", actionColumns) + `, v.version, v.body, v.pass_us
+	q := `SELECT ` + prefixed("a.", actionColumns) + `, v.version, v.body
 		FROM actions a
 		LEFT JOIN verdicts v ON v.tenant_id = a.tenant_id AND v.action_id = a.id AND v.version = a.verdict_version
 		WHERE ` + strings.Join(conds, " AND ") + `
@@ -105,9 +105,8 @@ func (db *DB) ListActions(ctx context.Context, tenantID string, f commitlayer.Ac
 		var (
 			version *int
 			body    []byte
-			passUS  *int64
 		)
-		rec, err := scanActionInto(row, &version, &body, &passUS)
+		rec, err := scanActionInto(row, &version, &body)
 		if err != nil {
 			return commitlayer.ActionListItem{}, err
 		}
@@ -118,9 +117,6 @@ func (db *DB) ListActions(ctx context.Context, tenantID string, f commitlayer.Ac
 				return it, fmt.Errorf("decode verdict of %q: %w", rec.ID, err)
 			}
 			v.Version = *version
-			if passUS != nil {
-				v.PassLatency = time.Duration(*passUS) * time.Microsecond
-			}
 			v.EvaluatedAt, v.SettlesAt = v.EvaluatedAt.UTC(), v.SettlesAt.UTC()
 			it.Verdict = &v
 		}

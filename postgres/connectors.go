@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -98,38 +99,20 @@ func getConnector(ctx context.Context, q querier, tenantID, id string, forUpdate
 	return c, err
 }
 
-// RecordPull stores the facts a connector pulled and advances its cursor in
-// one transaction: the cursor moves only when the facts landed. It clears
-// the connector's last error and sets its last pull time to at. Every fact
-// must carry the connector's source (commitlayer.ErrInvalid otherwise).
-func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (commitlayer.InsertResult, error) {
-	if err := checkTimes("at", at); err != nil {
-		return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
-	}
-	if len(facts) == 0 {
-		// Nothing new and the cursor where it was (the common pull): one
-		// statement instead of a transaction of five. Anything else (the
-		// cursor moved, no such connector) takes the transaction below.
-		tag, err := db.pool.Exec(ctx, `UPDATE connectors SET last_pull_at = $4, last_error = '', last_error_at = NULL
-			WHERE tenant_id = $1 AND id = $2 AND cursor = $3`, tenantID, connectorID, cursor, at)
-		if err != nil {
-			return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, classify(err))
-		}
-		if tag.RowsAffected() == 1 {
-			return commitlayer.InsertResult{}, nil
-		}
-	}
-	res, err := db.recordPages(ctx, tenantID, []commitlayer.PulledPage{{ConnectorID: connectorID, Facts: facts, Cursor: cursor}}, at)
-	if err != nil {
-		return commitlayer.InsertResult{}, fmt.Errorf("record pull of %q: %w", connectorID, err)
-	}
-	return res, nil
+// PulledPage is one page a pull read from one connector, to be stored
+// with the connector's new cursor (RecordPulls).
+type PulledPage struct {
+	ConnectorID string
+	Facts       []commitlayer.Fact
+	// Cursor is the connector's cursor after the page (FactPage.Next).
+	Cursor string
 }
 
-// RecordPulls stores pages of several of a tenant's connectors in one
-// transaction, as RecordPull stores one: every page's facts, each
-// connector's cursor moved to its page's, its last error cleared and its
-// last pull time set to at, and one notice of the new facts. It is
+// RecordPulls stores pages of a tenant's connectors in one transaction:
+// every page's facts, each connector's cursor moved to its page's (the
+// cursor moves only when the facts landed), its last error cleared and its
+// last pull time set to at, and one notice of the new facts to the
+// verifications watching their subjects, except exceptActionID's. It is
 // all or nothing: an unknown connector is commitlayer.ErrNotFound, a fact
 // whose source is not its connector's commitlayer.ErrInvalid, and then
 // nothing is stored. A connector appears at most once. The connectors'
@@ -139,7 +122,7 @@ func (db *DB) RecordPull(ctx context.Context, tenantID, connectorID string, fact
 // A pull's first pages, one per connector that had anything new, go
 // together: one transaction where one per connector took its round trips
 // and a pooled connection each.
-func (db *DB) RecordPulls(ctx context.Context, tenantID string, pages []commitlayer.PulledPage, at time.Time) (commitlayer.InsertResult, error) {
+func (db *DB) RecordPulls(ctx context.Context, tenantID, exceptActionID string, pages []PulledPage, at time.Time) (commitlayer.InsertResult, error) {
 	if err := checkTimes("at", at); err != nil {
 		return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w", classify(err))
 	}
@@ -153,19 +136,19 @@ func (db *DB) RecordPulls(ctx context.Context, tenantID string, pages []commitla
 	if len(pages) == 0 {
 		return commitlayer.InsertResult{}, nil
 	}
-	res, err := db.recordPages(ctx, tenantID, pages, at)
+	res, err := db.recordPages(ctx, tenantID, exceptActionID, pages, at)
 	if err != nil {
 		return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w", err)
 	}
 	return res, nil
 }
 
-// recordPages is RecordPull's and RecordPulls' transaction: the pages'
+// recordPages is RecordPulls' transaction: the pages'
 // connectors locked in id order and each page's facts checked against its
 // connector's source, the facts inserted in one statement with one notice,
 // every cursor moved, last error cleared and pull time set in one UPDATE.
 // Its errors are classified.
-func (db *DB) recordPages(ctx context.Context, tenantID string, pages []commitlayer.PulledPage, at time.Time) (commitlayer.InsertResult, error) {
+func (db *DB) recordPages(ctx context.Context, tenantID, except string, pages []PulledPage, at time.Time) (commitlayer.InsertResult, error) {
 	ids, cursors := make([]string, len(pages)), make([]string, len(pages))
 	var all []commitlayer.Fact
 	for i, p := range pages {
@@ -206,7 +189,7 @@ func (db *DB) recordPages(ctx context.Context, tenantID string, pages []commitla
 		if res, err = db.insertFacts(ctx, tx, tenantID, rows); err != nil {
 			return err
 		}
-		if res.NotificationID, err = enqueueNotification(ctx, tx, tenantID, res.Subjects, ""); err != nil {
+		if err := enqueueNotice(ctx, tx, tenantID, res.Subjects, except, contracts.DigestFacts(all)); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE connectors k SET cursor = p.cursor, last_pull_at = $2, last_error = '', last_error_at = NULL
@@ -218,9 +201,6 @@ func (db *DB) recordPages(ctx context.Context, tenantID string, pages []commitla
 		return commitlayer.InsertResult{}, classify(err)
 	}
 	res.Duplicates = len(all) - res.Inserted
-	if res.Inserted > 0 {
-		res.Digest = commitlayer.DigestFacts(all) // as InsertFacts'
-	}
 	return res, nil
 }
 

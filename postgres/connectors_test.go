@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/stretchr/testify/require"
 )
 
@@ -90,14 +91,16 @@ func TestRecordPull(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []commitlayer.SourceCoverage{{Source: "payments", ConnectorID: c.ID, LastError: "connection refused", LastErrorAt: t0}}, srcs)
 
-	res, err := testDB.RecordPull(ctx, tn.ID, c.ID, []commitlayer.Fact{
+	res, err := recordPull(ctx, testDB, tn.ID, c.ID, []commitlayer.Fact{
 		mkFact("payments", "refund_created", "order:o1", "payments-1", t0, nil),
 		mkFact("payments", "refund_created", "order:o2", "payments-2", t0, nil, "ticket:t1"),
 	}, "2", pulledAt)
 	require.NoError(t, err)
-	require.NotZero(t, res.NotificationID, "the notice is written with the facts")
-	require.Equal(t, commitlayer.InsertResult{Inserted: 2, Subjects: []commitlayer.Subject{"order:o1", "order:o2", "ticket:t1"}, NotificationID: res.NotificationID,
-		Digest: &commitlayer.FactsDigest{Kinds: []commitlayer.KindSince{{FactType: commitlayer.FactType{Source: "payments", Type: "refund_created"}, Earliest: t0}}, Linked: true}}, res)
+	require.Equal(t, commitlayer.InsertResult{Inserted: 2, Subjects: []commitlayer.Subject{"order:o1", "order:o2", "ticket:t1"}}, res)
+	ns := notices(t, testDB, tn.ID)
+	require.Len(t, ns, 1, "the notice is written with the facts")
+	require.Equal(t, res.Subjects, ns[0].Subjects)
+	require.Equal(t, &contracts.Digest{Kinds: []contracts.KindSince{{FactType: commitlayer.FactType{Source: "payments", Type: "refund_created"}, Earliest: t0}}, Linked: true}, ns[0].Digest)
 	got, err = testDB.GetConnector(ctx, tn.ID, c.ID)
 	require.NoError(t, err)
 	require.Equal(t, "2", got.Cursor)
@@ -107,7 +110,7 @@ func TestRecordPull(t *testing.T) {
 
 	// A pull that overlaps the last one counts duplicates; an empty pull
 	// still moves the cursor and the pull time.
-	res, err = testDB.RecordPull(ctx, tn.ID, c.ID, []commitlayer.Fact{
+	res, err = recordPull(ctx, testDB, tn.ID, c.ID, []commitlayer.Fact{
 		mkFact("payments", "refund_created", "order:o2", "payments-2", t0, nil),
 		mkFact("payments", "refund_created", "order:o3", "payments-3", t0, nil),
 	}, "3", pulledAt.Add(time.Minute))
@@ -115,7 +118,7 @@ func TestRecordPull(t *testing.T) {
 	require.Equal(t, 1, res.Inserted)
 	require.Equal(t, 1, res.Duplicates)
 	require.NoError(t, testDB.RecordPullError(ctx, tn.ID, c.ID, "timeout", pulledAt.Add(90*time.Second)))
-	_, err = testDB.RecordPull(ctx, tn.ID, c.ID, nil, "3", pulledAt.Add(2*time.Minute)) // the one-statement path
+	_, err = recordPull(ctx, testDB, tn.ID, c.ID, nil, "3", pulledAt.Add(2*time.Minute)) // the one-statement path
 	require.NoError(t, err)
 	got, err = testDB.GetConnector(ctx, tn.ID, c.ID)
 	require.NoError(t, err)
@@ -123,7 +126,7 @@ func TestRecordPull(t *testing.T) {
 	require.Equal(t, "3", got.Cursor)
 	require.Empty(t, got.LastError, "an empty pull clears the last error too")
 	require.True(t, got.LastErrorAt.IsZero())
-	_, err = testDB.RecordPull(ctx, tn.ID, "no_such_connector", nil, "3", pulledAt.Add(2*time.Minute))
+	_, err = recordPull(ctx, testDB, tn.ID, "no_such_connector", nil, "3", pulledAt.Add(2*time.Minute))
 	require.ErrorIs(t, err, commitlayer.ErrNotFound, "an empty pull of an unknown connector")
 
 	srcs, err = testDB.Sources(ctx, tn.ID)
@@ -144,7 +147,7 @@ func TestRecordPull(t *testing.T) {
 	require.Equal(t, "timeout", got.LastError)
 
 	require.ErrorIs(t, testDB.RecordPullError(ctx, tn.ID, "conn_missing", "x", t0), commitlayer.ErrNotFound)
-	_, err = testDB.RecordPull(ctx, tn.ID, "conn_missing", nil, "9", t0)
+	_, err = recordPull(ctx, testDB, tn.ID, "conn_missing", nil, "9", t0)
 	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 }
 
@@ -164,7 +167,7 @@ func TestRecordEmptyPulls(t *testing.T) {
 	quiet, failing, moved := mk(tn.ID, "payments"), mk(tn.ID, "orders"), mk(tn.ID, "crm")
 	foreign := mk(other.ID, "payments")
 	require.NoError(t, testDB.RecordPullError(ctx, tn.ID, failing.ID, "timeout", t0))
-	_, err := testDB.RecordPull(ctx, tn.ID, moved.ID, []commitlayer.Fact{mkFact("crm", "note", "order:o1", "crm-1", t0, nil)}, "7", t0)
+	_, err := recordPull(ctx, testDB, tn.ID, moved.ID, []commitlayer.Fact{mkFact("crm", "note", "order:o1", "crm-1", t0, nil)}, "7", t0)
 	require.NoError(t, err)
 
 	at := t0.Add(time.Minute)
@@ -243,14 +246,14 @@ func TestRecordPullAtomic(t *testing.T) {
 			tn := newTenant(t)
 			c, err := testDB.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "payments", Kind: "http_events"})
 			require.NoError(t, err)
-			_, err = testDB.RecordPull(ctx, tn.ID, c.ID, []commitlayer.Fact{good("p-1")}, "1", t0)
+			_, err = recordPull(ctx, testDB, tn.ID, c.ID, []commitlayer.Fact{good("p-1")}, "1", t0)
 			require.NoError(t, err)
 			require.NoError(t, testDB.RecordPullError(ctx, tn.ID, c.ID, "earlier failure", t0.Add(time.Second)))
 			before, err := testDB.GetConnector(ctx, tn.ID, c.ID)
 			require.NoError(t, err)
 			counts := rowCounts(t, tn.ID)
 
-			_, err = testDB.RecordPull(ctx, tn.ID, c.ID, tc.facts, "3", t0.Add(time.Minute))
+			_, err = recordPull(ctx, testDB, tn.ID, c.ID, tc.facts, "3", t0.Add(time.Minute))
 			require.ErrorIs(t, err, commitlayer.ErrInvalid)
 
 			after, err := testDB.GetConnector(ctx, tn.ID, c.ID)
@@ -261,39 +264,4 @@ func TestRecordPullAtomic(t *testing.T) {
 			require.ErrorIs(t, err, commitlayer.ErrNotFound)
 		})
 	}
-}
-
-// TestRecordPullOfNothingNewTakesNoTransaction: a pull that brought
-// nothing and left the cursor where it was is one statement (the pull
-// time moves, no transaction, no notice); one whose cursor moved still
-// takes the transaction that moves it.
-func TestRecordPullOfNothingNewTakesNoTransaction(t *testing.T) {
-	testStore(t) // migrated
-	ctx := context.Background()
-	db, err := Open(ctx, storeURL) // a DB of its own: its transaction count is this test's
-	require.NoError(t, err)
-	t.Cleanup(db.Close)
-	tn := newTenant(t)
-	c, err := db.CreateConnector(ctx, tn.ID, commitlayer.Connector{Source: "payments", Kind: "http_events", URL: "http://x"})
-	require.NoError(t, err)
-	_, err = db.RecordPull(ctx, tn.ID, c.ID, []commitlayer.Fact{
-		mkFact("payments", "refund_created", "order:o1", "nothing-new-1", t0, nil)}, "1", t0)
-	require.NoError(t, err)
-
-	before := db.Transactions()
-	res, err := db.RecordPull(ctx, tn.ID, c.ID, nil, "1", t0.Add(time.Minute))
-	require.NoError(t, err)
-	require.Equal(t, commitlayer.InsertResult{}, res, "nothing inserted, no notice")
-	require.Equal(t, before, db.Transactions(), "nothing new: no transaction")
-	got, err := db.GetConnector(ctx, tn.ID, c.ID)
-	require.NoError(t, err)
-	require.Equal(t, t0.Add(time.Minute), got.LastPullAt)
-	require.Equal(t, "1", got.Cursor)
-
-	_, err = db.RecordPull(ctx, tn.ID, c.ID, nil, "2", t0.Add(2*time.Minute))
-	require.NoError(t, err)
-	require.Equal(t, before+1, db.Transactions(), "the cursor moved: a transaction")
-	got, err = db.GetConnector(ctx, tn.ID, c.ID)
-	require.NoError(t, err)
-	require.Equal(t, "2", got.Cursor)
 }

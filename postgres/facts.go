@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -35,18 +36,14 @@ func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitla
 		if res, err = db.insertFacts(ctx, tx, tenantID, rows); err != nil {
 			return err
 		}
-		res.NotificationID, err = enqueueNotification(ctx, tx, tenantID, res.Subjects, "")
-		return err
+		// Of the batch as given: the inserted facts and perhaps more, so a
+		// deliverer reading it may wake more than it must, never fewer.
+		return enqueueNotice(ctx, tx, tenantID, res.Subjects, "", contracts.DigestFacts(facts))
 	})
 	if err != nil {
 		return commitlayer.InsertResult{}, fmt.Errorf("insert facts: %w", classify(err))
 	}
 	res.Duplicates = len(facts) - res.Inserted
-	if res.Inserted > 0 {
-		// Of the batch as given: the inserted facts and perhaps more, so a
-		// screen reading it may wake more than it must, never fewer.
-		res.Digest = commitlayer.DigestFacts(facts)
-	}
 	return res, nil
 }
 

@@ -59,7 +59,6 @@ func TestTenantIsolation(t *testing.T) {
 		{"EndWatch", func(id string) (any, error) { return nil, testDB.EndWatch(ctx, id, "act_fill", t0) }, commitlayer.ErrNotFound},
 		{"LatestVerdict", func(id string) (any, error) { return testDB.LatestVerdict(ctx, id, "act_fill") }, commitlayer.ErrNotFound},
 		{"VerdictHistory", func(id string) (any, error) { return testDB.VerdictHistory(ctx, id, "act_fill") }, nil},
-		{"LatestVerdicts", func(id string) (any, error) { return testDB.LatestVerdicts(ctx, id, []string{"act_fill"}) }, nil},
 		{"VerdictStages", func(id string) (any, error) { return testDB.VerdictStages(ctx, id, []string{"act_fill"}) }, nil},
 		{"LatestVerdictHeads", func(id string) (any, error) { return testDB.LatestVerdictHeads(ctx, id, []string{"act_fill"}) }, nil},
 		{"AppendVerdict", func(id string) (any, error) {
@@ -69,7 +68,7 @@ func TestTenantIsolation(t *testing.T) {
 		{"ListConnectors", func(id string) (any, error) { return testDB.ListConnectors(ctx, id) }, nil},
 		{"GetConnector", func(id string) (any, error) { return testDB.GetConnector(ctx, id, connA[0].ID) }, commitlayer.ErrNotFound},
 		{"RecordPull", func(id string) (any, error) {
-			return testDB.RecordPull(ctx, id, connA[0].ID, nil, "99", t0)
+			return recordPull(ctx, testDB, id, connA[0].ID, nil, "99", t0)
 		}, commitlayer.ErrNotFound},
 		{"RecordPullError", func(id string) (any, error) {
 			return nil, testDB.RecordPullError(ctx, id, connA[0].ID, "boom", t0)

@@ -134,3 +134,27 @@ func externalIDs(facts []commitlayer.Fact) []string {
 	}
 	return out
 }
+
+// recordPull stores one page of a connector (RecordPulls of one page).
+func recordPull(ctx context.Context, db *DB, tenantID, connectorID string, facts []commitlayer.Fact, cursor string, at time.Time) (commitlayer.InsertResult, error) {
+	return db.RecordPulls(ctx, tenantID, "", []PulledPage{{ConnectorID: connectorID, Facts: facts, Cursor: cursor}}, at)
+}
+
+// notices reads the tenant's notices not delivered yet, in order.
+func notices(t testing.TB, db *DB, tenantID string) []Notice {
+	t.Helper()
+	rows, err := db.Pool().Query(context.Background(), `SELECT id, tenant_id, subjects, except_action_id, digest, attempts, created_at
+		FROM fact_notifications WHERE tenant_id = $1 ORDER BY id`, tenantID)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Notice, error) {
+		var n Notice
+		var subs []string
+		err := row.Scan(&n.ID, &n.TenantID, &subs, &n.ExceptActionID, &n.Digest, &n.Attempts, &n.CreatedAt)
+		for _, s := range subs {
+			n.Subjects = append(n.Subjects, commitlayer.Subject(s))
+		}
+		return n, err
+	})
+	require.NoError(t, err)
+	return out
+}

@@ -4,69 +4,75 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
 )
 
-// notifyGrace is how long a new notification is left to the process that
-// wrote it (which delivers it at once) before a deliverer may claim it.
-const notifyGrace = 5 * time.Second
+// Notice is a notice of new facts still to deliver to the verifications
+// watching its subjects: written with the facts, in their transaction,
+// deleted once delivered.
+type Notice struct {
+	ID       int64
+	TenantID string
+	Subjects []commitlayer.Subject
+	// ExceptActionID is the verification whose own pass stored the facts
+	// (it reads them): it is not told.
+	ExceptActionID string
+	// Digest digests the facts (nil: not said; every watcher is woken).
+	Digest    *contracts.Digest
+	Attempts  int
+	CreatedAt time.Time
+}
 
-// enqueueNotification writes the notice of new facts on subjects in the
-// transaction that stored them and returns its id (0 when there is nothing
-// to tell).
-func enqueueNotification(ctx context.Context, tx pgx.Tx, tenantID string, subjects []commitlayer.Subject, exceptActionID string) (int64, error) {
+// NoticeChannel is the channel a notice's insert notifies (a trigger, at
+// commit): Listen wakes the deliverers with it.
+const NoticeChannel = "commitlayer_notices"
+
+// enqueueNotice writes the notice of new facts on subjects in the
+// transaction that stored them; nothing when there is nothing to tell.
+func enqueueNotice(ctx context.Context, tx pgx.Tx, tenantID string, subjects []commitlayer.Subject, except string, digest *contracts.Digest) error {
 	if len(subjects) == 0 {
-		return 0, nil
+		return nil
 	}
 	subs := make([]string, len(subjects))
 	for i, s := range subjects {
 		subs[i] = string(s)
 	}
-	var id int64
-	err := tx.QueryRow(ctx, `INSERT INTO fact_notifications (tenant_id, subjects, except_action_id, next_attempt_at)
-		VALUES ($1, $2, $3, now() + make_interval(secs => $4)) RETURNING id`,
-		tenantID, subs, exceptActionID, notifyGrace.Seconds()).Scan(&id)
+	_, err := tx.Exec(ctx, `INSERT INTO fact_notifications (tenant_id, subjects, except_action_id, digest)
+		VALUES ($1, $2, $3, $4)`, tenantID, subs, except, digest)
 	if err != nil {
-		return 0, fmt.Errorf("enqueue notification: %w", classify(err))
-	}
-	return id, nil
-}
-
-// NotificationDelivered deletes a delivered notification. Deleting one
-// that is gone (another process delivered it) is no error.
-func (db *DB) NotificationDelivered(ctx context.Context, id int64) error {
-	if _, err := db.pool.Exec(ctx, `DELETE FROM fact_notifications WHERE id = $1`, id); err != nil {
-		return fmt.Errorf("delete notification %d: %w", id, classify(err))
+		return fmt.Errorf("enqueue notice: %w", classify(err))
 	}
 	return nil
 }
 
-// DeliverNotifications claims up to limit notifications that are due (in
-// order), calls deliver for each, deletes those delivered and puts the
-// failed one back with backoff (1 s doubling to 1 min) and the error; after
-// a failure the round stops, leaving the rest due (a Temporal that hangs
-// holds the transaction for one delivery's timeout, not the batch's). Rows are
-// locked while delivered (FOR UPDATE SKIP LOCKED), so several processes may
-// deliver at once without doubling work. It returns how many it delivered
-// and how many failed.
-func (db *DB) DeliverNotifications(ctx context.Context, limit int, deliver func(context.Context, commitlayer.FactNotification) error) (delivered, failed int, err error) {
+// DeliverNotifications claims up to limit notices that are due (in order),
+// calls deliver for each, deletes those delivered and puts the failed one
+// back with backoff (1 s doubling to 1 min) and the error; after a failure
+// the round stops, leaving the rest due (a Temporal that hangs holds the
+// transaction for one delivery's timeout, not the batch's). Rows are locked
+// while delivered (FOR UPDATE SKIP LOCKED), so every process may deliver at
+// once without doubling work. It returns how many it delivered and how
+// many failed.
+func (db *DB) DeliverNotifications(ctx context.Context, limit int, deliver func(context.Context, Notice) error) (delivered, failed int, err error) {
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		delivered, failed = 0, 0
-		rows, err := tx.Query(ctx, `SELECT id, tenant_id, subjects, except_action_id, attempts, created_at
+		rows, err := tx.Query(ctx, `SELECT id, tenant_id, subjects, except_action_id, digest, attempts, created_at
 			FROM fact_notifications WHERE next_attempt_at <= now()
 			ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
 		if err != nil {
 			return err
 		}
-		due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.FactNotification, error) {
-			var n commitlayer.FactNotification
+		due, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Notice, error) {
+			var n Notice
 			var subs []string
-			err := row.Scan(&n.ID, &n.TenantID, &subs, &n.ExceptActionID, &n.Attempts, &n.CreatedAt)
+			err := row.Scan(&n.ID, &n.TenantID, &subs, &n.ExceptActionID, &n.Digest, &n.Attempts, &n.CreatedAt)
 			for _, s := range subs {
 				n.Subjects = append(n.Subjects, commitlayer.Subject(s))
 			}
@@ -169,28 +175,17 @@ func (db *DB) StartDeferred(ctx context.Context, tenantID, actionID string, most
 
 // StartFailed marks an action's verification as failed for good: its start
 // was refused for a reason no retry can fix. The action leaves the pending
-// starts; GET /v1/actions/{id} shows the reason, and no verdict: one an
-// early pass stored is deleted with the marking. It reports whether it
+// starts; GET /v1/actions/{id} shows the reason. It reports whether it
 // marked it (false when it had been started or marked already).
 func (db *DB) StartFailed(ctx context.Context, tenantID, actionID, reason string) (bool, error) {
-	// A verification that never started answered nothing: a verdict an
-	// early pass stored beside the refused start (activities.EarlyPass)
-	// goes in the same statement.
-	var failed int
-	err := db.pool.QueryRow(ctx, `WITH failed AS (
-			UPDATE actions SET verification_failed_at = now(), verification_error = $3,
-				start_attempts = start_attempts + 1
-			WHERE tenant_id = $1 AND id = $2 AND verification_started_at IS NULL AND verification_failed_at IS NULL
-			RETURNING id
-		), gone AS (
-			DELETE FROM verdicts v USING failed WHERE v.tenant_id = $1 AND v.action_id = failed.id
-		)
-		SELECT count(*) FROM failed`,
-		tenantID, actionID, commitlayer.Clip(reason, 500)).Scan(&failed)
+	tag, err := db.pool.Exec(ctx, `UPDATE actions SET verification_failed_at = now(), verification_error = $3,
+			start_attempts = start_attempts + 1
+		WHERE tenant_id = $1 AND id = $2 AND verification_started_at IS NULL AND verification_failed_at IS NULL`,
+		tenantID, actionID, commitlayer.Clip(reason, 500))
 	if err != nil {
 		return false, fmt.Errorf("mark start of %q failed: %w", actionID, classify(err))
 	}
-	return failed == 1, nil
+	return tag.RowsAffected() == 1, nil
 }
 
 // prefixed qualifies each column of a comma-separated list with p ("a.").
@@ -213,4 +208,43 @@ func (db *DB) Identity(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("store identity: %w", classify(err))
 	}
 	return id, nil
+}
+
+// Listen calls wake each time notices were written (a commit that stored
+// facts with their notice, in any process), until ctx ends. It holds one
+// connection of its own, outside the pool, and reconnects after a failure
+// (calling wake then too: what was written meanwhile is due).
+func (db *DB) Listen(ctx context.Context, wake func(), logger *slog.Logger) {
+	cfg := db.pool.Config().ConnConfig.Copy()
+	for backoff := time.Second; ctx.Err() == nil; {
+		err := db.listen(ctx, cfg, wake)
+		if ctx.Err() != nil {
+			return
+		}
+		logger.Warn("listen for notices; reconnecting", "error", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+func (db *DB) listen(ctx context.Context, cfg *pgx.ConnConfig, wake func()) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+NoticeChannel); err != nil {
+		return err
+	}
+	wake()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		wake()
+	}
 }

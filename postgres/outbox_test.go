@@ -4,31 +4,45 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
 )
 
-// TestOutboxDeliversUntilDelivered: a notice written with its facts is
-// claimed once due, kept with backoff while delivery fails, deleted once
-// delivered; an empty batch writes none.
+// TestOutboxDeliversUntilDelivered: a notice written with its facts (their
+// digest with it) is due at once, kept with backoff while delivery fails,
+// deleted once delivered; a batch of duplicates writes none. Its insert
+// wakes a listener.
 func TestOutboxDeliversUntilDelivered(t *testing.T) {
 	testDB := testStore(t)
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	tn := newTenant(t)
-	res, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "ob-1", t0, nil)})
-	require.NoError(t, err)
-	require.NotZero(t, res.NotificationID)
-	again, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "ob-1", t0, nil)})
-	require.NoError(t, err)
-	require.Zero(t, again.NotificationID, "a batch of duplicates tells nobody")
+	woken := make(chan struct{}, 16)
+	go testDB.Listen(ctx, func() { woken <- struct{}{} }, slog.Default())
+	<-woken // listening: a listener's first wake comes once it listens
 
-	mine := func(n commitlayer.FactNotification) bool { return n.TenantID == tn.ID }
-	deliver := func(fail error, seen *[]commitlayer.FactNotification) func(context.Context, commitlayer.FactNotification) error {
-		return func(_ context.Context, n commitlayer.FactNotification) error {
+	_, err := testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "ob-1", t0, nil)})
+	require.NoError(t, err)
+	select {
+	case <-woken:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the notice's insert woke no listener")
+	}
+	_, err = testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "ob-1", t0, nil)})
+	require.NoError(t, err)
+	ns := notices(t, testDB, tn.ID)
+	require.Len(t, ns, 1, "a batch of duplicates tells nobody")
+	id := ns[0].ID
+
+	mine := func(n Notice) bool { return n.TenantID == tn.ID }
+	deliver := func(fail error, seen *[]Notice) func(context.Context, Notice) error {
+		return func(_ context.Context, n Notice) error {
 			if !mine(n) {
 				return nil // another test's notice: delivered, as a reconciler would
 			}
@@ -36,36 +50,29 @@ func TestOutboxDeliversUntilDelivered(t *testing.T) {
 			return fail
 		}
 	}
-	var seen []commitlayer.FactNotification
-	_, _, err = testDB.DeliverNotifications(ctx, 100, deliver(nil, &seen))
-	require.NoError(t, err)
-	require.Empty(t, seen, "left to the writer for its grace period")
-
-	_, err = testDB.Pool().Exec(ctx, `UPDATE fact_notifications SET next_attempt_at = now() WHERE id = $1`, res.NotificationID)
-	require.NoError(t, err)
+	var seen []Notice
 	_, failed, err := testDB.DeliverNotifications(ctx, 100, deliver(errors.New("temporal down"), &seen))
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, failed, 1)
-	require.Len(t, seen, 1)
+	require.Len(t, seen, 1, "due at once")
 	require.Equal(t, []commitlayer.Subject{"order:o1"}, seen[0].Subjects)
+	require.Equal(t, &contracts.Digest{Kinds: []contracts.KindSince{{FactType: commitlayer.FactType{Source: "payments", Type: "refund_created"}, Earliest: t0}}}, seen[0].Digest)
 	var attempts int
 	var next time.Time
 	var lastErr string
 	require.NoError(t, testDB.Pool().QueryRow(ctx, `SELECT attempts, next_attempt_at, last_error FROM fact_notifications WHERE id = $1`,
-		res.NotificationID).Scan(&attempts, &next, &lastErr))
+		id).Scan(&attempts, &next, &lastErr))
 	require.Equal(t, 1, attempts)
 	require.True(t, next.After(time.Now()), "backed off")
 	require.Equal(t, "temporal down", lastErr)
 
-	_, err = testDB.Pool().Exec(ctx, `UPDATE fact_notifications SET next_attempt_at = now() WHERE id = $1`, res.NotificationID)
+	_, err = testDB.Pool().Exec(ctx, `UPDATE fact_notifications SET next_attempt_at = now() WHERE id = $1`, id)
 	require.NoError(t, err)
 	seen = nil
 	_, _, err = testDB.DeliverNotifications(ctx, 100, deliver(nil, &seen))
 	require.NoError(t, err)
 	require.Len(t, seen, 1)
-	var left int
-	require.NoError(t, testDB.Pool().QueryRow(ctx, `SELECT count(*) FROM fact_notifications WHERE id = $1`, res.NotificationID).Scan(&left))
-	require.Zero(t, left, "delivered: deleted")
+	require.Empty(t, notices(t, testDB, tn.ID), "delivered: deleted")
 }
 
 // TestPendingStarts: an action is pending until its verification is marked
@@ -106,10 +113,8 @@ func TestOutboxRoundStopsAtTheFirstFailure(t *testing.T) {
 			"stop-"+string(rune('a'+i)), t0, nil)})
 		require.NoError(t, err)
 	}
-	_, err := testDB.Pool().Exec(ctx, `UPDATE fact_notifications SET next_attempt_at = now() WHERE tenant_id = $1`, tn.ID)
-	require.NoError(t, err)
 	calls := 0
-	_, failed, err := testDB.DeliverNotifications(ctx, 100, func(_ context.Context, n commitlayer.FactNotification) error {
+	_, failed, err := testDB.DeliverNotifications(ctx, 100, func(_ context.Context, n Notice) error {
 		if n.TenantID != tn.ID {
 			return nil
 		}

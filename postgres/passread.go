@@ -4,10 +4,44 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/jackc/pgx/v5"
 )
+
+// ActionQuery names actions of one contract the way PriorActions takes
+// them: by agent and by subject when not empty, requested in [From, To]
+// (a zero end is open), except ExcludeID.
+type ActionQuery struct {
+	Contract  string
+	Agent     string
+	Subject   commitlayer.Subject
+	From, To  time.Time
+	ExcludeID string
+}
+
+// PassReadRequest is what one verification pass reads about an action
+// besides the action itself, all of it at once: the facts about its
+// subject (FactsAbout), the actions of each query (PriorActions), the
+// tenant's connected sources and the action's latest verdict.
+type PassReadRequest struct {
+	ActionID string
+	Subject  commitlayer.Subject
+	Actions  []ActionQuery
+}
+
+// PassRead answers a PassReadRequest: Actions[i] answers the request's
+// Actions[i]; Latest is nil when the action has no verdict yet; Webhooks
+// says whether the tenant has an enabled webhook (a new verdict's events
+// are then queued).
+type PassRead struct {
+	Facts     []commitlayer.Fact
+	Actions   [][]commitlayer.Action
+	Connected []string
+	Latest    *commitlayer.Verdict
+	Webhooks  bool
+}
 
 // ReadPass reads what one verification pass reads about an action besides
 // the action itself — the facts about its subject, the actions of each of
@@ -16,13 +50,13 @@ import (
 // PriorActions, ConnectedSources and LatestVerdict run one at a time): a
 // pass took one round trip for each. The statements are read in one
 // snapshot each, not one for all, as the separate calls were.
-func (db *DB) ReadPass(ctx context.Context, tenantID string, r commitlayer.PassReadRequest) (commitlayer.PassRead, error) {
+func (db *DB) ReadPass(ctx context.Context, tenantID string, r PassReadRequest) (PassRead, error) {
 	for _, q := range r.Actions {
 		if err := checkTimes("from", q.From, "to", q.To); err != nil {
-			return commitlayer.PassRead{}, fmt.Errorf("read pass of %q: actions of %q: %w", r.ActionID, q.Contract, classify(err))
+			return PassRead{}, fmt.Errorf("read pass of %q: actions of %q: %w", r.ActionID, q.Contract, classify(err))
 		}
 	}
-	out := commitlayer.PassRead{Actions: make([][]commitlayer.Action, len(r.Actions))}
+	out := PassRead{Actions: make([][]commitlayer.Action, len(r.Actions))}
 	b := &pgx.Batch{}
 	subs := []string{string(r.Subject)}
 	b.Queue(factsAboutSQL, tenantID, subs, linkKeys(tenantID, subs)).Query(func(rows pgx.Rows) error {
@@ -57,8 +91,9 @@ func (db *DB) ReadPass(ctx context.Context, tenantID string, r commitlayer.PassR
 		out.Latest = &v
 		return nil
 	})
+	b.Queue(hasWebhooksSQL, tenantID).QueryRow(func(row pgx.Row) error { return row.Scan(&out.Webhooks) })
 	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
-		return commitlayer.PassRead{}, fmt.Errorf("read pass of %q: %w", r.ActionID, classify(err))
+		return PassRead{}, fmt.Errorf("read pass of %q: %w", r.ActionID, classify(err))
 	}
 	return out, nil
 }

@@ -45,13 +45,13 @@ func TestReadPassIsTheSeparateReads(t *testing.T) {
 	latest, _, err := testDB.AppendVerdict(ctx, tn.ID, v)
 	require.NoError(t, err)
 
-	queries := []commitlayer.ActionQuery{
+	queries := []ActionQuery{
 		{Contract: "refund_customer", Subject: "order:o1", From: t0, To: t0.Add(72 * time.Hour), ExcludeID: "act_1"},
 		{Contract: "refund_customer", Agent: "agent-1", From: t0.Add(-time.Hour), To: t0.Add(time.Hour), ExcludeID: "act_1"},
 		{Contract: "refund_customer", ExcludeID: "act_1"}, // both ends open
 		{Contract: "other", ExcludeID: "act_1"},
 	}
-	got, err := testDB.ReadPass(ctx, tn.ID, commitlayer.PassReadRequest{ActionID: "act_1", Subject: "order:o1", Actions: queries})
+	got, err := testDB.ReadPass(ctx, tn.ID, PassReadRequest{ActionID: "act_1", Subject: "order:o1", Actions: queries})
 	require.NoError(t, err)
 
 	facts, err := testDB.FactsAbout(ctx, tn.ID, []commitlayer.Subject{"order:o1"})
@@ -75,14 +75,14 @@ func TestReadPassIsTheSeparateReads(t *testing.T) {
 	require.Equal(t, latest, *got.Latest)
 
 	// An action with no verdict, on a subject with no facts.
-	got, err = testDB.ReadPass(ctx, tn.ID, commitlayer.PassReadRequest{ActionID: "act_3", Subject: "order:o2"})
+	got, err = testDB.ReadPass(ctx, tn.ID, PassReadRequest{ActionID: "act_3", Subject: "order:o2"})
 	require.NoError(t, err)
 	require.Empty(t, got.Facts)
 	require.Empty(t, got.Actions)
 	require.Nil(t, got.Latest)
 
-	_, err = testDB.ReadPass(ctx, tn.ID, commitlayer.PassReadRequest{ActionID: "act_1", Subject: "order:o1",
-		Actions: []commitlayer.ActionQuery{{Contract: "refund_customer", From: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}})
+	_, err = testDB.ReadPass(ctx, tn.ID, PassReadRequest{ActionID: "act_1", Subject: "order:o1",
+		Actions: []ActionQuery{{Contract: "refund_customer", From: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}})
 	require.ErrorIs(t, err, commitlayer.ErrInvalid)
 }
 
@@ -98,14 +98,14 @@ func TestAppendVerdictOver(t *testing.T) {
 	require.NoError(t, err)
 
 	pass := mkVerdict("act_1", commitlayer.StatusPass, t0)
-	v1, appended, err := testDB.AppendVerdictOver(ctx, tn.ID, pass, nil)
+	v1, appended, err := testDB.AppendVerdictOver(ctx, tn.ID, pass, nil, 0)
 	require.NoError(t, err)
 	require.True(t, appended)
 	require.Equal(t, 1, v1.Version)
 
 	again := pass
 	again.EvaluatedAt = t0.Add(time.Second)
-	got, appended, err := testDB.AppendVerdictOver(ctx, tn.ID, again, &v1)
+	got, appended, err := testDB.AppendVerdictOver(ctx, tn.ID, again, &v1, 0)
 	require.NoError(t, err)
 	require.False(t, appended, "the same answer as the verdict read")
 	require.Equal(t, v1, got)
@@ -115,27 +115,27 @@ func TestAppendVerdictOver(t *testing.T) {
 	fail := mkVerdict("act_1", commitlayer.StatusFail, t0.Add(time.Minute))
 	v2, _, err := testDB.AppendVerdict(ctx, tn.ID, fail)
 	require.NoError(t, err)
-	got, appended, err = testDB.AppendVerdictOver(ctx, tn.ID, mkVerdict("act_1", commitlayer.StatusUnknown, t0), &v1)
+	got, appended, err = testDB.AppendVerdictOver(ctx, tn.ID, mkVerdict("act_1", commitlayer.StatusUnknown, t0), &v1, 0)
 	require.NoError(t, err)
 	require.True(t, appended)
 	require.Equal(t, 3, got.Version)
 	// Read v2 (FAIL) and found FAIL again while v3 (UNKNOWN) was stored: the
 	// pass's answer is the verdict it read, no news, and v3 (a later
 	// read's) stands.
-	got, appended, err = testDB.AppendVerdictOver(ctx, tn.ID, fail, &v2)
+	got, appended, err = testDB.AppendVerdictOver(ctx, tn.ID, fail, &v2, 0)
 	require.NoError(t, err)
 	require.False(t, appended)
 	require.Equal(t, v2, got)
 	// Read v3, found FAIL: stored as v4.
 	v3, err := testDB.LatestVerdict(ctx, tn.ID, "act_1")
 	require.NoError(t, err)
-	got, appended, err = testDB.AppendVerdictOver(ctx, tn.ID, fail, &v3)
+	got, appended, err = testDB.AppendVerdictOver(ctx, tn.ID, fail, &v3, 0)
 	require.NoError(t, err)
 	require.True(t, appended)
 	require.Equal(t, 4, got.Version)
 	// Read nothing, yet the action has verdicts: the first round's
 	// version 1 is taken, and the latest (v4, FAIL) says the same.
-	got, appended, err = testDB.AppendVerdictOver(ctx, tn.ID, fail, nil)
+	got, appended, err = testDB.AppendVerdictOver(ctx, tn.ID, fail, nil, 0)
 	require.NoError(t, err)
 	require.False(t, appended)
 	require.Equal(t, 4, got.Version)
@@ -144,6 +144,6 @@ func TestAppendVerdictOver(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, hist, 4)
 
-	_, _, err = testDB.AppendVerdictOver(ctx, tn.ID, mkVerdict("act_missing", commitlayer.StatusPass, t0), nil)
+	_, _, err = testDB.AppendVerdictOver(ctx, tn.ID, mkVerdict("act_missing", commitlayer.StatusPass, t0), nil, 0)
 	require.ErrorIs(t, err, commitlayer.ErrNotFound)
 }

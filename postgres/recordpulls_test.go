@@ -30,7 +30,7 @@ func TestRecordPulls(t *testing.T) {
 	require.NoError(t, testDB.RecordPullError(ctx, tn.ID, ord.ID, "timeout", t0))
 	at := t0.Add(time.Minute)
 
-	res, err := testDB.RecordPulls(ctx, tn.ID, []commitlayer.PulledPage{
+	res, err := testDB.RecordPulls(ctx, tn.ID, "", []PulledPage{
 		{ConnectorID: pay.ID, Cursor: "2", Facts: []commitlayer.Fact{
 			mkFact("payments", "refund_created", "order:o1", "payments-1", t0, nil),
 			mkFact("payments", "refund_created", "order:o2", "payments-2", t0, nil, "ticket:t1"),
@@ -41,12 +41,13 @@ func TestRecordPulls(t *testing.T) {
 		{ConnectorID: crm.ID, Cursor: "3"}, // only the cursor moves
 	}, at)
 	require.NoError(t, err)
-	require.NotZero(t, res.NotificationID)
 	require.Equal(t, 3, res.Inserted)
 	require.Zero(t, res.Duplicates)
 	require.Equal(t, []commitlayer.Subject{"order:o1", "order:o2", "ticket:t1"}, res.Subjects)
-	require.True(t, res.Digest.Linked)
-	require.Len(t, res.Digest.Kinds, 2)
+	ns := notices(t, testDB, tn.ID)
+	require.Len(t, ns, 1)
+	require.True(t, ns[0].Digest.Linked)
+	require.Len(t, ns[0].Digest.Kinds, 2)
 	n, err := testDB.PendingNotifications(ctx, tn.ID)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "one notice for the whole batch")
@@ -63,7 +64,7 @@ func TestRecordPulls(t *testing.T) {
 	require.Len(t, facts, 3)
 
 	// A page read again counts its duplicates.
-	res, err = testDB.RecordPulls(ctx, tn.ID, []commitlayer.PulledPage{
+	res, err = testDB.RecordPulls(ctx, tn.ID, "", []PulledPage{
 		{ConnectorID: pay.ID, Cursor: "3", Facts: []commitlayer.Fact{
 			mkFact("payments", "refund_created", "order:o2", "payments-2", t0, nil),
 			mkFact("payments", "refund_created", "order:o3", "payments-3", t0, nil),
@@ -75,19 +76,19 @@ func TestRecordPulls(t *testing.T) {
 	require.Equal(t, 1, res.Duplicates)
 
 	// All or nothing.
-	good := commitlayer.PulledPage{ConnectorID: pay.ID, Cursor: "9", Facts: []commitlayer.Fact{
+	good := PulledPage{ConnectorID: pay.ID, Cursor: "9", Facts: []commitlayer.Fact{
 		mkFact("payments", "refund_created", "order:o9", "payments-9", t0, nil)}}
 	for name, c := range map[string]struct {
-		bad  commitlayer.PulledPage
+		bad  PulledPage
 		want error
 	}{
-		"unknown connector":        {commitlayer.PulledPage{ConnectorID: "conn_missing", Cursor: "1"}, commitlayer.ErrNotFound},
-		"another tenant's":         {commitlayer.PulledPage{ConnectorID: foreign.ID, Cursor: "1"}, commitlayer.ErrNotFound},
-		"a fact of another source": {commitlayer.PulledPage{ConnectorID: ord.ID, Cursor: "6", Facts: []commitlayer.Fact{mkFact("crm", "x", "order:o9", "crm-9", t0, nil)}}, commitlayer.ErrInvalid},
-		"a connector given twice":  {commitlayer.PulledPage{ConnectorID: pay.ID, Cursor: "10"}, commitlayer.ErrInvalid},
-		"an invalid fact":          {commitlayer.PulledPage{ConnectorID: ord.ID, Cursor: "6", Facts: []commitlayer.Fact{mkFact("orders", "x", "no subject", "orders-6", t0, nil)}}, commitlayer.ErrInvalid},
+		"unknown connector":        {PulledPage{ConnectorID: "conn_missing", Cursor: "1"}, commitlayer.ErrNotFound},
+		"another tenant's":         {PulledPage{ConnectorID: foreign.ID, Cursor: "1"}, commitlayer.ErrNotFound},
+		"a fact of another source": {PulledPage{ConnectorID: ord.ID, Cursor: "6", Facts: []commitlayer.Fact{mkFact("crm", "x", "order:o9", "crm-9", t0, nil)}}, commitlayer.ErrInvalid},
+		"a connector given twice":  {PulledPage{ConnectorID: pay.ID, Cursor: "10"}, commitlayer.ErrInvalid},
+		"an invalid fact":          {PulledPage{ConnectorID: ord.ID, Cursor: "6", Facts: []commitlayer.Fact{mkFact("orders", "x", "no subject", "orders-6", t0, nil)}}, commitlayer.ErrInvalid},
 	} {
-		_, err := testDB.RecordPulls(ctx, tn.ID, []commitlayer.PulledPage{good, c.bad}, at.Add(2*time.Minute))
+		_, err := testDB.RecordPulls(ctx, tn.ID, "", []PulledPage{good, c.bad}, at.Add(2*time.Minute))
 		require.ErrorIs(t, err, c.want, name)
 		p, err := testDB.GetConnector(ctx, tn.ID, pay.ID)
 		require.NoError(t, err)
@@ -96,7 +97,7 @@ func TestRecordPulls(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, facts, name)
 	}
-	res, err = testDB.RecordPulls(ctx, tn.ID, nil, at)
+	res, err = testDB.RecordPulls(ctx, tn.ID, "", nil, at)
 	require.NoError(t, err)
 	require.Equal(t, commitlayer.InsertResult{}, res)
 }

@@ -52,7 +52,7 @@ func TestTimesOutOfRange(t *testing.T) {
 			return err
 		},
 		"RecordPull": func(at time.Time) error {
-			_, err := testDB.RecordPull(ctx, tn.ID, conn.ID, nil, "1", at)
+			_, err := recordPull(ctx, testDB, tn.ID, conn.ID, nil, "1", at)
 			return err
 		},
 		"RecordPullError": func(at time.Time) error { return testDB.RecordPullError(ctx, tn.ID, conn.ID, "x", at) },

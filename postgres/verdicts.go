@@ -19,56 +19,7 @@ import (
 // after another: one that loses a version to another compares with what
 // that one stored. An unknown action gives commitlayer.ErrNotFound.
 func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
-	return db.appendVerdict(ctx, tenantID, v)
-}
-
-// AppendFirstVerdict stores v as the action's first verdict (version 1)
-// when it has none yet, and reports whether it did; otherwise it leaves
-// the history as it is and returns its latest verdict. For an answer given
-// ahead of the verification (activities.EarlyPass), which must never
-// follow the verification's own: a provisional verdict after a final one
-// would undo its settlement. One statement: it takes the action's row lock
-// as AppendVerdict does, so the two queue behind each other.
-func (db *DB) AppendFirstVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
-	if err := checkVerdict(v); err != nil {
-		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: %w", v.ActionID, err)
-	}
-	out := v
-	out.Version = 1
-	var passUS *int64
-	if v.PassLatency > 0 {
-		us := v.PassLatency.Microseconds()
-		passUS = &us
-	}
-	body, err := json.Marshal(out)
-	if err != nil {
-		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: %w: %w", v.ActionID, commitlayer.ErrInvalid, err)
-	}
-	var inserted int
-	err = db.pool.QueryRow(ctx, `WITH locked AS (
-			SELECT 1 FROM actions WHERE tenant_id = $1 AND id = $2 FOR UPDATE
-		), ins AS (
-			INSERT INTO verdicts (tenant_id, action_id, version, status, provisional, body, evaluated_at, pass_us)
-			SELECT $1, $2, 1, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM locked)
-			ON CONFLICT DO NOTHING RETURNING 1
-		)
-		SELECT count(*) FROM ins`,
-		tenantID, v.ActionID, string(out.Status), out.Provisional, body, out.EvaluatedAt, passUS).Scan(&inserted)
-	if err != nil {
-		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: %w", v.ActionID, classify(err))
-	}
-	if inserted == 1 {
-		return out, true, nil
-	}
-	// The action has a verdict, or there is no such action.
-	latest, err := latestVerdict(ctx, db.pool, tenantID, v.ActionID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: action: %w", v.ActionID, commitlayer.ErrNotFound)
-	}
-	if err != nil {
-		return commitlayer.Verdict{}, false, fmt.Errorf("append first verdict for %q: %w", v.ActionID, classify(err))
-	}
-	return latest, false, nil
+	return db.appendVerdictFrom(ctx, tenantID, v, nil, 0)
 }
 
 // checkVerdict refuses a verdict the store cannot keep: no action id, an
@@ -90,31 +41,26 @@ func checkVerdict(v commitlayer.Verdict) error {
 // does. The result is AppendVerdict's, but for one case: an answer the
 // same as the verdict read is no news, returned with appended = false,
 // even when a version was stored after that read — the pass read its
-// facts beside that verdict, and a later version is a later read's. (One
-// verification's passes run one after another; the appends that can meet
-// them are an early pass's first verdict and a retried attempt's.)
-func (db *DB) AppendVerdictOver(ctx context.Context, tenantID string, v commitlayer.Verdict, latest *commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
+// facts beside that verdict, and a later version is a later read's (a
+// retried attempt's). took is how long the pass took up to here, kept
+// with a new version (the pass_us column).
+func (db *DB) AppendVerdictOver(ctx context.Context, tenantID string, v commitlayer.Verdict, latest *commitlayer.Verdict, took time.Duration) (commitlayer.Verdict, bool, error) {
 	if latest == nil {
 		latest = &commitlayer.Verdict{} // version 0: the insert takes version 1
 	}
-	return db.appendVerdictFrom(ctx, tenantID, v, latest)
-}
-
-func (db *DB) appendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
-	return db.appendVerdictFrom(ctx, tenantID, v, nil)
+	return db.appendVerdictFrom(ctx, tenantID, v, latest, took)
 }
 
 // appendVerdictFrom runs AppendVerdict's rounds; known, when not nil, is
 // the latest verdict as the caller read it (Version 0: none), the first
 // round's instead of a read.
-func (db *DB) appendVerdictFrom(ctx context.Context, tenantID string, v commitlayer.Verdict, known *commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
+func (db *DB) appendVerdictFrom(ctx context.Context, tenantID string, v commitlayer.Verdict, known *commitlayer.Verdict, took time.Duration) (commitlayer.Verdict, bool, error) {
 	if err := checkVerdict(v); err != nil {
 		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, err)
 	}
 	// Optimistic, one round trip per step: read the latest verdict; when it
 	// says the same, that is the answer; otherwise insert the next version
-	// under the action's row lock (as AppendFirstVerdict takes it, so the
-	// two queue), which the primary key refuses when another append took
+	// under the action's row lock, which the primary key refuses when another append took
 	// that version first — then read again. A pass that changes nothing
 	// costs one statement, one that changes the verdict two (a transaction
 	// of lock, read and insert took five).
@@ -143,9 +89,8 @@ func (db *DB) appendVerdictFrom(ctx context.Context, tenantID string, v commitla
 		out.Version = latest.Version + 1
 		// A measured pass also counts the time spent here up to the insert.
 		var passUS *int64
-		if v.PassLatency > 0 {
-			out.PassLatency = v.PassLatency + time.Since(began)
-			us := out.PassLatency.Microseconds()
+		if took > 0 {
+			us := (took + time.Since(began)).Microseconds()
 			passUS = &us
 		}
 		body, err := json.Marshal(out)
@@ -192,7 +137,7 @@ func (db *DB) LatestVerdict(ctx context.Context, tenantID, actionID string) (com
 	return v, nil
 }
 
-const latestVerdictSQL = `SELECT version, body, pass_us FROM verdicts WHERE tenant_id = $1 AND action_id = $2
+const latestVerdictSQL = `SELECT version, body FROM verdicts WHERE tenant_id = $1 AND action_id = $2
 		ORDER BY version DESC LIMIT 1`
 
 // latestVerdict returns pgx.ErrNoRows when there is none.
@@ -207,7 +152,7 @@ func latestVerdict(ctx context.Context, q querier, tenantID, actionID string) (c
 // VerdictHistory returns every verdict of an action in version order; empty
 // when it has none.
 func (db *DB) VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error) {
-	rows, err := db.pool.Query(ctx, `SELECT version, body, pass_us FROM verdicts WHERE tenant_id = $1 AND action_id = $2
+	rows, err := db.pool.Query(ctx, `SELECT version, body FROM verdicts WHERE tenant_id = $1 AND action_id = $2
 		ORDER BY version`, tenantID, actionID)
 	if err != nil {
 		return nil, fmt.Errorf("verdict history of %q: %w", actionID, classify(err))
@@ -219,27 +164,16 @@ func (db *DB) VerdictHistory(ctx context.Context, tenantID, actionID string) ([]
 	return vs, nil
 }
 
-// LatestVerdicts returns the latest verdict of each of actionIDs that has
-// one, keyed by action id.
-func (db *DB) LatestVerdicts(ctx context.Context, tenantID string, actionIDs []string) (map[string]commitlayer.Verdict, error) {
-	out := make(map[string]commitlayer.Verdict, len(actionIDs))
-	if len(actionIDs) == 0 {
-		return out, nil
-	}
-	rows, err := db.pool.Query(ctx, `SELECT DISTINCT ON (action_id) version, body, pass_us FROM verdicts
-		WHERE tenant_id = $1 AND action_id = ANY($2::text[])
-		ORDER BY action_id, version DESC`, tenantID, actionIDs)
-	if err != nil {
-		return nil, fmt.Errorf("latest verdicts: %w", classify(err))
-	}
-	vs, err := pgx.CollectRows(rows, scanVerdict)
-	if err != nil {
-		return nil, fmt.Errorf("latest verdicts: %w", classify(err))
-	}
-	for _, v := range vs {
-		out[v.ActionID] = v
-	}
-	return out, nil
+// VerdictHead is what is known of an action's latest verdict without its
+// body's findings: enough to tell whether the verdict is final for its
+// contract version with every source available (the wake screen's
+// precondition), read without decoding the verdict.
+type VerdictHead struct {
+	Version         int
+	Provisional     bool
+	ContractVersion int
+	// Unavailable counts the verdict's unavailable sources.
+	Unavailable int
 }
 
 // LatestVerdictHeads returns the head of the latest verdict of each of
@@ -248,8 +182,8 @@ func (db *DB) LatestVerdicts(ctx context.Context, tenantID string, actionIDs []s
 // the server. A caller that needs only those (the wake screen, for the
 // verifications the new facts cannot change) spares the transfer and
 // decoding of every verdict's findings.
-func (db *DB) LatestVerdictHeads(ctx context.Context, tenantID string, actionIDs []string) (map[string]commitlayer.VerdictHead, error) {
-	out := make(map[string]commitlayer.VerdictHead, len(actionIDs))
+func (db *DB) LatestVerdictHeads(ctx context.Context, tenantID string, actionIDs []string) (map[string]VerdictHead, error) {
+	out := make(map[string]VerdictHead, len(actionIDs))
 	if len(actionIDs) == 0 {
 		return out, nil
 	}
@@ -264,7 +198,7 @@ func (db *DB) LatestVerdictHeads(ctx context.Context, tenantID string, actionIDs
 	}
 	var (
 		id string
-		h  commitlayer.VerdictHead
+		h  VerdictHead
 	)
 	if _, err := pgx.ForEachRow(rows, []any{&id, &h.Version, &h.Provisional, &h.ContractVersion, &h.Unavailable}, func() error {
 		out[id] = h
@@ -309,18 +243,14 @@ func scanVerdict(row pgx.CollectableRow) (commitlayer.Verdict, error) {
 		v       commitlayer.Verdict
 		version int
 		body    []byte
-		passUS  *int64
 	)
-	if err := row.Scan(&version, &body, &passUS); err != nil {
+	if err := row.Scan(&version, &body); err != nil {
 		return v, err
 	}
 	if err := json.Unmarshal(body, &v); err != nil {
 		return v, fmt.Errorf("decode verdict: %w", classify(err))
 	}
 	v.Version = version
-	if passUS != nil {
-		v.PassLatency = time.Duration(*passUS) * time.Microsecond
-	}
 	v.EvaluatedAt = v.EvaluatedAt.UTC()
 	v.SettlesAt = v.SettlesAt.UTC()
 	return v, nil

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -175,34 +174,6 @@ func TestAppendVerdictRacingChanges(t *testing.T) {
 	}
 }
 
-func TestLatestVerdicts(t *testing.T) {
-	testDB := testStore(t)
-	ctx := context.Background()
-	tn := newTenant(t)
-	for _, id := range []string{"a1", "a2", "a3"} {
-		_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction(id, "order:o1", t0), t0, t0, "", nil)
-		require.NoError(t, err)
-	}
-	_, _, err := testDB.AppendVerdict(ctx, tn.ID, mkVerdict("a1", commitlayer.StatusUnknown, t0))
-	require.NoError(t, err)
-	_, _, err = testDB.AppendVerdict(ctx, tn.ID, mkVerdict("a1", commitlayer.StatusPass, t0))
-	require.NoError(t, err)
-	_, _, err = testDB.AppendVerdict(ctx, tn.ID, mkVerdict("a2", commitlayer.StatusFail, t0))
-	require.NoError(t, err)
-
-	got, err := testDB.LatestVerdicts(ctx, tn.ID, []string{"a1", "a2", "a3", "nope"})
-	require.NoError(t, err)
-	require.Len(t, got, 2)
-	require.Equal(t, commitlayer.StatusPass, got["a1"].Status)
-	require.Equal(t, 2, got["a1"].Version)
-	require.Equal(t, commitlayer.StatusFail, got["a2"].Status)
-	require.Equal(t, 1, got["a2"].Version)
-
-	got, err = testDB.LatestVerdicts(ctx, tn.ID, nil)
-	require.NoError(t, err)
-	require.Empty(t, got)
-}
-
 // TestLatestVerdictHeads: each action's latest verdict's head, read in the
 // server, says what its whole verdict says: version, provisional flag,
 // contract version (zero when the verdict names none) and the count of
@@ -233,19 +204,18 @@ func TestLatestVerdictHeads(t *testing.T) {
 	ids := []string{"a1", "a2", "a3", "a4", "a5", "nope"}
 	got, err := testDB.LatestVerdictHeads(ctx, tn.ID, ids)
 	require.NoError(t, err)
-	require.Equal(t, map[string]commitlayer.VerdictHead{
+	require.Equal(t, map[string]VerdictHead{
 		"a1": {Version: 2, ContractVersion: 3},
 		"a2": {Version: 1, ContractVersion: 1, Unavailable: 2},
 		"a3": {Version: 1, Provisional: true},
 		"a4": {Version: 1, Provisional: true, ContractVersion: 1},
 	}, got)
 	// The same as the whole verdicts say.
-	whole, err := testDB.LatestVerdicts(ctx, tn.ID, ids)
-	require.NoError(t, err)
-	require.Len(t, whole, len(got))
-	for id, v := range whole {
-		require.Equal(t, commitlayer.VerdictHead{Version: v.Version, Provisional: v.Provisional,
-			ContractVersion: v.ContractVersion, Unavailable: len(v.UnavailableSources)}, got[id], id)
+	for id, h := range got {
+		v, err := testDB.LatestVerdict(ctx, tn.ID, id)
+		require.NoError(t, err)
+		require.Equal(t, VerdictHead{Version: v.Version, Provisional: v.Provisional,
+			ContractVersion: v.ContractVersion, Unavailable: len(v.UnavailableSources)}, h, id)
 	}
 	got, err = testDB.LatestVerdictHeads(ctx, newTenant(t).ID, ids)
 	require.NoError(t, err)
@@ -286,114 +256,4 @@ func TestVerdictStages(t *testing.T) {
 	got, err = testDB.VerdictStages(ctx, tn.ID, nil)
 	require.NoError(t, err)
 	require.Empty(t, got)
-}
-
-// TestAppendFirstVerdict stores a verdict only as an action's first: once
-// the action has one, whatever its answer, the history is left alone and
-// its latest verdict answers.
-func TestAppendFirstVerdict(t *testing.T) {
-	testDB := testStore(t)
-	ctx := context.Background()
-	tn := newTenant(t)
-	_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction("act_1", "order:o1", t0), t0, t0, "", nil)
-	require.NoError(t, err)
-	final := func(v commitlayer.Verdict) commitlayer.Verdict { v.Provisional = false; return v }
-	prov := func(v commitlayer.Verdict) commitlayer.Verdict { v.Provisional = true; return v }
-
-	first, appended, err := testDB.AppendFirstVerdict(ctx, tn.ID, prov(mkVerdict("act_1", commitlayer.StatusPass, t0)))
-	require.NoError(t, err)
-	require.True(t, appended)
-	require.Equal(t, 1, first.Version)
-
-	// Another answer: not stored; the first stands.
-	got, appended, err := testDB.AppendFirstVerdict(ctx, tn.ID, prov(mkVerdict("act_1", commitlayer.StatusFail, t0)))
-	require.NoError(t, err)
-	require.False(t, appended)
-	require.Equal(t, first.Version, got.Version)
-	require.Equal(t, commitlayer.StatusPass, got.Status)
-
-	// After the verification's own final verdict, a provisional one from
-	// ahead of it is never appended behind it.
-	last, appended, err := testDB.AppendVerdict(ctx, tn.ID, final(mkVerdict("act_1", commitlayer.StatusPass, t0)))
-	require.NoError(t, err)
-	require.True(t, appended)
-	got, appended, err = testDB.AppendFirstVerdict(ctx, tn.ID, prov(mkVerdict("act_1", commitlayer.StatusPass, t0)))
-	require.NoError(t, err)
-	require.False(t, appended)
-	require.Equal(t, last.Version, got.Version)
-	require.False(t, got.Provisional)
-	hist, err := testDB.VerdictHistory(ctx, tn.ID, "act_1")
-	require.NoError(t, err)
-	require.Len(t, hist, 2)
-
-	_, _, err = testDB.AppendFirstVerdict(ctx, tn.ID, prov(mkVerdict("act_missing", commitlayer.StatusPass, t0)))
-	require.ErrorIs(t, err, commitlayer.ErrNotFound)
-}
-
-// TestStartFailedDeletesTheEarlyVerdict: an action whose verification's
-// start is refused keeps no verdict (an early pass stored one beside the
-// start); an action marked started keeps its verdicts.
-func TestStartFailedDeletesTheEarlyVerdict(t *testing.T) {
-	testDB := testStore(t)
-	ctx := context.Background()
-	tn := newTenant(t)
-	for _, id := range []string{"act_refused", "act_ran"} {
-		_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction(id, "order:o1", t0), t0, t0, "", nil)
-		require.NoError(t, err)
-		v := mkVerdict(id, commitlayer.StatusPass, t0)
-		v.Provisional = true
-		_, appended, err := testDB.AppendFirstVerdict(ctx, tn.ID, v)
-		require.NoError(t, err)
-		require.True(t, appended)
-	}
-	marked, err := testDB.StartFailed(ctx, tn.ID, "act_refused", "refused")
-	require.NoError(t, err)
-	require.True(t, marked)
-	hist, err := testDB.VerdictHistory(ctx, tn.ID, "act_refused")
-	require.NoError(t, err)
-	require.Empty(t, hist)
-
-	_, err = testDB.Pool().Exec(ctx, `UPDATE actions SET verification_started_at = now() WHERE tenant_id = $1 AND id = 'act_ran'`, tn.ID)
-	require.NoError(t, err)
-	marked, err = testDB.StartFailed(ctx, tn.ID, "act_ran", "too late")
-	require.NoError(t, err)
-	require.False(t, marked)
-	hist, err = testDB.VerdictHistory(ctx, tn.ID, "act_ran")
-	require.NoError(t, err)
-	require.Len(t, hist, 1)
-}
-
-// TestAppendFirstVerdictBesideAppendVerdict races the early pass's insert
-// with the verification's own appends: neither fails, and the history is
-// one first verdict then the verification's changes, versions in a row.
-func TestAppendFirstVerdictBesideAppendVerdict(t *testing.T) {
-	testDB := testStore(t)
-	ctx := context.Background()
-	tn := newTenant(t)
-	for i := range 20 {
-		id := fmt.Sprintf("act_race_%d", i)
-		_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction(id, "order:o1", t0), t0, t0, "", nil)
-		require.NoError(t, err)
-		early := mkVerdict(id, commitlayer.StatusPass, t0)
-		early.Provisional = true
-		own := mkVerdict(id, commitlayer.StatusFail, t0)
-		own.Provisional = true
-		var (
-			wg         sync.WaitGroup
-			errA, errB error
-		)
-		wg.Go(func() { _, _, errA = testDB.AppendFirstVerdict(ctx, tn.ID, early) })
-		wg.Go(func() { _, _, errB = testDB.AppendVerdict(ctx, tn.ID, own) })
-		wg.Wait()
-		require.NoError(t, errA, id)
-		require.NoError(t, errB, id)
-		hist, err := testDB.VerdictHistory(ctx, tn.ID, id)
-		require.NoError(t, err)
-		require.NotEmpty(t, hist)
-		require.LessOrEqual(t, len(hist), 2)
-		for j, v := range hist {
-			require.Equal(t, j+1, v.Version, id)
-		}
-		require.Equal(t, commitlayer.StatusFail, hist[len(hist)-1].Status, "%s: the verification's answer is the latest", id)
-	}
 }

@@ -58,14 +58,7 @@ func (db *DB) ListWebhooks(ctx context.Context, tenantID string) ([]commitlayer.
 	return ws, nil
 }
 
-// HasWebhooks reports whether the tenant has any enabled webhook.
-func (db *DB) HasWebhooks(ctx context.Context, tenantID string) (bool, error) {
-	var has bool
-	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhooks WHERE tenant_id = $1 AND disabled_at IS NULL)`, tenantID).Scan(&has); err != nil {
-		return false, fmt.Errorf("has webhooks: %w", classify(err))
-	}
-	return has, nil
-}
+const hasWebhooksSQL = `SELECT EXISTS (SELECT 1 FROM webhooks WHERE tenant_id = $1 AND disabled_at IS NULL)`
 
 // GetWebhook returns one webhook, commitlayer.ErrNotFound if the tenant
 // has none by that id.

@@ -1,6 +1,8 @@
 // Package service holds CommitLayer's application services: the steps that
-// sit between an edge (the HTTP API, the sandbox harness, the activities)
-// and the store. Recording an action, listing orphan effects and loading a
+// sit between an edge (the HTTP API, the console, the OTLP ingest, the
+// sandbox harness) and the store and Temporal. Recording an action and
+// starting its verification, waiting for and re-checking its verdict,
+// delivering the notices of new facts, listing orphan effects and loading a
 // compiled contract each have one home here, so every caller gets the same
 // defaults, checks and errors.
 //
@@ -12,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/postgres"
 )
 
 // Error codes of the errors this package returns.
@@ -121,30 +125,51 @@ func (e *StaleContractError) Error() string {
 // Unwrap makes it ErrInvalid.
 func (e *StaleContractError) Unwrap() []error { return []error{commitlayer.ErrInvalid, e.Err} }
 
-// ActionStore is what recording actions and listing orphans need from the
-// store.
+// ActionStore is what recording and verifying actions need from the store
+// (*postgres.DB has it).
 type ActionStore interface {
 	ContractStore
 	CreateAction(ctx context.Context, tenantID string, a commitlayer.Action, settlesAt, watchUntil time.Time,
 		idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error)
+	LatestVerdict(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
 	FactsOfKinds(ctx context.Context, tenantID string, kinds []commitlayer.FactType, from, to time.Time) ([]commitlayer.Fact, error)
 	ActionsOfContract(ctx context.Context, tenantID, contractID string, since time.Time) ([]commitlayer.Action, error)
+	// What a start's bookkeeping and the notices' delivery read and write.
+	VerificationStarted(ctx context.Context, tenantID, actionID string) error
+	StartFailed(ctx context.Context, tenantID, actionID, reason string) (bool, error)
+	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
+	LinkedSubjects(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Subject, error)
+	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]commitlayer.ActionRecord, error)
+	LatestVerdictHeads(ctx context.Context, tenantID string, actionIDs []string) (map[string]postgres.VerdictHead, error)
+	// The reconciler's.
+	DeliverNotifications(ctx context.Context, limit int, deliver func(context.Context, postgres.Notice) error) (int, int, error)
+	PendingStarts(ctx context.Context, olderThan time.Duration, limit int) ([]commitlayer.ActionRecord, error)
+	StartDeferred(ctx context.Context, tenantID, actionID string, most time.Duration, reason string) (int, error)
 }
 
-// Actions records actions and lists orphan effects, for the API and the
-// sandbox harness alike.
+// Actions records actions and runs their verifications (verify.go), lists
+// orphan effects, and delivers the notices of new facts (reconcile.go): the
+// one home of all three for the API, the console, the OTLP ingest and the
+// sandbox harness.
 type Actions struct {
 	store     ActionStore
 	contracts *Contracts
 	now       func() time.Time
+	verifying
 }
 
-// NewActions returns the service. now defaults to time.Now.
-func NewActions(store ActionStore, cs *Contracts, now func() time.Time) *Actions {
+// NewActions returns the service. verifier may be nil (recording only: a
+// start is left pending); now defaults to time.Now; logger to
+// slog.Default().
+func NewActions(store ActionStore, cs *Contracts, verifier Verifier, now func() time.Time, logger *slog.Logger) *Actions {
 	if now == nil {
 		now = time.Now
 	}
-	return &Actions{store: store, contracts: cs, now: now}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Actions{store: store, contracts: cs, now: now,
+		verifying: verifying{verifier: verifier, logger: logger, bg: make(chan struct{}, maxBackground)}}
 }
 
 // Record records an action, without starting its verification:

@@ -24,8 +24,10 @@ effects:
     type: payout_sent
 `
 
-// memStore keeps contract versions and records actions in memory.
+// memStore keeps contract versions and records actions in memory; the
+// store methods it does not define panic (nil ActionStore).
 type memStore struct {
+	service.ActionStore
 	gets    int
 	created []commitlayer.Action
 }
@@ -100,7 +102,7 @@ func TestContractsErrors(t *testing.T) {
 func TestRecordPinsAndChecks(t *testing.T) {
 	st := &memStore{}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	acts := service.NewActions(st, service.NewContracts(st, 0), func() time.Time { return now })
+	acts := service.NewActions(st, service.NewContracts(st, 0), nil, func() time.Time { return now }, nil)
 	rec, created, err := acts.Record(context.Background(), "t", commitlayer.Action{Contract: "payout", Agent: "a",
 		Subject: "account:acc_1"}, "k", []byte("h"))
 	require.NoError(t, err)

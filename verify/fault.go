@@ -62,7 +62,7 @@ func classify(err error) fault {
 
 // StartRefusedError is a start Temporal refused for good: the action's
 // values cannot make a workflow (an agent longer than a search attribute
-// may be, say). Client.Start marks such an action's verification failed;
+// may be, say). the service marks such an action's verification failed;
 // Reason is safe to show its tenant.
 type StartRefusedError struct {
 	ActionID string

@@ -55,8 +55,8 @@ func (r *wakeRecorder) SignalWithStartWorkflow(_ context.Context, workflowID, si
 // run), carrying the start a verification of that action has, attached to
 // a running one rather than refused; a young one gets a plain signal (its
 // starter may not have started it yet); one whose start Temporal refused
-// gets nothing. A closed verification (the start refused as a duplicate)
-// is not an error.
+// A closed verification (the start refused as a duplicate) is not an
+// error.
 func TestNoticesWakeWhatMayBeAsleep(t *testing.T) {
 	now := time.Now()
 	d := workflows.Dormancy{MinWait: time.Hour, MinAge: 2 * time.Minute}
@@ -65,12 +65,10 @@ func TestNoticesWakeWhatMayBeAsleep(t *testing.T) {
 			CreatedAt: now.Add(-age), SettlesAt: now.Add(-age + time.Minute), WatchUntil: now.Add(-age + 72*time.Hour)}
 	}
 	old, young, edge := rec("act_old", time.Hour), rec("act_young", 10*time.Second), rec("act_edge", d.WakeByStart()+time.Second)
-	refused := rec("act_refused", time.Hour)
-	refused.VerificationFailedAt = now.Add(-time.Hour)
 	r := &wakeRecorder{started: map[string]client.StartWorkflowOptions{}, inputs: map[string]workflows.VerifyActionInput{}}
-	vc := &verify.Client{Temporal: r, Store: noStore{watched: []commitlayer.ActionRecord{old, young, edge, refused}},
-		TaskQueue: "tq", StoreID: "db_1", Dormancy: d}
-	require.NoError(t, vc.FactsArrived(context.Background(), "t_1", []commitlayer.Subject{"account:a_1"}, nil))
+	vc := &verify.Client{Temporal: r, TaskQueue: "tq", StoreID: "db_1", Dormancy: d}
+	all := []commitlayer.ActionRecord{old, young, edge}
+	require.NoError(t, vc.Signal(context.Background(), "t_1", all))
 
 	require.Equal(t, []string{workflows.VerifyWorkflowID("t_1", "act_young")}, r.plain)
 	require.Len(t, r.started, 2)
@@ -90,18 +88,18 @@ func TestNoticesWakeWhatMayBeAsleep(t *testing.T) {
 
 	// Closed: Temporal refuses the start as a duplicate; the notice is done.
 	r.swsErr = serviceerror.NewWorkflowExecutionAlreadyStarted("closed", "", "")
-	require.NoError(t, vc.FactsArrived(context.Background(), "t_1", []commitlayer.Subject{"account:a_1"}, nil))
+	require.NoError(t, vc.Signal(context.Background(), "t_1", all))
 	// Temporal away: the notice fails (the outbox keeps it).
 	r.swsErr = serviceerror.NewUnavailable("away")
-	require.Error(t, vc.FactsArrived(context.Background(), "t_1", []commitlayer.Subject{"account:a_1"}, nil))
+	require.Error(t, vc.Signal(context.Background(), "t_1", all))
 }
 
 // Without dormancy every notice is a plain signal, whatever the age.
 func TestNoticesWithoutDormancyArePlainSignals(t *testing.T) {
 	old := commitlayer.ActionRecord{Action: commitlayer.Action{ID: "act_old"}, CreatedAt: time.Now().Add(-time.Hour)}
 	r := &wakeRecorder{started: map[string]client.StartWorkflowOptions{}, inputs: map[string]workflows.VerifyActionInput{}}
-	vc := &verify.Client{Temporal: r, Store: noStore{watched: []commitlayer.ActionRecord{old}}}
-	require.NoError(t, vc.FactsArrived(context.Background(), "t_1", []commitlayer.Subject{"account:a_1"}, nil))
+	vc := &verify.Client{Temporal: r}
+	require.NoError(t, vc.Signal(context.Background(), "t_1", []commitlayer.ActionRecord{old}))
 	require.Equal(t, []string{workflows.VerifyWorkflowID("t_1", "act_old")}, r.plain)
 	require.Empty(t, r.started)
 }

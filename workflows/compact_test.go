@@ -10,10 +10,22 @@ import (
 	"github.com/commitlayer/commitlayer/activities"
 )
 
-// pass is activities.Pass's own composition over the scripted pull and
+// pass composes the scripted pull and evaluation as activities.Pass does:
+// the pull first when asked, its unreachable sources handed to the
 // evaluation.
 func (w *world) pass(ctx context.Context, in activities.PassInput) (activities.PassResult, error) {
-	return activities.PassWith(ctx, in, w.extract, w.evaluate)
+	var out activities.PassResult
+	if in.Pull {
+		ex, err := w.extract(ctx, in.Extract)
+		if err != nil {
+			return out, err
+		}
+		out.Pulled, out.Unreachable, out.PulledAt = true, ex.Unreachable, ex.StartedAt
+		in.Evaluate.Unreachable = ex.Unreachable
+	}
+	ev, err := w.evaluate(ctx, in.Evaluate)
+	out.Evaluate = ev
+	return out, err
 }
 
 // TestVerifyOldPathStillRuns: a run that recorded no compact-history marker (started

@@ -97,7 +97,7 @@ type Main struct {
 	API *api.Server
 	// Reconciler starts pending verifications and delivers pending notices
 	// of facts, in the background while the process runs.
-	Reconciler *verify.Reconciler
+	Reconciler *service.Reconciler
 
 	stopReconciler func()
 	reconcilerDone chan struct{}
@@ -136,37 +136,23 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		return err
 	}
 	m.Verifier = &verify.Client{
-		Temporal: m.Temporal, Store: m.DB, TaskQueue: m.Config.TaskQueue,
-		PollInterval: m.Config.PollInterval, Logger: m.Logger, StoreID: storeID,
-		BackgroundStarts: 64, // the reconciler below finishes what a crash cuts short
-		SignalWindow:     m.Config.SignalWindow, SignalRate: m.Config.SignalRate,
-		Dormancy: m.Config.Dormancy,
+		Temporal: m.Temporal, TaskQueue: m.Config.TaskQueue, PollInterval: m.Config.PollInterval,
+		StoreID: storeID, Dormancy: m.Config.Dormancy,
 	}
 	m.Contracts = service.NewContracts(m.DB, 0)
-	// What this process evaluates itself, outside any worker: the early
-	// pass and the screen below.
-	inProcess := &activities.Activities{Store: m.DB, Contracts: m.Contracts, Logger: m.Logger}
-	// A new action's first pass runs while Temporal persists its
-	// verification's start, for a tenant without connectors
-	// (activities.EarlyPass): the POST's answer finds its verdict stored.
-	m.Verifier.EarlyPass = func(ctx context.Context, tenantID, actionID string) error {
-		_, err := inProcess.EarlyPass(ctx, tenantID, actionID, storeID)
-		return err
-	}
-	if !m.Config.NoScreen {
-		// New facts wake only the watching verifications whose verdict
-		// they change (activities.Screen), evaluated in this process.
-		m.Verifier.Screen = &activities.Screen{Activities: inProcess, Store: m.DB}
-	}
-	// What was accepted while Temporal was away is finished by the
-	// reconciler: every API and worker process runs one.
-	m.Reconciler = verify.NewReconciler(m.Verifier, m.DB, m.Logger.With("component", "reconciler"))
+	m.Actions = service.NewActions(m.DB, m.Contracts, m.Verifier, nil, m.Logger)
+	// What was accepted while Temporal was away, and the notices of new
+	// facts, are finished by the reconciler: every API and worker process
+	// runs one, woken by the notices' inserts.
+	m.Reconciler = service.NewReconciler(m.Actions)
 	rctx, stopReconciler := context.WithCancel(context.WithoutCancel(ctx))
 	m.stopReconciler = stopReconciler
 	m.reconcilerDone = make(chan struct{})
 	go func() {
 		defer close(m.reconcilerDone)
-		m.Reconciler.Run(rctx)
+		m.Reconciler.Run(rctx, func(ctx context.Context, wake func()) {
+			m.DB.Listen(ctx, wake, m.Logger.With("component", "reconciler"))
+		})
 	}()
 	box, err := secrets.FromEnv(os.Getenv)
 	switch {
@@ -182,7 +168,6 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 	}
 	gopts.Timeout = connectorTimeout
 	m.Guard = netguard.New(gopts)
-	m.Actions = service.NewActions(m.DB, m.Contracts, nil)
 	var mounts []api.Mount
 	var docs [][]byte
 	if roles.Benchmark || roles.BenchmarkWorker {
@@ -197,17 +182,17 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 		mounts, docs = routes.Mounts(), [][]byte{benchapi.OpenAPI}
 	}
 	m.API = api.New(api.Config{
-		Store:         m.DB,
-		Verifier:      m.apiVerifier(roles),
-		AdminKey:      m.Config.AdminKey,
-		Logger:        m.Logger,
-		Registry:      m.Registry,
-		Contracts:     m.Contracts,
-		Reconciler:    m.Reconciler,
-		Secrets:       m.Secrets,
-		Guard:         m.Guard,
-		MaxFutureSkew: m.Config.MaxFutureSkew,
-		Metrics:       m.Config.metricsMode(),
+		Store:          m.DB,
+		Actions:        m.apiActions(roles),
+		TemporalHealth: m.Verifier.CheckHealth,
+		AdminKey:       m.Config.AdminKey,
+		Logger:         m.Logger,
+		Registry:       m.Registry,
+		Contracts:      m.Contracts,
+		Secrets:        m.Secrets,
+		Guard:          m.Guard,
+		MaxFutureSkew:  m.Config.MaxFutureSkew,
+		Metrics:        m.Config.metricsMode(),
 		// The benchmark's admin routes, with the Benchmark role.
 		Mounts:           mounts,
 		OpenAPIFragments: docs,
@@ -333,7 +318,6 @@ func (m *Main) makeCurrent(ctx context.Context, d worker.Deployment, identity st
 func (m *Main) startProductWorker() error {
 	m.Activities = &activities.Activities{
 		Store:  m.DB,
-		Notify: m.Verifier,
 		Logger: m.Logger,
 		// Production pulls go through the address guard: no loopback,
 		// private, link-local or metadata address, at dial time and on
@@ -390,7 +374,6 @@ func (m *Main) startBenchmarkWorkers() error {
 	// scenario's extractor chaos.
 	m.BenchActivities = &activities.Activities{
 		Store:      m.DB,
-		Notify:     m.Verifier,
 		Logger:     m.Logger,
 		HTTPClient: host.ExtractClient(),
 		Contracts:  m.Contracts,

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/internal/proccpu"
 	"github.com/commitlayer/commitlayer/worker"
@@ -351,14 +350,12 @@ func (b *benchmarker) verify(ctx context.Context, w io.Writer, n, conc int) erro
 	}
 	cpu := startCPU()
 	start := time.Now()
-	pullsBefore := activities.PassPullStats(b.m.Activities)
 	samples, err := b.closedLoop(ctx, n, conc, requestedAt)
 	if err != nil {
 		return err
 	}
 	wall := time.Since(start)
 	cpuLine := cpu.capture(wall)
-	pulls := activities.PassPullStats(b.m.Activities)
 	// The baseline, right after on the same server, worker and queue: a
 	// no-op workflow, start → complete, the same clients.
 	bstart := time.Now()
@@ -383,21 +380,8 @@ func (b *benchmarker) verify(ctx context.Context, w io.Writer, n, conc int) erro
 		pct(answered, 50), pct(answered, 99), pct(after, 50), pct(after, 99))
 	fmt.Fprintf(w, "  no-op workflow start → complete (baseline, same clients after): p50 %s  p99 %s  max %s\n", pct(noop, 50), pct(noop, 99), pct(noop, 100))
 	fmt.Fprintf(w, "  throughput %.1f verifications/s over %s; no-op %.1f/s\n", float64(n)/wall.Seconds(), wall.Round(time.Millisecond), float64(n)/bwall.Seconds())
-	fmt.Fprint(w, passPullsLine(pullsBefore, pulls))
 	fmt.Fprint(w, cpuLine)
 	return nil
-}
-
-// passPullsLine reports the pulls of the passes between two readings of
-// activities.PassPullStats: how many pulls the passes that wanted one cost.
-func passPullsLine(before, after activities.PullStats) string {
-	pulled, joined, skipped := after.Pulled-before.Pulled, after.Joined-before.Joined, after.Skipped-before.Skipped
-	passes := pulled + joined + skipped
-	if passes == 0 {
-		return ""
-	}
-	return fmt.Sprintf("  pulls per pulling pass %.2f: %d pulls for %d passes (%d joined one in flight or queued, %d skipped)\n",
-		float64(pulled)/float64(passes), pulled, passes, joined, skipped)
 }
 
 func (b *benchmarker) settle(ctx context.Context, w io.Writer, n, conc int, window time.Duration) error {

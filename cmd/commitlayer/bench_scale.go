@@ -179,9 +179,8 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	}()
 	requestedAt := time.Now().UTC().Add(-11 * time.Minute) // settled: provisional and final at once
 	perSubject := f.facts / f.subjects
-	fmt.Fprintf(w, "bench scale: %s, %s; sticky cache %d, signal window %s, signal rate %s, %s\n", b.workersDesc(), benchEnv(),
-		b.m.Config.StickyCacheSize, signalWindowDesc(b.m.Config.SignalWindow), signalRateDesc(b.m.Config.SignalRate),
-		dormancyDesc(b.m.Config.Dormancy))
+	fmt.Fprintf(w, "bench scale: %s, %s; sticky cache %d, %s\n", b.workersDesc(), benchEnv(),
+		b.m.Config.StickyCacheSize, dormancyDesc(b.m.Config.Dormancy))
 
 	// Start from a vacuumed store: an earlier run's deleted tenants leave
 	// their rows dead, and a server with autovacuum off (as on the
@@ -433,20 +432,6 @@ func (b *benchmarker) benchScale(ctx context.Context, w io.Writer, f scaleFlags)
 	return nil
 }
 
-func signalWindowDesc(d time.Duration) string {
-	if d <= 0 {
-		return "none"
-	}
-	return d.String()
-}
-
-func signalRateDesc(r float64) string {
-	if r <= 0 {
-		return "unbounded"
-	}
-	return strconv.FormatFloat(r, 'f', -1, 64) + "/s"
-}
-
 // benchScaleCmd is `commitlayer bench scale [flags]`.
 func benchScaleCmd(ctx context.Context, logger *slog.Logger, args []string, stdout, stderr io.Writer) int {
 	f, err := parseScaleFlags(args, stderr)
@@ -512,7 +497,6 @@ func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFla
 	runtime.ReadMemStats(&gc0)
 	cpu0 := cpuByRole()
 	ingestCPU := startCPU()
-	notices0 := b.m.Verifier.NoticeStats()
 	new0, conflict0, retried0 := b.m.DB.InsertStats()
 	ingestStart := time.Now()
 	lat, err := b.ingest(ctx, f, batches)
@@ -544,9 +528,6 @@ func (b *benchmarker) measureIngest(ctx context.Context, w io.Writer, f scaleFla
 	}
 	fmt.Fprintf(w, "    last POST → every notice of new facts delivered: %s%s; first POST → every notice delivered: %.0f facts/s\n",
 		drained.Round(time.Millisecond), drainCPU, facts/(wall+drained).Seconds())
-	notices := b.m.Verifier.NoticeStats()
-	fmt.Fprintf(w, "    this process sent %d facts-arrived signals (%d of them after their verification's window); %d more notices were coalesced into a signal still waiting; %d watching verifications the facts reached were screened (their verdict unchanged, not woken)\n",
-		notices.Sent-notices0.Sent, notices.Held-notices0.Held, notices.Coalesced-notices0.Coalesced, notices.Screened-notices0.Screened)
 	if prefix == "w" {
 		sig, err := b.signalsPerBurst(ctx, f, watchers, ingestStart)
 		if err != nil {

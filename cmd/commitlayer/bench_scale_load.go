@@ -21,6 +21,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/postgres"
 	"github.com/commitlayer/commitlayer/workflows"
+	"github.com/jackc/pgx/v5"
 )
 
 // tenantFacts yields n facts over subjects accounts account:<prefix>_<i>,
@@ -76,14 +77,17 @@ func (b *benchmarker) probe(ctx context.Context, n int, requestedAt time.Time) (
 		ids[i] = s.id
 		e2e = append(e2e, s.last.Sub(s.posted))
 	}
-	vs, err := b.m.DB.LatestVerdicts(ctx, b.tenant, ids)
+	rows, err := b.m.DB.Pool().Query(ctx, `SELECT DISTINCT ON (action_id) pass_us FROM verdicts
+		WHERE tenant_id = $1 AND action_id = ANY($2) AND pass_us IS NOT NULL ORDER BY action_id, version DESC`, b.tenant, ids)
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, id := range ids {
-		if d := vs[id].PassLatency; d > 0 {
-			pass = append(pass, d)
-		}
+	us, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, u := range us {
+		pass = append(pass, time.Duration(u)*time.Microsecond)
 	}
 	if len(pass) == 0 {
 		return nil, nil, errors.New("no verdict carries its pass latency")

@@ -3,10 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -74,16 +72,6 @@ type Config struct {
 	// (COMMITLAYER_STICKY_CACHE_SIZE, default worker.StickyCacheSizeFor the
 	// process's memory limit).
 	StickyCacheSize int
-	// SignalWindow is the least time between two facts-arrived signals to
-	// one verification (COMMITLAYER_SIGNAL_WINDOW, a Go duration, default
-	// none), SignalRate the most this process sends a second
-	// (COMMITLAYER_SIGNAL_RATE, default unbounded).
-	SignalWindow time.Duration
-	SignalRate   float64
-	// NoScreen wakes every watching verification new facts reach, even
-	// those the facts cannot change (COMMITLAYER_SCREEN_WAKES=off; default
-	// on: activities.Screen).
-	NoScreen bool
 	// Dormancy is what the verifications this process starts may sleep
 	// through outside the worker (COMMITLAYER_DORMANT_AFTER,
 	// COMMITLAYER_DORMANT_MIN_AGE; default workflows.DefaultDormancy).
@@ -180,18 +168,8 @@ func ConfigFromEnv(roles Roles) (Config, error) {
 	if cfg.FactRetention, err = factRetentionFromEnv(); err != nil {
 		return Config{}, err
 	}
-	if cfg.SignalWindow, cfg.SignalRate, err = signalPaceFromEnv(); err != nil {
-		return Config{}, err
-	}
 	if cfg.Dormancy, err = dormancyFromEnv(); err != nil {
 		return Config{}, err
-	}
-	switch v := strings.ToLower(strings.TrimSpace(os.Getenv("COMMITLAYER_SCREEN_WAKES"))); v {
-	case "", "on", "1", "true":
-	case "off", "0", "false":
-		cfg.NoScreen = true
-	default:
-		return Config{}, fmt.Errorf("COMMITLAYER_SCREEN_WAKES %q is not on or off", v)
 	}
 	if cfg.TrustedProxies, err = api.ParseProxies(os.Getenv("COMMITLAYER_TRUSTED_PROXIES")); err != nil {
 		return Config{}, fmt.Errorf("COMMITLAYER_TRUSTED_PROXIES: %w", err)
@@ -235,24 +213,6 @@ func (c *Config) defaultMakeCurrent() {
 	if strings.TrimSpace(os.Getenv("COMMITLAYER_MAKE_CURRENT")) == "" {
 		c.MakeCurrent = worker.CurrentAlways
 	}
-}
-
-// signalPaceFromEnv reads COMMITLAYER_SIGNAL_WINDOW and
-// COMMITLAYER_SIGNAL_RATE (unset: no window, no rate).
-func signalPaceFromEnv() (window time.Duration, perSecond float64, err error) {
-	if s := strings.TrimSpace(os.Getenv("COMMITLAYER_SIGNAL_WINDOW")); s != "" {
-		if window, err = time.ParseDuration(s); err != nil || window < 0 {
-			return 0, 0, fmt.Errorf("COMMITLAYER_SIGNAL_WINDOW %q is not a duration of 0 or more (e.g. 1s)", s)
-		}
-	}
-	if s := strings.TrimSpace(os.Getenv("COMMITLAYER_SIGNAL_RATE")); s != "" {
-		r, err := strconv.ParseFloat(s, 64)
-		if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
-			return 0, 0, fmt.Errorf("COMMITLAYER_SIGNAL_RATE %q is not a positive number of signals a second", s)
-		}
-		perSecond = r
-	}
-	return window, perSecond, nil
 }
 
 // minDormantAge is the least COMMITLAYER_DORMANT_MIN_AGE: a notice decided

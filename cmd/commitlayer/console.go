@@ -16,7 +16,7 @@ import (
 func (m *Main) apiHandler() (http.Handler, error) {
 	c, err := console.New(console.Config{
 		Store:      m.DB,
-		Verifier:   m.Verifier,
+		Verifier:   m.Actions,
 		Orphans:    m.Actions,
 		TemporalUI: consoleTemporalUI(m.Config),
 		Namespace:  m.Config.Temporal.Namespace,

@@ -102,30 +102,6 @@ func TestConfigMetrics(t *testing.T) {
 	require.ErrorContains(t, err, "COMMITLAYER_METRICS_ADMIN")
 }
 
-// TestConfigSignalPace: COMMITLAYER_SIGNAL_WINDOW and COMMITLAYER_SIGNAL_RATE
-// reach the verify client; bad values are refused by name.
-func TestConfigSignalPace(t *testing.T) {
-	cfg, err := ConfigFromEnv(Roles{Worker: true})
-	require.NoError(t, err)
-	require.Zero(t, cfg.SignalWindow, "unset: no window")
-	require.Zero(t, cfg.SignalRate)
-
-	t.Setenv("COMMITLAYER_SIGNAL_WINDOW", "250ms")
-	t.Setenv("COMMITLAYER_SIGNAL_RATE", "40")
-	cfg, err = ConfigFromEnv(Roles{Worker: true})
-	require.NoError(t, err)
-	require.Equal(t, 250*time.Millisecond, cfg.SignalWindow)
-	require.Equal(t, 40.0, cfg.SignalRate)
-
-	t.Setenv("COMMITLAYER_SIGNAL_WINDOW", "-1s")
-	_, err = ConfigFromEnv(Roles{Worker: true})
-	require.ErrorContains(t, err, "COMMITLAYER_SIGNAL_WINDOW")
-	t.Setenv("COMMITLAYER_SIGNAL_WINDOW", "")
-	t.Setenv("COMMITLAYER_SIGNAL_RATE", "fast")
-	_, err = ConfigFromEnv(Roles{Worker: true})
-	require.ErrorContains(t, err, "COMMITLAYER_SIGNAL_RATE")
-}
-
 // TestConfigDormancy: COMMITLAYER_DORMANT_AFTER and COMMITLAYER_DORMANT_MIN_AGE
 // reach the config (default workflows.DefaultDormancy; off turns it off);
 // bad values are refused by name.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/testenv"
+	"github.com/commitlayer/commitlayer/service"
 	"github.com/commitlayer/commitlayer/verify"
 )
 
@@ -128,9 +129,9 @@ func TestPoisonedStartAcrossAnOutage(t *testing.T) {
 	dead, err := client.NewLazyClient(client.Options{HostPort: closed, Namespace: testenv.Namespace()})
 	require.NoError(t, err)
 	t.Cleanup(dead.Close)
-	away := verify.NewReconciler(&verify.Client{Temporal: dead, Store: s.m.DB, TaskQueue: s.m.Config.TaskQueue},
-		s.m.DB, slog.New(slog.DiscardHandler))
-	away.StartAfter, away.StartTimeout = time.Millisecond, 500*time.Millisecond
+	away := service.NewReconciler(service.NewActions(s.m.DB, s.m.Contracts, &verify.Client{Temporal: dead, TaskQueue: s.m.Config.TaskQueue},
+		nil, slog.New(slog.DiscardHandler)))
+	away.StartAfter = time.Millisecond
 	time.Sleep(10 * time.Millisecond) // past StartAfter
 	for range 3 {
 		_, started := away.Round(t.Context())
@@ -143,7 +144,7 @@ func TestPoisonedStartAcrossAnOutage(t *testing.T) {
 	}
 
 	var logs syncBuffer
-	back := verify.NewReconciler(s.m.Verifier, s.m.DB, slog.New(slog.NewTextHandler(&logs, nil)))
+	back := service.NewReconciler(service.NewActions(s.m.DB, s.m.Contracts, s.m.Verifier, nil, slog.New(slog.NewTextHandler(&logs, nil))))
 	back.StartAfter = time.Millisecond
 	deadline := time.Now().Add(2 * time.Minute)
 	for !f.done() {

@@ -4,18 +4,18 @@ import (
 	"context"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/service"
 	"github.com/commitlayer/commitlayer/verify"
 )
 
 // scenarioVerifier is the API's verifier in a process that hosts sandbox
 // scenarios (`commitlayer sandbox`, `demo`, a benchmark worker serving the
 // API): an action recorded for the tenant of a scenario live here — by the
-// MCP gateway or the trace ingest on a -via run — is marked started and
-// left to its scenario, which starts its verification as its child beside
+// MCP gateway or the trace ingest on a -via run — is not started (the
+// service marks it started) but left to its scenario, which starts its verification as its child beside
 // the enterprise (connector pulls through the scenario's chaos, the final
 // verdict reported to it), as on the direct path. Every other action is
 // started as the product starts it.
@@ -24,12 +24,12 @@ type scenarioVerifier struct {
 	m *Main
 }
 
-var _ api.Verifier = scenarioVerifier{}
+var _ service.Verifier = scenarioVerifier{}
 
 func (v scenarioVerifier) Start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
 	if h := v.host(); h != nil {
 		if _, ok := h.ScenarioWorkflow(tenantID); ok {
-			return v.Client.Store.VerificationStarted(ctx, tenantID, a.ID)
+			return nil
 		}
 	}
 	return v.Client.Start(ctx, tenantID, a)
@@ -43,13 +43,14 @@ func (v scenarioVerifier) host() *harness.Host {
 	return v.m.Harness.Host
 }
 
-// apiVerifier is the verifier the process's API starts verifications
-// with: the product's, or scenarioVerifier where scenarios live.
-func (m *Main) apiVerifier(roles Roles) api.Verifier {
+// apiActions is the service the process's API records and starts
+// verifications with: the product's, or one starting through
+// scenarioVerifier where scenarios live.
+func (m *Main) apiActions(roles Roles) *service.Actions {
 	if roles.BenchmarkWorker {
-		return scenarioVerifier{Client: m.Verifier, m: m}
+		return service.NewActions(m.DB, m.Contracts, scenarioVerifier{Client: m.Verifier, m: m}, nil, m.Logger)
 	}
-	return m.Verifier
+	return m.Actions
 }
 
 // viaMains names the task action of each row of a via run (action id →

@@ -10,14 +10,14 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/api"
 	"github.com/commitlayer/commitlayer/client"
+	"github.com/commitlayer/commitlayer/service"
 	"github.com/commitlayer/commitlayer/verify"
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
-// The API waits through verify.Client.
-var _ api.Waiter = (*verify.Client)(nil)
+// The service waits through verify.Client.
+var _ service.Verifier = (*verify.Client)(nil)
 
 // TestWaitForVerdictOnDevServer gates on verdicts with POST
 // /v1/actions?wait= through the client package: the first answer carries

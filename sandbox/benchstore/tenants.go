@@ -3,6 +3,7 @@ package benchstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -72,4 +73,20 @@ func (s *Store) BenchmarkTenants(ctx context.Context, runID string) ([]commitlay
 		return nil, fmt.Errorf("benchmark tenants of %s: %w", runID, classify(err))
 	}
 	return out, nil
+}
+
+// PassLatency is how long the worker's pass that stored an action's verdict
+// version took (the product keeps it in the verdict's row, pass_us, for
+// measurements like the matrix's); zero when not measured.
+func (s *Store) PassLatency(ctx context.Context, tenantID, actionID string, version int) (time.Duration, error) {
+	var us *int64
+	err := s.pool.QueryRow(ctx, `SELECT pass_us FROM verdicts WHERE tenant_id = $1 AND action_id = $2 AND version = $3`,
+		tenantID, actionID, version).Scan(&us)
+	if err != nil {
+		return 0, fmt.Errorf("pass latency of %s version %d: %w", actionID, version, err)
+	}
+	if us == nil {
+		return 0, nil
+	}
+	return time.Duration(*us) * time.Microsecond, nil
 }

@@ -38,6 +38,7 @@ type Store interface {
 	GetBenchmarkRun(ctx context.Context, id string) (benchstore.Run, error)
 	UpdateBenchmarkRun(ctx context.Context, r benchstore.Run) error
 	VerificationStarted(ctx context.Context, tenantID, actionID string) error
+	PassLatency(ctx context.Context, tenantID, actionID string, version int) (time.Duration, error)
 }
 
 // Recorder records actions and lists orphans: service.Actions, the path
@@ -410,7 +411,11 @@ func (a *Activities) Score(ctx context.Context, in ScoreInput) (matrix.Row, erro
 	latency := float64(final.EvaluatedAt.Sub(rec.CreatedAt)) / float64(time.Millisecond)
 	row := report.BuildRow(l.Scenario, truth, stray, history[0], history[len(history)-1], len(history), subjects,
 		in.Claim, in.Calls, latency, l.ChaosLog())
-	row.PassLatencyMS = float64(final.PassLatency) / float64(time.Millisecond)
+	pass, err := a.Store.PassLatency(ctx, in.TenantID, in.ActionID, final.Version)
+	if err != nil {
+		return matrix.Row{}, err
+	}
+	row.PassLatencyMS = float64(pass) / float64(time.Millisecond)
 	a.amendRow(l, &row)
 	return row, nil
 }

@@ -34,7 +34,7 @@ func (noRecheck) Recheck(context.Context, string, string) (commitlayer.Verdict, 
 func TestActivitiesStepsOfOneScenario(t *testing.T) {
 	d := benchstoretest.Store(t)
 	acts := &harness.Activities{
-		Store: d, Recorder: service.NewActions(d, service.NewContracts(d, 0), nil), Rechecker: noRecheck{},
+		Store: d, Recorder: service.NewActions(d, service.NewContracts(d, 0), nil, nil, nil), Rechecker: noRecheck{},
 		Contracts: sbcontracts.FS, Dir: t.TempDir(), TaskQueue: "local-q", Host: &harness.Host{},
 	}
 	var suite testsuite.WorkflowTestSuite

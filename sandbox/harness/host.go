@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/commitlayer/commitlayer/activities"
 
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
 )
@@ -78,20 +77,27 @@ func (h *Host) ExtractTransport(tenantID string) http.RoundTripper {
 
 // ExtractClient is the HTTP client the benchmark's verifications pull their
 // tenants' connectors with (the sandbox's wiring of activities.Activities):
-// each request goes through the chaos transport of the scenario whose
-// tenant it pulls for (activities.PullTenant names it), others straight
-// to the network.
+// each request to a scenario's enterprise goes through that scenario's
+// chaos transport (every enterprise listens on an address of its own),
+// others straight to the network.
 func (h *Host) ExtractClient() *http.Client {
-	return &http.Client{Transport: tenantRouter{h}, Timeout: clientTimeout}
+	return &http.Client{Transport: enterpriseRouter{h}, Timeout: clientTimeout}
 }
 
-type tenantRouter struct{ h *Host }
+type enterpriseRouter struct{ h *Host }
 
-func (r tenantRouter) RoundTrip(req *http.Request) (*http.Response, error) {
-	if tenant, ok := activities.PullTenant(req.Context()); ok {
-		if rt := r.h.ExtractTransport(tenant); rt != nil {
-			return rt.RoundTrip(req)
+func (r enterpriseRouter) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.h.mu.Lock()
+	var rt http.RoundTripper
+	for _, l := range r.h.live {
+		if u, err := url.Parse(l.Env.Enterprise.URL()); err == nil && u.Host == req.URL.Host {
+			rt = l.ExtractChaos
+			break
 		}
+	}
+	r.h.mu.Unlock()
+	if rt != nil {
+		return rt.RoundTrip(req)
 	}
 	return http.DefaultTransport.RoundTrip(req)
 }

@@ -31,7 +31,7 @@ func TestModelAgentActivitiesAreIdempotent(t *testing.T) {
 	models := &harness.Models{}
 	defer models.Close()
 	acts := &harness.Activities{
-		Store: d, Recorder: service.NewActions(d, service.NewContracts(d, 0), nil), Rechecker: noRecheck{},
+		Store: d, Recorder: service.NewActions(d, service.NewContracts(d, 0), nil, nil, nil), Rechecker: noRecheck{},
 		Contracts: sbcontracts.FS, Dir: t.TempDir(), TaskQueue: "local-q", Host: &harness.Host{},
 		Models: models, AgentSteps: d,
 	}

@@ -1,4 +1,4 @@
-package commitlayer_test
+package contracts_test
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/contracts"
 )
 
 // TestDigestFacts: each kind once, in the order first met, with its
@@ -16,32 +17,32 @@ func TestDigestFacts(t *testing.T) {
 	f := func(source, typ, id string, off time.Duration, links ...commitlayer.Subject) commitlayer.Fact {
 		return commitlayer.Fact{Source: source, Type: typ, Subject: "order:o_1", ExternalID: id, OccurredAt: t0.Add(off), Links: links}
 	}
-	require.Nil(t, commitlayer.DigestFacts(nil))
-	d := commitlayer.DigestFacts([]commitlayer.Fact{
+	require.Nil(t, contracts.DigestFacts(nil))
+	d := contracts.DigestFacts([]commitlayer.Fact{
 		f("payments", "refund_created", "r1", time.Hour),
 		f("tickets", "note_added", "n1", 2*time.Hour),
 		f("payments", "refund_created", "r2", -time.Hour),
 		f("payments", "refund_created", "r3", 0),
 	})
 	require.False(t, d.Linked)
-	require.Equal(t, []commitlayer.KindSince{
+	require.Equal(t, []contracts.KindSince{
 		{FactType: commitlayer.FactType{Source: "payments", Type: "refund_created"}, Earliest: t0.Add(-time.Hour)},
 		{FactType: commitlayer.FactType{Source: "tickets", Type: "note_added"}, Earliest: t0.Add(2 * time.Hour)},
 	}, d.Kinds)
-	require.True(t, commitlayer.DigestFacts([]commitlayer.Fact{f("tickets", "note_added", "n", 0), f("tickets", "note_added", "l", 0, "ticket:t_1")}).Linked)
+	require.True(t, contracts.DigestFacts([]commitlayer.Fact{f("tickets", "note_added", "n", 0), f("tickets", "note_added", "l", 0, "ticket:t_1")}).Linked)
 }
 
 // TestFactsDigestJoin: the kinds of both, each once with the earlier time;
 // linked when either is; nil holds nothing; the operands stay.
 func TestFactsDigestJoin(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	k := func(typ string, off time.Duration) commitlayer.KindSince {
-		return commitlayer.KindSince{FactType: commitlayer.FactType{Source: "payments", Type: typ}, Earliest: t0.Add(off)}
+	k := func(typ string, off time.Duration) contracts.KindSince {
+		return contracts.KindSince{FactType: commitlayer.FactType{Source: "payments", Type: typ}, Earliest: t0.Add(off)}
 	}
-	a := &commitlayer.FactsDigest{Kinds: []commitlayer.KindSince{k("refund_created", time.Hour), k("charge_captured", 0)}}
-	b := &commitlayer.FactsDigest{Kinds: []commitlayer.KindSince{k("refund_created", -time.Hour), k("payout_sent", time.Minute)}, Linked: true}
-	require.Equal(t, &commitlayer.FactsDigest{Kinds: []commitlayer.KindSince{k("refund_created", -time.Hour), k("charge_captured", 0), k("payout_sent", time.Minute)}, Linked: true}, a.Join(b))
+	a := &contracts.Digest{Kinds: []contracts.KindSince{k("refund_created", time.Hour), k("charge_captured", 0)}}
+	b := &contracts.Digest{Kinds: []contracts.KindSince{k("refund_created", -time.Hour), k("payout_sent", time.Minute)}, Linked: true}
+	require.Equal(t, &contracts.Digest{Kinds: []contracts.KindSince{k("refund_created", -time.Hour), k("charge_captured", 0), k("payout_sent", time.Minute)}, Linked: true}, a.Join(b))
 	require.Equal(t, k("refund_created", time.Hour), a.Kinds[0], "a is left as it is")
-	require.Equal(t, a, (*commitlayer.FactsDigest)(nil).Join(a))
-	require.Equal(t, &commitlayer.FactsDigest{}, (*commitlayer.FactsDigest)(nil).Join(nil))
+	require.Equal(t, a, (*contracts.Digest)(nil).Join(a))
+	require.Equal(t, &contracts.Digest{}, (*contracts.Digest)(nil).Join(nil))
 }
