@@ -14,6 +14,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/otlpingest"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // MaxTracesBody bounds a POST /v1/traces body, before and after gzip.
@@ -101,19 +102,22 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	var rejected int64
 	var messages []string
 	counts := map[string]int{}
-	// An agent's retry of a failed call records as the call it retries
-	// (otlpingest.RetryChains), joined in the order the calls started.
+	// One recorder per request (service.ToolCalls): binding match, when
+	// the work began, the retry chain and the keys, over the calls in the
+	// order they started. A retry of a failed call is an attempt of its
+	// action; chains do not span requests.
 	slices.SortStableFunc(calls, func(a, b otlpingest.ToolCall) int { return a.Start.Compare(b.Start) })
-	chains := otlpingest.RetryChains{}
-	// An action's requested_at is when the agent began the work that led
-	// to its call (otlpingest.WorkStarts).
-	began := otlpingest.WorkStarts{}
+	recorder := service.NewToolCalls(2*len(calls)+1, 0)
+	actionOf := map[string]string{} // chain key → the action recorded for it in this request
 	for _, c := range calls {
-		at := began.Began(c)
-		recs, bound, err := otlpingest.Map(c, bindings)
-		if len(recs) > 0 {
-			began.Recorded(c)
+		if c.ArgsError != "" && bindings.Bound(c.Tool) {
+			recorder.Record(spanCall(c), nil) // its start still counts for the work of the next action
+			rejected++
+			counts[spanRejected]++
+			messages = append(messages, fmt.Sprintf("span %s of tool %s: %s %s", c.SpanID, commitlayer.Clip(c.Tool, 64), otlpingest.AttrToolArguments, c.ArgsError))
+			continue
 		}
+		recs, bound, err := recorder.Record(spanCall(c), bindings)
 		if !bound {
 			counts[spanUnbound]++
 			continue
@@ -124,10 +128,15 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 		}
 		created := false
 		for _, rec := range recs {
-			rec.Action.RequestedAt = at
-			rec = chains.Join(c, rec)
 			rctx, cancel := context.WithTimeout(r.Context(), recordTimeout)
-			stored, isNew, err := s.actions.Record(rctx, tenantID, rec.Action, rec.Key, rec.Hash)
+			var stored commitlayer.ActionRecord
+			var isNew bool
+			if id, ok := actionOf[rec.ChainKey]; ok && rec.Retry {
+				stored, isNew, err = s.actions.RecordAttempt(rctx, tenantID, id, rec.Key, service.Attempt{
+					Claim: rec.Action.Claim, Trace: rec.Entry, At: c.Start})
+			} else {
+				stored, isNew, err = s.actions.Record(rctx, tenantID, rec.Action, rec.ChainKey, rec.Hash)
+			}
 			cancel()
 			if err != nil {
 				msg, retry := recordFailure(err)
@@ -143,7 +152,14 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 				messages = append(messages, fmt.Sprintf("span %s, contract %s: %s", c.SpanID, rec.Action.Contract, msg))
 				continue
 			}
+			actionOf[rec.ChainKey] = stored.ID
 			created = created || isNew
+			if rec.Retry {
+				if isNew {
+					s.recheckAfter(r, tenantID, stored, waitParams{})
+				}
+				continue
+			}
 			startKey := tenantID + "\x00" + stored.ID
 			fresh := isNew || s.needsStart(r.Context(), tenantID, stored.ID, startKey)
 			s.startOrLeave(r, tenantID, stored, fresh, startKey)
@@ -175,6 +191,13 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	w.Header().Set("Content-Type", enc.ContentType())
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
+}
+
+// spanCall is a tool-call span as the recorder reads it.
+func spanCall(c otlpingest.ToolCall) service.ToolCall {
+	return service.ToolCall{Source: "otlp", Scope: c.TraceID, CallID: c.SpanID, Name: "span " + c.SpanID, Tool: c.Tool, Args: c.Args, Result: c.Result,
+		Failed: c.Claim.Status == commitlayer.ClaimFailure, Message: c.Claim.Message, Agent: c.Agent, Start: c.Start,
+		Trace: map[string]string{"source": "otlp", "trace_id": c.TraceID, "span_id": c.SpanID, "tool": c.Tool, "tool_call_id": c.CallID}}
 }
 
 // recordFailure says what to tell about an action that could not be
