@@ -158,6 +158,7 @@ type fakeRecorder struct {
 	byKey    map[string]string // key → action id
 	bodies   map[string]string // key → action JSON
 	actions  []commitlayer.Action
+	attempts map[string]string // attempt key → action id
 	waits    int
 }
 
@@ -196,10 +197,36 @@ func (f *fakeRecorder) Record(_ context.Context, a commitlayer.Action, key strin
 		}
 		return client.Accepted{ID: id, Replayed: true, Verdict: f.verdict}, nil
 	}
-	id := fmt.Sprintf("act_%d", len(f.actions)+1)
+	id := a.ID
+	if id == "" {
+		id = fmt.Sprintf("act_%d", len(f.actions)+1)
+	}
 	f.byKey[key], f.bodies[key] = id, string(body)
 	f.actions = append(f.actions, a)
 	return client.Accepted{ID: id, Verdict: f.verdict}, nil
+}
+
+// RecordAttempt keeps the attempt once per key and sets the claim of the
+// action it names (404 when there is none).
+func (f *fakeRecorder) RecordAttempt(_ context.Context, actionID, key string, claim commitlayer.Claim, _ json.RawMessage,
+	_ bool, _ time.Duration) (client.Accepted, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.actions {
+		if f.actions[i].ID != actionID {
+			continue
+		}
+		if f.attempts == nil {
+			f.attempts = map[string]string{}
+		}
+		if _, ok := f.attempts[key]; ok {
+			return client.Accepted{ID: actionID, Replayed: true, Verdict: f.verdict}, nil
+		}
+		f.attempts[key] = actionID
+		f.actions[i].Claim = claim
+		return client.Accepted{ID: actionID, Verdict: f.verdict}, nil
+	}
+	return client.Accepted{}, &client.APIError{StatusCode: http.StatusNotFound, Message: "no action"}
 }
 
 func (f *fakeRecorder) recorded() ([]commitlayer.Action, []string) {
@@ -374,9 +401,9 @@ func TestGatewayHTTPUpstream(t *testing.T) {
 	got := text(t, res)
 	require.Len(t, got, 3, "the upstream's text and a FAIL note per recorded action: %v", got)
 	require.Contains(t, got[1], "did NOT verify")
-	require.Contains(t, got[1], "act_1")
-	require.Contains(t, got[1], "missing_effect refund: no refund_created on order:o_7 (hint: human_review: a person should look")
 	actions, _ := rec.recorded()
+	require.Contains(t, got[1], actions[0].ID)
+	require.Contains(t, got[1], "missing_effect refund: no refund_created on order:o_7 (hint: human_review: a person should look")
 	require.Len(t, actions, 2)
 	require.Equal(t, "refunds-agent", actions[0].Agent, "-agent wins over the client's name")
 
@@ -622,7 +649,7 @@ func TestGatewayJoinsRetriesOfAFailedCall(t *testing.T) {
 	require.False(t, res.IsError)
 	got := byAmount()
 	require.Len(t, got, 1, "the retry is the timed-out call's action")
-	require.Equal(t, commitlayer.ClaimFailure, got[0].Claim.Status, "the first attempt's")
+	require.Equal(t, commitlayer.ClaimSuccess, got[0].Claim.Status, "the last attempt's")
 	require.Equal(t, time.Date(2026, 12, 1, 9, 0, 1, 0, time.UTC), got[0].RequestedAt, "requested_at from Config.Now, the first attempt's")
 
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args})

@@ -16,98 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// authKey carries an agent's Authorization header to the upstream request
-// of its call.
-type authKey struct{}
-
-// upstreamTransport adds the upstream's own headers to every request to an
-// HTTP upstream, and the agent's Authorization on its calls (ForwardAuth).
-// It also relays the progress notifications in the upstream's SSE bodies
-// as they are read (progressTransport says why).
-type upstreamTransport struct {
-	base     http.RoundTripper
-	header   http.Header
-	progress func(context.Context, json.RawMessage) bool
-}
-
-func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	auth, _ := r.Context().Value(authKey{}).(string)
-	if len(t.header) > 0 || auth != "" {
-		r = r.Clone(r.Context())
-		for k, vs := range t.header {
-			r.Header[k] = append([]string(nil), vs...)
-		}
-		if auth != "" {
-			r.Header.Set("Authorization", auth)
-		}
-	}
-	resp, err := t.base.RoundTrip(r)
-	if err != nil || t.progress == nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return resp, err
-	}
-	resp.Body = &sseRelay{ReadCloser: resp.Body, ctx: r.Context(), relay: t.progress}
-	return resp, nil
-}
-
-// maxSSEEvent bounds the event data sseRelay keeps to look at: progress
-// notifications are small; a larger event is passed on unread.
-const maxSSEEvent = 64 << 10
-
-// sseRelay passes an SSE body through unchanged, and hands each event
-// that is a notifications/progress to relay before the bytes that follow
-// it are read.
-type sseRelay struct {
-	io.ReadCloser
-	ctx     context.Context
-	relay   func(context.Context, json.RawMessage) bool
-	line    []byte
-	data    []byte
-	tooLong bool
-}
-
-func (s *sseRelay) Read(p []byte) (int, error) {
-	n, err := s.ReadCloser.Read(p)
-	for _, b := range p[:n] {
-		if b != '\n' {
-			if len(s.line) <= maxSSEEvent {
-				s.line = append(s.line, b)
-			}
-			continue
-		}
-		s.endLine()
-	}
-	return n, err
-}
-
-func (s *sseRelay) endLine() {
-	line := bytes.TrimSuffix(s.line, []byte("\r"))
-	s.line = s.line[:0]
-	switch {
-	case len(line) == 0: // the event ends
-		if !s.tooLong && bytes.Contains(s.data, []byte(`"notifications/progress"`)) {
-			var m struct {
-				Method string          `json:"method"`
-				ID     json.RawMessage `json:"id"`
-				Params json.RawMessage `json:"params"`
-			}
-			if json.Unmarshal(s.data, &m) == nil && m.Method == "notifications/progress" && m.ID == nil {
-				s.relay(s.ctx, m.Params)
-			}
-		}
-		s.data, s.tooLong = s.data[:0], false
-	case bytes.HasPrefix(line, []byte("data:")):
-		d := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
-		if len(s.data) > 0 {
-			s.data = append(s.data, '\n')
-		}
-		if len(s.data)+len(d) > maxSSEEvent {
-			s.tooLong = true
-			return
-		}
-		s.data = append(s.data, d...)
-	}
-}
-
 // redactURL drops a URL's user info and query (they may hold secrets) for
 // messages.
 func redactURL(s string) string {
@@ -138,6 +46,12 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			}
 			if len(body) > maxMCPBody {
 				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+				return
+			}
+			if code, msg, id := checkMessage(body); code != 0 {
+				// A body that is no JSON-RPC message (or batch of them)
+				// is answered with a JSON-RPC error, not 202.
+				writeRPCError(w, http.StatusBadRequest, id, code, msg)
 				return
 			}
 			if r.Header.Get("Mcp-Session-Id") == "" {
