@@ -36,7 +36,17 @@ const upstreamEnv = "MCPGW_TEST_UPSTREAM"
 // reach the upstream, the logs or a result.
 const testKey = "cl_test_secret_key_4f1c9e"
 
+// helpers are roles this test binary plays in other processes, named by
+// its first argument.
+var helpers = map[string]func(){}
+
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		if h, ok := helpers[os.Args[1]]; ok {
+			h()
+			os.Exit(0)
+		}
+	}
 	if os.Getenv(upstreamEnv) == "1" {
 		s := upstreamServer(nil)
 		s.AddTool(&mcp.Tool{Name: "crash", InputSchema: json.RawMessage(`{"type":"object"}`)},
@@ -160,6 +170,7 @@ type fakeRecorder struct {
 	actions  []commitlayer.Action
 	attempts map[string]string // attempt key → action id
 	waits    int
+	refuse   error // answered to every Record when set
 }
 
 func newFakeRecorder(t testing.TB) *fakeRecorder {
@@ -190,6 +201,9 @@ func (f *fakeRecorder) Record(_ context.Context, a commitlayer.Action, key strin
 	body, _ := json.Marshal(a)
 	if wait {
 		f.waits++
+	}
+	if f.refuse != nil {
+		return client.Accepted{}, f.refuse
 	}
 	if id, ok := f.byKey[key]; ok {
 		if f.bodies[key] != string(body) {

@@ -146,6 +146,15 @@ func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
+	if why := redirected(r, resp, t.origin); why != "" {
+		_ = resp.Body.Close()
+		if call == nil {
+			return nil, errors.New("the upstream MCP server " + why)
+		}
+		b := errorFor(call.ID, "the upstream MCP server %s", why)
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(bytes.NewReader(b)), ContentLength: int64(len(b)), Request: r}, nil
+	}
 	ctx, g := r.Context(), t.g
 	switch ct := resp.Header.Get("Content-Type"); {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
@@ -173,14 +182,30 @@ func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// checkRedirect refuses a redirect to another origin (credentials stay
-// with theirs) and a chain of more than three.
-func checkRedirect(req *http.Request, via []*http.Request) error {
+// redirected says why a redirect is not followed: to another origin
+// (credentials stay with theirs), or after three. http.Client follows the
+// others (checkRedirect stands behind this).
+func redirected(r *http.Request, resp *http.Response, origin string) string {
+	loc, err := resp.Location()
+	if err != nil || resp.StatusCode < 300 || resp.StatusCode > 399 {
+		return ""
+	}
+	hops := 1
+	for x := r.Response; x != nil && x.Request != nil; x = x.Request.Response {
+		hops++
+	}
 	switch {
-	case originOf(req.URL) != originOf(via[0].URL):
-		return fmt.Errorf("the upstream redirected to another origin (%s); not followed", originOf(req.URL))
-	case len(via) > 3:
-		return errors.New("the upstream redirected more than 3 times; not followed")
+	case originOf(loc) != origin:
+		return fmt.Sprintf("redirected to another origin (%s); not followed", originOf(loc))
+	case hops > 3:
+		return "redirected more than 3 times; not followed"
+	}
+	return ""
+}
+
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if originOf(req.URL) != originOf(via[0].URL) || len(via) > 3 {
+		return errors.New("redirect not followed")
 	}
 	return nil
 }

@@ -48,26 +48,28 @@ func (g *Gateway) HTTPHandler() http.Handler {
 				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
 				return
 			}
-			if code, msg, id := checkMessage(body); code != 0 {
+			code, msg, id, method := checkMessage(body)
+			switch {
+			case code != 0:
 				// A body that is no JSON-RPC message (or batch of them)
 				// is answered with a JSON-RPC error, not 202.
 				writeRPCError(w, http.StatusBadRequest, id, code, msg)
 				return
-			}
-			if r.Header.Get("Mcp-Session-Id") == "" {
-				if method, id, ok := sessionless(body); ok {
-					// MCP (2025-06-18, Streamable HTTP, "Session
-					// Management"): a request without the session the
-					// gateway gave is answered 400. The SDK would open a
-					// session for it and answer a JSON-RPC error of code 0.
-					writeRPCError(w, http.StatusBadRequest, id, -32600,
-						fmt.Sprintf("%s without an Mcp-Session-Id header: send initialize first and the Mcp-Session-Id it answers with every request", method))
-					return
+			case r.Header.Get("Mcp-Session-Id") == "" && method != "" && method != "initialize" && method != "server/discover":
+				// MCP (2025-06-18, Streamable HTTP, "Session
+				// Management"): a request without the session the
+				// gateway gave is answered 400. The SDK would open a
+				// session for it and answer a JSON-RPC error of code 0.
+				// server/discover is the SDK's, so that clients of newer
+				// protocols fall back to initialize.
+				writeRPCError(w, http.StatusBadRequest, id, -32600,
+					fmt.Sprintf("%s without an Mcp-Session-Id header: send initialize first and the Mcp-Session-Id it answers with every request", method))
+				return
+			case method == "tools/call":
+				if id := canonicalRawID(id); id != "" {
+					r.Header.Set(HeaderRequestID, id)
 				}
-			}
-			if id := callID(body); id != "" {
-				r.Header.Set(HeaderRequestID, id)
-			} else if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+			case bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")):
 				body = tagBatchCalls(body)
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -75,24 +77,6 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// sessionless tells a single message that needs a session (anything but
-// initialize, and server/discover, which the SDK answers so that clients
-// of newer protocols fall back to initialize), with its method and raw id.
-// A batch (2025-03-26) or a body that is not JSON is left to the SDK.
-func sessionless(body []byte) (string, json.RawMessage, bool) {
-	var m struct {
-		Method string          `json:"method"`
-		ID     json.RawMessage `json:"id"`
-	}
-	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) || json.Unmarshal(body, &m) != nil || m.Method == "" {
-		return "", nil, false
-	}
-	if m.Method == "initialize" || m.Method == "server/discover" {
-		return "", nil, false
-	}
-	return m.Method, m.ID, true
 }
 
 // writeRPCError answers an HTTP request with a JSON-RPC error.
@@ -126,15 +110,9 @@ func tagBatchCalls(body []byte) []byte {
 		if m == nil || json.Unmarshal(m["method"], &method) != nil || method != "tools/call" {
 			continue
 		}
-		dec := json.NewDecoder(bytes.NewReader(m["id"]))
-		dec.UseNumber()
-		var v any
 		var params map[string]json.RawMessage
-		if dec.Decode(&v) != nil || json.Unmarshal(m["params"], &params) != nil || params == nil {
-			continue
-		}
-		id := canonicalID(v)
-		if id == "" {
+		id := canonicalRawID(m["id"])
+		if id == "" || json.Unmarshal(m["params"], &params) != nil || params == nil {
 			continue
 		}
 		var meta map[string]json.RawMessage
@@ -153,17 +131,9 @@ func tagBatchCalls(body []byte) []byte {
 	return out
 }
 
-// callID returns the canonical id of a body holding one tools/call
-// request ("" for anything else).
-func callID(body []byte) string {
-	var m struct {
-		Method string          `json:"method"`
-		ID     json.RawMessage `json:"id"`
-	}
-	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) || json.Unmarshal(body, &m) != nil || m.Method != "tools/call" {
-		return ""
-	}
-	dec := json.NewDecoder(bytes.NewReader(m.ID))
+// canonicalRawID is canonicalID of a raw id ("" when it is none).
+func canonicalRawID(raw json.RawMessage) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
 	if dec.Decode(&v) != nil {
