@@ -93,8 +93,8 @@ func relay[P interface {
 	defer cancel()
 	cctx, s := withSlot(cctx)
 	_, err = call(cs, cctx, p)
-	if raw := s.get(); raw != nil {
-		return raw, nil // as sent, even where the SDK's own types would refuse it
+	if raw := s.Load(); raw != nil {
+		return *raw, nil // as sent, even where the SDK's own types would refuse it
 	}
 	if err == nil {
 		err = errors.New("no result")
@@ -409,7 +409,7 @@ const progressTokenKey = "progressToken"
 // relayProgress sends the upstream's progress on a forwarded request to the
 // agent that asked for it, with the agent's token; false when the token is
 // none of the gateway's.
-func (g *Gateway) relayProgress(_ context.Context, raw json.RawMessage) bool {
+func (g *Gateway) relayProgress(raw json.RawMessage) bool {
 	var p mcp.ProgressNotificationParams
 	if json.Unmarshal(raw, &p) != nil {
 		return false

@@ -62,6 +62,15 @@ func TestMain(m *testing.M) {
 				}
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("token=%v", tok)}}}, nil
 			})
+		s.AddTool(&mcp.Tool{Name: "huge", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("h", 128<<10)}}}, nil
+			})
+		s.AddTool(&mcp.Tool{Name: "garbage", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				_, _ = os.Stdout.WriteString("{\"jsonrpc\":\"2.0\",\"result\":{\"content\":[\n" + strings.Repeat("g", 200<<10) + "\n")
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "after the garbage"}}}, nil
+			})
 		err := s.Run(context.Background(), &mcp.StdioTransport{})
 		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
 			fmt.Fprintln(os.Stderr, "upstream:", err)
@@ -334,7 +343,7 @@ func TestGatewayStdioUpstream(t *testing.T) {
 	cs := agentSession(t, srv.URL, "support-bot", nil)
 	ctx := context.Background()
 
-	require.ElementsMatch(t, []string{"refund", "get_order", "env", "echo_meta", "broken", "crash", "progress"}, toolNames(t, cs))
+	require.ElementsMatch(t, []string{"refund", "get_order", "env", "echo_meta", "broken", "crash", "progress", "huge", "garbage"}, toolNames(t, cs))
 
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order_id": "o_1", "amount": 2500, "currency": "USD"}})
 	require.NoError(t, err)

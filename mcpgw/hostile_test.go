@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -294,7 +295,7 @@ func TestBoundsRefused(t *testing.T) {
 	for _, tool := range []string{"env", "get_order"} {
 		msg, isErr := callText(t, cs, tool)
 		require.True(t, isErr, tool)
-		require.Contains(t, msg, "is larger than 65536 bytes (-max-message); refused", tool)
+		require.Contains(t, msg, "answer is larger than 65536 bytes (-max-message); refused", tool)
 	}
 	msg, isErr := callText(t, cs, "refund")
 	require.False(t, isErr)
@@ -328,6 +329,25 @@ func TestBoundsRefused(t *testing.T) {
 	require.ErrorContains(t, last, "ran past 3 pages")
 	_, err := cs2.ListTools(ctx, nil)
 	require.NoError(t, err, "a new listing starts again")
+}
+
+// TestStdioUpstreamBadLines (cases 6 and 8 on stdio): a result line over
+// MaxMessage is refused to its call; lines that are not JSON-RPC, or too
+// long to say whose they are, are dropped; the command's session goes on.
+func TestStdioUpstreamBadLines(t *testing.T) {
+	t.Setenv(upstreamEnv, "1")
+	g := newGateway(t, mcpgw.Config{Recorder: newFakeRecorder(t), MaxMessage: 64 << 10, Upstream: mcpgw.Upstream{Command: []string{os.Args[0], "-test.run=^$"}}}, io.Discard)
+	gw := httptest.NewServer(g.HTTPHandler())
+	t.Cleanup(gw.Close)
+	cs := agentSession(t, gw.URL, "a", nil)
+	msg, isErr := callText(t, cs, "huge")
+	require.True(t, isErr)
+	require.Contains(t, msg, "answer is larger than 65536 bytes (-max-message); refused")
+	msg, isErr = callText(t, cs, "garbage")
+	require.False(t, isErr, msg)
+	require.Equal(t, "after the garbage", msg)
+	msg, isErr = callText(t, cs, "refund")
+	require.False(t, isErr, msg)
 }
 
 // TestMalformedAgentMessage (case 9): a body that is no JSON-RPC request,

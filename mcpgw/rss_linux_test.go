@@ -180,7 +180,7 @@ func TestGatewayMemoryUnderHostileUpstream(t *testing.T) {
 	for _, tool := range []string{"env", "get_order"} {
 		msg, isErr := callText(t, cs, tool)
 		require.True(t, isErr)
-		require.Contains(t, msg, "is larger than 8388608 bytes (-max-message); refused")
+		require.Contains(t, msg, "answer is larger than 8388608 bytes (-max-message); refused")
 	}
 	report("a 256 MiB SSE line and a 64 MiB result")
 
