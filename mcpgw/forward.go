@@ -3,7 +3,6 @@
 package mcpgw
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -218,105 +217,58 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (res m
 	return resultOf(raw)
 }
 
-// withNotes appends text blocks to a tool result's content, leaving the
-// rest of its JSON as it was.
+// withNotes appends text blocks to a tool result's content; the result's
+// values are kept as they were.
 func withNotes(raw json.RawMessage, notes []string) json.RawMessage {
-	var blocks [][]byte
-	for _, n := range notes {
-		b, _ := json.Marshal(map[string]string{"type": "text", "text": n})
-		blocks = append(blocks, b)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	var m map[string]json.RawMessage
+	var content []json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || json.Unmarshal(m["content"], &content) != nil && m["content"] != nil {
 		return raw
 	}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return raw
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return raw
-		}
-		if k != "content" || !bytes.HasPrefix(bytes.TrimSpace(v), []byte("[")) {
-			continue
-		}
-		end := int(dec.InputOffset()) - 1 // the content array's ]
-		for end > 0 && raw[end] != ']' {
-			end--
-		}
-		sep := []byte(",")
-		if bytes.Equal(bytes.Join(bytes.Fields(v), nil), []byte("[]")) {
-			sep = nil
-		}
-		return slices.Concat(raw[:end], sep, bytes.Join(blocks, []byte(",")), raw[end:])
+	for _, n := range notes {
+		b, _ := json.Marshal(map[string]string{"type": "text", "text": n})
+		content = append(content, b)
 	}
-	end := bytes.LastIndexByte(raw, '}')
-	sep := []byte(",")
-	if bytes.Equal(bytes.Join(bytes.Fields(raw), nil), []byte("{}")) {
-		sep = nil
+	m["content"], _ = json.Marshal(content)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return raw
 	}
-	return slices.Concat(raw[:end], sep, []byte(`"content":[`), bytes.Join(blocks, []byte(",")), []byte("]"), raw[end:])
+	return out
 }
 
-// subscribe forwards an agent's resources/subscribe once per URI and
-// upstream session (resubscribe does it again on a new one); the SDK
-// keeps which agent sessions want which URI and tells them of updates.
-// Unsubscribing is the SDK's alone: the upstream keeps sending updates
-// nobody is told of, which costs nothing.
+// subscribe forwards an agent's resources/subscribe; the SDK keeps which
+// agent sessions want which URI and tells them of updates. The URIs are
+// kept (at most maxSubscriptions) to subscribe a new upstream session
+// again (resubscribe). Unsubscribing is the SDK's alone: the upstream
+// keeps sending updates nobody is told of, which costs nothing.
 func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
 	if req.Params == nil || req.Params.URI == "" {
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "resources/subscribe needs a uri"}
 	}
-	cs, err := g.session()
-	if err != nil {
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: err.Error()}
-	}
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	_, err := relay(g, ctx, ss, "resources/subscribe", &mcp.SubscribeParams{URI: req.Params.URI},
+		func(cs *mcp.ClientSession, ctx context.Context, p *mcp.SubscribeParams) (any, error) { return nil, cs.Subscribe(ctx, p) })
 	g.subMu.Lock()
-	done := g.subOn == cs && g.subURIs[req.Params.URI]
+	if err == nil && len(g.subURIs) < maxSubscriptions {
+		g.subURIs[req.Params.URI] = true
+	}
 	g.subMu.Unlock()
-	if done {
-		return nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
-	defer cancel()
-	if err := cs.Subscribe(cctx, &mcp.SubscribeParams{URI: req.Params.URI}); err != nil {
-		g.failed(cs, err)
-		var werr *jsonrpc.Error
-		if errors.As(err, &werr) {
-			return werr
-		}
-		return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream MCP server, resources/subscribe: %v", g.scrub(err))}
-	}
-	g.subMu.Lock()
-	if g.subOn != cs {
-		g.subOn = cs
-		clear(g.subURIs)
-	}
-	g.subURIs[req.Params.URI] = true
-	g.subMu.Unlock()
-	return nil
+	return err
 }
 
+const maxSubscriptions = 10000
+
 // resubscribe subscribes a new upstream session to the URIs agents
-// subscribed to on the last one.
+// subscribed to.
 func (g *Gateway) resubscribe(ctx context.Context, cs *mcp.ClientSession) {
 	g.subMu.Lock()
 	uris := slices.Collect(maps.Keys(g.subURIs))
-	g.subOn = cs
-	clear(g.subURIs)
 	g.subMu.Unlock()
 	for _, uri := range uris {
 		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 			g.log.WarnContext(ctx, "mcp gateway: subscribe again upstream", "uri", uri, "error", err)
-			continue
 		}
-		g.subMu.Lock()
-		if g.subOn == cs {
-			g.subURIs[uri] = true
-		}
-		g.subMu.Unlock()
 	}
 }
 

@@ -61,9 +61,6 @@ type Upstream struct {
 	// Header is sent on every request to an HTTP upstream's origin (its
 	// own auth, from -upstream-header).
 	Header http.Header
-	// HTTPClient's transport reaches an HTTP upstream (nil:
-	// http.DefaultTransport); redirects are the gateway's to follow.
-	HTTPClient *http.Client
 }
 
 // Config configures a Gateway.
@@ -151,8 +148,7 @@ type Gateway struct {
 	wg       sync.WaitGroup // the watcher, reconnect and retry goroutines
 
 	subMu   sync.Mutex
-	subOn   *mcp.ClientSession // the upstream session subURIs are subscribed on
-	subURIs map[string]bool
+	subURIs map[string]bool // resources agents subscribed to
 
 	prog     progress                   // progress tokens sent upstream → the agents' (forward.go)
 	listings *lru.Cache[string, [2]int] // pages and bytes of each listing in course (forward.go)
@@ -248,9 +244,6 @@ func upstreamEnv(env []string) []string {
 		return strings.HasPrefix(kv, envKey+"=")
 	})
 }
-
-// Server is the gateway's MCP server (for transports of the caller's own).
-func (g *Gateway) Server() *mcp.Server { return g.server }
 
 // Close ends the upstream session (and the upstream command), and makes a
 // last attempt at the records CommitLayer has not taken yet.

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"os"
 	"sync"
@@ -66,16 +65,22 @@ func (f *stdioFilter) Close() error { return f.closer.Close() }
 
 func (f *stdioFilter) Read(p []byte) (int, error) {
 	for len(f.buf) == 0 {
-		line, tooLong, err := f.readLine()
+		line, over, err := readLine(f.r, maxStdioLine)
+		code, msg, id, _ := checkMessage(line)
 		switch {
-		case tooLong:
-			f.answer(nil, -32600, "Invalid Request: message longer than 16 MiB")
-		case len(bytes.TrimSpace(line)) > 0:
-			if code, msg, id, _ := checkMessage(line); code != 0 {
-				f.answer(id, code, msg)
-			} else {
-				f.buf = append(line, '\n')
+		case over:
+			code, msg, id = -32600, "Invalid Request: message longer than 16 MiB", nil
+		case len(bytes.TrimSpace(line)) == 0:
+			code = 0
+		case code == 0:
+			f.buf = append(line, '\n')
+		}
+		if code != 0 {
+			if len(id) == 0 {
+				id = json.RawMessage("null")
 			}
+			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+			_, _ = f.out.Write(append(b, '\n'))
 		}
 		if err != nil && len(f.buf) == 0 {
 			return 0, err
@@ -87,35 +92,6 @@ func (f *stdioFilter) Read(p []byte) (int, error) {
 	n := copy(p, f.buf)
 	f.buf = f.buf[n:]
 	return n, nil
-}
-
-// readLine reads one line without its newline; a line over maxStdioLine
-// is read to its end and dropped.
-func (f *stdioFilter) readLine() ([]byte, bool, error) {
-	var line []byte
-	tooLong := false
-	for {
-		chunk, err := f.r.ReadSlice('\n')
-		if !tooLong {
-			if len(line)+len(chunk) > maxStdioLine+1 {
-				tooLong, line = true, nil
-			} else {
-				line = append(line, chunk...)
-			}
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return bytes.TrimSuffix(line, []byte("\n")), tooLong, err
-	}
-}
-
-func (f *stdioFilter) answer(id json.RawMessage, code int, msg string) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
-	_, _ = f.out.Write(append(b, '\n'))
 }
 
 // checkMessage tells a line that is not a JSON-RPC 2.0 message (or batch

@@ -33,15 +33,11 @@ func (g *Gateway) dial(ctx context.Context) (*mcp.ClientSession, error) {
 	if len(up.Command) > 0 {
 		t = &commandTransport{g: g, argv: up.Command}
 	} else {
-		base := http.DefaultTransport
-		if up.HTTPClient != nil && up.HTTPClient.Transport != nil {
-			base = up.HTTPClient.Transport
-		}
 		u, err := url.Parse(up.URL)
 		if err != nil {
 			return nil, fmt.Errorf("mcp gateway: upstream URL %s: %w", redactURL(up.URL), err)
 		}
-		hc := &http.Client{Transport: &upstreamTransport{g: g, base: base, origin: originOf(u), header: up.Header.Clone()},
+		hc := &http.Client{Transport: &upstreamTransport{g: g, base: http.DefaultTransport, origin: originOf(u), header: up.Header.Clone()},
 			CheckRedirect: checkRedirect}
 		t = &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc, MaxEventSize: g.cfg.MaxMessage + 1024}
 	}
