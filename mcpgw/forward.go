@@ -248,7 +248,9 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	}
 	ss, _ := req.GetSession().(*mcp.ServerSession)
 	_, err := relay(g, ctx, ss, "resources/subscribe", &mcp.SubscribeParams{URI: req.Params.URI},
-		func(cs *mcp.ClientSession, ctx context.Context, p *mcp.SubscribeParams) (any, error) { return nil, cs.Subscribe(ctx, p) })
+		func(cs *mcp.ClientSession, ctx context.Context, p *mcp.SubscribeParams) (any, error) {
+			return nil, cs.Subscribe(ctx, p)
+		})
 	g.subMu.Lock()
 	if err == nil && len(g.subURIs) < maxSubscriptions {
 		g.subURIs[req.Params.URI] = true
