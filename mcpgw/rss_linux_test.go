@@ -199,13 +199,13 @@ func TestGatewayMemoryUnderHostileUpstream(t *testing.T) {
 			}
 		})
 	}
-	for i := range 100 {
+	for i := range 1000 {
 		calls <- i
 	}
 	close(calls)
 	wg.Wait()
 	require.Zero(t, failed.Load())
-	require.EqualValues(t, 200, api.actions.Load(), "two bindings, one action each per call")
+	require.EqualValues(t, 2000, api.actions.Load(), "two bindings, one action each per call")
 	report("1 000 bound calls with 2 MiB arguments")
 	peak := peakRSS(t, cmd.Process.Pid)
 	require.Less(t, peak, int64(rssBound), "peak RSS %d MiB", peak>>20)
