@@ -293,7 +293,7 @@ func TestRecheck(t *testing.T) {
 	require.NoError(t, json.Unmarshal(res.Body, &got))
 	require.Equal(t, id, got.Verdict.ActionID)
 	require.Equal(t, 3, got.Verdict.Version)
-	require.Equal(t, []string{tid + "/" + id}, e.ver.rechecks)
+	require.Equal(t, []string{tid + "/" + id}, e.ver.recheckCalls())
 	require.Contains(t, string(res.Body), `"findings":[]`)
 
 	// A failure within the watch: 503; after it: 409.

@@ -118,6 +118,12 @@ func (f *fakeVerifier) Signal(_ context.Context, tenantID string, acts []commitl
 
 func (f *fakeVerifier) EnsurePoller(context.Context, string) error { return nil }
 
+func (f *fakeVerifier) recheckCalls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.rechecks)
+}
+
 func (f *fakeVerifier) startCalls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // actionIn is an action on the wire. RequestedAt is nil when absent or
@@ -88,7 +89,7 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 	if in.RequestedAt == nil {
 		check.RequestedAt = minTime
 	}
-	if err := actionRules(check, bound); err != nil {
+	if err := service.CheckAction(check, bound.Latest); err != nil {
 		return actionRequest{}, bad(err)
 	}
 

@@ -289,6 +289,7 @@ func New(cfg Config) *Server {
 	s.handle("GET /v1/actions/orphans", authTenant, s.orphans)
 	s.handle("GET /v1/actions/{id}", authTenant, s.getAction)
 	s.handle("POST /v1/actions/{id}/recheck", authTenant, s.recheck)
+	s.handle("POST /v1/actions/{id}/attempts", authTenant, s.jsonOnly(s.postAttempt))
 	s.handle("POST /v1/webhooks", authTenant, s.jsonOnly(s.postWebhook))
 	s.handle("GET /v1/webhooks", authTenant, s.listWebhooks)
 	s.handle("DELETE /v1/webhooks/{id}", authTenant, s.deleteWebhook)

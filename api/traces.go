@@ -109,20 +109,32 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	rules := futureBound{Latest: s.now().UTC().Add(s.maxFutureSkew), Skew: s.maxFutureSkew}
 	var rejections []commitlayer.SpanRejection
 	var messages []string
-	var starts []commitlayer.ActionRecord
+	var starts, rechecks []commitlayer.ActionRecord
 	counts := map[string]int{}
-	// An agent's retry of a failed call records as the call it retries
-	// (otlpingest.RetryChains), joined in the order the calls started.
+	// One recorder per request (service.ToolCalls): binding match, when
+	// the work began, the retry chain and the keys, over the calls in the
+	// order they started. A retry of a failed call is an attempt of its
+	// action; chains do not span requests.
 	slices.SortStableFunc(calls, func(a, b otlpingest.ToolCall) int { return a.Start.Compare(b.Start) })
-	chains := otlpingest.RetryChains{}
-	// An action's requested_at is when the agent began the work that led
-	// to its call (otlpingest.WorkStarts).
-	began := otlpingest.WorkStarts{}
+	recorder := service.NewToolCalls(2*len(calls)+1, 0)
+	actionOf := map[string]string{} // chain key → the action recorded for it in this request
 	for _, c := range calls {
-		at := began.Began(c)
-		recs, bound, err := otlpingest.Map(c, bindings)
-		if len(recs) > 0 {
-			began.Recorded(c)
+		var (
+			recs  []service.Recording
+			bound bool
+			err   error
+		)
+		switch {
+		case c.Err != "":
+			// A span that looks like a call but cannot be read: rejected
+			// where the tenant binds any tool at all.
+			recorder.Record(spanCall(c), nil) // its start still counts for the work of the next action
+			bound, err = len(bindings.Tools()) > 0, errors.New(c.Err)
+		case c.ArgsError != "" && bindings.Bound(c.Tool):
+			recorder.Record(spanCall(c), nil)
+			bound, err = true, fmt.Errorf("span %s (%s) of tool %s: %s %s", c.SpanID, c.Dialect, commitlayer.Clip(c.Tool, 64), c.ArgsKey, c.ArgsError)
+		default:
+			recs, bound, err = recorder.Record(spanCall(c), bindings)
 		}
 		if !bound {
 			counts[spanUnbound]++
@@ -134,14 +146,23 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 		}
 		isNew := false
 		for _, rec := range recs {
-			rec.Action.RequestedAt = at
-			rec = chains.Join(c, rec)
-			if err := actionRules(rec.Action, rules); err != nil {
+			if err := service.CheckAction(rec.Action, rules.Latest); err != nil {
 				why = append(why, fmt.Sprintf("span %s (%s), contract %s: %s", c.SpanID, c.Dialect, rec.Action.Contract, err))
 				continue
 			}
 			rctx, cancel := context.WithTimeout(ctx, service.RecordTimeout)
-			stored, fresh, err := s.actions.Record(rctx, tenantID, rec.Action, rec.Key, rec.Hash)
+			var (
+				stored commitlayer.ActionRecord
+				fresh  bool
+			)
+			id, retry := actionOf[rec.ChainKey]
+			retry = retry && rec.Retry
+			if retry {
+				stored, fresh, err = s.actions.RecordAttempt(rctx, tenantID, id, rec.Key, service.Attempt{
+					Claim: rec.Action.Claim, Trace: rec.Entry, At: c.Start})
+			} else {
+				stored, fresh, err = s.actions.Record(rctx, tenantID, rec.Action, rec.ChainKey, rec.Hash)
+			}
 			cancel()
 			if err != nil {
 				msg, retry := recordFailure(err)
@@ -156,12 +177,15 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 				why = append(why, fmt.Sprintf("span %s, contract %s: %s", c.SpanID, rec.Action.Contract, msg))
 				continue
 			}
+			actionOf[rec.ChainKey] = stored.ID
 			isNew = isNew || fresh
-			starts = append(starts, stored)
-			if fresh {
-				s.metrics.actions.WithLabelValues("created").Inc()
-			} else {
-				s.metrics.actions.WithLabelValues("replayed").Inc()
+			switch {
+			case retry && fresh:
+				rechecks = append(rechecks, stored)
+			case retry:
+			default:
+				starts = append(starts, stored)
+				s.metrics.actions.WithLabelValues(map[bool]string{true: "created", false: "replayed"}[fresh]).Inc()
 			}
 		}
 		switch {
@@ -196,8 +220,18 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
 	// Answered first, started after: the starts cost Temporal round trips
-	// the exporter need not wait for (the reconciler starts whatever is not).
+	// the exporter need not wait for (the reconciler starts whatever is
+	// not); then the verifications that got a new attempt re-read.
 	s.actions.StartLater(r.Context(), tenantID, starts)
+	s.actions.RecheckLater(r.Context(), tenantID, rechecks)
+}
+
+// spanCall is a tool-call span as the recorder reads it.
+func spanCall(c otlpingest.ToolCall) service.ToolCall {
+	return service.ToolCall{Source: "otlp", Scope: c.TraceID, CallID: c.SpanID, Name: fmt.Sprintf("span %s (%s)", c.SpanID, c.Dialect),
+		Tool: c.Tool, Args: c.Args, Result: c.Result,
+		Failed: c.Claim.Status == commitlayer.ClaimFailure, Message: c.Claim.Message, Agent: c.Agent, Start: c.Start,
+		Trace: map[string]string{"source": "otlp", "trace_id": c.TraceID, "span_id": c.SpanID, "tool": c.Tool, "tool_call_id": c.CallID}}
 }
 
 // recordFailure says what to tell about an action that could not be

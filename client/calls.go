@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -164,6 +165,36 @@ func (c *Client) RecordAction(ctx context.Context, a commitlayer.Action, opts ..
 			return Accepted{}, fmt.Errorf("record action: wait stage %q is neither provisional nor final", o.Wait)
 		}
 		r.query = waitQuery(o.Wait, o.WaitTimeout)
+	}
+	var out Accepted
+	res, err := c.do(ctx, r, &out)
+	if err != nil {
+		return Accepted{}, err
+	}
+	out.Replayed = res.header.Get("Idempotent-Replayed") == "true"
+	return out, nil
+}
+
+// RecordAttempt records one more attempt of a recorded action's call (an
+// agent's retry; POST /v1/actions/{id}/attempts) under key, the attempt's
+// own Idempotency-Key: the action's claim becomes claim, and trace (one
+// JSON object, or nil) joins the action's trace. The verification then
+// re-reads, so with opts' Wait the verdict returned comes from a pass that
+// began after the attempt was stored. The same key again records nothing
+// new (Accepted.Replayed).
+func (c *Client) RecordAttempt(ctx context.Context, actionID, key string, claim commitlayer.Claim, trace json.RawMessage, opts ...RecordOptions) (Accepted, error) {
+	body := map[string]any{"claim": claim}
+	if len(trace) > 0 {
+		body["trace"] = trace
+	}
+	b, err := jsonBody(body)
+	if err != nil {
+		return Accepted{}, err
+	}
+	r := c.post("/v1/actions/"+url.PathEscape(actionID)+"/attempts", b, true)
+	r.idempotencyKey = key
+	if len(opts) > 0 && opts[0].Wait != "" {
+		r.query = waitQuery(opts[0].Wait, opts[0].WaitTimeout)
 	}
 	var out Accepted
 	res, err := c.do(ctx, r, &out)

@@ -1,22 +1,19 @@
 // Package mcpgw is CommitLayer's MCP gateway: an MCP server (Streamable
 // HTTP or stdio, on the official go-sdk) in front of an upstream MCP server
-// (a command over stdio, or a Streamable HTTP URL). It lists the upstream's
-// tools as its own and forwards every call; a call of a tool the tenant's
-// contracts bind (contracts.Bindings) is recorded as a CommitLayer action,
-// idempotent on the MCP session and the JSON-RPC request id, so the agent
-// needs no code to be verified. With Wait it answers the agent only once the
+// (a command over stdio, or a Streamable HTTP URL). It forwards every
+// request and answers with the upstream's JSON as sent; a call of a tool
+// the tenant's contracts bind is recorded as a CommitLayer action through
+// the one tool-call recorder (service.ToolCalls), so the agent needs no
+// code to be verified. With Wait it answers the agent only once the
 // provisional verdict is in, and tells it in the tool result when the call
 // did not verify.
 //
-// Everything else passes through (passthrough.go): resources, prompts,
-// completions, subscriptions, list changes, progress, cancellation and
-// logs. A lost upstream session is reconnected (upstream.go); an action
-// CommitLayer's API did not take is posted again in the background
-// (pending.go); stdio lines that are not JSON-RPC are answered without
-// ending the session (stdio.go).
-//
-// The gateway's CommitLayer key lives in its Recorder and is never sent
-// upstream (nor put in the upstream command's environment) nor logged.
+// forward.go forwards (lists, reads, prompts, completions, calls, with a
+// deadline and bounds); guard.go reads the upstream's answers so that one
+// bad answer fails only its own call; record.go records; upstream.go keeps
+// the upstream session; pending.go posts again what the API did not take;
+// transport.go and stdio.go serve agents; protect_linux.go keeps the key
+// from the upstream command.
 package mcpgw
 
 import (
@@ -27,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -40,15 +36,21 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/service"
 )
 
-// Recorder is what the gateway needs of CommitLayer: the tenant's bindings
-// and recording an action (APIRecorder does both through the API).
+// Recorder is what the gateway needs of CommitLayer: the tenant's bindings,
+// recording an action and recording a retry as an attempt of its action
+// (APIRecorder does all three through the API).
 type Recorder interface {
 	Bindings(ctx context.Context) (*contracts.Bindings, error)
 	// Record records a, with the Idempotency-Key key; with wait it asks
 	// for the provisional verdict within waitTimeout.
 	Record(ctx context.Context, a commitlayer.Action, key string, wait bool, waitTimeout time.Duration) (client.Accepted, error)
+	// RecordAttempt records a retry on action actionID under its own key;
+	// with wait it asks for the verdict of a pass that began after it.
+	RecordAttempt(ctx context.Context, actionID, key string, claim commitlayer.Claim, entry json.RawMessage,
+		wait bool, waitTimeout time.Duration) (client.Accepted, error)
 }
 
 // Upstream says how to reach the upstream MCP server: Command (argv, run
@@ -56,12 +58,9 @@ type Recorder interface {
 type Upstream struct {
 	Command []string
 	URL     string
-	// Header is sent on every request to an HTTP upstream (its own auth,
-	// from -upstream-header).
+	// Header is sent on every request to an HTTP upstream's origin (its
+	// own auth, from -upstream-header).
 	Header http.Header
-	// HTTPClient reaches an HTTP upstream; nil means one without a
-	// timeout (streams are long-lived), its transport http.DefaultTransport.
-	HTTPClient *http.Client
 }
 
 // Config configures a Gateway.
@@ -77,8 +76,7 @@ type Config struct {
 	Wait        bool
 	WaitTimeout time.Duration
 	// ForwardAuth forwards the Authorization header of an agent's HTTP
-	// request to an HTTP upstream on that call (the upstream's own auth
-	// passing through the gateway).
+	// request to an HTTP upstream on that call.
 	ForwardAuth bool
 	// BindingsRefresh is how long fetched bindings are used before they are
 	// fetched again (default 30 s).
@@ -87,22 +85,25 @@ type Config struct {
 	// Version is the gateway's version in its MCP Implementation.
 	Version string
 	// Now is the clock a call's requested_at is read from (before it is
-	// forwarded); nil means time.Now. A gateway in front of systems that
-	// keep another clock (the sandbox's virtual one) reads theirs.
+	// forwarded); nil means time.Now.
 	Now func() time.Time
 	// RecordTimeout bounds how long an agent's answer waits for
-	// CommitLayer to take a bound call's action when it does not wait for
-	// the verdict, and beyond WaitTimeout when it does (default 15 s, the
-	// budget before there was a default; `commitlayer mcp` gives 5 s); an
-	// action the API did not take in time is posted again in the
-	// background (pending.go).
+	// CommitLayer to take a bound call's action (beyond WaitTimeout with
+	// Wait; default 15 s); an action not taken in time is posted again in
+	// the background (pending.go).
 	RecordTimeout time.Duration
-	// PageSize is how many tools a tools/list page holds (default the
-	// SDK's).
-	PageSize int
+	// CallTimeout bounds each request forwarded upstream (default 60 s):
+	// then the agent is answered with an error naming it, and the upstream
+	// is sent notifications/cancelled.
+	CallTimeout time.Duration
+	// MaxMessage bounds one message from the upstream: a result, an SSE
+	// event, a stdio line (default 8 MiB). MaxListPages and MaxListBytes
+	// bound one listing an agent pages through (defaults 1000 pages,
+	// 64 MiB).
+	MaxMessage                 int
+	MaxListPages, MaxListBytes int
 	// SessionIdleTimeout ends a Streamable HTTP session that sent no
-	// request for this long (its next request is 404, and the agent
-	// initializes again); zero keeps sessions until DELETE.
+	// request for this long; zero keeps sessions until DELETE.
 	SessionIdleTimeout time.Duration
 }
 
@@ -115,14 +116,21 @@ const HeaderRequestID = "Commitlayer-Jsonrpc-Id"
 // environment.
 const envKey = "COMMITLAYER_API_KEY"
 
+// Defaults.
 const (
 	defaultWaitTimeout     = 10 * time.Second
 	defaultBindingsRefresh = 30 * time.Second
 	defaultRecordTimeout   = 15 * time.Second
-	maxClaimMessage        = 2048
-	maxKeyLen              = 255
-	seenCacheSize          = 16384
+	DefaultCallTimeout     = 60 * time.Second
+	DefaultMaxMessage      = 8 << 20
+	defaultMaxListPages    = 1000
+	defaultMaxListBytes    = 64 << 20
 )
+
+// agentVersions are the protocol versions the gateway speaks to agents:
+// the stateful ones its upstream session speaks (2026-07-28 clients fall
+// back to initialize).
+var agentVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // Gateway is a running gateway: its MCP server and its upstream session.
 type Gateway struct {
@@ -136,48 +144,30 @@ type Gateway struct {
 	upstream *mcp.ClientSession // nil while reconnecting
 	upErr    error              // why the last session ended or dial failed
 	closed   bool
-	tools    map[string]bool // the upstream's tools, as served
-	done     chan struct{}   // closed by Close
-	wg       sync.WaitGroup  // the watcher, reconnect and retry goroutines
+	done     chan struct{}  // closed by Close
+	wg       sync.WaitGroup // the watcher, reconnect and retry goroutines
 
 	subMu   sync.Mutex
-	subOn   *mcp.ClientSession // the upstream session subURIs are subscribed on
-	subURIs map[string]bool
+	subURIs map[string]bool // resources agents subscribed to
 
-	prog progress // progress tokens sent upstream → the agents' (passthrough.go)
+	prog     progress                   // progress tokens sent upstream → the agents' (forward.go)
+	listings *lru.Cache[string, [2]int] // pages and bytes of each listing in course (forward.go)
 
-	pendMu  sync.Mutex
-	pending map[string]*pendingAction // actions CommitLayer has not taken (pending.go)
-	kick    chan struct{}
+	pendMu    sync.Mutex
+	pending   map[string]*owed // records CommitLayer has not taken (pending.go)
+	pendBytes int
+	kick      chan struct{}
 
 	bindMu     sync.Mutex
 	bindings   *contracts.Bindings
 	bindAt     time.Time
 	refreshing bool
 
-	// seen keeps, per idempotency key, the action first recorded for it:
-	// a retried call records the same action again (same body, same key),
-	// whatever its own result, so the API answers a replay.
-	seen *lru.Cache[string, seenAction]
-	// retries keeps, per session and bound match (contract, binding,
-	// subject, params), the key of a call that answered an error: the
-	// agent's next call of the same match retries that action (retry.go).
-	retries *lru.Cache[string, string]
-	// began keeps, per session, when the work of its next action began:
-	// the time of its first call since the last one recorded.
-	began *lru.Cache[string, time.Time]
-	// sessions names sessions without a transport id (stdio).
-	sessions sync.Map // *mcp.ServerSession → string
+	calls    *service.ToolCalls // chains, work began, keys (record.go)
+	sessions sync.Map           // *mcp.ServerSession → id, for sessions without a transport id (stdio)
 }
 
-// seenAction is the action first recorded under a key, and its match's
-// fingerprint (contract, binding, subject, params).
-type seenAction struct {
-	action      commitlayer.Action
-	fingerprint string
-}
-
-// New connects to the upstream, lists its tools and fetches the bindings.
+// New connects to the upstream and fetches the bindings.
 func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if cfg.Recorder == nil {
 		return nil, errors.New("mcp gateway: no recorder")
@@ -185,33 +175,36 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if (len(cfg.Upstream.Command) == 0) == (cfg.Upstream.URL == "") {
 		return nil, errors.New("mcp gateway: give exactly one upstream: a command or a URL")
 	}
-	if cfg.PageSize < 0 {
-		return nil, fmt.Errorf("mcp gateway: page size %d is negative", cfg.PageSize)
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&cfg.WaitTimeout, defaultWaitTimeout}, {&cfg.BindingsRefresh, defaultBindingsRefresh},
+		{&cfg.RecordTimeout, defaultRecordTimeout}, {&cfg.CallTimeout, DefaultCallTimeout}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
 	}
-	if cfg.WaitTimeout <= 0 {
-		cfg.WaitTimeout = defaultWaitTimeout
+	for _, n := range []struct {
+		v   *int
+		def int
+	}{{&cfg.MaxMessage, DefaultMaxMessage},
+		{&cfg.MaxListPages, defaultMaxListPages}, {&cfg.MaxListBytes, defaultMaxListBytes}} {
+		if *n.v <= 0 {
+			*n.v = n.def
+		}
 	}
-	if cfg.BindingsRefresh <= 0 {
-		cfg.BindingsRefresh = defaultBindingsRefresh
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
-	if cfg.RecordTimeout <= 0 {
-		cfg.RecordTimeout = defaultRecordTimeout
+	if cfg.Version == "" {
+		cfg.Version = "dev"
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, tools: map[string]bool{}, done: make(chan struct{}),
-		subURIs: map[string]bool{}, pending: map[string]*pendingAction{},
-		kick: make(chan struct{}, 1)}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), subURIs: map[string]bool{},
+		pending: map[string]*owed{}, kick: make(chan struct{}, 1), calls: service.NewToolCalls(0, 0)}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
-	g.seen, _ = lru.New[string, seenAction](seenCacheSize) // size > 0: no error
-	g.retries, _ = lru.New[string, string](seenCacheSize)
-	g.began, _ = lru.New[string, time.Time](seenCacheSize)
-	if g.cfg.Now == nil {
-		g.cfg.Now = time.Now
-	}
-	if g.cfg.Version == "" {
-		g.cfg.Version = "dev"
-	}
+	g.listings, _ = lru.New[string, [2]int](4096) // size > 0: no error
 	b, err := cfg.Recorder.Bindings(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("mcp gateway: fetch bindings: %w", err)
@@ -223,7 +216,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	up := cs.InitializeResult()
 	g.caps = serverCapabilities(up)
-	opts := &mcp.ServerOptions{Logger: g.log, Capabilities: g.caps, PageSize: cfg.PageSize}
+	opts := &mcp.ServerOptions{Logger: g.log, Capabilities: g.caps, SupportedProtocolVersions: agentVersions}
 	if up != nil {
 		opts.Instructions = up.Instructions
 	}
@@ -231,10 +224,8 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		opts.SubscribeHandler, opts.UnsubscribeHandler = g.subscribe, g.unsubscribe
 	}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "commitlayer-mcp-gateway", Version: g.cfg.Version}, opts)
-	g.server.AddReceivingMiddleware(g.passthrough)
-	if err := g.attach(ctx, cs); err != nil {
-		return nil, err
-	}
+	g.server.AddReceivingMiddleware(g.forward)
+	g.attach(ctx, cs)
 	g.wg.Add(1)
 	go g.retryLoop()
 	return g, nil
@@ -254,67 +245,8 @@ func upstreamEnv(env []string) []string {
 	})
 }
 
-// syncTools lists the upstream's tools and serves them: new and changed
-// ones added, vanished ones removed (the SDK tells the agents).
-func (g *Gateway) syncTools(ctx context.Context) error {
-	cs, err := g.session()
-	if err != nil || g.server == nil {
-		return err
-	}
-	var listed []*mcp.Tool
-	for t, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			return fmt.Errorf("mcp gateway: list upstream tools: %w", err)
-		}
-		listed = append(listed, t)
-	}
-	g.upMu.Lock()
-	defer g.upMu.Unlock()
-	now := map[string]bool{}
-	for _, t := range listed {
-		if err := g.addTool(t); err != nil {
-			g.log.WarnContext(ctx, "mcp gateway: upstream tool not served", "tool", t.Name, "error", err)
-			continue
-		}
-		now[t.Name] = true
-	}
-	var gone []string
-	for name := range g.tools {
-		if !now[name] {
-			gone = append(gone, name)
-		}
-	}
-	if len(gone) > 0 {
-		g.server.RemoveTools(gone...)
-	}
-	g.tools = now
-	return nil
-}
-
-// addTool serves an upstream tool as it is; a tool the SDK refuses (no
-// input schema, not an object) is reported, never a crash.
-func (g *Gateway) addTool(t *mcp.Tool) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
-		}
-	}()
-	tool := *t
-	if tool.InputSchema == nil {
-		return errors.New("no input schema")
-	}
-	name := t.Name
-	g.server.AddTool(&tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		return g.callTool(ctx, name, req), nil
-	})
-	return nil
-}
-
-// Server is the gateway's MCP server (for transports of the caller's own).
-func (g *Gateway) Server() *mcp.Server { return g.server }
-
 // Close ends the upstream session (and the upstream command), and makes a
-// last attempt at the actions CommitLayer has not taken yet.
+// last attempt at the records CommitLayer has not taken yet.
 func (g *Gateway) Close() error {
 	g.upMu.Lock()
 	if g.closed {
@@ -332,80 +264,6 @@ func (g *Gateway) Close() error {
 	}
 	g.wg.Wait()
 	return err
-}
-
-// toolError is a tool result saying the call failed.
-func toolError(format string, args ...any) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
-}
-
-// callTool forwards one call upstream and records it when bound. Whatever
-// the upstream answers (an error, nothing, a panic in here), the agent gets
-// a tool result; once the upstream has answered, its answer (a panic while
-// recording must not turn a refund that happened into a failed call).
-func (g *Gateway) callTool(ctx context.Context, name string, req *mcp.CallToolRequest) (res *mcp.CallToolResult) {
-	defer func() {
-		if r := recover(); r != nil {
-			g.log.ErrorContext(ctx, "mcp gateway: call failed inside the gateway", "tool", name, "panic", fmt.Sprint(r))
-			if res == nil {
-				res = toolError("the CommitLayer gateway failed on this call of %s", name)
-			}
-		}
-	}()
-	// The action's work began at the session's first call since its last
-	// recorded one (retry.go).
-	requestedAt := g.workBegan(g.sessionID(req.Session), g.cfg.Now().UTC())
-	var rawArgs json.RawMessage
-	var meta mcp.Meta
-	if req.Params != nil {
-		rawArgs, meta = req.Params.Arguments, req.Params.Meta
-	}
-	reqID := ""
-	if req.Extra != nil {
-		reqID = req.Extra.Header.Get(HeaderRequestID)
-	}
-	if v, ok := meta[metaRequestID]; ok { // the gateway's own (tagBatchCalls): never forwarded
-		if s, ok := v.(string); ok && reqID == "" {
-			reqID = s
-		}
-		meta = maps.Clone(meta)
-		delete(meta, metaRequestID)
-	}
-	params := &mcp.CallToolParams{Meta: meta, Name: name}
-	if len(rawArgs) > 0 {
-		params.Arguments = rawArgs
-	}
-	params, progressDone := withProgress(g, ctx, req.Session, params)
-	defer progressDone()
-	uctx := ctx
-	if g.cfg.ForwardAuth && req.Extra != nil {
-		if v := req.Extra.Header.Get("Authorization"); v != "" {
-			uctx = context.WithValue(ctx, authKey{}, v)
-		}
-	}
-	cs, err := g.session()
-	if err == nil {
-		res, err = cs.CallTool(uctx, params)
-		if err != nil {
-			g.failed(cs, err)
-		}
-	}
-	err = g.scrub(err)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		// The agent cancelled the call (notifications/cancelled): the SDK
-		// sends it no answer, and the upstream was told to stop.
-		res = toolError("the call was cancelled before the upstream MCP server answered")
-	case err != nil:
-		g.log.WarnContext(ctx, "mcp gateway: upstream call failed", "tool", name, "error", err)
-		res = toolError("upstream MCP server: %v", err)
-	case res == nil:
-		res = toolError("upstream MCP server answered no result")
-	}
-	if b := g.currentBindings(ctx); b.Bound(name) {
-		res.Content = append(res.Content, g.record(ctx, name, req, reqID, rawArgs, res, requestedAt, b)...)
-	}
-	return res
 }
 
 // currentBindings returns the bindings, fetched again once they are older

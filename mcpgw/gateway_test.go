@@ -36,7 +36,17 @@ const upstreamEnv = "MCPGW_TEST_UPSTREAM"
 // reach the upstream, the logs or a result.
 const testKey = "cl_test_secret_key_4f1c9e"
 
+// helpers are roles this test binary plays in other processes, named by
+// its first argument.
+var helpers = map[string]func(){}
+
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		if h, ok := helpers[os.Args[1]]; ok {
+			h()
+			os.Exit(0)
+		}
+	}
 	if os.Getenv(upstreamEnv) == "1" {
 		s := upstreamServer(nil)
 		s.AddTool(&mcp.Tool{Name: "crash", InputSchema: json.RawMessage(`{"type":"object"}`)},
@@ -51,6 +61,15 @@ func TestMain(m *testing.M) {
 					_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3})
 				}
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("token=%v", tok)}}}, nil
+			})
+		s.AddTool(&mcp.Tool{Name: "huge", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("h", 128<<10)}}}, nil
+			})
+		s.AddTool(&mcp.Tool{Name: "garbage", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				_, _ = os.Stdout.WriteString("{\"jsonrpc\":\"2.0\",\"result\":{\"content\":[\n" + strings.Repeat("g", 200<<10) + "\n")
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "after the garbage"}}}, nil
 			})
 		err := s.Run(context.Background(), &mcp.StdioTransport{})
 		if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
@@ -158,7 +177,9 @@ type fakeRecorder struct {
 	byKey    map[string]string // key → action id
 	bodies   map[string]string // key → action JSON
 	actions  []commitlayer.Action
+	attempts map[string]string // attempt key → action id
 	waits    int
+	refuse   error // answered to every Record when set
 }
 
 func newFakeRecorder(t testing.TB) *fakeRecorder {
@@ -190,16 +211,45 @@ func (f *fakeRecorder) Record(_ context.Context, a commitlayer.Action, key strin
 	if wait {
 		f.waits++
 	}
+	if f.refuse != nil {
+		return client.Accepted{}, f.refuse
+	}
 	if id, ok := f.byKey[key]; ok {
 		if f.bodies[key] != string(body) {
 			return client.Accepted{}, errors.New("409 idempotency_conflict")
 		}
 		return client.Accepted{ID: id, Replayed: true, Verdict: f.verdict}, nil
 	}
-	id := fmt.Sprintf("act_%d", len(f.actions)+1)
+	id := a.ID
+	if id == "" {
+		id = fmt.Sprintf("act_%d", len(f.actions)+1)
+	}
 	f.byKey[key], f.bodies[key] = id, string(body)
 	f.actions = append(f.actions, a)
 	return client.Accepted{ID: id, Verdict: f.verdict}, nil
+}
+
+// RecordAttempt keeps the attempt once per key and sets the claim of the
+// action it names (404 when there is none).
+func (f *fakeRecorder) RecordAttempt(_ context.Context, actionID, key string, claim commitlayer.Claim, _ json.RawMessage,
+	_ bool, _ time.Duration) (client.Accepted, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.actions {
+		if f.actions[i].ID != actionID {
+			continue
+		}
+		if f.attempts == nil {
+			f.attempts = map[string]string{}
+		}
+		if _, ok := f.attempts[key]; ok {
+			return client.Accepted{ID: actionID, Replayed: true, Verdict: f.verdict}, nil
+		}
+		f.attempts[key] = actionID
+		f.actions[i].Claim = claim
+		return client.Accepted{ID: actionID, Verdict: f.verdict}, nil
+	}
+	return client.Accepted{}, &client.APIError{StatusCode: http.StatusNotFound, Message: "no action"}
 }
 
 func (f *fakeRecorder) recorded() ([]commitlayer.Action, []string) {
@@ -293,7 +343,7 @@ func TestGatewayStdioUpstream(t *testing.T) {
 	cs := agentSession(t, srv.URL, "support-bot", nil)
 	ctx := context.Background()
 
-	require.ElementsMatch(t, []string{"refund", "get_order", "env", "echo_meta", "broken", "crash", "progress"}, toolNames(t, cs))
+	require.ElementsMatch(t, []string{"refund", "get_order", "env", "echo_meta", "broken", "crash", "progress", "huge", "garbage"}, toolNames(t, cs))
 
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: map[string]any{"order_id": "o_1", "amount": 2500, "currency": "USD"}})
 	require.NoError(t, err)
@@ -374,9 +424,9 @@ func TestGatewayHTTPUpstream(t *testing.T) {
 	got := text(t, res)
 	require.Len(t, got, 3, "the upstream's text and a FAIL note per recorded action: %v", got)
 	require.Contains(t, got[1], "did NOT verify")
-	require.Contains(t, got[1], "act_1")
-	require.Contains(t, got[1], "missing_effect refund: no refund_created on order:o_7 (hint: human_review: a person should look")
 	actions, _ := rec.recorded()
+	require.Contains(t, got[1], actions[0].ID)
+	require.Contains(t, got[1], "missing_effect refund: no refund_created on order:o_7 (hint: human_review: a person should look")
 	require.Len(t, actions, 2)
 	require.Equal(t, "refunds-agent", actions[0].Agent, "-agent wins over the client's name")
 
@@ -622,7 +672,7 @@ func TestGatewayJoinsRetriesOfAFailedCall(t *testing.T) {
 	require.False(t, res.IsError)
 	got := byAmount()
 	require.Len(t, got, 1, "the retry is the timed-out call's action")
-	require.Equal(t, commitlayer.ClaimFailure, got[0].Claim.Status, "the first attempt's")
+	require.Equal(t, commitlayer.ClaimSuccess, got[0].Claim.Status, "the last attempt's")
 	require.Equal(t, time.Date(2026, 12, 1, 9, 0, 1, 0, time.UTC), got[0].RequestedAt, "requested_at from Config.Now, the first attempt's")
 
 	_, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "refund", Arguments: args})

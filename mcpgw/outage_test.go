@@ -167,7 +167,7 @@ func TestCommitLayerDown(t *testing.T) {
 	actions, _ = rec.recorded()
 	require.Len(t, actions, 4)
 	require.Contains(t, logs.String(), "posting it again in the background")
-	require.Contains(t, logs.String(), "action recorded after retries")
+	require.Contains(t, logs.String(), "recorded after retries")
 }
 
 // TestCommitLayerDownWithWait: with -wait, a call whose verdict could not

@@ -2,6 +2,7 @@ package mcpgw
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -10,40 +11,52 @@ import (
 	"github.com/commitlayer/commitlayer/client"
 )
 
-// A bound call the gateway answered is an action it owes CommitLayer.
-// When CommitLayer's API does not take it (down, slow, 5xx, 429), the
-// action waits in memory and is posted again, under the same
-// Idempotency-Key, until the API takes it or refuses it for good (a 4xx:
-// it would never take it); the agent is not kept waiting for that. Close
-// makes one last attempt and logs, with its key, every action still owed.
+// A bound call the gateway answered is a record it owes CommitLayer: an
+// action, or an attempt of one. When CommitLayer's API does not take it
+// (down, slow, 5xx, 429), it waits in memory and is posted again, under
+// the same Idempotency-Key, until the API takes it or refuses it for good
+// (a 4xx: it would never take it); the agent is not kept waiting for that.
+// What waits is bounded in count and bytes; Close makes one last attempt
+// and logs, with its key, every record still owed.
 
 const (
-	retryMin     = time.Second
-	retryMax     = time.Minute
-	maxPending   = 100000
-	flushOnClose = 5 * time.Second
+	retryMin        = time.Second
+	retryMax        = time.Minute
+	maxPending      = 10000
+	maxPendingBytes = 64 << 20
+	flushOnClose    = 5 * time.Second
 )
 
-type pendingAction struct {
+// owed is one record to post: the action under chainKey, or (attempt) the
+// attempt key of the chain's action.
+type owed struct {
 	action   commitlayer.Action
+	chainKey string
 	key      string
-	attempts int
+	entry    json.RawMessage
+	attempt  bool
+	size     int
+	tries    int
 	next     time.Time
 }
 
-// owe queues an action the API did not take.
-func (g *Gateway) owe(a commitlayer.Action, key string, err error) {
+// owe queues a record the API did not take.
+func (g *Gateway) owe(o *owed, err error) {
 	g.pendMu.Lock()
 	defer g.pendMu.Unlock()
-	if _, ok := g.pending[key]; ok {
+	if _, ok := g.pending[o.key]; ok {
 		return
 	}
-	if len(g.pending) >= maxPending {
-		g.log.Error("mcp gateway: action not recorded: too many actions waiting for CommitLayer",
-			"contract", a.Contract, "subject", string(a.Subject), "idempotency_key", key, "error", err)
+	b, _ := json.Marshal(o.action)
+	o.size = len(b) + len(o.entry) + len(o.key) + len(o.chainKey)
+	if len(g.pending) >= maxPending || g.pendBytes+o.size > maxPendingBytes {
+		g.log.Error("mcp gateway: call not recorded: too many records waiting for CommitLayer",
+			"contract", o.action.Contract, "subject", string(o.action.Subject), "idempotency_key", o.key, "error", err)
 		return
 	}
-	g.pending[key] = &pendingAction{action: a, key: key, attempts: 1, next: time.Now().Add(retryMin)}
+	o.tries, o.next = 1, time.Now().Add(retryMin)
+	g.pending[o.key] = o
+	g.pendBytes += o.size
 	select {
 	case g.kick <- struct{}{}:
 	default:
@@ -65,7 +78,7 @@ func permanent(err error) bool {
 		ae.StatusCode != http.StatusRequestTimeout && ae.StatusCode != http.StatusTooManyRequests
 }
 
-// retryLoop posts owed actions when their time comes, until Close.
+// retryLoop posts owed records when their time comes, until Close.
 func (g *Gateway) retryLoop() {
 	defer g.wg.Done()
 	t := time.NewTimer(time.Hour)
@@ -82,10 +95,10 @@ func (g *Gateway) retryLoop() {
 			g.retryDue(ctx, true)
 			cancel()
 			g.pendMu.Lock()
-			for _, p := range g.pending {
-				g.log.Error("mcp gateway: action not recorded: CommitLayer did not take it before the gateway stopped",
-					"contract", p.action.Contract, "subject", string(p.action.Subject), "agent", p.action.Agent,
-					"idempotency_key", p.key, "attempts", p.attempts)
+			for _, o := range g.pending {
+				g.log.Error("mcp gateway: call not recorded: CommitLayer did not take it before the gateway stopped",
+					"contract", o.action.Contract, "subject", string(o.action.Subject), "agent", o.action.Agent,
+					"idempotency_key", o.key, "attempts", o.tries)
 			}
 			g.pendMu.Unlock()
 			return
@@ -95,47 +108,52 @@ func (g *Gateway) retryLoop() {
 	}
 }
 
-// retryDue posts the owed actions whose time has come (all with force)
-// and returns when the next one is due (zero: none).
+// retryDue posts the owed records whose time has come (all with force),
+// actions before attempts, and returns when the next one is due (zero:
+// none).
 func (g *Gateway) retryDue(ctx context.Context, force bool) time.Time {
 	now := time.Now()
 	g.pendMu.Lock()
-	var due []*pendingAction
-	for _, p := range g.pending {
-		if force || !p.next.After(now) {
-			due = append(due, p)
+	var due []*owed
+	for _, o := range g.pending {
+		if force || !o.next.After(now) {
+			due = append(due, o)
 		}
 	}
 	g.pendMu.Unlock()
-	for _, p := range due {
-		if ctx.Err() != nil {
-			break
+	for _, attempts := range []bool{false, true} {
+		for _, o := range due {
+			if ctx.Err() != nil || o.attempt != attempts {
+				continue
+			}
+			rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			acc, err := g.post(rctx, o, false)
+			cancel()
+			g.pendMu.Lock()
+			switch {
+			case err == nil:
+				g.log.Info("mcp gateway: recorded after retries", "contract", o.action.Contract,
+					"subject", string(o.action.Subject), "action", acc.ID, "attempts", o.tries+1)
+			case permanent(err):
+				g.log.Error("mcp gateway: call not recorded: CommitLayer refused it", "contract", o.action.Contract,
+					"subject", string(o.action.Subject), "idempotency_key", o.key, "error", err)
+			default:
+				o.tries++
+				o.next = time.Now().Add(min(retryMin<<min(o.tries, 16), retryMax))
+				g.pendMu.Unlock()
+				continue
+			}
+			delete(g.pending, o.key)
+			g.pendBytes -= o.size
+			g.pendMu.Unlock()
 		}
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		acc, err := g.cfg.Recorder.Record(rctx, p.action, p.key, false, 0)
-		cancel()
-		g.pendMu.Lock()
-		switch {
-		case err == nil:
-			delete(g.pending, p.key)
-			g.log.Info("mcp gateway: action recorded after retries", "contract", p.action.Contract,
-				"subject", string(p.action.Subject), "action", acc.ID, "attempts", p.attempts+1)
-		case permanent(err):
-			delete(g.pending, p.key)
-			g.log.Error("mcp gateway: action not recorded: CommitLayer refused it", "contract", p.action.Contract,
-				"subject", string(p.action.Subject), "idempotency_key", p.key, "error", err)
-		default:
-			p.attempts++
-			p.next = time.Now().Add(min(retryMin<<min(p.attempts, 16), retryMax))
-		}
-		g.pendMu.Unlock()
 	}
 	g.pendMu.Lock()
 	defer g.pendMu.Unlock()
 	var next time.Time
-	for _, p := range g.pending {
-		if next.IsZero() || p.next.Before(next) {
-			next = p.next
+	for _, o := range g.pending {
+		if next.IsZero() || o.next.Before(next) {
+			next = o.next
 		}
 	}
 	return next

@@ -3,113 +3,122 @@ package mcpgw
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/service"
 )
 
-// record records the actions a bound call makes and returns the text the
-// agent is told (a FAIL verdict with -wait), if any.
-func (g *Gateway) record(ctx context.Context, name string, req *mcp.CallToolRequest, reqID string, rawArgs json.RawMessage,
-	res *mcp.CallToolResult, requestedAt time.Time, b *contracts.Bindings) []mcp.Content {
-	args, err := decodeObject(rawArgs)
-	if err != nil {
-		g.log.WarnContext(ctx, "mcp gateway: bound call not recorded: arguments are not a JSON object", "tool", name)
-		return nil
+// record passes a call to the recorder (service.ToolCalls: binding match,
+// retry chain, work began, keys) and records what it says: a new action,
+// or a retry as an attempt of its chain's action. It returns what the agent
+// is told: a record CommitLayer refused, a FAIL verdict with Wait (from a
+// pass that began after this attempt was stored), or with Wait a record
+// CommitLayer has not taken yet.
+func (g *Gateway) record(ctx context.Context, req *mcp.CallToolRequest, name, reqID string, rawArgs json.RawMessage,
+	res toolResult, start time.Time) []string {
+	b := g.currentBindings(ctx)
+	session := g.sessionID(req.Session)
+	call := service.ToolCall{Source: "mcp", Scope: session, CallID: reqID, Tool: name, Agent: g.agentName(req.Session), Start: start}
+	if b.Bound(name) {
+		args, err := decodeObject(rawArgs)
+		if err != nil {
+			g.log.WarnContext(ctx, "mcp gateway: bound call not recorded: arguments are not a JSON object", "tool", name)
+			return nil
+		}
+		call.Args = args
+		call.Result, call.Message = res.value()
+		call.Failed = res.IsError
+		if call.CallID == "" { // no id reached the handler: this call alone
+			var r [12]byte
+			_, _ = rand.Read(r[:])
+			call.CallID = "unknown-" + hex.EncodeToString(r[:])
+		}
+		call.Trace = map[string]string{"source": "mcp", "session": session, "request_id": call.CallID, "tool": name}
 	}
-	result, text := resultValue(res)
-	matches, err := b.Match(name, args, result)
+	recs, _, err := g.calls.Record(call, b)
 	if err != nil {
 		g.log.WarnContext(ctx, "mcp gateway: binding could not be evaluated", "tool", name, "error", err)
 	}
-	if len(matches) == 0 {
-		return nil
-	}
-	session := g.sessionID(req.Session)
-	if reqID == "" { // no id reached the handler: this call alone
-		var r [12]byte
-		_, _ = rand.Read(r[:])
-		reqID = "unknown-" + hex.EncodeToString(r[:])
-	}
-	claim := commitlayer.Claim{Status: commitlayer.ClaimSuccess, Message: commitlayer.Clip(text, maxClaimMessage)}
-	if res.IsError {
-		claim.Status = commitlayer.ClaimFailure
-	}
-	trace, _ := json.Marshal([]map[string]string{{"source": "mcp", "session": session, "request_id": reqID, "tool": name}})
-	agent := g.agentName(req.Session)
 	budget := g.cfg.RecordTimeout
 	if g.cfg.Wait {
-		budget = g.cfg.WaitTimeout + g.cfg.RecordTimeout
+		budget += g.cfg.WaitTimeout
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
-	var notes []mcp.Content
-	g.began.Remove(session) // the next call begins the next action's work
-	for _, m := range matches {
-		fp := m.Fingerprint()
-		key := idempotencyKey(session, reqID, m.Contract.ID(), m.Binding)
-		if prev, ok := g.seen.Peek(key); ok && prev.fingerprint != fp {
-			// MCP forbids reusing an id in a session; an agent that does
-			// makes another call, not a retry: its own action.
-			g.log.WarnContext(ctx, "mcp gateway: JSON-RPC id reused in the session for another call; recorded as an action of its own",
-				"tool", name, "request_id", reqID)
-			key = idempotencyKey(session, reqID+"#"+fp[:16], m.Contract.ID(), m.Binding)
-		}
-		key = g.retryKey(session, agent, m, key, res.IsError)
-		a := commitlayer.Action{Contract: m.Contract.ID(), Agent: agent, Subject: m.Subject, Params: m.Params,
-			RequestedAt: requestedAt, Claim: claim, Trace: trace}
-		if prev, ok, _ := g.seen.PeekOrAdd(key, seenAction{action: a, fingerprint: fp}); ok {
-			a = prev.action
-		}
-		acc, err := g.cfg.Recorder.Record(rctx, a, key, g.cfg.Wait, g.cfg.WaitTimeout)
-		if err != nil {
-			why := "CommitLayer did not answer"
-			if permanent(err) {
-				why = "CommitLayer refused to record it"
-				g.log.ErrorContext(ctx, "mcp gateway: action not recorded: CommitLayer refused it", "tool", name,
-					"contract", a.Contract, "subject", string(a.Subject), "idempotency_key", key, "error", err)
-			} else {
-				g.log.WarnContext(ctx, "mcp gateway: record action; posting it again in the background", "tool", name,
-					"contract", a.Contract, "subject", string(a.Subject), "idempotency_key", key, "error", err)
-				g.owe(a, key, err)
-			}
+	var notes []string
+	for _, rec := range recs {
+		a := rec.Action
+		o := &owed{action: a, chainKey: rec.ChainKey, key: rec.Key, entry: rec.Entry, attempt: rec.Retry}
+		acc, err := g.post(rctx, o, g.cfg.Wait)
+		what := fmt.Sprintf("%s on %s", a.Contract, a.Subject)
+		switch {
+		case err != nil && permanent(err):
+			g.log.ErrorContext(ctx, "mcp gateway: call not recorded: CommitLayer refused it", "tool", name,
+				"contract", a.Contract, "subject", string(a.Subject), "idempotency_key", rec.Key, "error", err)
+			notes = append(notes, fmt.Sprintf("CommitLayer refused to record this call (%s): %s. It is not verified.", what, apiMessage(err)))
+		case err != nil:
+			g.log.WarnContext(ctx, "mcp gateway: record; posting it again in the background", "tool", name,
+				"contract", a.Contract, "subject", string(a.Subject), "idempotency_key", rec.Key, "error", err)
+			g.owe(o, err)
 			if g.cfg.Wait {
-				notes = append(notes, &mcp.TextContent{Text: fmt.Sprintf("CommitLayer: this call (%s on %s) could not be "+
-					"verified yet: %s. The result above is the upstream's, unverified.", a.Contract, a.Subject, why)})
+				notes = append(notes, fmt.Sprintf("CommitLayer: this call (%s) could not be verified yet: CommitLayer did not answer. "+
+					"The result above is the upstream's, unverified.", what))
 			}
-			continue
-		}
-		attrs := []any{"tool", name, "contract", a.Contract, "subject", string(a.Subject), "action", acc.ID,
-			"agent", agent, "replayed", acc.Replayed}
-		if acc.Verdict != nil {
-			attrs = append(attrs, "verdict", string(acc.Verdict.Status))
-		}
-		g.log.InfoContext(ctx, "mcp gateway: action recorded", attrs...)
-		if acc.Verdict != nil && acc.Verdict.Status == commitlayer.StatusFail {
-			notes = append(notes, &mcp.TextContent{Text: failNote(acc.ID, a, *acc.Verdict)})
+		default:
+			attrs := []any{"tool", name, "contract", a.Contract, "subject", string(a.Subject), "action", acc.ID,
+				"agent", a.Agent, "attempt", rec.Retry, "replayed", acc.Replayed}
+			if acc.Verdict != nil {
+				attrs = append(attrs, "verdict", string(acc.Verdict.Status))
+			}
+			g.log.InfoContext(ctx, "mcp gateway: action recorded", attrs...)
+			if acc.Verdict != nil && acc.Verdict.Status == commitlayer.StatusFail {
+				notes = append(notes, failNote(acc.ID, a, *acc.Verdict))
+			}
 		}
 	}
 	return notes
 }
 
-// idempotencyKey is the action's key: the session, the JSON-RPC id, the
-// contract and the binding (hashed when longer than the API takes).
-func idempotencyKey(session, reqID, contract string, binding int) string {
-	k := fmt.Sprintf("mcp/%s/%s/%s/%d", session, reqID, contract, binding)
-	if len(k) <= maxKeyLen && !strings.ContainsFunc(k, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-		return k
+// post records o: a new action under its chain's key, or an attempt of its
+// chain's action once that is recorded (when the API does not know the
+// action, the attempt is recorded as the action itself, claiming this
+// attempt).
+func (g *Gateway) post(ctx context.Context, o *owed, wait bool) (client.Accepted, error) {
+	g.pendMu.Lock()
+	_, waiting := g.pending[o.chainKey]
+	g.pendMu.Unlock()
+	if o.attempt && waiting {
+		return client.Accepted{}, errors.New("its action is not recorded yet")
 	}
-	sum := sha256.Sum256([]byte(k))
-	return "mcp/" + hex.EncodeToString(sum[:])
+	if o.attempt {
+		acc, err := g.cfg.Recorder.RecordAttempt(ctx, o.action.ID, o.key, o.action.Claim, o.entry, wait, g.cfg.WaitTimeout)
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound {
+			return acc, err
+		}
+	}
+	return g.cfg.Recorder.Record(ctx, o.action, o.chainKey, wait, g.cfg.WaitTimeout)
+}
+
+// apiMessage is what the API said of a record it refused.
+func apiMessage(err error) string {
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Message != "" {
+		return fmt.Sprintf("%d %s", ae.StatusCode, commitlayer.Clip(ae.Message, 300))
+	}
+	return commitlayer.Clip(err.Error(), 300)
 }
 
 // failNote tells the agent its call did not verify.
@@ -142,26 +151,21 @@ var hintWords = map[commitlayer.Remedy]string{
 	commitlayer.RemedyRetryRead:   "the systems may not have reported yet; the verdict can change",
 }
 
-// resultValue is a call's result as bindings read it (structuredContent
-// when it is an object; else the text content when it is a JSON object;
-// else {"text": …}), and its text.
-func resultValue(res *mcp.CallToolResult) (map[string]any, string) {
+// value is a call's result as bindings read it (structuredContent when it
+// is an object; else the text content when it is a JSON object; else
+// {"text": …}), and its text.
+func (r toolResult) value() (map[string]any, string) {
 	var texts []string
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			texts = append(texts, t.Text)
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			texts = append(texts, c.Text)
 		}
 	}
 	text := strings.Join(texts, "\n")
-	if res.StructuredContent != nil {
-		raw, err := json.Marshal(res.StructuredContent)
-		if err == nil {
-			if m, err := decodeObject(raw); err == nil && m != nil {
-				return m, text
-			}
-		}
+	if m, err := decodeObject(r.StructuredContent); err == nil && len(r.StructuredContent) > 0 && m != nil {
+		return m, text
 	}
-	if m, err := decodeObject(json.RawMessage(text)); err == nil && m != nil {
+	if m, err := decodeObject(json.RawMessage(text)); err == nil && m != nil && text != "" {
 		return m, text
 	}
 	if text == "" {
@@ -184,4 +188,80 @@ func decodeObject(raw json.RawMessage) (map[string]any, error) {
 		return nil, errors.New("not an object")
 	}
 	return a, nil
+}
+
+// APIRecorder is the Recorder on CommitLayer's API through the Go client:
+// bindings from the tenant's latest contract versions (each version
+// compiled once, service.Contracts), actions through POST /v1/actions,
+// attempts through POST /v1/actions/{id}/attempts.
+type APIRecorder struct {
+	Client *client.Client
+
+	once      sync.Once
+	contracts *service.Contracts
+}
+
+var _ Recorder = (*APIRecorder)(nil)
+
+// Bindings lists the contracts and compiles the bindings of their latest
+// versions. A contract that does not compile here (a newer language on the
+// server) binds nothing; the others still do.
+func (r *APIRecorder) Bindings(ctx context.Context) (*contracts.Bindings, error) {
+	r.once.Do(func() { r.contracts = service.NewContracts(apiContracts{r.Client}, 0) })
+	list, err := r.Client.ListContracts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list contracts: %w", err)
+	}
+	var cs []*contracts.Contract
+	for _, c := range list {
+		_, cc, err := r.contracts.Load(ctx, "", c.ID, c.Version)
+		var stale *service.StaleContractError
+		switch {
+		case errors.As(err, &stale):
+		case err != nil:
+			return nil, fmt.Errorf("get contract %s: %w", c.ID, err)
+		default:
+			cs = append(cs, cc)
+		}
+	}
+	return contracts.NewBindings(cs), nil
+}
+
+// apiContracts is the API as the contract store service.Contracts reads.
+type apiContracts struct{ c *client.Client }
+
+func (a apiContracts) GetContract(ctx context.Context, _, id string, version int) (commitlayer.ContractRecord, error) {
+	c, err := a.c.GetContract(ctx, id, version)
+	if err != nil {
+		return commitlayer.ContractRecord{}, err
+	}
+	return commitlayer.ContractRecord{ID: c.ID, Version: c.Version, Source: []byte(c.Source)}, nil
+}
+
+// Record posts the action with the key, waiting for the provisional
+// verdict when asked.
+func (r *APIRecorder) Record(ctx context.Context, a commitlayer.Action, key string, wait bool, waitTimeout time.Duration) (client.Accepted, error) {
+	acc, err := r.Client.RecordAction(ctx, a, recordOptions(key, wait, waitTimeout))
+	if err != nil {
+		return client.Accepted{}, fmt.Errorf("record action: %w", err)
+	}
+	return acc, nil
+}
+
+// RecordAttempt posts a retry as an attempt of its action.
+func (r *APIRecorder) RecordAttempt(ctx context.Context, actionID, key string, claim commitlayer.Claim, entry json.RawMessage,
+	wait bool, waitTimeout time.Duration) (client.Accepted, error) {
+	acc, err := r.Client.RecordAttempt(ctx, actionID, key, claim, entry, recordOptions(key, wait, waitTimeout))
+	if err != nil {
+		return client.Accepted{}, fmt.Errorf("record attempt: %w", err)
+	}
+	return acc, nil
+}
+
+func recordOptions(key string, wait bool, waitTimeout time.Duration) client.RecordOptions {
+	opts := client.RecordOptions{IdempotencyKey: key}
+	if wait {
+		opts.Wait, opts.WaitTimeout = client.Provisional, waitTimeout
+	}
+	return opts
 }

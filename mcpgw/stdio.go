@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"os"
 	"sync"
@@ -66,16 +65,22 @@ func (f *stdioFilter) Close() error { return f.closer.Close() }
 
 func (f *stdioFilter) Read(p []byte) (int, error) {
 	for len(f.buf) == 0 {
-		line, tooLong, err := f.readLine()
+		line, over, err := readLine(f.r, maxStdioLine)
+		code, msg, id, _ := checkMessage(line)
 		switch {
-		case tooLong:
-			f.answer(nil, -32600, "Invalid Request: message longer than 16 MiB")
-		case len(bytes.TrimSpace(line)) > 0:
-			if code, msg, id := checkMessage(line); code != 0 {
-				f.answer(id, code, msg)
-			} else {
-				f.buf = append(line, '\n')
+		case over:
+			code, msg, id = -32600, "Invalid Request: message longer than 16 MiB", nil
+		case len(bytes.TrimSpace(line)) == 0:
+			code = 0
+		case code == 0:
+			f.buf = append(line, '\n')
+		}
+		if code != 0 {
+			if len(id) == 0 {
+				id = json.RawMessage("null")
 			}
+			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
+			_, _ = f.out.Write(append(b, '\n'))
 		}
 		if err != nil && len(f.buf) == 0 {
 			return 0, err
@@ -89,59 +94,27 @@ func (f *stdioFilter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// readLine reads one line without its newline; a line over maxStdioLine
-// is read to its end and dropped.
-func (f *stdioFilter) readLine() ([]byte, bool, error) {
-	var line []byte
-	tooLong := false
-	for {
-		chunk, err := f.r.ReadSlice('\n')
-		if !tooLong {
-			if len(line)+len(chunk) > maxStdioLine+1 {
-				tooLong, line = true, nil
-			} else {
-				line = append(line, chunk...)
-			}
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		return bytes.TrimSuffix(line, []byte("\n")), tooLong, err
-	}
-}
-
-func (f *stdioFilter) answer(id json.RawMessage, code int, msg string) {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
-	_, _ = f.out.Write(append(b, '\n'))
-}
-
 // checkMessage tells a line that is not a JSON-RPC 2.0 message (or batch
 // of them): the error code and message to answer, and the id to answer
-// it with when one can be read.
-func checkMessage(line []byte) (int, string, json.RawMessage) {
-	if !json.Valid(line) {
-		return -32700, "Parse error: the message is not JSON", nil
-	}
+// it with when one can be read. For one message it also gives its method
+// and id, read in the same pass.
+func checkMessage(line []byte) (code int, msg string, id json.RawMessage, method string) {
 	trimmed := bytes.TrimSpace(line)
-	if trimmed[0] == '[' {
+	if len(trimmed) > 0 && trimmed[0] == '[' {
 		var batch []json.RawMessage
-		if json.Unmarshal(trimmed, &batch) != nil || len(batch) == 0 {
-			return -32600, "Invalid Request: an empty batch or not an array of messages", nil
+		if err := json.Unmarshal(trimmed, &batch); err != nil || len(batch) == 0 {
+			if _, syntax := err.(*json.SyntaxError); syntax {
+				return -32700, "Parse error: the message is not JSON", nil, ""
+			}
+			return -32600, "Invalid Request: an empty batch or not an array of messages", nil, ""
 		}
 		for _, m := range batch {
-			if code, msg, _ := checkOne(m); code != 0 {
-				return code, msg + " (in a batch)", nil
+			if code, msg, _, _ := checkMessage(m); code != 0 {
+				return code, msg + " (in a batch)", nil, ""
 			}
 		}
-		return 0, "", nil
+		return 0, "", nil, ""
 	}
-	return checkOne(trimmed)
-}
-
-func checkOne(raw json.RawMessage) (int, string, json.RawMessage) {
 	var m struct {
 		JSONRPC string          `json:"jsonrpc"`
 		Method  *string         `json:"method"`
@@ -149,21 +122,25 @@ func checkOne(raw json.RawMessage) (int, string, json.RawMessage) {
 		Result  json.RawMessage `json:"result"`
 		Error   json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(raw, &m) != nil {
-		return -32600, "Invalid Request: a message is a JSON object", nil
+	if err := json.Unmarshal(trimmed, &m); err != nil {
+		if _, syntax := err.(*json.SyntaxError); syntax || len(trimmed) == 0 {
+			return -32700, "Parse error: the message is not JSON", nil, ""
+		}
+		return -32600, "Invalid Request: a message is a JSON object", nil, ""
 	}
-	id := bytes.TrimSpace(m.ID)
-	validID := len(id) == 0 || id[0] == '"' || id[0] == '-' || (id[0] >= '0' && id[0] <= '9')
-	if !validID {
-		return -32600, "Invalid Request: id must be a string or a number", nil
+	id = bytes.TrimSpace(m.ID)
+	if len(id) > 0 && id[0] != '"' && id[0] != '-' && (id[0] < '0' || id[0] > '9') {
+		return -32600, "Invalid Request: id must be a string or a number", nil, ""
 	}
 	switch {
 	case m.JSONRPC != "2.0":
-		return -32600, `Invalid Request: "jsonrpc" must be "2.0"`, id
+		return -32600, `Invalid Request: "jsonrpc" must be "2.0"`, id, ""
 	case m.Method != nil && *m.Method == "":
-		return -32600, "Invalid Request: empty method", id
+		return -32600, "Invalid Request: empty method", id, ""
 	case m.Method == nil && (len(id) == 0 || (m.Result == nil && m.Error == nil)):
-		return -32600, "Invalid Request: neither a request, a notification nor a response", id
+		return -32600, "Invalid Request: neither a request, a notification nor a response", id, ""
+	case m.Method != nil:
+		method = *m.Method
 	}
-	return 0, "", nil
+	return 0, "", id, method
 }

@@ -16,98 +16,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// authKey carries an agent's Authorization header to the upstream request
-// of its call.
-type authKey struct{}
-
-// upstreamTransport adds the upstream's own headers to every request to an
-// HTTP upstream, and the agent's Authorization on its calls (ForwardAuth).
-// It also relays the progress notifications in the upstream's SSE bodies
-// as they are read (progressTransport says why).
-type upstreamTransport struct {
-	base     http.RoundTripper
-	header   http.Header
-	progress func(context.Context, json.RawMessage) bool
-}
-
-func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	auth, _ := r.Context().Value(authKey{}).(string)
-	if len(t.header) > 0 || auth != "" {
-		r = r.Clone(r.Context())
-		for k, vs := range t.header {
-			r.Header[k] = append([]string(nil), vs...)
-		}
-		if auth != "" {
-			r.Header.Set("Authorization", auth)
-		}
-	}
-	resp, err := t.base.RoundTrip(r)
-	if err != nil || t.progress == nil || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return resp, err
-	}
-	resp.Body = &sseRelay{ReadCloser: resp.Body, ctx: r.Context(), relay: t.progress}
-	return resp, nil
-}
-
-// maxSSEEvent bounds the event data sseRelay keeps to look at: progress
-// notifications are small; a larger event is passed on unread.
-const maxSSEEvent = 64 << 10
-
-// sseRelay passes an SSE body through unchanged, and hands each event
-// that is a notifications/progress to relay before the bytes that follow
-// it are read.
-type sseRelay struct {
-	io.ReadCloser
-	ctx     context.Context
-	relay   func(context.Context, json.RawMessage) bool
-	line    []byte
-	data    []byte
-	tooLong bool
-}
-
-func (s *sseRelay) Read(p []byte) (int, error) {
-	n, err := s.ReadCloser.Read(p)
-	for _, b := range p[:n] {
-		if b != '\n' {
-			if len(s.line) <= maxSSEEvent {
-				s.line = append(s.line, b)
-			}
-			continue
-		}
-		s.endLine()
-	}
-	return n, err
-}
-
-func (s *sseRelay) endLine() {
-	line := bytes.TrimSuffix(s.line, []byte("\r"))
-	s.line = s.line[:0]
-	switch {
-	case len(line) == 0: // the event ends
-		if !s.tooLong && bytes.Contains(s.data, []byte(`"notifications/progress"`)) {
-			var m struct {
-				Method string          `json:"method"`
-				ID     json.RawMessage `json:"id"`
-				Params json.RawMessage `json:"params"`
-			}
-			if json.Unmarshal(s.data, &m) == nil && m.Method == "notifications/progress" && m.ID == nil {
-				s.relay(s.ctx, m.Params)
-			}
-		}
-		s.data, s.tooLong = s.data[:0], false
-	case bytes.HasPrefix(line, []byte("data:")):
-		d := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
-		if len(s.data) > 0 {
-			s.data = append(s.data, '\n')
-		}
-		if len(s.data)+len(d) > maxSSEEvent {
-			s.tooLong = true
-			return
-		}
-		s.data = append(s.data, d...)
-	}
-}
-
 // redactURL drops a URL's user info and query (they may hold secrets) for
 // messages.
 func redactURL(s string) string {
@@ -140,20 +48,28 @@ func (g *Gateway) HTTPHandler() http.Handler {
 				http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
 				return
 			}
-			if r.Header.Get("Mcp-Session-Id") == "" {
-				if method, id, ok := sessionless(body); ok {
-					// MCP (2025-06-18, Streamable HTTP, "Session
-					// Management"): a request without the session the
-					// gateway gave is answered 400. The SDK would open a
-					// session for it and answer a JSON-RPC error of code 0.
-					writeRPCError(w, http.StatusBadRequest, id, -32600,
-						fmt.Sprintf("%s without an Mcp-Session-Id header: send initialize first and the Mcp-Session-Id it answers with every request", method))
-					return
+			code, msg, id, method := checkMessage(body)
+			switch {
+			case code != 0:
+				// A body that is no JSON-RPC message (or batch of them)
+				// is answered with a JSON-RPC error, not 202.
+				writeRPCError(w, http.StatusBadRequest, id, code, msg)
+				return
+			case r.Header.Get("Mcp-Session-Id") == "" && method != "" && method != "initialize" && method != "server/discover":
+				// MCP (2025-06-18, Streamable HTTP, "Session
+				// Management"): a request without the session the
+				// gateway gave is answered 400. The SDK would open a
+				// session for it and answer a JSON-RPC error of code 0.
+				// server/discover is the SDK's, so that clients of newer
+				// protocols fall back to initialize.
+				writeRPCError(w, http.StatusBadRequest, id, -32600,
+					fmt.Sprintf("%s without an Mcp-Session-Id header: send initialize first and the Mcp-Session-Id it answers with every request", method))
+				return
+			case method == "tools/call":
+				if id := canonicalRawID(id); id != "" {
+					r.Header.Set(HeaderRequestID, id)
 				}
-			}
-			if id := callID(body); id != "" {
-				r.Header.Set(HeaderRequestID, id)
-			} else if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+			case bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")):
 				body = tagBatchCalls(body)
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -161,24 +77,6 @@ func (g *Gateway) HTTPHandler() http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// sessionless tells a single message that needs a session (anything but
-// initialize, and server/discover, which the SDK answers so that clients
-// of newer protocols fall back to initialize), with its method and raw id.
-// A batch (2025-03-26) or a body that is not JSON is left to the SDK.
-func sessionless(body []byte) (string, json.RawMessage, bool) {
-	var m struct {
-		Method string          `json:"method"`
-		ID     json.RawMessage `json:"id"`
-	}
-	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) || json.Unmarshal(body, &m) != nil || m.Method == "" {
-		return "", nil, false
-	}
-	if m.Method == "initialize" || m.Method == "server/discover" {
-		return "", nil, false
-	}
-	return m.Method, m.ID, true
 }
 
 // writeRPCError answers an HTTP request with a JSON-RPC error.
@@ -212,15 +110,9 @@ func tagBatchCalls(body []byte) []byte {
 		if m == nil || json.Unmarshal(m["method"], &method) != nil || method != "tools/call" {
 			continue
 		}
-		dec := json.NewDecoder(bytes.NewReader(m["id"]))
-		dec.UseNumber()
-		var v any
 		var params map[string]json.RawMessage
-		if dec.Decode(&v) != nil || json.Unmarshal(m["params"], &params) != nil || params == nil {
-			continue
-		}
-		id := canonicalID(v)
-		if id == "" {
+		id := canonicalRawID(m["id"])
+		if id == "" || json.Unmarshal(m["params"], &params) != nil || params == nil {
 			continue
 		}
 		var meta map[string]json.RawMessage
@@ -239,17 +131,9 @@ func tagBatchCalls(body []byte) []byte {
 	return out
 }
 
-// callID returns the canonical id of a body holding one tools/call
-// request ("" for anything else).
-func callID(body []byte) string {
-	var m struct {
-		Method string          `json:"method"`
-		ID     json.RawMessage `json:"id"`
-	}
-	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) || json.Unmarshal(body, &m) != nil || m.Method != "tools/call" {
-		return ""
-	}
-	dec := json.NewDecoder(bytes.NewReader(m.ID))
+// canonicalRawID is canonicalID of a raw id ("" when it is none).
+func canonicalRawID(raw json.RawMessage) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
 	if dec.Decode(&v) != nil {

@@ -7,8 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
+	"net/url"
 	"strings"
 	"time"
 
@@ -24,43 +23,36 @@ const (
 	reconnectMax = 10 * time.Second
 )
 
-// dial starts an upstream session: the command (a new process) or the URL.
-// Its notifications (list changes, resource updates, progress, log
-// messages) are relayed to the agents' sessions.
+// dial starts an upstream session: the command (a new process) or the URL,
+// its answers read through the guard (guard.go). Its notifications (list
+// changes, resource updates, progress, log messages) are relayed to the
+// agents' sessions.
 func (g *Gateway) dial(ctx context.Context) (*mcp.ClientSession, error) {
 	var t mcp.Transport
 	up := g.cfg.Upstream
 	if len(up.Command) > 0 {
-		cmd := exec.Command(up.Command[0], up.Command[1:]...)
-		cmd.Env = upstreamEnv(os.Environ())
-		cmd.Stderr = os.Stderr
-		t = &progressTransport{inner: &mcp.CommandTransport{Command: cmd}, g: g}
+		t = &commandTransport{g: g, argv: up.Command}
 	} else {
-		hc := up.HTTPClient
-		if hc == nil {
-			hc = &http.Client{}
+		u, err := url.Parse(up.URL)
+		if err != nil {
+			return nil, fmt.Errorf("mcp gateway: upstream URL %s: %w", redactURL(up.URL), err)
 		}
-		base := hc.Transport
-		if base == nil {
-			base = http.DefaultTransport
-		}
-		hc = &http.Client{Transport: &upstreamTransport{base: base, header: up.Header.Clone(), progress: g.relayProgress},
-			CheckRedirect: hc.CheckRedirect, Jar: hc.Jar, Timeout: hc.Timeout}
-		t = &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc}
+		hc := &http.Client{Transport: &upstreamTransport{g: g, base: http.DefaultTransport, origin: originOf(u), header: up.Header.Clone()},
+			CheckRedirect: checkRedirect}
+		t = &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc, MaxEventSize: g.cfg.MaxMessage + 1024}
 	}
+	listChanged := func(ctx context.Context, method string) { g.notifyListChanged(method) }
 	c := mcp.NewClient(&mcp.Implementation{Name: "commitlayer-mcp-gateway", Version: g.cfg.Version},
 		&mcp.ClientOptions{
 			Logger: g.log,
 			ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
-				if err := g.syncTools(ctx); err != nil {
-					g.log.WarnContext(ctx, "mcp gateway: re-list upstream tools", "error", err)
-				}
+				listChanged(ctx, "notifications/tools/list_changed")
 			},
-			PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
-				g.notifyListChanged(listPrompts)
+			PromptListChangedHandler: func(ctx context.Context, _ *mcp.PromptListChangedRequest) {
+				listChanged(ctx, "notifications/prompts/list_changed")
 			},
-			ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
-				g.notifyListChanged(listResources)
+			ResourceListChangedHandler: func(ctx context.Context, _ *mcp.ResourceListChangedRequest) {
+				listChanged(ctx, "notifications/resources/list_changed")
 			},
 			ResourceUpdatedHandler: func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 				if s := g.server; s != nil && req.Params != nil {
@@ -69,27 +61,20 @@ func (g *Gateway) dial(ctx context.Context) (*mcp.ClientSession, error) {
 			},
 			LoggingMessageHandler: g.relayLog,
 		})
-	cs, err := c.Connect(ctx, t, nil)
+	cs, err := c.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: agentVersions[0]})
 	if err != nil {
 		return nil, fmt.Errorf("mcp gateway: connect to upstream %s: %w", g.upstreamName(), g.scrub(err))
 	}
 	return cs, nil
 }
 
-// attach makes cs the upstream session, serves its tools and watches it:
-// when it ends (the command exits, the HTTP server goes away or drops the
-// session) the gateway connects again.
-func (g *Gateway) attach(ctx context.Context, cs *mcp.ClientSession) error {
+// attach makes cs the upstream session and watches it: when it ends (the
+// command exits, the HTTP server goes away or drops the session) the
+// gateway connects again.
+func (g *Gateway) attach(ctx context.Context, cs *mcp.ClientSession) {
 	g.upMu.Lock()
 	g.upstream, g.upErr = cs, nil
 	g.upMu.Unlock()
-	if err := g.syncTools(ctx); err != nil {
-		g.upMu.Lock()
-		g.upstream = nil
-		g.upMu.Unlock()
-		_ = cs.Close()
-		return err
-	}
 	if up := cs.InitializeResult(); up != nil && up.Capabilities != nil && up.Capabilities.Logging != nil {
 		// Every message comes to the gateway; each agent session gets
 		// those at or above the level it set (relayLog).
@@ -103,7 +88,6 @@ func (g *Gateway) attach(ctx context.Context, cs *mcp.ClientSession) error {
 		err := cs.Wait()
 		g.lost(cs, err)
 	}()
-	return nil
 }
 
 // session is the current upstream session, or errUpstreamDown.
@@ -155,7 +139,7 @@ func (g *Gateway) reconnect() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cs, err := g.dial(ctx)
 		if err == nil {
-			err = g.attach(ctx, cs)
+			g.attach(ctx, cs)
 		}
 		cancel()
 		if err == nil {
@@ -166,8 +150,9 @@ func (g *Gateway) reconnect() {
 				cancel()
 			}
 			// What it serves may have changed while it was away.
-			g.notifyListChanged(listPrompts)
-			g.notifyListChanged(listResources)
+			for _, k := range []string{"tools", "prompts", "resources"} {
+				g.notifyListChanged("notifications/" + k + "/list_changed")
+			}
 			return
 		}
 		g.upMu.Lock()

@@ -119,7 +119,7 @@ func TestInsertFactsBadBatchLandsNothing(t *testing.T) {
 			var fe *commitlayer.FieldError
 			require.Equal(t, tc.fieldErr, errors.As(err, &fe), "%v", err)
 			require.Equal(t, map[string]int{"tenants": 1, "contracts": 0, "facts": 0, "source_coverage": 0, "fact_notifications": 0,
-				"actions": 0, "verdicts": 0, "connectors": 0, "webhooks": 0, "webhook_deliveries": 0, "console_sessions": 0, "span_rejections": 0}, rowCounts(t, tn.ID))
+				"actions": 0, "verdicts": 0, "connectors": 0, "webhooks": 0, "webhook_deliveries": 0, "console_sessions": 0, "span_rejections": 0, "action_attempts": 0}, rowCounts(t, tn.ID))
 
 			// The good facts land once the bad one is gone.
 			res, err = testDB.InsertFacts(ctx, tn.ID, []commitlayer.Fact{good("g1"), good("g2"), good("g3")})

@@ -102,7 +102,7 @@ func TestDeleteTenantPurgesAll(t *testing.T) {
 // tenantTables lists every table holding tenant rows; TestEveryTableIsListed
 // keeps it honest.
 var tenantTables = []string{"tenants", "contracts", "facts", "source_coverage", "actions", "verdicts", "connectors", "fact_notifications",
-	"webhooks", "webhook_deliveries", "console_sessions", "span_rejections"}
+	"webhooks", "webhook_deliveries", "console_sessions", "span_rejections", "action_attempts"}
 
 func TestEveryTableIsListed(t *testing.T) {
 	testDB := testStore(t)
@@ -152,6 +152,8 @@ func fillTenant(t *testing.T, tenantID string) {
 	_, _, err = testDB.CreateAction(ctx, tenantID, mkAction("act_fill", "order:o1", at), at.Add(time.Minute), at.Add(time.Hour), "k1", []byte("h"))
 	require.NoError(t, err)
 	_, _, err = testDB.AppendVerdict(ctx, tenantID, mkVerdict("act_fill", commitlayer.StatusPass, at))
+	require.NoError(t, err)
+	_, _, err = testDB.RecordAttempt(ctx, tenantID, "act_fill", "k2", commitlayer.Claim{Status: commitlayer.ClaimSuccess}, []byte(`{}`), at, []byte("a"))
 	require.NoError(t, err)
 	_, err = testDB.CreateConnector(ctx, tenantID, commitlayer.Connector{Source: "orders", Kind: "http_events", URL: "http://x/orders"})
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -141,6 +142,9 @@ type ActionStore interface {
 	LinkedSubjects(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Subject, error)
 	WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]commitlayer.ActionRecord, error)
 	LatestVerdictHeads(ctx context.Context, tenantID string, actionIDs []string) (map[string]postgres.VerdictHead, error)
+	// An attempt of a recorded action (a tool call's retry).
+	RecordAttempt(ctx context.Context, tenantID, actionID, key string, claim commitlayer.Claim,
+		entry json.RawMessage, at time.Time, hash []byte) (commitlayer.ActionRecord, bool, error)
 	// The reconciler's.
 	DeliverNotifications(ctx context.Context, limit int, deliver func(context.Context, postgres.Notice) error) (int, int, error)
 	PendingStarts(ctx context.Context, olderThan time.Duration, limit int) ([]commitlayer.ActionRecord, error)

@@ -108,22 +108,29 @@ func (s *Actions) StartLater(ctx context.Context, tenantID string, recs []commit
 			pending = append(pending, rec)
 		}
 	}
-	if len(pending) == 0 {
-		return
+	if len(pending) > 0 && !s.later(ctx, func(ctx context.Context) {
+		for _, rec := range pending {
+			s.start(ctx, tenantID, rec)
+		}
+	}) && s.Kick != nil {
+		s.Kick()
 	}
+}
+
+// later runs fn in the background with a context that outlives ctx's
+// cancellation, at most maxBackground at once; false when every slot is
+// taken (fn does not run).
+func (s *Actions) later(ctx context.Context, fn func(context.Context)) bool {
 	select {
 	case s.bg <- struct{}{}:
 		ctx := context.WithoutCancel(ctx)
 		go func() {
 			defer func() { <-s.bg }()
-			for _, rec := range pending {
-				s.start(ctx, tenantID, rec)
-			}
+			fn(ctx)
 		}()
+		return true
 	default:
-		if s.Kick != nil {
-			s.Kick()
-		}
+		return false
 	}
 }
 

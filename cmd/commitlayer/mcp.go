@@ -28,7 +28,8 @@ bind as a CommitLayer action (docs/recording.md).
 
 environment:
   COMMITLAYER_URL      the CommitLayer API (default http://127.0.0.1:8080)
-  COMMITLAYER_API_KEY  the tenant key actions are recorded with (required; never sent upstream, never logged)
+  COMMITLAYER_API_KEY  the tenant key actions are recorded with (required; never sent upstream, never
+                       logged; removed from the environment and, on Linux, kept from the upstream command)
 
 flags:
 `
@@ -60,6 +61,10 @@ type mcpOptions struct {
 	refresh               time.Duration
 	recordTimeout         time.Duration
 	sessionIdle           time.Duration
+	callTimeout           time.Duration
+	maxMessage            int
+	maxListPages          int
+	maxListBytes          int
 }
 
 func parseMCPFlags(args []string, stderr io.Writer) (mcpOptions, error) {
@@ -81,6 +86,10 @@ func parseMCPFlags(args []string, stderr io.Writer) (mcpOptions, error) {
 	fs.BoolVar(&o.forwardAuth, "forward-auth", true, "forward the agent's Authorization header to an HTTP upstream on its calls")
 	fs.DurationVar(&o.refresh, "bindings-refresh", 30*time.Second, "how often the tenant's contract bindings are fetched again")
 	fs.DurationVar(&o.sessionIdle, "session-idle-timeout", 0, "end an HTTP session that sent no request for this long (its next request is 404 and the agent initializes again); 0 keeps sessions until the agent ends them")
+	fs.DurationVar(&o.callTimeout, "call-timeout", mcpgw.DefaultCallTimeout, "bound of each request forwarded upstream: then the agent gets an error naming it and the upstream a cancellation")
+	fs.IntVar(&o.maxMessage, "max-message", mcpgw.DefaultMaxMessage, "bound in `bytes` of one message from the upstream (a result, an SSE event, a stdio line); a larger one is refused to its request")
+	fs.IntVar(&o.maxListPages, "max-list-pages", 1000, "bound of the pages of one listing an agent pages through")
+	fs.IntVar(&o.maxListBytes, "max-list-bytes", 64<<20, "bound in `bytes` of one listing an agent pages through")
 	fs.DurationVar(&o.recordTimeout, "record-timeout", 5*time.Second, "how long a bound call's answer waits for CommitLayer to take its action (beyond -wait-timeout with -wait); an action not taken is posted again in the background")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -105,6 +114,10 @@ func parseMCPFlags(args []string, stderr io.Writer) (mcpOptions, error) {
 		return bad("-bindings-refresh must be positive")
 	case o.sessionIdle < 0:
 		return bad("-session-idle-timeout must not be negative")
+	case o.callTimeout <= 0:
+		return bad("-call-timeout must be positive")
+	case o.maxMessage < 1024 || o.maxListPages <= 0 || o.maxListBytes < o.maxMessage:
+		return bad("-max-message must be at least 1024, -max-list-pages positive, -max-list-bytes at least -max-message")
 	case len(o.header) > 0 && o.upstream == "":
 		return bad("-upstream-header only goes with -upstream URL")
 	}
@@ -124,6 +137,12 @@ func mcpCmd(ctx context.Context, logger *slog.Logger, args []string, stderr io.W
 		fmt.Fprintln(stderr, "commitlayer mcp: COMMITLAYER_API_KEY is required (the tenant key actions are recorded with)")
 		return 2
 	}
+	// Before any command starts: the key leaves the environment, and the
+	// upstream command (same user) cannot read this process (docs/recording.md).
+	if err := mcpgw.ProtectKey(); err != nil {
+		logger.Error("commitlayer mcp", "error", err)
+		return 1
+	}
 	base := os.Getenv("COMMITLAYER_URL")
 	if base == "" {
 		base = "http://127.0.0.1:8080"
@@ -138,8 +157,9 @@ func mcpCmd(ctx context.Context, logger *slog.Logger, args []string, stderr io.W
 	cfg := mcpgw.Config{
 		Recorder: &mcpgw.APIRecorder{Client: c}, Agent: o.agent, Wait: o.wait == "provisional",
 		WaitTimeout: o.waitTimeout, ForwardAuth: o.forwardAuth, BindingsRefresh: o.refresh, RecordTimeout: o.recordTimeout,
-		SessionIdleTimeout: o.sessionIdle,
-		Logger:             logger, Version: buildVersion(),
+		SessionIdleTimeout: o.sessionIdle, CallTimeout: o.callTimeout, MaxMessage: o.maxMessage,
+		MaxListPages: o.maxListPages, MaxListBytes: o.maxListBytes,
+		Logger: logger, Version: buildVersion(),
 		Upstream: mcpgw.Upstream{URL: o.upstream, Header: o.header},
 	}
 	if o.upstreamCmd != "" {

@@ -26,7 +26,8 @@ import (
 func TestMCPHelpShowsUpstreamFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
 	require.Equal(t, 0, run(context.Background(), []string{"mcp", "-h"}, &out, &errOut))
-	for _, f := range []string{"-upstream URL", "-upstream-cmd command", "-upstream-header", "-stdio", "-wait provisional", "-addr"} {
+	for _, f := range []string{"-upstream URL", "-upstream-cmd command", "-upstream-header", "-stdio", "-wait provisional", "-addr",
+		"-call-timeout", "-max-message bytes", "-max-list-pages", "-max-list-bytes bytes"} {
 		require.Contains(t, errOut.String(), f)
 	}
 	errOut.Reset()
@@ -41,6 +42,8 @@ func TestMCPHelpShowsUpstreamFlags(t *testing.T) {
 		{[]string{"-upstream", "http://x", "-bindings-refresh", "-1s"}, "-bindings-refresh must be positive"},
 		{[]string{"-upstream-cmd", "x", "-upstream-header", "A: b"}, "-upstream-header only goes with -upstream URL"},
 		{[]string{"-upstream", "http://x", "-upstream-header", "nocolon"}, `is not "Name: value"`},
+		{[]string{"-upstream", "http://x", "-call-timeout", "0s"}, "-call-timeout must be positive"},
+		{[]string{"-upstream", "http://x", "-max-message", "10"}, "-max-message must be at least 1024"},
 	} {
 		errOut.Reset()
 		require.Equal(t, 2, run(context.Background(), append([]string{"mcp"}, c.args...), &out, &errOut), "%v", c.args)

@@ -55,6 +55,10 @@ func (r *viaRecorder) Record(_ context.Context, a commitlayer.Action, _ string, 
 	return client.Accepted{ID: "act_via"}, nil
 }
 
+func (r *viaRecorder) RecordAttempt(context.Context, string, string, commitlayer.Claim, json.RawMessage, bool, time.Duration) (client.Accepted, error) {
+	return client.Accepted{ID: "act_via"}, nil
+}
+
 func (r *viaRecorder) take() []commitlayer.Action {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,0 +1,107 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/service"
+)
+
+// postAttempt records one more attempt of an action's call (an agent's
+// retry): POST /v1/actions/{id}/attempts, Idempotency-Key the attempt's
+// own key, body {"claim":{"status","message"},"trace":{…},"at"?}. The
+// action's claim becomes the attempt's and the attempt joins its trace;
+// then the verification re-reads (service.Actions.RecheckAfter), so its next verdict
+// covers the attempt. 202 {"id","verdict_url","verification"}; with
+// ?wait=provisional|final, 200 with the verdict of a pass that began after
+// the attempt was stored, or 202 when none came within the wait (without a
+// wait the re-read follows the answer). The same
+// key with the same attempt is a replay (Idempotent-Replayed); with another
+// attempt, or for another action, 409.
+func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) {
+	t := tenantOf(r.Context())
+	id, key := r.PathValue("id"), r.Header.Get("Idempotency-Key")
+	if key == "" || len(key) > maxIdempotencyKey || !storable(key) ||
+		strings.IndexFunc(key, func(c rune) bool { return c < 0x20 || c == 0x7f }) >= 0 {
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
+			"Idempotency-Key: an attempt needs one (its own key), at most %d printable characters", maxIdempotencyKey))
+		return
+	}
+	wait, err := parseWait(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var in struct {
+		Claim *claimIn        `json:"claim"`
+		Trace json.RawMessage `json:"trace"`
+		At    *string         `json:"at"`
+	}
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var a service.Attempt
+	switch {
+	case in.Claim == nil || !slices.Contains(commitlayer.ClaimStatuses, in.Claim.Status):
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "claim.status: must be one of %s",
+			strings.Join(commitlayer.ClaimStatuses, ", ")))
+		return
+	case noNUL("claim.message", in.Claim.Message) != nil:
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "claim.message: contains a NUL character"))
+		return
+	case in.At != nil:
+		if a.At, err = parseTime(*in.At); err != nil || a.At.Before(minTime) || a.At.After(s.now().Add(s.maxFutureSkew)) {
+			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "at: an RFC 3339 time between %s and now",
+				minTime.Format("2006-01-02")))
+			return
+		}
+	}
+	a.Claim, a.Trace = commitlayer.Claim(*in.Claim), in.Trace
+	if !storable(id) {
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no action %q", truncate(id, 128)))
+		return
+	}
+	rctx, cancel := context.WithTimeout(r.Context(), service.RecordTimeout)
+	rec, created, err := s.actions.RecordAttempt(rctx, t.ID, id, key, a)
+	cancel()
+	var ce *commitlayer.Error
+	switch {
+	case err == nil:
+	case isNotFound(err):
+		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no action %q", truncate(id, 128)))
+		return
+	case isConflict(err):
+		s.writeError(w, r, errorf(http.StatusConflict, codeIdempotency,
+			"Idempotency-Key %q was used with another attempt or action", truncate(key, 64)))
+		return
+	case errors.As(err, &ce):
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", ce.Message))
+		return
+	case isInvalid(err):
+		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "the attempt holds a value the store cannot keep"))
+		return
+	default:
+		s.writeError(w, r, err)
+		return
+	}
+	if !created {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	url := "/v1/actions/" + rec.ID
+	w.Header().Set("Location", url)
+	if !wait.On {
+		s.actions.RecheckLater(r.Context(), t.ID, []commitlayer.ActionRecord{rec})
+	} else if v := s.actions.RecheckAfter(r.Context(), t.ID, rec, wait); v != nil {
+		writeJSON(w, http.StatusOK, map[string]any{
+			"id": rec.ID, "verdict_url": url, "verification": commitlayer.VerificationStarted, "verdict": viewVerdict(*v),
+		})
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"id": rec.ID, "verdict_url": url, "verification": rec.Verification()})
+}

@@ -1,0 +1,4 @@
+package mcpgw
+
+// ScrubInitialEnv is scrubInitialEnv, for the protection test.
+var ScrubInitialEnv = scrubInitialEnv
