@@ -119,23 +119,7 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	recorder := service.NewToolCalls(2*len(calls)+1, 0)
 	actionOf := map[string]string{} // chain key → the action recorded for it in this request
 	for _, c := range calls {
-		var (
-			recs  []service.Recording
-			bound bool
-			err   error
-		)
-		switch {
-		case c.Err != "":
-			// A span that looks like a call but cannot be read: rejected
-			// where the tenant binds any tool at all.
-			recorder.Record(spanCall(c), nil) // its start still counts for the work of the next action
-			bound, err = len(bindings.Tools()) > 0, errors.New(c.Err)
-		case c.ArgsError != "" && bindings.Bound(c.Tool):
-			recorder.Record(spanCall(c), nil)
-			bound, err = true, fmt.Errorf("span %s (%s) of tool %s: %s %s", c.SpanID, c.Dialect, commitlayer.Clip(c.Tool, 64), c.ArgsKey, c.ArgsError)
-		default:
-			recs, bound, err = recorder.Record(spanCall(c), bindings)
-		}
+		recs, bound, err := otlpingest.Record(c, recorder, bindings)
 		if !bound {
 			counts[spanUnbound]++
 			continue
@@ -224,14 +208,6 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	// not); then the verifications that got a new attempt re-read.
 	s.actions.StartLater(r.Context(), tenantID, starts)
 	s.actions.RecheckLater(r.Context(), tenantID, rechecks)
-}
-
-// spanCall is a tool-call span as the recorder reads it.
-func spanCall(c otlpingest.ToolCall) service.ToolCall {
-	return service.ToolCall{Source: "otlp", Scope: c.TraceID, CallID: c.SpanID, Name: fmt.Sprintf("span %s (%s)", c.SpanID, c.Dialect),
-		Tool: c.Tool, Args: c.Args, Result: c.Result,
-		Failed: c.Claim.Status == commitlayer.ClaimFailure, Message: c.Claim.Message, Agent: c.Agent, Start: c.Start,
-		Trace: map[string]string{"source": "otlp", "trace_id": c.TraceID, "span_id": c.SpanID, "tool": c.Tool, "tool_call_id": c.CallID}}
 }
 
 // recordFailure says what to tell about an action that could not be

@@ -12,6 +12,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/otlpingest"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // read is what ToolCalls read of a call, for comparing.
@@ -161,7 +162,7 @@ bindings:
 		var msgs []string
 		recorded := 0
 		for _, call := range calls {
-			recs, bound, err := otlpingest.Map(call, b)
+			recs, bound, err := otlpingest.Record(call, service.NewToolCalls(0, 0), b)
 			recorded += len(recs)
 			if err != nil {
 				require.True(t, bound, tc.name)
@@ -179,7 +180,7 @@ bindings:
 
 		// A tenant that binds nothing hears nothing.
 		for _, call := range calls {
-			_, bound, _ := otlpingest.Map(call, contracts.NewBindings(nil))
+			_, bound, _ := otlpingest.Record(call, service.NewToolCalls(0, 0), contracts.NewBindings(nil))
 			require.False(t, bound, tc.name)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/otlpingest"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // FuzzTraces: any body, in either encoding, is decoded (or refused as
@@ -63,7 +64,7 @@ bindings:
 		}
 		calls, _ := otlpingest.ToolCalls(td, b.Bound)
 		for _, call := range calls {
-			recs, _, err := otlpingest.Map(call, b)
+			recs, _, err := otlpingest.Record(call, service.NewToolCalls(0, 0), b)
 			if err != nil {
 				require.NotEmpty(t, err.Error())
 			}

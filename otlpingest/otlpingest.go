@@ -12,7 +12,6 @@ package otlpingest
 
 import (
 	"cmp"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 // The GenAI and general semantic-convention attributes read.
@@ -447,66 +447,30 @@ func str(m pcommon.Map, k string) string {
 	return ""
 }
 
-// Recording is one action to record for a bound tool call, with the
-// Idempotency-Key and request hash that make an exporter's retry record
-// nothing new.
-type Recording struct {
-	Action commitlayer.Action
-	Key    string
-	Hash   []byte
-}
-
-// Map turns a tool call into the actions its bindings record: none when no
-// contract binds its tool (bound is false). An error (the call cannot be
-// identified, its arguments are unreadable, or a binding cannot be
-// evaluated) means the span is rejected; the matches of the other
-// bindings are still returned.
-func Map(c ToolCall, b *contracts.Bindings) (recs []Recording, bound bool, err error) {
-	if c.Err != "" {
-		// A span that looks like a call but cannot be read: rejected
-		// where the tenant binds any tool at all.
+// Record reads tool call c through the recorder both doors share
+// (service.ToolCalls: binding match, work began, retry chain, keys): the
+// actions it records, none when no contract binds its tool (bound false).
+// An error means the span is rejected (it cannot be read: c.Err, unreadable
+// arguments; or a binding cannot be evaluated); the matches of the other
+// bindings are still returned. A span that cannot be read is still noted,
+// so that its start counts for the work of the next action.
+func Record(c ToolCall, r *service.ToolCalls, b *contracts.Bindings) (recs []service.Recording, bound bool, err error) {
+	call := service.ToolCall{Source: "otlp", Scope: c.TraceID, CallID: c.SpanID, Name: fmt.Sprintf("span %s (%s)", c.SpanID, c.Dialect),
+		Tool: c.Tool, Args: c.Args, Result: c.Result,
+		Failed: c.Claim.Status == commitlayer.ClaimFailure, Message: commitlayer.Clip(c.Claim.Message, maxClaimMessage),
+		Agent: c.Agent, Start: c.Start,
+		NoArgs: fmt.Sprintf("the span has no %s: most instrumentations record it only when content capture is opted in", cmp.Or(c.ArgsKey, "arguments")),
+		Trace:  map[string]string{"source": "otlp", "trace_id": c.TraceID, "span_id": c.SpanID, "tool": c.Tool, "tool_call_id": c.CallID}}
+	switch {
+	case c.Err != "":
+		// Rejected where the tenant binds any tool at all.
+		r.Record(call, nil)
 		return nil, len(b.Tools()) > 0, errors.New(c.Err)
+	case c.ArgsError != "" && b.Bound(c.Tool):
+		r.Record(call, nil)
+		return nil, true, fmt.Errorf("%s of tool %s: %s %s", call.Name, commitlayer.Clip(c.Tool, 64), c.ArgsKey, c.ArgsError)
 	}
-	if !b.Bound(c.Tool) {
-		return nil, false, nil
-	}
-	span := fmt.Sprintf("span %s (%s) of tool %s", c.SpanID, c.Dialect, commitlayer.Clip(c.Tool, 64))
-	switch {
-	case c.TraceID == "" || c.SpanID == "":
-		return nil, true, fmt.Errorf("%s has no trace id or span id", span)
-	case c.ArgsError != "":
-		return nil, true, fmt.Errorf("%s: %s %s", span, c.ArgsKey, c.ArgsError)
-	case c.Start.Unix() <= 0:
-		return nil, true, fmt.Errorf("%s has no start time", span)
-	case c.Agent == "":
-		return nil, true, fmt.Errorf("%s names no agent (nor does the resource's %s)", span, AttrServiceName)
-	}
-	matches, merr := b.Match(c.Tool, c.Args, c.Result)
-	switch {
-	case merr != nil && c.Args == nil:
-		merr = fmt.Errorf("%s: %w (the span has no %s: most instrumentations record it only when content capture is opted in)",
-			span, merr, cmp.Or(c.ArgsKey, "arguments"))
-	case merr != nil:
-		merr = fmt.Errorf("%s: %w", span, merr)
-	}
-	trace, _ := json.Marshal([]map[string]string{{ // strings only: cannot fail
-		"source": "otlp", "trace_id": c.TraceID, "span_id": c.SpanID, "tool": c.Tool, "tool_call_id": c.CallID,
-	}})
-	for _, m := range matches {
-		a := commitlayer.Action{
-			Contract:    m.Contract.ID(),
-			Agent:       c.Agent,
-			Subject:     m.Subject,
-			Params:      m.Params,
-			RequestedAt: c.Start,
-			Claim:       commitlayer.Claim{Status: c.Claim.Status, Message: commitlayer.Clip(c.Claim.Message, maxClaimMessage)},
-			Trace:       trace,
-		}
-		key := fmt.Sprintf("otlp/%s/%s/%s/%d", c.TraceID, c.SpanID, m.Contract.ID(), m.Binding)
-		sum := sha256.Sum256([]byte(key))
-		recs = append(recs, Recording{Action: a, Key: key, Hash: sum[:]})
-	}
-	return recs, true, merr
+	return r.Record(call, b)
 }
 
 // maxClaimMessage bounds the claim message taken from a span's status.

@@ -14,6 +14,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/otlpingest"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 func span(ss ptrace.ScopeSpans, id, parent byte, name string, attrs map[string]any) ptrace.Span {
@@ -72,7 +73,7 @@ func TestToolCalls(t *testing.T) {
 	require.Equal(t, "is an array, not an object", calls[2].ArgsError)
 }
 
-func TestMap(t *testing.T) {
+func TestRecord(t *testing.T) {
 	c, err := contracts.Parse([]byte(`id: refund_customer
 subject: order
 settlement: 10m
@@ -87,16 +88,17 @@ bindings:
 	call := otlpingest.ToolCall{TraceID: strings.Repeat("ab", 16), SpanID: strings.Repeat("cd", 8), Tool: "refund",
 		Dialect: "genai", ArgsKey: "gen_ai.tool.call.arguments", Args: map[string]any{"order_id": "o_1", "amount": 5}, Start: time.Unix(1_800_000_000, 0).UTC(), Agent: "a",
 		Claim: commitlayer.Claim{Status: "success"}}
-	recs, bound, err := otlpingest.Map(call, b)
+	recs, bound, err := otlpingest.Record(call, service.NewToolCalls(0, 0), b)
 	require.NoError(t, err)
 	require.True(t, bound)
 	require.Len(t, recs, 1)
-	require.Equal(t, "otlp/"+call.TraceID+"/"+call.SpanID+"/refund_customer/0", recs[0].Key)
+	require.NotEmpty(t, recs[0].ChainKey)
 	require.Equal(t, commitlayer.Subject("order:o_1"), recs[0].Action.Subject)
-	again, _, _ := otlpingest.Map(call, b)
+	again, _, _ := otlpingest.Record(call, service.NewToolCalls(0, 0), b)
+	require.Equal(t, recs[0].ChainKey, again[0].ChainKey, "the same span is the same action")
 	require.Equal(t, recs[0].Hash, again[0].Hash, "the same span hashes the same")
 
-	_, bound, err = otlpingest.Map(otlpingest.ToolCall{Tool: "get_order"}, b)
+	_, bound, err = otlpingest.Record(otlpingest.ToolCall{Tool: "get_order"}, service.NewToolCalls(0, 0), b)
 	require.False(t, bound)
 	require.NoError(t, err)
 
@@ -110,7 +112,7 @@ bindings:
 	} {
 		bad := call
 		mut(&bad)
-		recs, bound, err := otlpingest.Map(bad, b)
+		recs, bound, err := otlpingest.Record(bad, service.NewToolCalls(0, 0), b)
 		require.True(t, bound, name)
 		require.Error(t, err, name)
 		require.Empty(t, recs, name)

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/hex"
@@ -33,10 +34,13 @@ type ToolCall struct {
 	// them (Result {"text": …} when it is not an object); Args nil when the
 	// call carried none.
 	Args, Result map[string]any
-	Failed       bool   // the call answered an error: claim failure
-	Message      string // the claim's message
-	Agent        string
-	Start        time.Time
+	// NoArgs says why a call may carry no arguments, for the message of a
+	// binding that needs them (default "it carried no arguments").
+	NoArgs  string
+	Failed  bool   // the call answered an error: claim failure
+	Message string // the claim's message
+	Agent   string
+	Start   time.Time
 	// Trace is the call's entry in the action's trace (where it was seen);
 	// the recorder adds its claim.
 	Trace map[string]string
@@ -164,9 +168,9 @@ func (r *ToolCalls) Record(c ToolCall, b *contracts.Bindings) (recs []Recording,
 	matches, err := b.Match(c.Tool, c.Args, c.Result)
 	switch {
 	case err != nil && c.Args == nil:
-		err = fmt.Errorf("%s: %w (it carried no arguments)", name, err)
+		err = fmt.Errorf("%s of tool %s: %w (%s)", name, tool, err, cmp.Or(c.NoArgs, "it carried no arguments"))
 	case err != nil:
-		err = fmt.Errorf("%s: %w", name, err)
+		err = fmt.Errorf("%s of tool %s: %w", name, tool, err)
 	}
 	claim := commitlayer.Claim{Status: commitlayer.ClaimSuccess, Message: commitlayer.Clip(c.Message, maxClaimMessage)}
 	if c.Failed {

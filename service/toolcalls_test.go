@@ -140,7 +140,7 @@ func TestToolCallsRefusals(t *testing.T) {
 		"NUL":            {call("s", "4", 0, false, map[string]any{"order_id": "o", "amount": 1, "note": "a\x00b"}), "NUL character"},
 		"not UTF-8":      {call("s", "5", 0, false, map[string]any{"order_id": "o", "amount": 1, "note": "a\xffb"}), "not UTF-8"},
 		"too large":      {call("s", "6", 0, false, map[string]any{"order_id": "o", "amount": 1, "note": strings.Repeat("x", 2<<20)}), "more than the 1048576 bytes of a POST /v1/actions body"},
-		"named for OTLP": {func() service.ToolCall { c := call("s", "7", 0, false, nil); c.Name = "span 07"; return c }(), "span 07:"},
+		"named for OTLP": {func() service.ToolCall { c := call("s", "7", 0, false, nil); c.Name = "span 07"; return c }(), "span 07 of tool refund:"},
 	} {
 		recs, bound, err := r.Record(c.call, b)
 		require.True(t, bound, name)

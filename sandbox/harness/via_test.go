@@ -22,6 +22,7 @@ import (
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/business"
 	sandboxcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
+	"github.com/commitlayer/commitlayer/service"
 )
 
 func sandboxBindings(t *testing.T) *contracts.Bindings {
@@ -94,7 +95,7 @@ func TestViaMCPAndOTLPAgreeWithDirect(t *testing.T) {
 
 	var spans struct {
 		sync.Mutex
-		recs []otlpingest.Recording
+		recs []service.Recording
 		errs []error
 	}
 	ingest := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -120,7 +121,7 @@ func TestViaMCPAndOTLPAgreeWithDirect(t *testing.T) {
 		}
 		calls, _ := otlpingest.ToolCalls(td, b.Bound)
 		for _, c := range calls {
-			recs, _, err := otlpingest.Map(c, b)
+			recs, _, err := otlpingest.Record(c, service.NewToolCalls(0, 0), b)
 			spans.recs = append(spans.recs, recs...)
 			if err != nil {
 				spans.errs = append(spans.errs, err)
