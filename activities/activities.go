@@ -35,6 +35,7 @@ type Store interface {
 	ReadPass(ctx context.Context, tenantID string, r postgres.PassReadRequest) (postgres.PassRead, error)
 	FactsAbout(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Fact, error)
 	AppendVerdictOver(ctx context.Context, tenantID string, v commitlayer.Verdict, latest *commitlayer.Verdict, took time.Duration) (commitlayer.Verdict, bool, error)
+	AppendFirstVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict, took time.Duration) error
 	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
 	RecordPulls(ctx context.Context, tenantID, exceptActionID string, pages []postgres.PulledPage, at time.Time) (commitlayer.InsertResult, error)
 	RecordEmptyPulls(ctx context.Context, tenantID string, connectorIDs, cursors []string, at time.Time) ([]string, error)

@@ -127,13 +127,7 @@ func (a *Activities) Pass(ctx context.Context, in PassInput) (PassResult, error)
 	if err != nil {
 		return PassResult{}, err
 	}
-	v := c.Evaluate(contracts.Input{
-		Action: act.Action, Facts: read.Facts, Prior: read.Prior, Later: read.Later,
-		Coverage: contracts.Coverage{Connected: read.Connected, Unreachable: e.Unreachable},
-		Now:      a.now(),
-	})
-	v.ContractVersion = act.ContractVersion
-	v.Provisional = v.Provisional || e.Provisional
+	v := a.verdict(act, c, read, e.Unreachable, e.Provisional)
 	stored, changed, err := a.Store.AppendVerdictOver(ctx, e.TenantID, v, read.Latest, time.Since(began))
 	if err != nil {
 		return PassResult{}, fmt.Errorf("pass: store verdict of %s: %w", e.ActionID, err)
@@ -145,6 +139,50 @@ func (a *Activities) Pass(ctx context.Context, in PassInput) (PassResult, error)
 			Timer(MetricPassLatency).Record(time.Since(began))
 	}
 	return out, nil
+}
+
+// verdict evaluates act's contract over what the pass read: provisional
+// when asked, whatever the clock says (the settlement re-read has not
+// happened yet).
+func (a *Activities) verdict(act commitlayer.ActionRecord, c *contracts.Contract, read evidence, unreachable map[string]string, provisional bool) commitlayer.Verdict {
+	v := c.Evaluate(contracts.Input{
+		Action: act.Action, Facts: read.Facts, Prior: read.Prior, Later: read.Later,
+		Coverage: contracts.Coverage{Connected: read.Connected, Unreachable: unreachable},
+		Now:      a.now(),
+	})
+	v.ContractVersion = act.ContractVersion
+	v.Provisional = v.Provisional || provisional
+	return v
+}
+
+// FirstVerdict runs a new action's first pass beside the start of its
+// verification, in the process that records it (service.Actions'
+// FirstVerdict): the same read and evaluation as Pass, for a tenant without
+// connectors (its first pass has nothing to pull), stored only as the
+// action's first verdict (postgres AppendFirstVerdict: when the
+// verification's own pass got there first, its answer stands). The
+// verification's first pass still runs and evaluates again; the verdict
+// stored here is news to it (EvaluateInput.Known), so it publishes it and
+// queues its webhook events. A start Temporal refuses for good deletes it
+// with the marking (postgres StartFailed). It answers at the start RPC's
+// pace what the workflow would answer a few milliseconds after it
+// (docs/benchmarks.md, "Speed-ups kept and removed"). A function, not a
+// method: every exported method of Activities is an activity.
+func FirstVerdict(ctx context.Context, a *Activities, tenantID, actionID string) error {
+	began := time.Now()
+	conns, err := a.Store.ListConnectors(ctx, tenantID)
+	if err != nil || len(conns) > 0 {
+		return err
+	}
+	act, c, err := a.action(ctx, "", tenantID, actionID)
+	if err != nil {
+		return err
+	}
+	read, err := a.read(ctx, tenantID, act, c)
+	if err != nil {
+		return err
+	}
+	return a.Store.AppendFirstVerdict(ctx, tenantID, a.verdict(act, c, read, nil, true), time.Since(began))
 }
 
 // Evaluate is a pass without a pull: the activity of verifications

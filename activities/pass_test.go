@@ -105,3 +105,37 @@ func TestPassErrorsStayAsTheyAre(t *testing.T) {
 	_, err := fx.db.LatestVerdict(context.Background(), fx.tenant, id)
 	require.ErrorIs(t, err, commitlayer.ErrNotFound, "no pass stored a verdict")
 }
+
+// TestFirstVerdict: for a tenant without connectors, the first pass run
+// beside a verification's start stores the verdict the workflow's own
+// first pass would (provisional), only as the action's first; for a
+// tenant with connectors (whose first pass pulls first) it stores nothing.
+func TestFirstVerdict(t *testing.T) {
+	fx := newFixture(t)
+	ctx := context.Background()
+	id := fx.action(t, "bot", "account:acc_1", 500, fx.now.Add(-20*time.Minute))
+	require.NoError(t, activities.FirstVerdict(ctx, fx.acts, fx.tenant, id))
+	_, err := fx.db.LatestVerdict(ctx, fx.tenant, id)
+	require.ErrorIs(t, err, commitlayer.ErrNotFound, "a tenant with connectors: nothing before the pull")
+
+	conns, err := fx.db.ListConnectors(ctx, fx.tenant)
+	require.NoError(t, err)
+	require.NoError(t, fx.db.DeleteConnector(ctx, fx.tenant, conns[0].ID))
+	require.NoError(t, activities.FirstVerdict(ctx, fx.acts, fx.tenant, id))
+	first, err := fx.db.LatestVerdict(ctx, fx.tenant, id)
+	require.NoError(t, err)
+	require.Equal(t, 1, first.Version)
+	require.True(t, first.Provisional)
+	res, err := fx.pass(t, activities.PassInput{Evaluate: activities.EvaluateInput{TenantID: fx.tenant, ActionID: id, Provisional: true}})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Evaluate.Verdict.Version, "the workflow's pass says the same: no new version")
+	require.True(t, first.SameAnswer(res.Evaluate.Verdict))
+
+	// Once the action has a verdict, a first verdict adds nothing.
+	final, err := fx.pass(t, activities.PassInput{Evaluate: activities.EvaluateInput{TenantID: fx.tenant, ActionID: id, Known: 1}})
+	require.NoError(t, err)
+	require.NoError(t, activities.FirstVerdict(ctx, fx.acts, fx.tenant, id))
+	latest, err := fx.db.LatestVerdict(ctx, fx.tenant, id)
+	require.NoError(t, err)
+	require.Equal(t, final.Evaluate.Verdict.Version, latest.Version)
+}

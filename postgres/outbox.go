@@ -175,17 +175,26 @@ func (db *DB) StartDeferred(ctx context.Context, tenantID, actionID string, most
 
 // StartFailed marks an action's verification as failed for good: its start
 // was refused for a reason no retry can fix. The action leaves the pending
-// starts; GET /v1/actions/{id} shows the reason. It reports whether it
-// marked it (false when it had been started or marked already).
+// starts; GET /v1/actions/{id} shows the reason, and no verdict: one answered
+// beside the refused start (activities.FirstVerdict) goes in the same
+// statement. It reports whether it marked it (false when it had been started
+// or marked already).
 func (db *DB) StartFailed(ctx context.Context, tenantID, actionID, reason string) (bool, error) {
-	tag, err := db.pool.Exec(ctx, `UPDATE actions SET verification_failed_at = now(), verification_error = $3,
-			start_attempts = start_attempts + 1
-		WHERE tenant_id = $1 AND id = $2 AND verification_started_at IS NULL AND verification_failed_at IS NULL`,
-		tenantID, actionID, commitlayer.Clip(reason, 500))
+	var failed int
+	err := db.pool.QueryRow(ctx, `WITH failed AS (
+			UPDATE actions SET verification_failed_at = now(), verification_error = $3,
+				start_attempts = start_attempts + 1
+			WHERE tenant_id = $1 AND id = $2 AND verification_started_at IS NULL AND verification_failed_at IS NULL
+			RETURNING id
+		), gone AS (
+			DELETE FROM verdicts v USING failed WHERE v.tenant_id = $1 AND v.action_id = failed.id
+		)
+		SELECT count(*) FROM failed`,
+		tenantID, actionID, commitlayer.Clip(reason, 500)).Scan(&failed)
 	if err != nil {
 		return false, fmt.Errorf("mark start of %q failed: %w", actionID, classify(err))
 	}
-	return tag.RowsAffected() == 1, nil
+	return failed == 1, nil
 }
 
 // prefixed qualifies each column of a comma-separated list with p ("a.").

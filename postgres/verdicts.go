@@ -22,6 +22,34 @@ func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.
 	return db.appendVerdictFrom(ctx, tenantID, v, nil, 0)
 }
 
+// AppendFirstVerdict stores v as the action's first verdict (version 1)
+// when it has none yet; otherwise it leaves the history as it is. For a
+// first verdict answered beside the verification's start
+// (activities.FirstVerdict), which must never follow the verification's own:
+// a provisional verdict after a final one would undo its settlement. One
+// statement, under the action's row lock as AppendVerdictOver takes it.
+func (db *DB) AppendFirstVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict, took time.Duration) error {
+	if err := checkVerdict(v); err != nil {
+		return fmt.Errorf("append first verdict for %q: %w", v.ActionID, err)
+	}
+	v.Version = 1
+	body, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("append first verdict for %q: %w: %w", v.ActionID, commitlayer.ErrInvalid, err)
+	}
+	_, err = db.pool.Exec(ctx, `WITH locked AS (
+			SELECT 1 FROM actions WHERE tenant_id = $1 AND id = $2 FOR UPDATE
+		)
+		INSERT INTO verdicts (tenant_id, action_id, version, status, provisional, body, evaluated_at, pass_us)
+		SELECT $1, $2, 1, $3, $4, $5, $6, $7 WHERE EXISTS (SELECT 1 FROM locked)
+		ON CONFLICT DO NOTHING`,
+		tenantID, v.ActionID, string(v.Status), v.Provisional, body, v.EvaluatedAt, took.Microseconds())
+	if err != nil {
+		return fmt.Errorf("append first verdict for %q: %w", v.ActionID, classify(err))
+	}
+	return nil
+}
+
 // checkVerdict refuses a verdict the store cannot keep: no action id, an
 // unknown status, times out of range.
 func checkVerdict(v commitlayer.Verdict) error {

@@ -257,3 +257,33 @@ func TestVerdictStages(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got)
 }
+
+// TestAppendFirstVerdict stores a verdict only as an action's first, and a
+// start refused for good deletes it with the marking.
+func TestAppendFirstVerdict(t *testing.T) {
+	testDB := testStore(t)
+	ctx := context.Background()
+	tn := newTenant(t)
+	for _, id := range []string{"act_1", "act_2"} {
+		_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction(id, "order:o1", t0), t0, t0, "", nil)
+		require.NoError(t, err)
+	}
+	require.NoError(t, testDB.AppendFirstVerdict(ctx, tn.ID, mkVerdict("act_1", commitlayer.StatusPass, t0), time.Millisecond))
+	require.NoError(t, testDB.AppendFirstVerdict(ctx, tn.ID, mkVerdict("act_1", commitlayer.StatusFail, t0), time.Millisecond))
+	hist, err := testDB.VerdictHistory(ctx, tn.ID, "act_1")
+	require.NoError(t, err)
+	require.Len(t, hist, 1)
+	require.Equal(t, commitlayer.StatusPass, hist[0].Status, "the first stands")
+	require.NoError(t, testDB.AppendFirstVerdict(ctx, tn.ID, mkVerdict("act_missing", commitlayer.StatusPass, t0), 0), "no action: nothing stored")
+	hist, err = testDB.VerdictHistory(ctx, tn.ID, "act_missing")
+	require.NoError(t, err)
+	require.Empty(t, hist)
+
+	require.NoError(t, testDB.AppendFirstVerdict(ctx, tn.ID, mkVerdict("act_2", commitlayer.StatusPass, t0), 0))
+	marked, err := testDB.StartFailed(ctx, tn.ID, "act_2", "refused")
+	require.NoError(t, err)
+	require.True(t, marked)
+	hist, err = testDB.VerdictHistory(ctx, tn.ID, "act_2")
+	require.NoError(t, err)
+	require.Empty(t, hist, "a verification that never started answers nothing")
+}

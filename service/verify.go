@@ -89,10 +89,24 @@ func (s *Actions) Submit(ctx context.Context, tenantID string, a commitlayer.Act
 	// A replay whose start is not marked yet is started again (Start is
 	// idempotent): the first request may have crashed before it.
 	fresh := out.Verification == commitlayer.VerificationPending
-	if w.On {
+	switch {
+	case w.On:
 		out.Verdict, out.Verification, out.Refused = s.startAndWait(ctx, tenantID, rec, fresh, w)
-	} else if fresh {
-		out.Verification, out.Refused = s.start(ctx, tenantID, rec)
+	case created && s.FirstVerdict != nil:
+		// The first verdict beside the start: both take about one
+		// round trip of their own, and the answer finds it stored.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
+			defer cancel()
+			if err := s.FirstVerdict(fctx, tenantID, rec.ID); err != nil {
+				s.logger.WarnContext(ctx, "first verdict left to the verification", "tenant", tenantID, "action", rec.ID, "error", err)
+			}
+		}()
+		out.Verification, out.Refused = s.start(ctx, tenantID, rec, done)
+	case fresh:
+		out.Verification, out.Refused = s.start(ctx, tenantID, rec, nil)
 	}
 	return out, nil
 }
@@ -110,7 +124,7 @@ func (s *Actions) StartLater(ctx context.Context, tenantID string, recs []commit
 	}
 	if len(pending) > 0 && !s.later(ctx, func(ctx context.Context) {
 		for _, rec := range pending {
-			s.start(ctx, tenantID, rec)
+			s.start(ctx, tenantID, rec, nil)
 		}
 	}) && s.Kick != nil {
 		s.Kick()
@@ -145,8 +159,13 @@ func (s *Actions) WaitFor(ctx context.Context, tenantID string, rec commitlayer.
 // start starts the verification of a stored action now, as a request does:
 // within startTimeout, and left to the reconciler (pending) when Temporal
 // does not answer or failed moments ago. It returns the verification's
-// state and, when Temporal refused it for good, why.
-func (s *Actions) start(ctx context.Context, tenantID string, rec commitlayer.ActionRecord) (string, string) {
+// state and, when Temporal refused it for good, why. first, when not nil,
+// is closed once a first verdict answered beside the start is stored: a
+// refused start is marked failed after it, which deletes it.
+func (s *Actions) start(ctx context.Context, tenantID string, rec commitlayer.ActionRecord, first <-chan struct{}) (string, string) {
+	if first != nil {
+		defer func() { <-first }()
+	}
 	switch {
 	case s.verifier == nil:
 		return s.leave(ctx, tenantID, rec, errors.New("no verifier configured"))
@@ -156,6 +175,10 @@ func (s *Actions) start(ctx context.Context, tenantID string, rec commitlayer.Ac
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), startTimeout)
 	err := s.verifier.Start(sctx, tenantID, rec)
 	cancel()
+	var refused refusal
+	if first != nil && errors.As(err, &refused) {
+		<-first // marked failed after it: the marking deletes its verdict
+	}
 	return s.started(ctx, tenantID, rec, err)
 }
 
@@ -207,7 +230,7 @@ func (s *Actions) startAndWait(ctx context.Context, tenantID string, rec commitl
 	}
 	if s.verifier == nil || s.away() {
 		if fresh {
-			state, refused := s.start(ctx, tenantID, rec)
+			state, refused := s.start(ctx, tenantID, rec, nil)
 			return nil, state, refused
 		}
 		return nil, state, ""
@@ -238,7 +261,7 @@ func (s *Actions) startAndWait(ctx context.Context, tenantID string, rec commitl
 	// start went through is not known; start again (idempotent), then
 	// answer with what is stored.
 	if fresh {
-		state, _ = s.start(ctx, tenantID, rec)
+		state, _ = s.start(ctx, tenantID, rec, nil)
 	}
 	return s.storedAt(ctx, tenantID, rec.ID, w), state, ""
 }
@@ -332,4 +355,9 @@ type verifying struct {
 	// Kick, when set, asks the reconciler for a round now (a start left to
 	// it).
 	Kick func()
+	// FirstVerdict, when set, answers a new action's first verdict beside
+	// the start of its verification (activities.FirstVerdict: the
+	// workflow's own first pass, run in this process for a tenant without
+	// connectors), so that the answer to POST /v1/actions finds it stored.
+	FirstVerdict func(ctx context.Context, tenantID, actionID string) error
 }

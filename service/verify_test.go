@@ -363,3 +363,47 @@ func TestNoticesWakeWhomTheFactsConcern(t *testing.T) {
 	r.Round(context.Background())
 	require.Equal(t, []string{"act_a", "act_provisional", "act_self", "act_settled"}, ver.signalled())
 }
+
+// TestSubmitAnswersTheFirstVerdictBesideTheStart: a new action's first
+// verdict is answered beside its start, and the answer waits for both; a
+// start refused for good is marked failed only once it is stored (the
+// marking deletes it).
+func TestSubmitAnswersTheFirstVerdictBesideTheStart(t *testing.T) {
+	st, ver := newFlowStore(), &flowVerifier{}
+	acts := service.NewActions(st, service.NewContracts(st, 0), ver, nil, nil)
+	var calls []string
+	var mu sync.Mutex
+	acts.FirstVerdict = func(_ context.Context, _, actionID string) error {
+		time.Sleep(20 * time.Millisecond) // slower than the start: the marking must wait for it
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, actionID)
+		st.note("first " + actionID)
+		return nil
+	}
+	sub, err := acts.Submit(context.Background(), "t", payout("account:acc_1"), "", nil, service.Wait{})
+	require.NoError(t, err)
+	require.Equal(t, commitlayer.VerificationStarted, sub.Verification)
+	mu.Lock()
+	require.Equal(t, []string{sub.Action.ID}, calls, "answered once the first verdict is stored")
+	mu.Unlock()
+
+	ver.startErr = refused{}
+	sub, err = acts.Submit(context.Background(), "t", payout("account:acc_2"), "", nil, service.Wait{})
+	require.NoError(t, err)
+	require.Equal(t, commitlayer.VerificationFailed, sub.Verification)
+	log := st.written()
+	first := slices.Index(log, "first "+sub.Action.ID)
+	failed := slices.IndexFunc(log, func(l string) bool { return strings.HasPrefix(l, "failed "+sub.Action.ID) })
+	require.True(t, first >= 0 && failed > first, "marked failed after the first verdict: %v", log)
+
+	// A replay, or a wait, answers no first verdict of its own.
+	mu.Lock()
+	n := len(calls)
+	mu.Unlock()
+	_, err = acts.Submit(context.Background(), "t", payout("account:acc_3"), "", nil, service.Wait{On: true, Timeout: time.Second})
+	require.NoError(t, err)
+	mu.Lock()
+	require.Len(t, calls, n)
+	mu.Unlock()
+}

@@ -168,6 +168,23 @@ func (m *Main) Open(ctx context.Context, roles Roles) error {
 	}
 	gopts.Timeout = connectorTimeout
 	m.Guard = netguard.New(gopts)
+	// The process's one Activities: its worker's, and the first verdict
+	// answered beside a start (activities.FirstVerdict) where it records
+	// actions.
+	m.Activities = &activities.Activities{
+		Store:  m.DB,
+		Logger: m.Logger,
+		// Production pulls go through the address guard: no loopback,
+		// private, link-local or metadata address, at dial time and on
+		// every redirect, unless COMMITLAYER_ALLOW_PRIVATE_ADDRESSES=1.
+		HTTPClient: m.Guard.Client(),
+		DialFunc:   m.Guard.DialContext,
+		Contracts:  m.Contracts,
+		Secrets:    m.Secrets,
+	}
+	m.Actions.FirstVerdict = func(ctx context.Context, tenantID, actionID string) error {
+		return activities.FirstVerdict(ctx, m.Activities, tenantID, actionID)
+	}
 	var mounts []api.Mount
 	var docs [][]byte
 	if roles.Benchmark || roles.BenchmarkWorker {
@@ -316,17 +333,6 @@ func (m *Main) makeCurrent(ctx context.Context, d worker.Deployment, identity st
 // startProductWorker starts the product's worker: production rules, the
 // product's queue and deployment, nothing of the benchmark.
 func (m *Main) startProductWorker() error {
-	m.Activities = &activities.Activities{
-		Store:  m.DB,
-		Logger: m.Logger,
-		// Production pulls go through the address guard: no loopback,
-		// private, link-local or metadata address, at dial time and on
-		// every redirect, unless COMMITLAYER_ALLOW_PRIVATE_ADDRESSES=1.
-		HTTPClient: m.Guard.Client(),
-		DialFunc:   m.Guard.DialContext,
-		Contracts:  m.Contracts,
-		Secrets:    m.Secrets,
-	}
 	opts := m.WorkerOptions
 	opts.StickyCacheSize = cmp.Or(opts.StickyCacheSize, m.Config.StickyCacheSize)
 	if opts.TaskQueue == "" {
