@@ -44,7 +44,7 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := decodeAction(http.MaxBytesReader(w, r.Body, MaxBody),
-		futureBound{Latest: s.now().UTC().Add(s.maxFutureSkew), Skew: s.maxFutureSkew})
+		s.bound())
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -56,32 +56,17 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 		return actionRequest{}, err
 	}
 	bad := func(err error) error { return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()) }
-	for _, s := range []struct{ field, v string }{
-		{"id", in.ID}, {"contract", in.Contract}, {"agent", in.Agent}, {"subject", in.Subject},
-	} {
-		if err := noNUL(s.field, s.v); err != nil {
-			return actionRequest{}, bad(err)
-		}
-	}
 	a := commitlayer.Action{
 		ID: in.ID, Contract: in.Contract, ContractVersion: in.ContractVersion,
-		Agent: in.Agent, Subject: commitlayer.Subject(in.Subject),
-	}
-	if in.ContractVersion < 0 {
-		return actionRequest{}, bad(errors.New("contract_version: must be positive (or absent for the latest)"))
+		Agent: in.Agent, Subject: commitlayer.Subject(in.Subject), Trace: in.Trace,
 	}
 	if in.RequestedAt != nil {
 		t, err := parseTime(*in.RequestedAt)
+		if err == nil {
+			err = bound.check(t)
+		}
 		if err != nil {
 			return actionRequest{}, bad(fmt.Errorf("requested_at: %w", err))
-		}
-		if t.Before(minTime) {
-			return actionRequest{}, bad(fmt.Errorf("requested_at: must be %s or later", minTime.Format(time.RFC3339)))
-		}
-		if !bound.Latest.IsZero() && t.After(bound.Latest) {
-			// Its verification would sleep until then.
-			return actionRequest{}, bad(fmt.Errorf("requested_at: %s is later than %s, the server's clock plus %s",
-				t.Format(time.RFC3339Nano), bound.Latest.UTC().Format(time.RFC3339Nano), bound.Skew))
 		}
 		a.RequestedAt = t
 	}
@@ -91,31 +76,9 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 	}
 	a.Params = params
 	if in.Claim != nil {
-		if err := noNUL("claim.status", in.Claim.Status); err != nil {
-			return actionRequest{}, bad(err)
-		}
-		if err := noNUL("claim.message", in.Claim.Message); err != nil {
-			return actionRequest{}, bad(err)
-		}
-		if in.Claim.Status != "" && !slices.Contains(commitlayer.ClaimStatuses, in.Claim.Status) {
-			return actionRequest{}, bad(fmt.Errorf("claim.status: %q is not one of %s (or empty: no claim)",
-				truncate(in.Claim.Status, 64), strings.Join(commitlayer.ClaimStatuses, ", ")))
-		}
 		a.Claim = commitlayer.Claim{Status: in.Claim.Status, Message: in.Claim.Message}
 	}
-	trace, err := canonicalTrace(in.Trace)
-	if err != nil {
-		return actionRequest{}, bad(fmt.Errorf("trace: %w", err))
-	}
-	a.Trace = trace
-
-	// Validate with a placeholder time when the server will set it, so the
-	// other fields are checked here.
-	check := a
-	if check.RequestedAt.IsZero() {
-		check.RequestedAt = time.Unix(0, 0)
-	}
-	if err := check.Validate(); err != nil {
+	if err := checkAction(&a, bound); err != nil {
 		return actionRequest{}, bad(err)
 	}
 
@@ -139,6 +102,55 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 	}
 	sum := sha256.Sum256(canon)
 	return actionRequest{Action: a, Hash: sum[:]}, nil
+}
+
+// checkAction holds an action to the rules of POST /v1/actions, whatever
+// brought it (a body, a span): text without NUL, a contract_version not
+// negative, a requested_at (zero: left to the server) within bound, params
+// normalized and without NUL, a claim status the API knows, a trace that
+// is an array (re-encoded canonically), then Action.Validate with a
+// placeholder time when requested_at is left to the server. Its errors
+// read "field: reason".
+func checkAction(a *commitlayer.Action, bound futureBound) error {
+	for _, s := range []struct{ field, v string }{
+		{"id", a.ID}, {"contract", a.Contract}, {"agent", a.Agent}, {"subject", string(a.Subject)},
+		{"claim.status", a.Claim.Status}, {"claim.message", a.Claim.Message},
+	} {
+		if err := noNUL(s.field, s.v); err != nil {
+			return err
+		}
+	}
+	if a.ContractVersion < 0 {
+		return errors.New("contract_version: must be positive (or absent for the latest)")
+	}
+	if !a.RequestedAt.IsZero() {
+		if err := bound.check(a.RequestedAt); err != nil {
+			return fmt.Errorf("requested_at: %w", err)
+		}
+	}
+	params, err := a.Params.Normalize()
+	if err == nil {
+		err = valueNoNUL("", map[string]any(params))
+	}
+	if err != nil {
+		return fmt.Errorf("params: %w", err)
+	}
+	if params == nil {
+		params = commitlayer.Attrs{}
+	}
+	a.Params = params
+	if a.Claim.Status != "" && !slices.Contains(commitlayer.ClaimStatuses, a.Claim.Status) {
+		return fmt.Errorf("claim.status: %q is not one of %s (or empty: no claim)",
+			truncate(a.Claim.Status, 64), strings.Join(commitlayer.ClaimStatuses, ", "))
+	}
+	if a.Trace, err = canonicalTrace(a.Trace); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	check := *a
+	if check.RequestedAt.IsZero() {
+		check.RequestedAt = minTime
+	}
+	return check.Validate()
 }
 
 // canonicalTrace checks that a trace is an array (or absent) and re-encodes

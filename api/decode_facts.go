@@ -164,11 +164,29 @@ func jsonKind(tok json.Token) string {
 	return "null"
 }
 
-// futureBound is the latest occurred_at accepted: the server's clock plus
-// the allowed skew. The zero bound accepts any time.
+// futureBound is the latest occurred_at or requested_at accepted: the
+// server's clock plus the allowed skew. The zero bound accepts any time.
 type futureBound struct {
 	Latest time.Time
 	Skew   time.Duration
+}
+
+// bound is the futureBound of a request arriving now.
+func (s *Server) bound() futureBound {
+	return futureBound{Latest: s.now().UTC().Add(s.maxFutureSkew), Skew: s.maxFutureSkew}
+}
+
+// check refuses a time before minTime (year 1 is "unset" inside the
+// service: never a value) or after the bound.
+func (b futureBound) check(t time.Time) error {
+	if t.Before(minTime) {
+		return fmt.Errorf("must be %s or later", minTime.Format(time.RFC3339))
+	}
+	if !b.Latest.IsZero() && t.After(b.Latest) {
+		return fmt.Errorf("%s is later than %s, the server's clock plus %s",
+			t.Format(time.RFC3339Nano), b.Latest.UTC().Format(time.RFC3339Nano), b.Skew)
+	}
+	return nil
 }
 
 // fact converts and validates, refusing an occurred_at after the bound;
@@ -189,16 +207,11 @@ func (in *factIn) fact(bound futureBound) (commitlayer.Fact, error) {
 	}
 	if in.OccurredAt != "" {
 		t, err := parseTime(in.OccurredAt)
+		if err == nil {
+			err = bound.check(t)
+		}
 		if err != nil {
 			return f, fmt.Errorf("occurred_at: %w", err)
-		}
-		if t.Before(minTime) {
-			// Year 1 is "unset" inside the service: never a value.
-			return f, fmt.Errorf("occurred_at: %s is before %s", t.Format(time.RFC3339Nano), minTime.Format(time.RFC3339))
-		}
-		if !bound.Latest.IsZero() && t.After(bound.Latest) {
-			return f, fmt.Errorf("occurred_at: %s is later than %s, the server's clock plus %s",
-				t.Format(time.RFC3339Nano), bound.Latest.UTC().Format(time.RFC3339Nano), bound.Skew)
 		}
 		f.OccurredAt = t
 	}

@@ -23,7 +23,7 @@ import (
 func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
 	facts, err := decodeFactsSized(http.MaxBytesReader(w, r.Body, MaxFactsBody), r.ContentLength,
-		futureBound{Latest: s.now().UTC().Add(s.maxFutureSkew), Skew: s.maxFutureSkew})
+		s.bound())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
