@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/client/webhook"
 	"github.com/commitlayer/commitlayer/internal/netguard"
 )
@@ -177,7 +176,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, secret := commitlayer.NewID("wh_"), newWebhookSecret()
-	sealed, err := s.secrets.Seal([]byte(secret), activities.WebhookSecretAD(tenantID, id))
+	sealed, err := s.secrets.Seal([]byte(secret), commitlayer.WebhookSecretAD(tenantID, id))
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("seal webhook secret: %w", err))
 		return
@@ -318,7 +317,7 @@ func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secret := newWebhookSecret()
-	sealed, err := s.secrets.Seal([]byte(secret), activities.WebhookSecretAD(tenantID, id))
+	sealed, err := s.secrets.Seal([]byte(secret), commitlayer.WebhookSecretAD(tenantID, id))
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("seal webhook secret: %w", err))
 		return
