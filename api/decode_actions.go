@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,21 +11,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/commitlayer/commitlayer"
 )
 
 // actionIn is an action on the wire. RequestedAt is nil when absent or
 // null (the server sets it); a value present is checked, even "" or year 1.
 type actionIn struct {
-	ID              string          `json:"id"`
-	Contract        string          `json:"contract"`
-	ContractVersion int             `json:"contract_version"`
-	Agent           string          `json:"agent"`
-	Subject         string          `json:"subject"`
-	Params          any             `json:"params"`
-	RequestedAt     *string         `json:"requested_at"`
-	Claim           *claimIn        `json:"claim"`
-	Trace           json.RawMessage `json:"trace"`
+	ID              string            `json:"id"`
+	Contract        string            `json:"contract"`
+	ContractVersion int               `json:"contract_version"`
+	Agent           string            `json:"agent"`
+	Subject         string            `json:"subject"`
+	Params          commitlayer.Attrs `json:"params"`
+	RequestedAt     *string           `json:"requested_at"`
+	Claim           *claimIn          `json:"claim"`
+	Trace           jsontext.Value    `json:"trace"`
 }
 
 type claimIn struct {
@@ -58,7 +60,7 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 	bad := func(err error) error { return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()) }
 	a := commitlayer.Action{
 		ID: in.ID, Contract: in.Contract, ContractVersion: in.ContractVersion,
-		Agent: in.Agent, Subject: commitlayer.Subject(in.Subject), Trace: in.Trace,
+		Agent: in.Agent, Subject: commitlayer.Subject(in.Subject), Params: in.Params, Trace: []byte(in.Trace),
 	}
 	if in.RequestedAt != nil {
 		t, err := parseTime(*in.RequestedAt)
@@ -70,11 +72,6 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 		}
 		a.RequestedAt = t
 	}
-	params, err := decodeAttrs(in.Params)
-	if err != nil {
-		return actionRequest{}, bad(fmt.Errorf("params: %w", err))
-	}
-	a.Params = params
 	if in.Claim != nil {
 		a.Claim = commitlayer.Claim{Status: in.Claim.Status, Message: in.Claim.Message}
 	}
@@ -83,26 +80,31 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 	}
 
 	// The canonical form: decoded values re-encoded (object keys sorted,
-	// numbers normalized, whitespace gone), with requested_at only when
-	// the client gave it, so a retry of the same request hashes the same.
+	// numbers normalized, whitespace gone, and escaped as encoding/json
+	// escapes, so that hashes stored before stay valid), with requested_at
+	// only when the client gave it, so a retry of the same request hashes
+	// the same.
 	canon, err := json.Marshal(struct {
-		ID              string          `json:"id"`
-		Contract        string          `json:"contract"`
-		ContractVersion int             `json:"contract_version"`
-		Agent           string          `json:"agent"`
-		Subject         string          `json:"subject"`
-		Params          map[string]any  `json:"params"`
-		RequestedAt     string          `json:"requested_at"`
-		Claim           claimIn         `json:"claim"`
-		Trace           json.RawMessage `json:"trace,omitempty"`
+		ID              string         `json:"id"`
+		Contract        string         `json:"contract"`
+		ContractVersion int            `json:"contract_version"`
+		Agent           string         `json:"agent"`
+		Subject         string         `json:"subject"`
+		Params          map[string]any `json:"params"`
+		RequestedAt     string         `json:"requested_at"`
+		Claim           claimIn        `json:"claim"`
+		Trace           jsontext.Value `json:"trace,omitempty"`
 	}{a.ID, a.Contract, a.ContractVersion, a.Agent, string(a.Subject), a.Params,
-		formatTime(a.RequestedAt), claimIn(a.Claim), a.Trace})
+		formatTime(a.RequestedAt), claimIn(a.Claim), jsontext.Value(a.Trace)}, canonical)
 	if err != nil {
 		return actionRequest{}, fmt.Errorf("canonical action: %w", err)
 	}
 	sum := sha256.Sum256(canon)
 	return actionRequest{Action: a, Hash: sum[:]}, nil
 }
+
+// canonical are the options of a canonical encoding.
+var canonical = json.JoinOptions(json.Deterministic(true), jsontext.EscapeForHTML(true), jsontext.EscapeForJS(true))
 
 // checkAction holds an action to the rules of POST /v1/actions, whatever
 // brought it (a body, a span): text without NUL, a contract_version not
@@ -129,11 +131,11 @@ func checkAction(a *commitlayer.Action, bound futureBound) error {
 		}
 	}
 	params, err := a.Params.Normalize()
-	if err == nil {
-		err = valueNoNUL("", map[string]any(params))
-	}
 	if err != nil {
 		return fmt.Errorf("params: %w", err)
+	}
+	if err := valueNoNUL("params", map[string]any(params)); err != nil {
+		return err
 	}
 	if params == nil {
 		params = commitlayer.Attrs{}
@@ -154,27 +156,28 @@ func checkAction(a *commitlayer.Action, bound futureBound) error {
 }
 
 // canonicalTrace checks that a trace is an array (or absent) and re-encodes
-// it with sorted keys and no whitespace.
-func canonicalTrace(raw json.RawMessage) (json.RawMessage, error) {
+// it canonically, its numbers as they were written.
+func canonicalTrace(raw []byte) ([]byte, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
 	}
-	if raw[0] != '[' {
-		return nil, errors.New("must be an array")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
 	var v []any
-	if err := dec.Decode(&v); err != nil {
+	if err := json.Unmarshal(raw, &v, keepNumbers); err != nil {
 		return nil, errors.New("must be an array")
 	}
-	if err := valueNoNUL("", v); err != nil {
-		return nil, err
+	if at, ok := nulAt(v); ok {
+		return nil, fmt.Errorf("%s: contains a NUL character", strings.TrimPrefix(at, "."))
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return json.Marshal(v, canonical)
 }
+
+// keepNumbers decodes a number in an any as its text.
+var keepNumbers = json.WithUnmarshalers(json.UnmarshalFromFunc(func(dec *jsontext.Decoder, v *any) error {
+	if dec.PeekKind() != '0' {
+		return json.SkipFunc
+	}
+	raw, err := dec.ReadValue()
+	*v = raw.Clone()
+	return err
+}))

@@ -22,8 +22,7 @@ import (
 // reach their verifications.
 func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
-	facts, err := decodeFactsSized(http.MaxBytesReader(w, r.Body, MaxFactsBody), r.ContentLength,
-		s.bound())
+	facts, err := decodeFacts(http.MaxBytesReader(w, r.Body, MaxFactsBody), s.bound())
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -14,7 +14,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // Defaults.
@@ -253,7 +254,7 @@ func (c *Client) do(ctx context.Context, r request, out any) (response, error) {
 		res, err := c.once(ctx, r)
 		if err == nil {
 			if out != nil && len(res.body) > 0 {
-				if err := json.Unmarshal(res.body, out); err != nil {
+				if err := jsonv2.Unmarshal(res.body, out); err != nil {
 					return res, fmt.Errorf("%s: decode answer: %w", op, err)
 				}
 			}
@@ -374,7 +375,7 @@ func apiError(resp *http.Response, body []byte) *APIError {
 			Details []ErrorDetail `json:"details"`
 		} `json:"error"`
 	}
-	if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
+	if jsonv2.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
 		e.Code, e.Message, e.Details = eb.Error.Code, eb.Error.Message, eb.Error.Details
 	} else {
 		e.Message = http.StatusText(resp.StatusCode)
@@ -404,7 +405,7 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 
 // jsonBody marshals v for a request body.
 func jsonBody(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
+	b, err := jsonv2.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
