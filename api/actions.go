@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/service"
 )
 
@@ -107,11 +108,8 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 	}
 	url := "/v1/actions/" + stored.ID
 	w.Header().Set("Location", url)
-	body := map[string]string{"id": stored.ID, "verdict_url": url, "verification": st.verification()}
-	if st.refused != "" {
-		body["verification_error"] = st.refused
-	}
-	writeJSON(w, http.StatusAccepted, body)
+	writeJSON(w, http.StatusAccepted, client.Accepted{ID: stored.ID, VerdictURL: url, Verification: st.verification(),
+		VerificationError: st.refused})
 }
 
 // errTemporalAway stands for a call not made: Temporal failed moments ago.
@@ -135,20 +133,12 @@ func (s *Server) needsStart(ctx context.Context, tenantID, actionID, startKey st
 	return isNotFound(err)
 }
 
-// actionView is a stored action on the wire.
-type actionView struct {
-	commitlayer.Action
-	SettlesAt  time.Time `json:"settles_at"`
-	WatchUntil time.Time `json:"watch_until"`
-	CreatedAt  time.Time `json:"created_at"`
-}
-
-func viewAction(rec commitlayer.ActionRecord) actionView {
+func viewAction(rec commitlayer.ActionRecord) client.StoredAction {
 	a := rec.Action
 	if a.Params == nil {
 		a.Params = commitlayer.Attrs{}
 	}
-	return actionView{Action: a, SettlesAt: rec.SettlesAt, WatchUntil: rec.WatchUntil, CreatedAt: rec.CreatedAt}
+	return client.StoredAction{Action: a, SettlesAt: rec.SettlesAt, WatchUntil: rec.WatchUntil, CreatedAt: rec.CreatedAt}
 }
 
 // viewVerdict returns v with empty lists as [] rather than null.
@@ -213,13 +203,8 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 	if current != nil && state == commitlayer.VerificationPending {
 		state = commitlayer.VerificationStarted
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Action            actionView            `json:"action"`
-		Verification      string                `json:"verification"`
-		VerificationError string                `json:"verification_error,omitempty"`
-		Verdict           *commitlayer.Verdict  `json:"verdict"`
-		History           []commitlayer.Verdict `json:"history"`
-	}{viewAction(rec), state, rec.VerificationError, current, views})
+	writeJSON(w, http.StatusOK, client.ActionDetail{Action: viewAction(rec), Verification: state,
+		VerificationError: rec.VerificationError, Verdict: current, History: views})
 }
 
 // action loads the action named in the path, answering 404 when the tenant
@@ -285,13 +270,7 @@ func (s *Server) recheck(w http.ResponseWriter, r *http.Request) {
 			"the verification of action %s could not be re-run now; retry later", rec.ID))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"verdict": viewVerdict(v)})
-}
-
-type orphanView struct {
-	ContractID string           `json:"contract_id"`
-	Check      string           `json:"check"`
-	Fact       commitlayer.Fact `json:"fact"`
+	writeJSON(w, http.StatusOK, client.RecheckResult{Verdict: viewVerdict(v)})
 }
 
 // orphans lists effects of the kinds a contract expects or forbids on
@@ -334,9 +313,9 @@ func (s *Server) orphans(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := []orphanView{}
+	out := client.OrphanList{Orphans: []client.Orphan{}, Since: since, Until: now}
 	for _, o := range orphans {
-		out = append(out, orphanView{ContractID: o.Contract, Check: o.Check, Fact: o.Fact})
+		out.Orphans = append(out.Orphans, client.Orphan{ContractID: o.Contract, Check: o.Check, Fact: o.Fact})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"orphans": out, "since": since, "until": now})
+	writeJSON(w, http.StatusOK, out)
 }

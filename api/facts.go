@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/connectors/pull"
 )
 
@@ -67,7 +68,7 @@ func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"inserted": res.Inserted, "duplicates": res.Duplicates})
+	writeJSON(w, http.StatusOK, client.FactsResult{Inserted: res.Inserted, Duplicates: res.Duplicates})
 }
 
 // maxBackgroundNotices bounds the notices of new facts being delivered
@@ -107,37 +108,8 @@ func (s *Server) deliverNotice(ctx context.Context, tenantID string, res commitl
 	}
 }
 
-// connectorIn is the body of POST /v1/connectors.
-type connectorIn struct {
-	Source string `json:"source"`
-	Kind   string `json:"kind"`
-	URL    string `json:"url"`
-	// Config holds the settings of the postgres and http_json kinds.
-	Config json.RawMessage `json:"config,omitempty"`
-	// APIKey is the stripe kind's key (restricted rk_… or sk_test_…);
-	// stored sealed, never answered (only its last 4).
-	APIKey string `json:"api_key,omitempty"`
-}
-
-type connectorView struct {
-	ID       string `json:"id"`
-	Source   string `json:"source"`
-	Kind     string `json:"kind"`
-	URL      string `json:"url"`
-	KeyLast4 string `json:"api_key_last4,omitempty"`
-	// Config is the kind's configuration as stored: credentials sealed
-	// apart, a header's value shown as its last 4, a DSN without its
-	// password.
-	Config      json.RawMessage `json:"config,omitempty"`
-	Cursor      string          `json:"cursor"`
-	LastPullAt  *time.Time      `json:"last_pull_at"`
-	LastError   string          `json:"last_error,omitempty"`
-	LastErrorAt *time.Time      `json:"last_error_at"`
-	CreatedAt   time.Time       `json:"created_at"`
-}
-
-func viewConnector(c commitlayer.Connector) connectorView {
-	return connectorView{
+func viewConnector(c commitlayer.Connector) client.Connector {
+	return client.Connector{
 		ID: c.ID, Source: c.Source, Kind: c.Kind, URL: c.URL, KeyLast4: c.SecretHint, Config: json.RawMessage(c.Config), Cursor: c.Cursor,
 		LastPullAt: timePtr(c.LastPullAt), LastError: c.LastError, LastErrorAt: timePtr(c.LastErrorAt),
 		CreatedAt: c.CreatedAt,
@@ -153,12 +125,12 @@ func timePtr(t time.Time) *time.Time {
 }
 
 func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
-	var in connectorIn
+	var in client.ConnectorInput
 	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	kind, aerr := in.validate()
+	kind, aerr := validateConnector(&in)
 	if aerr != nil {
 		s.writeError(w, r, aerr)
 		return
@@ -207,8 +179,8 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, viewConnector(c))
 }
 
-// validate checks what every kind shares and returns the kind.
-func (in *connectorIn) validate() (pull.Kind, *apiError) {
+// validateConnector checks what every kind shares and returns the kind.
+func validateConnector(in *client.ConnectorInput) (pull.Kind, *apiError) {
 	bad := func(format string, args ...any) *apiError {
 		return errorf(http.StatusBadRequest, codeInvalidRequest, format, args...)
 	}
@@ -243,22 +215,11 @@ func (s *Server) listConnectors(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("list connectors: %w", err))
 		return
 	}
-	out := make([]connectorView, 0, len(cs))
+	out := client.ConnectorList{Connectors: make([]client.Connector, 0, len(cs))}
 	for _, c := range cs {
-		out = append(out, viewConnector(c))
+		out.Connectors = append(out.Connectors, viewConnector(c))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"connectors": out})
-}
-
-type sourceView struct {
-	Source       string     `json:"source"`
-	EverReported bool       `json:"ever_reported"`
-	FactCount    int64      `json:"fact_count"`
-	LastFactAt   *time.Time `json:"last_fact_at"`
-	LastSeenAt   *time.Time `json:"last_seen_at"`
-	ConnectorID  string     `json:"connector_id,omitempty"`
-	LastError    string     `json:"last_error,omitempty"`
-	LastErrorAt  *time.Time `json:"last_error_at"`
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
@@ -267,15 +228,15 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("list sources: %w", err))
 		return
 	}
-	out := make([]sourceView, 0, len(srcs))
+	out := client.SourceList{Sources: make([]client.Source, 0, len(srcs))}
 	for _, c := range srcs {
-		out = append(out, sourceView{
+		out.Sources = append(out.Sources, client.Source{
 			Source: c.Source, EverReported: c.EverReported, FactCount: c.FactCount,
 			LastFactAt: timePtr(c.LastFactAt), LastSeenAt: timePtr(c.LastSeenAt),
 			ConnectorID: c.ConnectorID, LastError: c.LastError, LastErrorAt: timePtr(c.LastErrorAt),
 		})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sources": out})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // deleteConnector removes a connector: its pulls stop; the facts it brought

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 )
 
 // Waiter is optionally implemented by the Verifier: POST
@@ -199,7 +200,6 @@ func (s *Server) startOrLeave(r *http.Request, tenantID string, rec commitlayer.
 func writeWaited(w http.ResponseWriter, id string, v commitlayer.Verdict) {
 	url := "/v1/actions/" + id
 	w.Header().Set("Location", url)
-	writeJSON(w, http.StatusOK, map[string]any{
-		"id": id, "verdict_url": url, "verification": "started", "verdict": viewVerdict(v),
-	})
+	v = viewVerdict(v)
+	writeJSON(w, http.StatusOK, client.Accepted{ID: id, VerdictURL: url, Verification: commitlayer.VerificationStarted, Verdict: &v})
 }

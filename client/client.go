@@ -187,13 +187,6 @@ type APIError struct {
 	RetryAfter time.Duration
 }
 
-// ErrorDetail is one problem in an invalid_contract error.
-type ErrorDetail struct {
-	Field   string `json:"field,omitempty"`
-	Line    int    `json:"line,omitempty"`
-	Message string `json:"message"`
-}
-
 func (e *APIError) Error() string {
 	msg := fmt.Sprintf("commitlayer: %d", e.StatusCode)
 	if e.Code != "" {
@@ -368,13 +361,7 @@ func (c *Client) once(ctx context.Context, r request) (response, error) {
 // apiError decodes a non-2xx answer.
 func apiError(resp *http.Response, body []byte) *APIError {
 	e := &APIError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
-	var eb struct {
-		Error struct {
-			Code    string        `json:"code"`
-			Message string        `json:"message"`
-			Details []ErrorDetail `json:"details"`
-		} `json:"error"`
-	}
+	var eb ErrorBody
 	if jsonv2.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
 		e.Code, e.Message, e.Details = eb.Error.Code, eb.Error.Message, eb.Error.Details
 	} else {
