@@ -58,8 +58,11 @@ func jsonError(err error) *apiError {
 	case errors.As(err, &syn):
 		return bad(codeInvalidJSON, "%s: %s (at byte %d)", fieldOf(syn.JSONPointer, "body"), syn.Err, syn.ByteOffset)
 	case errors.As(err, &sem) && errors.Is(sem.Err, json.ErrUnknownName):
-		return bad(codeInvalidRequest, "%sunknown field %q", fieldOf(sem.JSONPointer.Parent(), "")+sep(sem.JSONPointer.Parent()),
-			truncate(sem.JSONPointer.LastToken(), 64))
+		where := ""
+		if p := sem.JSONPointer.Parent(); p != "" {
+			where = fieldOf(p, "") + ": "
+		}
+		return bad(codeInvalidRequest, "%sunknown field %q", where, truncate(sem.JSONPointer.LastToken(), 64))
 	case errors.As(err, &sem) && sem.JSONKind != 0 && sem.JSONPointer == "":
 		return bad(codeInvalidRequest, "body must be a JSON object, not %s", kindName(sem.JSONKind))
 	case errors.As(err, &sem) && sem.JSONKind != 0:
@@ -97,14 +100,6 @@ func in(p jsontext.Pointer) string {
 		return ""
 	}
 	return " in " + fieldOf(p, "")
-}
-
-// sep is ": " after a field named before a message, "" after the body.
-func sep(p jsontext.Pointer) string {
-	if p == "" {
-		return ""
-	}
-	return ": "
 }
 
 // kindName names a JSON kind ("a string").

@@ -54,7 +54,7 @@ func (db *DB) BulkLoadFacts(ctx context.Context, tenantID string, next func() (c
 			case len(rows) == 0:
 				continue
 			}
-			if err := numberFacts(ctx, tx, rows); err != nil {
+			if rows, err = numberFacts(ctx, tx, rows); err != nil {
 				return err
 			}
 			if _, err := copyNewFacts(ctx, tx, tenantID, rows); err != nil {

@@ -52,7 +52,7 @@ func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitla
 
 // factRow is a validated fact, encoded for COPY.
 type factRow struct {
-	seq                              int64 // drawn by copyNewFacts
+	seq                              int64 // drawn by numberFacts
 	source, typ, subject, externalID string
 	occurredAt                       time.Time
 	attrs                            []byte // JSON
@@ -123,7 +123,8 @@ func (db *DB) insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows 
 	if err := lockTenant(ctx, tx, tenantID); err != nil {
 		return commitlayer.InsertResult{}, err
 	}
-	if err := numberFacts(ctx, tx, rows); err != nil {
+	rows, err := numberFacts(ctx, tx, rows)
+	if err != nil {
 		return commitlayer.InsertResult{}, classify(err)
 	}
 	now := time.Now()
@@ -175,26 +176,27 @@ func isFactKeyViolation(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == factKeyConstraint
 }
 
-// numberFacts gives each row the next sequence number in batch order, then
-// sorts the rows in key order.
-func numberFacts(ctx context.Context, tx pgx.Tx, rows []factRow) error {
+// numberFacts gives each row the next sequence number in batch order and
+// returns them in key order (rows keeps its order: a transaction retried
+// numbers them again).
+func numberFacts(ctx context.Context, tx pgx.Tx, rows []factRow) ([]factRow, error) {
 	seqs, err := tx.Query(ctx, `SELECT nextval('facts_seq_seq') FROM generate_series(1, $1)`, len(rows))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var seq int64
+	numbered, seq := slices.Clone(rows), int64(0)
 	i := 0
 	if _, err := pgx.ForEachRow(seqs, []any{&seq}, func() error {
-		rows[i].seq = seq
+		numbered[i].seq = seq
 		i++
 		return nil
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	slices.SortFunc(rows, func(a, b factRow) int {
+	slices.SortFunc(numbered, func(a, b factRow) int {
 		return cmp.Or(strings.Compare(a.source, b.source), strings.Compare(a.externalID, b.externalID))
 	})
-	return nil
+	return numbered, nil
 }
 
 // The staging table of a batch that repeats stored facts: each connection

@@ -189,3 +189,26 @@ func TestFactsKeepBatchOrder(t *testing.T) {
 	}
 	require.Equal(t, []string{"zeta/e9", "alpha/e8", "zeta/e1", "alpha/e0", "zeta/d7", "alpha/d3"}, ids)
 }
+
+// TestNumberingAgainKeepsBatchOrder: a transaction retried (a deadlock)
+// numbers its rows again, in batch order still, not in the key order the
+// first attempt wrote them in.
+func TestNumberingAgainKeepsBatchOrder(t *testing.T) {
+	ctx := context.Background()
+	db := testStore(t)
+	at := time.Now().UTC().Add(-time.Hour)
+	rows, err := encodeFacts([]commitlayer.Fact{
+		mkFact("zeta", "entry", "account:a1", "e1", at, nil),
+		mkFact("alpha", "entry", "account:a1", "e2", at, nil),
+	}, 0)
+	require.NoError(t, err)
+	tx, err := db.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only use
+	for range 2 {
+		numbered, err := numberFacts(ctx, tx, rows)
+		require.NoError(t, err)
+		require.Equal(t, []string{"alpha", "zeta"}, []string{numbered[0].source, numbered[1].source}, "written in key order")
+		require.Less(t, numbered[1].seq, numbered[0].seq, "numbered in batch order")
+	}
+}
