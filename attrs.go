@@ -1,13 +1,15 @@
 package commitlayer
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Attrs are the attributes of a fact or the params of an action. Numbers
@@ -15,24 +17,154 @@ import (
 // units) and float64 otherwise, so predicates compare exact integers.
 type Attrs map[string]any
 
-// UnmarshalJSON decodes an object keeping integers exact.
-func (a *Attrs) UnmarshalJSON(b []byte) error {
-	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+// UnmarshalJSON decodes an object as UnmarshalJSONFrom does.
+func (a *Attrs) UnmarshalJSON(b []byte) error { return jsonv2.Unmarshal(b, a) }
+
+// UnmarshalJSONFrom decodes an object (null is nil) as NormalizeValue
+// leaves it: integers int64, other numbers float64, kept exactly or
+// refused. The decoder refuses a name given twice and invalid UTF-8; a
+// number refused is a *jsonv2.SemanticError naming where it is.
+func (a *Attrs) UnmarshalJSONFrom(dec *jsontext.Decoder) error { return a.read(dec, true) }
+
+// DecodeStoredAttrs decodes attrs read back from storage as UnmarshalJSON
+// does, but keeps a number stored before the exactness rule (a float
+// beyond 2^53) as it is rather than failing the read; the contracts refuse
+// to compare it.
+func DecodeStoredAttrs(b []byte) (Attrs, error) {
+	var a storedAttrs
+	err := jsonv2.Unmarshal(b, &a)
+	return Attrs(a), err
+}
+
+type storedAttrs Attrs
+
+func (a *storedAttrs) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	return (*Attrs)(a).read(dec, false)
+}
+
+func (a *Attrs) read(dec *jsontext.Decoder, strict bool) error {
+	switch dec.PeekKind() {
+	case 'n':
 		*a = nil
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+		_, err := dec.ReadToken()
+		return err
+	case '{':
+		v, err := readJSON(dec, strict)
+		if err == nil {
+			*a = v.(map[string]any)
+		}
+		return err
+	case 0: // a syntax error, reported by the read
+		_, err := dec.ReadToken()
 		return err
 	}
-	n, err := NormalizeValue(m)
-	if err != nil {
+	if err := dec.SkipValue(); err != nil {
 		return err
 	}
-	*a = n.(map[string]any)
-	return nil
+	return errors.New("must be an object")
+}
+
+// MarshalJSONTo writes the attrs token by token: the types NormalizeValue
+// leaves go straight to the encoder (by reflection they cost about a
+// microsecond a fact), any other value through jsonv2. With
+// jsonv2.Deterministic it leaves the attrs to jsonv2, which sorts keys.
+func (a Attrs) MarshalJSONTo(enc *jsontext.Encoder) error {
+	if d, _ := jsonv2.GetOption(enc.Options(), jsonv2.Deterministic); d {
+		return jsonv2.MarshalEncode(enc, map[string]any(a))
+	}
+	return writeJSON(enc, map[string]any(a))
+}
+
+func writeJSON(enc *jsontext.Encoder, v any) error {
+	switch x := v.(type) {
+	case string:
+		return enc.WriteToken(jsontext.String(x))
+	case int64:
+		return enc.WriteToken(jsontext.Int(x))
+	case int:
+		return enc.WriteToken(jsontext.Int(int64(x)))
+	case map[string]any:
+		if err := enc.WriteToken(jsontext.BeginObject); err != nil {
+			return err
+		}
+		for k, e := range x {
+			if err := enc.WriteToken(jsontext.String(k)); err != nil {
+				return err
+			}
+			if err := writeJSON(enc, e); err != nil {
+				return err
+			}
+		}
+		return enc.WriteToken(jsontext.EndObject)
+	case []any:
+		if err := enc.WriteToken(jsontext.BeginArray); err != nil {
+			return err
+		}
+		for _, e := range x {
+			if err := writeJSON(enc, e); err != nil {
+				return err
+			}
+		}
+		return enc.WriteToken(jsontext.EndArray)
+	}
+	return jsonv2.MarshalEncode(enc, v)
+}
+
+// readJSON reads one value with NormalizeValue's types.
+func readJSON(dec *jsontext.Decoder, strict bool) (any, error) {
+	switch dec.PeekKind() {
+	case '{':
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		m := map[string]any{}
+		for dec.PeekKind() != '}' {
+			name, err := dec.ReadToken()
+			if err != nil {
+				return nil, err
+			}
+			k := name.String()
+			if m[k], err = readJSON(dec, strict); err != nil {
+				return nil, err
+			}
+		}
+		_, err := dec.ReadToken()
+		return m, err
+	case '[':
+		if _, err := dec.ReadToken(); err != nil {
+			return nil, err
+		}
+		l := []any{}
+		for dec.PeekKind() != ']' {
+			v, err := readJSON(dec, strict)
+			if err != nil {
+				return nil, err
+			}
+			l = append(l, v)
+		}
+		_, err := dec.ReadToken()
+		return l, err
+	case '0':
+		raw, err := dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		n, err := number(string(raw), strict)
+		if err != nil {
+			return nil, &jsonv2.SemanticError{JSONPointer: dec.StackPointer(), Err: err}
+		}
+		return n, nil
+	}
+	tok, err := dec.ReadToken()
+	switch {
+	case err != nil:
+		return nil, err
+	case tok.Kind() == 'n':
+		return nil, nil
+	case tok.Kind() == '"':
+		return tok.String(), nil
+	}
+	return tok.Bool(), nil
 }
 
 // NormalizeValue turns a decoded JSON (or YAML) value into the types the
@@ -47,11 +179,6 @@ func (a *Attrs) UnmarshalJSON(b []byte) error {
 // and int64 holds every amount a system of record keeps; a larger
 // identifier belongs in a string.
 func NormalizeValue(v any) (any, error) { return normalize(v, true) }
-
-// NormalizeStoredValue is NormalizeValue for values read back from storage:
-// a number stored before the exactness rule (a float beyond 2^53) is kept
-// as it is rather than failing the read; the contracts refuse to compare it.
-func NormalizeStoredValue(v any) (any, error) { return normalize(v, false) }
 
 // ErrInexact is wrapped by the errors of numbers NormalizeValue refuses.
 var ErrInexact = errors.New("cannot be kept exactly")
@@ -76,17 +203,7 @@ func normalize(v any, strict bool) (any, error) {
 		}
 		return x, nil
 	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i, nil
-		}
-		if strict && !strings.ContainsAny(string(x), ".eE") {
-			return nil, fmt.Errorf("integer %s %w: it does not fit in 64 bits (−2^63 to 2^63−1); send a larger identifier as a string", Clip(string(x), 40), ErrInexact)
-		}
-		f, err := x.Float64()
-		if err != nil {
-			return nil, fmt.Errorf("number %s out of range", Clip(string(x), 40))
-		}
-		return exactFloat(f, strict, Clip(string(x), 40))
+		return number(string(x), strict)
 	case float32:
 		return exactFloat(float64(x), strict, strconv.FormatFloat(float64(x), 'g', -1, 32))
 	case int:
@@ -141,6 +258,23 @@ func normalize(v any, strict bool) (any, error) {
 	default:
 		return nil, fmt.Errorf("unsupported value of type %T", v)
 	}
+}
+
+// number is the value of a JSON number's text: int64 when it is an
+// integer, else float64, kept exactly or refused (strict) as NormalizeValue
+// says.
+func number(text string, strict bool) (any, error) {
+	if i, err := strconv.ParseInt(text, 10, 64); err == nil {
+		return i, nil
+	}
+	if strict && !strings.ContainsAny(text, ".eE") {
+		return nil, fmt.Errorf("integer %s %w: it does not fit in 64 bits (−2^63 to 2^63−1); send a larger identifier as a string", Clip(text, 40), ErrInexact)
+	}
+	f, err := strconv.ParseFloat(text, 64)
+	if err != nil {
+		return nil, fmt.Errorf("number %s out of range", Clip(text, 40))
+	}
+	return exactFloat(f, strict, Clip(text, 40))
 }
 
 // normFloat keeps floats that hold an exact integer as int64, so 2500.0 and

@@ -129,7 +129,7 @@ type Fact struct {
 	// effects on a linked subject count for the action's subject.
 	Links []Subject `json:"links,omitempty"`
 	// Seq is the store's sequence number; zero until stored.
-	Seq int64 `json:"seq,omitempty"`
+	Seq int64 `json:"seq,omitzero"`
 }
 
 // Validate checks the fields a fact must carry.

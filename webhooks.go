@@ -23,6 +23,12 @@ type Webhook struct {
 	DisabledReason string
 }
 
+// WebhookSecretAD binds a sealed webhook secret to its tenant and webhook
+// (the associated data it is sealed with).
+func WebhookSecretAD(tenantID, webhookID string) []byte {
+	return []byte("webhook-secret\x00" + tenantID + "\x00" + webhookID)
+}
+
 // Delivery states.
 const (
 	DeliveryPending   = "pending"   // not attempted yet

@@ -62,11 +62,6 @@ const (
 	maxRetryAfter = time.Hour
 )
 
-// WebhookSecretAD binds a sealed webhook secret to its tenant and webhook.
-func WebhookSecretAD(tenantID, webhookID string) []byte {
-	return []byte("webhook-secret\x00" + tenantID + "\x00" + webhookID)
-}
-
 // DeliverWebhooks POSTs a verdict event to every enabled webhook of the
 // tenant subscribed to its type that has not had it yet, signed per
 // Standard Webhooks with each one's secret (and, during a rotation's
@@ -240,7 +235,7 @@ func (a *Activities) deliver(ctx context.Context, hc *http.Client, tenantID, msg
 		if sealed == "" {
 			continue
 		}
-		secret, err := a.Secrets.Open(sealed, WebhookSecretAD(tenantID, t.WebhookID))
+		secret, err := a.Secrets.Open(sealed, commitlayer.WebhookSecretAD(tenantID, t.WebhookID))
 		if err != nil {
 			return attempt{err: fmt.Errorf("webhook %s: open secret: %w", t.WebhookID, err)}
 		}

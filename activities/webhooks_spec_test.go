@@ -128,7 +128,7 @@ func newSecret() string {
 }
 
 func (h *hooks) seal(t *testing.T, id, secret string) string {
-	sealed, err := h.box.Seal([]byte(secret), activities.WebhookSecretAD(h.tenant, id))
+	sealed, err := h.box.Seal([]byte(secret), commitlayer.WebhookSecretAD(h.tenant, id))
 	require.NoError(t, err)
 	return sealed
 }

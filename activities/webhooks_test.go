@@ -52,7 +52,7 @@ func TestDeliverWebhooks(t *testing.T) {
 	require.False(t, res.Webhooks, "no webhooks yet")
 
 	const secret = "whsec_YWN0aXZpdGllcy10ZXN0LXNlY3JldC0wMDAx" // base64 of "activities-test-secret-0001"
-	sealed, err := box.Seal([]byte(secret), activities.WebhookSecretAD(fx.tenant, "wh_1"))
+	sealed, err := box.Seal([]byte(secret), commitlayer.WebhookSecretAD(fx.tenant, "wh_1"))
 	require.NoError(t, err)
 	_, err = fx.db.CreateWebhook(ctx, fx.tenant, commitlayer.Webhook{ID: "wh_1", URL: recv.URL + "/hook",
 		Events: []string{webhook.EventVerdictFinal}, Secret: sealed})
@@ -126,7 +126,7 @@ func TestDeliverWebhooksSecretDoesNotOpen(t *testing.T) {
 	}))
 	defer recv.Close()
 
-	sealed, err := box.Seal([]byte("whsec_activities_test_0002"), activities.WebhookSecretAD(fx.tenant, "wh_other"))
+	sealed, err := box.Seal([]byte("whsec_activities_test_0002"), commitlayer.WebhookSecretAD(fx.tenant, "wh_other"))
 	require.NoError(t, err)
 	_, err = fx.db.CreateWebhook(ctx, fx.tenant, commitlayer.Webhook{ID: "wh_2", URL: recv.URL,
 		Events: []string{webhook.EventVerdictChanged}, Secret: sealed})
@@ -170,7 +170,7 @@ func TestDeliverWebhooksRotation(t *testing.T) {
 	const oldSecret = "whsec_b2xkLXNlY3JldC1vZi10aGUtd2ViaG9vaw=="
 	const newSecret = "whsec_bmV3LXNlY3JldC1vZi10aGUtd2ViaG9vaw=="
 	seal := func(s string) string {
-		sealed, err := box.Seal([]byte(s), activities.WebhookSecretAD(fx.tenant, "wh_r"))
+		sealed, err := box.Seal([]byte(s), commitlayer.WebhookSecretAD(fx.tenant, "wh_r"))
 		require.NoError(t, err)
 		return sealed
 	}

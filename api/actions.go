@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/service"
 )
 
@@ -46,7 +47,7 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req, err := decodeAction(http.MaxBytesReader(w, r.Body, MaxBody),
-		futureBound{Latest: s.now().UTC().Add(s.maxFutureSkew), Skew: s.maxFutureSkew})
+		s.bound())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -85,32 +86,20 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 	url := "/v1/actions/" + sub.Action.ID
 	w.Header().Set("Location", url)
 	if sub.Verdict != nil {
-		writeJSON(w, http.StatusOK, map[string]any{
-			"id": sub.Action.ID, "verdict_url": url, "verification": sub.Verification, "verdict": viewVerdict(*sub.Verdict),
-		})
+		v := viewVerdict(*sub.Verdict)
+		writeJSON(w, http.StatusOK, client.Accepted{ID: sub.Action.ID, VerdictURL: url, Verification: sub.Verification, Verdict: &v})
 		return
 	}
-	body := map[string]string{"id": sub.Action.ID, "verdict_url": url, "verification": sub.Verification}
-	if sub.Refused != "" {
-		body["verification_error"] = sub.Refused
-	}
-	writeJSON(w, http.StatusAccepted, body)
+	writeJSON(w, http.StatusAccepted, client.Accepted{ID: sub.Action.ID, VerdictURL: url, Verification: sub.Verification,
+		VerificationError: sub.Refused})
 }
 
-// actionView is a stored action on the wire.
-type actionView struct {
-	commitlayer.Action
-	SettlesAt  time.Time `json:"settles_at"`
-	WatchUntil time.Time `json:"watch_until"`
-	CreatedAt  time.Time `json:"created_at"`
-}
-
-func viewAction(rec commitlayer.ActionRecord) actionView {
+func viewAction(rec commitlayer.ActionRecord) client.StoredAction {
 	a := rec.Action
 	if a.Params == nil {
 		a.Params = commitlayer.Attrs{}
 	}
-	return actionView{Action: a, SettlesAt: rec.SettlesAt, WatchUntil: rec.WatchUntil, CreatedAt: rec.CreatedAt}
+	return client.StoredAction{Action: a, SettlesAt: rec.SettlesAt, WatchUntil: rec.WatchUntil, CreatedAt: rec.CreatedAt}
 }
 
 // viewVerdict returns v with empty lists as [] rather than null.
@@ -175,13 +164,8 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 	if current != nil && state == commitlayer.VerificationPending {
 		state = commitlayer.VerificationStarted
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Action            actionView            `json:"action"`
-		Verification      string                `json:"verification"`
-		VerificationError string                `json:"verification_error,omitempty"`
-		Verdict           *commitlayer.Verdict  `json:"verdict"`
-		History           []commitlayer.Verdict `json:"history"`
-	}{viewAction(rec), state, rec.VerificationError, current, views})
+	writeJSON(w, http.StatusOK, client.ActionDetail{Action: viewAction(rec), Verification: state,
+		VerificationError: rec.VerificationError, Verdict: current, History: views})
 }
 
 // action loads the action named in the path, answering 404 when the tenant
@@ -218,7 +202,7 @@ func (s *Server) recheck(w http.ResponseWriter, r *http.Request) {
 	v, err := s.actions.Recheck(ctx, t.ID, rec)
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, map[string]any{"verdict": viewVerdict(v)})
+		writeJSON(w, http.StatusOK, client.RecheckResult{Verdict: viewVerdict(v)})
 	case errors.Is(err, service.ErrNotStarted):
 		s.writeError(w, r, errorf(http.StatusConflict, codeVerificationEnded,
 			"the verification of action %s was never started: %s", rec.ID, rec.VerificationError))
@@ -231,12 +215,6 @@ func (s *Server) recheck(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
 			"the verification of action %s could not be re-run now; retry later", rec.ID))
 	}
-}
-
-type orphanView struct {
-	ContractID string           `json:"contract_id"`
-	Check      string           `json:"check"`
-	Fact       commitlayer.Fact `json:"fact"`
 }
 
 // orphans lists effects of the kinds a contract expects or forbids on
@@ -279,11 +257,11 @@ func (s *Server) orphans(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := []orphanView{}
+	out := client.OrphanList{Orphans: []client.Orphan{}, Since: since, Until: now}
 	for _, o := range orphans {
-		out = append(out, orphanView{ContractID: o.Contract, Check: o.Check, Fact: o.Fact})
+		out.Orphans = append(out.Orphans, client.Orphan{ContractID: o.Contract, Check: o.Check, Fact: o.Fact})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"orphans": out, "since": since, "until": now})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // Bounds of POST /v1/actions?wait=…&timeout=…: the HTTP server's write

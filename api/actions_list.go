@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 )
 
 // ActionLister lists a tenant's actions with their current verdict and
@@ -254,28 +255,6 @@ func ParseStatsQuery(q url.Values, now time.Time) (commitlayer.StatsQuery, error
 	return sq, nil
 }
 
-// listItemView is one action of a list: the action without its trace,
-// its current status ("pending" until the first verdict) and verdict.
-type listItemView struct {
-	ID              string              `json:"id"`
-	Contract        string              `json:"contract"`
-	ContractVersion int                 `json:"contract_version,omitempty"`
-	Agent           string              `json:"agent"`
-	Subject         commitlayer.Subject `json:"subject"`
-	Params          commitlayer.Attrs   `json:"params"`
-	RequestedAt     time.Time           `json:"requested_at"`
-	Claim           commitlayer.Claim   `json:"claim"`
-	SettlesAt       time.Time           `json:"settles_at"`
-	WatchUntil      time.Time           `json:"watch_until"`
-	CreatedAt       time.Time           `json:"created_at"`
-	Status          string              `json:"status"`
-	// Verification and VerificationError are as on GET /v1/actions/{id}:
-	// started, pending or failed (a start Temporal refused for good).
-	Verification      string               `json:"verification"`
-	VerificationError string               `json:"verification_error,omitempty"`
-	Verdict           *commitlayer.Verdict `json:"verdict"`
-}
-
 func (s *Server) lister(w http.ResponseWriter, r *http.Request) (ActionLister, bool) {
 	l, ok := s.actionDB.(ActionLister)
 	if !ok {
@@ -313,10 +292,10 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("list actions: %w", err))
 		return
 	}
-	out := make([]listItemView, 0, len(page.Actions))
+	out := client.ActionList{Actions: make([]client.ListedAction, 0, len(page.Actions))}
 	for _, it := range page.Actions {
 		a := viewAction(it.Action)
-		v := listItemView{ID: a.ID, Contract: a.Contract, ContractVersion: a.ContractVersion, Agent: a.Agent,
+		v := client.ListedAction{ID: a.ID, Contract: a.Contract, ContractVersion: a.ContractVersion, Agent: a.Agent,
 			Subject: a.Subject, Params: a.Params, RequestedAt: a.RequestedAt, Claim: a.Claim,
 			SettlesAt: a.SettlesAt, WatchUntil: a.WatchUntil, CreatedAt: a.CreatedAt, Status: commitlayer.VerdictPending,
 			Verification: it.Action.Verification(), VerificationError: it.Action.VerificationError}
@@ -325,21 +304,13 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
 			v.Verdict, v.Status = &vv, string(vv.Status)
 			v.Verification = commitlayer.VerificationStarted
 		}
-		out = append(out, v)
+		out.Actions = append(out.Actions, v)
 	}
-	var next *string
 	if page.Next != nil {
 		c := EncodeCursor(*page.Next)
-		next = &c
+		out.NextCursor = &c
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"actions": out, "next_cursor": next})
-}
-
-type statsBucketView struct {
-	Start    time.Time                `json:"start"`
-	Contract string                   `json:"contract"`
-	Agent    string                   `json:"agent"`
-	Counts   commitlayer.StatusCounts `json:"counts"`
+	writeJSON(w, http.StatusOK, out)
 }
 
 // actionStats answers {"bucket","since","until","buckets":[…],"totals"}:
@@ -361,12 +332,10 @@ func (s *Server) actionStats(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("action stats: %w", err))
 		return
 	}
-	out := make([]statsBucketView, 0, len(rows))
-	var totals commitlayer.StatusCounts
+	out := client.ActionStats{Bucket: q.Bucket.String(), Since: q.Since, Until: q.Until, Buckets: make([]client.StatsBucket, 0, len(rows))}
 	for _, row := range rows {
-		out = append(out, statsBucketView{Start: row.Start, Contract: row.Contract, Agent: row.Agent, Counts: row.Counts})
-		totals.Add(row.Counts)
+		out.Buckets = append(out.Buckets, client.StatsBucket{Start: row.Start, Contract: row.Contract, Agent: row.Agent, Counts: row.Counts})
+		out.Totals.Add(row.Counts)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"bucket": q.Bucket.String(), "since": q.Since, "until": q.Until,
-		"buckets": out, "totals": totals})
+	writeJSON(w, http.StatusOK, out)
 }

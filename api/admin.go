@@ -4,22 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
-)
 
-type tenantView struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"created_at"`
-	// APIKey is shown once, when the tenant is created.
-	APIKey string `json:"api_key,omitempty"`
-}
+	"github.com/commitlayer/commitlayer/client"
+)
 
 // postTenant creates a tenant: 201 {"id","name","api_key"}.
 func (s *Server) postTenant(w http.ResponseWriter, r *http.Request) {
-	var in struct {
-		Name string `json:"name"`
-	}
+	var in client.TenantInput
 	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -42,7 +33,7 @@ func (s *Server) postTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("create tenant: %w", err))
 		return
 	}
-	writeJSON(w, http.StatusCreated, tenantView{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, APIKey: key})
+	writeJSON(w, http.StatusCreated, client.Tenant{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, APIKey: key})
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
@@ -51,9 +42,9 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("list tenants: %w", err))
 		return
 	}
-	out := make([]tenantView, 0, len(ts))
+	out := client.TenantList{Tenants: make([]client.Tenant, 0, len(ts))}
 	for _, t := range ts {
-		out = append(out, tenantView{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt})
+		out.Tenants = append(out.Tenants, client.Tenant{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tenants": out})
+	writeJSON(w, http.StatusOK, out)
 }

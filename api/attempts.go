@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/service"
 )
 
@@ -98,10 +99,9 @@ func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) {
 	if !wait.On {
 		s.actions.RecheckLater(r.Context(), t.ID, []commitlayer.ActionRecord{rec})
 	} else if v := s.actions.RecheckAfter(r.Context(), t.ID, rec, wait); v != nil {
-		writeJSON(w, http.StatusOK, map[string]any{
-			"id": rec.ID, "verdict_url": url, "verification": commitlayer.VerificationStarted, "verdict": viewVerdict(*v),
-		})
+		view := viewVerdict(*v)
+		writeJSON(w, http.StatusOK, client.Accepted{ID: rec.ID, VerdictURL: url, Verification: commitlayer.VerificationStarted, Verdict: &view})
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]string{"id": rec.ID, "verdict_url": url, "verification": rec.Verification()})
+	writeJSON(w, http.StatusAccepted, client.Accepted{ID: rec.ID, VerdictURL: url, Verification: rec.Verification()})
 }

@@ -113,6 +113,7 @@ func TestTracesRetryClaimsLastAttempt(t *testing.T) {
 	require.Eventually(t, func() bool { return len(e.ver.recheckCalls()) == 1 }, 30*time.Second, time.Millisecond)
 	require.Equal(t, []string{tenantID + "/" + id}, e.ver.recheckCalls(), "re-read after the retry")
 
+	e.waitStarted(tenantID, id)
 	rejected, _ = partial(t, e.postTraces(key, body, ctype))
 	require.Zero(t, rejected)
 	require.Len(t, e.ver.startCalls(), 1)

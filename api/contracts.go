@@ -7,26 +7,18 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/contracts"
 )
 
-// contractView is a contract version on the wire.
-type contractView struct {
-	ID        string    `json:"id"`
-	Version   int       `json:"version"`
-	CreatedAt time.Time `json:"created_at"`
-	// Source is the contract as posted (YAML or JSON); only on GET by id.
-	Source *string `json:"source,omitempty"`
-}
-
-func viewContract(rec commitlayer.ContractRecord, withSource bool) contractView {
-	v := contractView{ID: rec.ID, Version: rec.Version, CreatedAt: rec.CreatedAt}
+// viewContract is a contract version on the wire, with its source (as
+// posted) only on GET by id.
+func viewContract(rec commitlayer.ContractRecord, withSource bool) client.Contract {
+	v := client.Contract{ID: rec.ID, Version: rec.Version, CreatedAt: rec.CreatedAt}
 	if withSource {
-		src := string(rec.Source)
-		v.Source = &src
+		v.Source = string(rec.Source)
 	}
 	return v
 }
@@ -81,7 +73,7 @@ func contractError(err error) *apiError {
 	var msgs []string
 	for _, e := range contracts.Errors(err) {
 		msgs = append(msgs, e.Error())
-		ae.Details = append(ae.Details, errorDetail{Field: e.Field, Line: e.Line, Message: e.Reason})
+		ae.Details = append(ae.Details, client.ErrorDetail{Field: e.Field, Line: e.Line, Message: e.Reason})
 	}
 	ae.Message = strings.Join(msgs, "; ")
 	return ae
@@ -93,11 +85,11 @@ func (s *Server) listContracts(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("list contracts: %w", err))
 		return
 	}
-	out := make([]contractView, 0, len(recs))
+	out := client.ContractList{Contracts: make([]client.Contract, 0, len(recs))}
 	for _, rec := range recs {
-		out = append(out, viewContract(rec, false))
+		out.Contracts = append(out.Contracts, viewContract(rec, false))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"contracts": out})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // getContract returns the latest version, or ?version=N.

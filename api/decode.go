@@ -1,136 +1,146 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/commitlayer/commitlayer"
 )
 
-// decodeJSON decodes exactly one JSON value from body into dst, rejecting
-// unknown fields, keys given twice and trailing data. Numbers in untyped
-// (any) fields stay json.Number, so attrs and params keep exact integers.
-// Errors are *apiError: 413 for a body over its http.MaxBytesReader limit,
-// 400 invalid_json for malformed JSON or a key given twice, 400
-// invalid_request for a value of the wrong type or an unknown field.
+// decodeJSON decodes exactly one JSON value from body into dst with the
+// strict rules of github.com/go-json-experiment/json: a name given twice in
+// an object (encoding/json keeps the last one silently, while a proxy, a
+// log or a signature check in front of the API may have read the first),
+// invalid UTF-8 or an unpaired surrogate escape (encoding/json would
+// replace them with U+FFFD), a name in another case, an unknown field and
+// trailing data are refused. Attrs and params keep exact integers
+// (commitlayer.Attrs). Errors are *apiError naming the field: 413 for a
+// body over its http.MaxBytesReader limit, 400 invalid_json for malformed
+// JSON or a name given twice, 400 invalid_request for a value of the
+// wrong type or an unknown field.
 func decodeJSON(body io.Reader, dst any) error {
-	data, err := readBody(body)
-	if err != nil {
-		return err
-	}
-	if err := checkDuplicateKeys(data); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	dec.UseNumber()
-	if err := dec.Decode(dst); err != nil {
+	if err := json.UnmarshalRead(body, dst, json.RejectUnknownMembers(true)); err != nil {
 		return jsonError(err)
 	}
-	// Exactly one value: anything but whitespace after it is an error.
-	var extra json.RawMessage
-	switch err := dec.Decode(&extra); {
-	case errors.Is(err, io.EOF):
-		return nil
-	case err == nil:
-		return errorf(http.StatusBadRequest, codeInvalidJSON, "body holds more than one JSON value")
-	default:
-		return jsonError(err)
-	}
+	return nil
 }
 
 // jsonError maps a decoding error to the client's error.
-func jsonError(err error) *apiError { return jsonErrorAt("", err) }
-
-// jsonErrorAt maps a decoding error of the value at path ("facts[3]"; ""
-// for the body) to the client's error.
-func jsonErrorAt(path string, err error) *apiError {
-	join := func(field string) string {
-		switch {
-		case path == "":
-			return field
-		case field == "":
-			return path
-		}
-		return path + "." + field
-	}
+func jsonError(err error) *apiError {
 	var (
-		maxErr    *http.MaxBytesError
-		syntaxErr *json.SyntaxError
-		typeErr   *json.UnmarshalTypeError
+		maxErr *http.MaxBytesError
+		syn    *jsontext.SyntacticError
+		sem    *json.SemanticError
 	)
+	bad := func(code, format string, args ...any) *apiError {
+		return errorf(http.StatusBadRequest, code, format, args...)
+	}
 	switch {
 	case errors.As(err, &maxErr):
 		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "body is larger than %d bytes", maxErr.Limit)
-	case errors.Is(err, io.EOF):
-		return errorf(http.StatusBadRequest, codeInvalidJSON, "body is empty; a JSON object is expected")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return errorf(http.StatusBadRequest, codeInvalidJSON, "body is truncated JSON")
-	case errors.As(err, &syntaxErr):
-		return errorf(http.StatusBadRequest, codeInvalidJSON, "malformed JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
-	case errors.As(err, &typeErr):
-		field := join(typeErr.Field)
-		if field == "" {
-			return errorf(http.StatusBadRequest, codeInvalidRequest, "body must be a JSON object, not %s", typeErr.Value)
+	case errors.As(err, &syn) && errors.Is(syn.Err, jsontext.ErrDuplicateName):
+		return bad(codeInvalidJSON, "key %q is given twice%s", truncate(syn.JSONPointer.LastToken(), 64), in(syn.JSONPointer.Parent()))
+	case errors.As(err, &syn) && errors.Is(syn.Err, io.ErrUnexpectedEOF) && syn.ByteOffset == 0:
+		return bad(codeInvalidJSON, "body is empty; a JSON object is expected")
+	case errors.As(err, &syn) && errors.Is(syn.Err, io.ErrUnexpectedEOF):
+		return bad(codeInvalidJSON, "body is truncated JSON")
+	case errors.As(err, &syn):
+		return bad(codeInvalidJSON, "%s: %s (at byte %d)", fieldOf(syn.JSONPointer, "body"), syn.Err, syn.ByteOffset)
+	case errors.As(err, &sem) && errors.Is(sem.Err, json.ErrUnknownName):
+		where := ""
+		if p := sem.JSONPointer.Parent(); p != "" {
+			where = fieldOf(p, "") + ": "
 		}
-		return errorf(http.StatusBadRequest, codeInvalidRequest, "%s: expected %s, got %s", field, jsonTypeName(typeErr.Type.String()), typeErr.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
-		if path != "" {
-			return errorf(http.StatusBadRequest, codeInvalidRequest, "%s: unknown field %s", path, name)
-		}
-		return errorf(http.StatusBadRequest, codeInvalidRequest, "unknown field %s", name)
-	default:
-		// Other decoding errors come from the client's bytes (an invalid
-		// escape, a number out of range in attrs); their text names them.
-		return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", strings.TrimPrefix(err.Error(), "json: "))
+		return bad(codeInvalidRequest, "%sunknown field %q", where, truncate(sem.JSONPointer.LastToken(), 64))
+	case errors.As(err, &sem) && sem.JSONKind != 0 && sem.JSONPointer == "":
+		return bad(codeInvalidRequest, "body must be a JSON object, not %s", kindName(sem.JSONKind))
+	case errors.As(err, &sem) && sem.JSONKind != 0:
+		return bad(codeInvalidRequest, "%s: expected %s, got %s", fieldOf(sem.JSONPointer, "body"), typeName(sem.GoType), kindName(sem.JSONKind))
+	case errors.As(err, &sem) && sem.Err != nil:
+		// A value's own rule (attrs: an object, numbers kept exactly).
+		return bad(codeInvalidRequest, "%s: %s", fieldOf(sem.JSONPointer, "body"), sem.Err)
 	}
+	return bad(codeInvalidRequest, "the body could not be read")
 }
 
-// jsonTypeName names a Go type the way an API user thinks of it.
-func jsonTypeName(goType string) string {
-	switch {
-	case goType == "string" || goType == "commitlayer.Subject":
+// fieldOf names the value at p as the messages do ("facts[3].attrs");
+// root names the body itself.
+func fieldOf(p jsontext.Pointer, root string) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.ParseUint(tok, 10, 31); err == nil {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	if b.Len() == 0 {
+		return root
+	}
+	return truncate(b.String(), 128)
+}
+
+// in is " in <field>" for a value below the body, "" for the body.
+func in(p jsontext.Pointer) string {
+	if p == "" {
+		return ""
+	}
+	return " in " + fieldOf(p, "")
+}
+
+// kindName names a JSON kind ("a string").
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
 		return "a string"
-	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "uint"):
-		return "an integer"
-	case strings.HasPrefix(goType, "float"):
+	case '0':
 		return "a number"
-	case goType == "bool":
+	case 't', 'f':
 		return "a boolean"
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	default:
+	case '{':
 		return "an object"
+	case '[':
+		return "an array"
 	}
+	return "null"
 }
 
-// decodeAttrs checks a decoded attrs or params value (absent or null is
-// empty) and normalizes it: integers exact, money in minor units.
-func decodeAttrs(v any) (commitlayer.Attrs, error) {
-	if v == nil {
-		return commitlayer.Attrs{}, nil
+// typeName names a Go type the way an API user thinks of it.
+func typeName(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("must be an object")
+	if t == nil {
+		return "a value"
 	}
-	n, err := commitlayer.NormalizeValue(m)
-	if err != nil {
-		return nil, err
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
 	}
-	a := n.(map[string]any)
-	if err := valueNoNUL("", a); err != nil {
-		return nil, err
-	}
-	return commitlayer.Attrs(a), nil
+	return "an object"
 }
 
 // parseTime reads an RFC 3339 time, in UTC.
@@ -161,39 +171,37 @@ func noNUL(field, s string) error {
 	return nil
 }
 
-// valueNoNUL checks the strings and keys of a normalized value.
-func valueNoNUL(path string, v any) error {
-	switch x := v.(type) {
-	case string:
-		return noNUL(pathOr(path), x)
-	case map[string]any:
-		for k, e := range x {
-			p := k
-			if path != "" {
-				p = path + "." + k
-			}
-			if err := noNUL(pathOr(path)+" key", k); err != nil {
-				return err
-			}
-			if err := valueNoNUL(p, e); err != nil {
-				return err
-			}
-		}
-	case []any:
-		for i, e := range x {
-			if err := valueNoNUL(fmt.Sprintf("%s[%d]", path, i), e); err != nil {
-				return err
-			}
-		}
+// valueNoNUL checks the strings and keys of field's normalized value; the
+// error names where the NUL is ("attrs.memo[1]: …").
+func valueNoNUL(field string, v any) error {
+	if at, ok := nulAt(v); ok {
+		return fmt.Errorf("%s%s: contains a NUL character", field, at)
 	}
 	return nil
 }
 
-func pathOr(path string) string {
-	if path == "" {
-		return "value"
+// nulAt is the path below v to a NUL in its strings or keys.
+func nulAt(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return "", strings.IndexByte(x, 0) >= 0
+	case map[string]any:
+		for k, e := range x {
+			if strings.IndexByte(k, 0) >= 0 {
+				return " key", true
+			}
+			if at, ok := nulAt(e); ok {
+				return "." + k + at, true
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if at, ok := nulAt(e); ok {
+				return "[" + strconv.Itoa(i) + "]" + at, true
+			}
+		}
 	}
-	return path
+	return "", false
 }
 
 // truncate cuts a client's value for a message at a rune boundary
@@ -205,4 +213,46 @@ func formatTime(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// JSON request bodies (facts, actions, connectors, admin tenants and
+// benchmark runs) must be labelled JSON: Content-Type application/json or
+// application/*+json, with no charset or UTF-8. Anything else is a 415 with
+// Accept-Post: application/json, so form data (what `curl -d` sends) is
+// never read as JSON by accident. A request with no Content-Type at all is
+// taken as JSON, so a bare client or `curl --data-binary` without -H works.
+// Contracts are not a JSON route: they are YAML or JSON, read by content.
+
+// codeUnsupportedMediaType is the error code of a 415.
+const codeUnsupportedMediaType = "unsupported_media_type"
+
+// jsonOnly answers 415 to a body that is labelled as something else than
+// JSON, and passes the rest to next.
+func (s *Server) jsonOnly(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header.Get("Content-Type"); ct != "" && !isJSONMediaType(ct) {
+			w.Header().Set("Accept-Post", "application/json")
+			s.writeError(w, r, errorf(http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
+				"Content-Type %q is not JSON; send application/json", truncate(ct, 64)))
+			return
+		}
+		next(w, r)
+	}
+}
+
+// isJSONMediaType reports whether a Content-Type is application/json or
+// application/*+json, without a charset or with UTF-8.
+func isJSONMediaType(ct string) bool {
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	sub, ok := strings.CutPrefix(mt, "application/")
+	if !ok || (sub != "json" && !(strings.HasSuffix(sub, "+json") && len(sub) > len("+json"))) {
+		return false
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return false
+	}
+	return true
 }

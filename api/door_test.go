@@ -155,10 +155,10 @@ func TestNumbersBeyondInt64Refused(t *testing.T) {
 		"123456789012345678901234567890", "1e19", "9007199254740993.5"} {
 		res := action(n)
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", n, res.Body)
-		require.Contains(t, res.ErrMessage(t), "params: amount: ", n)
+		require.Contains(t, res.ErrMessage(t), "params.amount: ", n)
 		res = fact(i, n)
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", n, res.Body)
-		require.Contains(t, res.ErrMessage(t), "facts[0].attrs: amount: ", n)
+		require.Contains(t, res.ErrMessage(t), "facts[0].attrs.amount: ", n)
 	}
 	res := action("9223372036854775807")
 	require.Equal(t, http.StatusAccepted, res.Status, "%s", res.Body)
@@ -268,12 +268,12 @@ func TestInvalidTextRefusedNamingTheField(t *testing.T) {
 	for _, tc := range []struct {
 		path, body, want string
 	}{
-		{"/v1/actions", "{\"contract\":\"send_payout\",\"agent\":\"a\xff\",\"subject\":\"account:acc_1\"}", "agent: is not valid UTF-8"},
-		{"/v1/actions", `{"contract":"send_payout","agent":"a","subject":"account:acc_1","claim":{"status":"success","message":"x\ud800y"}}`, "claim.message: holds an unpaired UTF-16 surrogate"},
-		{"/v1/actions", `{"contract":"send_payout","agent":"a","subject":"account:acc_1","params":{"note":"\udc00"}}`, "params.note: holds an unpaired"},
-		{"/v1/actions", "{\"contract\":\"send_payout\",\"agent\":\"a\",\"subject\":\"account:acc_1\",\"params\":{\"n\xc3\":1}}", "params: a key: is not valid UTF-8"},
-		{"/v1/facts", "{\"facts\":[{\"source\":\"ledger\",\"type\":\"t\",\"subject\":\"account:acc_1\",\"external_id\":\"x\",\"occurred_at\":\"2026-11-01T10:00:00Z\",\"attrs\":{\"memo\":[\"ok\",\"bad\xed\xa0\x80\"]}}]}", "facts[0].attrs.memo[1]: is not valid UTF-8"},
-		{"/v1/connectors", "{\"source\":\"s\xfe\",\"kind\":\"http_events\",\"url\":\"http://x.example/\"}", "source: is not valid UTF-8"},
+		{"/v1/actions", "{\"contract\":\"send_payout\",\"agent\":\"a\xff\",\"subject\":\"account:acc_1\"}", "agent: invalid UTF-8"},
+		{"/v1/actions", `{"contract":"send_payout","agent":"a","subject":"account:acc_1","claim":{"status":"success","message":"x\ud800y"}}`, "claim.message: invalid surrogate pair"},
+		{"/v1/actions", `{"contract":"send_payout","agent":"a","subject":"account:acc_1","params":{"note":"\udc00"}}`, "params.note: invalid surrogate pair"},
+		{"/v1/actions", "{\"contract\":\"send_payout\",\"agent\":\"a\",\"subject\":\"account:acc_1\",\"params\":{\"n\xc3\":1}}", "params: invalid UTF-8"},
+		{"/v1/facts", "{\"facts\":[{\"source\":\"ledger\",\"type\":\"t\",\"subject\":\"account:acc_1\",\"external_id\":\"x\",\"occurred_at\":\"2026-11-01T10:00:00Z\",\"attrs\":{\"memo\":[\"ok\",\"bad\xed\xa0\x80\"]}}]}", "facts[0].attrs.memo[1]: invalid UTF-8"},
+		{"/v1/connectors", "{\"source\":\"s\xfe\",\"kind\":\"http_events\",\"url\":\"http://x.example/\"}", "source: invalid UTF-8"},
 	} {
 		res := e.do(apitest.Request{Method: "POST", Path: tc.path, Key: key, Body: []byte(tc.body)})
 		require.Equal(t, http.StatusBadRequest, res.Status, "%s: %s", tc.want, res.Body)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/service"
 )
 
@@ -40,28 +41,13 @@ type apiError struct {
 	Code    string
 	Message string
 	// Details are extra entries (contract errors: field, line, reason).
-	Details []errorDetail
-}
-
-type errorDetail struct {
-	Field   string `json:"field,omitempty"`
-	Line    int    `json:"line,omitempty"`
-	Message string `json:"message"`
+	Details []client.ErrorDetail
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
 
 func errorf(status int, code, format string, args ...any) *apiError {
 	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// errorBody is the wire shape of every error.
-type errorBody struct {
-	Error struct {
-		Code    string        `json:"code"`
-		Message string        `json:"message"`
-		Details []errorDetail `json:"details,omitempty"`
-	} `json:"error"`
 }
 
 // writeError answers err: an *apiError as it is, anything else as a 500
@@ -81,7 +67,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if ae.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="commitlayer"`)
 	}
-	var body errorBody
+	var body client.ErrorBody
 	body.Error.Code = ae.Code
 	body.Error.Message = ae.Message
 	body.Error.Details = ae.Details

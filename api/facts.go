@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/connectors/pull"
 )
 
@@ -20,8 +21,7 @@ import (
 // until Temporal takes it: accepted facts always reach their verifications.
 func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
-	facts, err := decodeFactsSized(http.MaxBytesReader(w, r.Body, MaxFactsBody), r.ContentLength,
-		futureBound{Latest: s.now().UTC().Add(s.maxFutureSkew), Skew: s.maxFutureSkew})
+	facts, err := decodeFacts(http.MaxBytesReader(w, r.Body, MaxFactsBody), s.bound())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -42,40 +42,11 @@ func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.facts.WithLabelValues("inserted").Add(float64(res.Inserted))
 	s.metrics.facts.WithLabelValues("duplicate").Add(float64(res.Duplicates))
-	writeJSON(w, http.StatusOK, map[string]int{"inserted": res.Inserted, "duplicates": res.Duplicates})
+	writeJSON(w, http.StatusOK, client.FactsResult{Inserted: res.Inserted, Duplicates: res.Duplicates})
 }
 
-// connectorIn is the body of POST /v1/connectors.
-type connectorIn struct {
-	Source string `json:"source"`
-	Kind   string `json:"kind"`
-	URL    string `json:"url"`
-	// Config holds the settings of the postgres and http_json kinds.
-	Config json.RawMessage `json:"config,omitempty"`
-	// APIKey is the stripe kind's key (restricted rk_… or sk_test_…);
-	// stored sealed, never answered (only its last 4).
-	APIKey string `json:"api_key,omitempty"`
-}
-
-type connectorView struct {
-	ID       string `json:"id"`
-	Source   string `json:"source"`
-	Kind     string `json:"kind"`
-	URL      string `json:"url"`
-	KeyLast4 string `json:"api_key_last4,omitempty"`
-	// Config is the kind's configuration as stored: credentials sealed
-	// apart, a header's value shown as its last 4, a DSN without its
-	// password.
-	Config      json.RawMessage `json:"config,omitempty"`
-	Cursor      string          `json:"cursor"`
-	LastPullAt  *time.Time      `json:"last_pull_at"`
-	LastError   string          `json:"last_error,omitempty"`
-	LastErrorAt *time.Time      `json:"last_error_at"`
-	CreatedAt   time.Time       `json:"created_at"`
-}
-
-func viewConnector(c commitlayer.Connector) connectorView {
-	return connectorView{
+func viewConnector(c commitlayer.Connector) client.Connector {
+	return client.Connector{
 		ID: c.ID, Source: c.Source, Kind: c.Kind, URL: c.URL, KeyLast4: c.SecretHint, Config: json.RawMessage(c.Config), Cursor: c.Cursor,
 		LastPullAt: timePtr(c.LastPullAt), LastError: c.LastError, LastErrorAt: timePtr(c.LastErrorAt),
 		CreatedAt: c.CreatedAt,
@@ -91,12 +62,12 @@ func timePtr(t time.Time) *time.Time {
 }
 
 func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
-	var in connectorIn
+	var in client.ConnectorInput
 	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	kind, aerr := in.validate()
+	kind, aerr := validateConnector(&in)
 	if aerr != nil {
 		s.writeError(w, r, aerr)
 		return
@@ -145,8 +116,8 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, viewConnector(c))
 }
 
-// validate checks what every kind shares and returns the kind.
-func (in *connectorIn) validate() (pull.Kind, *apiError) {
+// validateConnector checks what every kind shares and returns the kind.
+func validateConnector(in *client.ConnectorInput) (pull.Kind, *apiError) {
 	bad := func(format string, args ...any) *apiError {
 		return errorf(http.StatusBadRequest, codeInvalidRequest, format, args...)
 	}
@@ -181,22 +152,11 @@ func (s *Server) listConnectors(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("list connectors: %w", err))
 		return
 	}
-	out := make([]connectorView, 0, len(cs))
+	out := client.ConnectorList{Connectors: make([]client.Connector, 0, len(cs))}
 	for _, c := range cs {
-		out = append(out, viewConnector(c))
+		out.Connectors = append(out.Connectors, viewConnector(c))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"connectors": out})
-}
-
-type sourceView struct {
-	Source       string     `json:"source"`
-	EverReported bool       `json:"ever_reported"`
-	FactCount    int64      `json:"fact_count"`
-	LastFactAt   *time.Time `json:"last_fact_at"`
-	LastSeenAt   *time.Time `json:"last_seen_at"`
-	ConnectorID  string     `json:"connector_id,omitempty"`
-	LastError    string     `json:"last_error,omitempty"`
-	LastErrorAt  *time.Time `json:"last_error_at"`
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
@@ -205,9 +165,9 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("list sources: %w", err))
 		return
 	}
-	out := make([]sourceView, 0, len(srcs))
+	out := client.SourceList{Sources: make([]client.Source, 0, len(srcs))}
 	for _, c := range srcs {
-		out = append(out, sourceView{
+		out.Sources = append(out.Sources, client.Source{
 			Source: c.Source, EverReported: c.EverReported, FactCount: c.FactCount,
 			LastFactAt: timePtr(c.LastFactAt), LastSeenAt: timePtr(c.LastSeenAt),
 			ConnectorID: c.ConnectorID, LastError: c.LastError, LastErrorAt: timePtr(c.LastErrorAt),
@@ -218,21 +178,11 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("list span rejections: %w", err))
 		return
 	}
-	spans := make([]spanRejectionView, 0, len(rejected))
+	out.SpanRejections = make([]client.SpanRejection, 0, len(rejected))
 	for _, x := range rejected {
-		spans = append(spans, spanRejectionView(x))
+		out.SpanRejections = append(out.SpanRejections, client.SpanRejection(x))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sources": out, "span_rejections": spans})
-}
-
-// spanRejectionView is a kept span rejection on the wire.
-type spanRejectionView struct {
-	At      time.Time `json:"at"`
-	TraceID string    `json:"trace_id"`
-	SpanID  string    `json:"span_id"`
-	Tool    string    `json:"tool"`
-	Dialect string    `json:"dialect"`
-	Message string    `json:"message"`
+	writeJSON(w, http.StatusOK, out)
 }
 
 // deleteConnector removes a connector: its pulls stop; the facts it brought

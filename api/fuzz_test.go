@@ -2,7 +2,9 @@ package api
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -85,4 +87,21 @@ func FuzzDecodeAction(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, a.Hash, again.Hash)
 	})
+}
+
+// TestActionHashIsStable pins the idempotency hash of two bodies: a
+// retry answered after an upgrade hashes as the first request did before
+// it, or the stored action would answer 409.
+func TestActionHashIsStable(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"contract":"send_payout","agent":"a","subject":"account:acc_1"}`: "e55ffb2f1d117176b481f72afd20807e8419e7a22763797a1670165501bbe8ba",
+		`{"id":"my-1","contract":"c","contract_version":2,"agent":"a <&> \u2028","subject":"a:b","requested_at":"2026-11-29T10:00:00.5+01:00",
+		  "params":{"z":1,"a":2500.0,"f":0.000001,"g":1e-7,"h":1e15,"h2":-2.5e-10,"i":123456.789,"n":null,"b":true,"s":"x<y>&\u2029","m":{"y":[1,"2",{"k":-0}]}},
+		  "claim":{"status":"success","message":"ok"},
+		  "trace":[{"tool":"refund","args":{"z":12345678901234567890,"a":1.50,"big":1e400},"id":"<a>"},{"b":2,"a":1}]}`: "22195cfe31dd8fa19bc5082d86d64180f2925d910828835565e11e3305f60420",
+	} {
+		r, err := decodeAction(strings.NewReader(body), futureBound{})
+		require.NoError(t, err)
+		require.Equal(t, want, hex.EncodeToString(r.Hash), body)
+	}
 }

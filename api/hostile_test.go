@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/internal/netguard"
 	"github.com/commitlayer/commitlayer/service"
@@ -56,7 +57,7 @@ func requireClientAnswer(t testing.TB, name string, status int, body []byte) {
 	if status < 400 {
 		return
 	}
-	var e errorBody
+	var e client.ErrorBody
 	require.NoError(t, json.Unmarshal(body, &e), "%s: error body %s", name, body)
 	require.NotEmpty(t, e.Error.Code, "%s: %s", name, body)
 	require.NotEmpty(t, e.Error.Message, "%s: %s", name, body)

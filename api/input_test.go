@@ -244,7 +244,10 @@ func TestFactsFromTheFuture(t *testing.T) {
 	})
 }
 
-func TestCheckDuplicateKeys(t *testing.T) {
+// TestDecodeJSONNamesGivenTwice: a name given twice in any object is
+// refused naming it and where it is; names are compared as decoded and
+// case matters.
+func TestDecodeJSONNamesGivenTwice(t *testing.T) {
 	many := func(dupAt int) string {
 		var b strings.Builder
 		b.WriteString(`{"o":{`)
@@ -274,13 +277,10 @@ func TestCheckDuplicateKeys(t *testing.T) {
 		{"many keys, none twice", many(-1), ""},
 		{"many keys, the 31st twice", many(30), `key "k3" is given twice in o`},
 		{"a duplicate before malformed input", `{"a":1,"a"`, `key "a" is given twice`},
-		{"malformed before a duplicate", `{"a":1,]"a":2}`, ""},
-		{"scalars", `5`, ""},
-		{"empty", ``, ""},
-		{"deep", strings.Repeat(`[`, 20000) + strings.Repeat(`]`, 20000), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := checkDuplicateKeys([]byte(tc.in))
+			var v any
+			err := decodeJSON(strings.NewReader(tc.in), &v)
 			if tc.want == "" {
 				require.NoError(t, err)
 				return

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/internal/netguard"
 	"github.com/commitlayer/commitlayer/internal/secrets"
 	"github.com/commitlayer/commitlayer/service"
@@ -364,7 +365,7 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
 // healthz checks the store with a short timeout.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	// Liveness: the process serves. What it depends on is /readyz's.
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, client.Health{Status: "ok"})
 }
 
 // readyz answers 200 when the database and Temporal both answer within a
@@ -383,22 +384,22 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			dbErr = nil
 		}
 	}
-	body := map[string]string{"status": "ok", "database": "ok", "temporal": "ok"}
+	body := client.Ready{Status: "ok", Database: "ok", Temporal: "ok"}
 	if dbErr != nil {
 		s.logError(r, "readiness: database", dbErr)
-		body["database"], body["status"] = "unavailable", "unavailable"
+		body.Database, body.Status = "unavailable", "unavailable"
 	}
 	switch {
 	case s.health == nil:
-		body["temporal"], body["status"] = "not configured", "unavailable"
+		body.Temporal, body.Status = "not configured", "unavailable"
 	default:
 		if err := s.health(ctx); err != nil {
 			s.logError(r, "readiness: temporal", err)
-			body["temporal"], body["status"] = "unavailable", "unavailable"
+			body.Temporal, body.Status = "unavailable", "unavailable"
 		}
 	}
 	status := http.StatusOK
-	if body["status"] != "ok" {
+	if body.Status != "ok" {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1")
 	}

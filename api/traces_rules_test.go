@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/otlpingest"
 )
@@ -211,11 +212,11 @@ func TestTracesRejectionsAreKeptAndListed(t *testing.T) {
 	res := e.do(apitest.Request{Method: "GET", Path: "/v1/sources", Key: key})
 	require.Equal(t, http.StatusOK, res.Status)
 	var out struct {
-		Rejections []spanRejectionView `json:"span_rejections"`
+		Rejections []client.SpanRejection `json:"span_rejections"`
 	}
 	require.NoError(t, json.Unmarshal(res.Body, &out))
 	require.Len(t, out.Rejections, 2)
-	byDialect := map[string]spanRejectionView{}
+	byDialect := map[string]client.SpanRejection{}
 	for _, r := range out.Rejections {
 		byDialect[r.Dialect] = r
 	}

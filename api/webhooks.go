@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/activities"
+	"github.com/commitlayer/commitlayer/client"
 	"github.com/commitlayer/commitlayer/client/webhook"
 	"github.com/commitlayer/commitlayer/internal/netguard"
 )
@@ -42,55 +42,18 @@ const (
 	MaxRotationOverlap     = 7 * 24 * time.Hour
 )
 
-type webhookIn struct {
-	URL    string   `json:"url"`
-	Events []string `json:"events"`
-}
-
-type webhookView struct {
-	ID        string    `json:"id"`
-	URL       string    `json:"url"`
-	Events    []string  `json:"events"`
-	CreatedAt time.Time `json:"created_at"`
-	// Secret is answered once, by POST /v1/webhooks and by each rotation.
-	Secret string `json:"secret,omitempty"`
-	// RotatedAt is the last rotation; the secret it replaced signs next
-	// to the current one until PreviousSecretUntil (absent once past).
-	RotatedAt           *time.Time `json:"rotated_at,omitempty"`
-	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
-	// Enabled is false once the receiver answered 410 Gone: nothing is
-	// delivered to it until POST /v1/webhooks/{id}/enable.
-	Enabled        bool       `json:"enabled"`
-	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
-	DisabledReason string     `json:"disabled_reason,omitempty"`
-}
-
-func viewWebhook(w commitlayer.Webhook) webhookView {
+func viewWebhook(w commitlayer.Webhook) client.Webhook {
 	return viewWebhookAt(w, time.Time{})
 }
 
 // viewWebhookAt leaves out a previous secret's end that is before now.
-func viewWebhookAt(w commitlayer.Webhook, now time.Time) webhookView {
-	v := webhookView{ID: w.ID, URL: w.URL, Events: w.Events, CreatedAt: w.CreatedAt.UTC(), RotatedAt: timePtr(w.RotatedAt),
+func viewWebhookAt(w commitlayer.Webhook, now time.Time) client.Webhook {
+	v := client.Webhook{ID: w.ID, URL: w.URL, Events: w.Events, CreatedAt: w.CreatedAt.UTC(), RotatedAt: timePtr(w.RotatedAt),
 		Enabled: w.DisabledAt.IsZero(), DisabledAt: timePtr(w.DisabledAt), DisabledReason: w.DisabledReason}
 	if w.PreviousUntil.After(now) {
 		v.PreviousSecretUntil = timePtr(w.PreviousUntil)
 	}
 	return v
-}
-
-type deliveryView struct {
-	EventID     string     `json:"event_id"`
-	Type        string     `json:"type"`
-	ActionID    string     `json:"action_id"`
-	Sequence    int        `json:"sequence"`
-	Status      string     `json:"status"`
-	Attempts    int        `json:"attempts"`
-	LastStatus  *int       `json:"last_status"`
-	LastError   string     `json:"last_error,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	DeliveredAt *time.Time `json:"delivered_at"`
 }
 
 func (s *Server) webhookStore(w http.ResponseWriter, r *http.Request) (WebhookStore, bool) {
@@ -122,7 +85,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var in webhookIn
+	var in client.WebhookInput
 	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -177,7 +140,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, secret := commitlayer.NewID("wh_"), newWebhookSecret()
-	sealed, err := s.secrets.Seal([]byte(secret), activities.WebhookSecretAD(tenantID, id))
+	sealed, err := s.secrets.Seal([]byte(secret), commitlayer.WebhookSecretAD(tenantID, id))
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("seal webhook secret: %w", err))
 		return
@@ -187,11 +150,9 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("create webhook: %w", err))
 		return
 	}
-	v := viewWebhook(created)
-	v.Secret = secret
 	w.Header().Set("Location", "/v1/webhooks/"+id)
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, v)
+	writeJSON(w, http.StatusCreated, client.WebhookCreated{Webhook: viewWebhook(created), Secret: secret})
 }
 
 // listWebhooks answers {"webhooks"}, without secrets.
@@ -205,11 +166,11 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("list webhooks: %w", err))
 		return
 	}
-	out := []webhookView{}
+	out := client.WebhookList{Webhooks: []client.Webhook{}}
 	for _, h := range list {
-		out = append(out, viewWebhookAt(h, s.now()))
+		out.Webhooks = append(out.Webhooks, viewWebhookAt(h, s.now()))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"webhooks": out})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // deleteWebhook deletes a webhook; its deliveries stop.
@@ -250,18 +211,18 @@ func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("list deliveries: %w", err))
 		return
 	}
-	out := []deliveryView{}
+	out := client.WebhookDeliveryList{Deliveries: []client.WebhookDelivery{}}
 	for _, d := range ds {
-		v := deliveryView{EventID: d.EventID, Type: d.EventType, ActionID: d.ActionID, Sequence: d.Sequence,
+		v := client.WebhookDelivery{EventID: d.EventID, Type: d.EventType, ActionID: d.ActionID, Sequence: d.Sequence,
 			Status: d.Status, Attempts: d.Attempts, LastError: d.LastError, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
-			DeliveredAt: timePtr(d.DeliveredAt)}
+			Delivered: timePtr(d.DeliveredAt)}
 		if d.LastStatus != 0 {
 			st := d.LastStatus
 			v.LastStatus = &st
 		}
-		out = append(out, v)
+		out.Deliveries = append(out.Deliveries, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"deliveries": out})
+	writeJSON(w, http.StatusOK, out)
 }
 
 // newWebhookSecret is a Standard Webhooks secret: whsec_ and 32 random
@@ -270,12 +231,6 @@ func newWebhookSecret() string {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	return webhook.SecretPrefix + base64.StdEncoding.EncodeToString(b[:])
-}
-
-type rotateIn struct {
-	// Overlap is how long the replaced secret keeps signing (a Go
-	// duration: "24h", "90m", "0s" to stop it at once).
-	Overlap *string `json:"overlap"`
 }
 
 // rotateWebhook makes a new secret for a webhook, answered this once
@@ -297,16 +252,16 @@ func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	overlap := DefaultRotationOverlap
 	if len(bytes.TrimSpace(data)) > 0 {
-		var in rotateIn
+		var in client.WebhookRotation
 		if err := decodeJSON(bytes.NewReader(data), &in); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		if in.Overlap != nil {
-			d, err := time.ParseDuration(*in.Overlap)
+		if in.Overlap != "" {
+			d, err := time.ParseDuration(in.Overlap)
 			if err != nil || d < 0 || d > MaxRotationOverlap {
 				s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
-					"overlap: must be a duration from 0s to %s (e.g. \"24h\"), got %q", MaxRotationOverlap, truncate(*in.Overlap, 32)))
+					"overlap: must be a duration from 0s to %s (e.g. \"24h\"), got %q", MaxRotationOverlap, truncate(in.Overlap, 32)))
 				return
 			}
 			overlap = d
@@ -318,7 +273,7 @@ func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secret := newWebhookSecret()
-	sealed, err := s.secrets.Seal([]byte(secret), activities.WebhookSecretAD(tenantID, id))
+	sealed, err := s.secrets.Seal([]byte(secret), commitlayer.WebhookSecretAD(tenantID, id))
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("seal webhook secret: %w", err))
 		return
@@ -333,10 +288,8 @@ func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("rotate webhook: %w", err))
 		return
 	}
-	v := viewWebhookAt(rotated, now)
-	v.Secret = secret
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, v)
+	writeJSON(w, http.StatusOK, client.WebhookCreated{Webhook: viewWebhookAt(rotated, now), Secret: secret})
 }
 
 // enableWebhook lets deliveries to a webhook disabled by a 410 Gone start

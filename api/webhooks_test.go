@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/client/webhook"
 	"github.com/commitlayer/commitlayer/internal/apitest"
 	"github.com/commitlayer/commitlayer/internal/netguard"
@@ -67,7 +66,7 @@ func TestWebhookRoutes(t *testing.T) {
 	stored, err := e.db.GetWebhook(t.Context(), tid, id)
 	require.NoError(t, err)
 	require.NotContains(t, stored.Secret, secret[len("whsec_"):])
-	opened, err := box.Open(stored.Secret, activities.WebhookSecretAD(tid, id))
+	opened, err := box.Open(stored.Secret, commitlayer.WebhookSecretAD(tid, id))
 	require.NoError(t, err)
 	require.Equal(t, secret, string(opened))
 	require.NotContains(t, e.logs.String(), secret[len("whsec_"):])
@@ -176,7 +175,7 @@ func TestWebhookRotate(t *testing.T) {
 	require.Equal(t, e.now.Add(DefaultRotationOverlap).Format(time.RFC3339Nano), m["previous_secret_until"])
 	stored, err := e.db.GetWebhook(t.Context(), tid, id)
 	require.NoError(t, err)
-	opened, err := box.Open(stored.Secret, activities.WebhookSecretAD(tid, id))
+	opened, err := box.Open(stored.Secret, commitlayer.WebhookSecretAD(tid, id))
 	require.NoError(t, err)
 	require.Equal(t, second, string(opened), "the new secret is the current one, sealed")
 

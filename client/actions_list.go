@@ -56,42 +56,38 @@ func (f ActionFilter) query() url.Values {
 }
 
 // ListedAction is one action of a list with its current verdict (nil and
-// Status "pending" until the first one).
+// Status "pending" until the first one) and where its verification is (as
+// Accepted says).
 type ListedAction struct {
-	ID              string               `json:"id"`
-	Contract        string               `json:"contract"`
-	ContractVersion int                  `json:"contract_version,omitempty"`
-	Agent           string               `json:"agent"`
-	Subject         commitlayer.Subject  `json:"subject"`
-	Params          commitlayer.Attrs    `json:"params"`
-	RequestedAt     time.Time            `json:"requested_at"`
-	Claim           commitlayer.Claim    `json:"claim"`
-	SettlesAt       time.Time            `json:"settles_at"`
-	WatchUntil      time.Time            `json:"watch_until"`
-	CreatedAt       time.Time            `json:"created_at"`
-	Status          string               `json:"status"`
-	Verdict         *commitlayer.Verdict `json:"verdict"`
+	ID                string               `json:"id"`
+	Contract          string               `json:"contract"`
+	ContractVersion   int                  `json:"contract_version,omitzero"`
+	Agent             string               `json:"agent"`
+	Subject           commitlayer.Subject  `json:"subject"`
+	Params            commitlayer.Attrs    `json:"params"`
+	RequestedAt       time.Time            `json:"requested_at"`
+	Claim             commitlayer.Claim    `json:"claim"`
+	SettlesAt         time.Time            `json:"settles_at"`
+	WatchUntil        time.Time            `json:"watch_until"`
+	CreatedAt         time.Time            `json:"created_at"`
+	Status            string               `json:"status"`
+	Verification      string               `json:"verification"`
+	VerificationError string               `json:"verification_error,omitempty"`
+	Verdict           *commitlayer.Verdict `json:"verdict"`
 }
 
-// ActionList is one page; NextCursor is empty on the last.
+// ActionList is one page; NextCursor is nil on the last.
 type ActionList struct {
 	Actions    []ListedAction `json:"actions"`
-	NextCursor string         `json:"next_cursor"`
+	NextCursor *string        `json:"next_cursor"`
 }
 
 // ListActions lists the tenant's actions, newest first, with their current
 // verdict. Pass a page's NextCursor in f.Cursor (same filter) for the next.
 func (c *Client) ListActions(ctx context.Context, f ActionFilter) (ActionList, error) {
-	var out struct {
-		Actions    []ListedAction `json:"actions"`
-		NextCursor *string        `json:"next_cursor"`
-	}
+	var out ActionList
 	_, err := c.do(ctx, get("/v1/actions", f.query()), &out)
-	list := ActionList{Actions: out.Actions}
-	if out.NextCursor != nil {
-		list.NextCursor = *out.NextCursor
-	}
-	return list, err
+	return out, err
 }
 
 // StatsQuery asks ActionStats for counts per bucket; zero fields take the

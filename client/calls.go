@@ -15,9 +15,7 @@ import (
 
 // Health calls GET /healthz: nil when the server and its store answer.
 func (c *Client) Health(ctx context.Context) error {
-	var out struct {
-		Status string `json:"status"`
-	}
+	var out Health
 	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/healthz", safe: true}, &out); err != nil {
 		return err
 	}
@@ -31,7 +29,7 @@ func (c *Client) Health(ctx context.Context) error {
 // It is retried only when the server surely did not act (429, no
 // connection), so a retry cannot create two tenants.
 func (c *Client) CreateTenant(ctx context.Context, name string) (Tenant, error) {
-	b, err := jsonBody(map[string]string{"name": name})
+	b, err := jsonBody(TenantInput{Name: name})
 	if err != nil {
 		return Tenant{}, err
 	}
@@ -42,9 +40,7 @@ func (c *Client) CreateTenant(ctx context.Context, name string) (Tenant, error) 
 
 // ListTenants lists every tenant (admin key).
 func (c *Client) ListTenants(ctx context.Context) ([]Tenant, error) {
-	var out struct {
-		Tenants []Tenant `json:"tenants"`
-	}
+	var out TenantList
 	_, err := c.do(ctx, get("/v1/admin/tenants", nil), &out)
 	return out.Tenants, err
 }
@@ -66,9 +62,7 @@ func (c *Client) PutContract(ctx context.Context, source []byte) (Contract, bool
 
 // ListContracts lists the latest version of each contract.
 func (c *Client) ListContracts(ctx context.Context) ([]Contract, error) {
-	var out struct {
-		Contracts []Contract `json:"contracts"`
-	}
+	var out ContractList
 	_, err := c.do(ctx, get("/v1/contracts", nil), &out)
 	return out.Contracts, err
 }
@@ -111,18 +105,14 @@ func (c *Client) CreateConnector(ctx context.Context, in ConnectorInput) (Connec
 
 // ListConnectors lists the tenant's connectors.
 func (c *Client) ListConnectors(ctx context.Context) ([]Connector, error) {
-	var out struct {
-		Connectors []Connector `json:"connectors"`
-	}
+	var out ConnectorList
 	_, err := c.do(ctx, get("/v1/connectors", nil), &out)
 	return out.Connectors, err
 }
 
 // ListSources lists each source's coverage.
 func (c *Client) ListSources(ctx context.Context) ([]Source, error) {
-	var out struct {
-		Sources []Source `json:"sources"`
-	}
+	var out SourceList
 	_, err := c.do(ctx, get("/v1/sources", nil), &out)
 	return out.Sources, err
 }
@@ -183,11 +173,7 @@ func (c *Client) RecordAction(ctx context.Context, a commitlayer.Action, opts ..
 // began after the attempt was stored. The same key again records nothing
 // new (Accepted.Replayed).
 func (c *Client) RecordAttempt(ctx context.Context, actionID, key string, claim commitlayer.Claim, trace json.RawMessage, opts ...RecordOptions) (Accepted, error) {
-	body := map[string]any{"claim": claim}
-	if len(trace) > 0 {
-		body["trace"] = trace
-	}
-	b, err := jsonBody(body)
+	b, err := jsonBody(AttemptInput{Claim: claim, Trace: trace})
 	if err != nil {
 		return Accepted{}, err
 	}
@@ -205,38 +191,19 @@ func (c *Client) RecordAttempt(ctx context.Context, actionID, key string, claim 
 	return out, nil
 }
 
-// wireAction is ActionInput: zero optional fields are left out so the
-// server applies its defaults (latest contract version, requested_at now).
-type wireAction struct {
-	ID              string             `json:"id,omitempty"`
-	Contract        string             `json:"contract"`
-	ContractVersion int                `json:"contract_version,omitempty"`
-	Agent           string             `json:"agent"`
-	Subject         string             `json:"subject"`
-	Params          commitlayer.Attrs  `json:"params,omitempty"`
-	RequestedAt     *time.Time         `json:"requested_at,omitempty"`
-	Claim           *commitlayer.Claim `json:"claim,omitempty"`
-}
-
-func actionInput(a commitlayer.Action) any {
-	w := wireAction{
+func actionInput(a commitlayer.Action) ActionInput {
+	in := ActionInput{
 		ID: a.ID, Contract: a.Contract, ContractVersion: a.ContractVersion, Agent: a.Agent,
-		Subject: string(a.Subject), Params: a.Params,
+		Subject: string(a.Subject), Params: a.Params, Trace: a.Trace,
 	}
 	if !a.RequestedAt.IsZero() {
 		t := a.RequestedAt.UTC()
-		w.RequestedAt = &t
+		in.RequestedAt = &t
 	}
 	if a.Claim != (commitlayer.Claim{}) {
-		w.Claim = &a.Claim
+		in.Claim = &a.Claim
 	}
-	if len(a.Trace) == 0 {
-		return w
-	}
-	return struct {
-		wireAction
-		Trace any `json:"trace"`
-	}{w, a.Trace}
+	return in
 }
 
 // GetAction returns the action, its current verdict and its history.
@@ -254,9 +221,7 @@ func (c *Client) getAction(ctx context.Context, id string, q url.Values) (Action
 // verdict. A verification whose watch has ended answers an *APIError with
 // code verification_ended.
 func (c *Client) Recheck(ctx context.Context, id string) (commitlayer.Verdict, error) {
-	var out struct {
-		Verdict commitlayer.Verdict `json:"verdict"`
-	}
+	var out RecheckResult
 	_, err := c.do(ctx, c.post("/v1/actions/"+url.PathEscape(id)+"/recheck", nil, true), &out)
 	return out.Verdict, err
 }
@@ -327,23 +292,5 @@ func (c *Client) post(path string, body []byte, safe bool) request {
 	return r
 }
 
-// factsBody is {"facts":[…]}, as jsonBody writes it, each fact written by
-// Fact.AppendJSON (no reflection: json.Marshal took ~1 µs a fact and six
-// allocations; docs/benchmarks.md, "Session 15").
-func factsBody(facts []commitlayer.Fact) ([]byte, error) {
-	if facts == nil {
-		return []byte(`{"facts":null}`), nil
-	}
-	b := make([]byte, 0, 64+192*len(facts))
-	b = append(b, `{"facts":[`...)
-	for i := range facts {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		var err error
-		if b, err = facts[i].AppendJSON(b); err != nil {
-			return nil, fmt.Errorf("encode request: facts[%d]: %w", i, err)
-		}
-	}
-	return append(b, "]}"...), nil
-}
+// factsBody is {"facts":[…]}.
+func factsBody(facts []commitlayer.Fact) ([]byte, error) { return jsonBody(FactBatch{Facts: facts}) }

@@ -14,7 +14,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // Defaults.
@@ -186,13 +187,6 @@ type APIError struct {
 	RetryAfter time.Duration
 }
 
-// ErrorDetail is one problem in an invalid_contract error.
-type ErrorDetail struct {
-	Field   string `json:"field,omitempty"`
-	Line    int    `json:"line,omitempty"`
-	Message string `json:"message"`
-}
-
 func (e *APIError) Error() string {
 	msg := fmt.Sprintf("commitlayer: %d", e.StatusCode)
 	if e.Code != "" {
@@ -253,7 +247,7 @@ func (c *Client) do(ctx context.Context, r request, out any) (response, error) {
 		res, err := c.once(ctx, r)
 		if err == nil {
 			if out != nil && len(res.body) > 0 {
-				if err := json.Unmarshal(res.body, out); err != nil {
+				if err := jsonv2.Unmarshal(res.body, out); err != nil {
 					return res, fmt.Errorf("%s: decode answer: %w", op, err)
 				}
 			}
@@ -367,14 +361,8 @@ func (c *Client) once(ctx context.Context, r request) (response, error) {
 // apiError decodes a non-2xx answer.
 func apiError(resp *http.Response, body []byte) *APIError {
 	e := &APIError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
-	var eb struct {
-		Error struct {
-			Code    string        `json:"code"`
-			Message string        `json:"message"`
-			Details []ErrorDetail `json:"details"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
+	var eb ErrorBody
+	if jsonv2.Unmarshal(body, &eb) == nil && eb.Error.Code != "" {
 		e.Code, e.Message, e.Details = eb.Error.Code, eb.Error.Message, eb.Error.Details
 	} else {
 		e.Message = http.StatusText(resp.StatusCode)
@@ -404,7 +392,7 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 
 // jsonBody marshals v for a request body.
 func jsonBody(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
+	b, err := jsonv2.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}

@@ -7,6 +7,11 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
+// The API's wire types: the bodies the server (package api) takes and
+// answers, shared with this client. api/openapi.json describes the same
+// shapes, and a test in package api holds the two together: a field
+// without omitempty or omitzero is one the document lists as required.
+
 // Tenant is a tenant; APIKey is set only in CreateTenant's answer.
 type Tenant struct {
 	ID        string    `json:"id"`
@@ -15,12 +20,33 @@ type Tenant struct {
 	APIKey    string    `json:"api_key,omitempty"`
 }
 
-// Contract is a stored contract version; Source is set by GetContract.
+// TenantInput is the body of POST /v1/admin/tenants.
+type TenantInput struct {
+	Name string `json:"name"`
+}
+
+// TenantList is GET /v1/admin/tenants.
+type TenantList struct {
+	Tenants []Tenant `json:"tenants"`
+}
+
+// Contract is a stored contract version; Source (YAML or JSON, as posted)
+// is set by GetContract.
 type Contract struct {
 	ID        string    `json:"id"`
 	Version   int       `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
 	Source    string    `json:"source,omitempty"`
+}
+
+// ContractList is GET /v1/contracts.
+type ContractList struct {
+	Contracts []Contract `json:"contracts"`
+}
+
+// FactBatch is the body of POST /v1/facts.
+type FactBatch struct {
+	Facts []commitlayer.Fact `json:"facts"`
 }
 
 // FactsResult counts what POST /v1/facts stored.
@@ -32,21 +58,36 @@ type FactsResult struct {
 // ConnectorInput creates a connector.
 type ConnectorInput struct {
 	Source string `json:"source"`
-	Kind   string `json:"kind"` // "http_events"
-	URL    string `json:"url"`
+	Kind   string `json:"kind"` // http_events, stripe, postgres, http_json
+	URL    string `json:"url,omitempty"`
+	// Config holds the settings of the postgres and http_json kinds.
+	Config json.RawMessage `json:"config,omitempty"`
+	// APIKey is the stripe kind's key (restricted rk_… or sk_test_…);
+	// stored sealed, never answered (only its last 4).
+	APIKey string `json:"api_key,omitempty"`
 }
 
 // Connector is a tenant's connector for one source.
 type Connector struct {
-	ID          string     `json:"id"`
-	Source      string     `json:"source"`
-	Kind        string     `json:"kind"`
-	URL         string     `json:"url"`
-	Cursor      string     `json:"cursor"`
-	LastPullAt  *time.Time `json:"last_pull_at"`
-	LastError   string     `json:"last_error,omitempty"`
-	LastErrorAt *time.Time `json:"last_error_at"`
-	CreatedAt   time.Time  `json:"created_at"`
+	ID       string `json:"id"`
+	Source   string `json:"source"`
+	Kind     string `json:"kind"`
+	URL      string `json:"url"`
+	KeyLast4 string `json:"api_key_last4,omitempty"`
+	// Config is the kind's configuration as stored: credentials sealed
+	// apart, a header's value shown as its last 4, a DSN without its
+	// password.
+	Config      json.RawMessage `json:"config,omitempty"`
+	Cursor      string          `json:"cursor"`
+	LastPullAt  *time.Time      `json:"last_pull_at"`
+	LastError   string          `json:"last_error,omitempty"`
+	LastErrorAt *time.Time      `json:"last_error_at"`
+	CreatedAt   time.Time       `json:"created_at"`
+}
+
+// ConnectorList is GET /v1/connectors.
+type ConnectorList struct {
+	Connectors []Connector `json:"connectors"`
 }
 
 // Source is one source's coverage.
@@ -61,10 +102,58 @@ type Source struct {
 	LastErrorAt  *time.Time `json:"last_error_at"`
 }
 
+// SourceList is GET /v1/sources: each source's coverage, and the newest
+// spans POST /v1/traces rejected (what looked like a bound call but could
+// not be read).
+type SourceList struct {
+	Sources        []Source        `json:"sources"`
+	SpanRejections []SpanRejection `json:"span_rejections"`
+}
+
+// AttemptInput is the body of POST /v1/actions/{id}/attempts: one more
+// attempt of a recorded action's call (an agent's retry).
+type AttemptInput struct {
+	Claim commitlayer.Claim `json:"claim"`
+	// Trace is the attempt's entry in the action's trace: one JSON object.
+	Trace json.RawMessage `json:"trace,omitempty"`
+	// At is when the attempt began (nil: now).
+	At *time.Time `json:"at,omitempty"`
+}
+
+// SpanRejection is one span POST /v1/traces rejected, and why.
+type SpanRejection struct {
+	At      time.Time `json:"at"`
+	TraceID string    `json:"trace_id"`
+	SpanID  string    `json:"span_id"`
+	Tool    string    `json:"tool"`
+	Dialect string    `json:"dialect"`
+	Message string    `json:"message"`
+}
+
+// ActionInput is the body of POST /v1/actions: zero optional fields are
+// left out so the server applies its defaults (latest contract version,
+// requested_at now).
+type ActionInput struct {
+	ID              string             `json:"id,omitempty"`
+	Contract        string             `json:"contract"`
+	ContractVersion int                `json:"contract_version,omitzero"`
+	Agent           string             `json:"agent"`
+	Subject         string             `json:"subject"`
+	Params          commitlayer.Attrs  `json:"params,omitempty"`
+	RequestedAt     *time.Time         `json:"requested_at,omitempty"`
+	Claim           *commitlayer.Claim `json:"claim,omitempty"`
+	Trace           json.RawMessage    `json:"trace,omitempty"`
+}
+
 // Accepted is the answer to RecordAction.
 type Accepted struct {
 	ID         string `json:"id"`
 	VerdictURL string `json:"verdict_url"`
+	// Verification is where the verification is: started, pending (its
+	// start left to the server's reconciler) or failed (Temporal refused
+	// it for good; VerificationError says why).
+	Verification      string `json:"verification"`
+	VerificationError string `json:"verification_error,omitempty"`
 	// Verdict is set when RecordOptions.Wait was given and the verdict got
 	// to that stage within the wait.
 	Verdict *commitlayer.Verdict `json:"verdict,omitempty"`
@@ -81,12 +170,20 @@ type StoredAction struct {
 	CreatedAt  time.Time `json:"created_at"`
 }
 
-// ActionDetail is GET /v1/actions/{id}: the action, its current verdict
-// (nil until the first exists) and every verdict, oldest first.
+// ActionDetail is GET /v1/actions/{id}: the action, where its
+// verification is (as Accepted says), its current verdict (nil until the
+// first exists) and every verdict, oldest first.
 type ActionDetail struct {
-	Action  StoredAction          `json:"action"`
-	Verdict *commitlayer.Verdict  `json:"verdict"`
-	History []commitlayer.Verdict `json:"history"`
+	Action            StoredAction          `json:"action"`
+	Verification      string                `json:"verification"`
+	VerificationError string                `json:"verification_error,omitempty"`
+	Verdict           *commitlayer.Verdict  `json:"verdict"`
+	History           []commitlayer.Verdict `json:"history"`
+}
+
+// RecheckResult is the answer to POST /v1/actions/{id}/recheck.
+type RecheckResult struct {
+	Verdict commitlayer.Verdict `json:"verdict"`
 }
 
 // Orphan is an effect of a contract's kind that no recorded action
@@ -103,6 +200,36 @@ type OrphanList struct {
 	Since   time.Time `json:"since"`
 	Until   time.Time `json:"until"`
 }
+
+// Health is GET /healthz; Ready is GET /readyz, "ok" or "unavailable"
+// overall and for the database and Temporal.
+type (
+	Health struct {
+		Status string `json:"status"`
+	}
+	Ready struct {
+		Status   string `json:"status"`
+		Database string `json:"database"`
+		Temporal string `json:"temporal"`
+	}
+)
+
+// ErrorBody is every error's body; ErrorDetail is one problem in an
+// invalid_contract error.
+type (
+	ErrorBody struct {
+		Error struct {
+			Code    string        `json:"code"`
+			Message string        `json:"message"`
+			Details []ErrorDetail `json:"details,omitempty"`
+		} `json:"error"`
+	}
+	ErrorDetail struct {
+		Field   string `json:"field,omitempty"`
+		Line    int    `json:"line,omitzero"`
+		Message string `json:"message"`
+	}
+)
 
 // BenchmarkRequest starts a benchmark run of the sandbox matrix.
 type BenchmarkRequest struct {

@@ -14,15 +14,12 @@ type WebhookInput struct {
 	Events []string `json:"events"`
 }
 
-// Webhook is a verdict webhook. Secret is set only in CreateWebhook's and
-// RotateWebhook's answers: keep it, it is not shown again (webhook.Verify checks deliveries
-// with it).
+// Webhook is a verdict webhook.
 type Webhook struct {
 	ID        string    `json:"id"`
 	URL       string    `json:"url"`
 	Events    []string  `json:"events"`
 	CreatedAt time.Time `json:"created_at"`
-	Secret    string    `json:"secret,omitempty"`
 	// RotatedAt is the last rotation; the secret it replaced still signs
 	// next to the current one until PreviousSecretUntil.
 	RotatedAt           *time.Time `json:"rotated_at,omitempty"`
@@ -33,6 +30,31 @@ type Webhook struct {
 	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
 	DisabledReason string     `json:"disabled_reason,omitempty"`
 }
+
+// WebhookCreated is a webhook with its secret, answered only by
+// CreateWebhook and RotateWebhook: keep it, it is not shown again
+// (webhook.Verify checks deliveries with it).
+type WebhookCreated struct {
+	Webhook
+	Secret string `json:"secret"`
+}
+
+// WebhookRotation is the body of RotateWebhook: how long the old secret
+// keeps signing (a Go duration; absent: the server's default).
+type WebhookRotation struct {
+	Overlap string `json:"overlap,omitempty"`
+}
+
+// WebhookList is GET /v1/webhooks; WebhookDeliveryList is a webhook's
+// deliveries.
+type (
+	WebhookList struct {
+		Webhooks []Webhook `json:"webhooks"`
+	}
+	WebhookDeliveryList struct {
+		Deliveries []WebhookDelivery `json:"deliveries"`
+	}
+)
 
 // WebhookDelivery is one event's delivery to a webhook.
 type WebhookDelivery struct {
@@ -55,21 +77,19 @@ type WebhookDelivery struct {
 // CreateWebhook subscribes a URL to verdict events and returns the webhook
 // with its secret, shown this once. Retried only when the server surely
 // did not act (a retry could create a second webhook).
-func (c *Client) CreateWebhook(ctx context.Context, in WebhookInput) (Webhook, error) {
+func (c *Client) CreateWebhook(ctx context.Context, in WebhookInput) (WebhookCreated, error) {
 	b, err := jsonBody(in)
 	if err != nil {
-		return Webhook{}, err
+		return WebhookCreated{}, err
 	}
-	var out Webhook
+	var out WebhookCreated
 	_, err = c.do(ctx, c.post("/v1/webhooks", b, false), &out)
 	return out, err
 }
 
 // ListWebhooks lists the tenant's webhooks (without secrets).
 func (c *Client) ListWebhooks(ctx context.Context) ([]Webhook, error) {
-	var out struct {
-		Webhooks []Webhook `json:"webhooks"`
-	}
+	var out WebhookList
 	_, err := c.do(ctx, get("/v1/webhooks", nil), &out)
 	return out.Webhooks, err
 }
@@ -84,9 +104,7 @@ func (c *Client) DeleteWebhook(ctx context.Context, id string) error {
 // ListWebhookDeliveries lists a webhook's latest 100 deliveries, newest
 // first, with their attempts and last failure.
 func (c *Client) ListWebhookDeliveries(ctx context.Context, id string) ([]WebhookDelivery, error) {
-	var out struct {
-		Deliveries []WebhookDelivery `json:"deliveries"`
-	}
+	var out WebhookDeliveryList
 	_, err := c.do(ctx, get("/v1/webhooks/"+url.PathEscape(id)+"/deliveries", nil), &out)
 	return out.Deliveries, err
 }
@@ -97,16 +115,16 @@ func (c *Client) ListWebhookDeliveries(ctx context.Context, id string) ([]Webhoo
 // 24h), so a receiver can move to the new one without missing a delivery.
 // Not retried: a second rotation would replace the secret returned by the
 // first.
-func (c *Client) RotateWebhook(ctx context.Context, id string, overlap time.Duration) (Webhook, error) {
+func (c *Client) RotateWebhook(ctx context.Context, id string, overlap time.Duration) (WebhookCreated, error) {
 	var body []byte
 	if overlap >= 0 {
-		b, err := jsonBody(map[string]string{"overlap": overlap.String()})
+		b, err := jsonBody(WebhookRotation{Overlap: overlap.String()})
 		if err != nil {
-			return Webhook{}, err
+			return WebhookCreated{}, err
 		}
 		body = b
 	}
-	var out Webhook
+	var out WebhookCreated
 	_, err := c.do(ctx, c.post("/v1/webhooks/"+url.PathEscape(id)+"/rotate", body, false), &out)
 	return out, err
 }

@@ -155,7 +155,7 @@ func (db *DB) recordPages(ctx context.Context, tenantID, except string, pages []
 		ids[i], cursors[i] = p.ConnectorID, p.Cursor
 		all = append(all, p.Facts...)
 	}
-	rows, err := encodeFacts(all)
+	rows, err := encodeFacts(all, 0)
 	if err != nil {
 		return commitlayer.InsertResult{}, classify(err)
 	}

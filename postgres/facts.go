@@ -1,9 +1,8 @@
 package postgres
 
 import (
-	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/go-json-experiment/json"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -26,7 +26,7 @@ import (
 // (and a *commitlayer.FieldError when Validate caught it); an unknown tenant
 // gives commitlayer.ErrNotFound.
 func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (commitlayer.InsertResult, error) {
-	rows, err := encodeFacts(facts)
+	rows, err := encodeFacts(facts, 0)
 	if err != nil {
 		return commitlayer.InsertResult{}, fmt.Errorf("insert facts: %w", classify(err))
 	}
@@ -47,92 +47,72 @@ func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitla
 	return res, nil
 }
 
-// factRow is a validated fact, encoded for the insert.
+// factRow is a validated fact, encoded for COPY.
 type factRow struct {
+	seq                              int64 // drawn by numberFacts
 	source, typ, subject, externalID string
 	occurredAt                       time.Time
-	attrs                            string   // JSON
-	links                            []string // as given; link keys are derived per tenant
+	attrs                            []byte // JSON
+	links                            []string
 }
 
-// encodeFacts validates the batch and drops in-batch duplicates. The
-// rows' attrs are written into one buffer and share one string.
-func encodeFacts(facts []commitlayer.Fact) ([]factRow, error) {
+// encodeFacts validates the batch and drops in-batch duplicates. An error
+// wraps commitlayer.ErrInvalid and names the fact by its index, counted
+// from first.
+func encodeFacts(facts []commitlayer.Fact, first int) ([]factRow, error) {
 	type key struct{ source, externalID string }
 	seen := make(map[key]bool, len(facts))
 	rows := make([]factRow, 0, len(facts))
-	var (
-		buf      []byte
-		ends     = make([]int, 0, len(facts)) // of each row's attrs in buf
-		linkSlab []string                     // the rows' links, one after the other
-	)
 	for i := range facts {
 		f := &facts[i]
 		if err := f.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: facts[%d]: %w", commitlayer.ErrInvalid, i, classify(err))
+			return nil, fmt.Errorf("%w: facts[%d]: %w", commitlayer.ErrInvalid, first+i, classify(err))
 		}
 		if err := checkTime("occurred_at", f.OccurredAt); err != nil {
-			return nil, fmt.Errorf("facts[%d]: %w", i, classify(err))
+			return nil, fmt.Errorf("facts[%d]: %w", first+i, classify(err))
 		}
 		k := key{f.Source, f.ExternalID}
 		if seen[k] {
 			continue
 		}
 		seen[k] = true
+		attrs := []byte("{}")
 		if len(f.Attrs) > 0 {
 			var err error
-			if buf, err = f.Attrs.AppendJSON(buf); err != nil {
-				return nil, fmt.Errorf("%w: facts[%d].attrs: %w", commitlayer.ErrInvalid, i, classify(err))
+			if attrs, err = json.Marshal(f.Attrs); err != nil {
+				return nil, fmt.Errorf("%w: facts[%d].attrs: %w", commitlayer.ErrInvalid, first+i, err)
 			}
-		} else {
-			buf = append(buf, "{}"...)
 		}
-		if len(ends) == 0 {
-			// Room for every row's attrs, if each is the size of the first.
-			buf = slices.Grow(buf, roomAhead(len(buf), len(facts)-i))
-		}
-		ends = append(ends, len(buf))
 		var links []string
-		if len(f.Links) > 0 {
-			if len(linkSlab)+len(f.Links) > cap(linkSlab) {
-				linkSlab = make([]string, 0, max(len(f.Links), 4*(len(facts)-i)))
-			}
-			for _, l := range f.Links {
-				linkSlab = append(linkSlab, string(l))
-			}
-			links = linkSlab[len(linkSlab)-len(f.Links) : len(linkSlab) : len(linkSlab)]
+		for _, l := range f.Links {
+			links = append(links, string(l))
 		}
-		rows = append(rows, factRow{
-			source: f.Source, typ: f.Type, subject: string(f.Subject), externalID: f.ExternalID,
-			occurredAt: f.OccurredAt, links: links,
-		})
-	}
-	all, start := string(buf), 0
-	for i, end := range ends {
-		rows[i].attrs = all[start:end]
-		start = end
+		rows = append(rows, factRow{source: f.Source, typ: f.Type, subject: string(f.Subject),
+			externalID: f.ExternalID, occurredAt: f.OccurredAt, attrs: attrs, links: links})
 	}
 	return rows, nil
 }
 
-// maxRoomAhead bounds roomAhead: a large first row says little about the
-// rest.
-const maxRoomAhead = 1 << 20
-
-// roomAhead is the room to make in a buffer for rows more rows of about
-// size bytes each (the first row's), up to maxRoomAhead.
-func roomAhead(size, rows int) int {
-	return min((size+8)*rows, maxRoomAhead)
-}
-
-// insertFacts moves the new rows into facts with one statement that also
-// updates source coverage. It sets Inserted and Subjects; the caller knows
-// the batch size and sets Duplicates.
+// insertFacts stores the rows, skipping those already stored, and updates
+// source coverage. It sets Inserted and Subjects; the caller knows the
+// batch size and sets Duplicates.
 //
-// The batch travels as one array per column and is unnested on the server:
-// one round trip, and unlike COPY into a temporary table it leaves no
-// catalog churn behind at thousands of batches a minute. Links travel as one
-// space-separated string per fact (a subject holds no whitespace).
+// Each fact gets the next sequence number in batch order, then the rows go
+// in in key order (source, external_id): two batches sharing a fact wait
+// for each other's in the same order, never in a cycle (a deadlock, which
+// inTx retries only so often). A batch of facts none of which is stored yet
+// (the common one) goes in by COPY straight into facts (copyNewFacts),
+// under a savepoint: no staging, and no speculative insertion, which costs
+// every row a search of the unique index before its insert and a WAL
+// record after it (~20 % of PostgreSQL's CPU per fact, docs/benchmarks.md).
+// A batch that holds a fact already stored, or being stored by a
+// concurrent batch, hits the unique constraint: back to the savepoint, and
+// in again through the staging table with ON CONFLICT DO NOTHING
+// (stageFacts), which skips the duplicates. That costs the batch up to
+// twice its insert, so for metStoredWindow after it the tenant's batches
+// are staged straight away (a source that re-sends what it sent pays the
+// double once a window). Any other error (a deadlock for inTx to retry, a
+// check) ends the transaction.
 func (db *DB) insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow) (commitlayer.InsertResult, error) {
 	if len(rows) == 0 {
 		return commitlayer.InsertResult{}, nil
@@ -140,59 +120,17 @@ func (db *DB) insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows 
 	if err := lockTenant(ctx, tx, tenantID); err != nil {
 		return commitlayer.InsertResult{}, err
 	}
-	n := len(rows)
-	var (
-		sources, types, subjects, externalIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		occurred                              = make([]time.Time, n)
-		attrs, links, keys                    = make([]string, n), make([]string, n), make([]string, n)
-	)
-	// Each row's link keys, tab-separated (strings.Join of linkKeys), are
-	// written into one buffer and share one string.
-	var (
-		kb    []byte
-		kends = make([]int, n)
-	)
-	for i, r := range rows {
-		sources[i], types[i], subjects[i], externalIDs[i] = r.source, r.typ, r.subject, r.externalID
-		occurred[i] = r.occurredAt
-		attrs[i] = r.attrs
-		links[i] = strings.Join(r.links, " ")
-		for j, l := range r.links {
-			if j > 0 {
-				kb = append(kb, '\t')
-			}
-			kb = append(append(append(kb, tenantID...), linkKeySep...), l...)
-		}
-		kends[i] = len(kb)
-		if i == 0 {
-			kb = slices.Grow(kb, roomAhead(len(kb), n-1))
-		}
+	rows, err := numberFacts(ctx, tx, rows)
+	if err != nil {
+		return commitlayer.InsertResult{}, classify(err)
 	}
-	allKeys, start := string(kb), 0
-	for i, end := range kends {
-		keys[i] = allKeys[start:end]
-		start = end
-	}
-	args := []any{tenantID, sources, types, subjects, externalIDs, occurred, attrs, links, keys}
-	// A batch of facts none of which is stored yet (the common one) is
-	// inserted without ON CONFLICT, under a savepoint: a speculative
-	// insertion costs every row a search of the unique index before its
-	// insert and a WAL record after it, ~20 % of PostgreSQL's CPU per fact
-	// (docs/benchmarks.md, "Session 10"). A batch that holds a fact already
-	// stored, or being stored by a concurrent batch, hits the unique
-	// constraint: back to the savepoint, and again with ON CONFLICT DO
-	// NOTHING, which skips the duplicates. That costs the batch up to
-	// twice its insert, so for metStoredWindow after it the tenant's
-	// batches go straight to ON CONFLICT (a source that re-sends what it
-	// sent pays the double once a window). Any other error (a deadlock for
-	// inTx to retry, a check) ends the transaction as before.
 	now := time.Now()
 	if at, ok := db.metStored.Load(tenantID); !ok || now.Sub(at.(time.Time)) > metStoredWindow {
 		sp, err := tx.Begin(ctx)
 		if err != nil {
 			return commitlayer.InsertResult{}, classify(err)
 		}
-		res, err := runInsertFacts(ctx, sp, insertNewFactsSQL, args)
+		res, err := copyNewFacts(ctx, sp, tenantID, rows)
 		if err == nil {
 			if err = sp.Commit(ctx); err != nil {
 				return commitlayer.InsertResult{}, classify(err)
@@ -210,16 +148,16 @@ func (db *DB) insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows 
 		db.retriedBatches.Add(1)
 	}
 	db.conflictBatches.Add(1)
-	return runInsertFacts(ctx, tx, insertFactsSQL, args)
+	return stageFacts(ctx, tx, tenantID, rows)
 }
 
-// metStoredWindow is how long a tenant's batches skip the insert without
-// ON CONFLICT after one of them met a stored fact.
+// metStoredWindow is how long a tenant's batches are staged straight away
+// after one of them met a stored fact.
 const metStoredWindow = time.Minute
 
-// InsertStats counts the batches insertFacts stored: new (inserted
-// without ON CONFLICT), conflict (with it) and, of those, retried (the
-// insert without it met a stored fact first).
+// InsertStats counts the batches insertFacts stored: new (by COPY into
+// facts), conflict (staged, with ON CONFLICT) and, of those, retried (the
+// COPY met a stored fact first).
 func (db *DB) InsertStats() (newBatches, conflictBatches, retriedBatches int64) {
 	return db.newBatches.Load(), db.conflictBatches.Load(), db.retriedBatches.Load()
 }
@@ -235,48 +173,133 @@ func isFactKeyViolation(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == factKeyConstraint
 }
 
-// insertFactsSQL inserts the batch's new facts ($1 tenant, $2–$9 one array
-// per column), skipping those already stored, and updates the coverage of
-// every source in the batch; it returns each inserted fact's subject and
-// links. Each fact's sequence number is drawn in batch order, then the
-// facts are inserted in key order (source, external_id): two batches that
-// share facts wait for each other's uncommitted ones in the same order,
-// never in a cycle (a deadlock, which inTx retries only so often). The
-// coverage upsert likewise takes its row locks in source order.
-const insertFactsSQL = `WITH input AS (
-			SELECT i.*, nextval('facts_seq_seq') AS seq
-			FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[],
-				$7::text[], $8::text[], $9::text[])
-				WITH ORDINALITY AS i(source, type, subject, external_id, occurred_at, attrs, links, link_keys, ord)
-		), ins AS (
-			INSERT INTO facts (seq, tenant_id, source, type, subject, external_id, occurred_at, attrs, links, link_keys)
-			SELECT seq, $1, source, type, subject, external_id, occurred_at, attrs::jsonb,
-				string_to_array(links, ' '), string_to_array(link_keys, E'\t')
-			FROM input ORDER BY source, external_id
+// numberFacts gives each row the next sequence number in batch order and
+// returns them in key order (rows keeps its order: a transaction retried
+// numbers them again).
+func numberFacts(ctx context.Context, tx pgx.Tx, rows []factRow) ([]factRow, error) {
+	seqs, err := tx.Query(ctx, `SELECT nextval('facts_seq_seq') FROM generate_series(1, $1)`, len(rows))
+	if err != nil {
+		return nil, err
+	}
+	numbered, seq := slices.Clone(rows), int64(0)
+	i := 0
+	if _, err := pgx.ForEachRow(seqs, []any{&seq}, func() error {
+		numbered[i].seq = seq
+		i++
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(numbered, func(a, b factRow) int {
+		return cmp.Or(strings.Compare(a.source, b.source), strings.Compare(a.externalID, b.externalID))
+	})
+	return numbered, nil
+}
+
+// The staging table of a batch that repeats stored facts: each connection
+// has its own (a temporary table made when it connects, createFactsIn),
+// emptied when the transaction ends, so batches make no catalog churn. The
+// store therefore needs session connections (no transaction-pooling proxy)
+// and the TEMPORARY privilege (every role has it by default).
+const (
+	factsIn          = "facts_in"
+	createFactsInSQL = `CREATE TEMP TABLE IF NOT EXISTS ` + factsIn + ` (seq bigint, tenant_id text, source text, type text,
+		subject text, external_id text, occurred_at timestamptz, attrs jsonb, links text[], link_keys text[]) ON COMMIT DELETE ROWS`
+)
+
+// createFactsIn makes a new connection's staging table.
+func createFactsIn(ctx context.Context, conn *pgx.Conn) error {
+	_, err := conn.Exec(ctx, createFactsInSQL)
+	return err
+}
+
+// factColumnsIn are the columns COPY writes, into facts and into the
+// staging table alike.
+var factColumnsIn = []string{"seq", "tenant_id", "source", "type", "subject", "external_id", "occurred_at", "attrs", "links", "link_keys"}
+
+// copyFacts writes rows with COPY into table, each with its link keys
+// (each link prefixed with the tenant, as facts.link_keys holds them).
+func copyFacts(ctx context.Context, tx pgx.Tx, table, tenantID string, rows []factRow) error {
+	var (
+		vals   [10]any
+		tenant any = tenantID // boxed once, not per row
+		none   any = []string{}
+	)
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, factColumnsIn, pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+		r := &rows[i]
+		links, keys := none, none
+		if len(r.links) > 0 {
+			links, keys = r.links, linkKeys(tenantID, r.links)
+		}
+		vals = [10]any{r.seq, tenant, r.source, r.typ, r.subject, r.externalID, r.occurredAt, r.attrs, links, keys}
+		return vals[:], nil
+	}))
+	return err
+}
+
+// copyNewFacts stores numbered rows none of which is stored yet, by COPY
+// into facts, and updates coverage per source, in source order. A stored
+// fact fails it with a unique violation of factKeyConstraint.
+func copyNewFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow) (commitlayer.InsertResult, error) {
+	if err := copyFacts(ctx, tx, "facts", tenantID, rows); err != nil {
+		return commitlayer.InsertResult{}, err
+	}
+	var (
+		sources, subjects []string
+		counts            []int64
+		lasts             []time.Time
+	)
+	for _, r := range rows { // in source order
+		if n := len(sources) - 1; n >= 0 && sources[n] == r.source {
+			counts[n]++
+			if r.occurredAt.After(lasts[n]) {
+				lasts[n] = r.occurredAt
+			}
+		} else {
+			sources, counts, lasts = append(sources, r.source), append(counts, 1), append(lasts, r.occurredAt)
+		}
+		subjects = append(append(subjects, r.subject), r.links...)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO source_coverage AS c (tenant_id, source, fact_count, last_fact_at, last_seen_at)
+		SELECT $1, s, n, last, now() FROM unnest($2::text[], $3::bigint[], $4::timestamptz[]) AS u(s, n, last)
+		ON CONFLICT (tenant_id, source) DO UPDATE SET `+coverageUpdate, tenantID, sources, counts, lasts); err != nil {
+		return commitlayer.InsertResult{}, err
+	}
+	slices.Sort(subjects)
+	res := commitlayer.InsertResult{Inserted: len(rows)}
+	for _, s := range slices.Compact(subjects) {
+		res.Subjects = append(res.Subjects, commitlayer.Subject(s))
+	}
+	return res, nil
+}
+
+// coverageUpdate adds a batch to a source's coverage row.
+const coverageUpdate = `fact_count = c.fact_count + excluded.fact_count,
+		last_fact_at = greatest(c.last_fact_at, excluded.last_fact_at),
+		last_seen_at = excluded.last_seen_at`
+
+// stageFacts stores the numbered rows not stored yet through the staging
+// table, and updates the coverage of every source of the batch, in source
+// order; it reads each inserted fact's subject and links.
+func stageFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow) (commitlayer.InsertResult, error) {
+	if err := copyFacts(ctx, tx, factsIn, tenantID, rows); err != nil {
+		return commitlayer.InsertResult{}, classify(err)
+	}
+	qrows, err := tx.Query(ctx, `WITH ins AS (
+			INSERT INTO facts (`+strings.Join(factColumnsIn, ", ")+`)
+			SELECT * FROM `+factsIn+` ORDER BY source, external_id
 			ON CONFLICT (tenant_id, source, external_id) DO NOTHING
 			RETURNING source, subject, links, occurred_at
 		), cov AS (
 			INSERT INTO source_coverage AS c (tenant_id, source, fact_count, last_fact_at, last_seen_at)
 			SELECT $1, b.source, coalesce(i.n, 0), i.last, now()
-			FROM (SELECT DISTINCT source FROM input) b
+			FROM (SELECT DISTINCT source FROM `+factsIn+`) b
 			LEFT JOIN (SELECT source, count(*) AS n, max(occurred_at) AS last FROM ins GROUP BY source) i
 				USING (source)
 			ORDER BY b.source
-			ON CONFLICT (tenant_id, source) DO UPDATE SET
-				fact_count = c.fact_count + excluded.fact_count,
-				last_fact_at = greatest(c.last_fact_at, excluded.last_fact_at),
-				last_seen_at = excluded.last_seen_at
+			ON CONFLICT (tenant_id, source) DO UPDATE SET `+coverageUpdate+`
 		)
-		SELECT subject, links FROM ins`
-
-// insertNewFactsSQL is insertFactsSQL for a batch of facts none of which is
-// stored: a duplicate fails it with a unique violation of factKeyConstraint.
-var insertNewFactsSQL = strings.Replace(insertFactsSQL, "ON CONFLICT (tenant_id, source, external_id) DO NOTHING", "", 1)
-
-// runInsertFacts runs one of the insert statements and reads what it
-// inserted.
-func runInsertFacts(ctx context.Context, tx pgx.Tx, sql string, args []any) (commitlayer.InsertResult, error) {
-	qrows, err := tx.Query(ctx, sql, args...)
+		SELECT subject, links FROM ins`, tenantID)
 	if err != nil {
 		return commitlayer.InsertResult{}, classify(err)
 	}
@@ -436,27 +459,13 @@ func scanFact(row pgx.CollectableRow) (commitlayer.Fact, error) {
 	return f, nil
 }
 
-// decodeAttrs decodes a stored JSON object with commitlayer.Attrs semantics:
-// integers stay int64, other numbers are float64. SQL NULL gives nil.
+// decodeAttrs decodes stored attrs (commitlayer.DecodeStoredAttrs); SQL
+// NULL gives nil.
 func decodeAttrs(b []byte) (commitlayer.Attrs, error) {
 	if b == nil {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return nil, nil
-	}
-	// Lenient: a number stored before the exactness rule still reads.
-	n, err := commitlayer.NormalizeStoredValue(m)
-	if err != nil {
-		return nil, err
-	}
-	return commitlayer.Attrs(n.(map[string]any)), nil
+	return commitlayer.DecodeStoredAttrs(b)
 }
 
 // linkKeys prefixes each link with the tenant id, as facts.link_keys holds
@@ -469,6 +478,5 @@ func linkKeys(tenantID string, links []string) []string {
 	return out
 }
 
-// linkKeySep joins a tenant and a link into a link key (linkKeys; and
-// insertFacts, which writes a batch's keys into one buffer).
+// linkKeySep joins a tenant and a link into a link key (linkKeys).
 const linkKeySep = " "

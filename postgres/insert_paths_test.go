@@ -13,16 +13,6 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// TestInsertNewFactsSQLDropsOnlyTheConflictClause: the statement for new
-// facts is the other one without its ON CONFLICT clause (a Replace that
-// found nothing would make both paths the same).
-func TestInsertNewFactsSQLDropsOnlyTheConflictClause(t *testing.T) {
-	require.NotEqual(t, insertFactsSQL, insertNewFactsSQL)
-	require.NotContains(t, insertNewFactsSQL, "DO NOTHING")
-	require.Contains(t, insertNewFactsSQL, "ON CONFLICT (tenant_id, source) DO UPDATE") // the coverage upsert stays
-	require.Contains(t, insertFactsSQL, "ON CONFLICT (tenant_id, source, external_id) DO NOTHING")
-}
-
 // coverageCount is the fact count source coverage holds for a source.
 func coverageCount(t *testing.T, db *DB, tenantID, source string) int64 {
 	t.Helper()
@@ -32,9 +22,9 @@ func coverageCount(t *testing.T, db *DB, tenantID, source string) int64 {
 	return n
 }
 
-// TestInsertFactsMeetingAStoredFact: a batch of new facts takes the insert
-// without ON CONFLICT; one that holds a stored fact (last, so the first
-// attempt inserted the rest before it failed) is stored again with ON
+// TestInsertFactsMeetingAStoredFact: a batch of new facts goes by COPY
+// into facts; one that holds a stored fact (last, so the first attempt
+// inserted the rest before it failed) is stored again, staged, with ON
 // CONFLICT, the stored fact kept as it was, nothing of the failed attempt
 // left (facts, coverage, subjects); the tenant's next batch goes straight
 // to ON CONFLICT, another tenant's does not.
@@ -197,4 +187,27 @@ func TestFactsKeepBatchOrder(t *testing.T) {
 		ids = append(ids, f.Source+"/"+f.ExternalID)
 	}
 	require.Equal(t, []string{"zeta/e9", "alpha/e8", "zeta/e1", "alpha/e0", "zeta/d7", "alpha/d3"}, ids)
+}
+
+// TestNumberingAgainKeepsBatchOrder: a transaction retried (a deadlock)
+// numbers its rows again, in batch order still, not in the key order the
+// first attempt wrote them in.
+func TestNumberingAgainKeepsBatchOrder(t *testing.T) {
+	ctx := context.Background()
+	db := testStore(t)
+	at := time.Now().UTC().Add(-time.Hour)
+	rows, err := encodeFacts([]commitlayer.Fact{
+		mkFact("zeta", "entry", "account:a1", "e1", at, nil),
+		mkFact("alpha", "entry", "account:a1", "e2", at, nil),
+	}, 0)
+	require.NoError(t, err)
+	tx, err := db.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only use
+	for range 2 {
+		numbered, err := numberFacts(ctx, tx, rows)
+		require.NoError(t, err)
+		require.Equal(t, []string{"alpha", "zeta"}, []string{numbered[0].source, numbered[1].source}, "written in key order")
+		require.Less(t, numbered[1].seq, numbered[0].seq, "numbered in batch order")
+	}
 }

@@ -50,7 +50,7 @@ func Open(ctx context.Context, databaseURL string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database: parse url: %w", classify(err))
 	}
-	cfg.AfterConnect = registerTextArray
+	cfg.AfterConnect = createFactsIn
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", classify(err))

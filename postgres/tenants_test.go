@@ -190,7 +190,7 @@ func TestBatchWaitsForTenantDelete(t *testing.T) {
 	go func() {
 		done <- testDB.inTx(ctx, func(tx pgx.Tx) error {
 			pid <- tx.Conn().PgConn().PID()
-			rows, err := encodeFacts([]commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "re_1", t0, nil)})
+			rows, err := encodeFacts([]commitlayer.Fact{mkFact("payments", "refund_created", "order:o1", "re_1", t0, nil)}, 0)
 			if err != nil {
 				return err
 			}
@@ -217,7 +217,7 @@ func TestTenantDeleteWaitsForBatch(t *testing.T) {
 	rows, err := encodeFacts([]commitlayer.Fact{
 		mkFact("payments", "refund_created", "order:o1", "re_1", t0, nil),
 		mkFact("payments", "refund_created", "order:o2", "re_2", t0, nil, "customer:c1"),
-	})
+	}, 0)
 	require.NoError(t, err)
 	res, err := testDB.insertFacts(ctx, batch, tn.ID, rows)
 	require.NoError(t, err)
