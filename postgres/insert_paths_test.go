@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
@@ -68,7 +69,7 @@ func TestInsertFactsMeetingAStoredFact(t *testing.T) {
 	n, c, r = db.InsertStats()
 	require.Equal(t, [3]int64{1, 1, 1}, [3]int64{n, c, r}, "a stored fact: retried with ON CONFLICT")
 
-	all, err := db.AllFacts(ctx, tn.ID)
+	all, err := allFacts(ctx, db, tn.ID)
 	require.NoError(t, err)
 	require.Len(t, all, 4)
 	for _, f := range all {
@@ -153,7 +154,7 @@ func TestConcurrentOverlappingBatches(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	all, err := db.AllFacts(ctx, tn.ID)
+	all, err := allFacts(ctx, db, tn.ID)
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	for _, f := range all {
@@ -198,4 +199,13 @@ func TestFactsKeepBatchOrder(t *testing.T) {
 		ids = append(ids, f.Source+"/"+f.ExternalID)
 	}
 	require.Equal(t, []string{"zeta/e9", "alpha/e8", "zeta/e1", "alpha/e0", "zeta/d7", "alpha/d3"}, ids)
+}
+
+// allFacts returns every fact of a tenant, ordered by occurred_at then seq.
+func allFacts(ctx context.Context, db *DB, tenantID string) ([]commitlayer.Fact, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+factColumns+` FROM facts WHERE tenant_id = $1 ORDER BY occurred_at, seq`, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanFact)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/commitlayer/commitlayer/check"
 	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/recheck"
 )
 
 // checkResultsScenarios cover a pass, a duplicate, an unreachable source,
@@ -59,7 +60,7 @@ func TestCheckResultsReproducesTheMatrix(t *testing.T) {
 	code := sandboxCmd(context.Background(), logger, []string{"-only", strings.Join(checkResultsScenarios, ","),
 		"-concurrency", "3", "-out", out, "-purge"}, &stdout, &stderr)
 	require.Equal(t, 0, code, "sandbox: %s\n%s", stdout.String(), stderr.String())
-	bundlePath := filepath.Join(out, "latest"+check.BundleSuffix)
+	bundlePath := filepath.Join(out, "latest"+recheck.BundleSuffix)
 	require.Contains(t, stdout.String(), "check bundle: "+bundlePath+", 6 scenarios")
 	require.Contains(t, stdout.String(), "purged the run's")
 
@@ -69,7 +70,7 @@ func TestCheckResultsReproducesTheMatrix(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &results))
 	require.Len(t, results.Scenarios, len(checkResultsScenarios))
 
-	bundle, err := check.ReadBundleFile(bundlePath)
+	bundle, err := recheck.ReadBundleFile(bundlePath)
 	require.NoError(t, err)
 	require.Len(t, bundle.Entries, len(checkResultsScenarios))
 	unreachable, priors := 0, 0
@@ -92,7 +93,7 @@ func TestCheckResultsReproducesTheMatrix(t *testing.T) {
 	require.Equal(t, check.ExitFail, code, "the subset has FAIL verdicts: %s", text)
 
 	// The re-verified verdicts are the rows' too.
-	res, err := check.VerifyBundle(bundle)
+	res, err := recheck.VerifyBundle(bundle)
 	require.NoError(t, err)
 	byID := map[string]check.Result{}
 	for _, r := range res {

@@ -20,6 +20,7 @@ import (
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/recheck"
 	"github.com/commitlayer/commitlayer/sandbox/report"
 	"github.com/commitlayer/commitlayer/sandbox/sinks"
 	"github.com/commitlayer/commitlayer/sandbox/stripepay"
@@ -256,10 +257,17 @@ func runMatrix(ctx context.Context, logger *slog.Logger, o sandboxOptions, stdou
 		if started.Agent != nil {
 			base = report.LLMViaFileBase(started.Agent.Provider, started.Agent.Via)
 		}
-		if err := writeCheckBundle(ctx, m.Bench, runID, results.Commit, o.out, base, stdout, viaMains(started, res.Rows)); err != nil {
+		w, err := recheck.Write(ctx, m.Bench, runID, results.Commit, o.out, base, viaMains(started, res.Rows))
+		if err != nil {
 			logger.Error("write check bundle", "error", err)
 			return 1
 		}
+		note := ""
+		if w.Skipped > 0 {
+			note = fmt.Sprintf(" (%d tenants without a verdict on a main action left out)", w.Skipped)
+		}
+		fmt.Fprintf(stdout, "check bundle: %s, %d scenarios%s; verify again with: commitlayer check --results %s\n",
+			w.Path, w.Scenarios, note, filepath.Join(o.out, base+".json"))
 	}
 	if len(o.sinks) > 0 {
 		deliverToSinks(ctx, o.sinks, runID, results, stdout, logger)

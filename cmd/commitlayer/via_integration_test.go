@@ -82,7 +82,7 @@ func TestSandboxViaPaths(t *testing.T) {
 			require.Len(t, tenants, len(only))
 			recorded := map[string]bool{} // action ids the path recorded
 			for _, tn := range tenants {
-				acts, err := s.m.DB.AllActions(context.Background(), tn.ID)
+				acts, err := s.m.Bench.TenantActions(context.Background(), tn.ID)
 				require.NoError(t, err)
 				for _, a := range acts {
 					k := a.IdempotencyKey

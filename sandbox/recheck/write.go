@@ -1,31 +1,39 @@
-package main
+package recheck
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/check"
-	"github.com/commitlayer/commitlayer/postgres"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 )
 
-// bundleStore is what a check bundle is read from: the run's tenants in
-// the store (*postgres.DB).
-type bundleStore interface {
+// Store is what a check bundle is read from: the run's tenants, in the
+// benchmark's store on the product's (*benchstore.Store).
+type Store interface {
 	BenchmarkTenants(ctx context.Context, runID string) ([]commitlayer.Tenant, error)
-	AllFacts(ctx context.Context, tenantID string) ([]commitlayer.Fact, error)
-	AllActions(ctx context.Context, tenantID string) ([]postgres.KeyedAction, error)
+	TenantFacts(ctx context.Context, tenantID string) ([]commitlayer.Fact, error)
+	TenantActions(ctx context.Context, tenantID string) ([]benchstore.KeyedAction, error)
 	GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error)
 	Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error)
 	LatestVerdict(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
 }
 
-// writeCheckBundle writes <dir>/<base>.check.ndjson.gz: for each scenario
+var _ Store = (*benchstore.Store)(nil)
+
+// Written is what Write wrote: the bundle's path, its scenarios, and the
+// tenants left out (no verdict on a main action).
+type Written struct {
+	Path      string
+	Scenarios int
+	Skipped   int
+}
+
+// Write writes <dir>/<base>.check.ndjson.gz: for each scenario
 // of the run, what its tenant holds (contracts, facts, actions, sources) and
 // the latest verdict stored for its main action, so `commitlayer check
 // --results` verifies them again with no server. Run it before a purge.
@@ -33,32 +41,26 @@ type bundleStore interface {
 // On a via run (mains not nil) the main actions are not the harness's:
 // mains names each scenario's task action (the gateway's or the ingest's,
 // from the rows) by its id.
-func writeCheckBundle(ctx context.Context, db bundleStore, runID, commit, dir, base string, stdout io.Writer, mains map[string]string) error {
+func Write(ctx context.Context, db Store, runID, commit, dir, base string, mains map[string]string) (Written, error) {
 	entries, skipped, err := checkBundle(ctx, db, runID, mains)
 	if err != nil {
-		return err
+		return Written{}, err
 	}
 	if len(entries) == 0 {
-		return fmt.Errorf("check bundle: no scenario of run %s has a recorded action", runID)
+		return Written{}, fmt.Errorf("check bundle: no scenario of run %s has a recorded action", runID)
 	}
-	path := filepath.Join(dir, base+check.BundleSuffix)
-	if err := check.WriteBundleFile(path, check.BundleHeader{RunID: runID, Commit: commit}, entries); err != nil {
-		return err
+	path := filepath.Join(dir, base+BundleSuffix)
+	if err := WriteBundleFile(path, BundleHeader{RunID: runID, Commit: commit}, entries); err != nil {
+		return Written{}, err
 	}
-	note := ""
-	if skipped > 0 {
-		note = fmt.Sprintf(" (%d tenants without a verdict on a main action left out)", skipped)
-	}
-	fmt.Fprintf(stdout, "check bundle: %s, %d scenarios%s; verify again with: commitlayer check --results %s\n",
-		path, len(entries), note, filepath.Join(dir, base+".json"))
-	return nil
+	return Written{Path: path, Scenarios: len(entries), Skipped: skipped}, nil
 }
 
 // checkBundle reads the run's scenarios from the store. A tenant with no
 // main action or no verdict for it (a retried preparation's, a scenario
 // that failed before the agent acted) is counted in skipped. mains names
 // a via run's main actions (action id → scenario id; nil otherwise).
-func checkBundle(ctx context.Context, db bundleStore, runID string, mains map[string]string) (entries []check.BundleEntry, skipped int, err error) {
+func checkBundle(ctx context.Context, db Store, runID string, mains map[string]string) (entries []BundleEntry, skipped int, err error) {
 	tenants, err := db.BenchmarkTenants(ctx, runID)
 	if err != nil {
 		return nil, 0, fmt.Errorf("check bundle: %w", err)
@@ -85,7 +87,7 @@ func checkBundle(ctx context.Context, db bundleStore, runID string, mains map[st
 			entries[i].Attempt = 0
 		}
 	}
-	slices.SortStableFunc(entries, func(a, b check.BundleEntry) int {
+	slices.SortStableFunc(entries, func(a, b BundleEntry) int {
 		return strings.Compare(a.Scenario, b.Scenario)
 	})
 	return entries, skipped, nil
@@ -94,12 +96,12 @@ func checkBundle(ctx context.Context, db bundleStore, runID string, mains map[st
 // bundleEntry reads one tenant. Its main action is the one recorded under
 // the key benchmark/<run>/<scenario>/main (harness.Activities.record), or
 // on a via run the one mains names.
-func bundleEntry(ctx context.Context, db bundleStore, tenantID, prefix string, mains map[string]string) (check.BundleEntry, bool, error) {
-	acts, err := db.AllActions(ctx, tenantID)
+func bundleEntry(ctx context.Context, db Store, tenantID, prefix string, mains map[string]string) (BundleEntry, bool, error) {
+	acts, err := db.TenantActions(ctx, tenantID)
 	if err != nil {
-		return check.BundleEntry{}, false, err
+		return BundleEntry{}, false, err
 	}
-	var e check.BundleEntry
+	var e BundleEntry
 	type cv struct {
 		id string
 		v  int
@@ -132,9 +134,9 @@ func bundleEntry(ctx context.Context, db bundleStore, tenantID, prefix string, m
 		if err != nil {
 			return e, false, err
 		}
-		e.Contracts = append(e.Contracts, check.BundleContract{ID: rec.ID, Version: rec.Version, Source: string(rec.Source)})
+		e.Contracts = append(e.Contracts, BundleContract{ID: rec.ID, Version: rec.Version, Source: string(rec.Source)})
 	}
-	if e.Facts, err = db.AllFacts(ctx, tenantID); err != nil {
+	if e.Facts, err = db.TenantFacts(ctx, tenantID); err != nil {
 		return e, false, err
 	}
 	// The connected sources are those that ever reported a fact (one row

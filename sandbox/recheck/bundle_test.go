@@ -1,4 +1,4 @@
-package check
+package recheck
 
 import (
 	"bytes"
@@ -14,12 +14,51 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/check"
 )
 
-// bundleEntry is a payout scenario: two payouts by one agent, the second
+// The fixtures: a payout contract with a daily limit per agent, two
+// payouts by one agent (the second over the limit) and their facts.
+const payout = `id: send_payout
+kind: action
+subject: account
+settlement: 10m
+watch: 1h
+sources: [ledger]
+policy:
+  - id: positive_amount
+    rule: params.amount > 0
+limits:
+  - id: daily
+    per: agent
+    window: 24h
+    effect: payout
+    sum: effect.amount
+    max: 1000
+effects:
+  - id: payout
+    source: ledger
+    type: payout_sent
+    count: 1
+    expect: effect.amount == params.amount
+`
+
+const note = `{"id":"note_anything","kind":"action","settlement":"1m","watch":"1m","sources":["tickets"],` +
+	`"effects":[{"id":"note","source":"tickets","type":"note_added"}]}`
+
+const (
+	factP1 = `{"source":"ledger","type":"payout_sent","subject":"account:a_1","external_id":"l1","occurred_at":"2026-11-01T10:00:01Z","attrs":{"amount":500}}`
+	factP2 = `{"source":"ledger","type":"payout_sent","subject":"account:a_2","external_id":"l2","occurred_at":"2026-11-01T11:00:01Z","attrs":{"amount":700}}`
+	actP1  = `{"id":"p1","contract":"send_payout","agent":"bot","subject":"account:a_1","requested_at":"2026-11-01T10:00:00Z","params":{"amount":500},"claim":{"status":"success"}}`
+	actP2  = `{"id":"p2","contract":"send_payout","agent":"bot","subject":"account:a_2","requested_at":"2026-11-01T11:00:00Z","params":{"amount":700},"claim":{"status":"success"}}`
+)
+
+func lines(s ...string) string { return strings.Join(s, "\n") + "\n" }
+
+// payoutEntry is a payout scenario: two payouts by one agent, the second
 // over the daily limit, its verdict the one Verify gives (as the service
 // would have stored it).
-func bundleEntry(t *testing.T, unreachable map[string]string) BundleEntry {
+func payoutEntry(t *testing.T, unreachable map[string]string) BundleEntry {
 	t.Helper()
 	var facts []commitlayer.Fact
 	for _, s := range []string{factP1, factP2} {
@@ -39,8 +78,8 @@ func bundleEntry(t *testing.T, unreachable map[string]string) BundleEntry {
 		Connected: []string{"ledger"}, Unreachable: unreachable}
 	cs, err := e.compile()
 	require.NoError(t, err)
-	lines := []Line[commitlayer.Action]{{Value: acts[0], Line: 1}, {Value: acts[1], Line: 2}}
-	res, err := Verify(cs, "x", lines, facts, Options{At: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC),
+	lines := []check.Line[commitlayer.Action]{{Value: acts[0], Line: 1}, {Value: acts[1], Line: 2}}
+	res, err := check.Verify(cs, "x", lines, facts, check.Options{At: time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC),
 		Connected: e.Connected, Unreachable: unreachable})
 	require.NoError(t, err)
 	e.Verdict = res[1].Verdict
@@ -57,9 +96,9 @@ func writeBundle(t *testing.T, dir, name string, entries ...BundleEntry) string 
 
 func TestBundleRoundTripReproduces(t *testing.T) {
 	dir := t.TempDir()
-	fail := bundleEntry(t, nil)
+	fail := payoutEntry(t, nil)
 	require.Equal(t, commitlayer.StatusFail, fail.Verdict.Status)
-	down := bundleEntry(t, map[string]string{"ledger": "timeout"})
+	down := payoutEntry(t, map[string]string{"ledger": "timeout"})
 	down.Scenario = "payout/ledger_down"
 	require.Equal(t, commitlayer.StatusUnknown, down.Verdict.Lenses.Outcome)
 	require.Equal(t, []string{"ledger"}, down.Verdict.UnavailableSources)
@@ -90,7 +129,7 @@ func TestBundleRoundTripReproduces(t *testing.T) {
 	for _, arg := range []string{filepath.Join(dir, "latest.json"), p} {
 		var stdout, stderr bytes.Buffer
 		code := Main([]string{"--results", arg}, &stdout, &stderr)
-		require.Equal(t, ExitFail, code, stderr.String())
+		require.Equal(t, check.ExitFail, code, stderr.String())
 		require.Empty(t, stderr.String())
 		require.Contains(t, stdout.String(), "FAIL    payout/daily: send_payout p2 on account:a_2")
 		require.Contains(t, stdout.String(), "payout/ledger_down: send_payout p2")
@@ -130,13 +169,13 @@ func writeResults(t *testing.T, path, commit string, entries ...BundleEntry) {
 // another verdict is a mismatch.
 func TestResultsFileMustMatchItsBundle(t *testing.T) {
 	dir := t.TempDir()
-	e := bundleEntry(t, nil)
+	e := payoutEntry(t, nil)
 	writeBundle(t, dir, "latest"+BundleSuffix, e)
 	results := filepath.Join(dir, "latest.json")
 
 	writeResults(t, results, "def", e)
 	var stdout, stderr bytes.Buffer
-	require.Equal(t, ExitBadInput, Main([]string{"--results", results}, &stdout, &stderr))
+	require.Equal(t, check.ExitBadInput, Main([]string{"--results", results}, &stdout, &stderr))
 	require.Contains(t, stderr.String(), results+`: its commit "def" is not the bundle's "abc"`)
 
 	other := e
@@ -144,13 +183,13 @@ func TestResultsFileMustMatchItsBundle(t *testing.T) {
 	writeResults(t, results, "abc", other)
 	stdout.Reset()
 	stderr.Reset()
-	require.Equal(t, ExitFail, Main([]string{"--results", results}, &stdout, &stderr), stderr.String())
+	require.Equal(t, check.ExitFail, Main([]string{"--results", results}, &stdout, &stderr), stderr.String())
 	require.Contains(t, stdout.String(), "MISMATCH with the verdict recorded in the run: the row in "+results+" shows PASS")
 	require.Contains(t, stdout.String(), "0 of 1 recorded verdicts reproduced, 1 mismatch")
 
 	require.NoError(t, os.WriteFile(results, []byte("{not json"), 0o600))
 	stderr.Reset()
-	require.Equal(t, ExitBadInput, Main([]string{"--results", results}, &stdout, &stderr))
+	require.Equal(t, check.ExitBadInput, Main([]string{"--results", results}, &stdout, &stderr))
 	require.Contains(t, stderr.String(), results+": not a sandbox results file")
 }
 
@@ -171,19 +210,29 @@ func TestBundleMismatchIsReported(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			e := bundleEntry(t, nil)
+			e := payoutEntry(t, nil)
 			tc.tamper(&e)
 			p := writeBundle(t, dir, "run"+BundleSuffix, e)
 			junit := filepath.Join(dir, "out.xml")
 			var stdout, stderr bytes.Buffer
 			code := Main([]string{"--results", p, "--junit", junit}, &stdout, &stderr)
-			require.Equal(t, ExitFail, code)
+			require.Equal(t, check.ExitFail, code)
 			require.Contains(t, stdout.String(), "MISMATCH with the verdict recorded in the run: ")
 			require.Contains(t, stdout.String(), tc.want)
 			require.Contains(t, stdout.String(), "0 of 1 recorded verdicts reproduced, 1 mismatch")
 			b, err := os.ReadFile(junit)
 			require.NoError(t, err)
-			var doc junitSuites
+			var doc struct {
+				Failures int `xml:"failures,attr"`
+				Suites   []struct {
+					Cases []struct {
+						Name    string `xml:"name,attr"`
+						Failure *struct {
+							Type string `xml:"type,attr"`
+						} `xml:"failure"`
+					} `xml:"testcase"`
+				} `xml:"testsuite"`
+			}
 			require.NoError(t, xml.Unmarshal(b, &doc))
 			require.Equal(t, 1, doc.Failures)
 			c := doc.Suites[0].Cases[0]
@@ -194,15 +243,15 @@ func TestBundleMismatchIsReported(t *testing.T) {
 	}
 
 	// A PASS that differs still exits 1.
-	e := bundleEntry(t, nil)
+	e := payoutEntry(t, nil)
 	e.Actions, e.Facts = e.Actions[1:], e.Facts[1:] // p2 alone is within the limit
 	e.Verdict.Status = commitlayer.StatusPass       // recorded PASS but claims a finding
 	res, err := VerifyBundle(Bundle{File: "b", Header: BundleHeader{Format: BundleFormat, Scenarios: 1},
-		Entries: []Line[BundleEntry]{{Value: e, Line: 2}}})
+		Entries: []check.Line[BundleEntry]{{Value: e, Line: 2}}})
 	require.NoError(t, err)
 	require.Equal(t, commitlayer.StatusPass, res[0].Verdict.Status)
 	require.NotEmpty(t, res[0].Mismatch)
-	require.Equal(t, ExitFail, ExitCode(res))
+	require.Equal(t, check.ExitFail, check.ExitCode(res))
 }
 
 func gz(t *testing.T, s string) []byte {
@@ -216,7 +265,7 @@ func gz(t *testing.T, s string) []byte {
 }
 
 func TestBundleBadInput(t *testing.T) {
-	good := bundleEntry(t, nil)
+	good := payoutEntry(t, nil)
 	line := func(mut func(*BundleEntry)) string {
 		e := good
 		e.Actions = append([]commitlayer.Action(nil), good.Actions...)
@@ -268,7 +317,7 @@ func TestBundleBadInput(t *testing.T) {
 			require.NoError(t, os.WriteFile(p, tc.content, 0o600))
 			var stdout, stderr bytes.Buffer
 			code := Main([]string{"--results", p}, &stdout, &stderr)
-			require.Equal(t, ExitBadInput, code, stdout.String())
+			require.Equal(t, check.ExitBadInput, code, stdout.String())
 			require.Contains(t, stderr.String(), "commitlayer check: "+p[:len(p)-len("x.gz")])
 			require.Contains(t, stderr.String(), tc.want)
 			require.Empty(t, stdout.String())
@@ -289,14 +338,28 @@ func TestResultsFlagBadUse(t *testing.T) {
 			results + ": no check bundle beside it (" + filepath.Join(dir, "latest"+BundleSuffix)},
 		{"no results file", []string{"--results", filepath.Join(dir, "nope.json")}, filepath.Join(dir, "nope.json") + ": stat"},
 		{"with --facts", []string{"--results", results, "--facts", "f.ndjson"}, "--results takes its contracts"},
+		{"no file", []string{"--results", ""}, "--results takes its contracts"},
 		{"with --contract", []string{"--results", results, "--contract", "c.yaml"}, "--results takes its contracts"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			require.Equal(t, ExitBadInput, Main(tc.args, &stdout, &stderr))
+			require.Equal(t, check.ExitBadInput, Main(tc.args, &stdout, &stderr))
 			require.Contains(t, stderr.String(), tc.want)
 		})
 	}
 	require.Equal(t, filepath.Join("a", "llm_fake-openai"+BundleSuffix), BundlePath(filepath.Join("a", "llm_fake-openai.json")))
+}
+
+func TestAsks(t *testing.T) {
+	for args, want := range map[string]bool{
+		"--results x.json":                        true,
+		"-results x.json --junit j.xml":           true,
+		"--results=x.json":                        true,
+		"--contract c.yaml --facts f --actions a": false,
+		"--facts results":                         false,
+		"-- --results":                            false,
+	} {
+		require.Equal(t, want, Asks(strings.Fields(args)), args)
+	}
 }

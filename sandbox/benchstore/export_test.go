@@ -1,4 +1,4 @@
-package postgres
+package benchstore_test
 
 import (
 	"context"
@@ -9,10 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore/benchstoretest"
 )
 
-func TestExportQueries(t *testing.T) {
-	d := testStore(t)
+func TestTenantExports(t *testing.T) {
+	d := benchstoretest.Store(t)
 	ctx := context.Background()
 	run := fmt.Sprintf("run-cb-%d", time.Now().UnixNano()) // the test database outlives the test
 	a, _, err := d.CreateTenant(ctx, "export a")
@@ -26,15 +27,19 @@ func TestExportQueries(t *testing.T) {
 	at := time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC)
 	_, err = d.InsertFacts(ctx, a.ID, []commitlayer.Fact{
 		{Source: "tickets", Type: "note_added", Subject: "ticket:t_2", ExternalID: "n2", OccurredAt: at.Add(2 * time.Minute), Attrs: commitlayer.Attrs{}},
-		{Source: "tickets", Type: "note_added", Subject: "ticket:t_1", ExternalID: "n1", OccurredAt: at.Add(time.Minute), Attrs: commitlayer.Attrs{"x": 1.0}},
+		{Source: "tickets", Type: "note_added", Subject: "ticket:t_1", ExternalID: "n1", OccurredAt: at.Add(time.Minute),
+			Attrs: commitlayer.Attrs{"x": 1.5, "n": int64(3)}, Links: []commitlayer.Subject{"order:o_1"}},
 	})
 	require.NoError(t, err)
-	facts, err := d.AllFacts(ctx, a.ID)
+	facts, err := d.TenantFacts(ctx, a.ID)
 	require.NoError(t, err)
 	require.Len(t, facts, 2)
 	require.Equal(t, "n1", facts[0].ExternalID, "in time order")
 	require.NotZero(t, facts[0].Seq)
-	none, err := d.AllFacts(ctx, b.ID)
+	require.Equal(t, commitlayer.Attrs{"x": 1.5, "n": int64(3)}, facts[0].Attrs, "numbers as the store reads them")
+	require.Equal(t, []commitlayer.Subject{"order:o_1"}, facts[0].Links)
+	require.Equal(t, at.Add(time.Minute), facts[0].OccurredAt)
+	none, err := d.TenantFacts(ctx, b.ID)
 	require.NoError(t, err)
 	require.Empty(t, none)
 
@@ -44,11 +49,12 @@ func TestExportQueries(t *testing.T) {
 	act.RequestedAt = at.Add(-time.Minute)
 	prior, _, err := d.CreateAction(ctx, a.ID, act, at, at.Add(time.Hour), "", nil)
 	require.NoError(t, err)
-	acts, err := d.AllActions(ctx, a.ID)
+	acts, err := d.TenantActions(ctx, a.ID)
 	require.NoError(t, err)
 	require.Len(t, acts, 2)
 	require.Equal(t, prior.ID, acts[0].ID, "in requested order")
 	require.Equal(t, "", acts[0].IdempotencyKey)
 	require.Equal(t, main.ID, acts[1].ID)
+	require.Equal(t, "note_anything", acts[1].Contract)
 	require.Equal(t, "benchmark/"+run+"/refund/baseline/main", acts[1].IdempotencyKey)
 }
