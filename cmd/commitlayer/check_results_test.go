@@ -57,7 +57,9 @@ func TestCheckResultsReproducesTheMatrix(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	code := sandboxCmd(context.Background(), logger, []string{"-only", strings.Join(checkResultsScenarios, ","),
+	cfg, err := LoadConfig(os.Getenv)
+	require.NoError(t, err)
+	code := sandboxCmd(context.Background(), cfg, logger, "sandbox", []string{"-only", strings.Join(checkResultsScenarios, ","),
 		"-concurrency", "3", "-out", out, "-purge"}, &stdout, &stderr)
 	require.Equal(t, 0, code, "sandbox: %s\n%s", stdout.String(), stderr.String())
 	bundlePath := filepath.Join(out, "latest"+recheck.BundleSuffix)

@@ -94,7 +94,7 @@ func newStackWith(t *testing.T, roles Roles, temporalAddr string, extra map[stri
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	cfg, err := ConfigFromEnv(roles)
+	cfg, err := configFromEnv(roles)
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {

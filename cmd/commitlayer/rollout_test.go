@@ -59,7 +59,7 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	s := newStackWith(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true}, testenv.TemporalAddress(t),
 		map[string]string{"COMMITLAYER_BUILD_ID": buildA, "COMMITLAYER_DEPLOYMENT": "commitlayer-rollout-" + randHex(6)})
 	c := s.m.Temporal
-	product, benchDep := s.m.Config.Deployment, s.m.Config.BenchmarkDeployment
+	product, benchDep := s.m.Config.Deployment, s.m.Config.Sandbox.Deployment
 	targets := map[string]worker.Deployment{
 		product:  {Name: product, BuildID: buildB},
 		benchDep: {Name: benchDep, BuildID: buildB, IgnoreMissingQueues: true},
@@ -87,10 +87,8 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 		cfg.BuildID = buildB
 		cfg.MakeCurrent = worker.CurrentNever
 	}, func(m *Main) {
-		m.RegisterMore = func(r sdkworker.Registry) {
-			r.RegisterWorkflowWithOptions(verifyActionB, workflow.RegisterOptions{
-				Name: "VerifyAction", VersioningBehavior: worker.VerifyActionBehavior, DisableAlreadyRegisteredCheck: true})
-		}
+		m.ProductWorker.RegisterWorkflowWithOptions(verifyActionB, workflow.RegisterOptions{
+			Name: "VerifyAction", VersioningBehavior: worker.VerifyActionBehavior, DisableAlreadyRegisteredCheck: true})
 	})
 	st, err = worker.DescribeDeployment(ctx, c, product)
 	require.NoError(t, err)

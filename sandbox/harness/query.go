@@ -14,15 +14,16 @@ import (
 // EnvQueryConnectors names the systems whose connector is the http_json
 // query connector (extract.QueryConfig: GET, JSON Pointers, the API's own
 // cursor) instead of the http_events feed connector, comma-separated
-// ("payments,orders,tickets": the refund workflow's sources). Read by the
-// worker that prepares scenarios; empty means feeds for all.
+// ("payments,orders,tickets": the refund workflow's sources), for the
+// worker that prepares scenarios (Activities.QueryConnectors); empty means
+// feeds for all.
 const EnvQueryConnectors = "COMMITLAYER_SANDBOX_QUERY_CONNECTORS"
 
-// queryConnectors reads EnvQueryConnectors, refusing a name that is not a
-// system.
-func queryConnectors(getenv func(string) string) ([]string, error) {
+// ParseQueryConnectors reads a value of EnvQueryConnectors, refusing a
+// name that is not a system.
+func ParseQueryConnectors(v string) ([]string, error) {
 	var out []string
-	for _, s := range strings.Split(getenv(EnvQueryConnectors), ",") {
+	for _, s := range strings.Split(v, ",") {
 		s = strings.TrimSpace(s)
 		if s == "" {
 			continue

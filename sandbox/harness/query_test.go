@@ -9,21 +9,13 @@ import (
 )
 
 func TestQueryConnectorsSetting(t *testing.T) {
-	env := func(v string) func(string) string {
-		return func(k string) string {
-			if k == EnvQueryConnectors {
-				return v
-			}
-			return ""
-		}
-	}
-	q, err := queryConnectors(env(""))
+	q, err := ParseQueryConnectors("")
 	require.NoError(t, err)
 	require.Empty(t, q)
-	q, err = queryConnectors(env(" payments, orders ,,tickets"))
+	q, err = ParseQueryConnectors(" payments, orders ,,tickets")
 	require.NoError(t, err)
 	require.Equal(t, []string{"payments", "orders", "tickets"}, q)
-	_, err = queryConnectors(env("payments,warehouse"))
+	_, err = ParseQueryConnectors("payments,warehouse")
 	require.ErrorContains(t, err, `"warehouse" is not a sandbox system`)
 
 	c, err := connectorFor("http://127.0.0.1:8080", "payments", q)
