@@ -34,7 +34,7 @@ type DB struct {
 	// stored (insertFacts): a tenant whose batches repeat stored facts
 	// goes straight to ON CONFLICT for a while.
 	metStored sync.Map // tenant id → time.Time
-	// stats counts the insert paths batches took (InsertStats).
+	// the insert paths batches took (their tests read them).
 	newBatches, conflictBatches, retriedBatches atomic.Int64
 }
 

@@ -41,6 +41,9 @@ func (sc *scale) factsPerTenant(ctx context.Context) (factsCase, error) {
 			return out, err
 		}
 		load := time.Since(start)
+		if _, err := noticesDrained(ctx, sc.s.DB, t.id); err != nil {
+			return out, err
+		}
 		if _, err := sc.s.DB.Pool().Exec(ctx, `ANALYZE facts`); err != nil {
 			return out, fmt.Errorf("analyze facts: %w", err)
 		}

@@ -54,6 +54,9 @@ func (sc *scale) openVerifications(ctx context.Context) (watchCases, error) {
 	if _, err := loadFacts(ctx, sc.s.DB, t.id, tenantFacts("w", sc.c.Watching, 2*sc.c.Watching, sc.requestedAt)); err != nil {
 		return out, err
 	}
+	if _, err := noticesDrained(ctx, sc.s.DB, t.id); err != nil {
+		return out, err
+	}
 	for i, n := range []int{sc.c.SmallWatching, sc.c.Watching} {
 		if i == 0 && sc.c.EqualWork {
 			if err := sc.equalWork(ctx, awake); err != nil {
