@@ -1,11 +1,17 @@
 package harness
 
 import (
+	"context"
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/connectors/pull"
+	"github.com/commitlayer/commitlayer/sandbox"
+	"github.com/commitlayer/commitlayer/sandbox/systems"
 )
 
 func TestQueryConnectorsSetting(t *testing.T) {
@@ -28,4 +34,44 @@ func TestQueryConnectorsSetting(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "http_events", c.Kind)
 	require.Equal(t, "http://127.0.0.1:8080/ledger", c.URL)
+}
+
+// TestQueryConnectorReadsWhatTheFeedReads: through the product's
+// connectors, the http_json query connector (QueryConfig) reads every
+// sandbox system into the same facts, links and cursors as the
+// http_events feed connector, and continues from its cursor.
+func TestQueryConnectorReadsWhatTheFeedReads(t *testing.T) {
+	ctx := context.Background()
+	e, err := sandbox.New(ctx, t.TempDir(), sandbox.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.Close()) })
+	opts := pull.Options{HTTP: &http.Client{Timeout: 10 * time.Second}}
+	read := func(p pull.Puller, sys, cursor string) ([]commitlayer.Fact, string) {
+		var facts []commitlayer.Fact
+		for {
+			page, err := p.Pull(ctx, sys, cursor)
+			require.NoError(t, err, sys)
+			facts, cursor = append(facts, page.Facts...), page.Next
+			if !page.More {
+				return facts, cursor
+			}
+		}
+	}
+	total := 0
+	for _, sys := range systems.Names {
+		feed, err := pull.Open(pull.KindHTTPEvents, e.URL()+"/"+sys, nil, opts)
+		require.NoError(t, err)
+		c, err := connectorFor(e.URL(), sys, []string{sys})
+		require.NoError(t, err)
+		query, err := pull.Open(c.Kind, c.URL, c.Config, opts)
+		require.NoError(t, err)
+		a, fromFeed := read(feed, sys, "")
+		b, fromQuery := read(query, sys, "")
+		require.Equal(t, a, b, sys)
+		require.Equal(t, fromFeed, fromQuery, sys)
+		again, _ := read(query, sys, fromQuery)
+		require.Empty(t, again, "%s: nothing read twice", sys)
+		total += len(b)
+	}
+	require.Positive(t, total, "the seeded enterprise has records")
 }
