@@ -62,15 +62,14 @@ type Main struct {
 	Reconciler *verify.Reconciler // starts pending verifications, delivers pending notices
 	Bench      *cli.Node          // the sandbox benchmark's part; nil without a benchmark role
 
-	roles          Roles
-	ProductWorker  sdkworker.Worker // the product's, on Config.TaskQueue; nil without the Worker role
-	stop           []func()         // background loops, stopped by Close
-	server         *http.Server
-	listener       net.Listener
-	metricsServer  *http.Server
-	metricsAddress string
-	errc           chan error
-	closeOnce      sync.Once
+	roles         Roles
+	ProductWorker sdkworker.Worker // the product's, on Config.TaskQueue; nil without the Worker role
+	stop          []func()         // background loops, stopped by Close
+	server        *http.Server
+	listener      net.Listener
+	metricsServer *http.Server
+	errc          chan error
+	closeOnce     sync.Once
 }
 
 // Open builds the process and starts it.
@@ -316,10 +315,7 @@ func (m *Main) startMetrics() error {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	m.metricsServer = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ln, err := m.serve(m.metricsServer, m.Config.MetricsAddr, "metrics", "COMMITLAYER_METRICS_ADDR")
-	if err == nil {
-		m.metricsAddress = "http://" + ln.Addr().String() + "/metrics"
-	}
+	_, err := m.serve(m.metricsServer, m.Config.MetricsAddr, "metrics", "COMMITLAYER_METRICS_ADDR")
 	return err
 }
 
@@ -338,9 +334,6 @@ func (m *Main) serve(srv *http.Server, addr, what, name string) (net.Listener, e
 	m.Logger.Info(what+" listening", "addr", "http://"+ln.Addr().String())
 	return ln, nil
 }
-
-// MetricsURL is the metrics server's /metrics URL, when it runs.
-func (m *Main) MetricsURL() string { return m.metricsAddress }
 
 // URL is the API's base URL once it listens.
 func (m *Main) URL() string {

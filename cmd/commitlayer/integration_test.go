@@ -356,7 +356,7 @@ func tenantOfKey(s *stack, key string) string {
 // the dev server, every row compared with the oracle.
 func TestRegressionSubsetThroughAdminAPI(t *testing.T) {
 	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
-	subset := catalogue.RegressionSubset()
+	subset := catalogue.Regression
 	require.GreaterOrEqual(t, len(subset), 14)
 
 	var started struct {

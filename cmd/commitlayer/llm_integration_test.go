@@ -239,7 +239,7 @@ func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
 // results, the workflows' histories and the write-ahead records.
 func TestModelDrivenKeyNeverLeaves(t *testing.T) {
 	const key = "sk-ant-api03-KeyThatMustNeverLeaveTheWorker-0123456789abcdef"
-	srv, err := fake.Start(llm.Anthropic, agent.ModelPolicy(), fake.WithKey(key), fake.WithModel("claude-haiku-4-5"))
+	srv, err := fake.Start(llm.Anthropic, agent.ModelPolicy(), fake.Option{Key: key, Model: "claude-haiku-4-5"})
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	t.Setenv("ANTHROPIC_API_KEY", key)

@@ -76,7 +76,7 @@ func onePerFamily() []string {
 // history.
 func TestReplayThroughAdminAPI(t *testing.T) {
 	key := "sk-ant-replaytest-" + randHex(12)
-	srv, err := fake.Start(llm.Anthropic, fake.RuleJudge{}, fake.WithKey(key))
+	srv, err := fake.Start(llm.Anthropic, fake.RuleJudge{}, fake.Option{Key: key})
 	require.NoError(t, err)
 	defer srv.Close()
 	t.Setenv(llm.KeyEnv[llm.Anthropic], key)

@@ -75,7 +75,7 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	const n = 50
 	ids, now := s.sleepingPayouts(key, "payout_rollout", "20s", n)
 	// A benchmark run in flight on A, one scenario at a time.
-	subset := catalogue.RegressionSubset()
+	subset := catalogue.Regression
 	var started struct {
 		ID string `json:"id"`
 	}
@@ -168,8 +168,8 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 			if err != nil {
 				return false
 			}
-			va, okA := st.Version(buildA)
-			vb, okB := st.Version(buildB)
+			va, okA := versionOf(st, buildA)
+			vb, okB := versionOf(st, buildB)
 			return okA && okB && va.Drainage == "drained" && vb.Current && !va.Current
 		}, 30*time.Second, 250*time.Millisecond, "%s: A drained, B current", dep)
 	}
@@ -219,4 +219,14 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	unguarded.RegisterWorkflowWithOptions(verifyActionUnguarded, workflow.RegisterOptions{Name: "VerifyAction"})
 	require.Error(t, unguarded.ReplayWorkflowHistory(nil, hist), "an unguarded change must not replay an A history")
 	require.NotEmpty(t, key2)
+}
+
+// versionOf returns the state of one build, if the deployment has it.
+func versionOf(s worker.DeploymentState, buildID string) (worker.VersionState, bool) {
+	for _, v := range s.Versions {
+		if v.BuildID == buildID {
+			return v, true
+		}
+	}
+	return worker.VersionState{}, false
 }

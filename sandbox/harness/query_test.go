@@ -28,7 +28,7 @@ func TestQueryConnectorsSetting(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "http_json", c.Kind)
 	// The service opens it as any tenant's http_json connector.
-	_, err = pull.Open(c.Kind, c.URL, c.Config, pull.Options{})
+	_, err = pull.OpenConnector("", c, pull.Options{})
 	require.NoError(t, err)
 	c, err = connectorFor("http://127.0.0.1:8080", "ledger", q)
 	require.NoError(t, err)
@@ -59,11 +59,11 @@ func TestQueryConnectorReadsWhatTheFeedReads(t *testing.T) {
 	}
 	total := 0
 	for _, sys := range systems.Names {
-		feed, err := pull.Open(pull.KindHTTPEvents, e.URL()+"/"+sys, nil, opts)
+		feed, err := pull.OpenConnector("", commitlayer.Connector{Kind: pull.KindHTTPEvents, URL: e.URL() + "/" + sys}, opts)
 		require.NoError(t, err)
 		c, err := connectorFor(e.URL(), sys, []string{sys})
 		require.NoError(t, err)
-		query, err := pull.Open(c.Kind, c.URL, c.Config, opts)
+		query, err := pull.OpenConnector("", c, opts)
 		require.NoError(t, err)
 		a, fromFeed := read(feed, sys, "")
 		b, fromQuery := read(query, sys, "")

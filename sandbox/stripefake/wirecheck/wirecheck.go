@@ -1,4 +1,7 @@
-package stripefake
+// Package wirecheck checks, in tests, that what the fake Stripe was sent is
+// what Stripe accepts: one request of each shape replayed to stripe-mock
+// (internal/testenv starts it).
+package wirecheck
 
 import (
 	"context"
@@ -7,11 +10,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/commitlayer/commitlayer/sandbox/stripefake"
 )
 
 // Shape is what identifies the form of a request regardless of its values:
 // method, path with ids replaced by {id}, and sorted parameter names.
-func (r Request) Shape() string {
+func Shape(r stripefake.Request) string {
 	segs := strings.Split(r.Path, "/")
 	for i, s := range segs {
 		if strings.Contains(s, "_") && i >= 3 {
@@ -30,9 +35,9 @@ func (r Request) Shape() string {
 	return r.Method + " " + strings.Join(segs, "/") + " " + strings.Join(names, "&") + key
 }
 
-// Replay builds the same request against another Stripe-compatible server
-// (stripe-mock, for the wire check), authenticated with key.
-func (r Request) Replay(ctx context.Context, base, key string) (*http.Request, error) {
+// replay builds the same request against another Stripe-compatible server
+// (stripe-mock), authenticated with key.
+func replay(ctx context.Context, r stripefake.Request, base, key string) (*http.Request, error) {
 	u := strings.TrimRight(base, "/") + r.Path
 	var body io.Reader
 	if r.Method == http.MethodGet {
@@ -54,19 +59,19 @@ func (r Request) Replay(ctx context.Context, base, key string) (*http.Request, e
 	return req, nil
 }
 
-// CheckShapes sends one request of each distinct shape in reqs to base (a
+// Shapes sends one request of each distinct shape in reqs to base (a
 // stripe-mock) and returns the shapes sent, or an error naming the first
 // shape not answered with a 2xx and the answer.
-func CheckShapes(ctx context.Context, reqs []Request, base string) ([]string, error) {
+func Shapes(ctx context.Context, reqs []stripefake.Request, base string) ([]string, error) {
 	var shapes []string
 	seen := map[string]bool{}
 	for _, q := range reqs {
-		shape := q.Shape()
+		shape := Shape(q)
 		if seen[shape] {
 			continue
 		}
 		seen[shape] = true
-		req, err := q.Replay(ctx, base, "sk_test_stripemock")
+		req, err := replay(ctx, q, base, "sk_test_stripemock")
 		if err != nil {
 			return shapes, err
 		}
