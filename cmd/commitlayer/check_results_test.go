@@ -86,7 +86,7 @@ func TestCheckResultsReproducesTheMatrix(t *testing.T) {
 	junit := filepath.Join(t.TempDir(), "check.xml")
 	stdout.Reset()
 	stderr.Reset()
-	code = check.Main([]string{"--results", filepath.Join(out, "latest.json"), "--junit", junit}, &stdout, &stderr)
+	code = run(context.Background(), []string{"check", "--results", filepath.Join(out, "latest.json"), "--junit", junit}, &stdout, &stderr)
 	text := stdout.String()
 	t.Log(text)
 	require.Empty(t, stderr.String())
@@ -136,7 +136,7 @@ func TestCheckResultsReproducesTheMatrix(t *testing.T) {
 
 	// The bundle's path works as well as the results file's.
 	stdout.Reset()
-	require.Equal(t, check.ExitFail, check.Main([]string{"--results", bundlePath}, &stdout, &stderr))
+	require.Equal(t, check.ExitFail, run(context.Background(), []string{"check", "--results", bundlePath}, &stdout, &stderr))
 	require.Contains(t, stdout.String(), "6 of 6 recorded verdicts reproduced, 0 mismatches")
 }
 
