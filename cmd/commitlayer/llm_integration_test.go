@@ -20,6 +20,7 @@ import (
 	"github.com/commitlayer/commitlayer/llm/fake"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore/benchstoretest"
 	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
@@ -228,9 +229,7 @@ func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, refunds, "the refund is in the trajectory once")
-	n, err := s.m.Bench.Store.CountAgentSteps(context.Background(), run.ID, "refund/baseline", "call")
-	require.NoError(t, err)
-	require.Equal(t, len(r.Trajectory.Calls), n)
+	require.Equal(t, len(r.Trajectory.Calls), benchstoretest.CountAgentSteps(t, s.m.Bench.Store, run.ID, "refund/baseline", "call"))
 }
 
 // TestModelDrivenKeyNeverLeaves runs a real provider's adapter (Anthropic,
