@@ -1,7 +1,8 @@
 # CommitLayer: build, local services, tests.
 #   make up      start the Temporal dev server and PostgreSQL (idempotent);
 #                `make up TEMPORAL=server`: Temporal's own server on PostgreSQL instead (port 7243)
-#   make demo    up + build + bin/commitlayer demo
+#   make demo    up + build + bin/commitlayer demo (results in .data/results, ignored: the checkout stays clean)
+#   make results the demo into sandbox/results, the committed results, and their headline into README.md
 #   make test    up + fresh test database + lint + go test -race ./...
 #   make lint    gofmt, go vet, staticcheck, workflowcheck, go mod tidy check
 #   make down    stop what `make up` started
@@ -63,7 +64,7 @@ BENCH ?= .
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 1
 
-.PHONY: help build up down status test test-cluster testdb lint vet fmt-check staticcheck workflowcheck tidy-check demo bench fuzz readme-results report-screenshot clean distclean
+.PHONY: help build up down status test test-cluster testdb lint vet fmt-check staticcheck workflowcheck tidy-check demo results bench fuzz readme-results report-screenshot clean distclean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -124,8 +125,11 @@ test-cluster: ## `make test` against Temporal's own server on PostgreSQL, then b
 			$(BIN) bench settle -actions $(CLUSTER_BENCH_ACTIONS); \
 	fi
 
-demo: up build ## services up, build, run the demo
+demo: up build ## services up, build, run the demo (results in .data/results, which git ignores)
 	$(BIN) demo
+
+results: up build ## refresh the committed results: the demo into sandbox/results, their headline into README.md
+	$(BIN) demo -out sandbox/results
 	scripts/readme-results.sh
 
 bench: testdb ## benchmarks (against the dev services), BENCH=regexp BENCHTIME=1s BENCHCOUNT=1
@@ -134,7 +138,7 @@ bench: testdb ## benchmarks (against the dev services), BENCH=regexp BENCHTIME=1
 fuzz: ## run each Fuzz target for FUZZTIME (default 10s)
 	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(PKGS)
 
-readme-results: ## copy the headline of sandbox/results/latest.md into README.md
+readme-results: ## copy the headline of sandbox/results/latest.md into README.md (make results runs it)
 	scripts/readme-results.sh
 
 report-screenshot: ## render the HTML report (REPORT_IN=results.json) and screenshot it in headless Chromium

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/internal/proccpu"
+	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/postgres"
 	"github.com/commitlayer/commitlayer/service"
 )
@@ -143,8 +143,8 @@ func cpuTimes(d *postgres.DB) cpuSample {
 	if err != nil {
 		return cpuSample{}
 	}
-	db, ok := proccpu.Sum(pids)
-	return cpuSample{self: proccpu.Self(), db: db, ok: ok}
+	self, db, ok := testenv.CPU(pids)
+	return cpuSample{self: self, db: db, ok: ok}
 }
 
 // BenchmarkDecodeFacts is the API's own share of a batch of 1 000: decoding

@@ -12,9 +12,6 @@ import (
 //go:embed openapi.json
 var OpenAPI []byte
 
-// OpenAPI returns the document the server serves at /openapi.json.
-func (s *Server) OpenAPI() []byte { return s.openapi }
-
 func (s *Server) serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")

@@ -211,9 +211,6 @@ type Route struct {
 	auth   authLevel
 }
 
-// Pattern is the ServeMux pattern, "METHOD /path".
-func (r Route) Pattern() string { return r.Method + " " + r.Path }
-
 // New builds the server.
 func New(cfg Config) *Server {
 	s := &Server{
@@ -314,9 +311,6 @@ func New(cfg Config) *Server {
 func (s *Server) Handler() http.Handler {
 	return s.requestID(s.recoverer(s.mux))
 }
-
-// Routes lists the registered routes in registration order.
-func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
 
 func (s *Server) handle(pattern string, auth authLevel, h http.HandlerFunc) {
 	s.handleWith(pattern, auth, h, s.writeError)

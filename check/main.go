@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -23,12 +22,6 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 //
 //	commitlayer check --contract refund.yaml [--contract …] --facts facts.ndjson \
 //	    --actions actions.ndjson [--junit out.xml] [--connected source …] [--at RFC3339]
-//	commitlayer check --results sandbox/results/latest.json [--junit out.xml]
-//
-// With --results it reads the bundle a sandbox run wrote beside its results
-// (latest.check.ndjson.gz; the bundle's own path works too), verifies every
-// scenario's action again and compares each verdict with the one the
-// service recorded: a mismatch is reported and exits 1.
 func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("commitlayer check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -41,11 +34,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	actionsPath := fs.String("actions", "", "actions, one JSON object a line (the shape POST /v1/actions takes, requested_at required)")
 	junitPath := fs.String("junit", "", "also write JUnit XML to this file")
 	at := fs.String("at", "", "evaluate at this RFC 3339 time (default: each action as settled)")
-	resultsPath := fs.String("results", "", "a sandbox run's results file (latest.json) or its check bundle (latest"+BundleSuffix+"): verify every scenario again and compare with the recorded verdicts")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "usage: commitlayer check --contract FILE [--contract FILE …] --facts FILE --actions FILE [--junit FILE] [--connected SOURCE …] [--unreachable SOURCE …] [--at TIME]\n"+
-			"       commitlayer check --results sandbox/results/latest.json [--junit FILE]\n"+
-			"exit codes: 0 all PASS, 1 any FAIL (or, with --results, a verdict unlike the recorded one), 2 any UNKNOWN, 3 bad input\n")
+			"exit codes: 0 all PASS, 1 any FAIL, 2 any UNKNOWN, 3 bad input\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -58,11 +49,6 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case fs.NArg() > 0:
 		return bad("unexpected argument %q", fs.Arg(0))
-	case *resultsPath != "" && (len(contractPaths) > 0 || *factsPath != "" || *actionsPath != "" ||
-		len(connected) > 0 || len(unreachable) > 0 || *at != ""):
-		return bad("--results takes its contracts, facts, actions, sources and times from the run's bundle: give it alone (with --junit)")
-	case *resultsPath != "":
-		return report(stdout, stderr, *junitPath, func() ([]Result, error) { return runResults(*resultsPath) })
 	case len(contractPaths) == 0:
 		return bad("--contract is required (at least one contract file)")
 	case *factsPath == "":
@@ -84,14 +70,14 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 		opts.At = t.UTC()
 	}
-	return report(stdout, stderr, *junitPath, func() ([]Result, error) {
+	return Report(stdout, stderr, *junitPath, func() ([]Result, error) {
 		return run(contractPaths, *factsPath, *actionsPath, opts)
 	})
 }
 
-// report runs verify, prints the results, writes the JUnit file when asked
-// and returns the exit code.
-func report(stdout, stderr io.Writer, junitPath string, verify func() ([]Result, error)) int {
+// Report runs verify, prints the results, writes the JUnit file when asked
+// and returns the exit code (bad input: ExitBadInput).
+func Report(stdout, stderr io.Writer, junitPath string, verify func() ([]Result, error)) int {
 	results, err := verify()
 	if err != nil {
 		var ie *InputError
@@ -131,33 +117,6 @@ func run(contractPaths []string, factsPath, actionsPath string, opts Options) ([
 		return nil, inputErr(actionsPath, 0, "no actions to check")
 	}
 	return Verify(cs, actionsPath, actions, facts, opts)
-}
-
-// runResults verifies a sandbox run's bundle again: path is a results
-// file (.json), whose bundle sits beside it, or the bundle itself.
-func runResults(path string) ([]Result, error) {
-	bundle := path
-	if strings.EqualFold(filepath.Ext(path), ".json") {
-		bundle = BundlePath(path)
-		if _, err := os.Stat(bundle); err != nil {
-			if _, rerr := os.Stat(path); rerr != nil {
-				return nil, &InputError{File: path, Err: rerr}
-			}
-			return nil, inputErr(path, 0, "no check bundle beside it (%s: %v); a sandbox or demo run writes one with its results", bundle, err)
-		}
-	}
-	b, err := ReadBundleFile(bundle)
-	if err != nil {
-		return nil, err
-	}
-	results, err := VerifyBundle(b)
-	if err != nil || bundle == path {
-		return results, err
-	}
-	if err := sameRun(path, b, results); err != nil {
-		return nil, err
-	}
-	return results, nil
 }
 
 func writeJUnitFile(path string, results []Result) error {

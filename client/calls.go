@@ -239,43 +239,6 @@ func (c *Client) ListOrphans(ctx context.Context, contractID string, since time.
 	return out, err
 }
 
-// StartBenchmark starts a benchmark run (admin key). It is retried only
-// when the server surely did not act.
-func (c *Client) StartBenchmark(ctx context.Context, req BenchmarkRequest) (BenchmarkRun, error) {
-	b, err := jsonBody(req)
-	if err != nil {
-		return BenchmarkRun{}, err
-	}
-	var out BenchmarkRun
-	_, err = c.do(ctx, c.post("/v1/admin/benchmark", b, false), &out)
-	return out, err
-}
-
-// ListBenchmarks lists every run, newest first (admin key).
-func (c *Client) ListBenchmarks(ctx context.Context) ([]BenchmarkRun, error) {
-	var out struct {
-		Runs []BenchmarkRun `json:"runs"`
-	}
-	_, err := c.do(ctx, get("/v1/admin/benchmark", nil), &out)
-	return out.Runs, err
-}
-
-// GetBenchmark returns a run with its results, markdown and log tail
-// (admin key).
-func (c *Client) GetBenchmark(ctx context.Context, id string) (BenchmarkRun, error) {
-	var out BenchmarkRun
-	_, err := c.do(ctx, get("/v1/admin/benchmark/"+url.PathEscape(id), nil), &out)
-	return out, err
-}
-
-// PurgeBenchmarkTenants deletes the tenants a finished run created (admin
-// key). Deleting twice deletes nothing more, so it is retried.
-func (c *Client) PurgeBenchmarkTenants(ctx context.Context, id string) (PurgeResult, error) {
-	var out PurgeResult
-	_, err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/admin/benchmark/" + url.PathEscape(id) + "/tenants", safe: true}, &out)
-	return out, err
-}
-
 func get(path string, q url.Values) request {
 	return request{method: http.MethodGet, path: path, query: q, safe: true}
 }

@@ -418,7 +418,7 @@ func TestUnsafeCallsCarryNoIdempotencyKey(t *testing.T) {
 	c, _ := newTestClient(t, srv)
 	_, err := c.CreateTenant(context.Background(), "t")
 	require.NoError(t, err)
-	_, err = c.StartBenchmark(context.Background(), BenchmarkRequest{})
+	_, err = c.CreateConnector(context.Background(), ConnectorInput{Source: "s", Kind: "http_events", URL: "http://x"})
 	require.NoError(t, err)
 	_, err = c.PostFacts(context.Background(), nil)
 	require.NoError(t, err)

@@ -230,31 +230,3 @@ type (
 		Message string `json:"message"`
 	}
 )
-
-// BenchmarkRequest starts a benchmark run of the sandbox matrix.
-type BenchmarkRequest struct {
-	Only        []string `json:"only,omitempty"`
-	Concurrency int      `json:"concurrency,omitempty"`
-}
-
-// BenchmarkRun is a benchmark run; Results, Markdown and LogTail are set by
-// GetBenchmark only.
-type BenchmarkRun struct {
-	ID         string          `json:"id"`
-	Status     string          `json:"status"`
-	Request    json.RawMessage `json:"request"`
-	Summary    json.RawMessage `json:"summary"`
-	Results    json.RawMessage `json:"results,omitempty"`
-	Markdown   string          `json:"markdown,omitempty"`
-	LogTail    string          `json:"log_tail,omitempty"`
-	TenantID   string          `json:"tenant_id,omitempty"`
-	StartedAt  time.Time       `json:"started_at"`
-	FinishedAt *time.Time      `json:"finished_at"`
-	URL        string          `json:"url"`
-}
-
-// PurgeResult is the answer to PurgeBenchmarkTenants.
-type PurgeResult struct {
-	ID            string `json:"id"`
-	PurgedTenants int    `json:"purged_tenants"`
-}

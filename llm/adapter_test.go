@@ -132,7 +132,7 @@ func TestAdapterMalformedOutput(t *testing.T) {
 			require.False(t, e.Retryable())
 			t.Log(err)
 			require.Contains(t, err.Error(), p+": malformed")
-			require.False(t, llm.IsRetryable(err))
+			require.False(t, retryable(err))
 		})
 	}
 }
@@ -301,7 +301,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestFromEnvReadsOnlyTheNamedProvider(t *testing.T) {
 	for _, p := range providers {
 		t.Run(p, func(t *testing.T) {
-			srv, err := fake.Start(p, twoTurns, fake.WithKey("env-key-"+p+"-abcdefgh"))
+			srv, err := fake.Start(p, twoTurns, fake.Option{Key: "env-key-" + p + "-abcdefgh"})
 			require.NoError(t, err)
 			t.Cleanup(srv.Close)
 			// Poison every provider's variables…
@@ -341,4 +341,10 @@ func TestErrorStringNamesProviderKindAndStatus(t *testing.T) {
 	e := &llm.Error{Provider: "openai", Kind: llm.KindRateLimited, Status: 429, Message: "slow down"}
 	require.Equal(t, "openai: rate_limited (HTTP 429): slow down", e.Error())
 	require.True(t, strings.HasPrefix(fmt.Sprintf("%v", fmt.Errorf("turn: %w", e)), "turn: openai"))
+}
+
+// retryable reports whether err is an *llm.Error worth retrying.
+func retryable(err error) bool {
+	e, ok := llm.AsError(err)
+	return ok && e.Retryable()
 }

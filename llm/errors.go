@@ -70,13 +70,6 @@ func AsError(err error) (*Error, bool) {
 	return e, ok
 }
 
-// IsRetryable reports whether err is an *Error worth retrying. An error
-// that is not an *Error is not.
-func IsRetryable(err error) bool {
-	e, ok := AsError(err)
-	return ok && e.Retryable()
-}
-
 // KindForStatus classifies an HTTP status.
 func KindForStatus(status int) ErrorKind {
 	switch {

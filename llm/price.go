@@ -95,11 +95,6 @@ func CostOf(model string, u Usage) Cost {
 	return Cost{NanoUSD: u.InputTokens*p.Input + u.OutputTokens*p.Output, Known: true}
 }
 
-// Add sums two costs; the sum is known only if both are.
-func (c Cost) Add(o Cost) Cost {
-	return Cost{NanoUSD: c.NanoUSD + o.NanoUSD, Known: c.Known && o.Known}
-}
-
 // USD is the cost in dollars, for display.
 func (c Cost) USD() float64 { return float64(c.NanoUSD) / 1e9 }
 

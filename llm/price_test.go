@@ -31,8 +31,6 @@ func TestCostOf(t *testing.T) {
 	}
 	require.Equal(t, "unknown", llm.CostOf("x", u).String())
 	require.Equal(t, "$4.5000", llm.CostOf("claude-sonnet-4-5", u).String())
-	sum := llm.CostOf("gpt-5", u).Add(llm.CostOf("mystery", u))
-	require.False(t, sum.Known, "a sum with an unknown part is unknown")
 }
 
 func TestBudget(t *testing.T) {

@@ -32,7 +32,7 @@ func TestKeysNeverAppear(t *testing.T) {
 			good := "sk-GOODSECRET-" + p + "-9f8e7d6c5b4a"
 			bad := "sk-BADSECRET-" + p + "-1a2b3c4d5e6f"
 			keys := []string{good, bad}
-			srv, err := fake.Start(p, twoTurns, fake.WithKey(good))
+			srv, err := fake.Start(p, twoTurns, fake.Option{Key: good})
 			require.NoError(t, err)
 			t.Cleanup(srv.Close)
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/internal/proccpu"
+	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
@@ -114,8 +114,8 @@ func cpuTimes(b *testing.B) cpuSample {
 	require.NoError(b, err)
 	pids, err := pgx.CollectRows(rows, pgx.RowTo[int])
 	require.NoError(b, err)
-	server, ok := proccpu.Sum(pids)
-	return cpuSample{client: proccpu.Self(), server: server, ok: ok}
+	client, server, ok := testenv.CPU(pids)
+	return cpuSample{client: client, server: server, ok: ok}
 }
 
 // BenchmarkInsertFactsDuplicates re-posts one batch of 1 000 already stored

@@ -155,13 +155,6 @@ func (db *DB) insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows 
 // after one of them met a stored fact.
 const metStoredWindow = time.Minute
 
-// InsertStats counts the batches insertFacts stored: new (by COPY into
-// facts), conflict (staged, with ON CONFLICT) and, of those, retried (the
-// COPY met a stored fact first).
-func (db *DB) InsertStats() (newBatches, conflictBatches, retriedBatches int64) {
-	return db.newBatches.Load(), db.conflictBatches.Load(), db.retriedBatches.Load()
-}
-
 // factKeyConstraint is the unique constraint on a fact's (tenant, source,
 // external_id) (migration 0001).
 const factKeyConstraint = "facts_tenant_id_source_external_id_key"

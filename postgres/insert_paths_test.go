@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
@@ -42,7 +43,7 @@ func TestInsertFactsMeetingAStoredFact(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Inserted)
-	n, c, r := db.InsertStats()
+	n, c, r := insertStats(db)
 	require.Equal(t, [3]int64{1, 0, 0}, [3]int64{n, c, r}, "new facts: no ON CONFLICT")
 
 	res, err = db.InsertFacts(ctx, tn.ID, []commitlayer.Fact{
@@ -54,10 +55,10 @@ func TestInsertFactsMeetingAStoredFact(t *testing.T) {
 	require.Equal(t, 2, res.Inserted)
 	require.Equal(t, 1, res.Duplicates)
 	require.Equal(t, []commitlayer.Subject{"account:a3", "account:a4", "customer:c9"}, res.Subjects)
-	n, c, r = db.InsertStats()
+	n, c, r = insertStats(db)
 	require.Equal(t, [3]int64{1, 1, 1}, [3]int64{n, c, r}, "a stored fact: retried with ON CONFLICT")
 
-	all, err := db.AllFacts(ctx, tn.ID)
+	all, err := allFacts(ctx, db, tn.ID)
 	require.NoError(t, err)
 	require.Len(t, all, 4)
 	for _, f := range all {
@@ -71,19 +72,19 @@ func TestInsertFactsMeetingAStoredFact(t *testing.T) {
 	res, err = db.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("ledger", "entry", "account:a5", "e5", at, nil)})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Inserted)
-	n, c, r = db.InsertStats()
+	n, c, r = insertStats(db)
 	require.Equal(t, [3]int64{1, 2, 1}, [3]int64{n, c, r})
 	// Another tenant's: without.
 	_, err = db.InsertFacts(ctx, other.ID, []commitlayer.Fact{mkFact("ledger", "entry", "account:a1", "e1", at, nil)})
 	require.NoError(t, err)
-	n, c, r = db.InsertStats()
+	n, c, r = insertStats(db)
 	require.Equal(t, [3]int64{2, 2, 1}, [3]int64{n, c, r})
 
 	// Once the window is over, the tenant's batches try without again.
 	db.metStored.Store(tn.ID, time.Now().Add(-2*metStoredWindow))
 	_, err = db.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("ledger", "entry", "account:a6", "e6", at, nil)})
 	require.NoError(t, err)
-	n, c, r = db.InsertStats()
+	n, c, r = insertStats(db)
 	require.Equal(t, [3]int64{3, 2, 1}, [3]int64{n, c, r})
 	_, kept := db.metStored.Load(tn.ID)
 	require.False(t, kept, "a window that ended is forgotten")
@@ -142,7 +143,7 @@ func TestConcurrentOverlappingBatches(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	all, err := db.AllFacts(ctx, tn.ID)
+	all, err := allFacts(ctx, db, tn.ID)
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	for _, f := range all {
@@ -151,7 +152,7 @@ func TestConcurrentOverlappingBatches(t *testing.T) {
 	}
 	require.Equal(t, len(all), inserted, "what the batches say they inserted is what is stored")
 	require.EqualValues(t, len(all), coverageCount(t, db, tn.ID, "ledger"))
-	_, _, retried := db.InsertStats()
+	_, _, retried := insertStats(db)
 	t.Logf("%d facts stored by %d batches; %d retried with ON CONFLICT", len(all), writers*rounds, retried)
 }
 
@@ -210,4 +211,20 @@ func TestNumberingAgainKeepsBatchOrder(t *testing.T) {
 		require.Equal(t, []string{"alpha", "zeta"}, []string{numbered[0].source, numbered[1].source}, "written in key order")
 		require.Less(t, numbered[1].seq, numbered[0].seq, "numbered in batch order")
 	}
+}
+
+// allFacts returns every fact of a tenant, ordered by occurred_at then seq.
+func allFacts(ctx context.Context, db *DB, tenantID string) ([]commitlayer.Fact, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+factColumns+` FROM facts WHERE tenant_id = $1 ORDER BY occurred_at, seq`, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanFact)
+}
+
+// insertStats counts the batches insertFacts stored: new (inserted without
+// ON CONFLICT), conflict (with it) and, of those, retried (the insert
+// without it met a stored fact first).
+func insertStats(db *DB) (newBatches, conflictBatches, retriedBatches int64) {
+	return db.newBatches.Load(), db.conflictBatches.Load(), db.retriedBatches.Load()
 }

@@ -59,7 +59,6 @@ func TestTenantIsolation(t *testing.T) {
 		{"EndWatch", func(id string) (any, error) { return nil, testDB.EndWatch(ctx, id, "act_fill", t0) }, commitlayer.ErrNotFound},
 		{"LatestVerdict", func(id string) (any, error) { return testDB.LatestVerdict(ctx, id, "act_fill") }, commitlayer.ErrNotFound},
 		{"VerdictHistory", func(id string) (any, error) { return testDB.VerdictHistory(ctx, id, "act_fill") }, nil},
-		{"VerdictStages", func(id string) (any, error) { return testDB.VerdictStages(ctx, id, []string{"act_fill"}) }, nil},
 		{"LatestVerdictHeads", func(id string) (any, error) { return testDB.LatestVerdictHeads(ctx, id, []string{"act_fill"}) }, nil},
 		{"AppendVerdict", func(id string) (any, error) {
 			v, _, err := testDB.AppendVerdict(ctx, id, mkVerdict("act_fill", commitlayer.StatusFail, t0))

@@ -13,7 +13,7 @@ func TestMigrateIdempotent(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, testDB.Migrate(ctx))
 	require.NoError(t, testDB.Migrate(ctx))
-	migs, err := loadMigrations()
+	migs, _, err := ProductMigrations.load()
 	require.NoError(t, err)
 	require.NotEmpty(t, migs)
 	var n int
@@ -48,7 +48,7 @@ func TestMigrateConcurrent(t *testing.T) {
 	for _, err := range errs {
 		require.NoError(t, err)
 	}
-	migs, err := loadMigrations()
+	migs, _, err := ProductMigrations.load()
 	require.NoError(t, err)
 	var count int
 	require.NoError(t, dbs[0].Pool().QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&count))

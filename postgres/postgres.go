@@ -14,6 +14,8 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -34,7 +36,7 @@ type DB struct {
 	// stored (insertFacts): a tenant whose batches repeat stored facts
 	// goes straight to ON CONFLICT for a while.
 	metStored sync.Map // tenant id → time.Time
-	// stats counts the insert paths batches took (InsertStats).
+	// the insert paths batches took (their tests read them).
 	newBatches, conflictBatches, retriedBatches atomic.Int64
 }
 
@@ -95,44 +97,58 @@ const (
 	lockContracts = 2 // objid for contracts is a hash; see PutContract
 )
 
-type migration struct {
-	version string // file name without .sql, e.g. "0001_init"
-	sql     string
+// Migrations are a store's embedded SQL migrations: the files Dir/*.sql of
+// FS, applied in file-name order and recorded by name (without .sql) in
+// Table; Setup runs first (a schema to create); Lock is the advisory lock
+// (two int4 keys) that serializes the store's migrators. The product's are
+// ProductMigrations; the benchmark's store has its own
+// (sandbox/benchstore).
+type Migrations struct {
+	FS    fs.FS
+	Dir   string
+	Table string
+	Setup string
+	Lock  [2]int32
 }
 
-func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+// ProductMigrations are the product's: migrations/*.sql, recorded in
+// schema_migrations.
+var ProductMigrations = Migrations{FS: migrationFiles, Dir: "migrations", Table: "schema_migrations", Lock: [2]int32{lockSpace, lockMigrate}}
+
+// load reads the migrations, in order: each one's version and SQL.
+func (m Migrations) load() (versions, statements []string, err error) {
+	names, err := fs.Glob(m.FS, m.Dir+"/*.sql")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sort.Strings(names)
-	out := make([]migration, 0, len(names))
 	for _, n := range names {
-		b, err := migrationFiles.ReadFile(n)
+		b, err := fs.ReadFile(m.FS, n)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, migration{
-			version: strings.TrimSuffix(strings.TrimPrefix(n, "migrations/"), ".sql"),
-			sql:     string(b),
-		})
+		versions = append(versions, strings.TrimSuffix(path.Base(n), ".sql"))
+		statements = append(statements, string(b))
 	}
-	return out, nil
+	return versions, statements, nil
 }
 
-// Migrate applies the embedded migrations that are not yet recorded in
-// schema_migrations, in file-name order, each in its own transaction. A
-// session advisory lock serializes concurrent migrators (several processes
-// may start at once); the ones that wait find the work done.
-func (db *DB) Migrate(ctx context.Context) error {
-	if err := db.migrate(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", classify(err))
+// Migrate applies the product's migrations (ProductMigrations).
+func (db *DB) Migrate(ctx context.Context) error { return db.MigrateWith(ctx, ProductMigrations) }
+
+// MigrateWith applies the migrations of m not yet recorded in m.Table, in
+// file-name order, each in its own transaction with its record. A session
+// advisory lock serializes concurrent migrators (several processes may
+// start at once); the ones that wait find the work done.
+func (db *DB) MigrateWith(ctx context.Context, m Migrations) error {
+	if err := db.migrate(ctx, m); err != nil {
+		return fmt.Errorf("migrate %s: %w", m.Table, classify(err))
 	}
 	return nil
 }
 
-func (db *DB) migrate(ctx context.Context) (err error) {
-	migs, err := loadMigrations()
+func (db *DB) migrate(ctx context.Context, m Migrations) (err error) {
+	migs, statements, err := m.load()
 	if err != nil {
 		return err
 	}
@@ -141,62 +157,49 @@ func (db *DB) migrate(ctx context.Context) (err error) {
 		return err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, lockSpace, lockMigrate); err != nil {
-		return fmt.Errorf("take lock: %w", classify(err))
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, m.Lock[0], m.Lock[1]); err != nil {
+		return fmt.Errorf("take lock: %w", err)
 	}
 	defer func() {
 		// Unlock even when ctx is done; if that fails, close the
 		// connection so the lock cannot leak back into the pool.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if _, uerr := conn.Exec(uctx, `SELECT pg_advisory_unlock($1, $2)`, lockSpace, lockMigrate); uerr != nil {
+		if _, uerr := conn.Exec(uctx, `SELECT pg_advisory_unlock($1, $2)`, m.Lock[0], m.Lock[1]); uerr != nil {
 			_ = conn.Hijack().Close(uctx)
 			if err == nil {
 				err = fmt.Errorf("release lock: %w", uerr)
 			}
 		}
 	}()
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version text PRIMARY KEY,
-		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return fmt.Errorf("create schema_migrations: %w", classify(err))
+	table := pgx.Identifier(strings.Split(m.Table, ".")).Sanitize()
+	if _, err := conn.Exec(ctx, m.Setup+`;
+		CREATE TABLE IF NOT EXISTS `+table+` (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("create %s: %w", m.Table, err)
 	}
-	applied := map[string]bool{}
-	rows, err := conn.Query(ctx, `SELECT version FROM schema_migrations`)
+	rows, err := conn.Query(ctx, `SELECT version FROM `+table)
 	if err != nil {
-		return fmt.Errorf("read schema_migrations: %w", classify(err))
+		return fmt.Errorf("read %s: %w", m.Table, err)
 	}
 	versions, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("read schema_migrations: %w", classify(err))
+		return fmt.Errorf("read %s: %w", m.Table, err)
 	}
-	for _, v := range versions {
-		applied[v] = true
-	}
-	for _, m := range migs {
-		if applied[m.version] {
+	for i, v := range migs {
+		if slices.Contains(versions, v) {
 			continue
 		}
-		if err := applyMigration(ctx, conn.Conn(), m); err != nil {
-			return fmt.Errorf("apply %s: %w", m.version, classify(err))
+		if err := pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, statements[i]); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO `+table+` (version) VALUES ($1)`, v)
+			return err
+		}); err != nil {
+			return fmt.Errorf("apply %s: %w", v, err)
 		}
 	}
 	return nil
-}
-
-func applyMigration(ctx context.Context, conn *pgx.Conn, m migration) error {
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after Commit
-	if _, err := tx.Exec(ctx, m.sql); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, m.version); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
 }
 
 // CreateDatabaseIfMissing connects to the server's "postgres" database and

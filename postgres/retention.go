@@ -64,22 +64,6 @@ func (db *DB) PurgeFacts(ctx context.Context, retention time.Duration, now time.
 	return res, nil
 }
 
-// PurgeTenantFacts is PurgeFacts for one tenant; it returns how many facts
-// it dropped.
-func (db *DB) PurgeTenantFacts(ctx context.Context, tenantID string, retention time.Duration, now time.Time) (int64, error) {
-	if retention <= 0 {
-		return 0, fmt.Errorf("purge facts of %s: retention %s is not positive", tenantID, retention)
-	}
-	if err := checkTimes("now", now); err != nil {
-		return 0, fmt.Errorf("purge facts of %s: %w", tenantID, classify(err))
-	}
-	n, err := db.purgeTenantFacts(ctx, tenantID, retention, now)
-	if err != nil {
-		return n, fmt.Errorf("purge facts of %s: %w", tenantID, classify(err))
-	}
-	return n, nil
-}
-
 // purgeTenantFacts drops one tenant's facts past retention, in chunks.
 func (db *DB) purgeTenantFacts(ctx context.Context, tenantID string, retention time.Duration, now time.Time) (int64, error) {
 	// What the tenant's open verifications need, computed once: the
@@ -167,45 +151,4 @@ func (db *DB) RunFactRetention(ctx context.Context, retention, interval time.Dur
 		case <-t.C:
 		}
 	}
-}
-
-// StoreSize is the size of the facts table as the store reports it.
-type StoreSize struct {
-	Facts      int64            // rows of the tenant (or all tenants when asked for none)
-	TableBytes int64            // heap and TOAST of the facts table, every tenant
-	IndexBytes int64            // every index of the facts table
-	Indexes    map[string]int64 // each index by name
-}
-
-// FactStoreSize measures the facts table: the tenant's rows (every tenant's
-// when tenantID is empty) and the table's and its indexes' sizes on disk
-// (for all tenants: Postgres does not split them).
-func (db *DB) FactStoreSize(ctx context.Context, tenantID string) (StoreSize, error) {
-	var s StoreSize
-	q := `SELECT count(*) FROM facts WHERE tenant_id = $1`
-	args := []any{tenantID}
-	if tenantID == "" {
-		q, args = `SELECT count(*) FROM facts`, nil
-	}
-	if err := db.pool.QueryRow(ctx, q, args...).Scan(&s.Facts); err != nil {
-		return s, fmt.Errorf("fact store size: %w", classify(err))
-	}
-	if err := db.pool.QueryRow(ctx, `SELECT pg_table_size('facts'), pg_indexes_size('facts')`).
-		Scan(&s.TableBytes, &s.IndexBytes); err != nil {
-		return s, fmt.Errorf("fact store size: %w", classify(err))
-	}
-	rows, err := db.pool.Query(ctx, `SELECT indexrelid::regclass::text, pg_relation_size(indexrelid)
-		FROM pg_index WHERE indrelid = 'facts'::regclass ORDER BY 1`)
-	if err != nil {
-		return s, fmt.Errorf("fact store size: %w", classify(err))
-	}
-	s.Indexes = map[string]int64{}
-	var (
-		name string
-		size int64
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&name, &size}, func() error { s.Indexes[name] = size; return nil }); err != nil {
-		return s, fmt.Errorf("fact store size: %w", classify(err))
-	}
-	return s, nil
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -11,61 +10,6 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 )
-
-// sliceFacts yields facts for BulkLoadFacts.
-func sliceFacts(facts []commitlayer.Fact) func() (commitlayer.Fact, bool, error) {
-	i := 0
-	return func() (commitlayer.Fact, bool, error) {
-		if i == len(facts) {
-			return commitlayer.Fact{}, false, nil
-		}
-		i++
-		return facts[i-1], true, nil
-	}
-}
-
-func TestBulkLoadFacts(t *testing.T) {
-	db := testStore(t)
-	ctx := context.Background()
-	tn := newTenant(t)
-	var facts []commitlayer.Fact
-	for i := range 500 {
-		facts = append(facts, mkFact("ledger", "entry", fmt.Sprintf("account:a%d", i%50), fmt.Sprintf("e%d", i),
-			t0.Add(time.Duration(i)*time.Second), commitlayer.Attrs{"amount": int64(i)}, commitlayer.Subject(fmt.Sprintf("customer:c%d", i%50))))
-	}
-	n, err := db.BulkLoadFacts(ctx, tn.ID, sliceFacts(facts))
-	require.NoError(t, err)
-	require.EqualValues(t, 500, n)
-
-	// Read back as a pass reads them: the links and attrs survive COPY.
-	got, err := db.FactsAbout(ctx, tn.ID, []commitlayer.Subject{"customer:c7"})
-	require.NoError(t, err)
-	require.Len(t, got, 10)
-	require.Equal(t, commitlayer.Subject("account:a7"), got[0].Subject)
-	require.Equal(t, int64(7), got[0].Attrs["amount"])
-	require.Equal(t, []commitlayer.Subject{"customer:c7"}, got[0].Links)
-	sources, err := db.ConnectedSources(ctx, tn.ID)
-	require.NoError(t, err)
-	require.Equal(t, []string{"ledger"}, sources)
-
-	// The same facts again: a conflict, nothing stored.
-	_, err = db.BulkLoadFacts(ctx, tn.ID, sliceFacts(facts[:3]))
-	require.ErrorIs(t, err, commitlayer.ErrConflict)
-	// An invalid fact fails the load, naming it; the valid ones before it are not kept.
-	bad := []commitlayer.Fact{mkFact("ledger", "entry", "account:z", "z1", t0, nil), mkFact("ledger", "entry", "no subject", "z2", t0, nil)}
-	_, err = db.BulkLoadFacts(ctx, tn.ID, sliceFacts(bad))
-	require.ErrorIs(t, err, commitlayer.ErrInvalid)
-	require.ErrorContains(t, err, "facts[1]")
-	size, err := db.FactStoreSize(ctx, tn.ID)
-	require.NoError(t, err)
-	require.EqualValues(t, 500, size.Facts)
-	require.Positive(t, size.TableBytes)
-	require.Positive(t, size.IndexBytes)
-	require.Contains(t, size.Indexes, "facts_link_keys")
-	// An unknown tenant is not found.
-	_, err = db.BulkLoadFacts(ctx, "t_nobody", sliceFacts(facts[:1]))
-	require.ErrorIs(t, err, commitlayer.ErrNotFound)
-}
 
 func TestPurgeFactsKeepsWhatWatchingVerificationsNeed(t *testing.T) {
 	db := testStore(t)
@@ -110,9 +54,7 @@ func TestPurgeFactsKeepsWhatWatchingVerificationsNeed(t *testing.T) {
 
 	_, err = db.PurgeFacts(ctx, 0, now)
 	require.Error(t, err)
-	_, err = db.PurgeTenantFacts(ctx, tn.ID, -time.Hour, now)
-	require.Error(t, err)
-	n, err := db.PurgeTenantFacts(ctx, tn.ID, retention, now)
+	n, err := db.purgeTenantFacts(ctx, tn.ID, retention, now)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, n)
 	// Every tenant's (the shared test store's other tenants too: they keep
@@ -135,11 +77,11 @@ func TestPurgeFactsKeepsWhatWatchingVerificationsNeed(t *testing.T) {
 	// Once its watch is over, the watched order's old facts go too; a
 	// second pass finds nothing more.
 	later := now.Add(73 * time.Hour)
-	n, err = db.PurgeTenantFacts(ctx, tn.ID, retention, later)
+	n, err = db.purgeTenantFacts(ctx, tn.ID, retention, later)
 	require.NoError(t, err)
 	require.EqualValues(t, 4, n)
 	require.Equal(t, []string{"o3b"}, storedIDs(t, db, tn.ID))
-	n, err = db.PurgeTenantFacts(ctx, tn.ID, retention, later)
+	n, err = db.purgeTenantFacts(ctx, tn.ID, retention, later)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
@@ -161,7 +103,7 @@ func TestPurgeFactsKeepsTheWindowOfAnUnstartedVerification(t *testing.T) {
 	late := mkAction("act_late", "order:late", t0.Add(40*24*time.Hour))
 	_, _, err = db.CreateAction(ctx, tn.ID, late, late.RequestedAt, late.RequestedAt, "", nil)
 	require.NoError(t, err)
-	n, err := db.PurgeTenantFacts(ctx, tn.ID, retention, now)
+	n, err := db.purgeTenantFacts(ctx, tn.ID, retention, now)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	require.Equal(t, []string{"r1"}, storedIDs(t, db, tn.ID))
@@ -189,20 +131,4 @@ func TestFactLinkKeysHasNoPendingList(t *testing.T) {
 	require.NoError(t, db.Pool().QueryRow(context.Background(),
 		`SELECT coalesce(reloptions, '{}') FROM pg_class WHERE relname = 'facts_link_keys'`).Scan(&opts))
 	require.Contains(t, opts, "fastupdate=off")
-}
-
-func TestExplainPassQueries(t *testing.T) {
-	db := testStore(t)
-	ctx := context.Background()
-	tn := newTenant(t)
-	_, err := db.InsertFacts(ctx, tn.ID, []commitlayer.Fact{mkFact("orders", "order_created", "order:o1", "o1", t0, nil, "customer:c1")})
-	require.NoError(t, err)
-	plans, err := db.ExplainPassQueries(ctx, tn.ID, "order:o1", "refund_customer", t0)
-	require.NoError(t, err)
-	var names []string
-	for _, p := range plans {
-		names = append(names, p.Name)
-		require.Contains(t, p.Plan, "Execution Time")
-	}
-	require.Equal(t, []string{"FactsAbout", "LinkedSubjects", "WatchedActions", "PriorActions"}, names)
 }

@@ -237,35 +237,6 @@ func (db *DB) LatestVerdictHeads(ctx context.Context, tenantID string, actionIDs
 	return out, nil
 }
 
-// VerdictStages says which of actionIDs have a verdict and, for each that
-// has, whether one of its verdicts is final (not provisional), keyed by
-// action id: what a caller waiting for verdicts needs, read without the
-// verdicts' bodies (a watcher of many actions that polls LatestVerdicts
-// decodes every finding of every one of them on every poll).
-func (db *DB) VerdictStages(ctx context.Context, tenantID string, actionIDs []string) (map[string]bool, error) {
-	out := make(map[string]bool, len(actionIDs))
-	if len(actionIDs) == 0 {
-		return out, nil
-	}
-	rows, err := db.pool.Query(ctx, `SELECT action_id, bool_or(NOT provisional) FROM verdicts
-		WHERE tenant_id = $1 AND action_id = ANY($2::text[])
-		GROUP BY action_id`, tenantID, actionIDs)
-	if err != nil {
-		return nil, fmt.Errorf("verdict stages: %w", classify(err))
-	}
-	var (
-		id    string
-		final bool
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&id, &final}, func() error {
-		out[id] = final
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("verdict stages: %w", classify(err))
-	}
-	return out, nil
-}
-
 func scanVerdict(row pgx.CollectableRow) (commitlayer.Verdict, error) {
 	var (
 		v       commitlayer.Verdict

@@ -225,39 +225,6 @@ func TestLatestVerdictHeads(t *testing.T) {
 	require.Empty(t, got)
 }
 
-func TestVerdictStages(t *testing.T) {
-	testDB := testStore(t)
-	ctx := context.Background()
-	tn := newTenant(t)
-	for _, id := range []string{"a1", "a2", "a3", "a4"} {
-		_, _, err := testDB.CreateAction(ctx, tn.ID, mkAction(id, "order:o1", t0), t0, t0, "", nil)
-		require.NoError(t, err)
-	}
-	final := func(v commitlayer.Verdict) commitlayer.Verdict { v.Provisional = false; return v }
-	prov := func(v commitlayer.Verdict) commitlayer.Verdict { v.Provisional = true; return v }
-	for _, v := range []commitlayer.Verdict{
-		prov(mkVerdict("a1", commitlayer.StatusUnknown, t0)), final(mkVerdict("a1", commitlayer.StatusPass, t0)), // final
-		prov(mkVerdict("a2", commitlayer.StatusUnknown, t0)), // provisional only
-		final(mkVerdict("a3", commitlayer.StatusFail, t0)),   // final at once
-	} {
-		_, appended, err := testDB.AppendVerdict(ctx, tn.ID, v)
-		require.NoError(t, err)
-		require.True(t, appended)
-	}
-	got, err := testDB.VerdictStages(ctx, tn.ID, []string{"a1", "a2", "a3", "a4", "nope"})
-	require.NoError(t, err)
-	require.Equal(t, map[string]bool{"a1": true, "a2": false, "a3": true}, got)
-
-	// Another tenant's ids are not this tenant's.
-	other := newTenant(t)
-	got, err = testDB.VerdictStages(ctx, other.ID, []string{"a1", "a2", "a3"})
-	require.NoError(t, err)
-	require.Empty(t, got)
-	got, err = testDB.VerdictStages(ctx, tn.ID, nil)
-	require.NoError(t, err)
-	require.Empty(t, got)
-}
-
 // TestAppendFirstVerdict stores a verdict only as an action's first, and a
 // start refused for good deletes it with the marking.
 func TestAppendFirstVerdict(t *testing.T) {

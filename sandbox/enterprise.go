@@ -119,42 +119,6 @@ func New(ctx context.Context, dir string, opts Options) (*Enterprise, error) {
 	return e, nil
 }
 
-// Open reopens the enterprise whose files are in dir and serves it on a new
-// port. Its clock resumes at the last write recorded in any of its files.
-func Open(ctx context.Context, dir string) (*Enterprise, error) {
-	e := &Enterprise{dir: dir, sys: make(map[string]*systems.System, len(Systems))}
-	var start, last time.Time
-	for _, name := range Systems {
-		s, err := systems.OpenExisting(ctx, name, dbPath(dir, name))
-		if err != nil {
-			e.closeDBs()
-			return nil, fmt.Errorf("open enterprise: %w", err)
-		}
-		e.sys[name] = s
-		st, now, err := s.ReadClock(ctx)
-		if err != nil {
-			e.closeDBs()
-			return nil, fmt.Errorf("open enterprise: %w", err)
-		}
-		if start.IsZero() || st.Before(start) {
-			start = st
-		}
-		if now.After(last) {
-			last = now
-		}
-	}
-	e.clock = systems.NewClock(start, last)
-	for _, s := range e.sys {
-		s.UseClock(e.clock)
-	}
-	e.build(nil)
-	if err := e.serve(); err != nil {
-		e.closeDBs()
-		return nil, fmt.Errorf("open enterprise: %w", err)
-	}
-	return e, nil
-}
-
 func (e *Enterprise) build(payments func(*systems.System) systems.PaymentsBackend) {
 	var backend systems.PaymentsBackend
 	if payments != nil {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -108,47 +107,7 @@ func TestClock(t *testing.T) {
 	require.Equal(t, "human", last("tickets").Attrs["author"])
 }
 
-func TestOpenContinues(t *testing.T) {
-	dir := t.TempDir()
-	e, err := sandbox.New(ctx, dir, sandbox.Options{Now: at(realNow)})
-	require.NoError(t, err)
-	status, _ := post(t, e, "/ledger/payouts", `{"account_id":"acc_1","amount":5000,"currency":"USD"}`)
-	require.Equal(t, http.StatusOK, status)
-	status, _ = post(t, e, "/broker/orders", `{"product_id":"p_acme","account_id":"acc_1","side":"buy","quantity":1,"limit_price":20000}`)
-	require.Equal(t, http.StatusOK, status)
-	start, now := e.Clock().Start(), e.Clock().Now()
-	before := pullAll(t, e)
-	oldURL := e.URL()
-	require.NoError(t, e.Close())
-	require.NoError(t, e.Close(), "Close twice is fine")
-
-	_, err = http.Get(oldURL + "/ledger/accounts/acc_1")
-	require.Error(t, err, "a closed enterprise no longer listens")
-
-	e2, err := sandbox.Open(ctx, dir)
-	require.NoError(t, err)
-	defer e2.Close()
-	require.Equal(t, start, e2.Clock().Start())
-	require.Equal(t, now, e2.Clock().Now(), "the clock resumes where it stopped")
-	require.Equal(t, before, pullAll(t, e2), "the same events")
-
-	// The next write is one second later and ids continue.
-	_, err = e2.Operator().ReturnPayout(ctx, "po_1", "account closed")
-	require.NoError(t, err)
-	require.Equal(t, now.Add(time.Second), e2.Clock().Now())
-	status, m := post(t, e2, "/ledger/payouts", `{"account_id":"acc_1","amount":1,"currency":"USD"}`)
-	require.Equal(t, http.StatusOK, status)
-	require.Equal(t, "po_2", m["id"])
-	after := pullAll(t, e2)["ledger"]
-	require.Len(t, after, len(before["ledger"])+2)
-	require.Equal(t, "payout_returned", after[len(after)-2].Type)
-	require.Equal(t, now.Add(time.Second-500*time.Millisecond), after[len(after)-2].OccurredAt)
-}
-
-func TestNewAndOpenRefuse(t *testing.T) {
-	_, err := sandbox.Open(ctx, t.TempDir())
-	require.Error(t, err, "nothing to open")
-
+func TestNewRefuses(t *testing.T) {
 	dir := t.TempDir()
 	e, err := sandbox.New(ctx, dir, sandbox.Options{})
 	require.NoError(t, err)
@@ -158,11 +117,6 @@ func TestNewAndOpenRefuse(t *testing.T) {
 
 	_, err = sandbox.New(ctx, filepath.Join(t.TempDir(), "missing"), sandbox.Options{})
 	require.Error(t, err, "the directory must exist")
-
-	// One file missing: Open refuses rather than half-opening.
-	require.NoError(t, os.Remove(filepath.Join(dir, "broker.db")))
-	_, err = sandbox.Open(ctx, dir)
-	require.ErrorContains(t, err, "broker")
 }
 
 // TestSeedDeterministic: two enterprises made at the same time have

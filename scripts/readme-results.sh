@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # readme-results.sh: copies the headline of sandbox/results/latest.md (the judge table, the run line,
-# the agreement line and the summary table) into README.md between the results markers. `make readme-results` runs it
-# after `make demo`; internal/repotest fails when the two differ, so the README never drifts.
+# the agreement line and the summary table) into README.md between the results markers. `make results` runs it
+# after the demo it writes into sandbox/results; internal/repotest fails when the two differ, so the README never drifts.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # From the line after the title (the judge-versus-CommitLayer table, then the run line, the agreement

@@ -48,11 +48,11 @@ func StickyCacheSizeFor(limit int64) int {
 	return int(max(minStickyCacheSize, min(DefaultStickyCacheSize, limit/4/cachedWorkflowBytes)))
 }
 
-// StickyCacheSizeFromEnv reads COMMITLAYER_STICKY_CACHE_SIZE: a positive
-// number of workflows; when unset, StickyCacheSizeFor this process's
-// memory limit (GOMEMLIMIT, else its cgroup's).
-func StickyCacheSizeFromEnv() (int, error) {
-	v := strings.TrimSpace(os.Getenv(EnvStickyCacheSize))
+// StickyCacheSizeFromEnv reads COMMITLAYER_STICKY_CACHE_SIZE with getenv:
+// a positive number of workflows; when unset, StickyCacheSizeFor this
+// process's memory limit (GOMEMLIMIT, else its cgroup's).
+func StickyCacheSizeFromEnv(getenv func(string) string) (int, error) {
+	v := strings.TrimSpace(getenv(EnvStickyCacheSize))
 	if v == "" {
 		return StickyCacheSizeFor(memoryLimit()), nil
 	}

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"os"
 	"runtime/debug"
 	"testing"
 
@@ -32,11 +33,11 @@ func TestStickyCacheSizeFor(t *testing.T) {
 // one is refused.
 func TestStickyCacheSizeFromEnv(t *testing.T) {
 	t.Setenv(worker.EnvStickyCacheSize, "300")
-	n, err := worker.StickyCacheSizeFromEnv()
+	n, err := worker.StickyCacheSizeFromEnv(os.Getenv)
 	require.NoError(t, err)
 	require.Equal(t, 300, n)
 	t.Setenv(worker.EnvStickyCacheSize, "0")
-	_, err = worker.StickyCacheSizeFromEnv()
+	_, err = worker.StickyCacheSizeFromEnv(os.Getenv)
 	require.ErrorContains(t, err, worker.EnvStickyCacheSize)
 }
 
@@ -46,7 +47,7 @@ func TestStickyCacheSizeFromGOMEMLIMIT(t *testing.T) {
 	t.Setenv(worker.EnvStickyCacheSize, "")
 	old := debug.SetMemoryLimit(512 << 20)
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
-	n, err := worker.StickyCacheSizeFromEnv()
+	n, err := worker.StickyCacheSizeFromEnv(os.Getenv)
 	require.NoError(t, err)
 	require.Equal(t, 2048, n)
 }

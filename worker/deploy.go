@@ -206,16 +206,6 @@ type DeploymentState struct {
 	Versions    []VersionState
 }
 
-// Version returns the state of one build, if the deployment has it.
-func (s DeploymentState) Version(buildID string) (VersionState, bool) {
-	for _, v := range s.Versions {
-		if v.BuildID == buildID {
-			return v, true
-		}
-	}
-	return VersionState{}, false
-}
-
 func drainageWord(s client.WorkerDeploymentVersionDrainageStatus) string {
 	switch s {
 	case client.WorkerDeploymentVersionDrainageStatusDraining:

@@ -77,7 +77,7 @@ func TestMakeCurrentPolicies(t *testing.T) {
 	require.Equal(t, "build-a", st.Current)
 	require.Equal(t, "build-b", st.Ramping)
 	require.InDelta(t, 40, st.RampPercent, 0.01)
-	vb, ok := st.Version("build-b")
+	vb, ok := versionOf(st, "build-b")
 	require.True(t, ok)
 	require.True(t, vb.Ramping)
 
@@ -89,4 +89,14 @@ func TestMakeCurrentPolicies(t *testing.T) {
 	require.Equal(t, "build-b", st.Current)
 	require.Empty(t, st.Ramping, "the ramping build became current")
 	require.Error(t, worker.SetRamping(ctx, c, b, 140, "test"), "a percentage above 100")
+}
+
+// versionOf returns the state of one build, if the deployment has it.
+func versionOf(s worker.DeploymentState, buildID string) (worker.VersionState, bool) {
+	for _, v := range s.Versions {
+		if v.BuildID == buildID {
+			return v, true
+		}
+	}
+	return worker.VersionState{}, false
 }

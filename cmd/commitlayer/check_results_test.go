@@ -18,6 +18,7 @@ import (
 	"github.com/commitlayer/commitlayer/check"
 	"github.com/commitlayer/commitlayer/internal/testenv"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
+	"github.com/commitlayer/commitlayer/sandbox/recheck"
 )
 
 // checkResultsScenarios cover a pass, a duplicate, an unreachable source,
@@ -56,10 +57,12 @@ func TestCheckResultsReproducesTheMatrix(t *testing.T) {
 	}
 	var stdout, stderr bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	code := sandboxCmd(context.Background(), logger, []string{"-only", strings.Join(checkResultsScenarios, ","),
+	cfg, err := LoadConfig(os.Getenv)
+	require.NoError(t, err)
+	code := sandboxCmd(context.Background(), cfg, logger, "sandbox", []string{"-only", strings.Join(checkResultsScenarios, ","),
 		"-concurrency", "3", "-out", out, "-purge"}, &stdout, &stderr)
 	require.Equal(t, 0, code, "sandbox: %s\n%s", stdout.String(), stderr.String())
-	bundlePath := filepath.Join(out, "latest"+check.BundleSuffix)
+	bundlePath := filepath.Join(out, "latest"+recheck.BundleSuffix)
 	require.Contains(t, stdout.String(), "check bundle: "+bundlePath+", 6 scenarios")
 	require.Contains(t, stdout.String(), "purged the run's")
 
@@ -69,7 +72,7 @@ func TestCheckResultsReproducesTheMatrix(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &results))
 	require.Len(t, results.Scenarios, len(checkResultsScenarios))
 
-	bundle, err := check.ReadBundleFile(bundlePath)
+	bundle, err := recheck.ReadBundleFile(bundlePath)
 	require.NoError(t, err)
 	require.Len(t, bundle.Entries, len(checkResultsScenarios))
 	unreachable, priors := 0, 0
@@ -83,7 +86,7 @@ func TestCheckResultsReproducesTheMatrix(t *testing.T) {
 	junit := filepath.Join(t.TempDir(), "check.xml")
 	stdout.Reset()
 	stderr.Reset()
-	code = check.Main([]string{"--results", filepath.Join(out, "latest.json"), "--junit", junit}, &stdout, &stderr)
+	code = run(context.Background(), []string{"check", "--results", filepath.Join(out, "latest.json"), "--junit", junit}, &stdout, &stderr)
 	text := stdout.String()
 	t.Log(text)
 	require.Empty(t, stderr.String())
@@ -92,7 +95,7 @@ func TestCheckResultsReproducesTheMatrix(t *testing.T) {
 	require.Equal(t, check.ExitFail, code, "the subset has FAIL verdicts: %s", text)
 
 	// The re-verified verdicts are the rows' too.
-	res, err := check.VerifyBundle(bundle)
+	res, err := recheck.VerifyBundle(bundle)
 	require.NoError(t, err)
 	byID := map[string]check.Result{}
 	for _, r := range res {
@@ -133,7 +136,7 @@ func TestCheckResultsReproducesTheMatrix(t *testing.T) {
 
 	// The bundle's path works as well as the results file's.
 	stdout.Reset()
-	require.Equal(t, check.ExitFail, check.Main([]string{"--results", bundlePath}, &stdout, &stderr))
+	require.Equal(t, check.ExitFail, run(context.Background(), []string{"check", "--results", bundlePath}, &stdout, &stderr))
 	require.Contains(t, stdout.String(), "6 of 6 recorded verdicts reproduced, 0 mismatches")
 }
 

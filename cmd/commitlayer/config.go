@@ -3,7 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
+	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 	"time"
@@ -12,74 +13,223 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 
 	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/internal/netguard"
+	"github.com/commitlayer/commitlayer/internal/secrets"
+	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/worker"
 	"github.com/commitlayer/commitlayer/workflows"
 )
 
-// Config is the process configuration, read from the environment.
+// Config is the process's configuration: one value, built once from the
+// environment (LoadConfig), then the command's flags. docs/configuration.md
+// lists the product's variables and sandbox/README.md the benchmark's; a
+// test checks both tables against the code.
 type Config struct {
-	Addr        string // COMMITLAYER_ADDR
-	DatabaseURL string // DATABASE_URL
-	AdminKey    string // COMMITLAYER_ADMIN_KEY
-	TaskQueue   string // COMMITLAYER_TASK_QUEUE (default "commitlayer")
-	// BenchmarkTaskQueue is the benchmark's task queue
-	// (COMMITLAYER_BENCHMARK_TASK_QUEUE, default TaskQueue + "-benchmark").
-	BenchmarkTaskQueue string
-	// Deployment is the product's Worker Deployment name
-	// (COMMITLAYER_DEPLOYMENT, default "commitlayer"); the benchmark's
-	// workers are versions of BenchmarkDeployment
-	// (COMMITLAYER_BENCHMARK_DEPLOYMENT, default Deployment + "-benchmark").
-	Deployment          string
-	BenchmarkDeployment string
-	// BuildID is this build (COMMITLAYER_BUILD_ID, default the binary's
-	// VCS revision, see worker.CurrentBuild).
-	BuildID string
-	// Versioning runs the workers as Worker Deployment versions
-	// (COMMITLAYER_WORKER_VERSIONING, default 1; 0 for a Temporal server
-	// without Worker Versioning).
-	Versioning bool
-	// MakeCurrent says whether a worker makes its build its deployment's
-	// current version at start (COMMITLAYER_MAKE_CURRENT: auto, the
-	// default, when the deployment has none; always; never). dev, demo and
-	// sandbox default to always.
-	MakeCurrent worker.CurrentPolicy
-	// IgnoreMissingQueues lets this process make its build current although
-	// the current build polls task queues it does not
-	// (COMMITLAYER_IGNORE_MISSING_TASK_QUEUES=1): a fleet that moved to
-	// another COMMITLAYER_TASK_QUEUE, or tests whose stacks each have a
-	// queue of their own. Otherwise Temporal refuses such a change, since
-	// those queues' workflows would be left unversioned.
+	Addr, DatabaseURL, AdminKey string // COMMITLAYER_ADDR, DATABASE_URL, COMMITLAYER_ADMIN_KEY
+	TaskQueue                   string // COMMITLAYER_TASK_QUEUE
+	// The Worker Deployment: COMMITLAYER_DEPLOYMENT, COMMITLAYER_BUILD_ID,
+	// COMMITLAYER_WORKER_VERSIONING, COMMITLAYER_MAKE_CURRENT (makeCurrentSet:
+	// it was set, so dev, demo and sandbox keep it), and
+	// COMMITLAYER_IGNORE_MISSING_TASK_QUEUES.
+	Deployment, BuildID string
+	Versioning          bool
+	MakeCurrent         worker.CurrentPolicy
+	makeCurrentSet      bool
 	IgnoreMissingQueues bool
-	// PollInterval is how often connectors are pulled during a watch
-	// (COMMITLAYER_POLL_INTERVAL, a Go duration).
-	PollInterval time.Duration
-	// MaxFutureSkew bounds how far after the API's clock a pushed fact may
-	// be dated (COMMITLAYER_MAX_FUTURE_SKEW, a Go duration, default 24h).
-	MaxFutureSkew time.Duration
-	Temporal      client.Options // TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*
-	// MetricsAddr, when set, serves /metrics on an address of its own
-	// (COMMITLAYER_METRICS_ADDR) and not on the API's; MetricsAdmin puts the
-	// API's /metrics behind the admin key (COMMITLAYER_METRICS_ADMIN=1).
-	MetricsAddr  string
-	MetricsAdmin bool
-	// SandboxDir holds the sandbox enterprises' files while a benchmark
-	// runs (COMMITLAYER_SANDBOX_DIR, default .data/sandbox).
-	SandboxDir string
-	// FactRetention, when set, purges facts past it that no open
-	// verification reads (COMMITLAYER_FACT_RETENTION; see retention.go).
-	FactRetention time.Duration
-	// StickyCacheSize bounds the workflows a worker keeps in memory
-	// (COMMITLAYER_STICKY_CACHE_SIZE, default worker.StickyCacheSizeFor the
-	// process's memory limit).
-	StickyCacheSize int
-	// Dormancy is what the verifications this process starts may sleep
-	// through outside the worker (COMMITLAYER_DORMANT_AFTER,
-	// COMMITLAYER_DORMANT_MIN_AGE; default workflows.DefaultDormancy).
-	Dormancy workflows.Dormancy
-	// TrustedProxies are the peers whose X-Forwarded-For and
-	// X-Forwarded-Proto the API believes (COMMITLAYER_TRUSTED_PROXIES:
-	// addresses and CIDR ranges; default none).
-	TrustedProxies *api.Proxies
+	PollInterval        time.Duration      // COMMITLAYER_POLL_INTERVAL
+	MaxFutureSkew       time.Duration      // COMMITLAYER_MAX_FUTURE_SKEW
+	Temporal            client.Options     // TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*
+	MetricsAddr         string             // COMMITLAYER_METRICS_ADDR
+	MetricsAdmin        bool               // COMMITLAYER_METRICS_ADMIN
+	FactRetention       time.Duration      // COMMITLAYER_FACT_RETENTION
+	StickyCacheSize     int                // COMMITLAYER_STICKY_CACHE_SIZE
+	TrustedProxies      *api.Proxies       // COMMITLAYER_TRUSTED_PROXIES
+	Dormancy            workflows.Dormancy // COMMITLAYER_DORMANT_AFTER, COMMITLAYER_DORMANT_MIN_AGE
+	Secrets             *secrets.Box       // COMMITLAYER_SECRETS_KEY (nil without)
+	Guard               netguard.Options   // COMMITLAYER_ALLOW_PRIVATE_ADDRESSES
+	TemporalUI          string             // COMMITLAYER_TEMPORAL_UI
+	LogLevel            slog.Level         // COMMITLAYER_LOG_LEVEL (logLevelSet: it was set)
+	logLevelSet         bool
+	CPUProfile          string // COMMITLAYER_CPUPROFILE
+	// Where `commitlayer mcp` records actions: COMMITLAYER_URL, COMMITLAYER_API_KEY.
+	APIURL, APIKey string
+	Sandbox        SandboxConfig
+}
+
+// SandboxConfig is the benchmark's part of the configuration.
+type SandboxConfig struct {
+	Enabled               bool     // COMMITLAYER_BENCHMARKS: api, worker and dev take the benchmark role too
+	TaskQueue, Deployment string   // COMMITLAYER_BENCHMARK_TASK_QUEUE, COMMITLAYER_BENCHMARK_DEPLOYMENT
+	Dir                   string   // COMMITLAYER_SANDBOX_DIR
+	QueryConnectors       []string // COMMITLAYER_SANDBOX_QUERY_CONNECTORS
+}
+
+// DefaultDatabaseURL is the local development database.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/commitlayer?sslmode=disable"
+
+// LoadConfig reads the configuration with getenv. A value of the wrong
+// form is an error naming its variable; what a role requires is Check's.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	env := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	var errs []error
+	c := Config{
+		Addr:        env("COMMITLAYER_ADDR", "127.0.0.1:8080"),
+		DatabaseURL: env("DATABASE_URL", DefaultDatabaseURL),
+		AdminKey:    getenv("COMMITLAYER_ADMIN_KEY"),
+		TaskQueue:   env("COMMITLAYER_TASK_QUEUE", workflows.TaskQueue),
+		Deployment:  env("COMMITLAYER_DEPLOYMENT", worker.DefaultDeployment),
+		BuildID:     env("COMMITLAYER_BUILD_ID", worker.CurrentBuild().ID),
+		MetricsAddr: env("COMMITLAYER_METRICS_ADDR", ""),
+		CPUProfile:  getenv("COMMITLAYER_CPUPROFILE"),
+		APIURL:      env("COMMITLAYER_URL", "http://127.0.0.1:8080"),
+		APIKey:      getenv("COMMITLAYER_API_KEY"),
+		Sandbox:     SandboxConfig{Dir: env("COMMITLAYER_SANDBOX_DIR", filepath.Join(".data", "sandbox"))},
+	}
+	c.Sandbox.TaskQueue = env("COMMITLAYER_BENCHMARK_TASK_QUEUE", c.TaskQueue+"-benchmark")
+	c.Sandbox.Deployment = env("COMMITLAYER_BENCHMARK_DEPLOYMENT", c.Deployment+"-benchmark")
+	flag := func(name string, def bool) bool {
+		switch v := strings.ToLower(env(name, "")); v {
+		case "":
+			return def
+		case "1", "on", "true":
+			return true
+		case "0", "off", "false":
+			return false
+		default:
+			errs = append(errs, fmt.Errorf("%s is 1 or 0, got %q", name, v))
+			return def
+		}
+	}
+	c.Versioning = flag("COMMITLAYER_WORKER_VERSIONING", true)
+	c.IgnoreMissingQueues = flag("COMMITLAYER_IGNORE_MISSING_TASK_QUEUES", false)
+	c.MetricsAdmin = flag("COMMITLAYER_METRICS_ADMIN", false)
+	c.Sandbox.Enabled = flag("COMMITLAYER_BENCHMARKS", false)
+	duration := func(name string, def, least time.Duration, example string) time.Duration {
+		s := env(name, "")
+		if s == "" {
+			return def
+		}
+		d, err := time.ParseDuration(s)
+		if err == nil && d >= least {
+			return d
+		}
+		what := "a duration of at least " + least.String()
+		switch least {
+		case 0:
+			what = "a duration of 0 or more"
+		case time.Nanosecond:
+			what = "a positive duration"
+		}
+		errs = append(errs, fmt.Errorf("%s %q is not %s (e.g. %s)", name, s, what, example))
+		return def
+	}
+	c.PollInterval = duration("COMMITLAYER_POLL_INTERVAL", 0, time.Nanosecond, "1m")
+	c.MaxFutureSkew = duration("COMMITLAYER_MAX_FUTURE_SKEW", api.DefaultMaxFutureSkew, time.Nanosecond, "24h")
+	if s := env(envFactRetention, "0"); s != "0" {
+		c.FactRetention = duration(envFactRetention, 0, minFactRetention, "2160h; above the longest settlement + watch + limit window of your contracts")
+	}
+	c.Dormancy = workflows.DefaultDormancy
+	switch s := strings.ToLower(env("COMMITLAYER_DORMANT_AFTER", "")); s {
+	case "":
+	case "off", "0":
+		c.Dormancy = workflows.Dormancy{}
+	default:
+		if c.Dormancy.MinWait = duration("COMMITLAYER_DORMANT_AFTER", 0, 0, "10m"); c.Dormancy.MinWait == 0 {
+			c.Dormancy = workflows.Dormancy{}
+		}
+	}
+	if c.Dormancy.Enabled() {
+		// A notice decided before half of it must still find the
+		// verification awake (workflows.Dormancy.WakeByStart).
+		c.Dormancy.MinAge = duration("COMMITLAYER_DORMANT_MIN_AGE", c.Dormancy.MinAge, 2*time.Second, "2m")
+	}
+	var err error
+	c.makeCurrentSet = env("COMMITLAYER_MAKE_CURRENT", "") != ""
+	if c.MakeCurrent, err = worker.ParseCurrentPolicy(getenv("COMMITLAYER_MAKE_CURRENT")); err != nil {
+		errs = append(errs, err)
+	}
+	if c.StickyCacheSize, err = worker.StickyCacheSizeFromEnv(getenv); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Guard, err = netguard.FromEnv(getenv); err != nil {
+		errs = append(errs, err)
+	}
+	if c.TrustedProxies, err = api.ParseProxies(getenv("COMMITLAYER_TRUSTED_PROXIES")); err != nil {
+		errs = append(errs, fmt.Errorf("COMMITLAYER_TRUSTED_PROXIES: %w", err))
+	}
+	switch c.Secrets, err = secrets.FromEnv(getenv); {
+	case errors.Is(err, secrets.ErrNoKey): // connector kinds that keep a credential are refused
+	case err != nil:
+		errs = append(errs, fmt.Errorf("%s: %w", secrets.EnvKey, err))
+	}
+	if v := env("COMMITLAYER_LOG_LEVEL", ""); v != "" {
+		c.logLevelSet = true
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			errs = append(errs, fmt.Errorf("COMMITLAYER_LOG_LEVEL is debug, info, warn or error, got %q", v))
+		}
+	}
+	if c.Sandbox.QueryConnectors, err = harness.ParseQueryConnectors(getenv(harness.EnvQueryConnectors)); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Temporal, err = envconfig.LoadDefaultClientOptions(); err != nil {
+		errs = append(errs, fmt.Errorf("temporal configuration: %w", err))
+	}
+	c.Temporal.HostPort = cmpOr(c.Temporal.HostPort, client.DefaultHostPort)
+	c.Temporal.Namespace = cmpOr(c.Temporal.Namespace, client.DefaultNamespace)
+	c.TemporalUI = env("COMMITLAYER_TEMPORAL_UI", temporalUIOf(c.Temporal.HostPort))
+	if err := c.checkQueues(); err != nil {
+		errs = append(errs, err)
+	}
+	return c, errors.Join(errs...)
+}
+
+func cmpOr(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// checkQueues refuses a benchmark queue or deployment that is the
+// product's (a product worker must never be handed a benchmark task), and
+// deployment names Temporal would refuse.
+func (c Config) checkQueues() error {
+	if c.Sandbox.TaskQueue == c.TaskQueue {
+		return fmt.Errorf("COMMITLAYER_BENCHMARK_TASK_QUEUE must differ from COMMITLAYER_TASK_QUEUE (%q): a product worker must never be handed a benchmark task", c.TaskQueue)
+	}
+	if c.Sandbox.Deployment == c.Deployment {
+		return fmt.Errorf("COMMITLAYER_BENCHMARK_DEPLOYMENT must differ from COMMITLAYER_DEPLOYMENT (%q)", c.Deployment)
+	}
+	for _, d := range []worker.Deployment{c.productDeployment(), c.benchmarkDeployment()} {
+		if err := d.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Check refuses a configuration the roles cannot run with: an API needs an
+// admin key of at least 16 characters.
+func (c Config) Check(roles Roles) error {
+	if roles.API && len(c.AdminKey) < 16 {
+		return errors.New("COMMITLAYER_ADMIN_KEY must be set to a secret of at least 16 characters")
+	}
+	return nil
+}
+
+// temporalUIOf is the Temporal Web UI's root next to a frontend: port 8233
+// of its host.
+func temporalUIOf(hostPort string) string {
+	host, _, _ := net.SplitHostPort(hostPort)
+	if host == "" || host == "127.0.0.1" {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, "8233")
 }
 
 func (c Config) metricsMode() api.MetricsMode {
@@ -90,105 +240,6 @@ func (c Config) metricsMode() api.MetricsMode {
 		return api.MetricsAdmin
 	}
 	return api.MetricsOpen
-}
-
-// DefaultDatabaseURL is the local development database.
-const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/commitlayer?sslmode=disable"
-
-// ConfigFromEnv reads the configuration. An admin key is required when the
-// API runs.
-func ConfigFromEnv(roles Roles) (Config, error) {
-	cfg := Config{
-		Addr:        envOr("COMMITLAYER_ADDR", "127.0.0.1:8080"),
-		DatabaseURL: envOr("DATABASE_URL", DefaultDatabaseURL),
-		AdminKey:    os.Getenv("COMMITLAYER_ADMIN_KEY"),
-		TaskQueue:   envOr("COMMITLAYER_TASK_QUEUE", workflows.TaskQueue),
-		SandboxDir:  envOr("COMMITLAYER_SANDBOX_DIR", filepath.Join(".data", "sandbox")),
-		MetricsAddr: strings.TrimSpace(os.Getenv("COMMITLAYER_METRICS_ADDR")),
-	}
-	cfg.BenchmarkTaskQueue = envOr("COMMITLAYER_BENCHMARK_TASK_QUEUE", cfg.TaskQueue+"-benchmark")
-	if cfg.BenchmarkTaskQueue == cfg.TaskQueue {
-		return Config{}, fmt.Errorf("COMMITLAYER_BENCHMARK_TASK_QUEUE must differ from COMMITLAYER_TASK_QUEUE (%q): a product worker must never be handed a benchmark task", cfg.TaskQueue)
-	}
-	cfg.Deployment = envOr("COMMITLAYER_DEPLOYMENT", worker.DefaultDeployment)
-	cfg.BenchmarkDeployment = envOr("COMMITLAYER_BENCHMARK_DEPLOYMENT", cfg.Deployment+"-benchmark")
-	if cfg.BenchmarkDeployment == cfg.Deployment {
-		return Config{}, fmt.Errorf("COMMITLAYER_BENCHMARK_DEPLOYMENT must differ from COMMITLAYER_DEPLOYMENT (%q)", cfg.Deployment)
-	}
-	cfg.BuildID = envOr("COMMITLAYER_BUILD_ID", worker.CurrentBuild().ID)
-	switch v := strings.TrimSpace(os.Getenv("COMMITLAYER_WORKER_VERSIONING")); v {
-	case "", "1":
-		cfg.Versioning = true
-	case "0":
-	default:
-		return Config{}, fmt.Errorf("COMMITLAYER_WORKER_VERSIONING is 0 or 1, got %q", v)
-	}
-	switch v := strings.TrimSpace(os.Getenv("COMMITLAYER_IGNORE_MISSING_TASK_QUEUES")); v {
-	case "", "0":
-	case "1":
-		cfg.IgnoreMissingQueues = true
-	default:
-		return Config{}, fmt.Errorf("COMMITLAYER_IGNORE_MISSING_TASK_QUEUES is 0 or 1, got %q", v)
-	}
-	policy, err := worker.ParseCurrentPolicy(os.Getenv("COMMITLAYER_MAKE_CURRENT"))
-	if err != nil {
-		return Config{}, err
-	}
-	cfg.MakeCurrent = policy
-	for _, d := range []worker.Deployment{cfg.productDeployment(), cfg.benchmarkDeployment()} {
-		if err := d.Validate(); err != nil {
-			return Config{}, err
-		}
-	}
-	switch v := os.Getenv("COMMITLAYER_METRICS_ADMIN"); v {
-	case "", "0":
-	case "1":
-		cfg.MetricsAdmin = true
-	default:
-		return Config{}, fmt.Errorf("COMMITLAYER_METRICS_ADMIN is 0 or 1, got %q", v)
-	}
-	if s := os.Getenv("COMMITLAYER_POLL_INTERVAL"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return Config{}, fmt.Errorf("COMMITLAYER_POLL_INTERVAL %q is not a positive duration", s)
-		}
-		cfg.PollInterval = d
-	}
-	cfg.MaxFutureSkew = api.DefaultMaxFutureSkew
-	if s := os.Getenv("COMMITLAYER_MAX_FUTURE_SKEW"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			return Config{}, fmt.Errorf("COMMITLAYER_MAX_FUTURE_SKEW %q is not a positive duration (e.g. 24h)", s)
-		}
-		cfg.MaxFutureSkew = d
-	}
-	if cfg.StickyCacheSize, err = worker.StickyCacheSizeFromEnv(); err != nil {
-		return Config{}, err
-	}
-	if cfg.FactRetention, err = factRetentionFromEnv(); err != nil {
-		return Config{}, err
-	}
-	if cfg.Dormancy, err = dormancyFromEnv(); err != nil {
-		return Config{}, err
-	}
-	if cfg.TrustedProxies, err = api.ParseProxies(os.Getenv("COMMITLAYER_TRUSTED_PROXIES")); err != nil {
-		return Config{}, fmt.Errorf("COMMITLAYER_TRUSTED_PROXIES: %w", err)
-	}
-	if roles.API && len(cfg.AdminKey) < 16 {
-		return Config{}, errors.New("COMMITLAYER_ADMIN_KEY must be set to a secret of at least 16 characters")
-	}
-	opts, err := envconfig.LoadDefaultClientOptions()
-	if err != nil {
-		return Config{}, fmt.Errorf("temporal configuration: %w", err)
-	}
-	if opts.HostPort == "" {
-		opts.HostPort = client.DefaultHostPort
-	}
-	if opts.Namespace == "" {
-		opts.Namespace = client.DefaultNamespace
-	}
-	cfg.Temporal = opts
-	return cfg, nil
 }
 
 // productDeployment is the product workers' deployment version.
@@ -204,54 +255,13 @@ func (c Config) benchmarkDeployment() worker.Deployment {
 	if !c.Versioning {
 		return worker.Deployment{}
 	}
-	return worker.Deployment{Name: c.BenchmarkDeployment, BuildID: c.BuildID, IgnoreMissingQueues: true}
+	return worker.Deployment{Name: c.Sandbox.Deployment, BuildID: c.BuildID, IgnoreMissingQueues: true}
 }
 
-// defaultMakeCurrent makes `always` the policy of a one-machine command
-// (dev, demo, sandbox) unless COMMITLAYER_MAKE_CURRENT says otherwise.
-func (c *Config) defaultMakeCurrent() {
-	if strings.TrimSpace(os.Getenv("COMMITLAYER_MAKE_CURRENT")) == "" {
+// oneMachine makes `always` the policy of a one-machine command (dev,
+// demo, sandbox) unless COMMITLAYER_MAKE_CURRENT says otherwise.
+func (c *Config) oneMachine() {
+	if !c.makeCurrentSet {
 		c.MakeCurrent = worker.CurrentAlways
 	}
-}
-
-// minDormantAge is the least COMMITLAYER_DORMANT_MIN_AGE: a notice decided
-// before half of it must still find the verification awake
-// (workflows.Dormancy.WakeByStart), a second at least.
-const minDormantAge = 2 * time.Second
-
-// dormancyFromEnv reads COMMITLAYER_DORMANT_AFTER (the least wait a
-// verification sleeps through outside the worker; 0 or off: never) and
-// COMMITLAYER_DORMANT_MIN_AGE (how old it must be first).
-func dormancyFromEnv() (workflows.Dormancy, error) {
-	d := workflows.DefaultDormancy
-	switch s := strings.ToLower(strings.TrimSpace(os.Getenv("COMMITLAYER_DORMANT_AFTER"))); s {
-	case "":
-	case "off", "0":
-		return workflows.Dormancy{}, nil
-	default:
-		v, err := time.ParseDuration(s)
-		if err != nil || v < 0 {
-			return workflows.Dormancy{}, fmt.Errorf("COMMITLAYER_DORMANT_AFTER %q is not a duration of 0 or more (e.g. 10m), or off", s)
-		}
-		if v == 0 {
-			return workflows.Dormancy{}, nil
-		}
-		d.MinWait = v
-	}
-	if s := strings.TrimSpace(os.Getenv("COMMITLAYER_DORMANT_MIN_AGE")); s != "" {
-		v, err := time.ParseDuration(s)
-		if err != nil || v < minDormantAge {
-			return workflows.Dormancy{}, fmt.Errorf("COMMITLAYER_DORMANT_MIN_AGE %q is not a duration of at least %s (e.g. 2m)", s, minDormantAge)
-		}
-		d.MinAge = v
-	}
-	return d, nil
-}
-
-func envOr(name, def string) string {
-	if v := strings.TrimSpace(os.Getenv(name)); v != "" {
-		return v
-	}
-	return def
 }

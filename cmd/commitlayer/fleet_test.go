@@ -194,21 +194,19 @@ func quietLogger() *slog.Logger {
 // edit; it is closed when the test ends.
 func openMain(t *testing.T, roles Roles, edit func(*Config), more func(*Main)) *Main {
 	t.Helper()
-	cfg, err := ConfigFromEnv(roles)
+	cfg, err := configFromEnv(roles)
 	require.NoError(t, err)
 	if edit != nil {
 		edit(&cfg)
 	}
 	m := &Main{Config: cfg, Logger: quietLogger()}
-	if more != nil {
-		more(m)
-	}
+	t.Cleanup(func() { m.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := m.Open(ctx, roles); err != nil {
-		m.Close()
-		t.Fatalf("open: %v", err)
+	require.NoError(t, m.Build(ctx, roles), "build")
+	if more != nil {
+		more(m) // between Build and Start: register more on the workers
 	}
-	t.Cleanup(func() { m.Close() })
+	require.NoError(t, m.Start(ctx), "start")
 	return m
 }

@@ -94,7 +94,7 @@ func newStackWith(t *testing.T, roles Roles, temporalAddr string, extra map[stri
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	cfg, err := ConfigFromEnv(roles)
+	cfg, err := configFromEnv(roles)
 	require.NoError(t, err)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
@@ -356,7 +356,7 @@ func tenantOfKey(s *stack, key string) string {
 // the dev server, every row compared with the oracle.
 func TestRegressionSubsetThroughAdminAPI(t *testing.T) {
 	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
-	subset := catalogue.RegressionSubset()
+	subset := catalogue.Regression
 	require.GreaterOrEqual(t, len(subset), 14)
 
 	var started struct {

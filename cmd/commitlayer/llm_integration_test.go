@@ -20,6 +20,7 @@ import (
 	"github.com/commitlayer/commitlayer/llm/fake"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
 	"github.com/commitlayer/commitlayer/sandbox/bench"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore/benchstoretest"
 	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	"github.com/commitlayer/commitlayer/sandbox/harness"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
@@ -75,7 +76,7 @@ func TestModelDrivenScenariosThroughAdminAPI(t *testing.T) {
 		"payout/server_error_stop", "refund/no_calls_claims_success"}
 	for _, provider := range agent.FakeProviders {
 		t.Run(provider, func(t *testing.T) {
-			srv, err := s.m.Harness.Models.Fake(provider, "fake-"+strings.TrimPrefix(provider, agent.FakePrefix))
+			srv, err := s.m.Bench.Harness.Models.Fake(provider, "fake-"+strings.TrimPrefix(provider, agent.FakePrefix))
 			require.NoError(t, err)
 			srv.Inject(fake.Fault{Status: 429, RetryAfter: time.Second}) // the first turn is rate limited, then answered
 			run := startLLMRun(t, s, map[string]any{"agent": "llm", "provider": provider, "only": only, "concurrency": 2})
@@ -122,7 +123,7 @@ func TestModelDrivenScenariosThroughAdminAPI(t *testing.T) {
 			require.Equal(t, commitlayer.StatusFail, byID["cancel/refund_side_effect"].Truth.Policy)
 			require.Equal(t, "failure", byID["payout/server_error_stop"].Claim)
 			statuses := map[int]int{}
-			for _, rq := range s.m.Harness.Models.FakeRequests(provider) {
+			for _, rq := range s.m.Bench.Harness.Models.FakeRequests(provider) {
 				statuses[rq.Status]++
 			}
 			require.Equal(t, 1, statuses[429], "the rate-limited turn was answered 429 once and then retried")
@@ -159,7 +160,7 @@ func TestModelDrivenScenariosThroughAdminAPI(t *testing.T) {
 func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
 	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
 	const provider = agent.FakeOpenAI
-	h := s.m.Harness
+	h := s.m.Bench.Harness
 	var (
 		mu        sync.Mutex
 		stopped   bool
@@ -176,12 +177,12 @@ func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
 			// This worker goes away with the turn's answer recorded and
 			// not delivered; a new one takes over the queue.
 			go func() {
-				s.m.bench.Stop()
+				s.m.Bench.BenchWorker.Stop()
 				h2 := *h
 				h2.Models, h2.AfterStep = &harness.Models{}, nil
 				opts := s.m.WorkerOptions
 				opts.Deployment = s.m.Config.benchmarkDeployment()
-				w := worker.NewBare(s.m.Temporal, s.m.Config.BenchmarkTaskQueue, opts)
+				w := worker.NewBare(s.m.Temporal, s.m.Config.Sandbox.TaskQueue, opts)
 				bench.Register(w)
 				harness.Register(w, &h2)
 				if err := w.Start(); err != nil {
@@ -189,7 +190,7 @@ func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
 				}
 				mu.Lock()
 				second = &h2
-				s.m.bench = w // Main.Close stops it
+				s.m.Bench.BenchWorker = w // Main.Close stops it
 				mu.Unlock()
 				close(restarted)
 			}()
@@ -228,9 +229,7 @@ func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, refunds, "the refund is in the trajectory once")
-	n, err := s.m.Bench.CountAgentSteps(context.Background(), run.ID, "refund/baseline", "call")
-	require.NoError(t, err)
-	require.Equal(t, len(r.Trajectory.Calls), n)
+	require.Equal(t, len(r.Trajectory.Calls), benchstoretest.CountAgentSteps(t, s.m.Bench.Store, run.ID, "refund/baseline", "call"))
 }
 
 // TestModelDrivenKeyNeverLeaves runs a real provider's adapter (Anthropic,
@@ -239,7 +238,7 @@ func TestModelDrivenWorkerStoppedMidConversation(t *testing.T) {
 // results, the workflows' histories and the write-ahead records.
 func TestModelDrivenKeyNeverLeaves(t *testing.T) {
 	const key = "sk-ant-api03-KeyThatMustNeverLeaveTheWorker-0123456789abcdef"
-	srv, err := fake.Start(llm.Anthropic, agent.ModelPolicy(), fake.WithKey(key), fake.WithModel("claude-haiku-4-5"))
+	srv, err := fake.Start(llm.Anthropic, agent.ModelPolicy(), fake.Option{Key: key, Model: "claude-haiku-4-5"})
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	t.Setenv("ANTHROPIC_API_KEY", key)

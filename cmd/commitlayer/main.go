@@ -1,20 +1,7 @@
-// Command commitlayer is CommitLayer's one binary:
-//
-//	commitlayer api                 the HTTP API
-//	commitlayer worker              the Temporal worker
-//	commitlayer dev                 api and worker in one process
-//	commitlayer migrate             apply the database migrations
-//	commitlayer purge-facts         drop facts past COMMITLAYER_FACT_RETENTION no open verification reads
-//	commitlayer contracts lint F…   check contract files
-//	commitlayer sandbox [flags]     run the failure matrix
-//	commitlayer demo                the main job on the embedded defaults
-//	commitlayer bench verify|settle measure latency and throughput
-//	commitlayer mcp [flags]         the MCP gateway recording bound tool calls
-//	commitlayer version             the version and the build ID
-//	commitlayer deploy …            Worker Deployment rollouts
-//
-// Configuration comes from the environment: COMMITLAYER_ADDR, DATABASE_URL,
-// COMMITLAYER_ADMIN_KEY and the standard TEMPORAL_* variables.
+// Command commitlayer is CommitLayer's one binary: flags, one
+// configuration value (config.go) and wiring (app.go); each command calls
+// a package: the product's, or the sandbox's (sandbox/cli, sandbox/loadtest,
+// sandbox/recheck).
 package main
 
 import (
@@ -25,9 +12,12 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
+	"github.com/commitlayer/commitlayer/check"
 	"github.com/commitlayer/commitlayer/contracts"
+	"github.com/commitlayer/commitlayer/sandbox/recheck"
 )
 
 func main() {
@@ -40,9 +30,7 @@ func main() {
 const usage = `usage: commitlayer <command> [arguments]
 
 commands:
-  api                  serve the HTTP API
-  worker               run the Temporal worker
-  dev                  api and worker in one process (its build made the deployment's current version)
+  api | worker | dev   serve the HTTP API, run the Temporal worker, or both in one process
   version              print the version and the build ID its workers register as
   deploy describe|ramp|set-current|wait-drained
                        Worker Deployment rollouts (see commitlayer deploy -h, docs/operations.md)
@@ -50,25 +38,14 @@ commands:
   purge-facts [-retention D]
                        drop facts older than D (default COMMITLAYER_FACT_RETENTION) that no open verification reads
   contracts lint F...  check contract files (exit 1 when one is invalid)
-  sandbox [flags]      run the sandbox failure matrix (see commitlayer sandbox -h)
-  demo                 start everything on the embedded defaults and run the matrix
-  bench verify|settle  measure POST → verdict latency and settlement throughput on the local services,
-                       next to a same-run no-op baseline (-workers N: N worker processes)
-  bench scale          how a verification's cost grows with facts, open verifications and ingest (ratios last)
+  check [flags]        verify actions against facts and contracts from files, no server (CI; exit 0/1/2/3);
+                       check --results FILE verifies a sandbox run again from its bundle
   mcp [flags]          an MCP gateway in front of an MCP server: bound tool calls recorded as actions (see commitlayer mcp -h)
-  check [flags]        verify actions against facts and contracts from files, no server (CI; exit 0/1/2/3)
+  sandbox [flags]      run the sandbox failure matrix (see commitlayer sandbox -h, sandbox/README.md)
+  demo                 start everything on the embedded defaults and run the matrix
+  bench verify|settle|scale  the load test, each figure against a baseline of the same run
 
-environment:
-  COMMITLAYER_ADDR       listen address (default 127.0.0.1:8080)
-  DATABASE_URL           PostgreSQL URL (default postgres://postgres@127.0.0.1:5432/commitlayer?sslmode=disable)
-  COMMITLAYER_ADMIN_KEY  key for /v1/admin routes (required by api and dev)
-  COMMITLAYER_FACT_RETENTION workers purge, hourly, facts older than this no open verification reads (e.g. 2160h; unset keeps all)
-  COMMITLAYER_BENCHMARKS 1: api, worker and dev also run sandbox benchmark runs (demo and sandbox always do)
-  COMMITLAYER_DEPLOYMENT Worker Deployment name (default commitlayer; the benchmark's: <name>-benchmark)
-  COMMITLAYER_BUILD_ID   this build's ID (default the binary's VCS revision; commitlayer version prints it)
-  COMMITLAYER_MAKE_CURRENT auto (default: when the deployment has no current version), always, never
-  COMMITLAYER_CPUPROFILE write this process's CPU profile to this file while the command runs (go tool pprof)
-  TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_* (see docs/operations.md)
+configuration: the environment, docs/configuration.md (the benchmark's: sandbox/README.md)
 `
 
 // run executes one command and returns the process exit code.
@@ -77,31 +54,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
+	cfg, cfgErr := LoadConfig(os.Getenv)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	slog.SetDefault(logger)
-	stopProfile, err := startCPUProfile()
-	if err != nil {
-		logger.Error("commitlayer", "error", err)
-		return 1
-	}
-	defer stopProfile()
 	switch args[0] {
-	case "api":
-		err = serve(ctx, logger, Roles{API: true, Benchmark: benchmarksEnabled()}, false)
-	case "worker":
-		b := benchmarksEnabled()
-		err = serve(ctx, logger, Roles{Worker: true, Benchmark: b, BenchmarkWorker: b}, false)
-	case "dev":
-		b := benchmarksEnabled()
-		err = serve(ctx, logger, Roles{API: true, Worker: true, Benchmark: b, BenchmarkWorker: b}, true)
-	case "version":
-		return versionCmd(args[1:], stdout, stderr)
-	case "deploy":
-		return deployCmd(ctx, logger, args[1:], stdout, stderr)
-	case "migrate":
-		err = migrate(ctx, logger)
-	case "purge-facts":
-		return purgeFactsCmd(ctx, logger, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
 	case "contracts":
 		if len(args) < 3 || args[1] != "lint" {
 			fmt.Fprint(stderr, "usage: commitlayer contracts lint FILE...\n")
@@ -111,19 +70,47 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
-	case "sandbox":
-		return sandboxCmd(ctx, logger, args[1:], stdout, stderr)
-	case "demo":
-		return demoCmd(ctx, logger, args[1:], stdout, stderr)
-	case "bench":
-		return benchCmd(ctx, logger, args[1:], stdout, stderr)
 	case "check":
-		return checkCmd(args[1:], stdout, stderr)
+		if recheck.Asks(args[1:]) {
+			return recheck.Main(args[1:], stdout, stderr)
+		}
+		return check.Main(args[1:], stdout, stderr)
+	case "version":
+		return versionCmd(cfg, args[1:], stdout, stderr)
+	}
+	if cfgErr != nil {
+		logger.Error("configuration", "error", cfgErr)
+		return 1
+	}
+	stopProfile, err := startCPUProfile(cfg.CPUProfile)
+	if err != nil {
+		logger.Error("commitlayer", "error", err)
+		return 1
+	}
+	defer stopProfile()
+	var code int
+	switch args[0] {
+	case "api":
+		err = serve(ctx, cfg, logger, Roles{API: true, Benchmark: cfg.Sandbox.Enabled})
+	case "worker":
+		b := cfg.Sandbox.Enabled
+		err = serve(ctx, cfg, logger, Roles{Worker: true, Benchmark: b, BenchmarkWorker: b})
+	case "dev":
+		b := cfg.Sandbox.Enabled
+		cfg.oneMachine()
+		err = serve(ctx, cfg, logger, Roles{API: true, Worker: true, Benchmark: b, BenchmarkWorker: b})
+	case "migrate":
+		err = migrate(ctx, cfg, logger)
+	case "deploy":
+		code = deployCmd(ctx, cfg, logger, args[1:], stdout, stderr)
+	case "purge-facts":
+		code = purgeFactsCmd(ctx, cfg, logger, args[1:], stdout, stderr)
 	case "mcp":
-		return mcpCmd(ctx, logger, args[1:], stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return 0
+		code = mcpCmd(ctx, cfg, logger, args[1:], stderr)
+	case "sandbox", "demo":
+		code = sandboxCmd(ctx, cfg, logger, args[0], args[1:], stdout, stderr)
+	case "bench":
+		code = benchCmd(ctx, cfg, logger, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "commitlayer: unknown command %q\n\n%s", args[0], usage)
 		return 2
@@ -132,45 +119,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logger.Error("commitlayer "+args[0], "error", err)
 		return 1
 	}
-	return 0
+	return code
 }
 
-// benchmarksEnabled reports COMMITLAYER_BENCHMARKS=1: the api, worker and
-// dev commands then also serve and run sandbox benchmark runs.
-func benchmarksEnabled() bool { return os.Getenv("COMMITLAYER_BENCHMARKS") == "1" }
-
-func logLevel() slog.Level {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(os.Getenv("COMMITLAYER_LOG_LEVEL"))); err != nil {
-		return slog.LevelInfo
-	}
-	return l
-}
-
-// serve runs the API and/or the worker until ctx ends; oneMachine (dev)
-// makes this build its deployments' current version at start.
-func serve(ctx context.Context, logger *slog.Logger, roles Roles, oneMachine bool) error {
-	cfg, err := ConfigFromEnv(roles)
-	if err != nil {
+// serve runs the API and/or the worker until ctx ends.
+func serve(ctx context.Context, cfg Config, logger *slog.Logger, roles Roles) error {
+	if err := cfg.Check(roles); err != nil {
 		return err
-	}
-	if oneMachine {
-		cfg.defaultMakeCurrent()
 	}
 	m := &Main{Config: cfg, Logger: logger}
+	defer m.Close()
 	if err := m.Open(ctx, roles); err != nil {
-		m.Close()
 		return err
 	}
-	defer m.Close()
 	return m.Wait(ctx)
 }
 
-func migrate(ctx context.Context, logger *slog.Logger) error {
-	cfg, err := ConfigFromEnv(Roles{})
-	if err != nil {
-		return err
-	}
+func migrate(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	m := &Main{Config: cfg, Logger: logger}
 	defer m.Close()
 	if err := m.openDB(ctx); err != nil {
@@ -178,4 +143,25 @@ func migrate(ctx context.Context, logger *slog.Logger) error {
 	}
 	logger.Info("migrations applied")
 	return nil
+}
+
+// startCPUProfile writes this process's CPU profile to path while the
+// command runs (COMMITLAYER_CPUPROFILE; go tool pprof reads it) and
+// returns what stops it; a no-op without a path.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("COMMITLAYER_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("COMMITLAYER_CPUPROFILE: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

@@ -60,22 +60,22 @@ func TestCLIContractsLint(t *testing.T) {
 
 func TestConfigFromEnv(t *testing.T) {
 	t.Setenv("COMMITLAYER_ADMIN_KEY", "")
-	_, err := ConfigFromEnv(Roles{API: true})
+	_, err := configFromEnv(Roles{API: true})
 	require.ErrorContains(t, err, "COMMITLAYER_ADMIN_KEY")
-	cfg, err := ConfigFromEnv(Roles{Worker: true})
+	cfg, err := configFromEnv(Roles{Worker: true})
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8080", cfg.Addr)
 	require.Equal(t, "commitlayer", cfg.TaskQueue)
 
 	t.Setenv("COMMITLAYER_ADMIN_KEY", "0123456789abcdef")
 	t.Setenv("COMMITLAYER_POLL_INTERVAL", "soon")
-	_, err = ConfigFromEnv(Roles{API: true})
+	_, err = configFromEnv(Roles{API: true})
 	require.ErrorContains(t, err, "COMMITLAYER_POLL_INTERVAL")
 	t.Setenv("COMMITLAYER_POLL_INTERVAL", "30s")
 	t.Setenv("COMMITLAYER_ADDR", "0.0.0.0:9999")
 	t.Setenv("TEMPORAL_ADDRESS", "temporal.example:7233")
 	t.Setenv("TEMPORAL_NAMESPACE", "prod")
-	cfg, err = ConfigFromEnv(Roles{API: true})
+	cfg, err = configFromEnv(Roles{API: true})
 	require.NoError(t, err)
 	require.Equal(t, "0.0.0.0:9999", cfg.Addr)
 	require.Equal(t, "temporal.example:7233", cfg.Temporal.HostPort)
@@ -86,19 +86,19 @@ func TestConfigFromEnv(t *testing.T) {
 func TestConfigMetrics(t *testing.T) {
 	t.Setenv("COMMITLAYER_METRICS_ADDR", "")
 	t.Setenv("COMMITLAYER_METRICS_ADMIN", "")
-	cfg, err := ConfigFromEnv(Roles{Worker: true})
+	cfg, err := configFromEnv(Roles{Worker: true})
 	require.NoError(t, err)
 	require.Equal(t, api.MetricsOpen, cfg.metricsMode())
 	t.Setenv("COMMITLAYER_METRICS_ADMIN", "1")
-	cfg, err = ConfigFromEnv(Roles{Worker: true})
+	cfg, err = configFromEnv(Roles{Worker: true})
 	require.NoError(t, err)
 	require.Equal(t, api.MetricsAdmin, cfg.metricsMode())
 	t.Setenv("COMMITLAYER_METRICS_ADDR", "127.0.0.1:9464")
-	cfg, err = ConfigFromEnv(Roles{Worker: true})
+	cfg, err = configFromEnv(Roles{Worker: true})
 	require.NoError(t, err)
 	require.Equal(t, api.MetricsOff, cfg.metricsMode(), "served on its own address, not the API's")
 	t.Setenv("COMMITLAYER_METRICS_ADMIN", "yes")
-	_, err = ConfigFromEnv(Roles{Worker: true})
+	_, err = configFromEnv(Roles{Worker: true})
 	require.ErrorContains(t, err, "COMMITLAYER_METRICS_ADMIN")
 }
 
@@ -106,32 +106,32 @@ func TestConfigMetrics(t *testing.T) {
 // reach the config (default workflows.DefaultDormancy; off turns it off);
 // bad values are refused by name.
 func TestConfigDormancy(t *testing.T) {
-	cfg, err := ConfigFromEnv(Roles{Worker: true})
+	cfg, err := configFromEnv(Roles{Worker: true})
 	require.NoError(t, err)
 	require.Equal(t, workflows.DefaultDormancy, cfg.Dormancy)
 	require.True(t, cfg.Dormancy.Enabled())
 
 	t.Setenv("COMMITLAYER_DORMANT_AFTER", "30m")
 	t.Setenv("COMMITLAYER_DORMANT_MIN_AGE", "5m")
-	cfg, err = ConfigFromEnv(Roles{Worker: true})
+	cfg, err = configFromEnv(Roles{Worker: true})
 	require.NoError(t, err)
 	require.Equal(t, workflows.Dormancy{MinWait: 30 * time.Minute, MinAge: 5 * time.Minute}, cfg.Dormancy)
 	require.Equal(t, 150*time.Second, cfg.Dormancy.WakeByStart())
 
 	for _, off := range []string{"off", "0", "0s", "OFF"} {
 		t.Setenv("COMMITLAYER_DORMANT_AFTER", off)
-		cfg, err = ConfigFromEnv(Roles{Worker: true})
+		cfg, err = configFromEnv(Roles{Worker: true})
 		require.NoError(t, err, off)
 		require.False(t, cfg.Dormancy.Enabled(), off)
 	}
 	t.Setenv("COMMITLAYER_DORMANT_AFTER", "")
 	for name, bad := range map[string]string{"COMMITLAYER_DORMANT_AFTER": "-1m", "COMMITLAYER_DORMANT_MIN_AGE": "1s"} {
 		t.Setenv(name, bad)
-		_, err = ConfigFromEnv(Roles{Worker: true})
+		_, err = configFromEnv(Roles{Worker: true})
 		require.ErrorContains(t, err, name)
 		t.Setenv(name, "")
 	}
 	t.Setenv("COMMITLAYER_DORMANT_MIN_AGE", "soon")
-	_, err = ConfigFromEnv(Roles{Worker: true})
+	_, err = configFromEnv(Roles{Worker: true})
 	require.ErrorContains(t, err, "COMMITLAYER_DORMANT_MIN_AGE")
 }

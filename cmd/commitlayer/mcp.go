@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -124,7 +123,7 @@ func parseMCPFlags(args []string, stderr io.Writer) (mcpOptions, error) {
 	return o, nil
 }
 
-func mcpCmd(ctx context.Context, logger *slog.Logger, args []string, stderr io.Writer) int {
+func mcpCmd(ctx context.Context, cfg Config, logger *slog.Logger, args []string, stderr io.Writer) int {
 	o, err := parseMCPFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -132,7 +131,7 @@ func mcpCmd(ctx context.Context, logger *slog.Logger, args []string, stderr io.W
 	if err != nil {
 		return 2
 	}
-	key := os.Getenv("COMMITLAYER_API_KEY")
+	key, base := cfg.APIKey, cfg.APIURL
 	if key == "" {
 		fmt.Fprintln(stderr, "commitlayer mcp: COMMITLAYER_API_KEY is required (the tenant key actions are recorded with)")
 		return 2
@@ -143,10 +142,6 @@ func mcpCmd(ctx context.Context, logger *slog.Logger, args []string, stderr io.W
 		logger.Error("commitlayer mcp", "error", err)
 		return 1
 	}
-	base := os.Getenv("COMMITLAYER_URL")
-	if base == "" {
-		base = "http://127.0.0.1:8080"
-	}
 	httpTimeout := o.waitTimeout + 30*time.Second
 	c, err := client.New(base, key, client.WithHTTPClient(&http.Client{Timeout: httpTimeout}),
 		client.WithUserAgent("commitlayer-mcp/"+buildVersion()))
@@ -154,7 +149,7 @@ func mcpCmd(ctx context.Context, logger *slog.Logger, args []string, stderr io.W
 		fmt.Fprintf(stderr, "commitlayer mcp: COMMITLAYER_URL: %v\n", err)
 		return 2
 	}
-	cfg := mcpgw.Config{
+	gw := mcpgw.Config{
 		Recorder: &mcpgw.APIRecorder{Client: c}, Agent: o.agent, Wait: o.wait == "provisional",
 		WaitTimeout: o.waitTimeout, ForwardAuth: o.forwardAuth, BindingsRefresh: o.refresh, RecordTimeout: o.recordTimeout,
 		SessionIdleTimeout: o.sessionIdle, CallTimeout: o.callTimeout, MaxMessage: o.maxMessage,
@@ -163,10 +158,10 @@ func mcpCmd(ctx context.Context, logger *slog.Logger, args []string, stderr io.W
 		Upstream: mcpgw.Upstream{URL: o.upstream, Header: o.header},
 	}
 	if o.upstreamCmd != "" {
-		cfg.Upstream.Command = []string{"/bin/sh", "-c", o.upstreamCmd}
+		gw.Upstream.Command = []string{"/bin/sh", "-c", o.upstreamCmd}
 	}
 	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	g, err := mcpgw.New(startCtx, cfg)
+	g, err := mcpgw.New(startCtx, gw)
 	cancel()
 	if err != nil {
 		logger.Error("commitlayer mcp", "error", err)

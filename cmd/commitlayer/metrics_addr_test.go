@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"testing"
 
@@ -11,10 +12,13 @@ import (
 // TestMetricsOnItsOwnAddress: with COMMITLAYER_METRICS_ADDR the metrics are
 // served there and not on the API's address.
 func TestMetricsOnItsOwnAddress(t *testing.T) {
-	t.Setenv("COMMITLAYER_METRICS_ADDR", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	t.Setenv("COMMITLAYER_METRICS_ADDR", addr)
 	s := newStack(t, Roles{API: true})
-	require.NotEmpty(t, s.m.MetricsURL())
-	resp, err := http.Get(s.m.MetricsURL())
+	resp, err := http.Get("http://" + addr + "/metrics")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

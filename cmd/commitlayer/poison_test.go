@@ -118,8 +118,7 @@ func TestPoisonedStartDoesNotStopOtherTenants(t *testing.T) {
 func TestPoisonedStartAcrossAnOutage(t *testing.T) {
 	s := newStack(t, Roles{API: true, Worker: true})
 	// This test drives the reconciliation itself.
-	s.m.stopReconciler()
-	<-s.m.reconcilerDone
+	s.m.stop[0]() // the reconciler: the first loop Start runs
 	f := newPoisonFixture(t, s)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -76,7 +76,7 @@ func onePerFamily() []string {
 // history.
 func TestReplayThroughAdminAPI(t *testing.T) {
 	key := "sk-ant-replaytest-" + randHex(12)
-	srv, err := fake.Start(llm.Anthropic, fake.RuleJudge{}, fake.WithKey(key))
+	srv, err := fake.Start(llm.Anthropic, fake.RuleJudge{}, fake.Option{Key: key})
 	require.NoError(t, err)
 	defer srv.Close()
 	t.Setenv(llm.KeyEnv[llm.Anthropic], key)
@@ -269,7 +269,7 @@ func describeWorkflow(ctx context.Context, s *stack, workflowID, runID string) (
 func TestReplayOfModelDrivenRun(t *testing.T) {
 	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
 	provider := agent.FakePrefix + llm.OpenAI
-	srv, err := s.m.Harness.Models.Fake(provider, "fake-"+llm.OpenAI)
+	srv, err := s.m.Bench.Harness.Models.Fake(provider, "fake-"+llm.OpenAI)
 	require.NoError(t, err)
 	var subset []string
 	for _, id := range onePerFamily() {

@@ -65,7 +65,6 @@ func TestReplicasShareSessionsAndSurviveKills(t *testing.T) {
 	bin := commitlayerBinary(t)
 	s := newStack(t, Roles{}) // the environment, a database and a Temporal client for the checks
 	s.m.stopReconciler()      // only the replicas finish what they started
-	<-s.m.reconcilerDone
 	api1, api2 := startReplica(t, bin, "api"), startReplica(t, bin, "api")
 	w1, _ := startReplica(t, bin, "worker"), startReplica(t, bin, "worker")
 	hc := &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -256,14 +255,14 @@ func statusOf(t *testing.T, hc *http.Client, base, cookie string) int {
 // TestConfigTrustedProxies: COMMITLAYER_TRUSTED_PROXIES takes addresses
 // and CIDR ranges and refuses anything else by name.
 func TestConfigTrustedProxies(t *testing.T) {
-	cfg, err := ConfigFromEnv(Roles{Worker: true})
+	cfg, err := configFromEnv(Roles{Worker: true})
 	require.NoError(t, err)
 	require.Nil(t, cfg.TrustedProxies, "unset: no proxy trusted")
 	t.Setenv("COMMITLAYER_TRUSTED_PROXIES", "10.0.0.0/8, 127.0.0.1 ::1")
-	cfg, err = ConfigFromEnv(Roles{Worker: true})
+	cfg, err = configFromEnv(Roles{Worker: true})
 	require.NoError(t, err)
 	require.NotNil(t, cfg.TrustedProxies)
 	t.Setenv("COMMITLAYER_TRUSTED_PROXIES", "my-proxy")
-	_, err = ConfigFromEnv(Roles{Worker: true})
+	_, err = configFromEnv(Roles{Worker: true})
 	require.ErrorContains(t, err, "COMMITLAYER_TRUSTED_PROXIES")
 }

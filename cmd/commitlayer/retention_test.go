@@ -13,17 +13,15 @@ import (
 )
 
 func TestFactRetentionFromEnv(t *testing.T) {
-	t.Setenv(envFactRetention, "")
-	d, err := factRetentionFromEnv()
-	require.NoError(t, err)
-	require.Zero(t, d)
-	t.Setenv(envFactRetention, "2160h")
-	d, err = factRetentionFromEnv()
-	require.NoError(t, err)
-	require.Equal(t, 2160*time.Hour, d)
+	for v, want := range map[string]time.Duration{"": 0, "0": 0, "2160h": 2160 * time.Hour} {
+		t.Setenv(envFactRetention, v)
+		c, err := configFromEnv(Roles{})
+		require.NoError(t, err, v)
+		require.Equal(t, want, c.FactRetention, v)
+	}
 	for _, bad := range []string{"10m", "forever", "-5h"} {
 		t.Setenv(envFactRetention, bad)
-		_, err = factRetentionFromEnv()
+		_, err := configFromEnv(Roles{})
 		require.ErrorContains(t, err, envFactRetention, bad)
 	}
 }

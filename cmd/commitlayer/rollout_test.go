@@ -59,7 +59,7 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	s := newStackWith(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true}, testenv.TemporalAddress(t),
 		map[string]string{"COMMITLAYER_BUILD_ID": buildA, "COMMITLAYER_DEPLOYMENT": "commitlayer-rollout-" + randHex(6)})
 	c := s.m.Temporal
-	product, benchDep := s.m.Config.Deployment, s.m.Config.BenchmarkDeployment
+	product, benchDep := s.m.Config.Deployment, s.m.Config.Sandbox.Deployment
 	targets := map[string]worker.Deployment{
 		product:  {Name: product, BuildID: buildB},
 		benchDep: {Name: benchDep, BuildID: buildB, IgnoreMissingQueues: true},
@@ -75,7 +75,7 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	const n = 50
 	ids, now := s.sleepingPayouts(key, "payout_rollout", "20s", n)
 	// A benchmark run in flight on A, one scenario at a time.
-	subset := catalogue.RegressionSubset()
+	subset := catalogue.Regression
 	var started struct {
 		ID string `json:"id"`
 	}
@@ -87,10 +87,8 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 		cfg.BuildID = buildB
 		cfg.MakeCurrent = worker.CurrentNever
 	}, func(m *Main) {
-		m.RegisterMore = func(r sdkworker.Registry) {
-			r.RegisterWorkflowWithOptions(verifyActionB, workflow.RegisterOptions{
-				Name: "VerifyAction", VersioningBehavior: worker.VerifyActionBehavior, DisableAlreadyRegisteredCheck: true})
-		}
+		m.ProductWorker.RegisterWorkflowWithOptions(verifyActionB, workflow.RegisterOptions{
+			Name: "VerifyAction", VersioningBehavior: worker.VerifyActionBehavior, DisableAlreadyRegisteredCheck: true})
 	})
 	st, err = worker.DescribeDeployment(ctx, c, product)
 	require.NoError(t, err)
@@ -170,8 +168,8 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 			if err != nil {
 				return false
 			}
-			va, okA := st.Version(buildA)
-			vb, okB := st.Version(buildB)
+			va, okA := versionOf(st, buildA)
+			vb, okB := versionOf(st, buildB)
 			return okA && okB && va.Drainage == "drained" && vb.Current && !va.Current
 		}, 30*time.Second, 250*time.Millisecond, "%s: A drained, B current", dep)
 	}
@@ -221,4 +219,14 @@ func TestRolloutOfANewWorkerBuild(t *testing.T) {
 	unguarded.RegisterWorkflowWithOptions(verifyActionUnguarded, workflow.RegisterOptions{Name: "VerifyAction"})
 	require.Error(t, unguarded.ReplayWorkflowHistory(nil, hist), "an unguarded change must not replay an A history")
 	require.NotEmpty(t, key2)
+}
+
+// versionOf returns the state of one build, if the deployment has it.
+func versionOf(s worker.DeploymentState, buildID string) (worker.VersionState, bool) {
+	for _, v := range s.Versions {
+		if v.BuildID == buildID {
+			return v, true
+		}
+	}
+	return worker.VersionState{}, false
 }

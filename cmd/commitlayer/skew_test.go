@@ -12,16 +12,16 @@ import (
 func TestConfigMaxFutureSkew(t *testing.T) {
 	t.Setenv("COMMITLAYER_ADMIN_KEY", "0123456789abcdef")
 	t.Setenv("COMMITLAYER_MAX_FUTURE_SKEW", "")
-	cfg, err := ConfigFromEnv(Roles{API: true})
+	cfg, err := configFromEnv(Roles{API: true})
 	require.NoError(t, err)
 	require.Equal(t, api.DefaultMaxFutureSkew, cfg.MaxFutureSkew)
 	for _, bad := range []string{"tomorrow", "24", "0s", "-1h"} {
 		t.Setenv("COMMITLAYER_MAX_FUTURE_SKEW", bad)
-		_, err = ConfigFromEnv(Roles{API: true})
+		_, err = configFromEnv(Roles{API: true})
 		require.ErrorContains(t, err, "COMMITLAYER_MAX_FUTURE_SKEW", bad)
 	}
 	t.Setenv("COMMITLAYER_MAX_FUTURE_SKEW", "90m")
-	cfg, err = ConfigFromEnv(Roles{API: true})
+	cfg, err = configFromEnv(Roles{API: true})
 	require.NoError(t, err)
 	require.Equal(t, 90*time.Minute, cfg.MaxFutureSkew)
 }

@@ -55,11 +55,11 @@ func (k *keyCapture) CreateBenchmarkTenant(ctx context.Context, runID, scenarioI
 // histories of the run's workflows.
 func TestSandboxViaPaths(t *testing.T) {
 	s := newStack(t, Roles{API: true, Worker: true, Benchmark: true, BenchmarkWorker: true})
-	require.NotEmpty(t, s.m.Harness.API, "the API's URL reaches the harness")
-	keys := &keyCapture{Store: s.m.Harness.Store}
-	s.m.Harness.Store = keys
+	require.NotEmpty(t, s.m.Bench.Harness.API, "the API's URL reaches the harness")
+	keys := &keyCapture{Store: s.m.Bench.Harness.Store}
+	s.m.Bench.Harness.Store = keys
 	var logs syncBuffer
-	s.m.Harness.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s.m.Bench.Harness.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	only := []string{"refund/baseline", "refund/lost_response_retry_no_key", "refund/rate_limited_retry",
 		"refund/prompt_injection", "cancel/unreachable_agent", "payout/server_error_stop", "payout/daily_total_exceeded"}
 	for _, via := range []string{agent.ViaMCP, agent.ViaOTLP} {
@@ -77,12 +77,12 @@ func TestSandboxViaPaths(t *testing.T) {
 				byID[r.ID] = r
 			}
 			keyPrefix := map[string]string{agent.ViaMCP: "mcp/", agent.ViaOTLP: "otlp/"}[via]
-			tenants, err := s.m.Bench.BenchmarkTenants(context.Background(), run.ID)
+			tenants, err := s.m.Bench.Store.BenchmarkTenants(context.Background(), run.ID)
 			require.NoError(t, err)
 			require.Len(t, tenants, len(only))
 			recorded := map[string]bool{} // action ids the path recorded
 			for _, tn := range tenants {
-				acts, err := s.m.DB.AllActions(context.Background(), tn.ID)
+				acts, err := s.m.Bench.Store.TenantActions(context.Background(), tn.ID)
 				require.NoError(t, err)
 				for _, a := range acts {
 					k := a.IdempotencyKey

@@ -125,13 +125,6 @@ func OpenConnector(tenantID string, c commitlayer.Connector, opts Options) (Pull
 	return k.Open(tenantID, c, opts)
 }
 
-// Open returns the Puller of a connector given by its parts, nothing
-// sealed: url for http_events (and stripe's base), the JSON configuration
-// for postgres and http_json (validated here; errors name the field).
-func Open(kind, url string, config []byte, opts Options) (Puller, error) {
-	return OpenConnector("", commitlayer.Connector{Kind: kind, URL: url, Config: config}, opts)
-}
-
 // checkURL applies the address rules to a URL of field (form only when
 // addrs is nil).
 func checkURL(ctx context.Context, addrs AddressChecker, field, raw string) error {

@@ -130,12 +130,6 @@ type cursor struct {
 	Res map[string]resCursor `json:"res,omitempty"`
 }
 
-// ParseCursor checks a stored cursor ("" is the start).
-func ParseCursor(s string) error {
-	_, err := parseCursor(s)
-	return err
-}
-
 func parseCursor(s string) (cursor, error) {
 	c := cursor{V: 1, Res: map[string]resCursor{}}
 	if s == "" {

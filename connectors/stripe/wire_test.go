@@ -8,7 +8,7 @@ import (
 
 	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
 	"github.com/commitlayer/commitlayer/internal/testenv"
-	"github.com/commitlayer/commitlayer/sandbox/stripefake"
+	"github.com/commitlayer/commitlayer/sandbox/stripefake/wirecheck"
 )
 
 // TestWireShapesAcceptedByStripeMock pulls through every cursor state
@@ -45,7 +45,7 @@ func TestWireShapesAcceptedByStripeMock(t *testing.T) {
 			a.f.AddPayout(100, "usd", "paid")
 		}
 	}
-	shapes, err := stripefake.CheckShapes(t.Context(), a.f.Requests()[n:], mock)
+	shapes, err := wirecheck.Shapes(t.Context(), a.f.Requests()[n:], mock)
 	require.NoError(t, err)
 	t.Logf("stripe-mock accepted:\n%v", shapes)
 	for _, res := range stripeconn.Resources {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
@@ -243,7 +244,7 @@ func TestFromEnv(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.val, func(t *testing.T) {
 			t.Setenv(netguard.EnvAllowPrivate, tt.val)
-			o, err := netguard.FromEnv()
+			o, err := netguard.FromEnv(os.Getenv)
 			if tt.wantErr {
 				require.Error(t, err)
 				require.Contains(t, err.Error(), netguard.EnvAllowPrivate)

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,12 +52,12 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// FromEnv returns Options with AllowPrivate read from
+// FromEnv returns Options with AllowPrivate read with getenv from
 // COMMITLAYER_ALLOW_PRIVATE_ADDRESSES ("1"/"true" allow, ""/"0"/"false"
 // refuse). Any other value is an error naming the variable, so a typo does
 // not silently open or close the door.
-func FromEnv() (Options, error) {
-	v := strings.TrimSpace(os.Getenv(EnvAllowPrivate))
+func FromEnv(getenv func(string) string) (Options, error) {
+	v := strings.TrimSpace(getenv(EnvAllowPrivate))
 	if v == "" {
 		return Options{}, nil
 	}

@@ -1,6 +1,8 @@
 // Package proccpu reads how much CPU processes on this Linux host have used,
-// for benchmarks that report CPU per operation beside wall time (wall time
-// moves with the neighbours on a shared machine; CPU time barely does).
+// for the load test (sandbox/loadtest) and the Go benchmarks
+// (internal/testenv.CPU), which report CPU per operation beside wall time
+// (wall time moves with the neighbours on a shared machine; CPU time
+// barely does).
 package proccpu
 
 import (
@@ -10,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -41,27 +42,6 @@ func Of(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: utime %q, stime %q", pid, f[11], f[12])
 	}
 	return time.Duration(ut+st) * time.Second / ticksPerSecond, nil
-}
-
-// Sum adds up Of over pids; ok is false when any could not be read.
-func Sum(pids []int) (total time.Duration, ok bool) {
-	for _, pid := range pids {
-		d, err := Of(pid)
-		if err != nil {
-			return 0, false
-		}
-		total += d
-	}
-	return total, true
-}
-
-// Self returns this process's CPU time, all threads, from getrusage.
-func Self() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Find returns the pids whose command line (arguments joined by spaces)

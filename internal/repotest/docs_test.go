@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const module = "github.com/commitlayer/commitlayer"
 
 // archRow is one row of docs/architecture.md's package table: the packages
 // its first cell names and the packages of this module its last cell says

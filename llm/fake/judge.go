@@ -11,7 +11,7 @@ import (
 
 // RuleJudge answers a judge's turn (structured output) as the rule judge
 // would, from the trajectory in the prompt: the fake model judge is
-// deterministic and agrees with judge.Rule.
+// deterministic and agrees with judge.Evaluate.
 type RuleJudge struct{}
 
 var _ Policy = RuleJudge{}

@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -52,25 +53,25 @@ type Server struct {
 	next     int
 }
 
-// Option configures a Server.
-type Option func(*Server)
-
-// WithKey sets the API key the server accepts (default "fake-key-<provider>").
-func WithKey(key string) Option { return func(s *Server) { s.key = key } }
-
-// WithModel sets the model the server answers as (default "fake-<provider>").
-func WithModel(model string) Option { return func(s *Server) { s.model = model } }
-
-// WithoutCallIDs makes the Gemini fake give function calls no id, as some
-// Gemini models do; function responses are then matched by name.
-func WithoutCallIDs() Option { return func(s *Server) { s.noIDs = true } }
+// Option configures a Server; the fields an option sets win over those of
+// the options before it.
+type Option struct {
+	// Key is the API key the server accepts (default "fake-key-<provider>").
+	Key string
+	// Model is the model the server answers as (default "fake-<provider>").
+	Model string
+	// NoCallIDs makes the Gemini fake give function calls no id, as some
+	// Gemini models do; function responses are then matched by name.
+	NoCallIDs bool
+}
 
 // Start starts a fake server for provider (llm.Anthropic, llm.OpenAI or
 // llm.Google) answering with policy. Close it when done.
 func Start(provider string, policy Policy, opts ...Option) (*Server, error) {
 	s := &Server{provider: provider, key: "fake-key-" + provider, model: "fake-" + provider, policy: policy}
 	for _, o := range opts {
-		o(s)
+		s.key, s.model = cmp.Or(o.Key, s.key), cmp.Or(o.Model, s.model)
+		s.noIDs = s.noIDs || o.NoCallIDs
 	}
 	if policy == nil {
 		return nil, fmt.Errorf("start fake %s: no policy", provider)

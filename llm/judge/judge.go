@@ -37,14 +37,6 @@ type Judge interface {
 	Judge(ctx context.Context, tr llm.Trajectory) (Result, error)
 }
 
-// Rule is the deterministic trace judge.
-type Rule struct{}
-
-var _ Judge = Rule{}
-
-// Judge applies Evaluate; it never fails.
-func (Rule) Judge(_ context.Context, tr llm.Trajectory) (Result, error) { return Evaluate(tr), nil }
-
 // KeyArg is the argument that carries an idempotency key; a retry that
 // differs from the failed call only in it is the same call.
 const KeyArg = "idempotency_key"

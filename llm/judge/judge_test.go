@@ -57,8 +57,7 @@ func TestRuleJudge(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := judge.Rule{}.Judge(context.Background(), tc.tr)
-			require.NoError(t, err)
+			r := judge.Evaluate(tc.tr)
 			require.Equal(t, tc.verdict, r.Verdict, r.Reason)
 			require.Contains(t, r.Reason, tc.reason)
 			require.Equal(t, "rule", r.Judge)
@@ -162,7 +161,7 @@ func TestModelJudgeProviderErrors(t *testing.T) {
 			srv, j := modelJudge(t, p, fake.RuleJudge{})
 			srv.Inject(fake.Fault{Status: 429})
 			_, err := j.Judge(context.Background(), success())
-			require.True(t, llm.IsRetryable(err), "%v", err)
+			require.True(t, retryable(err), "%v", err)
 			r, err := j.Judge(context.Background(), success())
 			require.NoError(t, err)
 			require.Equal(t, commitlayer.StatusPass, r.Verdict)
@@ -184,4 +183,10 @@ func TestModelJudgeSeesNoModelTurns(t *testing.T) {
 	require.True(t, ok)
 	require.Len(t, got.Calls, 1)
 	require.Less(t, len(got.Calls[0].Response), 2100)
+}
+
+// retryable reports whether err is an *llm.Error worth retrying.
+func retryable(err error) bool {
+	e, ok := llm.AsError(err)
+	return ok && e.Retryable()
 }

@@ -344,7 +344,7 @@ func TestAbortRecordsTheError(t *testing.T) {
 	srv.Inject(fake.Fault{Malformed: true})
 	c, err := drive(t, prov, "Refund.\n"+refundPlan.Text(), &env{}, 20)
 	require.Error(t, err)
-	require.False(t, llm.IsRetryable(err))
+	require.False(t, retryable(err))
 	c.Abort(err)
 	require.True(t, c.Done)
 	require.Equal(t, err.Error(), c.Trajectory.Error)
@@ -373,7 +373,7 @@ func TestEmptyAnswerIsNotSentBack(t *testing.T) {
 // Gemini models that give function calls no id: the adapter makes local ids
 // up, does not send them back, and responses are matched by name.
 func TestLoopGeminiWithoutCallIDs(t *testing.T) {
-	srv, err := fake.Start(llm.Google, fake.NewModel(fake.Careful), fake.WithoutCallIDs())
+	srv, err := fake.Start(llm.Google, fake.NewModel(fake.Careful), fake.Option{NoCallIDs: true})
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	prov, err := llm.New(srv.Config())
@@ -457,4 +457,10 @@ func TestStepRefusesTwoReports(t *testing.T) {
 	second.ID = "c2"
 	_, _, err := stepWith(t, cfg, llm.Response{ToolCalls: []llm.ToolCall{rep, second}})
 	require.ErrorContains(t, err, "more than once")
+}
+
+// retryable reports whether err is an *llm.Error worth retrying.
+func retryable(err error) bool {
+	e, ok := llm.AsError(err)
+	return ok && e.Retryable()
 }

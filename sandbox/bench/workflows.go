@@ -91,151 +91,191 @@ const scenariosPerRun = 60
 // Benchmark runs the failure matrix: one Scenario child per scenario, at
 // most Concurrency at a time, each with a deterministic ID, every result
 // read. Rows keep the order of ScenarioIDs. The run's row in the database is
-// updated as scenarios finish.
+// updated as scenarios finish; a long run continues as new.
 func Benchmark(ctx workflow.Context, in BenchmarkInput) (BenchmarkResult, error) {
 	if in.RunID == "" || len(in.ScenarioIDs) == 0 {
 		return BenchmarkResult{}, temporal.NewNonRetryableApplicationError("run id and scenarios are required", activities.ErrInvalidInput, nil)
 	}
+	b := newBenchmarkRun(ctx, in)
+	if err := b.setup(ctx); err != nil {
+		return BenchmarkResult{}, err
+	}
+	return b.run(ctx)
+}
+
+// benchmarkRun is one run of Benchmark: the rows as scenarios finish and
+// the sliding window of children in flight.
+type benchmarkRun struct {
+	in     BenchmarkInput
+	window int // children at once
+	rows   []matrix.Row
+	done   []bool // rows[i] is final (a child's row, an error row, or not run)
+	// running marks the children in flight; inFlight counts them.
+	running  []bool
+	inFlight int
+	finished int
+	budget   budgetState
+	// next is the first scenario not yet started; startedHere counts this
+	// run's starts (at most scenariosPerRun before it continues as new).
+	next, startedHere int
+	sel               workflow.Selector
+}
+
+func newBenchmarkRun(ctx workflow.Context, in BenchmarkInput) *benchmarkRun {
 	if in.StartedAt.IsZero() {
 		in.StartedAt = workflow.Now(ctx)
 	}
-	window := in.Concurrency
-	if window <= 0 {
-		window = 4
+	n := len(in.ScenarioIDs)
+	b := &benchmarkRun{in: in, window: in.Concurrency, rows: make([]matrix.Row, n), done: make([]bool, n),
+		running: make([]bool, n), budget: newBudgetState(in), next: in.Next, sel: workflow.NewSelector(ctx)}
+	if b.window <= 0 {
+		b.window = 4
 	}
-	rows := make([]matrix.Row, len(in.ScenarioIDs))
-	done := make([]bool, len(in.ScenarioIDs))
-	for i, r := range in.Rows {
-		rows[i] = r
-		done[i] = true
+	for i, r := range in.Rows { // the rows earlier runs finished
+		b.rows[i], b.done[i] = r, true
 	}
-	finished := len(in.Rows)
-	running := map[int]bool{}
-	budget := newBudgetState(in)
-	if err := workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) {
-		p := Progress{Total: len(in.ScenarioIDs), Done: finished}
-		for i := range in.ScenarioIDs {
+	b.finished = len(in.Rows)
+	return b
+}
+
+// setup answers the progress query from the run's state.
+func (b *benchmarkRun) setup(ctx workflow.Context) error {
+	return workflow.SetQueryHandler(ctx, QueryProgress, func() (Progress, error) {
+		p := Progress{Total: len(b.in.ScenarioIDs), Done: b.finished}
+		for i, id := range b.in.ScenarioIDs {
 			switch {
-			case running[i]:
-				p.Running = append(p.Running, in.ScenarioIDs[i])
-			case done[i]:
-				p.Rows = append(p.Rows, rows[i])
-				if !rows[i].Agree.Both() {
-					p.Disagree = append(p.Disagree, rows[i].ID)
+			case b.running[i]:
+				p.Running = append(p.Running, id)
+			case b.done[i]:
+				p.Rows = append(p.Rows, b.rows[i])
+				if !b.rows[i].Agree.Both() {
+					p.Disagree = append(p.Disagree, b.rows[i].ID)
 				}
 			}
 		}
 		return p, nil
-	}); err != nil {
-		return BenchmarkResult{}, err
-	}
-
-	recordCtx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
 	})
-	record := func(status string) (matrix.Summary, error) {
-		var finishedRows []matrix.Row
-		for i := range rows {
-			if done[i] && !budget.notRun[in.ScenarioIDs[i]] {
-				finishedRows = append(finishedRows, rows[i])
-			}
-		}
-		in := harness.RunInput{RunID: in.RunID, Status: status, StartedAt: in.StartedAt,
-			Concurrency: window, Rows: finishedRows, Total: len(in.ScenarioIDs), Payments: in.Payments}
-		if status != "running" {
-			in.FinishedAt = workflow.Now(ctx)
-		}
-		var s matrix.Summary
-		err := workflow.ExecuteActivity(recordCtx, harnessActs.RecordRun, in).Get(ctx, &s)
-		return s, err
-	}
+}
 
-	sel := workflow.NewSelector(ctx)
-	next := in.Next
-	startedHere := 0
-	start := func(i int) {
-		id := in.ScenarioIDs[i]
-		attempt := attemptOf(in.ScenarioIDs, i)
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:            ScenarioAttemptWorkflowID(in.RunID, id, attempt),
-			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-			TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(in.RunID), SAScenario.ValueSet(id)),
-			StaticSummary:         "scenario " + id,
-			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
-		})
-		running[i] = true
-		startedHere++
-		sin := ScenarioInput{RunID: in.RunID, ScenarioID: id, Payments: in.Payments,
-			ReplayOf: in.ReplayOf, Attempt: attempt, Judge: in.Judge}
-		if in.Agent != nil {
-			sin.Agent = in.Agent
-			// What a scenario starting now may spend (0: no limit).
-			sin.TokenBudget = max(budget.spent(rows, done).Remaining(), 0)
-		}
-		f := workflow.ExecuteChildWorkflow(cctx, Scenario, sin)
-		sel.AddFuture(f, func(f workflow.Future) {
-			var row matrix.Row
-			if err := f.Get(ctx, &row); err != nil {
-				row = harness.ErrorRow(id, err)
-				row.Attempt = attempt
-			}
-			rows[i] = row
-			done[i] = true
-			delete(running, i)
-			finished++
-		})
-	}
-	for next < len(in.ScenarioIDs) || len(running) > 0 {
-		for next < len(in.ScenarioIDs) && len(running) < window && startedHere < scenariosPerRun {
-			if !done[next] {
-				if budget.spent(rows, done).Exhausted() {
-					// The token budget is spent: the scenario is listed, not run.
-					rows[next], done[next] = matrix.Row{ID: in.ScenarioIDs[next], Error: notRunReason}, true
-					budget.notRun[in.ScenarioIDs[next]] = true
-					in.NotRun = append(in.NotRun, in.ScenarioIDs[next])
-					finished++
-				} else {
-					start(next)
-				}
-			}
-			next++
-		}
-		if len(running) == 0 {
+// run keeps the window full until this run's share is started and every
+// child it started has finished, recording progress every ten rows; then
+// it continues as new, or records the finished run, logs it to its sinks
+// and returns it.
+func (b *benchmarkRun) run(ctx workflow.Context) (BenchmarkResult, error) {
+	for {
+		b.fill(ctx)
+		if b.inFlight == 0 {
 			break // this run's share is started and finished
 		}
-		sel.Select(ctx)
-		if finished%10 == 0 {
-			if _, err := record("running"); err != nil {
+		b.sel.Select(ctx)
+		if b.finished%10 == 0 {
+			if _, err := b.record(ctx, "running"); err != nil {
 				workflow.GetLogger(ctx).Warn("record progress", "error", err)
 			}
 		}
 	}
-	if next < len(in.ScenarioIDs) {
-		var carried []matrix.Row
-		for i := 0; i < next; i++ {
-			carried = append(carried, rows[i])
-		}
-		cont := in
-		cont.Next, cont.Rows = next, carried
-		return BenchmarkResult{}, workflow.NewContinueAsNewError(ctx, continueAs(in), cont)
+	if b.next < len(b.in.ScenarioIDs) {
+		cont := b.in
+		cont.Next, cont.Rows = b.next, b.rows[:b.next]
+		return BenchmarkResult{}, workflow.NewContinueAsNewError(ctx, continueAs(b.in), cont)
 	}
-	summary, err := record("done")
+	summary, err := b.record(ctx, "done")
 	if err != nil {
 		return BenchmarkResult{}, fmt.Errorf("record run: %w", err)
 	}
-	if len(in.NotRun) > 0 {
-		var ran []matrix.Row
-		for i, r := range rows {
-			if !budget.notRun[in.ScenarioIDs[i]] {
-				ran = append(ran, r)
-			}
+	deliverToSinks(ctx, b.in)
+	return BenchmarkResult{RunID: b.in.RunID, StartedAt: b.in.StartedAt, FinishedAt: workflow.Now(ctx),
+		Rows: b.ranRows(), Summary: summary, Payments: b.in.Payments, Agent: b.in.Agent, NotRun: b.in.NotRun}, nil
+}
+
+// fill starts scenarios in order while the window has room and this run
+// may start more. A scenario the token budget cannot pay for is listed as
+// not run instead.
+func (b *benchmarkRun) fill(ctx workflow.Context) {
+	for b.next < len(b.in.ScenarioIDs) && b.inFlight < b.window && b.startedHere < scenariosPerRun {
+		i := b.next
+		b.next++
+		switch id := b.in.ScenarioIDs[i]; {
+		case b.done[i]:
+		case b.budget.spent(b.rows, b.done).Exhausted():
+			b.rows[i], b.done[i] = matrix.Row{ID: id, Error: notRunReason}, true
+			b.budget.notRun[id] = true
+			b.in.NotRun = append(b.in.NotRun, id)
+			b.finished++
+		default:
+			b.start(ctx, i)
 		}
-		rows = ran
 	}
-	deliverToSinks(ctx, in)
-	return BenchmarkResult{RunID: in.RunID, StartedAt: in.StartedAt, FinishedAt: workflow.Now(ctx),
-		Rows: rows, Summary: summary, Payments: in.Payments, Agent: in.Agent, NotRun: in.NotRun}, nil
+}
+
+// start starts scenario i's child and reads its result when it finishes:
+// its row, or an error row.
+func (b *benchmarkRun) start(ctx workflow.Context, i int) {
+	in, id := b.in, b.in.ScenarioIDs[i]
+	attempt := attemptOf(in.ScenarioIDs, i)
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            ScenarioAttemptWorkflowID(in.RunID, id, attempt),
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(SARun.ValueSet(in.RunID), SAScenario.ValueSet(id)),
+		StaticSummary:         "scenario " + id,
+		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
+	})
+	b.running[i], b.inFlight = true, b.inFlight+1
+	b.startedHere++
+	sin := ScenarioInput{RunID: in.RunID, ScenarioID: id, Payments: in.Payments, ReplayOf: in.ReplayOf, Attempt: attempt, Judge: in.Judge}
+	if in.Agent != nil {
+		sin.Agent = in.Agent
+		// What a scenario starting now may spend (0: no limit).
+		sin.TokenBudget = max(b.budget.spent(b.rows, b.done).Remaining(), 0)
+	}
+	b.sel.AddFuture(workflow.ExecuteChildWorkflow(cctx, Scenario, sin), func(f workflow.Future) {
+		var row matrix.Row
+		if err := f.Get(ctx, &row); err != nil {
+			row = harness.ErrorRow(id, err)
+			row.Attempt = attempt
+		}
+		b.rows[i], b.done[i], b.running[i] = row, true, false
+		b.inFlight--
+		b.finished++
+	})
+}
+
+// record stores the run's status and the rows it has so far (those not
+// left out by the token budget) and returns their summary.
+func (b *benchmarkRun) record(ctx workflow.Context, status string) (matrix.Summary, error) {
+	var rows []matrix.Row
+	for i := range b.rows {
+		if b.done[i] && !b.budget.notRun[b.in.ScenarioIDs[i]] {
+			rows = append(rows, b.rows[i])
+		}
+	}
+	rin := harness.RunInput{RunID: b.in.RunID, Status: status, StartedAt: b.in.StartedAt,
+		Concurrency: b.window, Rows: rows, Total: len(b.in.ScenarioIDs), Payments: b.in.Payments}
+	if status != "running" {
+		rin.FinishedAt = workflow.Now(ctx)
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 5},
+	})
+	var s matrix.Summary
+	err := workflow.ExecuteActivity(actx, harnessActs.RecordRun, rin).Get(ctx, &s)
+	return s, err
+}
+
+// ranRows are the rows of the scenarios that ran: all of them, less those
+// the token budget left out.
+func (b *benchmarkRun) ranRows() []matrix.Row {
+	if len(b.in.NotRun) == 0 {
+		return b.rows
+	}
+	var ran []matrix.Row
+	for i, r := range b.rows {
+		if !b.budget.notRun[b.in.ScenarioIDs[i]] {
+			ran = append(ran, r)
+		}
+	}
+	return ran
 }
 
 // ScenarioInput names one scenario of a run.

@@ -108,7 +108,7 @@ func (a *API) listBenchmarks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list benchmark runs: %w", err)
 	}
-	out := make([]runView, 0, len(runs))
+	out := make([]RunView, 0, len(runs))
 	for _, b := range runs {
 		out = append(out, viewRun(b, false))
 	}

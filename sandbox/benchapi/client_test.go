@@ -25,37 +25,36 @@ func (b doneRunner) Start(ctx context.Context, req bench.Request) (benchstore.Ru
 	return b.store.CreateBenchmarkRun(ctx, benchstore.Run{Status: "done", Request: raw})
 }
 
-// TestClientCalls: the client's benchmark calls against the mounted
-// routes, over HTTP.
+// TestClientCalls: the benchmark's client against the mounted routes,
+// over HTTP, errors answered as the product's client answers them.
 func TestClientCalls(t *testing.T) {
 	e := newEnv(t, func(a *API) { a.Runner = doneRunner{a.Runs.(*benchstore.Store)} })
 	hs := httptest.NewServer(e.srv.Handler())
 	t.Cleanup(hs.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	admin, err := client.New(hs.URL, adminKey)
+	admin, err := NewClient(hs.URL, adminKey, nil)
 	require.NoError(t, err)
 
-	// Benchmarks (admin).
-	run, err := admin.StartBenchmark(ctx, client.BenchmarkRequest{Only: []string{"refund/"}, Concurrency: 2})
+	run, err := admin.Start(ctx, bench.Request{Only: []string{"refund/"}, Concurrency: 2})
 	require.NoError(t, err)
 	require.Equal(t, "/v1/admin/benchmark/"+run.ID, run.URL)
-	runs, err := admin.ListBenchmarks(ctx)
+	runs, err := admin.List(ctx)
 	require.NoError(t, err)
 	require.Contains(t, runIDs(runs), run.ID)
-	full, err := admin.GetBenchmark(ctx, run.ID)
+	full, err := admin.Get(ctx, run.ID)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"only":["refund/"],"concurrency":2}`, string(full.Request))
-	purged, err := admin.PurgeBenchmarkTenants(ctx, run.ID)
+	purged, err := admin.PurgeTenants(ctx, run.ID)
 	require.NoError(t, err)
 	require.Equal(t, run.ID, purged.ID)
-	_, err = admin.GetBenchmark(ctx, "bench_nope")
+	_, err = admin.Get(ctx, "bench_nope")
 	require.True(t, client.IsNotFound(err))
-	_, err = admin.StartBenchmark(ctx, client.BenchmarkRequest{Concurrency: 1000})
+	_, err = admin.Start(ctx, bench.Request{Concurrency: 1000})
 	require.True(t, client.IsCode(err, "invalid_request"), "%v", err)
 }
 
-func runIDs(runs []client.BenchmarkRun) []string {
+func runIDs(runs []RunView) []string {
 	out := make([]string, 0, len(runs))
 	for _, r := range runs {
 		out = append(out, r.ID)

@@ -7,8 +7,10 @@ import (
 	"github.com/commitlayer/commitlayer/sandbox/benchstore"
 )
 
-// runView is a benchmark run on the wire (BenchmarkRun in openapi.json).
-type runView struct {
+// RunView is a benchmark run on the wire (BenchmarkRun in openapi.json),
+// as the routes answer it and Client reads it. Results, Markdown and
+// LogTail come only with one run (GET /v1/admin/benchmark/{id}).
+type RunView struct {
 	ID         string          `json:"id"`
 	Status     string          `json:"status"`
 	Request    json.RawMessage `json:"request"`
@@ -24,8 +26,8 @@ type runView struct {
 
 // viewRun shows a run; full adds the per-scenario results, the markdown and
 // the log tail.
-func viewRun(b benchstore.Run, full bool) runView {
-	v := runView{
+func viewRun(b benchstore.Run, full bool) RunView {
+	v := RunView{
 		ID: b.ID, Status: b.Status, Request: rawOrNull(b.Request), Summary: rawOrNull(b.Summary),
 		TenantID: b.TenantID, StartedAt: b.StartedAt, URL: "/v1/admin/benchmark/" + b.ID,
 	}

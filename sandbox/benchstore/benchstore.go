@@ -16,12 +16,8 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
-	"io/fs"
-	"sort"
 	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -43,87 +39,18 @@ func New(db *postgres.DB) *Store { return &Store{DB: db, pool: db.Pool()} }
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// The migrator's advisory lock: its own class id, apart from the
-// product's, so the two migrators never wait on each other.
-const (
-	lockSpace   = 0x436c426d // "ClBm"
-	lockMigrate = 1
-)
+// migrations are the benchmark's, run by the product's migration runner:
+// recorded in benchmark.schema_migrations, under an advisory lock of their
+// own (class "ClBm"), so the two stores' migrators never wait on each
+// other.
+var migrations = postgres.Migrations{FS: migrationFiles, Dir: "migrations", Table: "benchmark.schema_migrations",
+	Setup: "CREATE SCHEMA IF NOT EXISTS benchmark", Lock: [2]int32{0x436c426d, 1}}
 
 // Migrate creates the benchmark schema and applies its embedded
-// migrations not yet recorded in benchmark.schema_migrations, in file-name
-// order, each in its own transaction, under an advisory lock (several
-// processes may start at once). Run it after the product's migrations: the
+// migrations not yet applied. Run it after the product's migrations: the
 // benchmark's tables refer to its tenants.
 func (s *Store) Migrate(ctx context.Context) error {
-	if err := s.migrate(ctx); err != nil {
-		return fmt.Errorf("migrate benchmark schema: %w", classify(err))
-	}
-	return nil
-}
-
-func (s *Store) migrate(ctx context.Context) (err error) {
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, lockSpace, lockMigrate); err != nil {
-		return fmt.Errorf("take lock: %w", err)
-	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, uerr := conn.Exec(uctx, `SELECT pg_advisory_unlock($1, $2)`, lockSpace, lockMigrate); uerr != nil {
-			_ = conn.Hijack().Close(uctx)
-			if err == nil {
-				err = fmt.Errorf("release lock: %w", uerr)
-			}
-		}
-	}()
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS benchmark;
-		CREATE TABLE IF NOT EXISTS benchmark.schema_migrations (
-			version text PRIMARY KEY,
-			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return fmt.Errorf("create benchmark.schema_migrations: %w", err)
-	}
-	rows, err := conn.Query(ctx, `SELECT version FROM benchmark.schema_migrations`)
-	if err != nil {
-		return fmt.Errorf("read benchmark.schema_migrations: %w", err)
-	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("read benchmark.schema_migrations: %w", err)
-	}
-	applied := map[string]bool{}
-	for _, v := range versions {
-		applied[v] = true
-	}
-	for _, n := range names {
-		version := strings.TrimSuffix(strings.TrimPrefix(n, "migrations/"), ".sql")
-		if applied[version] {
-			continue
-		}
-		sql, err := migrationFiles.ReadFile(n)
-		if err != nil {
-			return err
-		}
-		if err := pgx.BeginFunc(ctx, conn.Conn(), func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, string(sql)); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO benchmark.schema_migrations (version) VALUES ($1)`, version)
-			return err
-		}); err != nil {
-			return fmt.Errorf("apply %s: %w", version, err)
-		}
-	}
-	return nil
+	return s.DB.MigrateWith(ctx, migrations)
 }
 
 // classify gives the benchmark's queries the product store's error kinds:

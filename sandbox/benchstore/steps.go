@@ -87,14 +87,3 @@ func (b *Store) CompleteAgentStep(ctx context.Context, runID, scenarioID, kind s
 	}
 	return stored, nil
 }
-
-// CountAgentSteps counts a scenario's recorded steps of a kind (for tests
-// and reports).
-func (b *Store) CountAgentSteps(ctx context.Context, runID, scenarioID, kind string) (int, error) {
-	var n int
-	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM benchmark.agent_steps WHERE run_id = $1 AND scenario_id = $2 AND kind = $3`,
-		runID, scenarioID, kind).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count agent steps: %w", classify(err))
-	}
-	return n, nil
-}

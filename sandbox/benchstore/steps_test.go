@@ -52,9 +52,7 @@ func TestAgentStepsWriteAhead(t *testing.T) {
 	_, started, err = db.BeginAgentStep(ctx, run, "refund/baseline", "call", 0, hash)
 	require.NoError(t, err)
 	require.False(t, started)
-	n, err := db.CountAgentSteps(ctx, run, "refund/baseline", "turn")
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
+	require.Equal(t, 1, benchstoretest.CountAgentSteps(t, db, run, "refund/baseline", "turn"))
 
 	for _, bad := range []struct {
 		run, sc, kind string

@@ -75,6 +75,31 @@ func (s *Store) BenchmarkTenants(ctx context.Context, runID string) ([]commitlay
 	return out, nil
 }
 
+// LatestPassLatencies is, per action, how long the pass that stored its
+// latest verdict took; an action without a measured pass is absent.
+func (s *Store) LatestPassLatencies(ctx context.Context, tenantID string, actionIDs []string) (map[string]time.Duration, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (action_id) action_id, pass_us FROM verdicts
+		WHERE tenant_id = $1 AND action_id = ANY($2) ORDER BY action_id, version DESC`, tenantID, actionIDs)
+	if err != nil {
+		return nil, fmt.Errorf("pass latencies of %s: %w", tenantID, classify(err))
+	}
+	out := make(map[string]time.Duration, len(actionIDs))
+	var (
+		id string
+		us *int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &us}, func() error {
+		if us != nil {
+			out[id] = time.Duration(*us) * time.Microsecond
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pass latencies of %s: %w", tenantID, classify(err))
+	}
+	return out, nil
+}
+
 // PassLatency is how long the worker's pass that stored an action's verdict
 // version took (the product keeps it in the verdict's row, pass_us, for
 // measurements like the matrix's); zero when not measured.

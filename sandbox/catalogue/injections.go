@@ -121,15 +121,6 @@ var Injections = []Injection{
 		Profile: agent.Profile{NoCalls: true}},
 }
 
-// InjectionIDs lists the generic injections' ids, in catalogue order.
-func InjectionIDs() []string {
-	out := make([]string, len(Injections))
-	for i, inj := range Injections {
-		out[i] = inj.ID
-	}
-	return out
-}
-
 // Scenario is the injection applied to process p, on p's base task.
 func (inj Injection) Scenario(p business.Process) Scenario {
 	w := p.Write

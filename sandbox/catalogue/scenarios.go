@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/commitlayer/commitlayer"
@@ -165,22 +164,9 @@ func Select(only []string) ([]Scenario, error) {
 	return out, nil
 }
 
-// IDs lists the ids of scenarios.
-func IDs(scs []Scenario) []string {
-	out := make([]string, len(scs))
-	for i, sc := range scs {
-		out[i] = sc.ID
-	}
-	return out
-}
-
-// RegressionSubset is the quick subset `go test` runs: every workflow and
-// every family at least once.
-func RegressionSubset() []string {
-	return slices.Clone(regression)
-}
-
-var regression = []string{
+// Regression is the quick subset `go test` runs: every workflow and every
+// family at least once (ids for Select).
+var Regression = []string{
 	"refund/baseline",
 	"refund/lost_response_retry_no_key",
 	"refund/concurrent_human_refund",

@@ -53,16 +53,11 @@ func resourceOf(method, path string) string {
 	return ""
 }
 
-// PhantomBody builds a plausible 200 body for a call that was never
+// phantomBody builds a plausible 200 body for a call that was never
 // forwarded: the shape of the sandbox system's real answer for the route,
 // filled from the request body, the path, and current (the record the write
-// would change, when known), with a made-up id. Unknown routes get the
-// request body echoed with an "id".
-func PhantomBody(method, path string, reqBody, current []byte) []byte {
-	return phantomBody(phantomSeq.Add(1), method, path, reqBody, current)
-}
-
-// phantomBody is PhantomBody with the made-up ids numbered n.
+// would change, when known), with made-up ids numbered n. Unknown routes
+// get the request body echoed with an "id".
 func phantomBody(n int64, method, path string, reqBody, current []byte) []byte {
 	in := decodeObject(reqBody)
 	out := decodeObject(current)

@@ -79,6 +79,9 @@ type Activities struct {
 	// STRIPE_API_BASE) in this process; nil means os.Getenv. Workflow inputs
 	// carry the backend's name only.
 	Getenv func(string) string
+	// QueryConnectors names the systems a scenario's tenant reads with the
+	// http_json query connector instead of their feed (EnvQueryConnectors).
+	QueryConnectors []string
 	// Models and AgentSteps serve model-driven agents (llmagent.go): the
 	// providers built in this process, the write-ahead record of turns and
 	// tool calls. AfterStep, when set, runs after a turn or call is
@@ -127,7 +130,7 @@ type PrepareResult struct {
 
 // Prepare builds the scenario's fresh enterprise and fresh tenant: the
 // workflow's contract, one http_events connector per system pointing at
-// the enterprise (http_json for the systems in EnvQueryConnectors), the
+// the enterprise (http_json for the systems in QueryConnectors), the
 // chaos armed for the connectors.
 func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResult, error) {
 	sc, ok := catalogue.Lookup(in.ScenarioID)
@@ -165,10 +168,6 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		// A bad name or a missing or malformed key: no retry mends it.
 		return PrepareResult{}, invalidInput(err.Error(), nil)
 	}
-	query, err := queryConnectors(getenv)
-	if err != nil {
-		return PrepareResult{}, invalidInput(err.Error(), nil)
-	}
 	tenant, tenantKey, err := a.Store.CreateBenchmarkTenant(ctx, in.RunID, in.ScenarioID)
 	if err != nil {
 		return PrepareResult{}, fmt.Errorf("create tenant: %w", err)
@@ -189,7 +188,7 @@ func (a *Activities) Prepare(ctx context.Context, in PrepareInput) (PrepareResul
 		return fail(fmt.Errorf("put contract: %w", err))
 	}
 	for _, sys := range systems.Names {
-		c, err := connectorFor(l.Env.Enterprise.URL(), sys, query)
+		c, err := connectorFor(l.Env.Enterprise.URL(), sys, a.QueryConnectors)
 		if err != nil {
 			return fail(fmt.Errorf("connector %s: %w", sys, err))
 		}

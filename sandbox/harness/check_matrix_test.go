@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -14,10 +15,11 @@ import (
 )
 
 // sameAsCheck gives `commitlayer check`'s engine (check.Verify) what the
-// matrix recorded for a row — the action, the prior actions, every fact
-// the connectors pulled, the connected and unreachable sources, the time —
-// and requires the verdict the row was judged on: status, lenses, every
-// finding with its message, facts and hint, unavailable sources, claim.
+// product stored for a row — the action, the prior actions, every fact
+// the connectors pulled, the connected and unreachable sources, the time
+// of the final verdict — and requires the verdict the product stored:
+// status, lenses, every finding with its message, facts and hint,
+// unavailable sources, claim.
 func sameAsCheck(t *testing.T, sc catalogue.Scenario, run *localRun) {
 	t.Helper()
 	in := run.in
@@ -40,7 +42,13 @@ func sameAsCheck(t *testing.T, sc catalogue.Scenario, run *localRun) {
 // comparableVerdict keeps what a verdict says.
 func comparableVerdict(v commitlayer.Verdict) commitlayer.Verdict {
 	v.Version, v.ContractVersion = 0, 0
-	v.EvaluatedAt, v.SettlesAt = v.EvaluatedAt.UTC(), v.SettlesAt.UTC()
+	v.EvaluatedAt, v.SettlesAt = v.EvaluatedAt.UTC().Truncate(time.Microsecond), v.SettlesAt.UTC().Truncate(time.Microsecond)
+	if len(v.UnavailableSources) == 0 {
+		v.UnavailableSources = nil
+	}
+	if len(v.Findings) == 0 {
+		v.Findings = nil
+	}
 	return v
 }
 

@@ -60,14 +60,6 @@ type Live struct {
 	replayed *replayed // set by Replay
 }
 
-// Start builds the scenario's enterprise in dir (created when missing):
-// the default seed as the scenario adjusts it, the systems served on a
-// loopback port, and two chaos transports. The connectors' rules are armed
-// now, so a stale read's snapshot predates everything the scenario does.
-func Start(ctx context.Context, dir string, sc catalogue.Scenario) (*Live, error) {
-	return StartWith(ctx, dir, sc, StartOptions{})
-}
-
 // StartOptions adjust StartWith.
 type StartOptions struct {
 	// Payments builds the enterprise's payments backend (a

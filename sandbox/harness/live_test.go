@@ -251,3 +251,11 @@ func TestLiveChaosLog(t *testing.T) {
 	require.Contains(t, log[0], "extract ")
 	require.Contains(t, log[0], "stale_read")
 }
+
+// Start builds the scenario's enterprise in dir (created when missing):
+// the default seed as the scenario adjusts it, the systems served on a
+// loopback port, and two chaos transports. The connectors' rules are armed
+// now, so a stale read's snapshot predates everything the scenario does.
+func Start(ctx context.Context, dir string, sc catalogue.Scenario) (*Live, error) {
+	return StartWith(ctx, dir, sc, StartOptions{})
+}

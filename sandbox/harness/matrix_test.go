@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -13,28 +14,36 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer"
+	"github.com/commitlayer/commitlayer/activities"
 	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/llm"
 	"github.com/commitlayer/commitlayer/sandbox/agent"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore"
+	"github.com/commitlayer/commitlayer/sandbox/benchstore/benchstoretest"
 	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/catalogue"
 	sandboxcontracts "github.com/commitlayer/commitlayer/sandbox/contracts"
-	"github.com/commitlayer/commitlayer/sandbox/extract"
 	"github.com/commitlayer/commitlayer/sandbox/matrix"
 	"github.com/commitlayer/commitlayer/sandbox/report"
+	"github.com/commitlayer/commitlayer/sandbox/systems"
+	"github.com/commitlayer/commitlayer/service"
 )
 
-// The local runner (the only one: sandbox/e2e_test.go's list and runner
-// were folded into the catalogue and this file) verifies a scenario the way
-// CommitLayer does, without Temporal or Postgres: the agent's action, the
-// connectors' pulls through the scenario's extractor chaos
-// (sandbox/extract), the engine on the process's contract, the settlement
-// re-read, the after-settlement injection and re-check, the oracle, and
-// report.BuildRow.
+// The local runner verifies a scenario the way the Scenario workflow's
+// verification does, without Temporal: the scenario's tenant in the
+// product's store (the test database), its contract, one product connector
+// per system (connectorFor, as Prepare registers them), the agent's action
+// recorded through service.Actions, then the product's own pull path and
+// evaluation (activities.Activities' Extract and Evaluate, the connectors'
+// pulls through the scenario's extractor chaos): the first pass, the
+// settlement pass at the settlement time, the after-settlement injection
+// and its re-check; then the oracle, the product's orphans and
+// report.BuildRow from the stored verdict history, as Score builds it.
 
 var (
 	contractsOnce sync.Once
 	contractSet   map[string]*contracts.Contract
+	contractSrc   map[string][]byte
 	contractErr   error
 )
 
@@ -43,7 +52,7 @@ var (
 func contractFor(t *testing.T, process string) *contracts.Contract {
 	t.Helper()
 	contractsOnce.Do(func() {
-		contractSet = map[string]*contracts.Contract{}
+		contractSet, contractSrc = map[string]*contracts.Contract{}, map[string][]byte{}
 		for _, p := range business.All() {
 			src, err := fs.ReadFile(sandboxcontracts.FS, p.Contract+".yaml")
 			if err != nil {
@@ -55,7 +64,7 @@ func contractFor(t *testing.T, process string) *contracts.Contract {
 				contractErr = fmt.Errorf("%s: %w", p.Contract, err)
 				return
 			}
-			contractSet[p.Name] = c
+			contractSet[p.Name], contractSrc[p.Name] = c, src
 		}
 	})
 	require.NoError(t, contractErr)
@@ -72,8 +81,10 @@ type localRun struct {
 	first   commitlayer.Verdict
 	settled commitlayer.Verdict
 	final   commitlayer.Verdict
-	// in is the engine's input of the final verdict: what `commitlayer
-	// check` is given for the row (check_matrix_test.go).
+	// in is what `commitlayer check` is given for the row, read back from
+	// the tenant's store: the action, the earlier ones, every fact the
+	// connectors stored, the sources connected and unreachable, the time of
+	// the final verdict (check_matrix_test.go).
 	in contracts.Input
 }
 
@@ -100,98 +111,161 @@ func (r *localRun) explain() string {
 	return b.String()
 }
 
-// runLocal runs one scenario end to end in dir.
-// query names systems read through the http_json query connector instead
-// of their event feed (query_matrix_test.go).
-func runLocal(ctx context.Context, dir string, sc catalogue.Scenario, c *contracts.Contract, query ...string) (*localRun, error) {
+// runLocal runs one scenario end to end in dir, its tenant in the test
+// store. query names systems read through the http_json query connector
+// instead of their event feed (query_matrix_test.go).
+func runLocal(ctx context.Context, t *testing.T, dir string, sc catalogue.Scenario, c *contracts.Contract, query ...string) (*localRun, error) {
+	store := benchstoretest.Store(t)
 	l, err := Start(ctx, dir, sc)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Close()
 	run := &localRun{live: l}
+	tenant, _, err := store.CreateTenant(ctx, "matrix "+sc.ID)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := store.PutContract(ctx, tenant.ID, c.ID(), contractSrc[sc.Process]); err != nil {
+		return nil, err
+	}
+	for _, sys := range systems.Names {
+		conn, err := connectorFor(l.Env.Enterprise.URL(), sys, query)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := store.CreateConnector(ctx, tenant.ID, conn); err != nil {
+			return nil, err
+		}
+	}
+	svc := service.NewContracts(store.DB, 0)
+	recorder := service.NewActions(store.DB, svc, nil, nil, nil)
+	record := func(a commitlayer.Action, step string) (commitlayer.ActionRecord, error) {
+		a.ID = ""
+		rec, _, err := recorder.Record(ctx, tenant.ID, a, "matrix/"+step, []byte(step))
+		return rec, err
+	}
 	priors, err := l.RunPrior(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var prior []commitlayer.Action
 	for i, p := range priors {
-		a := p.Action
-		a.ID = fmt.Sprintf("prior_%d", i+1)
-		prior = append(prior, a)
+		if _, err := record(p.Action, fmt.Sprintf("prior-%d", i)); err != nil {
+			return nil, fmt.Errorf("record prior action: %w", err)
+		}
 	}
 	res, err := l.RunAgent(ctx)
 	if err != nil {
 		return nil, err
 	}
 	run.result = res
-	act := res.Action
-	act.ID = "act_1"
-	if err := act.Validate(); err != nil {
-		return nil, fmt.Errorf("recorded action: %w", err)
+	act, err := record(res.Action, "main")
+	if err != nil {
+		return nil, fmt.Errorf("record action: %w", err)
 	}
-	recorded := time.Now()
 
-	x := extract.New(l.Env.Enterprise.URL(), l.ExtractClient())
-	x.Query = query
-	var facts []commitlayer.Fact
-	verify := func() (commitlayer.Verdict, error) {
-		rep, err := x.Pull(ctx)
+	// The product's verification passes, the clock at the settlement time
+	// from the settlement pass on (the workflow's timer).
+	var clock time.Time
+	acts := &activities.Activities{Store: store.DB, HTTPClient: l.ExtractClient(), Contracts: svc,
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time {
+			if clock.IsZero() {
+				return time.Now()
+			}
+			return clock
+		}}
+	pass := func(provisional bool, known int) (commitlayer.Verdict, error) {
+		ex, err := acts.Extract(ctx, activities.ExtractInput{TenantID: tenant.ID, ActionID: act.ID})
 		if err != nil {
 			return commitlayer.Verdict{}, err
 		}
-		facts = append(facts, rep.Facts...)
-		run.in = contracts.Input{
-			Action: act, Facts: facts, Prior: prior, Now: time.Now(),
-			Coverage: contracts.Coverage{Connected: x.Connected(), Unreachable: rep.Unreachable},
-		}
-		return c.Evaluate(run.in), nil
+		ev, err := acts.Evaluate(ctx, activities.EvaluateInput{TenantID: tenant.ID, ActionID: act.ID,
+			Unreachable: ex.Unreachable, Provisional: provisional, PullTook: ex.Took, Known: known})
+		return ev.Verdict, err
 	}
-	if run.first, err = verify(); err != nil {
+	if run.first, err = pass(true, 0); err != nil {
 		return nil, err
 	}
-	if run.settled, err = verify(); err != nil { // the settlement re-read
+	clock = act.SettlesAt.Add(time.Second)
+	if run.settled, err = pass(false, run.first.Version); err != nil { // the settlement re-read
 		return nil, err
 	}
-	latency := time.Since(recorded)
 	run.final = run.settled
 	did, err := l.AfterSettlement(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if did {
-		if run.final, err = verify(); err != nil { // the re-check
+		clock = clock.Add(time.Second)
+		if run.final, err = pass(false, run.settled.Version); err != nil { // the re-check
 			return nil, err
-		}
-	}
-	versions := 1
-	for i, v := range []commitlayer.Verdict{run.settled, run.final} {
-		prev := []commitlayer.Verdict{run.first, run.settled}[i]
-		if !v.SameAnswer(prev) {
-			versions++
 		}
 	}
 	truth, stray, err := l.Truth(ctx)
 	if err != nil {
 		return nil, err
 	}
-	// Orphans since the scenario's first action, as the API lists them
-	// with ?since=: the seeded history is no one's effect.
-	since := act.RequestedAt
-	for _, p := range prior {
-		if p.RequestedAt.Before(since) {
-			since = p.RequestedAt
+	// Orphans since the enterprise's clock started, as Score lists them:
+	// the seeded history is no one's effect.
+	orphans, err := recorder.Orphans(ctx, tenant.ID, c.ID(), l.Env.Enterprise.Clock().Start(), time.Now().Add(time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	var subjects []commitlayer.Subject
+	for _, o := range orphans {
+		if !slices.Contains(subjects, o.Fact.Subject) {
+			subjects = append(subjects, o.Fact.Subject)
 		}
 	}
-	var orphans []commitlayer.Subject
-	for _, o := range contracts.Orphans(c, append(slices.Clone(prior), act), facts) {
-		if !o.Fact.OccurredAt.Before(since) {
-			orphans = append(orphans, o.Fact.Subject)
+	slices.Sort(subjects)
+	history, err := store.VerdictHistory(ctx, tenant.ID, act.ID)
+	if err != nil {
+		return nil, err
+	}
+	run.row = report.BuildRow(l.Scenario, truth, stray, history[0], history[len(history)-1], len(history), subjects,
+		act.Claim.Status, len(res.Trajectory.Calls), float64(run.final.EvaluatedAt.Sub(act.CreatedAt).Microseconds())/1000, l.ChaosLog())
+	run.in, err = checkInput(ctx, store, tenant.ID, act.ID, run.final.EvaluatedAt)
+	return run, err
+}
+
+// checkInput reads back from the store what `commitlayer check` is given
+// for an action, as the check bundle does (sandbox/recheck): every fact
+// and action of the tenant, the sources that ever reported, those whose
+// last pull failed.
+func checkInput(ctx context.Context, store *benchstore.Store, tenantID, actionID string, at time.Time) (contracts.Input, error) {
+	in := contracts.Input{Now: at}
+	facts, err := store.TenantFacts(ctx, tenantID)
+	if err != nil {
+		return in, err
+	}
+	in.Facts = facts
+	acts, err := store.TenantActions(ctx, tenantID)
+	if err != nil {
+		return in, err
+	}
+	for _, a := range acts {
+		if a.ID == actionID {
+			in.Action = a.Action
+		} else {
+			in.Prior = append(in.Prior, a.Action)
 		}
 	}
-	run.row = report.BuildRow(l.Scenario, truth, stray, run.first, run.final, versions, orphans, act.Claim.Status,
-		len(res.Trajectory.Calls), float64(latency.Microseconds())/1000, l.ChaosLog())
-	return run, nil
+	sources, err := store.Sources(ctx, tenantID)
+	if err != nil {
+		return in, err
+	}
+	for _, s := range sources {
+		if s.EverReported {
+			in.Coverage.Connected = append(in.Coverage.Connected, s.Source)
+		}
+		if s.LastError != "" {
+			if in.Coverage.Unreachable == nil {
+				in.Coverage.Unreachable = map[string]string{}
+			}
+			in.Coverage.Unreachable[s.Source] = s.LastError
+		}
+	}
+	return in, nil
 }
 
 // TestMatrix runs every scenario (with -short, the regression subset) and
@@ -202,7 +276,7 @@ func TestMatrix(t *testing.T) {
 	scs := catalogue.Catalogue()
 	if testing.Short() {
 		var err error
-		scs, err = catalogue.Select(catalogue.RegressionSubset())
+		scs, err = catalogue.Select(catalogue.Regression)
 		require.NoError(t, err)
 	}
 	var mu sync.Mutex
@@ -211,7 +285,7 @@ func TestMatrix(t *testing.T) {
 		for _, sc := range scs {
 			t.Run(sc.ID, func(t *testing.T) {
 				t.Parallel()
-				run, err := runLocal(context.Background(), t.TempDir(), sc, contractFor(t, sc.Process))
+				run, err := runLocal(context.Background(), t, t.TempDir(), sc, contractFor(t, sc.Process))
 				require.NoError(t, err)
 				mu.Lock()
 				rows = append(rows, run.row)
@@ -256,7 +330,7 @@ func TestMatrix(t *testing.T) {
 		}
 		require.Positive(t, s.TruePasses)
 		res := report.NewResults("local", time.Now(), time.Now(), 0, rows)
-		require.Equal(t, catalogue.IDs(scs), catalogue.IDs(scenariosOf(res.Scenarios)), "rows in catalogue order")
+		require.Equal(t, scenarioIDs(scs), scenarioIDs(scenariosOf(res.Scenarios)), "rows in catalogue order")
 		require.Contains(t, report.Markdown(res), fmt.Sprintf("both: %d/%d", len(scs), len(scs)))
 		t.Logf("summary: %+v", s)
 	}
@@ -529,7 +603,16 @@ func reversed(t *testing.T, sc catalogue.Scenario, run *localRun) {
 	require.Greater(t, run.row.Verdict.Versions, 1)
 }
 
-// scenariosOf turns rows back into scenario ids, for IDs.
+// scenarioIDs lists the ids of scenarios.
+func scenarioIDs(scs []catalogue.Scenario) []string {
+	out := make([]string, len(scs))
+	for i, sc := range scs {
+		out[i] = sc.ID
+	}
+	return out
+}
+
+// scenariosOf turns rows back into scenario ids, for scenarioIDs.
 func scenariosOf(rows []matrix.Row) []catalogue.Scenario {
 	out := make([]catalogue.Scenario, len(rows))
 	for i, r := range rows {
@@ -554,7 +637,7 @@ func TestScenariosAreDeterministic(t *testing.T) {
 			c := contractFor(t, sc.Process)
 			var rows [2]matrix.Row
 			for i := range rows {
-				run, err := runLocal(context.Background(), t.TempDir(), sc, c)
+				run, err := runLocal(context.Background(), t, t.TempDir(), sc, c)
 				require.NoError(t, err)
 				r := run.row
 				r.LatencyMS, r.Chaos = 0, nil

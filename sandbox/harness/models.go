@@ -38,7 +38,7 @@ func (m *Models) Provider(name, model string) (llm.Provider, error) {
 	)
 	if wire, ok := strings.CutPrefix(name, agent.FakePrefix); ok {
 		var s *fake.Server
-		s, p, err = fake.New(wire, agent.ModelPolicy(), fake.WithModel(model))
+		s, p, err = fake.New(wire, agent.ModelPolicy(), fake.Option{Model: model})
 		if err == nil {
 			m.fakes[key] = s
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/commitlayer/commitlayer/sandbox/business"
 	"github.com/commitlayer/commitlayer/sandbox/catalogue"
-	"github.com/commitlayer/commitlayer/sandbox/extract"
 )
 
 // querySystems are the refund workflow's sources (its contract's
@@ -19,7 +18,7 @@ var querySystems = []string{"payments", "orders", "tickets"}
 
 // TestMatrixWithQueryConnectors runs every scenario of the refund workflow
 // with its sources read by the http_json query connector
-// (extract.QueryConfig: GET, JSON Pointers, the API's cursor) in place of
+// (QueryConfig: GET, JSON Pointers, the API's cursor) in place of
 // the http_events feed connector, chaos included: CommitLayer must still
 // agree with the oracle on both lenses, flag exactly the stray subjects,
 // exercise what each scenario's name says, and `commitlayer check` must
@@ -36,12 +35,12 @@ func TestMatrixWithQueryConnectors(t *testing.T) {
 	for _, s := range querySystems {
 		require.True(t, slices.Contains(c.Sources(), s), "%s is a source of the refund contract", s)
 	}
-	cfg := extract.QueryConfig("http://127.0.0.1:1", "payments")
+	cfg := QueryConfig("http://127.0.0.1:1", "payments")
 	require.Equal(t, "/events", cfg.Items, "the records are found by JSON Pointer")
 	for _, sc := range scs {
 		t.Run(sc.ID, func(t *testing.T) {
 			t.Parallel()
-			run, err := runLocal(context.Background(), t.TempDir(), sc, c, querySystems...)
+			run, err := runLocal(context.Background(), t, t.TempDir(), sc, c, querySystems...)
 			require.NoError(t, err)
 			require.True(t, run.row.Agree.Outcome, "outcome lens disagrees with the oracle%s", run.explain())
 			require.True(t, run.row.Agree.Policy, "policy lens disagrees with the oracle%s", run.explain())

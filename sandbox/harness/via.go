@@ -23,20 +23,17 @@ import (
 
 // The sandbox agent's tools reached the ways agents reach tools outside
 // the sandbox, so actions can come from CommitLayer's MCP gateway and trace
-// ingest (docs/recording.md) instead of the harness: ToolServer serves the
-// tools as an MCP server, ExportToolCalls sends a run's tool calls as
+// ingest (docs/recording.md) instead of the harness: toolServer serves the
+// tools as an MCP server, exportToolCalls sends a run's tool calls as
 // OpenTelemetry GenAI spans with the SDK's OTLP/HTTP exporter. Either way
 // the sandbox contracts' bindings turn the process's write into the action.
 
-// ToolServer serves the sandbox agent's tools (agent.ModelTools, the
+// toolServer serves the sandbox agent's tools (agent.ModelTools, the
 // schemas a model sees) as an MCP server acting through c. Each call's
 // result is what the model-driven agent sees ({"status":…,"body":…} or
 // {"error":…}), isError when the call did not get a 2xx; arguments the tool
-// layer refuses are answered 400 as a tool server would.
-func ToolServer(c *agent.Client) *mcp.Server { return toolServer(c, nil) }
-
-// toolServer is ToolServer telling made, when set, each attempt it made as
-// the model-driven agent records it.
+// layer refuses are answered 400 as a tool server would. made, when set, is
+// told each attempt as the model-driven agent records it.
 func toolServer(c *agent.Client, made func(llm.Attempt)) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "commitlayer-sandbox-tools", Version: "1"}, nil)
 	for _, t := range agent.ModelTools() {
@@ -67,23 +64,18 @@ func toolServer(c *agent.Client, made func(llm.Attempt)) *mcp.Server {
 	return s
 }
 
-// ServiceName is the service.name of the spans ExportToolCalls sends.
+// ServiceName is the service.name of the spans exportToolCalls sends.
 const ServiceName = "commitlayer-sandbox-agent"
 
-// ExportToolCalls sends calls as one trace to an OTLP/HTTP endpoint
+// exportToolCalls sends calls as one trace to an OTLP/HTTP endpoint
 // (CommitLayer's POST /v1/traces) with the OpenTelemetry SDK's exporter and
 // the tenant key as bearer: an invoke_agent span for the agent, and under
 // it an execute_tool span per call with gen_ai.tool.name, the arguments
 // and the result (what the model saw), status Error and error.type for a
 // call that did not get a 2xx. The first call starts at start, each next a
 // millisecond later. All spans go in one export (the batcher, flushed on
-// shutdown), so the ingest finds each call's invoke_agent parent.
-func ExportToolCalls(ctx context.Context, endpoint, key, agentName string, calls []llm.Attempt, start time.Time) error {
-	return exportToolCalls(ctx, endpoint, key, agentName, calls, start, nil)
-}
-
-// exportToolCalls is ExportToolCalls with the trace and span ids from ids
-// (nil: the SDK's random ones). Ids that are the same on every export of
+// shutdown), so the ingest finds each call's invoke_agent parent. The trace
+// and span ids come from ids (nil: the SDK's random ones). Ids that are the same on every export of
 // the same calls make a repeated export (a retried activity) one the
 // ingest has recorded already.
 func exportToolCalls(ctx context.Context, endpoint, key, agentName string, calls []llm.Attempt, start time.Time, ids sdktrace.IDGenerator) error {

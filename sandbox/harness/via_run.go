@@ -30,7 +30,7 @@ import (
 // -via mcp|otlp`): the harness records no action of the agent's itself.
 //
 //   - agent.ViaMCP: StartAgent serves the scenario's tools as an MCP server
-//     (ToolServer, through the agent's chaos) and puts CommitLayer's MCP
+//     (toolServer, through the agent's chaos) and puts CommitLayer's MCP
 //     gateway (mcpgw, what `commitlayer mcp` runs) in front of it, over
 //     Streamable HTTP on the loopback, recording through the API with the
 //     scenario tenant's key. Every AgentToolCall is an MCP tools/call to

@@ -84,7 +84,7 @@ func direct(a commitlayer.Action) (string, commitlayer.Subject, commitlayer.Attr
 // TestViaMCPAndOTLPAgreeWithDirect: for each of the eight processes, the
 // scripted agent runs the task on an enterprise and the harness's own
 // action is noted. Its tool calls are then made again on a fresh
-// enterprise through ToolServer behind CommitLayer's MCP gateway, and sent
+// enterprise through toolServer behind CommitLayer's MCP gateway, and sent
 // as spans with the OpenTelemetry SDK's exporter to the trace ingest's
 // decoding: with the sandbox contracts' bindings, both paths record the
 // same action (contract, subject, params) as the harness, and nothing for
@@ -155,7 +155,7 @@ func TestViaMCPAndOTLPAgreeWithDirect(t *testing.T) {
 			e2, err := sandbox.New(ctx, t.TempDir(), sandbox.Options{})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = e2.Close() })
-			tools := ToolServer(&agent.Client{BaseURL: e2.URL()})
+			tools := toolServer(&agent.Client{BaseURL: e2.URL()}, nil)
 			up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return tools }, nil))
 			t.Cleanup(up.Close)
 			g, err := mcpgw.New(ctx, mcpgw.Config{Recorder: rec, Upstream: mcpgw.Upstream{URL: up.URL}})
@@ -184,7 +184,7 @@ func TestViaMCPAndOTLPAgreeWithDirect(t *testing.T) {
 
 			// OTLP: the first run's calls as spans, with the SDK's exporter.
 			start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-			require.NoError(t, ExportToolCalls(ctx, ingest.URL, "cl_tenant_key", "agent-1", res.Trajectory.Calls, start))
+			require.NoError(t, exportToolCalls(ctx, ingest.URL, "cl_tenant_key", "agent-1", res.Trajectory.Calls, start, nil))
 			spans.Lock()
 			recs, errs := spans.recs, spans.errs
 			spans.recs, spans.errs = nil, nil

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commitlayer/commitlayer/internal/testenv"
-	"github.com/commitlayer/commitlayer/sandbox/stripefake"
+	"github.com/commitlayer/commitlayer/sandbox/stripefake/wirecheck"
 )
 
 // TestWireShapesAcceptedByStripeMock drives the backend through every path
@@ -22,7 +22,7 @@ func TestWireShapesAcceptedByStripeMock(t *testing.T) {
 	r.post(t, "/payments/refunds", `{"order_id":"o_1006","amount":100,"currency":"USD"}`, "")
 	r.post(t, "/payments/refunds", `{"order_id":"o_1006","amount":999999,"currency":"USD"}`, "")
 	r.events(t)
-	shapes, err := stripefake.CheckShapes(t.Context(), r.fake.Requests(), mock)
+	shapes, err := wirecheck.Shapes(t.Context(), r.fake.Requests(), mock)
 	require.NoError(t, err)
 	t.Logf("stripe-mock accepted:\n%v", shapes)
 	require.ElementsMatch(t, []string{

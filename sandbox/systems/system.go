@@ -154,58 +154,6 @@ func Create(ctx context.Context, name, path string, clock *Clock) (*System, erro
 	return s, nil
 }
 
-// OpenExisting opens the existing SQLite file of system name at path. Its
-// clock is set later with UseClock (the enterprise's clock resumes at the
-// latest of its files').
-func OpenExisting(ctx context.Context, name, path string) (*System, error) {
-	if _, ok := schemas[name]; !ok {
-		return nil, fmt.Errorf("open system %q: unknown system", name)
-	}
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("open system %q: %w", name, err)
-	}
-	db, err := sql.Open("sqlite", dsn(path))
-	if err != nil {
-		return nil, fmt.Errorf("open system %q: %w", name, err)
-	}
-	var got, version string
-	err = db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'system'`).Scan(&got)
-	if err == nil {
-		err = db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'schema_version'`).Scan(&version)
-	}
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open system %q: read meta: %w", name, err)
-	}
-	if got != name || version != schemaVersion {
-		db.Close()
-		return nil, fmt.Errorf("open system %q: %s holds system %q schema %s", name, path, got, version)
-	}
-	return &System{name: name, path: path, db: db}, nil
-}
-
-// ReadClock returns the clock start and the time of the last committed write
-// stored in the file.
-func (s *System) ReadClock(ctx context.Context) (start, last time.Time, err error) {
-	var a, b string
-	if err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'clock_start'`).Scan(&a); err != nil {
-		return start, last, fmt.Errorf("read clock of %s: %w", s.name, err)
-	}
-	if err := s.db.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'clock'`).Scan(&b); err != nil {
-		return start, last, fmt.Errorf("read clock of %s: %w", s.name, err)
-	}
-	if start, err = time.Parse(TimeFormat, a); err == nil {
-		last, err = time.Parse(TimeFormat, b)
-	}
-	if err != nil {
-		return start, last, fmt.Errorf("read clock of %s: %w", s.name, err)
-	}
-	return start, last, nil
-}
-
-// UseClock sets the clock the system stamps its writes with.
-func (s *System) UseClock(c *Clock) { s.clock = c }
-
 // Tx is one write to a system: a SQLite transaction plus the virtual time of
 // the write and the events it appends.
 type Tx struct {

@@ -32,3 +32,15 @@ func Store(t testing.TB) *benchstore.Store {
 	}
 	return store
 }
+
+// CountAgentSteps counts a scenario's recorded steps of a kind.
+func CountAgentSteps(t testing.TB, s *benchstore.Store, runID, scenarioID, kind string) int {
+	t.Helper()
+	var n int
+	err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM benchmark.agent_steps
+		WHERE run_id = $1 AND scenario_id = $2 AND kind = $3`, runID, scenarioID, kind).Scan(&n)
+	if err != nil {
+		t.Fatalf("count agent steps: %v", err)
+	}
+	return n
+}
