@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-
 // archRow is one row of docs/architecture.md's package table: the packages
 // its first cell names and the packages of this module its last cell says
 // they import, both as paths relative to the module ("" is the root).
