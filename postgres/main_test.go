@@ -16,8 +16,9 @@ import (
 )
 
 // The tests follow the project's test-environment rules (internal/testenv):
-// the database is COMMITLAYER_TEST_DATABASE_URL when set, else one created
-// for this process and dropped by testenv.Main; without PostgreSQL the tests
+// the database is one of this process's own (testenv.OwnPostgres: the tests
+// count the outbox's rows, which another test process's reconciler would
+// take from a shared database), dropped by testenv.Main; without PostgreSQL the tests
 // skip, or fail with COMMITLAYER_INTEGRATION=1. They share one migrated store
 // on it (each test makes its own tenants, so they do not see each other's
 // rows). internal/teststore cannot serve here: it imports this package.
@@ -33,7 +34,7 @@ var (
 // testStore returns the shared migrated store, opening it on first use.
 func testStore(t testing.TB) *DB {
 	t.Helper()
-	u := testenv.Postgres(t)
+	u := testenv.OwnPostgres(t)
 	storeOnce.Do(func() {
 		ctx := context.Background()
 		storeURL = u

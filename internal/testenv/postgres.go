@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,19 @@ func Postgres(t testing.TB) string {
 		}
 		return u
 	}
-	admin := postgresURL()
+	return OwnPostgres(t)
+}
+
+// OwnPostgres returns the URL of a database no other test process uses:
+// commitlayer_test_<pid>, made once per process on the server of the run's
+// database (or COMMITLAYER_TEST_POSTGRES_URL's) and dropped by Main; a
+// database of t's own when the package does not run through Main. It is
+// for tests that count rows every process's reconciler may take (the
+// outbox of fact notices), which a database shared with other test
+// processes cannot promise.
+func OwnPostgres(t testing.TB) string {
+	t.Helper()
+	admin := cmp.Or(os.Getenv(EnvDatabaseURL), postgresURL())
 	if err := reachable(admin); err != nil {
 		unavailable(t, "testenv: no PostgreSQL at %s: %v", redact(admin), err)
 	}

@@ -36,3 +36,28 @@ func DB(t testing.TB) *postgres.DB {
 	}
 	return db
 }
+
+var (
+	ownOnce sync.Once
+	ownDB   *postgres.DB
+	ownErr  error
+)
+
+// Own opens and migrates, once per test process, a store on a database no
+// other test process uses (testenv.OwnPostgres): for tests that count rows
+// another process's reconciler may take.
+func Own(t testing.TB) *postgres.DB {
+	t.Helper()
+	url := testenv.OwnPostgres(t)
+	ownOnce.Do(func() {
+		ctx := context.Background()
+		ownDB, ownErr = postgres.Open(ctx, url)
+		if ownErr == nil {
+			ownErr = ownDB.Migrate(ctx)
+		}
+	})
+	if ownErr != nil {
+		t.Fatalf("test store: %v", ownErr)
+	}
+	return ownDB
+}
