@@ -105,9 +105,7 @@ type body struct {
 // level, where deliveries carried them before data (extended, not renamed).
 type wire struct {
 	body
-	ActionID string              `json:"action_id"`
-	Sequence int                 `json:"sequence"`
-	Verdict  commitlayer.Verdict `json:"verdict"`
+	EventData
 }
 
 // Body is the event's body as delivered: {id, type, timestamp, data} and,
@@ -117,12 +115,8 @@ func (e Event) Body() ([]byte, error) {
 	if ts.IsZero() {
 		ts = e.Verdict.EvaluatedAt
 	}
-	v := listed(e.Verdict)
-	return json.Marshal(wire{
-		body: body{ID: e.ID, Type: e.Type, Timestamp: ts.UTC(),
-			Data: EventData{ActionID: e.ActionID, Sequence: e.Sequence, Verdict: v}},
-		ActionID: e.ActionID, Sequence: e.Sequence, Verdict: v,
-	})
+	d := EventData{ActionID: e.ActionID, Sequence: e.Sequence, Verdict: listed(e.Verdict)}
+	return json.Marshal(wire{body: body{ID: e.ID, Type: e.Type, Timestamp: ts.UTC(), Data: d}, EventData: d})
 }
 
 // listed is v with its empty lists as [] rather than null, and every
@@ -151,24 +145,17 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	var w struct {
 		body
 		Data *EventData `json:"data"`
-		flat
+		EventData
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	*e = Event{ID: w.body.ID, Type: w.body.Type, Timestamp: w.body.Timestamp,
-		ActionID: w.flat.ActionID, Sequence: w.flat.Sequence, Verdict: w.flat.Verdict}
+	d := w.EventData
 	if w.Data != nil {
-		e.ActionID, e.Sequence, e.Verdict = w.Data.ActionID, w.Data.Sequence, w.Data.Verdict
+		d = *w.Data
 	}
+	*e = Event{ID: w.ID, Type: w.Type, Timestamp: w.Timestamp, ActionID: d.ActionID, Sequence: d.Sequence, Verdict: d.Verdict}
 	return nil
-}
-
-// flat is Event's own JSON beyond id, type and timestamp.
-type flat struct {
-	ActionID string              `json:"action_id"`
-	Sequence int                 `json:"sequence"`
-	Verdict  commitlayer.Verdict `json:"verdict"`
 }
 
 // Errors Verify returns (wrapped).
