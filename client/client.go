@@ -66,12 +66,8 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // backoff is the wait before attempt n+1 (n ≥ 1): a uniform random duration
 // in [d/2, d] with d = min(MaxDelay, BaseDelay·2^(n-1)).
 func (p RetryPolicy) backoff(n int) time.Duration {
-	d := float64(p.BaseDelay) * math.Pow(2, float64(n-1))
-	if d > float64(p.MaxDelay) {
-		d = float64(p.MaxDelay)
-	}
-	half := d / 2
-	return time.Duration(half + mrand.Float64()*half)
+	d := min(float64(p.BaseDelay)*math.Pow(2, float64(n-1)), float64(p.MaxDelay))
+	return time.Duration(d/2 + mrand.Float64()*d/2)
 }
 
 // Client calls one CommitLayer API with one key. It is safe for concurrent
@@ -376,14 +372,8 @@ func apiError(resp *http.Response, body []byte) *APIError {
 // unreadable.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
 	if n, err := strconv.Atoi(v); err == nil {
-		if n <= 0 {
-			return 0
-		}
-		return time.Duration(n) * time.Second
+		return time.Duration(max(n, 0)) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
 		return t.Sub(now)

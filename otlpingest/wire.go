@@ -368,7 +368,7 @@ func Status(enc Encoding, httpStatus int, message string) []byte {
 
 func grpcCode(httpStatus int) codes.Code {
 	switch httpStatus {
-	case http.StatusBadRequest:
+	case http.StatusBadRequest, http.StatusUnsupportedMediaType:
 		return codes.InvalidArgument
 	case http.StatusUnauthorized:
 		return codes.Unauthenticated
@@ -378,8 +378,6 @@ func grpcCode(httpStatus int) codes.Code {
 		return codes.NotFound
 	case http.StatusRequestEntityTooLarge:
 		return codes.ResourceExhausted
-	case http.StatusUnsupportedMediaType:
-		return codes.InvalidArgument
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		return codes.Unavailable
 	}
