@@ -26,8 +26,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -233,13 +231,6 @@ func (g *Gateway) upstreamName() string {
 		return redactURL(g.cfg.Upstream.URL)
 	}
 	return fmt.Sprintf("command %q", g.cfg.Upstream.Command[0])
-}
-
-// upstreamEnv is the gateway's environment without its CommitLayer key.
-func upstreamEnv(env []string) []string {
-	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		return strings.HasPrefix(kv, envKey+"=")
-	})
 }
 
 // Close ends the upstream session (and the upstream command), and makes a

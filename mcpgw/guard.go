@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -302,7 +303,9 @@ type commandTransport struct {
 
 func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	cmd := exec.Command(t.argv[0], t.argv[1:]...)
-	cmd.Env, cmd.Stderr = upstreamEnv(os.Environ()), os.Stderr
+	cmd.Stderr = os.Stderr
+	// The child gets the gateway's environment without its CommitLayer key.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, envKey+"=") })
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
