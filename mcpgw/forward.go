@@ -16,15 +16,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Every request an agent makes of the upstream goes to it and comes back
-// as the upstream answered, its JSON as sent (guard.go keeps it): tools
-// (list, call), resources (list, templates, read, subscribe), prompts
-// (list, get) and completions, with the upstream's own cursors, _meta and
-// errors (code, message, data). Each is bounded by CallTimeout. The gateway
-// answers ping, initialize and logging/setLevel itself, as any MCP server
-// does for its own session.
-
-// forward is the receiving middleware that forwards those requests.
+// forward is the receiving middleware that forwards an agent's requests
+// upstream, each within CallTimeout, and answers with the upstream's JSON
+// as sent (guard.go keeps it; docs/recording.md, "What passes through").
+// Ping, initialize and logging/setLevel concern the agent's own session:
+// the SDK answers them.
 func (g *Gateway) forward(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ss, _ := req.GetSession().(*mcp.ServerSession)

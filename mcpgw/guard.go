@@ -22,21 +22,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// What comes from the upstream is read through a guard before the SDK's
-// client sees it, so that one bad answer fails only the call it belongs
-// to, never the upstream session every agent shares, and nothing the
-// upstream sends makes the gateway hold more than MaxMessage bytes of it:
-//   - an answer that is not a JSON-RPC message, answers another id, or is
-//     larger than MaxMessage (a JSON body, an SSE event, a stdio line) is
-//     replaced by a JSON-RPC error for the request it answers, read no
-//     further, and the session goes on;
-//   - the raw result of each forwarded request is kept for its handler (a
-//     slot in its context), which answers the agent with the upstream's
-//     JSON as sent, not as the SDK would encode it again;
-//   - progress notifications are relayed to the asking agent as they are
-//     read (the SDK's client queues notifications behind responses).
-// Over HTTP, credentials go only to the upstream's origin and a redirect to
-// another origin is not followed.
+// What comes from the upstream is read here before the SDK's client sees
+// it, so that one bad answer (not JSON-RPC, another id, over MaxMessage)
+// fails only the call it answers, never the session every agent shares,
+// and the gateway never holds more than MaxMessage bytes of it. The raw
+// result of each forwarded request goes to a slot in its context, so the
+// agent gets the upstream's JSON as sent; progress is relayed as it is
+// read (the SDK's client queues notifications behind responses). Over
+// HTTP, credentials go only to the upstream's origin.
 
 // slot receives the upstream's raw result for one forwarded request.
 type slot = atomic.Pointer[json.RawMessage]

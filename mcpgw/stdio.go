@@ -30,7 +30,7 @@ func (nopCloser) Close() error { return nil }
 // gateway run as its command).
 func (g *Gateway) ServeIO(ctx context.Context, r io.ReadCloser, w io.WriteCloser) error {
 	out := &lockedWriter{w: w}
-	in := &lineFilter{in: bufio.NewReaderSize(r, 64<<10), max: mcp.DefaultMaxLineLength, pass: func(line []byte, over bool) []byte {
+	pass := func(line []byte, over bool) []byte {
 		code, msg, id, _ := checkMessage(line)
 		switch {
 		case over:
@@ -42,7 +42,8 @@ func (g *Gateway) ServeIO(ctx context.Context, r io.ReadCloser, w io.WriteCloser
 		}
 		_, _ = out.Write(append(rpcError(id, code, msg), '\n'))
 		return nil
-	}}
+	}
+	in := &lineFilter{in: bufio.NewReaderSize(r, 64<<10), max: mcp.DefaultMaxLineLength, pass: pass}
 	return g.server.Run(ctx, &idTransport{inner: &mcp.IOTransport{Reader: struct {
 		io.Reader
 		io.Closer

@@ -154,7 +154,8 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	if w.Data != nil {
 		d = *w.Data
 	}
-	*e = Event{ID: w.ID, Type: w.Type, Timestamp: w.Timestamp, ActionID: d.ActionID, Sequence: d.Sequence, Verdict: d.Verdict}
+	*e = Event{ID: w.ID, Type: w.Type, Timestamp: w.Timestamp,
+		ActionID: d.ActionID, Sequence: d.Sequence, Verdict: d.Verdict}
 	return nil
 }
 
