@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -98,24 +99,14 @@ func coverage(facts []commitlayer.Fact, declared []string) []string {
 	for i := range facts {
 		set[facts[i].Source] = true
 	}
-	out := make([]string, 0, len(set))
-	for s := range set {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(set))
 }
 
 func known(cs Contracts) string {
-	ids := make([]string, 0, len(cs))
-	for id := range cs {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	if len(ids) == 0 {
+	if len(cs) == 0 {
 		return "none given"
 	}
-	return fmt.Sprintf("given: %v", ids)
+	return fmt.Sprintf("given: %v", slices.Sorted(maps.Keys(cs)))
 }
 
 // Exit codes of `commitlayer check`.

@@ -56,11 +56,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	case *actionsPath == "":
 		return bad("--actions is required")
 	}
-	opts := Options{Connected: connected}
+	opts := Options{Connected: connected, Unreachable: map[string]string{}}
 	for _, s := range unreachable {
-		if opts.Unreachable == nil {
-			opts.Unreachable = map[string]string{}
-		}
 		opts.Unreachable[s] = "unreachable in the run"
 	}
 	if *at != "" {
@@ -79,6 +76,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // and returns the exit code (bad input: ExitBadInput).
 func Report(stdout, stderr io.Writer, junitPath string, verify func() ([]Result, error)) int {
 	results, err := verify()
+	if err == nil {
+		err = WriteText(stdout, results)
+	}
+	if err == nil && junitPath != "" {
+		err = writeJUnitFile(junitPath, results)
+	}
 	if err != nil {
 		var ie *InputError
 		if errors.As(err, &ie) {
@@ -86,16 +89,6 @@ func Report(stdout, stderr io.Writer, junitPath string, verify func() ([]Result,
 		}
 		fmt.Fprintf(stderr, "commitlayer check: %v\n", err)
 		return ExitBadInput
-	}
-	if err := WriteText(stdout, results); err != nil {
-		fmt.Fprintf(stderr, "commitlayer check: %v\n", err)
-		return ExitBadInput
-	}
-	if junitPath != "" {
-		if err := writeJUnitFile(junitPath, results); err != nil {
-			fmt.Fprintf(stderr, "commitlayer check: %v\n", err)
-			return ExitBadInput
-		}
 	}
 	return ExitCode(results)
 }

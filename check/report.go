@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -14,10 +15,11 @@ import (
 func WriteText(w io.Writer, results []Result) error {
 	var b strings.Builder
 	counts := map[commitlayer.Status]int{}
-	mismatches := 0
+	mismatches, named := 0, false // named: compared with the verdicts recorded in a run
 	for _, r := range results {
 		v := r.Verdict
 		counts[v.Status]++
+		named = named || r.Name != ""
 		prov := ""
 		if v.Provisional {
 			prov = " (provisional)"
@@ -28,12 +30,7 @@ func WriteText(w io.Writer, results []Result) error {
 		}
 		fmt.Fprintf(&b, "%-7s %s%s %s on %s%s  outcome=%s policy=%s\n", v.Status, name, r.Action.Contract, r.Action.ID,
 			r.Action.Subject, prov, v.Lenses.Outcome, v.Lenses.Policy)
-		for _, f := range v.Findings {
-			fmt.Fprintf(&b, "        - %s %s [%s]: %s (next: %s)\n", f.Code, f.Check, f.Lens, oneLine(f.Message), hintOf(f))
-		}
-		if len(v.UnavailableSources) > 0 {
-			fmt.Fprintf(&b, "        unavailable sources: %s\n", strings.Join(v.UnavailableSources, ", "))
-		}
+		details(&b, v, "        ", "- ")
 		if v.ClaimContradicted {
 			fmt.Fprintf(&b, "        the agent's claim %q is contradicted\n", r.Action.Claim.Status)
 		}
@@ -44,7 +41,7 @@ func WriteText(w io.Writer, results []Result) error {
 	}
 	fmt.Fprintf(&b, "%d %s: %d PASS, %d FAIL, %d UNKNOWN\n", len(results), plural(len(results), "action", "actions"),
 		counts[commitlayer.StatusPass], counts[commitlayer.StatusFail], counts[commitlayer.StatusUnknown])
-	if recorded(results) {
+	if named {
 		fmt.Fprintf(&b, "%d of %d recorded verdicts reproduced, %d %s\n", len(results)-mismatches, len(results),
 			mismatches, plural(mismatches, "mismatch", "mismatches"))
 	}
@@ -52,18 +49,17 @@ func WriteText(w io.Writer, results []Result) error {
 	return err
 }
 
-// recorded reports whether the results are compared with recorded
-// verdicts (they name their scenarios).
-func recorded(results []Result) bool {
-	for _, r := range results {
-		if r.Name != "" {
-			return true
-		}
+// details writes a verdict's findings (each with its hint, its code's
+// default when it has none) and its unavailable sources, a line each.
+func details(b *strings.Builder, v commitlayer.Verdict, indent, bullet string) {
+	for _, f := range v.Findings {
+		fmt.Fprintf(b, "%s%s%s %s [%s]: %s (next: %s)\n", indent, bullet, f.Code, f.Check, f.Lens,
+			strings.Join(strings.Fields(f.Message), " "), cmp.Or(f.Hint, commitlayer.Hint(f.Code)))
 	}
-	return false
+	if len(v.UnavailableSources) > 0 {
+		fmt.Fprintf(b, "%sunavailable sources: %s\n", indent, strings.Join(v.UnavailableSources, ", "))
+	}
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func plural(n int, one, many string) string {
 	if n == 1 {
@@ -121,12 +117,7 @@ func WriteJUnit(w io.Writer, results []Result) error {
 			c.Name = r.Name + " " + c.Name
 		}
 		var body strings.Builder
-		for _, f := range v.Findings {
-			fmt.Fprintf(&body, "%s %s [%s]: %s (next: %s)\n", f.Code, f.Check, f.Lens, oneLine(f.Message), hintOf(f))
-		}
-		if len(v.UnavailableSources) > 0 {
-			fmt.Fprintf(&body, "unavailable sources: %s\n", strings.Join(v.UnavailableSources, ", "))
-		}
+		details(&body, v, "", "")
 		p := &junitProblem{Message: v.Summary(), Type: string(v.Status), Body: body.String()}
 		switch {
 		case r.Mismatch != "":
@@ -156,12 +147,4 @@ func WriteJUnit(w io.Writer, results []Result) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
-}
-
-// hintOf is the finding's hint, or its code's default when it has none.
-func hintOf(f commitlayer.Finding) commitlayer.Remedy {
-	if f.Hint != "" {
-		return f.Hint
-	}
-	return commitlayer.Hint(f.Code)
 }

@@ -2,10 +2,9 @@ package client
 
 import (
 	"context"
+	"net/url"
 	"strconv"
 	"time"
-
-	"net/url"
 
 	"github.com/commitlayer/commitlayer"
 )
@@ -29,29 +28,14 @@ type ActionFilter struct {
 }
 
 func (f ActionFilter) query() url.Values {
-	q := url.Values{}
-	set := func(k, v string) {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	set("status", f.Status)
+	q := values("status", f.Status, "contract", f.Contract, "agent", f.Agent, "subject", string(f.Subject),
+		"since", rfc3339(f.Since), "until", rfc3339(f.Until), "cursor", f.Cursor)
 	if f.Provisional != nil {
 		q.Set("provisional", strconv.FormatBool(*f.Provisional))
-	}
-	set("contract", f.Contract)
-	set("agent", f.Agent)
-	set("subject", string(f.Subject))
-	if !f.Since.IsZero() {
-		q.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
-	}
-	if !f.Until.IsZero() {
-		q.Set("until", f.Until.UTC().Format(time.RFC3339Nano))
 	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
 	}
-	set("cursor", f.Cursor)
 	return q
 }
 
@@ -119,21 +103,9 @@ type ActionStats struct {
 // ActionStats counts the tenant's actions by current verdict (PASS, FAIL,
 // UNKNOWN, pending) per time bucket, contract and agent, for charts.
 func (c *Client) ActionStats(ctx context.Context, sq StatsQuery) (ActionStats, error) {
-	q := url.Values{}
+	q := values("since", rfc3339(sq.Since), "until", rfc3339(sq.Until), "contract", sq.Contract, "agent", sq.Agent)
 	if sq.Bucket > 0 {
 		q.Set("bucket", sq.Bucket.String())
-	}
-	if !sq.Since.IsZero() {
-		q.Set("since", sq.Since.UTC().Format(time.RFC3339Nano))
-	}
-	if !sq.Until.IsZero() {
-		q.Set("until", sq.Until.UTC().Format(time.RFC3339Nano))
-	}
-	if sq.Contract != "" {
-		q.Set("contract", sq.Contract)
-	}
-	if sq.Agent != "" {
-		q.Set("agent", sq.Agent)
 	}
 	var out ActionStats
 	_, err := c.do(ctx, get("/v1/actions/stats", q), &out)

@@ -29,12 +29,8 @@ func (c *Client) Health(ctx context.Context) error {
 // It is retried only when the server surely did not act (429, no
 // connection), so a retry cannot create two tenants.
 func (c *Client) CreateTenant(ctx context.Context, name string) (Tenant, error) {
-	b, err := jsonBody(TenantInput{Name: name})
-	if err != nil {
-		return Tenant{}, err
-	}
 	var t Tenant
-	_, err = c.do(ctx, c.post("/v1/admin/tenants", b, false), &t)
+	_, err := c.do(ctx, c.post("/v1/admin/tenants", TenantInput{Name: name}, false), &t)
 	return t, err
 }
 
@@ -82,24 +78,16 @@ func (c *Client) GetContract(ctx context.Context, id string, version int) (Contr
 // PostFacts ingests a batch of facts, whole or not at all. Facts are
 // idempotent on (source, external id), so the call is retried.
 func (c *Client) PostFacts(ctx context.Context, facts []commitlayer.Fact) (FactsResult, error) {
-	b, err := factsBody(facts)
-	if err != nil {
-		return FactsResult{}, err
-	}
 	var out FactsResult
-	_, err = c.do(ctx, c.post("/v1/facts", b, true), &out)
+	_, err := c.do(ctx, c.post("/v1/facts", FactBatch{Facts: facts}, true), &out)
 	return out, err
 }
 
 // CreateConnector creates a connector for a source. A source has one
 // connector, so it is retried only when the server surely did not act.
 func (c *Client) CreateConnector(ctx context.Context, in ConnectorInput) (Connector, error) {
-	b, err := jsonBody(in)
-	if err != nil {
-		return Connector{}, err
-	}
 	var out Connector
-	_, err = c.do(ctx, c.post("/v1/connectors", b, false), &out)
+	_, err := c.do(ctx, c.post("/v1/connectors", in, false), &out)
 	return out, err
 }
 
@@ -138,31 +126,11 @@ type RecordOptions struct {
 // lost answer returns the same action and starts nothing new
 // (Accepted.Replayed).
 func (c *Client) RecordAction(ctx context.Context, a commitlayer.Action, opts ...RecordOptions) (Accepted, error) {
-	var o RecordOptions
-	if len(opts) > 0 {
-		o = opts[0]
+	r := c.post("/v1/actions", actionInput(a), true)
+	if len(opts) > 0 && opts[0].IdempotencyKey != "" {
+		r.idempotencyKey = opts[0].IdempotencyKey
 	}
-	b, err := jsonBody(actionInput(a))
-	if err != nil {
-		return Accepted{}, err
-	}
-	r := c.post("/v1/actions", b, true)
-	if o.IdempotencyKey != "" {
-		r.idempotencyKey = o.IdempotencyKey
-	}
-	if o.Wait != "" {
-		if o.Wait != Provisional && o.Wait != Final {
-			return Accepted{}, fmt.Errorf("record action: wait stage %q is neither provisional nor final", o.Wait)
-		}
-		r.query = waitQuery(o.Wait, o.WaitTimeout)
-	}
-	var out Accepted
-	res, err := c.do(ctx, r, &out)
-	if err != nil {
-		return Accepted{}, err
-	}
-	out.Replayed = res.header.Get("Idempotent-Replayed") == "true"
-	return out, nil
+	return c.accepted(ctx, r, opts)
 }
 
 // RecordAttempt records one more attempt of a recorded action's call (an
@@ -173,13 +141,18 @@ func (c *Client) RecordAction(ctx context.Context, a commitlayer.Action, opts ..
 // began after the attempt was stored. The same key again records nothing
 // new (Accepted.Replayed).
 func (c *Client) RecordAttempt(ctx context.Context, actionID, key string, claim commitlayer.Claim, trace json.RawMessage, opts ...RecordOptions) (Accepted, error) {
-	b, err := jsonBody(AttemptInput{Claim: claim, Trace: trace})
-	if err != nil {
-		return Accepted{}, err
-	}
-	r := c.post("/v1/actions/"+url.PathEscape(actionID)+"/attempts", b, true)
+	r := c.post("/v1/actions/"+url.PathEscape(actionID)+"/attempts", AttemptInput{Claim: claim, Trace: trace}, true)
 	r.idempotencyKey = key
+	return c.accepted(ctx, r, opts)
+}
+
+// accepted makes a recording call, with the wait opts ask for, and reads
+// its answer.
+func (c *Client) accepted(ctx context.Context, r request, opts []RecordOptions) (Accepted, error) {
 	if len(opts) > 0 && opts[0].Wait != "" {
+		if w := opts[0].Wait; w != Provisional && w != Final {
+			return Accepted{}, fmt.Errorf("%s %s: wait stage %q is neither provisional nor final", r.method, r.path, w)
+		}
 		r.query = waitQuery(opts[0].Wait, opts[0].WaitTimeout)
 	}
 	var out Accepted
@@ -230,10 +203,8 @@ func (c *Client) Recheck(ctx context.Context, id string) (commitlayer.Verdict, e
 // (zero: the server's default of 7 days), that no recorded action accounts
 // for.
 func (c *Client) ListOrphans(ctx context.Context, contractID string, since time.Time) (OrphanList, error) {
-	q := url.Values{"contract_id": {contractID}}
-	if !since.IsZero() {
-		q.Set("since", since.UTC().Format(time.RFC3339Nano))
-	}
+	q := values("since", rfc3339(since))
+	q.Set("contract_id", contractID)
 	var out OrphanList
 	_, err := c.do(ctx, get("/v1/actions/orphans", q), &out)
 	return out, err
@@ -243,11 +214,11 @@ func get(path string, q url.Values) request {
 	return request{method: http.MethodGet, path: path, query: q, safe: true}
 }
 
-// post builds a POST. A safe one gets a fresh idempotency key for this
+// post builds a POST of body: JSON, or as is when it is []byte. A safe one gets a fresh idempotency key for this
 // logical call, reused by each of its attempts. An unsafe one (the server
 // keeps no key for it) gets none: net/http would take the header as leave
 // to resend it on a broken keep-alive connection.
-func (c *Client) post(path string, body []byte, safe bool) request {
+func (c *Client) post(path string, body any, safe bool) request {
 	r := request{method: http.MethodPost, path: path, body: body, contentType: "application/json", safe: safe}
 	if safe {
 		r.idempotencyKey = c.newKey()
@@ -255,5 +226,21 @@ func (c *Client) post(path string, body []byte, safe bool) request {
 	return r
 }
 
-// factsBody is {"facts":[…]}.
-func factsBody(facts []commitlayer.Fact) ([]byte, error) { return jsonBody(FactBatch{Facts: facts}) }
+// values is a query of the pairs (key, value, …) whose value is not empty.
+func values(kv ...string) url.Values {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	return q
+}
+
+// rfc3339 is t in UTC as RFC 3339, "" for the zero time.
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}

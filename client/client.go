@@ -66,12 +66,8 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // backoff is the wait before attempt n+1 (n ≥ 1): a uniform random duration
 // in [d/2, d] with d = min(MaxDelay, BaseDelay·2^(n-1)).
 func (p RetryPolicy) backoff(n int) time.Duration {
-	d := float64(p.BaseDelay) * math.Pow(2, float64(n-1))
-	if d > float64(p.MaxDelay) {
-		d = float64(p.MaxDelay)
-	}
-	half := d / 2
-	return time.Duration(half + mrand.Float64()*half)
+	d := min(float64(p.BaseDelay)*math.Pow(2, float64(n-1)), float64(p.MaxDelay))
+	return time.Duration(d/2 + mrand.Float64()*d/2)
 }
 
 // Client calls one CommitLayer API with one key. It is safe for concurrent
@@ -220,7 +216,7 @@ type request struct {
 	method      string
 	path        string // escaped path, from the API root
 	query       url.Values
-	body        []byte
+	body        any // sent as JSON, or as is when it is []byte
 	contentType string
 	// safe marks a call that can be repeated whatever happened to an
 	// earlier attempt (GETs, POSTs the server de-duplicates). Other calls
@@ -242,9 +238,20 @@ type response struct {
 // nil).
 func (c *Client) do(ctx context.Context, r request, out any) (response, error) {
 	op := r.method + " " + r.path
+	var body []byte
+	switch b := r.body.(type) {
+	case nil:
+	case []byte:
+		body = b
+	default:
+		var err error
+		if body, err = jsonBody(b); err != nil {
+			return response{}, fmt.Errorf("%s: %w", op, err)
+		}
+	}
 	var last error
 	for attempt := 1; ; attempt++ {
-		res, err := c.once(ctx, r)
+		res, err := c.once(ctx, r, body)
 		if err == nil {
 			if out != nil && len(res.body) > 0 {
 				if err := jsonv2.Unmarshal(res.body, out); err != nil {
@@ -306,26 +313,16 @@ func notSent(err error) bool {
 }
 
 // once makes one attempt.
-func (c *Client) once(ctx context.Context, r request) (response, error) {
-	u := *c.base
-	u.Path = c.base.Path + r.path
-	u.RawPath = ""
-	if strings.Contains(r.path, "%") {
-		u.RawPath = c.base.EscapedPath() + r.path
-		p, err := url.PathUnescape(u.RawPath)
-		if err != nil {
-			return response{}, fmt.Errorf("bad path %q: %w", r.path, err)
-		}
-		u.Path = p
-	}
+func (c *Client) once(ctx context.Context, r request, body []byte) (response, error) {
+	u := c.base.String() + r.path // r.path is escaped
 	if len(r.query) > 0 {
-		u.RawQuery = r.query.Encode()
+		u += "?" + r.query.Encode()
 	}
-	var body io.Reader
-	if r.body != nil {
-		body = bytes.NewReader(r.body)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), body)
+	req, err := http.NewRequestWithContext(ctx, r.method, u, rd)
 	if err != nil {
 		return response{}, err
 	}
@@ -334,7 +331,7 @@ func (c *Client) once(ctx context.Context, r request) (response, error) {
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
-	if r.body != nil {
+	if body != nil {
 		req.Header.Set("Content-Type", r.contentType)
 	}
 	if r.idempotencyKey != "" {
@@ -375,14 +372,8 @@ func apiError(resp *http.Response, body []byte) *APIError {
 // unreadable.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
 	if n, err := strconv.Atoi(v); err == nil {
-		if n <= 0 {
-			return 0
-		}
-		return time.Duration(n) * time.Second
+		return time.Duration(max(n, 0)) * time.Second
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
 		return t.Sub(now)

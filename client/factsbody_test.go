@@ -24,7 +24,7 @@ func TestFactsBody(t *testing.T) {
 			facts[i].Links = []commitlayer.Subject{"customer:c1"}
 		}
 	}
-	b, err := factsBody(facts)
+	b, err := jsonBody(FactBatch{Facts: facts})
 	require.NoError(t, err)
 	var got struct{ Facts []commitlayer.Fact }
 	require.NoError(t, json.Unmarshal(b, &got))
@@ -32,7 +32,7 @@ func TestFactsBody(t *testing.T) {
 	require.NotContains(t, string(b), `"seq"`, "a fact not stored has no seq")
 
 	facts[2].OccurredAt = time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC)
-	_, err = factsBody(facts)
+	_, err = jsonBody(FactBatch{Facts: facts})
 	require.ErrorContains(t, err, "/facts/2/occurred_at")
 }
 
@@ -53,10 +53,10 @@ func BenchmarkFactsBody(b *testing.B) {
 			}
 		}
 	})
-	b.Run("factsBody", func(b *testing.B) {
+	b.Run("jsonBody", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := factsBody(facts); err != nil {
+			if _, err := jsonBody(FactBatch{Facts: facts}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -23,10 +23,7 @@ const (
 
 // reached reports whether v satisfies the stage.
 func (s Stage) reached(v *commitlayer.Verdict) bool {
-	if v == nil {
-		return false
-	}
-	return s == Provisional || !v.Provisional
+	return v != nil && (s == Provisional || !v.Provisional)
 }
 
 // PollPolicy paces WaitForVerdict's polling.
@@ -124,13 +121,11 @@ const (
 // when ctx's deadline or the http.Client's timeout is nearer.
 func (c *Client) serverWaitFor(ctx context.Context) time.Duration {
 	d := defaultWait
-	if t := c.http.Timeout; t > 0 && t-serverWaitMargin < d {
-		d = t - serverWaitMargin
+	if t := c.http.Timeout; t > 0 {
+		d = min(d, t-serverWaitMargin)
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		if left := time.Until(dl) - serverWaitMargin; left < d {
-			d = left
-		}
+		d = min(d, time.Until(dl)-serverWaitMargin)
 	}
 	return min(max(d, minServerWait), maxServerWait)
 }

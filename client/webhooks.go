@@ -78,12 +78,8 @@ type WebhookDelivery struct {
 // with its secret, shown this once. Retried only when the server surely
 // did not act (a retry could create a second webhook).
 func (c *Client) CreateWebhook(ctx context.Context, in WebhookInput) (WebhookCreated, error) {
-	b, err := jsonBody(in)
-	if err != nil {
-		return WebhookCreated{}, err
-	}
 	var out WebhookCreated
-	_, err = c.do(ctx, c.post("/v1/webhooks", b, false), &out)
+	_, err := c.do(ctx, c.post("/v1/webhooks", in, false), &out)
 	return out, err
 }
 
@@ -116,13 +112,9 @@ func (c *Client) ListWebhookDeliveries(ctx context.Context, id string) ([]Webhoo
 // Not retried: a second rotation would replace the secret returned by the
 // first.
 func (c *Client) RotateWebhook(ctx context.Context, id string, overlap time.Duration) (WebhookCreated, error) {
-	var body []byte
+	var body any
 	if overlap >= 0 {
-		b, err := jsonBody(WebhookRotation{Overlap: overlap.String()})
-		if err != nil {
-			return WebhookCreated{}, err
-		}
-		body = b
+		body = WebhookRotation{Overlap: overlap.String()}
 	}
 	var out WebhookCreated
 	_, err := c.do(ctx, c.post("/v1/webhooks/"+url.PathEscape(id)+"/rotate", body, false), &out)

@@ -11,22 +11,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Every request an agent makes of the upstream goes to it and comes back
-// as the upstream answered, its JSON as sent (guard.go keeps it): tools
-// (list, call), resources (list, templates, read, subscribe), prompts
-// (list, get) and completions, with the upstream's own cursors, _meta and
-// errors (code, message, data). Each is bounded by CallTimeout. The gateway
-// answers ping, initialize and logging/setLevel itself, as any MCP server
-// does for its own session.
-
-// forward is the receiving middleware that forwards those requests.
+// forward is the receiving middleware that forwards an agent's requests
+// upstream, each within CallTimeout, and answers with the upstream's JSON
+// as sent (guard.go keeps it; docs/recording.md, "What passes through").
+// Ping, initialize and logging/setLevel concern the agent's own session:
+// the SDK answers them.
 func (g *Gateway) forward(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		ss, _ := req.GetSession().(*mcp.ServerSession)
@@ -79,7 +73,7 @@ func resultOf(raw json.RawMessage) mcp.Result { return rawResult{&mcp.CallToolRe
 // (the upstream's own as it was).
 func relay[P interface {
 	*T
-	paramsWithMeta
+	mcp.Params
 }, T any, R any](g *Gateway, ctx context.Context, ss *mcp.ServerSession, method string, p P,
 	call func(*mcp.ClientSession, context.Context, P) (R, error)) (json.RawMessage, error) {
 	cs, err := g.session()
@@ -171,9 +165,12 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (res m
 	if req.Params != nil {
 		name, rawArgs, meta = req.Params.Name, req.Params.Arguments, req.Params.Meta
 	}
-	reqID := ""
+	reqID, uctx := "", ctx
 	if req.Extra != nil {
 		reqID = req.Extra.Header.Get(HeaderRequestID)
+		if v := req.Extra.Header.Get("Authorization"); g.cfg.ForwardAuth && v != "" {
+			uctx = context.WithValue(ctx, authKey{}, v)
+		}
 	}
 	if v, ok := meta[metaRequestID]; ok { // the gateway's own (tagBatchCalls): never forwarded
 		if s, ok := v.(string); ok && reqID == "" {
@@ -185,12 +182,6 @@ func (g *Gateway) callTool(ctx context.Context, req *mcp.CallToolRequest) (res m
 	params := &mcp.CallToolParams{Meta: meta, Name: name}
 	if len(rawArgs) > 0 {
 		params.Arguments = rawArgs
-	}
-	uctx := ctx
-	if g.cfg.ForwardAuth && req.Extra != nil {
-		if v := req.Extra.Header.Get("Authorization"); v != "" {
-			uctx = context.WithValue(ctx, authKey{}, v)
-		}
 	}
 	raw, err := relay(g, uctx, req.Session, "tools/call", params, (*mcp.ClientSession).CallTool)
 	switch {
@@ -318,27 +309,13 @@ type progressRoute struct {
 	token any
 }
 
-// progress maps the tokens the gateway sends upstream to the agents'.
-// Agents pick their tokens (two may pick the same) and share one upstream
-// session, so each forwarded request carries a token of the gateway's.
-type progress struct {
-	next   atomic.Uint64
-	routes sync.Map // string → progressRoute
-}
-
-// paramsWithMeta is a request's params whose _meta the gateway reads and
-// rewrites.
-type paramsWithMeta interface {
-	GetMeta() map[string]any
-	SetMeta(map[string]any)
-}
-
-// withProgress returns p to send upstream: a copy with the gateway's own
-// progress token when the agent asked for progress, and a func that ends
-// the route once the request is answered.
+// withProgress returns p to send upstream: a copy with a progress token of
+// the gateway's when the agent asked for progress (agents pick their
+// tokens, two may pick the same, and share one upstream session), and a
+// func that ends the route once the request is answered.
 func withProgress[P interface {
 	*T
-	paramsWithMeta
+	mcp.Params
 }, T any](g *Gateway, ctx context.Context, ss *mcp.ServerSession, p P) (P, func()) {
 	if p == nil || ss == nil {
 		return p, func() {}
@@ -348,14 +325,14 @@ func withProgress[P interface {
 	if !ok || token == nil {
 		return p, func() {}
 	}
-	id := "clgw-" + strconv.FormatUint(g.prog.next.Add(1), 10)
-	g.prog.routes.Store(id, progressRoute{ctx: ctx, ss: ss, token: token})
+	id := "clgw-" + strconv.FormatUint(g.progNext.Add(1), 10)
+	g.progRoutes.Store(id, progressRoute{ctx: ctx, ss: ss, token: token})
 	cp := *p
 	out := P(&cp)
 	m := maps.Clone(meta)
 	m[progressTokenKey] = id
 	out.SetMeta(m)
-	return out, func() { g.prog.routes.Delete(id) }
+	return out, func() { g.progRoutes.Delete(id) }
 }
 
 const progressTokenKey = "progressToken"
@@ -369,7 +346,7 @@ func (g *Gateway) relayProgress(raw json.RawMessage) bool {
 		return false
 	}
 	id, _ := p.ProgressToken.(string)
-	v, ok := g.prog.routes.Load(id)
+	v, ok := g.progRoutes.Load(id)
 	if !ok {
 		return false
 	}

@@ -17,6 +17,7 @@
 package mcpgw
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -25,9 +26,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -150,8 +150,9 @@ type Gateway struct {
 	subMu   sync.Mutex
 	subURIs map[string]bool // resources agents subscribed to
 
-	prog     progress                   // progress tokens sent upstream → the agents' (forward.go)
-	listings *lru.Cache[string, [2]int] // pages and bytes of each listing in course (forward.go)
+	progNext   atomic.Uint64              // the last progress token sent upstream (forward.go)
+	progRoutes sync.Map                   // progress token sent upstream → progressRoute
+	listings   *lru.Cache[string, [2]int] // pages and bytes of each listing in course (forward.go)
 
 	pendMu    sync.Mutex
 	pending   map[string]*owed // records CommitLayer has not taken (pending.go)
@@ -175,30 +176,17 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if (len(cfg.Upstream.Command) == 0) == (cfg.Upstream.URL == "") {
 		return nil, errors.New("mcp gateway: give exactly one upstream: a command or a URL")
 	}
-	for _, d := range []struct {
-		v   *time.Duration
-		def time.Duration
-	}{{&cfg.WaitTimeout, defaultWaitTimeout}, {&cfg.BindingsRefresh, defaultBindingsRefresh},
-		{&cfg.RecordTimeout, defaultRecordTimeout}, {&cfg.CallTimeout, DefaultCallTimeout}} {
-		if *d.v <= 0 {
-			*d.v = d.def
-		}
-	}
-	for _, n := range []struct {
-		v   *int
-		def int
-	}{{&cfg.MaxMessage, DefaultMaxMessage},
-		{&cfg.MaxListPages, defaultMaxListPages}, {&cfg.MaxListBytes, defaultMaxListBytes}} {
-		if *n.v <= 0 {
-			*n.v = n.def
-		}
-	}
+	orDefault(&cfg.WaitTimeout, defaultWaitTimeout)
+	orDefault(&cfg.BindingsRefresh, defaultBindingsRefresh)
+	orDefault(&cfg.RecordTimeout, defaultRecordTimeout)
+	orDefault(&cfg.CallTimeout, DefaultCallTimeout)
+	orDefault(&cfg.MaxMessage, DefaultMaxMessage)
+	orDefault(&cfg.MaxListPages, defaultMaxListPages)
+	orDefault(&cfg.MaxListBytes, defaultMaxListBytes)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Version == "" {
-		cfg.Version = "dev"
-	}
+	cfg.Version = cmp.Or(cfg.Version, "dev")
 	g := &Gateway{cfg: cfg, log: cfg.Logger, done: make(chan struct{}), subURIs: map[string]bool{},
 		pending: map[string]*owed{}, kick: make(chan struct{}, 1), calls: service.NewToolCalls(0, 0)}
 	if g.log == nil {
@@ -231,18 +219,18 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	return g, nil
 }
 
+// orDefault sets *v to def when it is not positive.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 func (g *Gateway) upstreamName() string {
 	if g.cfg.Upstream.URL != "" {
 		return redactURL(g.cfg.Upstream.URL)
 	}
 	return fmt.Sprintf("command %q", g.cfg.Upstream.Command[0])
-}
-
-// upstreamEnv is the gateway's environment without its CommitLayer key.
-func upstreamEnv(env []string) []string {
-	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		return strings.HasPrefix(kv, envKey+"=")
-	})
 }
 
 // Close ends the upstream session (and the upstream command), and makes a

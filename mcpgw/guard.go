@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,21 +22,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// What comes from the upstream is read through a guard before the SDK's
-// client sees it, so that one bad answer fails only the call it belongs
-// to, never the upstream session every agent shares, and nothing the
-// upstream sends makes the gateway hold more than MaxMessage bytes of it:
-//   - an answer that is not a JSON-RPC message, answers another id, or is
-//     larger than MaxMessage (a JSON body, an SSE event, a stdio line) is
-//     replaced by a JSON-RPC error for the request it answers, read no
-//     further, and the session goes on;
-//   - the raw result of each forwarded request is kept for its handler (a
-//     slot in its context), which answers the agent with the upstream's
-//     JSON as sent, not as the SDK would encode it again;
-//   - progress notifications are relayed to the asking agent as they are
-//     read (the SDK's client queues notifications behind responses).
-// Over HTTP, credentials go only to the upstream's origin and a redirect to
-// another origin is not followed.
+// What comes from the upstream is read here before the SDK's client sees
+// it, so that one bad answer (not JSON-RPC, another id, over MaxMessage)
+// fails only the call it answers, never the session every agent shares,
+// and the gateway never holds more than MaxMessage bytes of it. The raw
+// result of each forwarded request goes to a slot in its context, so the
+// agent gets the upstream's JSON as sent; progress is relayed as it is
+// read (the SDK's client queues notifications behind responses). Over
+// HTTP, credentials go only to the upstream's origin.
 
 // slot receives the upstream's raw result for one forwarded request.
 type slot = atomic.Pointer[json.RawMessage]
@@ -292,7 +286,7 @@ func (s *sseGuard) emit(msg []byte) {
 }
 
 // commandTransport runs the upstream command and speaks MCP over its
-// stdio, reading its stdout through lineGuard. Closing it closes the
+// stdio, reading its stdout through pass. Closing it closes the
 // command's stdin, then kills the command if it does not exit in 5 s.
 type commandTransport struct {
 	g     *Gateway
@@ -302,7 +296,9 @@ type commandTransport struct {
 
 func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	cmd := exec.Command(t.argv[0], t.argv[1:]...)
-	cmd.Env, cmd.Stderr = upstreamEnv(os.Environ()), os.Stderr
+	cmd.Stderr = os.Stderr
+	// The child gets the gateway's environment without its CommitLayer key.
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, envKey+"=") })
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -314,7 +310,7 @@ func (t *commandTransport) Connect(ctx context.Context) (mcp.Connection, error) 
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	in := &lineGuard{t: t, in: bufio.NewReaderSize(stdout, 64<<10)}
+	in := &lineFilter{in: bufio.NewReaderSize(stdout, 64<<10), max: t.g.cfg.MaxMessage, pass: t.pass}
 	c, err := (&mcp.IOTransport{Reader: io.NopCloser(in), Writer: &process{cmd: cmd, stdin: stdin},
 		MaxLineLength: t.g.cfg.MaxMessage + 1024}).Connect(ctx)
 	return &slotConn{Connection: c, t: t}, err
@@ -357,38 +353,50 @@ func (c *slotConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return c.Connection.Write(ctx, msg)
 }
 
-// lineGuard passes the command's stdout on line by line through check: a
+// pass is what of a line of the command's stdout goes on to the SDK: a
 // line that is not a JSON-RPC message or is longer than MaxMessage is not
 // passed on (the SDK would end the session); when the id of the request it
 // answers can be read from its start, an error answer for that id takes
 // its place.
-type lineGuard struct {
-	t   *commandTransport
-	in  *bufio.Reader
-	out bytes.Buffer
+func (t *commandTransport) pass(line []byte, over bool) []byte {
+	g := t.g
+	line = bytes.TrimSpace(line)
+	if over {
+		if id, ok := leadingID(line); ok {
+			return append(g.tooLarge(id), '\n')
+		}
+		g.log.Warn("mcp gateway: dropped an upstream line larger than the bound", "max_message", g.cfg.MaxMessage)
+		return nil
+	}
+	if len(line) == 0 {
+		return nil
+	}
+	if msg, _ := g.check(line, nil, t.slot); msg != nil {
+		return append(msg, '\n')
+	}
+	return nil
 }
 
-func (l *lineGuard) Read(p []byte) (int, error) {
-	g := l.t.g
-	slotFor := func(id jsonrpc.ID) *slot {
-		s, _ := l.t.slots.Load(id)
-		sl, _ := s.(*slot)
-		return sl
-	}
+// slot is the slot of the call in flight with id.
+func (t *commandTransport) slot(id jsonrpc.ID) *slot {
+	s, _ := t.slots.Load(id)
+	sl, _ := s.(*slot)
+	return sl
+}
+
+// lineFilter passes the lines of in (at most max bytes each; over says a
+// line was longer) through pass, which says what to pass on.
+type lineFilter struct {
+	in   *bufio.Reader
+	max  int
+	pass func(line []byte, over bool) []byte
+	out  bytes.Buffer
+}
+
+func (l *lineFilter) Read(p []byte) (int, error) {
 	for l.out.Len() == 0 {
-		line, over, err := readLine(l.in, g.cfg.MaxMessage)
-		line = bytes.TrimSpace(line)
-		id, hasID := leadingID(line)
-		switch {
-		case over && hasID:
-			l.out.Write(append(g.tooLarge(id), '\n'))
-		case over:
-			g.log.Warn("mcp gateway: dropped an upstream line larger than the bound", "max_message", g.cfg.MaxMessage)
-		case len(line) > 0:
-			if msg, _ := g.check(line, nil, slotFor); msg != nil {
-				l.out.Write(append(msg, '\n'))
-			}
-		}
+		line, over, err := readLine(l.in, l.max)
+		l.out.Write(l.pass(line, over))
 		if err != nil && l.out.Len() == 0 {
 			return 0, err
 		}

@@ -11,13 +11,10 @@ import (
 	"github.com/commitlayer/commitlayer/client"
 )
 
-// A bound call the gateway answered is a record it owes CommitLayer: an
-// action, or an attempt of one. When CommitLayer's API does not take it
-// (down, slow, 5xx, 429), it waits in memory and is posted again, under
-// the same Idempotency-Key, until the API takes it or refuses it for good
-// (a 4xx: it would never take it); the agent is not kept waiting for that.
-// What waits is bounded in count and bytes; Close makes one last attempt
-// and logs, with its key, every record still owed.
+// A record the API did not take (down, slow, 5xx, 429) is owed: kept in
+// memory, bounded in count and bytes, and posted again under the same
+// Idempotency-Key until the API takes it or refuses it with a 4xx; the
+// agent is not kept waiting for that (docs/recording.md, "CommitLayer").
 
 const (
 	retryMin        = time.Second

@@ -2,8 +2,6 @@ package mcpgw
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,9 +39,7 @@ func (g *Gateway) record(ctx context.Context, req *mcp.CallToolRequest, name, re
 		call.Result, call.Message = res.value()
 		call.Failed = res.IsError
 		if call.CallID == "" { // no id reached the handler: this call alone
-			var r [12]byte
-			_, _ = rand.Read(r[:])
-			call.CallID = "unknown-" + hex.EncodeToString(r[:])
+			call.CallID = commitlayer.NewID("unknown-")
 		}
 		call.Trace = map[string]string{"source": "mcp", "session": session, "request_id": call.CallID, "tool": name}
 	}
@@ -241,21 +237,13 @@ func (a apiContracts) GetContract(ctx context.Context, _, id string, version int
 // Record posts the action with the key, waiting for the provisional
 // verdict when asked.
 func (r *APIRecorder) Record(ctx context.Context, a commitlayer.Action, key string, wait bool, waitTimeout time.Duration) (client.Accepted, error) {
-	acc, err := r.Client.RecordAction(ctx, a, recordOptions(key, wait, waitTimeout))
-	if err != nil {
-		return client.Accepted{}, fmt.Errorf("record action: %w", err)
-	}
-	return acc, nil
+	return r.Client.RecordAction(ctx, a, recordOptions(key, wait, waitTimeout))
 }
 
 // RecordAttempt posts a retry as an attempt of its action.
 func (r *APIRecorder) RecordAttempt(ctx context.Context, actionID, key string, claim commitlayer.Claim, entry json.RawMessage,
 	wait bool, waitTimeout time.Duration) (client.Accepted, error) {
-	acc, err := r.Client.RecordAttempt(ctx, actionID, key, claim, entry, recordOptions(key, wait, waitTimeout))
-	if err != nil {
-		return client.Accepted{}, fmt.Errorf("record attempt: %w", err)
-	}
-	return acc, nil
+	return r.Client.RecordAttempt(ctx, actionID, key, claim, entry, recordOptions(key, wait, waitTimeout))
 }
 
 func recordOptions(key string, wait bool, waitTimeout time.Duration) client.RecordOptions {

@@ -12,9 +12,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// maxStdioLine bounds one message on stdio, as the SDK's own reader does.
-const maxStdioLine = mcp.DefaultMaxLineLength
-
 // ServeStdio serves MCP over the process's stdin and stdout until ctx ends
 // or the agent closes stdin.
 func (g *Gateway) ServeStdio(ctx context.Context) error {
@@ -33,8 +30,24 @@ func (nopCloser) Close() error { return nil }
 // gateway run as its command).
 func (g *Gateway) ServeIO(ctx context.Context, r io.ReadCloser, w io.WriteCloser) error {
 	out := &lockedWriter{w: w}
-	in := &stdioFilter{r: bufio.NewReaderSize(r, 64<<10), closer: r, out: out}
-	return g.server.Run(ctx, &idTransport{inner: &mcp.IOTransport{Reader: in, Writer: out}})
+	pass := func(line []byte, over bool) []byte {
+		code, msg, id, _ := checkMessage(line)
+		switch {
+		case over:
+			code, msg, id = -32600, "Invalid Request: message longer than 16 MiB", nil
+		case len(bytes.TrimSpace(line)) == 0:
+			return nil
+		case code == 0:
+			return append(line, '\n')
+		}
+		_, _ = out.Write(append(rpcError(id, code, msg), '\n'))
+		return nil
+	}
+	in := &lineFilter{in: bufio.NewReaderSize(r, 64<<10), max: mcp.DefaultMaxLineLength, pass: pass}
+	return g.server.Run(ctx, &idTransport{inner: &mcp.IOTransport{Reader: struct {
+		io.Reader
+		io.Closer
+	}{in, r}, Writer: out}})
 }
 
 // lockedWriter serialises the SDK's writes (one Write per message) and
@@ -51,48 +64,6 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 }
 
 func (l *lockedWriter) Close() error { return l.w.Close() }
-
-// stdioFilter passes the lines that are JSON-RPC messages to the SDK and
-// answers the others itself.
-type stdioFilter struct {
-	r      *bufio.Reader
-	closer io.Closer
-	out    *lockedWriter
-	buf    []byte
-}
-
-func (f *stdioFilter) Close() error { return f.closer.Close() }
-
-func (f *stdioFilter) Read(p []byte) (int, error) {
-	for len(f.buf) == 0 {
-		line, over, err := readLine(f.r, maxStdioLine)
-		code, msg, id, _ := checkMessage(line)
-		switch {
-		case over:
-			code, msg, id = -32600, "Invalid Request: message longer than 16 MiB", nil
-		case len(bytes.TrimSpace(line)) == 0:
-			code = 0
-		case code == 0:
-			f.buf = append(line, '\n')
-		}
-		if code != 0 {
-			if len(id) == 0 {
-				id = json.RawMessage("null")
-			}
-			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": msg}})
-			_, _ = f.out.Write(append(b, '\n'))
-		}
-		if err != nil && len(f.buf) == 0 {
-			return 0, err
-		}
-		if err != nil {
-			break
-		}
-	}
-	n := copy(p, f.buf)
-	f.buf = f.buf[n:]
-	return n, nil
-}
 
 // checkMessage tells a line that is not a JSON-RPC 2.0 message (or batch
 // of them): the error code and message to answer, and the id to answer

@@ -53,7 +53,7 @@ func (g *Gateway) HTTPHandler() http.Handler {
 			case code != 0:
 				// A body that is no JSON-RPC message (or batch of them)
 				// is answered with a JSON-RPC error, not 202.
-				writeRPCError(w, http.StatusBadRequest, id, code, msg)
+				writeRPCError(w, id, code, msg)
 				return
 			case r.Header.Get("Mcp-Session-Id") == "" && method != "" && method != "initialize" && method != "server/discover":
 				// MCP (2025-06-18, Streamable HTTP, "Session
@@ -62,7 +62,7 @@ func (g *Gateway) HTTPHandler() http.Handler {
 				// session for it and answer a JSON-RPC error of code 0.
 				// server/discover is the SDK's, so that clients of newer
 				// protocols fall back to initialize.
-				writeRPCError(w, http.StatusBadRequest, id, -32600,
+				writeRPCError(w, id, -32600,
 					fmt.Sprintf("%s without an Mcp-Session-Id header: send initialize first and the Mcp-Session-Id it answers with every request", method))
 				return
 			case method == "tools/call":
@@ -79,16 +79,22 @@ func (g *Gateway) HTTPHandler() http.Handler {
 	})
 }
 
-// writeRPCError answers an HTTP request with a JSON-RPC error.
-func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+// writeRPCError answers an HTTP request 400 with a JSON-RPC error.
+func writeRPCError(w http.ResponseWriter, id json.RawMessage, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(rpcError(id, code, msg))
+}
+
+// rpcError is a JSON-RPC error answer to an agent's id (null when none
+// could be read).
+func rpcError(id json.RawMessage, code int, msg string) []byte {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id,
 		"error": map[string]any{"code": code, "message": msg}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	return b
 }
 
 // metaRequestID carries, in a batch (2025-03-26 and earlier, where one
@@ -161,8 +167,6 @@ func canonicalID(v any) string {
 		return x.String()
 	case int64:
 		return strconv.FormatInt(x, 10)
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
 	}
 	return ""
 }

@@ -41,18 +41,17 @@ func (g *Gateway) dial(ctx context.Context) (*mcp.ClientSession, error) {
 			CheckRedirect: checkRedirect}
 		t = &mcp.StreamableClientTransport{Endpoint: up.URL, HTTPClient: hc, MaxEventSize: g.cfg.MaxMessage + 1024}
 	}
-	listChanged := func(ctx context.Context, method string) { g.notifyListChanged(method) }
 	c := mcp.NewClient(&mcp.Implementation{Name: "commitlayer-mcp-gateway", Version: g.cfg.Version},
 		&mcp.ClientOptions{
 			Logger: g.log,
-			ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
-				listChanged(ctx, "notifications/tools/list_changed")
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+				g.notifyListChanged("notifications/tools/list_changed")
 			},
-			PromptListChangedHandler: func(ctx context.Context, _ *mcp.PromptListChangedRequest) {
-				listChanged(ctx, "notifications/prompts/list_changed")
+			PromptListChangedHandler: func(context.Context, *mcp.PromptListChangedRequest) {
+				g.notifyListChanged("notifications/prompts/list_changed")
 			},
-			ResourceListChangedHandler: func(ctx context.Context, _ *mcp.ResourceListChangedRequest) {
-				listChanged(ctx, "notifications/resources/list_changed")
+			ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) {
+				g.notifyListChanged("notifications/resources/list_changed")
 			},
 			ResourceUpdatedHandler: func(ctx context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
 				if s := g.server; s != nil && req.Params != nil {
@@ -140,15 +139,11 @@ func (g *Gateway) reconnect() {
 		cs, err := g.dial(ctx)
 		if err == nil {
 			g.attach(ctx, cs)
+			g.log.Info("mcp gateway: upstream reconnected", "upstream", g.upstreamName())
+			g.resubscribe(ctx, cs)
 		}
 		cancel()
 		if err == nil {
-			g.log.Info("mcp gateway: upstream reconnected", "upstream", g.upstreamName())
-			if cs, err := g.session(); err == nil {
-				rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				g.resubscribe(rctx, cs)
-				cancel()
-			}
 			// What it serves may have changed while it was away.
 			for _, k := range []string{"tools", "prompts", "resources"} {
 				g.notifyListChanged("notifications/" + k + "/list_changed")

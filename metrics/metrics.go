@@ -3,43 +3,31 @@
 // and client pass it in client.Options.MetricsHandler and the SDK's metrics
 // appear on /metrics next to the API's own.
 //
-// Mapping: counters stay counters under the SDK's name, gauges stay gauges,
-// and timers become histograms in seconds named <name>_seconds. Tags become
-// labels. The SDK emits one metric name with different tag sets (a handler
-// WithTags adds keys), which a plain Vec cannot hold, so every (name, sorted
-// label keys) pair gets its own Vec and one unchecked collector exposes them
-// all under the metric's name.
+// Counters stay counters under the SDK's name, gauges stay gauges, and
+// timers become histograms in seconds named <name>_seconds; tags become
+// labels. The SDK emits one metric name with different tag sets, which a
+// plain Vec cannot hold, so every (name, sorted label keys) pair gets its
+// own Vec and one unchecked collector exposes them all.
 //
-// Why not the SDK's contrib/opentelemetry MetricsHandler with the
-// OpenTelemetry Prometheus exporter (go.opentelemetry.io/otel/exporters/
-// prometheus v0.69, otel SDK v1.47)? It was tried against this package's
-// tests (issue 9) and cannot serve the same /metrics:
-//   - a name the SDK uses for two kinds of metric (a counter and a gauge)
-//     makes the registry's Gather fail ("invalid metric"), so promhttp
-//     answers 500 and the scrape loses the API's own metrics too; here the
-//     second kind is dropped and counted in
-//     commitlayer_sdk_metric_conflicts_total;
-//   - the contrib's "monotonic" Int64Counter applies negative deltas
-//     (5, then -3, reads 2), which a Prometheus counter must never do; here
-//     they are ignored;
-//   - a second handler on the same registry registers without error, where
-//     NewHandler here fails;
-//   - counter names without _total need the exporter's deprecated
-//     WithoutCounterSuffixes, and tag keys that collide after escaping
-//     ("a-b", "a.b", "a_b") merge into one label with joined values
-//     ("dash;dot;under") instead of one value chosen deterministically.
-//
-// Revisit when the exporter drops conflicting instruments instead of
-// failing the scrape.
+// Why not the SDK's contrib/opentelemetry handler with the OpenTelemetry
+// Prometheus exporter (tried in issue 9, exporter v0.69)? It cannot serve
+// the same /metrics: a name used for two kinds of metric makes Gather fail
+// (the scrape answers 500 and loses the API's metrics too; here the second
+// kind is dropped and counted in commitlayer_sdk_metric_conflicts_total);
+// its "monotonic" counter applies negative deltas; a second handler on the
+// same registry does not fail; names without _total need a deprecated
+// option, and tag keys that collide after escaping merge into one label
+// with joined values. Revisit when the exporter drops conflicting
+// instruments instead of failing the scrape.
 package metrics
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
@@ -63,8 +51,8 @@ type Options struct {
 type Handler struct {
 	set  *set
 	tags map[string]string // sanitized label name → value
-	keys string            // sorted label names joined by "\x00", computed once
-	ks   []string          // the same, as a slice
+	ks   []string          // the label names, sorted
+	keys string            // ks joined by "\x00", computed once
 }
 
 var _ client.MetricsHandler = (*Handler)(nil)
@@ -77,9 +65,9 @@ func NewHandler(reg prometheus.Registerer, opts Options) (*Handler, error) {
 		buckets = DefaultTimerBuckets
 	}
 	s := &set{
-		buckets: append([]float64(nil), buckets...),
-		vecs:    map[string]*vec{},
-		kinds:   map[string]kind{},
+		buckets: slices.Clone(buckets),
+		vecs:    map[string]prometheus.Collector{},
+		kinds:   map[string]string{},
 		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "commitlayer_sdk_metric_conflicts_total",
 			Help: "Temporal SDK metrics dropped because their name was already used by a metric of another kind.",
@@ -97,96 +85,43 @@ func NewHandler(reg prometheus.Registerer, opts Options) (*Handler, error) {
 // WithTags returns a handler whose metrics carry these tags in addition to
 // the current ones; a key present in both takes the new value.
 func (h *Handler) WithTags(tags map[string]string) client.MetricsHandler {
-	merged := make(map[string]string, len(h.tags)+len(tags))
-	for k, v := range h.tags {
-		merged[k] = v
+	merged := maps.Clone(h.tags)
+	// In key order, so that two keys sanitizing to the same label name
+	// resolve the same way every time.
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		merged[labelName(k)] = strings.ToValidUTF8(tags[k], "\uFFFD")
 	}
-	// Sorted so that two keys sanitizing to the same label name resolve the
-	// same way every time.
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		merged[labelName(k)] = labelValue(tags[k])
-	}
-	ks := make([]string, 0, len(merged))
-	for k := range merged {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
+	ks := slices.Sorted(maps.Keys(merged))
 	return &Handler{set: h.set, tags: merged, ks: ks, keys: strings.Join(ks, "\x00")}
 }
 
 // Counter returns the counter name with this handler's tags.
 func (h *Handler) Counter(name string) client.MetricsCounter {
-	v := h.set.get(kindCounter, metricName(name), h)
-	if v == nil {
-		return nop{}
+	if v, ok := h.set.get("counter", sanitize(name, true), h).(*prometheus.CounterVec); ok {
+		return counter{v.With(h.tags)}
 	}
-	return counter{v.counter.With(h.tags)}
+	return nop{}
 }
 
 // Gauge returns the gauge name with this handler's tags.
 func (h *Handler) Gauge(name string) client.MetricsGauge {
-	v := h.set.get(kindGauge, metricName(name), h)
-	if v == nil {
-		return nop{}
+	if v, ok := h.set.get("gauge", sanitize(name, true), h).(*prometheus.GaugeVec); ok {
+		return gauge{v.With(h.tags)}
 	}
-	return gauge{v.gauge.With(h.tags)}
+	return nop{}
 }
 
 // Timer returns the timer name with this handler's tags, recorded as a
 // histogram in seconds named <name>_seconds.
 func (h *Handler) Timer(name string) client.MetricsTimer {
-	n := metricName(name)
+	n := sanitize(name, true)
 	if !strings.HasSuffix(n, "_seconds") {
 		n += "_seconds"
 	}
-	v := h.set.get(kindTimer, n, h)
-	if v == nil {
-		return nop{}
+	if v, ok := h.set.get("timer", n, h).(*prometheus.HistogramVec); ok {
+		return timer{v.With(h.tags)}
 	}
-	return timer{v.hist.With(h.tags)}
-}
-
-type kind int
-
-const (
-	kindCounter kind = iota + 1
-	kindGauge
-	kindTimer
-)
-
-func (k kind) String() string {
-	switch k {
-	case kindCounter:
-		return "counter"
-	case kindGauge:
-		return "gauge"
-	default:
-		return "timer"
-	}
-}
-
-// vec holds the metrics of one (name, label keys) pair; exactly one of the
-// three fields is set.
-type vec struct {
-	counter *prometheus.CounterVec
-	gauge   *prometheus.GaugeVec
-	hist    *prometheus.HistogramVec
-}
-
-func (v *vec) collector() prometheus.Collector {
-	switch {
-	case v.counter != nil:
-		return v.counter
-	case v.gauge != nil:
-		return v.gauge
-	default:
-		return v.hist
-	}
+	return nop{}
 }
 
 // set is the collector shared by a root handler and everything derived from
@@ -197,59 +132,54 @@ type set struct {
 	conflicts *prometheus.CounterVec
 
 	mu    sync.RWMutex
-	vecs  map[string]*vec // name + "\x00" + sorted label keys joined by "\x00"
-	kinds map[string]kind // name → the kind it was first used as
+	vecs  map[string]prometheus.Collector // name + "\x00" + h.keys → its Vec
+	kinds map[string]string               // name → the kind it was first used as
 }
 
-// get returns the vec for (name, h's label names), creating it on first use,
-// or nil if name is already used by a metric of another kind.
-func (s *set) get(k kind, name string, h *Handler) *vec {
+// get returns the Vec for (name, h's label names), creating it on first
+// use, or nil if name is already used by a metric of another kind.
+func (s *set) get(kind, name string, h *Handler) prometheus.Collector {
 	id := name + "\x00" + h.keys
-	keys := h.ks
 	s.mu.RLock()
 	v, ok := s.vecs[id]
 	first := s.kinds[name]
 	s.mu.RUnlock()
-	if ok && first == k {
+	if ok && first == kind {
 		return v
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if first, seen := s.kinds[name]; seen && first != k {
+	if first, seen := s.kinds[name]; seen && first != kind {
 		s.conflicts.WithLabelValues(name).Inc()
 		return nil
 	}
 	if v, ok := s.vecs[id]; ok {
 		return v
 	}
-	help := fmt.Sprintf("Temporal SDK %s %s.", k, name)
-	v = &vec{}
-	switch k {
-	case kindCounter:
-		v.counter = prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, keys)
-	case kindGauge:
-		v.gauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, keys)
+	help := fmt.Sprintf("Temporal SDK %s %s.", kind, name)
+	switch kind {
+	case "counter":
+		v = prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, h.ks)
+	case "gauge":
+		v = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, h.ks)
 	default:
-		v.hist = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: s.buckets}, keys)
+		v = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: s.buckets}, h.ks)
 	}
 	s.vecs[id] = v
-	s.kinds[name] = k
+	s.kinds[name] = kind
 	return v
 }
 
 // Describe sends nothing: the collector is unchecked.
 func (s *set) Describe(chan<- *prometheus.Desc) {}
 
-// Collect sends the metrics of every vec.
+// Collect sends the metrics of every Vec.
 func (s *set) Collect(ch chan<- prometheus.Metric) {
 	s.mu.RLock()
-	vecs := make([]*vec, 0, len(s.vecs))
-	for _, v := range s.vecs {
-		vecs = append(vecs, v)
-	}
+	vecs := slices.Collect(maps.Values(s.vecs))
 	s.mu.RUnlock()
 	for _, v := range vecs {
-		v.collector().Collect(ch)
+		v.Collect(ch)
 	}
 }
 
@@ -277,12 +207,6 @@ func (nop) Inc(int64)            {}
 func (nop) Update(float64)       {}
 func (nop) Record(time.Duration) {}
 
-// metricName maps a name to the legacy Prometheus metric name alphabet
-// [a-zA-Z_:][a-zA-Z0-9_:]*, replacing other characters with '_'.
-func metricName(s string) string {
-	return sanitize(s, true)
-}
-
 // labelName maps a tag key to a valid label name [a-zA-Z_][a-zA-Z0-9_]*,
 // not starting with the reserved "__".
 func labelName(s string) string {
@@ -293,26 +217,20 @@ func labelName(s string) string {
 	return n
 }
 
+// sanitize maps s to the legacy Prometheus alphabet [a-zA-Z_][a-zA-Z0-9_]*
+// (with ':' too for a metric name), other characters replaced with '_'.
 func sanitize(s string, colon bool) string {
 	if s == "" {
 		return "_"
 	}
 	var b strings.Builder
 	for i, r := range s {
-		ok := r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' ||
-			(i > 0 && r >= '0' && r <= '9') || (colon && r == ':')
-		if ok {
+		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' ||
+			(i > 0 && r >= '0' && r <= '9') || (colon && r == ':') {
 			b.WriteRune(r)
 		} else {
 			b.WriteByte('_')
 		}
 	}
 	return b.String()
-}
-
-func labelValue(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
 }

@@ -7,6 +7,18 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
+// The GenAI and MCP semantic conventions' names the dialects read.
+const (
+	attrOperation  = "gen_ai.operation.name"
+	attrToolName   = "gen_ai.tool.name"
+	attrToolCallID = "gen_ai.tool.call.id"
+	attrAgentName  = "gen_ai.agent.name"
+	attrMCPMethod  = "mcp.method.name"
+	opExecuteTool  = "execute_tool"
+	opInvokeAgent  = "invoke_agent"
+	mcpToolsCall   = "tools/call"
+)
+
 // A Dialect is how one instrumentation writes a tool call on a span: how
 // to recognise the span, and where each part of the call is. ToolCalls
 // reads a span through the first dialect in Dialects that recognises it;
@@ -58,31 +70,31 @@ var Dialects = []Dialect{{
 	// pydantic-ai before its instrumentation version 3.
 	Name:   "pydantic-ai",
 	Is:     []Match{{Name: "running tool"}},
-	Tool:   attrs(AttrToolName),
-	CallID: attrs(AttrToolCallID),
+	Tool:   attrs(attrToolName),
+	CallID: attrs(attrToolCallID),
 	Args:   attrs("tool_arguments"),
 	Result: attrs("tool_response"),
-	Agent:  []Field{{Attr: AttrAgentName}, {Attr: "agent_name", Of: &Match{Name: "agent run"}}},
+	Agent:  []Field{{Attr: attrAgentName}, {Attr: "agent_name", Of: &Match{Name: "agent run"}}},
 }, {
 	// The OpenTelemetry GenAI semantic conventions (and older spellings of
 	// the tool's arguments and result, Google ADK's among them), with the
 	// MCP client's tools/call span, whose gen_ai.operation.name the MCP
 	// conventions only recommend.
 	Name: "genai",
-	Is: []Match{{Attr: AttrOperation, Value: OpExecuteTool}, {Name: OpExecuteTool, Unset: AttrOperation},
-		{Name: OpExecuteTool + " *", Unset: AttrOperation}, {Attr: AttrMCPMethod, Value: MCPToolsCall, Unset: AttrOperation}},
+	Is: []Match{{Attr: attrOperation, Value: opExecuteTool}, {Name: opExecuteTool, Unset: attrOperation},
+		{Name: opExecuteTool + " *", Unset: attrOperation}, {Attr: attrMCPMethod, Value: mcpToolsCall, Unset: attrOperation}},
 	// An MCP server's span is the tool's side of a call, often exported by
 	// another process than the agent's: the call is the agent's span.
-	Not:        []Match{{Attr: AttrMCPMethod, Server: true}},
-	Tool:       attrs(AttrToolName),
-	ToolInName: []string{OpExecuteTool, MCPToolsCall},
-	CallID:     attrs(AttrToolCallID),
-	Args: attrs(AttrToolArguments, "gen_ai.tool.arguments", "gen_ai.tool.input",
+	Not:        []Match{{Attr: attrMCPMethod, Server: true}},
+	Tool:       attrs(attrToolName),
+	ToolInName: []string{opExecuteTool, mcpToolsCall},
+	CallID:     attrs(attrToolCallID),
+	Args: attrs("gen_ai.tool.call.arguments", "gen_ai.tool.arguments", "gen_ai.tool.input",
 		"gcp.vertex.agent.tool_call_args"), // Google ADK
-	Result: attrs(AttrToolResult, "gen_ai.tool.result", "gen_ai.tool.output", "gen_ai.tool.message",
+	Result: attrs("gen_ai.tool.call.result", "gen_ai.tool.result", "gen_ai.tool.output", "gen_ai.tool.message",
 		"gcp.vertex.agent.tool_response"),
-	Agent: []Field{{Attr: AttrAgentName}, {Attr: AttrAgentName, Of: &Match{Attr: AttrOperation, Value: OpInvokeAgent}},
-		{Attr: AttrAgentName, Of: &Match{Name: OpInvokeAgent + " *", Unset: AttrOperation}}},
+	Agent: []Field{{Attr: attrAgentName}, {Attr: attrAgentName, Of: &Match{Attr: attrOperation, Value: opInvokeAgent}},
+		{Attr: attrAgentName, Of: &Match{Name: opInvokeAgent + " *", Unset: attrOperation}}},
 }, {
 	// The Vercel AI SDK's own spans (AI SDK 6, and 7's LegacyOpenTelemetry).
 	Name:   "ai-sdk",
@@ -113,7 +125,7 @@ var Dialects = []Dialect{{
 	Tool:   attrs("traceloop.entity.name"),
 	Args:   []Field{{Attr: "traceloop.entity.input", Path: "kwargs"}, {Attr: "traceloop.entity.input", Path: "args.0"}},
 	Result: attrs("traceloop.entity.output"),
-	Agent: []Field{{Attr: AttrAgentName},
+	Agent: []Field{{Attr: attrAgentName},
 		{Attr: "traceloop.entity.name", Of: &Match{Attr: "traceloop.span.kind", Value: "agent"}}},
 }}
 

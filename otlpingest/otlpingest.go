@@ -29,26 +29,8 @@ import (
 	"github.com/commitlayer/commitlayer/service"
 )
 
-// The GenAI and general semantic-convention attributes read.
-const (
-	AttrOperation     = "gen_ai.operation.name"
-	AttrToolName      = "gen_ai.tool.name"
-	AttrToolCallID    = "gen_ai.tool.call.id"
-	AttrToolArguments = "gen_ai.tool.call.arguments"
-	AttrToolResult    = "gen_ai.tool.call.result"
-	AttrAgentName     = "gen_ai.agent.name"
-	AttrErrorType     = "error.type"
-	AttrServiceName   = "service.name"
-	// AttrMCPMethod is the MCP conventions' method: an MCP client's (or
-	// server's) tools/call span is a tool call even without
-	// gen_ai.operation.name, which the MCP conventions only recommend.
-	AttrMCPMethod = "mcp.method.name"
-
-	OpExecuteTool = "execute_tool"
-	OpInvokeAgent = "invoke_agent"
-	MCPToolsCall  = "tools/call"
-	maxValueDepth = 64 // nesting of arguments and results
-)
+// maxValueDepth bounds the nesting of arguments and results read from text.
+const maxValueDepth = 64
 
 // ToolCall is one tool-execution span, read through its dialect: a plain
 // value for whatever records it.
@@ -95,7 +77,7 @@ func ToolCalls(td ptrace.Traces, bound func(tool string) bool) (calls []ToolCall
 	key := func(t pcommon.TraceID, s pcommon.SpanID) string { return t.String() + "/" + s.String() }
 	rss := td.ResourceSpans()
 	for i := 0; i < rss.Len(); i++ {
-		service := str(rss.At(i).Resource().Attributes(), AttrServiceName)
+		service := str(rss.At(i).Resource().Attributes(), "service.name")
 		sss := rss.At(i).ScopeSpans()
 		for j := 0; j < sss.Len(); j++ {
 			spans := sss.At(j).Spans()
@@ -184,7 +166,7 @@ func newCall(sp ptrace.Span, dialect string) ToolCall {
 	if !sp.SpanID().IsEmpty() {
 		c.SpanID = sp.SpanID().String()
 	}
-	errType := str(sp.Attributes(), AttrErrorType)
+	errType := str(sp.Attributes(), "error.type")
 	switch {
 	case sp.Status().Code() == ptrace.StatusCodeError:
 		msg := sp.Status().Message()

@@ -318,13 +318,11 @@ func Response(enc Encoding, rejected int64, message string) ([]byte, error) {
 	resp := ptraceotlp.NewExportResponse()
 	resp.PartialSuccess().SetRejectedSpans(rejected)
 	resp.PartialSuccess().SetErrorMessage(strings.ToValidUTF8(message, "\uFFFD"))
-	var b []byte
-	var err error
+	marshal := resp.MarshalProto
 	if enc == JSON {
-		b, err = resp.MarshalJSON()
-	} else {
-		b, err = resp.MarshalProto()
+		marshal = resp.MarshalJSON
 	}
+	b, err := marshal()
 	if err != nil {
 		return nil, fmt.Errorf("encode export response: %w", err)
 	}
@@ -353,22 +351,17 @@ func Status(enc Encoding, httpStatus int, message string) []byte {
 			st.Details = append(st.Details, a)
 		}
 	}
-	var b []byte
-	var err error
+	marshal := proto.Marshal
 	if enc == JSON {
-		b, err = protojson.Marshal(st)
-	} else {
-		b, err = proto.Marshal(st)
+		marshal = protojson.Marshal
 	}
-	if err != nil { // cannot happen: the message is UTF-8
-		return nil
-	}
+	b, _ := marshal(st) // cannot fail: the message is UTF-8
 	return b
 }
 
 func grpcCode(httpStatus int) codes.Code {
 	switch httpStatus {
-	case http.StatusBadRequest:
+	case http.StatusBadRequest, http.StatusUnsupportedMediaType:
 		return codes.InvalidArgument
 	case http.StatusUnauthorized:
 		return codes.Unauthenticated
@@ -378,8 +371,6 @@ func grpcCode(httpStatus int) codes.Code {
 		return codes.NotFound
 	case http.StatusRequestEntityTooLarge:
 		return codes.ResourceExhausted
-	case http.StatusUnsupportedMediaType:
-		return codes.InvalidArgument
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		return codes.Unavailable
 	}
