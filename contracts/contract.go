@@ -72,7 +72,7 @@ func (c *Contract) ActsOn(s commitlayer.Subject) bool {
 }
 
 // Sources returns the contract's sources, in contract order.
-func (c *Contract) Sources() []string { return append([]string(nil), c.Spec.Sources...) }
+func (c *Contract) Sources() []string { return slices.Clone(c.Spec.Sources) }
 
 // Settlement is how long after requested_at the verdict stays provisional.
 func (c *Contract) Settlement() time.Duration { return time.Duration(c.Spec.Settlement) }
@@ -147,7 +147,7 @@ func (c *Contract) MayChange(d *Digest, requestedAt time.Time) bool {
 func (c *Contract) throughTypes() []string {
 	var out []string
 	for _, f := range c.forbids {
-		if f.through != "" && !contains(out, f.through) {
+		if f.through != "" && !slices.Contains(out, f.through) {
 			out = append(out, f.through)
 		}
 	}
@@ -196,5 +196,5 @@ func (c *Contract) ThroughSubjects(a commitlayer.Action, facts []commitlayer.Fac
 // types (a malformed subject is of no type).
 func ofType(s commitlayer.Subject, types []string) bool {
 	typ, id, ok := strings.Cut(string(s), ":")
-	return ok && id != "" && contains(types, typ)
+	return ok && id != "" && slices.Contains(types, typ)
 }

@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 
@@ -188,9 +189,7 @@ func (ix *factIndex) effectVal(pos int32) ref.Val {
 
 func effectMap(f *commitlayer.Fact) map[string]any {
 	m := make(map[string]any, len(f.Attrs)+3)
-	for k, v := range f.Attrs {
-		m[k] = v
-	}
+	maps.Copy(m, f.Attrs)
 	m["_type"] = f.Type
 	m["_subject"] = string(f.Subject)
 	m["_occurred_at"] = f.OccurredAt

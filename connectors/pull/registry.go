@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"sync"
 
 	"github.com/commitlayer/commitlayer"
@@ -105,12 +106,7 @@ func Lookup(name string) (Kind, bool) {
 func Kinds() []string {
 	kindsMu.RLock()
 	defer kindsMu.RUnlock()
-	out := make([]string, 0, len(kinds))
-	for n := range kinds {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(kinds))
 }
 
 // ErrUnknownKind is returned for a kind no one registered.
