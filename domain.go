@@ -21,21 +21,12 @@ const (
 	StatusUnknown Status = "UNKNOWN"
 )
 
-// rank orders statuses by severity: FAIL > UNKNOWN > PASS.
-func (s Status) rank() int {
-	switch s {
-	case StatusFail:
-		return 2
-	case StatusUnknown:
-		return 1
-	default:
-		return 0
-	}
-}
+// severity orders statuses: FAIL > UNKNOWN > PASS (and anything else).
+var severity = map[Status]int{StatusUnknown: 1, StatusFail: 2}
 
 // Worse returns the more severe of two statuses (FAIL > UNKNOWN > PASS).
 func Worse(a, b Status) Status {
-	if b.rank() > a.rank() {
+	if severity[b] > severity[a] {
 		return b
 	}
 	return a

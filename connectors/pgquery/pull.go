@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"net"
 	"strconv"
 	"strings"
@@ -374,11 +373,8 @@ func value(v any) (any, error) {
 		if x.NaN || x.InfinityModifier != pgtype.Finite {
 			return nil, errors.New("numeric is not finite")
 		}
-		if x.Exp >= 0 {
-			n := new(big.Int).Mul(x.Int, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(x.Exp)), nil))
-			if n.IsInt64() {
-				return n.Int64(), nil
-			}
+		if n, err := x.Int64Value(); err == nil {
+			return n.Int64, nil
 		}
 		f, err := x.Float64Value()
 		if err != nil {

@@ -15,13 +15,6 @@ import (
 	"github.com/commitlayer/commitlayer/internal/netguard"
 )
 
-func init() {
-	Register(httpEventsKind{})
-	Register(postgresKind{})
-	Register(httpJSONKind{})
-	Register(stripeKind{})
-}
-
 func fieldErr(field, format string, args ...any) error {
 	return &commitlayer.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }

@@ -1,7 +1,6 @@
 // Package stripe pulls a Stripe account's refunds, charges, payouts and
-// disputes as facts, through stripe-go v79's list endpoints. It mirrors
-// connectors/httpevents: a Client, Pull(ctx, source, cursor, limit) returning
-// a Page of facts with the cursor to store, and PullAll.
+// disputes as facts, through stripe-go v79's list endpoints: a Client whose
+// Pull(ctx, source, cursor, limit) returns facts with the cursor to store.
 //
 // The cursor is a string (compact JSON) that survives restarts. For each
 // resource it holds a watermark: the newest created second fully read and
@@ -257,7 +256,14 @@ func (c *Client) listPage(ctx context.Context, sc *client.API, source, res strin
 	}
 	sleep := c.Sleep
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = func(ctx context.Context, d time.Duration) error {
+			select {
+			case <-time.After(d):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 	}
 	var lastErr error
 	for attempt := 1; ; attempt++ {
@@ -277,17 +283,6 @@ func (c *Client) listPage(ctx context.Context, sc *client.API, source, res strin
 			return nil, false, fmt.Errorf("%w: %w", lastErr, err)
 		}
 		delay = min(2*delay, MaxDelay)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
