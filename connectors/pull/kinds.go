@@ -15,6 +15,15 @@ import (
 	"github.com/commitlayer/commitlayer/internal/netguard"
 )
 
+// kinds are the connector kinds by name; never written after init.
+var kinds = map[string]Kind{}
+
+func init() {
+	for _, k := range []Kind{httpEventsKind{}, postgresKind{}, httpJSONKind{}, stripeKind{}} {
+		kinds[k.Name()] = k
+	}
+}
+
 func fieldErr(field, format string, args ...any) error {
 	return &commitlayer.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }

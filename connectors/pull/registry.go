@@ -76,15 +76,6 @@ type RefusedError struct {
 func (e *RefusedError) Error() string { return e.Field + ": " + netguard.Classify(e.Err) }
 func (e *RefusedError) Unwrap() error { return e.Err }
 
-// kinds are the connector kinds by name; never written after init.
-var kinds = map[string]Kind{}
-
-func init() {
-	for _, k := range []Kind{httpEventsKind{}, postgresKind{}, httpJSONKind{}, stripeKind{}} {
-		kinds[k.Name()] = k
-	}
-}
-
 // Lookup returns the kind of that name.
 func Lookup(name string) (Kind, bool) {
 	k, ok := kinds[name]
