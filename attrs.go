@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -206,22 +207,10 @@ func normalize(v any, strict bool) (any, error) {
 		return number(string(x), strict)
 	case float32:
 		return exactFloat(float64(x), strict, strconv.FormatFloat(float64(x), 'g', -1, 32))
-	case int:
-		return int64(x), nil
-	case int8:
-		return int64(x), nil
-	case int16:
-		return int64(x), nil
-	case int32:
-		return int64(x), nil
-	case uint:
-		return int64(x), nil
-	case uint8:
-		return int64(x), nil
-	case uint16:
-		return int64(x), nil
-	case uint32:
-		return int64(x), nil
+	case int, int8, int16, int32:
+		return reflect.ValueOf(x).Int(), nil
+	case uint, uint8, uint16, uint32:
+		return int64(reflect.ValueOf(x).Uint()), nil
 	case uint64:
 		if x > math.MaxInt64 {
 			return nil, fmt.Errorf("integer %d %w: it does not fit in 64 bits (−2^63 to 2^63−1)", x, ErrInexact)

@@ -7,6 +7,7 @@ package commitlayer
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -20,21 +21,12 @@ const (
 	StatusUnknown Status = "UNKNOWN"
 )
 
-// rank orders statuses by severity: FAIL > UNKNOWN > PASS.
-func (s Status) rank() int {
-	switch s {
-	case StatusFail:
-		return 2
-	case StatusUnknown:
-		return 1
-	default:
-		return 0
-	}
-}
+// severity orders statuses: FAIL > UNKNOWN > PASS (and anything else).
+var severity = map[Status]int{StatusUnknown: 1, StatusFail: 2}
 
 // Worse returns the more severe of two statuses (FAIL > UNKNOWN > PASS).
 func Worse(a, b Status) Status {
-	if b.rank() > a.rank() {
+	if severity[b] > severity[a] {
 		return b
 	}
 	return a
@@ -280,23 +272,12 @@ type Verdict struct {
 // ignoring times and version. A new verdict version is recorded only when the
 // answer changes.
 func (v Verdict) SameAnswer(o Verdict) bool {
-	if v.Status != o.Status || v.Provisional != o.Provisional || v.Lenses != o.Lenses ||
-		v.ClaimContradicted != o.ClaimContradicted ||
-		len(v.Findings) != len(o.Findings) || len(v.UnavailableSources) != len(o.UnavailableSources) {
-		return false
+	sameFinding := func(a, b Finding) bool {
+		return a.Code == b.Code && a.Check == b.Check && a.Lens == b.Lens && a.Message == b.Message
 	}
-	for i := range v.Findings {
-		a, b := v.Findings[i], o.Findings[i]
-		if a.Code != b.Code || a.Check != b.Check || a.Lens != b.Lens || a.Message != b.Message {
-			return false
-		}
-	}
-	for i := range v.UnavailableSources {
-		if v.UnavailableSources[i] != o.UnavailableSources[i] {
-			return false
-		}
-	}
-	return true
+	return v.Status == o.Status && v.Provisional == o.Provisional && v.Lenses == o.Lenses &&
+		v.ClaimContradicted == o.ClaimContradicted && slices.EqualFunc(v.Findings, o.Findings, sameFinding) &&
+		slices.Equal(v.UnavailableSources, o.UnavailableSources)
 }
 
 // Summary says the verdict in words, for logs and the Temporal UI.

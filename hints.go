@@ -1,5 +1,7 @@
 package commitlayer
 
+import "slices"
+
 // Remedy is what to do next about a finding.
 type Remedy string
 
@@ -21,13 +23,7 @@ const (
 var Remedies = []Remedy{RemedyRetryRead, RemedyHumanReview, RemedyCompensate, RemedyNone}
 
 // Valid reports whether r is one of Remedies.
-func (r Remedy) Valid() bool {
-	switch r {
-	case RemedyRetryRead, RemedyHumanReview, RemedyCompensate, RemedyNone:
-		return true
-	}
-	return false
-}
+func (r Remedy) Valid() bool { return slices.Contains(Remedies, r) }
 
 // hints is the default remedy per finding code. A missing effect may still
 // arrive (or the agent never did it): someone decides. A duplicate or a

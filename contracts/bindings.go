@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"unicode"
 
@@ -128,37 +128,21 @@ func (p *parser) compileBindings(env *cel.Env, specs []Binding, sources map[stri
 	for i := range specs {
 		b := &specs[i]
 		path := fmt.Sprintf("bindings[%d]", i)
-		required := func(field, v string) bool {
-			if v != "" {
-				return true
-			}
-			if n, given := p.nodes[field]; !given {
-				p.fail(field, p.line(field), "is required")
-			} else if n.Kind == yaml.ScalarNode && n.ShortTag() != "!!null" {
-				p.fail(field, n.Line, "must not be empty")
-			}
-			return false
-		}
-		if required(path+".tool", b.Tool) && !validTool(b.Tool) {
+		if p.required(path+".tool", b.Tool) && !validTool(b.Tool) {
 			p.fail(path+".tool", p.line(path+".tool"), "%q is not a tool name (1 to %d characters, no spaces)", commitlayer.Clip(b.Tool, 64), maxToolName)
 		}
 		cb := &binding{index: i, spec: b}
-		if required(path+".subject", b.Subject) {
+		if p.required(path+".subject", b.Subject) {
 			cb.subject = p.compile(env, path+".subject", b.Subject, stringResult, sources)
 		}
 		cb.when = p.compile(env, path+".when", b.When, boolResult, sources)
-		names := make([]string, 0, len(b.Params))
-		for name := range b.Params {
-			names = append(names, name)
-		}
-		sort.Strings(names)
-		for _, name := range names {
+		for _, name := range slices.Sorted(maps.Keys(b.Params)) {
 			field := path + ".params." + name
 			if !validParamName(name) {
 				p.fail(field, p.line(field), "%q is not a param name", commitlayer.Clip(name, 64))
 				continue
 			}
-			if !required(field, b.Params[name]) {
+			if !p.required(field, b.Params[name]) {
 				continue
 			}
 			cb.params = append(cb.params, boundParam{name: name, prg: p.compile(env, field, b.Params[name], anyResult, sources)})
@@ -172,22 +156,15 @@ func (p *parser) compileBindings(env *cel.Env, specs []Binding, sources map[stri
 func (c *Contract) Tools() []string {
 	var out []string
 	for _, b := range c.bindings {
-		if !slices.Contains(out, b.spec.Tool) {
-			out = append(out, b.spec.Tool)
-		}
+		out = append(out, b.spec.Tool)
 	}
-	sort.Strings(out)
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Binds reports whether one of the contract's bindings names tool.
 func (c *Contract) Binds(tool string) bool {
-	for _, b := range c.bindings {
-		if b.spec.Tool == tool {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(c.bindings, func(b *binding) bool { return b.spec.Tool == tool })
 }
 
 // Match is a tool call bound to a contract: the action it records.
@@ -223,7 +200,7 @@ func (e *BindingError) Unwrap() error { return commitlayer.ErrInvalid }
 // another type, a param that is not a JSON value) gives a *BindingError
 // (joined when several) beside the matches of the others.
 func (c *Contract) Bind(tool string, args, result map[string]any) ([]Match, error) {
-	var act *bindActivation
+	var act interpreter.Activation
 	var matches []Match
 	var errs []error
 	for _, b := range c.bindings {
@@ -248,7 +225,7 @@ func (c *Contract) Bind(tool string, args, result map[string]any) ([]Match, erro
 	return matches, errors.Join(errs...)
 }
 
-func (c *Contract) bindOne(b *binding, act *bindActivation) (*Match, error) {
+func (c *Contract) bindOne(b *binding, act interpreter.Activation) (*Match, error) {
 	path := fmt.Sprintf("bindings[%d]", b.index)
 	fail := func(field, format string, args ...any) error {
 		return &BindingError{Contract: c.ID(), Tool: b.spec.Tool, Field: field, Reason: fmt.Sprintf(format, args...)}
@@ -299,45 +276,21 @@ func (c *Contract) bindOne(b *binding, act *bindActivation) (*Match, error) {
 	return &Match{Contract: c, Binding: b.index, Subject: subject, Params: params}, nil
 }
 
-// bindActivation binds a call's args and result, the variables of the
-// bindings' CEL environment.
-type bindActivation struct {
-	args, result ref.Val
-}
-
-func (a *bindActivation) ResolveName(name string) (any, bool) {
-	switch name {
-	case "args":
-		return a.args, true
-	case "result":
-		return a.result, true
-	}
-	return nil, false
-}
-
-func (a *bindActivation) Parent() interpreter.Activation { return nil }
-
-func newBindActivation(args, result map[string]any) (*bindActivation, error) {
-	na, err := normalizedMap(args)
+// newBindActivation binds a call's args and result (nil is empty), the
+// variables of the bindings' CEL environment.
+func newBindActivation(args, result map[string]any) (interpreter.Activation, error) {
+	na, err := commitlayer.NormalizeValue(args)
 	if err != nil {
 		return nil, fmt.Errorf("args: %w", err)
 	}
-	nr, err := normalizedMap(result)
+	nr, err := commitlayer.NormalizeValue(result)
 	if err != nil {
 		return nil, fmt.Errorf("result: %w", err)
 	}
-	return &bindActivation{args: types.DefaultTypeAdapter.NativeToValue(na), result: types.DefaultTypeAdapter.NativeToValue(nr)}, nil
-}
-
-func normalizedMap(m map[string]any) (map[string]any, error) {
-	if m == nil {
-		return map[string]any{}, nil
-	}
-	n, err := commitlayer.NormalizeValue(m)
-	if err != nil {
-		return nil, err
-	}
-	return n.(map[string]any), nil
+	return interpreter.NewActivation(map[string]any{
+		"args":   types.DefaultTypeAdapter.NativeToValue(na),
+		"result": types.DefaultTypeAdapter.NativeToValue(nr),
+	})
 }
 
 // maxParamDepth bounds the nesting of a bound param's value.
@@ -412,9 +365,8 @@ type Bindings struct {
 // NewBindings indexes cs (nil entries are skipped).
 func NewBindings(cs []*Contract) *Bindings {
 	b := &Bindings{byTool: map[string][]*Contract{}}
-	sorted := slices.Clone(cs)
-	sorted = slices.DeleteFunc(sorted, func(c *Contract) bool { return c == nil })
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].ID() < sorted[j].ID() })
+	sorted := slices.DeleteFunc(slices.Clone(cs), func(c *Contract) bool { return c == nil })
+	slices.SortStableFunc(sorted, func(a, b *Contract) int { return strings.Compare(a.ID(), b.ID()) })
 	for _, c := range sorted {
 		for _, t := range c.Tools() {
 			b.byTool[t] = append(b.byTool[t], c)
@@ -431,12 +383,7 @@ func (b *Bindings) Tools() []string {
 	if b == nil {
 		return nil
 	}
-	out := make([]string, 0, len(b.byTool))
-	for t := range b.byTool {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(b.byTool))
 }
 
 // Match evaluates every contract's bindings of tool for one call (see

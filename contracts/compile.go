@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -29,40 +30,25 @@ type environments struct {
 }
 
 var celEnvs = sync.OnceValues(func() (*environments, error) {
-	policy, err := cel.NewEnv(
-		cel.Variable("params", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("action", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("state", cel.MapType(cel.StringType, cel.MapType(cel.StringType, cel.DynType))),
-		cel.OptionalTypes(),
-		cel.CrossTypeNumericComparisons(true),
-		cel.ParserExpressionSizeLimit(8192),
-		ext.Strings(),
-		ext.Math(),
-		ext.Sets(),
-		ext.Lists(),
-	)
+	object := cel.MapType(cel.StringType, cel.DynType)
+	common := []cel.EnvOption{cel.OptionalTypes(), cel.CrossTypeNumericComparisons(true),
+		cel.ParserExpressionSizeLimit(8192), ext.Strings(), ext.Math(), ext.Sets(), ext.Lists()}
+	policy, err := cel.NewEnv(append(common,
+		cel.Variable("params", object),
+		cel.Variable("action", object),
+		cel.Variable("state", cel.MapType(cel.StringType, object)))...)
 	if err != nil {
 		return nil, fmt.Errorf("build CEL environment: %w", err)
 	}
-	effect, err := policy.Extend(cel.Variable("effect", cel.MapType(cel.StringType, cel.DynType)))
+	effect, err := policy.Extend(cel.Variable("effect", object))
 	if err != nil {
 		return nil, fmt.Errorf("build CEL effect environment: %w", err)
 	}
-	reversal, err := effect.Extend(cel.Variable("original", cel.MapType(cel.StringType, cel.DynType)))
+	reversal, err := effect.Extend(cel.Variable("original", object))
 	if err != nil {
 		return nil, fmt.Errorf("build CEL reversal environment: %w", err)
 	}
-	binding, err := cel.NewEnv(
-		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("result", cel.MapType(cel.StringType, cel.DynType)),
-		cel.OptionalTypes(),
-		cel.CrossTypeNumericComparisons(true),
-		cel.ParserExpressionSizeLimit(8192),
-		ext.Strings(),
-		ext.Math(),
-		ext.Sets(),
-		ext.Lists(),
-	)
+	binding, err := cel.NewEnv(append(common, cel.Variable("args", object), cel.Variable("result", object))...)
 	if err != nil {
 		return nil, fmt.Errorf("build CEL binding environment: %w", err)
 	}
@@ -176,7 +162,7 @@ func (p *parser) compile(env *cel.Env, field, src string, want resultType, sourc
 				}
 				pr.stateReads = appendUnique(pr.stateReads, name)
 			case "action":
-				if !contains(actionFields, name) {
+				if !slices.Contains(actionFields, name) {
 					p.fail(field, lineOf(1), "action has no field %q (it has %s)", name, strings.Join(actionFields, ", "))
 					ok = false
 				}
@@ -208,7 +194,7 @@ func (p *parser) compile(env *cel.Env, field, src string, want resultType, sourc
 }
 
 func appendUnique(list []string, s string) []string {
-	if contains(list, s) {
+	if slices.Contains(list, s) {
 		return list
 	}
 	return append(list, s)

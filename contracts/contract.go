@@ -72,7 +72,7 @@ func (c *Contract) ActsOn(s commitlayer.Subject) bool {
 }
 
 // Sources returns the contract's sources, in contract order.
-func (c *Contract) Sources() []string { return append([]string(nil), c.Spec.Sources...) }
+func (c *Contract) Sources() []string { return slices.Clone(c.Spec.Sources) }
 
 // Settlement is how long after requested_at the verdict stays provisional.
 func (c *Contract) Settlement() time.Duration { return time.Duration(c.Spec.Settlement) }
@@ -147,7 +147,7 @@ func (c *Contract) MayChange(d *Digest, requestedAt time.Time) bool {
 func (c *Contract) throughTypes() []string {
 	var out []string
 	for _, f := range c.forbids {
-		if f.through != "" && !contains(out, f.through) {
+		if f.through != "" && !slices.Contains(out, f.through) {
 			out = append(out, f.through)
 		}
 	}
@@ -156,13 +156,10 @@ func (c *Contract) throughTypes() []string {
 
 // ThroughSubjects returns the subjects whose one-hop facts the contract's
 // `through` forbids read for action a: the subjects of a `through` type
-// linked one hop to a's subject in facts (a fact on the subject links them,
-// or a fact on them links the subject), sorted, each once. The action's own
-// subject is never returned (its one-hop facts are the ones the caller
-// already fetches). It is empty when no forbid has `through`. The caller
-// fetches the facts on each returned subject, on the subjects linked to it
-// one hop, and the facts linking it, and passes them to Evaluate along with
-// the action's own facts; a fact given twice counts once.
+// linked one hop to a's subject in facts, sorted, never a's own subject.
+// The caller fetches the facts on them, on their one-hop subjects and those
+// linking them, and passes them to Evaluate too (a fact given twice counts
+// once).
 func (c *Contract) ThroughSubjects(a commitlayer.Action, facts []commitlayer.Fact) []commitlayer.Subject {
 	types := c.throughTypes()
 	if len(types) == 0 {
@@ -196,5 +193,5 @@ func (c *Contract) ThroughSubjects(a commitlayer.Action, facts []commitlayer.Fac
 // types (a malformed subject is of no type).
 func ofType(s commitlayer.Subject, types []string) bool {
 	typ, id, ok := strings.Cut(string(s), ":")
-	return ok && id != "" && contains(types, typ)
+	return ok && id != "" && slices.Contains(types, typ)
 }

@@ -39,22 +39,6 @@ func DigestFacts(facts []commitlayer.Fact) *Digest {
 	return d
 }
 
-// Join returns the digest of d's facts and o's together (a nil one holds
-// none here); d and o are left as they are.
-func (d *Digest) Join(o *Digest) *Digest {
-	out := &Digest{}
-	for _, x := range []*Digest{d, o} {
-		if x == nil {
-			continue
-		}
-		out.Linked = out.Linked || x.Linked
-		for _, k := range x.Kinds {
-			out.add(k)
-		}
-	}
-	return out
-}
-
 // add notes k: a new kind, or an earlier time of one already there.
 func (d *Digest) add(k KindSince) {
 	j := slices.IndexFunc(d.Kinds, func(o KindSince) bool { return o.FactType == k.FactType })

@@ -31,18 +31,3 @@ func TestDigestFacts(t *testing.T) {
 	}, d.Kinds)
 	require.True(t, contracts.DigestFacts([]commitlayer.Fact{f("tickets", "note_added", "n", 0), f("tickets", "note_added", "l", 0, "ticket:t_1")}).Linked)
 }
-
-// TestFactsDigestJoin: the kinds of both, each once with the earlier time;
-// linked when either is; nil holds nothing; the operands stay.
-func TestFactsDigestJoin(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	k := func(typ string, off time.Duration) contracts.KindSince {
-		return contracts.KindSince{FactType: commitlayer.FactType{Source: "payments", Type: typ}, Earliest: t0.Add(off)}
-	}
-	a := &contracts.Digest{Kinds: []contracts.KindSince{k("refund_created", time.Hour), k("charge_captured", 0)}}
-	b := &contracts.Digest{Kinds: []contracts.KindSince{k("refund_created", -time.Hour), k("payout_sent", time.Minute)}, Linked: true}
-	require.Equal(t, &contracts.Digest{Kinds: []contracts.KindSince{k("refund_created", -time.Hour), k("charge_captured", 0), k("payout_sent", time.Minute)}, Linked: true}, a.Join(b))
-	require.Equal(t, k("refund_created", time.Hour), a.Kinds[0], "a is left as it is")
-	require.Equal(t, a, (*contracts.Digest)(nil).Join(a))
-	require.Equal(t, &contracts.Digest{}, (*contracts.Digest)(nil).Join(nil))
-}

@@ -1,9 +1,9 @@
 package contracts
 
 import (
+	"cmp"
 	"errors"
 	"strconv"
-	"strings"
 )
 
 // Error is one problem in a contract: which contract, which field (a path
@@ -17,23 +17,11 @@ type Error struct {
 
 // Error reads "contract refund_customer: effects[1].expect (line 23): <reason>".
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("contract ")
-	if e.Contract == "" {
-		b.WriteString("(no id)")
-	} else {
-		b.WriteString(e.Contract)
-	}
-	b.WriteString(": ")
-	b.WriteString(e.Field)
+	where := e.Field
 	if e.Line > 0 {
-		b.WriteString(" (line ")
-		b.WriteString(strconv.Itoa(e.Line))
-		b.WriteString(")")
+		where += " (line " + strconv.Itoa(e.Line) + ")"
 	}
-	b.WriteString(": ")
-	b.WriteString(e.Reason)
-	return b.String()
+	return "contract " + cmp.Or(e.Contract, "(no id)") + ": " + where + ": " + e.Reason
 }
 
 // Errors returns the *Error values inside err (one, or each of a joined

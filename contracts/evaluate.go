@@ -222,12 +222,7 @@ func (ev *evaluation) priors() [][]*commitlayer.Action {
 			}
 			out[i] = append(out[i], p)
 		}
-		slices.SortStableFunc(out[i], func(x, y *commitlayer.Action) int {
-			if c := x.RequestedAt.Compare(y.RequestedAt); c != 0 {
-				return c
-			}
-			return strings.Compare(x.ID, y.ID)
-		})
+		slices.SortStableFunc(out[i], actionCmp)
 	}
 	return out
 }
@@ -321,7 +316,7 @@ func (ev *evaluation) newActionCtx(a *commitlayer.Action, next *commitlayer.Acti
 func (ev *evaluation) unavailable(sources ...string) []string {
 	var out []string
 	for _, s := range sources {
-		if !ev.avail[s] && !contains(out, s) {
+		if !ev.avail[s] && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}

@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 
@@ -128,31 +129,14 @@ func newFactIndex(facts []commitlayer.Fact, roots []commitlayer.Subject, through
 			// Stable: of a fact given twice, the first is kept.
 			slices.SortStableFunc(list, ix.cmp)
 		}
-		ix.bySubject[s] = ix.dedup(list)
+		// Drop the repeats of a fact given twice (same occurred_at, seq,
+		// source and non-empty external id, as two overlapping fetches
+		// return it); sorted, they are adjacent.
+		ix.bySubject[s] = slices.CompactFunc(list, func(a, b int32) bool {
+			return ix.fact(b).ExternalID != "" && ix.cmp(a, b) == 0
+		})
 	}
 	return ix
-}
-
-// dedup drops, from a sorted list, the repeats of a fact given twice (same
-// occurred_at, seq, source and non-empty external id, as two overlapping
-// fetches return it); such repeats are adjacent.
-func (ix *factIndex) dedup(list []int32) []int32 {
-	var out []int32
-	for i, pos := range list {
-		if i > 0 && ix.fact(pos).ExternalID != "" && ix.cmp(list[i-1], pos) == 0 {
-			if out == nil {
-				out = append(make([]int32, 0, len(list)-1), list[:i]...)
-			}
-			continue
-		}
-		if out != nil {
-			out = append(out, pos)
-		}
-	}
-	if out == nil {
-		return list
-	}
-	return out
 }
 
 func (ix *factIndex) fact(pos int32) *commitlayer.Fact { return &ix.facts[ix.rel[pos]] }
@@ -188,9 +172,7 @@ func (ix *factIndex) effectVal(pos int32) ref.Val {
 
 func effectMap(f *commitlayer.Fact) map[string]any {
 	m := make(map[string]any, len(f.Attrs)+3)
-	for k, v := range f.Attrs {
-		m[k] = v
-	}
+	maps.Copy(m, f.Attrs)
 	m["_type"] = f.Type
 	m["_subject"] = string(f.Subject)
 	m["_occurred_at"] = f.OccurredAt

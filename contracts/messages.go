@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,7 +51,7 @@ func (ev *evaluation) kindList() string {
 	var parts []string
 	for _, e := range ev.c.effects {
 		k := e.kind.Source + " " + e.kind.Type
-		if !contains(parts, k) {
+		if !slices.Contains(parts, k) {
 			parts = append(parts, k)
 		}
 	}
@@ -89,17 +90,16 @@ func showValue(v any) string {
 	case nil:
 		return "null"
 	case string:
-		if len(x) > 80 {
-			x = x[:77] + "..."
-		}
-		return strconv.Quote(x)
-	default:
-		s := fmt.Sprintf("%v", x)
-		if len(s) > 80 {
-			s = s[:77] + "..."
-		}
-		return s
+		return strconv.Quote(cut80(x))
 	}
+	return cut80(fmt.Sprintf("%v", v))
+}
+
+func cut80(s string) string {
+	if len(s) > 80 {
+		return s[:77] + "..."
+	}
+	return s
 }
 
 func oneLine(s string) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -167,7 +168,7 @@ func (p *parser) fields(n *yaml.Node, path string, known ...string) map[string]*
 			continue
 		}
 		name := join(path, k.Value)
-		if !contains(known, k.Value) {
+		if !slices.Contains(known, k.Value) {
 			p.fail(name, k.Line, "unknown field (expected one of %s)", strings.Join(known, ", "))
 			continue
 		}
@@ -186,15 +187,6 @@ func pathOr(path string) string {
 		return "contract"
 	}
 	return path
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // usable rejects aliases (a contract is small; aliases could make walking it

@@ -30,18 +30,7 @@ func isTypeName(s string) bool {
 
 // validate checks the rules that tie fields together.
 func (p *parser) validate(s *Spec) {
-	req := func(path, v string) bool {
-		if v != "" {
-			return true
-		}
-		switch n, given := p.nodes[path]; {
-		case !given:
-			p.fail(path, p.line(path), "is required")
-		case n.Kind == yaml.ScalarNode && n.ShortTag() != "!!null":
-			p.fail(path, n.Line, "must not be empty")
-		}
-		return false
-	}
+	req := p.required
 	if req("id", s.ID) && !isIdent(s.ID) {
 		p.fail("id", p.line("id"), "%q may only hold a-z, 0-9 and _ (at most 128)", s.ID)
 	}
@@ -180,6 +169,22 @@ func (p *parser) validate(s *Spec) {
 	if s.Kind == KindOutcome && len(s.Effects) == 0 {
 		p.fail("effects", p.line("effects"), "an outcome contract needs at least one effect")
 	}
+}
+
+// required reports whether v, read at path, is given; else it reports
+// "is required" (left out) or "must not be empty" (an empty string; a
+// value of the wrong type has its own error already).
+func (p *parser) required(path, v string) bool {
+	if v != "" {
+		return true
+	}
+	switch n, given := p.nodes[path]; {
+	case !given:
+		p.fail(path, p.line(path), "is required")
+	case n.Kind == yaml.ScalarNode && n.ShortTag() != "!!null":
+		p.fail(path, n.Line, "must not be empty")
+	}
+	return false
 }
 
 // parsed reports whether the scalar at path was read without error (so a

@@ -130,12 +130,6 @@ func ParseConfig(b []byte) (Config, error) {
 	return c, nil
 }
 
-// Validate checks the configuration; errors name the field.
-func (c *Config) Validate() error {
-	_, err := c.compile()
-	return err
-}
-
 func (c *Config) compile() (*compiled, error) {
 	bad := func(field, format string, args ...any) error {
 		return &commitlayer.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}

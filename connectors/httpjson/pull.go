@@ -262,10 +262,7 @@ func record(cc *compiled, source string, it any) (commitlayer.Fact, error) {
 		}
 		f.Attrs = n.(map[string]any)
 	}
-	if err := f.Validate(); err != nil {
-		return f, err
-	}
-	return f, nil
+	return f, f.Validate()
 }
 
 // scalarText is a string, or an integer's digits.

@@ -3,9 +3,11 @@ package pgquery
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -30,8 +32,9 @@ var refusedKeys = map[string]bool{"passfile": true, "service": true, "servicefil
 // Hosts returns every server a DSN connects to (its host and fallbacks,
 // and its hostaddr: libpq dials hostaddr's numeric addresses and keeps host
 // for the server's name only), for the address rules to check at
-// registration as the dialer checks at each connection. The DSN must name its host itself: one left to defaults
-// would reach the server's own machine (PGHOST, a Unix socket, localhost).
+// registration as the dialer checks at each connection. The DSN must name
+// its host: the defaults would reach the server's own machine (PGHOST, a
+// Unix socket, localhost).
 // A Unix socket (host=/path, ?host=/path) is refused, and so are the keys
 // that read the server's files (passfile, service, servicefile). Errors
 // are *commitlayer.FieldError on "dsn", and quote no part of it.
@@ -92,11 +95,7 @@ func dsnKeys(dsn string) ([]string, bool, error) {
 			return nil, false, errors.New("is not a PostgreSQL connection string")
 		}
 		q := u.Query()
-		var keys []string
-		for k := range q {
-			keys = append(keys, k)
-		}
-		return keys, u.Hostname() != "" || q.Get("host") != "", nil
+		return slices.Collect(maps.Keys(q)), u.Hostname() != "" || q.Get("host") != "", nil
 	}
 	var keys []string
 	host := false

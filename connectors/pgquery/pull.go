@@ -1,12 +1,12 @@
 package pgquery
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"net"
 	"strconv"
 	"strings"
@@ -350,10 +350,7 @@ func rowFact(source string, q Query, cols map[string]int, vals []any) (commitlay
 		}
 		f.Attrs[col] = v
 	}
-	if err := f.Validate(); err != nil {
-		return f, err
-	}
-	return f, nil
+	return f, f.Validate()
 }
 
 // value turns a column value into an attribute: integers stay exact,
@@ -376,11 +373,8 @@ func value(v any) (any, error) {
 		if x.NaN || x.InfinityModifier != pgtype.Finite {
 			return nil, errors.New("numeric is not finite")
 		}
-		if x.Exp >= 0 {
-			n := new(big.Int).Mul(x.Int, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(x.Exp)), nil))
-			if n.IsInt64() {
-				return n.Int64(), nil
-			}
+		if n, err := x.Int64Value(); err == nil {
+			return n.Int64, nil
 		}
 		f, err := x.Float64Value()
 		if err != nil {
@@ -451,40 +445,34 @@ func text(v any) (string, error) {
 
 // compare orders two cursor values of the same column.
 func compare(a, b any) (int, error) {
-	switch x := a.(type) {
-	case int64, int32, int16:
-		ai, _ := strconv.ParseInt(mustText(a), 10, 64)
-		bi, err := strconv.ParseInt(mustText(b), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("mixed value types")
-		}
-		return cmp(ai, bi), nil
+	switch x := widen(a).(type) {
+	case int64:
+		return compareAs(x, widen(b), cmp.Compare[int64])
 	case time.Time:
-		y, ok := b.(time.Time)
-		if !ok {
-			return 0, fmt.Errorf("mixed value types")
-		}
-		return x.Compare(y), nil
+		return compareAs(x, b, time.Time.Compare)
 	case string:
-		y, ok := b.(string)
-		if !ok {
-			return 0, fmt.Errorf("mixed value types")
-		}
-		return strings.Compare(x, y), nil
+		return compareAs(x, b, strings.Compare)
 	case nil:
 		return 0, errors.New("is NULL")
 	}
 	return 0, fmt.Errorf("a %T cannot be a cursor (use an integer, a timestamp or text)", a)
 }
 
-func mustText(v any) string { s, _ := text(v); return s }
-
-func cmp(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+func compareAs[T any](x T, b any, compare func(T, T) int) (int, error) {
+	y, ok := b.(T)
+	if !ok {
+		return 0, errors.New("mixed value types")
 	}
-	return 0
+	return compare(x, y), nil
+}
+
+// widen makes the smaller integer columns int64.
+func widen(v any) any {
+	switch x := v.(type) {
+	case int32:
+		return int64(x)
+	case int16:
+		return int64(x)
+	}
+	return v
 }

@@ -1,9 +1,11 @@
 package pull
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/connectors/httpevents"
@@ -13,11 +15,13 @@ import (
 	"github.com/commitlayer/commitlayer/internal/netguard"
 )
 
+// kinds are the connector kinds by name; never written after init.
+var kinds = map[string]Kind{}
+
 func init() {
-	Register(httpEventsKind{})
-	Register(postgresKind{})
-	Register(httpJSONKind{})
-	Register(stripeKind{})
+	for _, k := range []Kind{httpEventsKind{}, postgresKind{}, httpJSONKind{}, stripeKind{}} {
+		kinds[k.Name()] = k
+	}
 }
 
 func fieldErr(field, format string, args ...any) error {
@@ -57,7 +61,18 @@ func (httpEventsKind) Open(_ string, c commitlayer.Connector, opts Options) (Pul
 	if c.URL == "" {
 		return nil, fieldErr("url", "is required")
 	}
-	return &eventsPuller{c: &httpevents.Client{HTTP: opts.HTTP, BaseURL: c.URL}, limit: opts.PageLimit}, nil
+	ec := &httpevents.Client{HTTP: opts.HTTP, BaseURL: c.URL}
+	return marking(pullFunc(func(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
+		after, err := strconv.ParseInt(cmp.Or(cursor, "0"), 10, 64)
+		if err != nil || after < 0 {
+			return commitlayer.FactPage{}, fmt.Errorf("pull %s: cursor %q is not a non-negative integer", source, cursor)
+		}
+		pg, err := ec.Pull(ctx, source, after, opts.PageLimit)
+		if err != nil {
+			return commitlayer.FactPage{}, err
+		}
+		return commitlayer.FactPage{Facts: pg.Facts, Next: strconv.FormatInt(pg.Next, 10), More: pg.More}, nil
+	}), httpevents.ErrUnreachable), nil
 }
 
 // postgres: a database read with SELECTs; the DSN's password sealed.
@@ -112,7 +127,7 @@ func (postgresKind) Open(tenantID string, c commitlayer.Connector, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	return &pgPuller{c: &pgquery.Client{Config: cfg, DialFunc: opts.DialFunc}}, nil
+	return marking(&pgquery.Client{Config: cfg, DialFunc: opts.DialFunc}, pgquery.ErrUnreachable), nil
 }
 
 // http_json: a JSON API read with GETs; its headers sealed.
@@ -153,7 +168,7 @@ func (httpJSONKind) Open(tenantID string, c commitlayer.Connector, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	return &jsonPuller{c: &httpjson.Client{Config: cfg, HTTP: opts.HTTP}}, nil
+	return marking(&httpjson.Client{Config: cfg, HTTP: opts.HTTP}, httpjson.ErrUnreachable), nil
 }
 
 // stripe: a Stripe account read with its (restricted or test) key; an
@@ -192,5 +207,9 @@ func (stripeKind) Open(tenantID string, c commitlayer.Connector, opts Options) (
 	if key == "" {
 		return nil, errors.New("stripe connector: no api key")
 	}
-	return &stripePuller{c: &stripeconn.Client{HTTP: opts.HTTP, BaseURL: c.URL, Key: key}, limit: opts.PageLimit}, nil
+	sc := &stripeconn.Client{HTTP: opts.HTTP, BaseURL: c.URL, Key: key}
+	// What may clear by itself (stripeconn.Retryable) counts as unreachable.
+	return marking(pullFunc(func(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
+		return sc.Pull(ctx, source, cursor, opts.PageLimit)
+	}), stripeconn.ErrUnreachable, stripeconn.ErrRateLimited), nil
 }

@@ -10,10 +10,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 
 	"github.com/commitlayer/commitlayer"
-	"github.com/commitlayer/commitlayer/connectors/httpevents"
 	"github.com/commitlayer/commitlayer/connectors/httpjson"
 	"github.com/commitlayer/commitlayer/connectors/pgquery"
 	stripeconn "github.com/commitlayer/commitlayer/connectors/stripe"
@@ -54,71 +52,23 @@ type Options struct {
 	Secret string
 }
 
-type stripePuller struct {
-	c     *stripeconn.Client
-	limit int
+// pullFunc is a Puller made of a function.
+type pullFunc func(ctx context.Context, source, cursor string) (commitlayer.FactPage, error)
+
+func (f pullFunc) Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
+	return f(ctx, source, cursor)
 }
 
-func (p *stripePuller) Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
-	limit := p.limit
-	if limit <= 0 || limit > 100 {
-		limit = 100 // Stripe's largest page
-	}
-	pg, err := p.c.Pull(ctx, source, cursor, limit)
-	if err != nil {
-		if stripeconn.Retryable(err) {
-			return commitlayer.FactPage{}, fmt.Errorf("%w: %w", ErrUnreachable, err)
+// marking returns p with its kind's own "could not reach" errors (kindErrs)
+// marked with ErrUnreachable.
+func marking(p Puller, kindErrs ...error) Puller {
+	return pullFunc(func(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
+		pg, err := p.Pull(ctx, source, cursor)
+		for _, k := range kindErrs {
+			if errors.Is(err, k) {
+				return commitlayer.FactPage{}, fmt.Errorf("%w: %w", ErrUnreachable, err)
+			}
 		}
-		return commitlayer.FactPage{}, err
-	}
-	return commitlayer.FactPage{Facts: pg.Facts, Next: pg.Next, More: pg.More}, nil
-}
-
-// unreachable marks a kind's own unreachable error with ErrUnreachable.
-func unreachable(err, kindErr error) error {
-	if errors.Is(err, kindErr) {
-		return fmt.Errorf("%w: %w", ErrUnreachable, err)
-	}
-	return err
-}
-
-type eventsPuller struct {
-	c     *httpevents.Client
-	limit int
-}
-
-func (p *eventsPuller) Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
-	var after int64
-	if cursor != "" {
-		n, err := strconv.ParseInt(cursor, 10, 64)
-		if err != nil || n < 0 {
-			return commitlayer.FactPage{}, fmt.Errorf("pull %s: cursor %q is not a non-negative integer", source, cursor)
-		}
-		after = n
-	}
-	pg, err := p.c.Pull(ctx, source, after, p.limit)
-	if err != nil {
-		return commitlayer.FactPage{}, unreachable(err, httpevents.ErrUnreachable)
-	}
-	return commitlayer.FactPage{Facts: pg.Facts, Next: strconv.FormatInt(pg.Next, 10), More: pg.More}, nil
-}
-
-type pgPuller struct{ c *pgquery.Client }
-
-func (p *pgPuller) Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
-	pg, err := p.c.Pull(ctx, source, cursor)
-	if err != nil {
-		return commitlayer.FactPage{}, unreachable(err, pgquery.ErrUnreachable)
-	}
-	return pg, nil
-}
-
-type jsonPuller struct{ c *httpjson.Client }
-
-func (p *jsonPuller) Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
-	pg, err := p.c.Pull(ctx, source, cursor)
-	if err != nil {
-		return commitlayer.FactPage{}, unreachable(err, httpjson.ErrUnreachable)
-	}
-	return pg, nil
+		return pg, err
+	})
 }

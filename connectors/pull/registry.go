@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
-	"sort"
-	"sync"
+	"slices"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/internal/netguard"
@@ -51,9 +51,8 @@ type Env struct {
 
 // Kind is one kind of connector: it validates and prepares what a tenant
 // registers (every address checked, every secret sealed) and opens a
-// stored connector for pulls. The kinds are registered once (Register);
-// the API and the pull activity look them up by name instead of switching
-// on it.
+// stored connector for pulls. The API and the pull activity look kinds up
+// by name (Lookup) instead of switching on it.
 type Kind interface {
 	Name() string
 	// Prepare validates a registration and returns what to store. Errors
@@ -77,41 +76,14 @@ type RefusedError struct {
 func (e *RefusedError) Error() string { return e.Field + ": " + netguard.Classify(e.Err) }
 func (e *RefusedError) Unwrap() error { return e.Err }
 
-var (
-	kindsMu sync.RWMutex
-	kinds   = map[string]Kind{}
-)
-
-// Register adds a kind; a second kind of the same name is a programming
-// error.
-func Register(k Kind) {
-	kindsMu.Lock()
-	defer kindsMu.Unlock()
-	if _, dup := kinds[k.Name()]; dup {
-		panic(fmt.Sprintf("pull: connector kind %q registered twice", k.Name()))
-	}
-	kinds[k.Name()] = k
-}
-
 // Lookup returns the kind of that name.
 func Lookup(name string) (Kind, bool) {
-	kindsMu.RLock()
-	defer kindsMu.RUnlock()
 	k, ok := kinds[name]
 	return k, ok
 }
 
-// Kinds lists the registered kinds' names, sorted.
-func Kinds() []string {
-	kindsMu.RLock()
-	defer kindsMu.RUnlock()
-	out := make([]string, 0, len(kinds))
-	for n := range kinds {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+// Kinds lists the kinds' names, sorted.
+func Kinds() []string { return slices.Sorted(maps.Keys(kinds)) }
 
 // ErrUnknownKind is returned for a kind no one registered.
 var ErrUnknownKind = errors.New("connector kind is not supported")

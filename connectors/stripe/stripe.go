@@ -1,7 +1,6 @@
 // Package stripe pulls a Stripe account's refunds, charges, payouts and
-// disputes as facts, through stripe-go v79's list endpoints. It mirrors
-// connectors/httpevents: a Client, Pull(ctx, source, cursor, limit) returning
-// a Page of facts with the cursor to store, and PullAll.
+// disputes as facts, through stripe-go v79's list endpoints: a Client whose
+// Pull(ctx, source, cursor, limit) returns facts with the cursor to store.
 //
 // The cursor is a string (compact JSON) that survives restarts. For each
 // resource it holds a watermark: the newest created second fully read and
@@ -99,15 +98,6 @@ type Client struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
-// Page is one pull: the facts read and the cursor to store.
-type Page struct {
-	Facts []commitlayer.Fact
-	// Next is the cursor after this pull.
-	Next string
-	// More is true while a resource's sweep has pages left.
-	More bool
-}
-
 // Resources are the lists pulled, in this order.
 var Resources = []string{"refunds", "charges", "payouts", "disputes"}
 
@@ -164,33 +154,33 @@ type listed struct {
 }
 
 // Pull reads one page (at most limit objects; DefaultLimit when ≤ 0, 100
-// at most) of each resource from cursor, as facts of source, and returns
-// them with the next cursor. On error nothing is returned but the error:
-// the stored cursor stays where it was.
-func (c *Client) Pull(ctx context.Context, source string, cur string, limit int) (Page, error) {
+// at most) of each resource from cursor, as facts of source, with the next
+// cursor; More is true while a resource's sweep has pages left. On error
+// nothing is returned but the error: the stored cursor stays where it was.
+func (c *Client) Pull(ctx context.Context, source string, cur string, limit int) (commitlayer.FactPage, error) {
 	if err := CheckKey(c.Key); err != nil {
-		return Page{}, fmt.Errorf("pull %s: %w", source, err)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s: %w", source, err)
 	}
-	if err := checkSource(source); err != nil {
-		return Page{}, fmt.Errorf("pull %q: %w", source, err)
+	if !commitlayer.ValidName(source) {
+		return commitlayer.FactPage{}, fmt.Errorf("pull %q: source name may only hold letters, digits, '_', '-' and '.'", source)
 	}
 	cc, err := parseCursor(cur)
 	if err != nil {
-		return Page{}, fmt.Errorf("pull %s: %w", source, err)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s: %w", source, err)
 	}
 	if limit <= 0 || limit > DefaultLimit {
 		limit = DefaultLimit
 	}
 	sc, err := stripeapi.New(stripeapi.Config{Key: c.Key, BaseURL: c.BaseURL, HTTP: c.HTTP})
 	if err != nil {
-		return Page{}, fmt.Errorf("pull %s: %w", source, err)
+		return commitlayer.FactPage{}, fmt.Errorf("pull %s: %w", source, err)
 	}
-	var page Page
+	var page commitlayer.FactPage
 	for _, res := range Resources {
 		rc := cc.Res[res]
 		items, hasMore, err := c.listPage(ctx, sc, source, res, rc, limit)
 		if err != nil {
-			return Page{}, fmt.Errorf("pull %s: list %s: %w", source, res, err)
+			return commitlayer.FactPage{}, fmt.Errorf("pull %s: list %s: %w", source, res, err)
 		}
 		for _, it := range items {
 			if it.created == rc.Since && slices.Contains(rc.Seen, it.id) {
@@ -234,11 +224,11 @@ func (c *Client) Pull(ctx context.Context, source string, cur string, limit int)
 // PullAll pulls until no sweep has pages left or maxPages pulls were made
 // (maxPages ≤ 0 means 100). On error it returns what was read before with
 // the cursor after it.
-func (c *Client) PullAll(ctx context.Context, source, cur string, maxPages int) (Page, error) {
+func (c *Client) PullAll(ctx context.Context, source, cur string, maxPages int) (commitlayer.FactPage, error) {
 	if maxPages <= 0 {
 		maxPages = 100
 	}
-	all := Page{Next: cur}
+	all := commitlayer.FactPage{Next: cur}
 	for range maxPages {
 		p, err := c.Pull(ctx, source, all.Next, DefaultLimit)
 		if err != nil {
@@ -266,7 +256,14 @@ func (c *Client) listPage(ctx context.Context, sc *client.API, source, res strin
 	}
 	sleep := c.Sleep
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = func(ctx context.Context, d time.Duration) error {
+			select {
+			case <-time.After(d):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 	}
 	var lastErr error
 	for attempt := 1; ; attempt++ {
@@ -286,17 +283,6 @@ func (c *Client) listPage(ctx context.Context, sc *client.API, source, res strin
 			return nil, false, fmt.Errorf("%w: %w", lastErr, err)
 		}
 		delay = min(2*delay, MaxDelay)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 
@@ -471,13 +457,4 @@ func disputeFact(source string, d *stripego.Dispute) (listed, error) {
 		"status": string(d.Status), "reason": string(d.Reason), "charge_id": idOfCharge(d.Charge),
 		"payment_intent": idOfPI(d.PaymentIntent),
 	})
-}
-
-// checkSource validates a source name with the rules a fact's source follows.
-func checkSource(source string) error {
-	probe := commitlayer.Fact{Source: source, Type: "probe", Subject: "probe:1", ExternalID: "1", OccurredAt: time.Unix(1, 0)}
-	if err := probe.Validate(); err != nil {
-		return fmt.Errorf("source name: %w", err)
-	}
-	return nil
 }
