@@ -17,6 +17,13 @@ import (
 // maxIdempotencyKey bounds an Idempotency-Key header.
 const maxIdempotencyKey = 255
 
+// validKey reports whether an Idempotency-Key (empty: none) is at most
+// maxIdempotencyKey printable characters the store can keep.
+func validKey(key string) bool {
+	return len(key) <= maxIdempotencyKey && storable(key) &&
+		!strings.ContainsFunc(key, func(c rune) bool { return c < 0x20 || c == 0x7f })
+}
+
 // orphanWindow is how far back GET /v1/actions/orphans looks by default,
 // and maxOrphanLookback how far back its since may reach: the scan is
 // bounded, and a time the store cannot take (year 1) is a 400, not a 500.
@@ -35,8 +42,7 @@ const (
 func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 	t := tenantOf(r.Context())
 	key := r.Header.Get("Idempotency-Key")
-	if len(key) > maxIdempotencyKey || !storable(key) ||
-		strings.IndexFunc(key, func(c rune) bool { return c < 0x20 || c == 0x7f }) >= 0 {
+	if !validKey(key) {
 		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
 			"Idempotency-Key: must be at most %d printable characters", maxIdempotencyKey))
 		return
@@ -46,8 +52,7 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	req, err := decodeAction(http.MaxBytesReader(w, r.Body, MaxBody),
-		s.bound())
+	req, err := decodeAction(http.MaxBytesReader(w, r.Body, MaxBody), s.bound())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -55,18 +60,15 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 	sub, err := s.actions.Submit(r.Context(), t.ID, req.Action, key, req.Hash, wait)
 	if err != nil {
 		var fe *commitlayer.FieldError
-		var ae *apiError
-		var ce *commitlayer.Error
-		var stale *service.StaleContractError
 		switch {
-		case errors.As(err, &ae), errors.As(err, &ce), errors.As(err, &stale):
+		case clientError(err) != nil:
 			s.writeError(w, r, err)
 		case isConflict(err) && key != "":
 			s.writeError(w, r, errorf(http.StatusConflict, codeIdempotency,
-				"Idempotency-Key %q was used with another request", truncate(key, 64)))
+				"Idempotency-Key %q was used with another request", commitlayer.Clip(key, 64)))
 		case isConflict(err):
 			s.writeError(w, r, errorf(http.StatusConflict, codeIdempotency,
-				"action %q exists with another request", truncate(req.Action.ID, 128)))
+				"action %q exists with another request", commitlayer.Clip(req.Action.ID, 128)))
 		case isInvalid(err) && errors.As(err, &fe):
 			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", fe.Error()))
 		case isInvalid(err):
@@ -104,18 +106,15 @@ func viewAction(rec commitlayer.ActionRecord) client.StoredAction {
 
 // viewVerdict returns v with empty lists as [] rather than null.
 func viewVerdict(v commitlayer.Verdict) commitlayer.Verdict {
-	if v.Findings == nil {
-		v.Findings = []commitlayer.Finding{}
-	}
-	fs := make([]commitlayer.Finding, len(v.Findings))
-	for i, f := range v.Findings {
+	fs := make([]commitlayer.Finding, 0, len(v.Findings))
+	for _, f := range v.Findings {
 		if f.Facts == nil {
 			f.Facts = []string{}
 		}
 		if f.Hint == "" { // stored before findings carried one
 			f.Hint = commitlayer.Hint(f.Code)
 		}
-		fs[i] = f
+		fs = append(fs, f)
 	}
 	v.Findings = fs
 	if v.UnavailableSources == nil {
@@ -143,7 +142,7 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 		// timeout passes; either way the stored state answers.
 		s.actions.WaitFor(r.Context(), t.ID, rec, wait)
 	}
-	history, err := s.actionDB.VerdictHistory(r.Context(), t.ID, rec.ID)
+	history, err := s.store.VerdictHistory(r.Context(), t.ID, rec.ID)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("verdict history: %w", err))
 		return
@@ -173,13 +172,13 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 func (s *Server) action(w http.ResponseWriter, r *http.Request) (commitlayer.ActionRecord, bool) {
 	id := r.PathValue("id")
 	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no action %q", truncate(id, 128)))
+		s.writeError(w, r, notFound("action", id))
 		return commitlayer.ActionRecord{}, false
 	}
-	rec, err := s.actionDB.GetAction(r.Context(), tenantOf(r.Context()).ID, id)
+	rec, err := s.store.GetAction(r.Context(), tenantOf(r.Context()).ID, id)
 	switch {
 	case isNotFound(err):
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no action %q", truncate(id, 128)))
+		s.writeError(w, r, notFound("action", id))
 		return rec, false
 	case err != nil:
 		s.writeError(w, r, fmt.Errorf("get action: %w", err))
@@ -285,7 +284,7 @@ func parseWait(r *http.Request) (service.Wait, error) {
 	case "provisional", "final":
 		p.On, p.Final = true, w == "final"
 	default:
-		return p, errorf(http.StatusBadRequest, codeInvalidRequest, "wait: must be provisional or final, not %q", truncate(w, 32))
+		return p, errorf(http.StatusBadRequest, codeInvalidRequest, "wait: must be provisional or final, not %q", commitlayer.Clip(w, 32))
 	}
 	p.Timeout = defaultWaitTimeout
 	if v := q.Get("timeout"); v != "" {
@@ -293,7 +292,7 @@ func parseWait(r *http.Request) (service.Wait, error) {
 		if err != nil {
 			n, nerr := strconv.ParseFloat(v, 64)
 			if nerr != nil {
-				return p, errorf(http.StatusBadRequest, codeInvalidRequest, "timeout: must be seconds (15) or a duration (15s), not %q", truncate(v, 32))
+				return p, errorf(http.StatusBadRequest, codeInvalidRequest, "timeout: must be seconds (15) or a duration (15s), not %q", commitlayer.Clip(v, 32))
 			}
 			d = time.Duration(n * float64(time.Second))
 		}

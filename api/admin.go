@@ -28,7 +28,7 @@ func (s *Server) postTenant(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()))
 		return
 	}
-	t, key, err := s.tenants.CreateTenant(r.Context(), name)
+	t, key, err := s.store.CreateTenant(r.Context(), name)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("create tenant: %w", err))
 		return
@@ -37,7 +37,7 @@ func (s *Server) postTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) {
-	ts, err := s.tenants.ListTenants(r.Context())
+	ts, err := s.store.ListTenants(r.Context())
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("list tenants: %w", err))
 		return

@@ -47,7 +47,7 @@ func (s *Server) postContract(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, contractError(err))
 		return
 	}
-	rec, created, err := s.contractDB.PutContract(r.Context(), t.ID, c.ID(), src)
+	rec, created, err := s.store.PutContract(r.Context(), t.ID, c.ID(), src)
 	switch {
 	case isInvalid(err):
 		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeInvalidContract, "contract %s cannot be stored", c.ID()))
@@ -80,7 +80,7 @@ func contractError(err error) *apiError {
 }
 
 func (s *Server) listContracts(w http.ResponseWriter, r *http.Request) {
-	recs, err := s.contractDB.ListContracts(r.Context(), tenantOf(r.Context()).ID)
+	recs, err := s.store.ListContracts(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("list contracts: %w", err))
 		return
@@ -98,23 +98,23 @@ func (s *Server) getContract(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("version"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "version: %q is not a positive integer", truncate(v, 32)))
+			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "version: %q is not a positive integer", commitlayer.Clip(v, 32)))
 			return
 		}
 		version = n
 	}
 	id := r.PathValue("id")
 	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no contract %q", truncate(id, 128)))
+		s.writeError(w, r, notFound("contract", id))
 		return
 	}
-	rec, err := s.contractDB.GetContract(r.Context(), tenantOf(r.Context()).ID, id, version)
+	rec, err := s.store.GetContract(r.Context(), tenantOf(r.Context()).ID, id, version)
 	switch {
 	case isNotFound(err):
 		if version > 0 {
-			s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "contract %q has no version %d", truncate(id, 128), version))
+			s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "contract %q has no version %d", commitlayer.Clip(id, 128), version))
 		} else {
-			s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no contract %q", truncate(id, 128)))
+			s.writeError(w, r, notFound("contract", id))
 		}
 		return
 	case err != nil:

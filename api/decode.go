@@ -50,7 +50,11 @@ func jsonError(err error) *apiError {
 	case errors.As(err, &maxErr):
 		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "body is larger than %d bytes", maxErr.Limit)
 	case errors.As(err, &syn) && errors.Is(syn.Err, jsontext.ErrDuplicateName):
-		return bad(codeInvalidJSON, "key %q is given twice%s", truncate(syn.JSONPointer.LastToken(), 64), in(syn.JSONPointer.Parent()))
+		where := ""
+		if p := syn.JSONPointer.Parent(); p != "" {
+			where = " in " + fieldOf(p, "")
+		}
+		return bad(codeInvalidJSON, "key %q is given twice%s", commitlayer.Clip(syn.JSONPointer.LastToken(), 64), where)
 	case errors.As(err, &syn) && errors.Is(syn.Err, io.ErrUnexpectedEOF) && syn.ByteOffset == 0:
 		return bad(codeInvalidJSON, "body is empty; a JSON object is expected")
 	case errors.As(err, &syn) && errors.Is(syn.Err, io.ErrUnexpectedEOF):
@@ -62,7 +66,7 @@ func jsonError(err error) *apiError {
 		if p := sem.JSONPointer.Parent(); p != "" {
 			where = fieldOf(p, "") + ": "
 		}
-		return bad(codeInvalidRequest, "%sunknown field %q", where, truncate(sem.JSONPointer.LastToken(), 64))
+		return bad(codeInvalidRequest, "%sunknown field %q", where, commitlayer.Clip(sem.JSONPointer.LastToken(), 64))
 	case errors.As(err, &sem) && sem.JSONKind != 0 && sem.JSONPointer == "":
 		return bad(codeInvalidRequest, "body must be a JSON object, not %s", kindName(sem.JSONKind))
 	case errors.As(err, &sem) && sem.JSONKind != 0:
@@ -91,15 +95,7 @@ func fieldOf(p jsontext.Pointer, root string) string {
 	if b.Len() == 0 {
 		return root
 	}
-	return truncate(b.String(), 128)
-}
-
-// in is " in <field>" for a value below the body, "" for the body.
-func in(p jsontext.Pointer) string {
-	if p == "" {
-		return ""
-	}
-	return " in " + fieldOf(p, "")
+	return commitlayer.Clip(b.String(), 128)
 }
 
 // kindName names a JSON kind ("a string").
@@ -147,7 +143,7 @@ func typeName(t reflect.Type) string {
 func parseTime(s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time", truncate(s, 64))
+		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time", commitlayer.Clip(s, 64))
 	}
 	return t.UTC(), nil
 }
@@ -167,15 +163,6 @@ func noNUL(field, s string) error {
 	}
 	if !utf8.ValidString(s) {
 		return fmt.Errorf("%s: is not UTF-8 text", field)
-	}
-	return nil
-}
-
-// valueNoNUL checks the strings and keys of field's normalized value; the
-// error names where the NUL is ("attrs.memo[1]: …").
-func valueNoNUL(field string, v any) error {
-	if at, ok := nulAt(v); ok {
-		return fmt.Errorf("%s%s: contains a NUL character", field, at)
 	}
 	return nil
 }
@@ -204,10 +191,6 @@ func nulAt(v any) (string, bool) {
 	return "", false
 }
 
-// truncate cuts a client's value for a message at a rune boundary
-// (commitlayer.Clip, shared with the store and the domain).
-func truncate(s string, n int) string { return commitlayer.Clip(s, n) }
-
 func formatTime(t time.Time) string {
 	if t.IsZero() {
 		return ""
@@ -233,7 +216,7 @@ func (s *Server) jsonOnly(next http.HandlerFunc) http.HandlerFunc {
 		if ct := r.Header.Get("Content-Type"); ct != "" && !isJSONMediaType(ct) {
 			w.Header().Set("Accept-Post", "application/json")
 			s.writeError(w, r, errorf(http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
-				"Content-Type %q is not JSON; send application/json", truncate(ct, 64)))
+				"Content-Type %q is not JSON; send application/json", commitlayer.Clip(ct, 64)))
 			return
 		}
 		next(w, r)

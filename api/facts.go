@@ -26,7 +26,7 @@ func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	res, err := s.facts.InsertFacts(r.Context(), t.ID, facts)
+	res, err := s.store.InsertFacts(r.Context(), t.ID, facts)
 	if err != nil {
 		var fe *commitlayer.FieldError
 		switch {
@@ -99,7 +99,7 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 	}
 	conn := commitlayer.Connector{ID: id, Source: in.Source, Kind: in.Kind, URL: st.URL, Config: st.Config,
 		Secret: st.Secret, SecretHint: st.SecretHint}
-	c, err := s.connectors.CreateConnector(r.Context(), tenantID, conn)
+	c, err := s.store.CreateConnector(r.Context(), tenantID, conn)
 	switch {
 	case isConflict(err):
 		s.writeError(w, r, errorf(http.StatusConflict, codeConflict, "source %q already has a connector", in.Source))
@@ -125,7 +125,7 @@ func validateConnector(in *client.ConnectorInput) (pull.Kind, *apiError) {
 	case in.Source == "":
 		return nil, bad("source: is required")
 	case !commitlayer.ValidName(in.Source):
-		return nil, bad("source: %q may only hold letters, digits, '_', '-' and '.'", truncate(in.Source, 64))
+		return nil, bad("source: %q may only hold letters, digits, '_', '-' and '.'", commitlayer.Clip(in.Source, 64))
 	case in.Kind == "":
 		return nil, bad("kind: is required")
 	case len(in.URL) > 2048:
@@ -134,20 +134,20 @@ func validateConnector(in *client.ConnectorInput) (pull.Kind, *apiError) {
 	kind, ok := pull.Lookup(in.Kind)
 	if !ok {
 		return nil, errorf(http.StatusUnprocessableEntity, codeUnsupportedKind, "kind: %q is not supported; use one of %s",
-			truncate(in.Kind, 64), strings.Join(pull.Kinds(), ", "))
+			commitlayer.Clip(in.Kind, 64), strings.Join(pull.Kinds(), ", "))
 	}
 	if in.URL != "" {
 		u, err := url.Parse(in.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" ||
 			strings.ContainsAny(in.URL, " \t\r\n\x00") {
-			return nil, bad("url: %q is not an absolute http or https URL", truncate(in.URL, 128))
+			return nil, bad("url: %q is not an absolute http or https URL", commitlayer.Clip(in.URL, 128))
 		}
 	}
 	return kind, nil
 }
 
 func (s *Server) listConnectors(w http.ResponseWriter, r *http.Request) {
-	cs, err := s.connectors.ListConnectors(r.Context(), tenantOf(r.Context()).ID)
+	cs, err := s.store.ListConnectors(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("list connectors: %w", err))
 		return
@@ -160,7 +160,7 @@ func (s *Server) listConnectors(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
-	srcs, err := s.connectors.Sources(r.Context(), tenantOf(r.Context()).ID)
+	srcs, err := s.store.Sources(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("list sources: %w", err))
 		return
@@ -173,7 +173,7 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
 			ConnectorID: c.ConnectorID, LastError: c.LastError, LastErrorAt: timePtr(c.LastErrorAt),
 		})
 	}
-	rejected, err := s.connectors.SpanRejections(r.Context(), tenantOf(r.Context()).ID)
+	rejected, err := s.store.SpanRejections(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("list span rejections: %w", err))
 		return
@@ -190,13 +190,13 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deleteConnector(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no connector %q", truncate(id, 128)))
+		s.writeError(w, r, notFound("connector", id))
 		return
 	}
-	err := s.connectors.DeleteConnector(r.Context(), tenantOf(r.Context()).ID, id)
+	err := s.store.DeleteConnector(r.Context(), tenantOf(r.Context()).ID, id)
 	switch {
 	case isNotFound(err):
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no connector %q", truncate(id, 128)))
+		s.writeError(w, r, notFound("connector", id))
 	case err != nil:
 		s.writeError(w, r, fmt.Errorf("delete connector: %w", err))
 	default:

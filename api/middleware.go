@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -37,22 +36,25 @@ func requestIDOf(ctx context.Context) string {
 }
 
 // logFields are what a request's log line names that is only known deeper
-// in the chain: auth sets the tenant on the holder the outer middleware
-// put in the context, and the request line (written on the way out) reads
-// it. One request, one goroutine: no lock needed.
+// in the chain: auth sets the tenant on the holder requestID put in the
+// context, and the request line (written on the way out) reads it. One
+// request, one goroutine: no lock needed.
 type logFields struct {
 	tenant string
 }
 
-func logFieldsOf(ctx context.Context) *logFields {
-	f, _ := ctx.Value(ctxLogFields).(*logFields)
-	return f
+// loggedTenant is the tenant auth named for the request's log lines.
+func loggedTenant(ctx context.Context) string {
+	if f, ok := ctx.Value(ctxLogFields).(*logFields); ok {
+		return f.tenant
+	}
+	return ""
 }
 
 // withTenant puts the authenticated tenant in the context and names it on
 // the request's log line.
 func withTenant(ctx context.Context, t commitlayer.Tenant) context.Context {
-	if f := logFieldsOf(ctx); f != nil {
+	if f, ok := ctx.Value(ctxLogFields).(*logFields); ok {
 		f.tenant = t.ID
 	}
 	return context.WithValue(ctx, ctxTenant, t)
@@ -75,23 +77,15 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", id)
 		ctx := context.WithValue(r.Context(), ctxRequestID, id)
-		if logFieldsOf(ctx) == nil {
-			ctx = context.WithValue(ctx, ctxLogFields, &logFields{})
-		}
+		ctx = context.WithValue(ctx, ctxLogFields, &logFields{})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
 func validRequestID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
+	return id != "" && len(id) <= 64 && !strings.ContainsFunc(id, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.')
+	})
 }
 
 // recoverer turns a panic into a logged 500 (when nothing was written yet).
@@ -146,9 +140,6 @@ type httpMetrics struct {
 	latency  *prometheus.HistogramVec
 	facts    *prometheus.CounterVec
 	actions  *prometheus.CounterVec
-	// noticesDeferred counts notices of new facts left to the reconciler
-	// because maxBackgroundNotices were being delivered.
-	noticesDeferred prometheus.Counter
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -170,10 +161,6 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Name: "commitlayer_actions_recorded_total",
 			Help: "Actions recorded on POST /v1/actions, by result (created, replayed).",
 		}, []string{"result"})),
-		noticesDeferred: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "commitlayer_fact_notices_deferred_total",
-			Help: "Notices of new facts left in the outbox for the reconciler: too many were being delivered already.",
-		})),
 	}
 }
 
@@ -218,13 +205,9 @@ func (s *Server) instrument(route string, next http.Handler) http.Handler {
 			if route == "GET /metrics" || route == "GET /healthz" {
 				level = slog.LevelDebug
 			}
-			tenant := tenantOf(r.Context()).ID
-			if f := logFieldsOf(r.Context()); f != nil && f.tenant != "" {
-				tenant = f.tenant // set by auth, deeper in the chain
-			}
 			s.log.Log(r.Context(), level, "http request", "request_id", requestIDOf(r.Context()),
 				"method", r.Method, "route", route, "path", r.URL.Path, "status", status,
-				"duration_ms", float64(elapsed.Microseconds())/1000, "tenant", tenant)
+				"duration_ms", float64(elapsed.Microseconds())/1000, "tenant", loggedTenant(r.Context()))
 		}()
 		next.ServeHTTP(rec, r)
 		panicked = false
@@ -333,7 +316,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, key string
 		if admin {
 			return commitlayer.Tenant{}, true, nil
 		}
-		t, err := s.tenants.TenantByAPIKey(ctx, key)
+		t, err := s.store.TenantByAPIKey(ctx, key)
 		return t, false, wrapAuth(err)
 	}
 	now, lk := s.now(), "bearer:"+LimitAddr(r)
@@ -452,12 +435,4 @@ func (p *Proxies) Wrap(h http.Handler) http.Handler {
 // trusted proxy in front (X-Forwarded-Proto).
 func HTTPS(r *http.Request) bool {
 	return r.TLS != nil || r.Context().Value(ctxHTTPS{}) != nil
-}
-
-func mustURL(path string) *url.URL {
-	u, err := url.Parse(path)
-	if err != nil {
-		panic(fmt.Sprintf("api: route path %q: %v", path, err))
-	}
-	return u
 }

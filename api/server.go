@@ -5,10 +5,9 @@
 // parts of a process add admin routes of their own through Config.Mounts
 // (cmd/commitlayer mounts the sandbox benchmark's).
 //
-// The package declares what it uses from the store (Store) and from
-// Temporal (Verifier); *postgres.DB satisfies Store, and cmd/commitlayer
-// wires the rest. Recording actions and
-// listing orphans go through service.Actions, as in the sandbox harness.
+// The package declares what it uses from the store (Store, one small
+// interface per resource; *postgres.DB satisfies it). Recording, verifying
+// and listing orphans go through service.Actions.
 package api
 
 import (
@@ -17,7 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,10 +93,9 @@ type ConnectorStore interface {
 	SpanRejections(ctx context.Context, tenantID string) ([]commitlayer.SpanRejection, error)
 }
 
-// Store is every resource's store together, what Config takes; the
-// recording service's needs (service.ActionStore) are part of it.
-// *postgres.DB satisfies it (checked in the tests, so this package does
-// not import the adapter).
+// Store is every resource's store together, the recording service's
+// (service.ActionStore) included. *postgres.DB satisfies it (checked in the
+// tests, so this package does not import the adapter).
 type Store interface {
 	TenantStore
 	ContractStore
@@ -173,31 +171,25 @@ const (
 
 // Server is the HTTP API. Build it with New.
 type Server struct {
-	tenants    TenantStore
-	contractDB ContractStore
-	facts      FactStore
-	actionDB   ActionStore
-	connectors ConnectorStore
-	pinger     Pinger // nil when the store cannot be pinged
-	actions    *service.Actions
-	health     func(ctx context.Context) error
-	secrets    *secrets.Box
-	guard      *netguard.Guard
-	webhooks   WebhookStore // nil when the Store has none
-	adminKey   string
+	store    Store
+	pinger   Pinger // nil when the store cannot be pinged
+	actions  *service.Actions
+	health   func(ctx context.Context) error
+	secrets  *secrets.Box
+	guard    *netguard.Guard
+	webhooks WebhookStore // nil when the Store has none
+	adminKey string
 	// keyLimiter counts wrong bearer keys per address (nil: unlimited).
-	keyLimiter  KeyLimiter
-	keyFailures int
-	log         *slog.Logger
-	registry    *prometheus.Registry
-	now         func() time.Time
-	metrics     *httpMetrics
-	otlpSpans   *prometheus.CounterVec // traces.go
-	// maxFutureSkew bounds a fact's occurred_at after now.
+	keyLimiter    KeyLimiter
+	keyFailures   int
+	log           *slog.Logger
+	registry      *prometheus.Registry
+	now           func() time.Time
+	metrics       *httpMetrics
+	otlpSpans     *prometheus.CounterVec // traces.go
 	maxFutureSkew time.Duration
-
-	contracts *service.Contracts
-	openapi   []byte // the served document: OpenAPI with the mounts' fragments
+	contracts     *service.Contracts
+	openapi       []byte // the served document: OpenAPI with the mounts' fragments
 
 	mux    *http.ServeMux
 	paths  *http.ServeMux // path patterns only, to tell 405 from 404
@@ -214,38 +206,29 @@ type Route struct {
 // New builds the server.
 func New(cfg Config) *Server {
 	s := &Server{
-		tenants:    cfg.Store,
-		contractDB: cfg.Store,
-		facts:      cfg.Store,
-		actionDB:   cfg.Store,
-		connectors: cfg.Store,
-		contracts:  cfg.Contracts,
-		actions:    cfg.Actions,
-		health:     cfg.TemporalHealth,
-		secrets:    cfg.Secrets,
-		guard:      cfg.Guard,
-		adminKey:   cfg.AdminKey,
-		log:        cfg.Logger,
-		registry:   cfg.Registry,
-		now:        cfg.Now,
-		mux:        http.NewServeMux(),
-		paths:      http.NewServeMux(),
+		store:         cfg.Store,
+		contracts:     cfg.Contracts,
+		actions:       cfg.Actions,
+		health:        cfg.TemporalHealth,
+		secrets:       cfg.Secrets,
+		guard:         cfg.Guard,
+		adminKey:      cfg.AdminKey,
+		log:           cmp.Or(cfg.Logger, slog.Default()),
+		registry:      cfg.Registry,
+		now:           cfg.Now,
+		maxFutureSkew: cmp.Or(max(cfg.MaxFutureSkew, 0), DefaultMaxFutureSkew),
+		keyFailures:   cmp.Or(max(cfg.KeyFailures, 0), DefaultKeyFailures),
+		mux:           http.NewServeMux(),
+		paths:         http.NewServeMux(),
 	}
-	if ws, ok := cfg.Store.(WebhookStore); ok {
-		s.webhooks = ws
-	}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
+	s.webhooks, _ = cfg.Store.(WebhookStore)
+	s.pinger, _ = cfg.Store.(Pinger)
+	s.keyLimiter, _ = cfg.Store.(KeyLimiter)
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
 	}
 	if s.now == nil {
 		s.now = time.Now
-	}
-	s.maxFutureSkew = cfg.MaxFutureSkew
-	if s.maxFutureSkew <= 0 {
-		s.maxFutureSkew = DefaultMaxFutureSkew
 	}
 	s.metrics = newHTTPMetrics(s.registry)
 	if s.contracts == nil {
@@ -254,17 +237,14 @@ func New(cfg Config) *Server {
 	if s.actions == nil {
 		s.actions = service.NewActions(cfg.Store, s.contracts, nil, s.now, s.log)
 	}
-	s.pinger, _ = cfg.Store.(Pinger)
-	s.keyLimiter, _ = cfg.Store.(KeyLimiter)
-	s.keyFailures = cmp.Or(max(cfg.KeyFailures, 0), DefaultKeyFailures)
 
 	s.handle("GET /healthz", authNone, s.healthz)
 	s.handle("GET /readyz", authNone, s.readyz)
-	switch cfg.Metrics {
+	switch metrics := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP; cfg.Metrics {
 	case MetricsOpen:
-		s.handle("GET /metrics", authNone, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP)
+		s.handle("GET /metrics", authNone, metrics)
 	case MetricsAdmin:
-		s.handle("GET /metrics", authAdmin, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP)
+		s.handle("GET /metrics", authAdmin, metrics)
 	}
 	doc, err := mergeOpenAPI(OpenAPI, cfg.OpenAPIFragments...)
 	if err != nil {
@@ -320,6 +300,9 @@ func (s *Server) handle(pattern string, auth authLevel, h http.HandlerFunc) {
 // fail.
 func (s *Server) handleWith(pattern string, auth authLevel, h http.HandlerFunc, fail func(http.ResponseWriter, *http.Request, error)) {
 	method, path, _ := strings.Cut(pattern, " ")
+	if !slices.ContainsFunc(s.routes, func(rt Route) bool { return rt.Path == path }) {
+		s.paths.Handle(path, http.NotFoundHandler())
+	}
 	s.routes = append(s.routes, Route{Method: method, Path: path, auth: auth})
 	var next http.Handler = h
 	switch auth {
@@ -329,10 +312,6 @@ func (s *Server) handleWith(pattern string, auth authLevel, h http.HandlerFunc, 
 		next = s.adminOnly(next)
 	}
 	s.mux.Handle(pattern, s.instrument(pattern, next))
-	// Register each path once (without a method) on the path-only mux.
-	if h, p := s.paths.Handler(&http.Request{Method: http.MethodGet, URL: mustURL(path)}); h == nil || p != path {
-		s.paths.Handle(path, http.NotFoundHandler())
-	}
 }
 
 // unmatched answers requests no route took: 405 with Allow when the path
@@ -348,7 +327,7 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-		sort.Strings(allow)
+		slices.Sort(allow)
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		s.writeError(w, r, errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 		return
@@ -356,9 +335,8 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no route %s %s", r.Method, r.URL.Path))
 }
 
-// healthz checks the store with a short timeout.
+// healthz is liveness: the process serves. What it depends on is /readyz's.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	// Liveness: the process serves. What it depends on is /readyz's.
 	writeJSON(w, http.StatusOK, client.Health{Status: "ok"})
 }
 
@@ -368,12 +346,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 	defer cancel()
 	var dbErr error
-	if p := s.pinger; p != nil {
-		dbErr = p.Ping(ctx)
+	if s.pinger != nil {
+		dbErr = s.pinger.Ping(ctx)
 	} else {
 		// A lookup of a key that cannot exist: a round trip to the
 		// database that answers "not found" when the store is healthy.
-		_, dbErr = s.tenants.TenantByAPIKey(ctx, "cl_healthz_probe")
+		_, dbErr = s.store.TenantByAPIKey(ctx, "cl_healthz_probe")
 		if isNotFound(dbErr) {
 			dbErr = nil
 		}
@@ -383,14 +361,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		s.logError(r, "readiness: database", dbErr)
 		body.Database, body.Status = "unavailable", "unavailable"
 	}
-	switch {
-	case s.health == nil:
+	if s.health == nil {
 		body.Temporal, body.Status = "not configured", "unavailable"
-	default:
-		if err := s.health(ctx); err != nil {
-			s.logError(r, "readiness: temporal", err)
-			body.Temporal, body.Status = "unavailable", "unavailable"
-		}
+	} else if err := s.health(ctx); err != nil {
+		s.logError(r, "readiness: temporal", err)
+		body.Temporal, body.Status = "unavailable", "unavailable"
 	}
 	status := http.StatusOK
 	if body.Status != "ok" {

@@ -42,12 +42,8 @@ const (
 	MaxRotationOverlap     = 7 * 24 * time.Hour
 )
 
-func viewWebhook(w commitlayer.Webhook) client.Webhook {
-	return viewWebhookAt(w, time.Time{})
-}
-
-// viewWebhookAt leaves out a previous secret's end that is before now.
-func viewWebhookAt(w commitlayer.Webhook, now time.Time) client.Webhook {
+// viewWebhook leaves out a previous secret's end that is before now.
+func viewWebhook(w commitlayer.Webhook, now time.Time) client.Webhook {
 	v := client.Webhook{ID: w.ID, URL: w.URL, Events: w.Events, CreatedAt: w.CreatedAt.UTC(), RotatedAt: timePtr(w.RotatedAt),
 		Enabled: w.DisabledAt.IsZero(), DisabledAt: timePtr(w.DisabledAt), DisabledReason: w.DisabledReason}
 	if w.PreviousUntil.After(now) {
@@ -73,7 +69,7 @@ func (s *Server) webhookOf(w http.ResponseWriter, r *http.Request) (WebhookStore
 	}
 	id := r.PathValue("id")
 	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+		s.writeError(w, r, notFound("webhook", id))
 		return nil, "", false
 	}
 	return ws, id, true
@@ -107,7 +103,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	events := []string{}
 	for i, e := range in.Events {
 		if !slices.Contains(webhook.Events, e) {
-			bad("events[%d]: %q is not an event; use %s", i, truncate(e, 64), strings.Join(webhook.Events, ", "))
+			bad("events[%d]: %q is not an event; use %s", i, commitlayer.Clip(e, 64), strings.Join(webhook.Events, ", "))
 			return
 		}
 		if !slices.Contains(events, e) {
@@ -125,8 +121,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.secrets == nil {
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
-			"webhooks need COMMITLAYER_SECRETS_KEY on the server to keep their secrets sealed"))
+		s.writeError(w, r, errNoSecretsKey)
 		return
 	}
 	tenantID := tenantOf(r.Context()).ID
@@ -139,10 +134,10 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusConflict, codeConflict, "a tenant has at most %d webhooks; delete one first", maxWebhooks))
 		return
 	}
-	id, secret := commitlayer.NewID("wh_"), newWebhookSecret()
-	sealed, err := s.secrets.Seal([]byte(secret), commitlayer.WebhookSecretAD(tenantID, id))
+	id := commitlayer.NewID("wh_")
+	secret, sealed, err := s.newWebhookSecret(tenantID, id)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("seal webhook secret: %w", err))
+		s.writeError(w, r, err)
 		return
 	}
 	created, err := ws.CreateWebhook(r.Context(), tenantID, commitlayer.Webhook{ID: id, URL: in.URL, Events: events, Secret: sealed})
@@ -152,7 +147,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/webhooks/"+id)
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, client.WebhookCreated{Webhook: viewWebhook(created), Secret: secret})
+	writeJSON(w, http.StatusCreated, client.WebhookCreated{Webhook: viewWebhook(created, time.Time{}), Secret: secret})
 }
 
 // listWebhooks answers {"webhooks"}, without secrets.
@@ -168,7 +163,7 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) {
 	}
 	out := client.WebhookList{Webhooks: []client.Webhook{}}
 	for _, h := range list {
-		out.Webhooks = append(out.Webhooks, viewWebhookAt(h, s.now()))
+		out.Webhooks = append(out.Webhooks, viewWebhook(h, s.now()))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -182,7 +177,7 @@ func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 	err := ws.DeleteWebhook(r.Context(), tenantOf(r.Context()).ID, id)
 	switch {
 	case isNotFound(err):
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+		s.writeError(w, r, notFound("webhook", id))
 	case err != nil:
 		s.writeError(w, r, fmt.Errorf("delete webhook: %w", err))
 	default:
@@ -200,7 +195,7 @@ func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) {
 	tenantID := tenantOf(r.Context()).ID
 	if _, err := ws.GetWebhook(r.Context(), tenantID, id); err != nil {
 		if isNotFound(err) {
-			s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+			s.writeError(w, r, notFound("webhook", id))
 			return
 		}
 		s.writeError(w, r, fmt.Errorf("get webhook: %w", err))
@@ -225,12 +220,23 @@ func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// newWebhookSecret is a Standard Webhooks secret: whsec_ and 32 random
-// bytes in base64.
-func newWebhookSecret() string {
+// errNoSecretsKey answers a webhook route that would need a secret sealed.
+var errNoSecretsKey = errorf(http.StatusServiceUnavailable, codeUnavailable,
+	"webhooks need COMMITLAYER_SECRETS_KEY on the server to keep their secrets sealed")
+
+// newWebhookSecret makes webhook id's Standard Webhooks secret (whsec_ and
+// 32 random bytes in base64) and seals it for the store.
+func (s *Server) newWebhookSecret(tenantID, id string) (secret, sealed string, err error) {
+	if s.secrets == nil {
+		return "", "", errNoSecretsKey
+	}
 	var b [32]byte
 	_, _ = rand.Read(b[:])
-	return webhook.SecretPrefix + base64.StdEncoding.EncodeToString(b[:])
+	secret = webhook.SecretPrefix + base64.StdEncoding.EncodeToString(b[:])
+	if sealed, err = s.secrets.Seal([]byte(secret), commitlayer.WebhookSecretAD(tenantID, id)); err != nil {
+		return "", "", fmt.Errorf("seal webhook secret: %w", err)
+	}
+	return secret, sealed, nil
 }
 
 // rotateWebhook makes a new secret for a webhook, answered this once
@@ -261,35 +267,29 @@ func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) {
 			d, err := time.ParseDuration(in.Overlap)
 			if err != nil || d < 0 || d > MaxRotationOverlap {
 				s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
-					"overlap: must be a duration from 0s to %s (e.g. \"24h\"), got %q", MaxRotationOverlap, truncate(in.Overlap, 32)))
+					"overlap: must be a duration from 0s to %s (e.g. \"24h\"), got %q", MaxRotationOverlap, commitlayer.Clip(in.Overlap, 32)))
 				return
 			}
 			overlap = d
 		}
 	}
-	if s.secrets == nil {
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
-			"webhooks need COMMITLAYER_SECRETS_KEY on the server to keep their secrets sealed"))
-		return
-	}
-	secret := newWebhookSecret()
-	sealed, err := s.secrets.Seal([]byte(secret), commitlayer.WebhookSecretAD(tenantID, id))
+	secret, sealed, err := s.newWebhookSecret(tenantID, id)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("seal webhook secret: %w", err))
+		s.writeError(w, r, err)
 		return
 	}
 	now := s.now().UTC()
 	rotated, err := ws.RotateWebhook(r.Context(), tenantID, id, sealed, now, now.Add(overlap))
 	switch {
 	case isNotFound(err):
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+		s.writeError(w, r, notFound("webhook", id))
 		return
 	case err != nil:
 		s.writeError(w, r, fmt.Errorf("rotate webhook: %w", err))
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, client.WebhookCreated{Webhook: viewWebhookAt(rotated, now), Secret: secret})
+	writeJSON(w, http.StatusOK, client.WebhookCreated{Webhook: viewWebhook(rotated, now), Secret: secret})
 }
 
 // enableWebhook lets deliveries to a webhook disabled by a 410 Gone start
@@ -303,10 +303,10 @@ func (s *Server) enableWebhook(w http.ResponseWriter, r *http.Request) {
 	enabled, err := ws.EnableWebhook(r.Context(), tenantOf(r.Context()).ID, id)
 	switch {
 	case isNotFound(err):
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+		s.writeError(w, r, notFound("webhook", id))
 	case err != nil:
 		s.writeError(w, r, fmt.Errorf("enable webhook: %w", err))
 	default:
-		writeJSON(w, http.StatusOK, viewWebhookAt(enabled, s.now()))
+		writeJSON(w, http.StatusOK, viewWebhook(enabled, s.now()))
 	}
 }
