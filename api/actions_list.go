@@ -249,34 +249,31 @@ func textParams(q url.Values, contract, agent *string) error {
 	return nil
 }
 
-func (s *Server) lister(w http.ResponseWriter, r *http.Request) (ActionLister, bool) {
-	l, ok := s.store.(ActionLister)
-	if !ok {
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "listing actions is not enabled on this server"))
+func (s *Server) lister() (ActionLister, error) {
+	if l, ok := s.store.(ActionLister); ok {
+		return l, nil
 	}
-	return l, ok
+	return nil, errorf(http.StatusServiceUnavailable, codeUnavailable, "listing actions is not enabled on this server")
 }
 
 // listActions answers {"actions":[…],"next_cursor"}: the tenant's actions,
 // newest first, each with its current verdict (null while pending),
 // filtered by the query; next_cursor (null on the last page) continues it.
-func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
-	l, ok := s.lister(w, r)
-	if !ok {
-		return
+func (s *Server) listActions(w http.ResponseWriter, r *http.Request) error {
+	l, err := s.lister()
+	if err != nil {
+		return err
 	}
 	f, err := ParseActionFilter(r.URL.Query())
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if f.Limit == 0 {
 		f.Limit = DefaultListLimit
 	}
 	page, err := l.ListActions(r.Context(), tenantOf(r.Context()).ID, f)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("list actions: %w", err))
-		return
+		return fmt.Errorf("list actions: %w", err)
 	}
 	out := client.ActionList{Actions: make([]client.ListedAction, 0, len(page.Actions))}
 	for _, it := range page.Actions {
@@ -296,32 +293,30 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
 		c := EncodeCursor(*page.Next)
 		out.NextCursor = &c
 	}
-	writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, out)
 }
 
 // actionStats answers {"bucket","since","until","buckets":[…],"totals"}:
 // counts of the tenant's actions by current verdict (PASS, FAIL, UNKNOWN,
 // pending) per bucket of requested_at, contract and agent; buckets without
 // actions are left out.
-func (s *Server) actionStats(w http.ResponseWriter, r *http.Request) {
-	l, ok := s.lister(w, r)
-	if !ok {
-		return
+func (s *Server) actionStats(w http.ResponseWriter, r *http.Request) error {
+	l, err := s.lister()
+	if err != nil {
+		return err
 	}
 	q, err := ParseStatsQuery(r.URL.Query(), s.now())
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	rows, err := l.ActionStats(r.Context(), tenantOf(r.Context()).ID, q)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("action stats: %w", err))
-		return
+		return fmt.Errorf("action stats: %w", err)
 	}
 	out := client.ActionStats{Bucket: q.Bucket.String(), Since: q.Since, Until: q.Until, Buckets: make([]client.StatsBucket, 0, len(rows))}
 	for _, row := range rows {
 		out.Buckets = append(out.Buckets, client.StatsBucket{Start: row.Start, Contract: row.Contract, Agent: row.Agent, Counts: row.Counts})
 		out.Totals.Add(row.Counts)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, out)
 }

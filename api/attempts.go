@@ -22,18 +22,16 @@ import (
 // (without a wait the re-read follows the answer). The same key with the
 // same attempt is a replay (Idempotent-Replayed); with another attempt, or
 // for another action, 409.
-func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) {
+func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	id, key := r.PathValue("id"), r.Header.Get("Idempotency-Key")
 	if key == "" || !validKey(key) {
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
-			"Idempotency-Key: an attempt needs one (its own key), at most %d printable characters", maxIdempotencyKey))
-		return
+		return errorf(http.StatusBadRequest, codeInvalidRequest,
+			"Idempotency-Key: an attempt needs one (its own key), at most %d printable characters", maxIdempotencyKey)
 	}
 	wait, err := parseWait(r)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	var in struct {
 		Claim commitlayer.Claim `json:"claim"`
@@ -41,21 +39,18 @@ func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) {
 		At    *string           `json:"at"`
 	}
 	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	// The claim and trace are service.RecordAttempt's to check.
 	a := service.Attempt{Claim: in.Claim, Trace: in.Trace}
 	if in.At != nil {
 		if a.At, err = parseTime(*in.At); err != nil || a.At.Before(minTime) || a.At.After(s.now().Add(s.maxFutureSkew)) {
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "at: an RFC 3339 time between %s and now",
-				minTime.Format("2006-01-02")))
-			return
+			return errorf(http.StatusBadRequest, codeInvalidRequest, "at: an RFC 3339 time between %s and now",
+				minTime.Format("2006-01-02"))
 		}
 	}
 	if !storable(id) {
-		s.writeError(w, r, notFound("action", id))
-		return
+		return notFound("action", id)
 	}
 	rctx, cancel := context.WithTimeout(r.Context(), service.RecordTimeout)
 	rec, created, err := s.actions.RecordAttempt(rctx, t.ID, id, key, a)
@@ -64,21 +59,16 @@ func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 	case isNotFound(err):
-		s.writeError(w, r, notFound("action", id))
-		return
+		return notFound("action", id)
 	case isConflict(err):
-		s.writeError(w, r, errorf(http.StatusConflict, codeIdempotency,
-			"Idempotency-Key %q was used with another attempt or action", commitlayer.Clip(key, 64)))
-		return
+		return errorf(http.StatusConflict, codeIdempotency,
+			"Idempotency-Key %q was used with another attempt or action", commitlayer.Clip(key, 64))
 	case errors.As(err, &ce):
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", ce.Message))
-		return
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", ce.Message)
 	case isInvalid(err):
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "the attempt holds a value the store cannot keep"))
-		return
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "the attempt holds a value the store cannot keep")
 	default:
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if !created {
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -89,8 +79,7 @@ func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) {
 		s.actions.RecheckLater(r.Context(), t.ID, []commitlayer.ActionRecord{rec})
 	} else if v := s.actions.RecheckAfter(r.Context(), t.ID, rec, wait); v != nil {
 		view := viewVerdict(*v)
-		writeJSON(w, http.StatusOK, client.Accepted{ID: rec.ID, VerdictURL: url, Verification: commitlayer.VerificationStarted, Verdict: &view})
-		return
+		return writeJSON(w, http.StatusOK, client.Accepted{ID: rec.ID, VerdictURL: url, Verification: commitlayer.VerificationStarted, Verdict: &view})
 	}
-	writeJSON(w, http.StatusAccepted, client.Accepted{ID: rec.ID, VerdictURL: url, Verification: rec.Verification()})
+	return writeJSON(w, http.StatusAccepted, client.Accepted{ID: rec.ID, VerdictURL: url, Verification: rec.Verification()})
 }

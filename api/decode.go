@@ -211,15 +211,14 @@ const codeUnsupportedMediaType = "unsupported_media_type"
 
 // jsonOnly answers 415 to a body that is labelled as something else than
 // JSON, and passes the rest to next.
-func (s *Server) jsonOnly(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func jsonOnly(next handler) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if ct := r.Header.Get("Content-Type"); ct != "" && !isJSONMediaType(ct) {
 			w.Header().Set("Accept-Post", "application/json")
-			s.writeError(w, r, errorf(http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
-				"Content-Type %q is not JSON; send application/json", commitlayer.Clip(ct, 64)))
-			return
+			return errorf(http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
+				"Content-Type %q is not JSON; send application/json", commitlayer.Clip(ct, 64))
 		}
-		next(w, r)
+		return next(w, r)
 	}
 }
 

@@ -93,8 +93,9 @@ func (s *Server) logError(r *http.Request, msg string, err error) {
 		"tenant", loggedTenant(r.Context()), "method", r.Method, "path", r.URL.Path)
 }
 
-// writeJSON sends v with status.
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON sends v with status. It returns nil, so that a handler can end
+// with it: a write that fails is a client gone, with nothing more to tell.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		// Every value sent is built from types that marshal; this is a bug,
@@ -108,6 +109,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+	return nil
 }
 
 func isNotFound(err error) bool { return errors.Is(err, commitlayer.ErrNotFound) }

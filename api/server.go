@@ -240,7 +240,12 @@ func New(cfg Config) *Server {
 
 	s.handle("GET /healthz", authNone, s.healthz)
 	s.handle("GET /readyz", authNone, s.readyz)
-	switch metrics := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP; cfg.Metrics {
+	prom := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
+	metrics := func(w http.ResponseWriter, r *http.Request) error {
+		prom.ServeHTTP(w, r)
+		return nil
+	}
+	switch cfg.Metrics {
 	case MetricsOpen:
 		s.handle("GET /metrics", authNone, metrics)
 	case MetricsAdmin:
@@ -256,27 +261,27 @@ func New(cfg Config) *Server {
 	s.handle("POST /v1/contracts", authTenant, s.postContract)
 	s.handle("GET /v1/contracts", authTenant, s.listContracts)
 	s.handle("GET /v1/contracts/{id}", authTenant, s.getContract)
-	s.handle("POST /v1/facts", authTenant, s.jsonOnly(s.postFacts))
-	s.handle("POST /v1/connectors", authTenant, s.jsonOnly(s.postConnector))
+	s.handle("POST /v1/facts", authTenant, jsonOnly(s.postFacts))
+	s.handle("POST /v1/connectors", authTenant, jsonOnly(s.postConnector))
 	s.handle("GET /v1/connectors", authTenant, s.listConnectors)
 	s.handle("DELETE /v1/connectors/{id}", authTenant, s.deleteConnector)
 	s.handle("GET /v1/sources", authTenant, s.listSources)
-	s.handle("POST /v1/actions", authTenant, s.jsonOnly(s.postAction))
+	s.handle("POST /v1/actions", authTenant, jsonOnly(s.postAction))
 	s.handle("GET /v1/actions", authTenant, s.listActions)
 	s.handle("GET /v1/actions/stats", authTenant, s.actionStats)
 	s.handle("GET /v1/actions/orphans", authTenant, s.orphans)
 	s.handle("GET /v1/actions/{id}", authTenant, s.getAction)
 	s.handle("POST /v1/actions/{id}/recheck", authTenant, s.recheck)
-	s.handle("POST /v1/actions/{id}/attempts", authTenant, s.jsonOnly(s.postAttempt))
-	s.handle("POST /v1/webhooks", authTenant, s.jsonOnly(s.postWebhook))
+	s.handle("POST /v1/actions/{id}/attempts", authTenant, jsonOnly(s.postAttempt))
+	s.handle("POST /v1/webhooks", authTenant, jsonOnly(s.postWebhook))
 	s.handle("GET /v1/webhooks", authTenant, s.listWebhooks)
 	s.handle("DELETE /v1/webhooks/{id}", authTenant, s.deleteWebhook)
 	s.handle("GET /v1/webhooks/{id}/deliveries", authTenant, s.webhookDeliveries)
 	s.traceRoutes()
-	s.handle("POST /v1/webhooks/{id}/rotate", authTenant, s.jsonOnly(s.rotateWebhook))
+	s.handle("POST /v1/webhooks/{id}/rotate", authTenant, jsonOnly(s.rotateWebhook))
 	s.handle("POST /v1/webhooks/{id}/enable", authTenant, s.enableWebhook)
 
-	s.handle("POST /v1/admin/tenants", authAdmin, s.jsonOnly(s.postTenant))
+	s.handle("POST /v1/admin/tenants", authAdmin, jsonOnly(s.postTenant))
 	s.handle("GET /v1/admin/tenants", authAdmin, s.listTenants)
 	for _, m := range cfg.Mounts {
 		s.mount(m)
@@ -292,19 +297,27 @@ func (s *Server) Handler() http.Handler {
 	return s.requestID(s.recoverer(s.mux))
 }
 
-func (s *Server) handle(pattern string, auth authLevel, h http.HandlerFunc) {
+func (s *Server) handle(pattern string, auth authLevel, h handler) {
 	s.handleWith(pattern, auth, h, s.writeError)
 }
 
-// handleWith is handle with the refusals of a tenant route answered by
-// fail.
-func (s *Server) handleWith(pattern string, auth authLevel, h http.HandlerFunc, fail func(http.ResponseWriter, *http.Request, error)) {
+// handler answers a request. An error it returns (having written nothing)
+// is answered by the route's fail.
+type handler = func(w http.ResponseWriter, r *http.Request) error
+
+// handleWith is handle with errors, the handler's and the refusals of a
+// tenant route, answered by fail.
+func (s *Server) handleWith(pattern string, auth authLevel, h handler, fail func(http.ResponseWriter, *http.Request, error)) {
 	method, path, _ := strings.Cut(pattern, " ")
 	if !slices.ContainsFunc(s.routes, func(rt Route) bool { return rt.Path == path }) {
 		s.paths.Handle(path, http.NotFoundHandler())
 	}
 	s.routes = append(s.routes, Route{Method: method, Path: path, auth: auth})
-	var next http.Handler = h
+	var next http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			fail(w, r, err)
+		}
+	})
 	switch auth {
 	case authTenant:
 		next = s.tenantOnlyWith(next, fail)
@@ -336,13 +349,13 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
 }
 
 // healthz is liveness: the process serves. What it depends on is /readyz's.
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, client.Health{Status: "ok"})
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, http.StatusOK, client.Health{Status: "ok"})
 }
 
 // readyz answers 200 when the database and Temporal both answer within a
 // short timeout, else 503 naming which did not (the detail is logged).
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 	defer cancel()
 	var dbErr error
@@ -372,5 +385,5 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, status, body)
+	return writeJSON(w, status, body)
 }
