@@ -11,6 +11,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/client"
+	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/service"
 )
 
@@ -140,13 +141,10 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("verdict history: %w", err)
 	}
-	views := make([]commitlayer.Verdict, len(history))
-	for i, v := range history {
-		views[i] = viewVerdict(v)
-	}
+	history = views(history, viewVerdict)
 	var current *commitlayer.Verdict
-	if len(views) > 0 {
-		current = &views[len(views)-1]
+	if len(history) > 0 {
+		current = &history[len(history)-1]
 	}
 	// "verification" is where the verification is: started, pending (its
 	// start left to the reconciler) or failed (Temporal refused its start
@@ -157,7 +155,7 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) error {
 		state = commitlayer.VerificationStarted
 	}
 	return writeJSON(w, http.StatusOK, client.ActionDetail{Action: viewAction(rec), Verification: state,
-		VerificationError: rec.VerificationError, Verdict: current, History: views})
+		VerificationError: rec.VerificationError, Verdict: current, History: history})
 }
 
 // action loads the action named in the path: a 404 when the tenant has
@@ -240,11 +238,10 @@ func (s *Server) orphans(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := client.OrphanList{Orphans: []client.Orphan{}, Since: since, Until: now}
-	for _, o := range orphans {
-		out.Orphans = append(out.Orphans, client.Orphan{ContractID: o.Contract, Check: o.Check, Fact: o.Fact})
-	}
-	return writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, client.OrphanList{Since: since, Until: now, Orphans: views(orphans,
+		func(o contracts.Orphan) client.Orphan {
+			return client.Orphan{ContractID: o.Contract, Check: o.Check, Fact: o.Fact}
+		})})
 }
 
 // Bounds of POST /v1/actions?wait=…&timeout=…: the HTTP server's write

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/client"
 )
 
@@ -36,9 +37,7 @@ func (s *Server) listTenants(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list tenants: %w", err)
 	}
-	out := client.TenantList{Tenants: make([]client.Tenant, 0, len(ts))}
-	for _, t := range ts {
-		out.Tenants = append(out.Tenants, client.Tenant{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt})
-	}
-	return writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, client.TenantList{Tenants: views(ts, func(t commitlayer.Tenant) client.Tenant {
+		return client.Tenant{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt}
+	})})
 }

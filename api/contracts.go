@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,14 +12,10 @@ import (
 	"github.com/commitlayer/commitlayer/contracts"
 )
 
-// viewContract is a contract version on the wire, with its source (as
-// posted) only on GET by id.
-func viewContract(rec commitlayer.ContractRecord, withSource bool) client.Contract {
-	v := client.Contract{ID: rec.ID, Version: rec.Version, CreatedAt: rec.CreatedAt}
-	if withSource {
-		v.Source = string(rec.Source)
-	}
-	return v
+// viewContract is a contract version on the wire, without its source
+// (only GET by id shows it).
+func viewContract(rec commitlayer.ContractRecord) client.Contract {
+	return client.Contract{ID: rec.ID, Version: rec.Version, CreatedAt: rec.CreatedAt}
 }
 
 // postContract validates and compiles a YAML or JSON contract and stores
@@ -30,11 +25,7 @@ func (s *Server) postContract(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	src, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
-		var maxErr *http.MaxBytesError
-		if errors.As(err, &maxErr) {
-			return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "body is larger than %d bytes", maxErr.Limit)
-		}
-		return errorf(http.StatusBadRequest, codeInvalidRequest, "could not read the body")
+		return jsonError(err) // 413 past MaxBody
 	}
 	if len(strings.TrimSpace(string(src))) == 0 {
 		return errorf(http.StatusBadRequest, codeInvalidRequest, "body is empty; a YAML or JSON contract is expected")
@@ -57,7 +48,7 @@ func (s *Server) postContract(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusCreated
 	}
 	w.Header().Set("Location", "/v1/contracts/"+rec.ID+"?version="+strconv.Itoa(rec.Version))
-	return writeJSON(w, status, viewContract(rec, false))
+	return writeJSON(w, status, viewContract(rec))
 }
 
 // contractError is the 422 for a contract that does not load, with every
@@ -78,11 +69,7 @@ func (s *Server) listContracts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list contracts: %w", err)
 	}
-	out := client.ContractList{Contracts: make([]client.Contract, 0, len(recs))}
-	for _, rec := range recs {
-		out.Contracts = append(out.Contracts, viewContract(rec, false))
-	}
-	return writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, client.ContractList{Contracts: views(recs, viewContract)})
 }
 
 // getContract returns the latest version, or ?version=N.
@@ -108,5 +95,7 @@ func (s *Server) getContract(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return fmt.Errorf("get contract: %w", err)
 	}
-	return writeJSON(w, http.StatusOK, viewContract(rec, true))
+	v := viewContract(rec)
+	v.Source = string(rec.Source)
+	return writeJSON(w, http.StatusOK, v)
 }

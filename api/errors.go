@@ -112,6 +112,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	return nil
 }
 
+// views maps a store's list to its wire form, [] (never null) when empty.
+func views[T, V any](xs []T, view func(T) V) []V {
+	out := make([]V, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, view(x))
+	}
+	return out
+}
+
 func isNotFound(err error) bool { return errors.Is(err, commitlayer.ErrNotFound) }
 func isConflict(err error) bool { return errors.Is(err, commitlayer.ErrConflict) }
 func isInvalid(err error) bool  { return errors.Is(err, commitlayer.ErrInvalid) }

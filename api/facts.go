@@ -142,11 +142,7 @@ func (s *Server) listConnectors(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list connectors: %w", err)
 	}
-	out := client.ConnectorList{Connectors: make([]client.Connector, 0, len(cs))}
-	for _, c := range cs {
-		out.Connectors = append(out.Connectors, viewConnector(c))
-	}
-	return writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, client.ConnectorList{Connectors: views(cs, viewConnector)})
 }
 
 func (s *Server) listSources(w http.ResponseWriter, r *http.Request) error {
@@ -166,10 +162,7 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list span rejections: %w", err)
 	}
-	out.SpanRejections = make([]client.SpanRejection, 0, len(rejected))
-	for _, x := range rejected {
-		out.SpanRejections = append(out.SpanRejections, client.SpanRejection(x))
-	}
+	out.SpanRejections = views(rejected, func(x commitlayer.SpanRejection) client.SpanRejection { return client.SpanRejection(x) })
 	return writeJSON(w, http.StatusOK, out)
 }
 

@@ -238,52 +238,40 @@ func (s *Server) isAdminKey(key string) bool {
 	return s.adminKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.adminKey)) == 1
 }
 
-// tenantOnlyWith resolves the tenant from its key. A missing or unknown
-// key, and the admin key, are 401, answered by fail (writeError, or a
-// route's own error shape, as OTLP's); too many wrong keys from the
+// authorize checks the key a route's auth level requires and returns r
+// with the tenant of a tenant route. For a tenant route a missing or
+// unknown key, and the admin key, are 401; for an admin route a missing or
+// unknown key is 401 and a tenant's key 403. Too many wrong keys from the
 // client's address are 429 (see authenticate).
-func (s *Server) tenantOnlyWith(next http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, ok := bearer(r)
-		if !ok {
-			fail(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "missing bearer API key"))
-			return
-		}
-		t, admin, err := s.authenticate(w, r, key)
-		switch {
-		case admin:
-			fail(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "the admin key is not a tenant API key"))
-		case isNotFound(err):
-			fail(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "invalid API key"))
-		case err != nil:
-			fail(w, r, err)
-		default:
-			next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), t)))
-		}
-	})
-}
-
-// adminOnly admits the admin key. A tenant's key is 403; a missing or
-// unknown key is 401 (429 past the wrong keys an address may send).
-func (s *Server) adminOnly(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, ok := bearer(r)
-		if !ok {
-			s.writeError(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "missing bearer admin key"))
-			return
-		}
-		_, admin, err := s.authenticate(w, r, key)
-		switch {
-		case admin:
-			next.ServeHTTP(w, r)
-		case err == nil:
-			s.writeError(w, r, errorf(http.StatusForbidden, codeForbidden, "admin routes need the admin key, not a tenant key"))
-		case isNotFound(err):
-			s.writeError(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "invalid admin key"))
-		default:
-			s.writeError(w, r, err)
-		}
-	})
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, auth authLevel) (*http.Request, error) {
+	unauthorized := func(msg string) (*http.Request, error) {
+		return nil, errorf(http.StatusUnauthorized, codeUnauthorized, "%s", msg)
+	}
+	if auth == authNone {
+		return r, nil
+	}
+	who := "API"
+	if auth == authAdmin {
+		who = "admin"
+	}
+	key, ok := bearer(r)
+	if !ok {
+		return unauthorized("missing bearer " + who + " key")
+	}
+	t, admin, err := s.authenticate(w, r, key)
+	switch {
+	case isNotFound(err):
+		return unauthorized("invalid " + who + " key")
+	case err != nil:
+		return nil, err
+	case auth == authAdmin && !admin:
+		return nil, errorf(http.StatusForbidden, codeForbidden, "admin routes need the admin key, not a tenant key")
+	case auth == authTenant && admin:
+		return unauthorized("the admin key is not a tenant API key")
+	case auth == authTenant:
+		return r.WithContext(withTenant(r.Context(), t)), nil
+	}
+	return r, nil
 }
 
 // KeyLimiter counts wrong bearer keys per client address in PostgreSQL,

@@ -313,18 +313,15 @@ func (s *Server) handleWith(pattern string, auth authLevel, h handler, fail func
 		s.paths.Handle(path, http.NotFoundHandler())
 	}
 	s.routes = append(s.routes, Route{Method: method, Path: path, auth: auth})
-	var next http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
+	s.mux.Handle(pattern, s.instrument(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ar, err := s.authorize(w, r, auth)
+		if err == nil {
+			err = h(w, ar)
+		}
+		if err != nil {
 			fail(w, r, err)
 		}
-	})
-	switch auth {
-	case authTenant:
-		next = s.tenantOnlyWith(next, fail)
-	case authAdmin:
-		next = s.adminOnly(next)
-	}
-	s.mux.Handle(pattern, s.instrument(pattern, next))
+	})))
 }
 
 // unmatched answers requests no route took: 405 with Allow when the path

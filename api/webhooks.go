@@ -146,11 +146,9 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list webhooks: %w", err)
 	}
-	out := client.WebhookList{Webhooks: []client.Webhook{}}
-	for _, h := range list {
-		out.Webhooks = append(out.Webhooks, viewWebhook(h, s.now()))
-	}
-	return writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, client.WebhookList{Webhooks: views(list, func(h commitlayer.Webhook) client.Webhook {
+		return viewWebhook(h, s.now())
+	})})
 }
 
 // deleteWebhook deletes a webhook; its deliveries stop.
