@@ -162,7 +162,9 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list span rejections: %w", err)
 	}
-	out.SpanRejections = views(rejected, func(x commitlayer.SpanRejection) client.SpanRejection { return client.SpanRejection(x) })
+	out.SpanRejections = views(rejected, func(x commitlayer.SpanRejection) client.SpanRejection {
+		return client.SpanRejection(x)
+	})
 	return writeJSON(w, http.StatusOK, out)
 }
 

@@ -146,8 +146,9 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list webhooks: %w", err)
 	}
+	now := s.now()
 	return writeJSON(w, http.StatusOK, client.WebhookList{Webhooks: views(list, func(h commitlayer.Webhook) client.Webhook {
-		return viewWebhook(h, s.now())
+		return viewWebhook(h, now)
 	})})
 }
 
