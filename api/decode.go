@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -68,9 +69,9 @@ func jsonError(err error) *apiError {
 		}
 		return bad(codeInvalidRequest, "%sunknown field %q", where, commitlayer.Clip(sem.JSONPointer.LastToken(), 64))
 	case errors.As(err, &sem) && sem.JSONKind != 0 && sem.JSONPointer == "":
-		return bad(codeInvalidRequest, "body must be a JSON object, not %s", kindName(sem.JSONKind))
+		return bad(codeInvalidRequest, "body must be a JSON object, not %s", cmp.Or(kindNames[sem.JSONKind], "null"))
 	case errors.As(err, &sem) && sem.JSONKind != 0:
-		return bad(codeInvalidRequest, "%s: expected %s, got %s", fieldOf(sem.JSONPointer, "body"), typeName(sem.GoType), kindName(sem.JSONKind))
+		return bad(codeInvalidRequest, "%s: expected %s, got %s", fieldOf(sem.JSONPointer, "body"), typeName(sem.GoType), cmp.Or(kindNames[sem.JSONKind], "null"))
 	case errors.As(err, &sem) && sem.Err != nil:
 		// A value's own rule (attrs: an object, numbers kept exactly).
 		return bad(codeInvalidRequest, "%s: %s", fieldOf(sem.JSONPointer, "body"), sem.Err)
@@ -98,22 +99,9 @@ func fieldOf(p jsontext.Pointer, root string) string {
 	return commitlayer.Clip(b.String(), 128)
 }
 
-// kindName names a JSON kind ("a string").
-func kindName(k jsontext.Kind) string {
-	switch k {
-	case '"':
-		return "a string"
-	case '0':
-		return "a number"
-	case 't', 'f':
-		return "a boolean"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	}
-	return "null"
-}
+// kindNames name the JSON kinds ("a string"); null is the rest.
+var kindNames = map[jsontext.Kind]string{'"': "a string", '0': "a number", 't': "a boolean", 'f': "a boolean",
+	'{': "an object", '[': "an array"}
 
 // typeName names a Go type the way an API user thinks of it.
 func typeName(t reflect.Type) string {
@@ -155,14 +143,11 @@ func storable(s string) bool {
 	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
-// noNUL rejects text PostgreSQL cannot hold: a NUL character, or bytes
-// that are not UTF-8 (a protobuf string may hold either).
+// noNUL refuses a NUL character, which PostgreSQL text cannot hold (a
+// decoded JSON string is valid UTF-8 already).
 func noNUL(field, s string) error {
 	if strings.IndexByte(s, 0) >= 0 {
 		return fmt.Errorf("%s: contains a NUL character", field)
-	}
-	if !utf8.ValidString(s) {
-		return fmt.Errorf("%s: is not UTF-8 text", field)
 	}
 	return nil
 }
@@ -189,13 +174,6 @@ func nulAt(v any) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
 }
 
 // JSON request bodies (facts, actions, connectors, admin tenants and
