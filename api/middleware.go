@@ -88,30 +88,7 @@ func validRequestID(id string) bool {
 	})
 }
 
-// recoverer turns a panic into a logged 500 (when nothing was written yet).
-func (s *Server) recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
-		defer func() {
-			p := recover()
-			if p == nil {
-				return
-			}
-			if p == http.ErrAbortHandler { //nolint:errorlint // the sentinel is compared, as net/http does
-				panic(p)
-			}
-			s.log.ErrorContext(r.Context(), "panic in handler", "panic", fmt.Sprint(p),
-				"request_id", requestIDOf(r.Context()), "method", r.Method, "path", r.URL.Path,
-				"stack", string(debug.Stack()))
-			if !rec.wrote {
-				s.writeError(rec, r, errorf(http.StatusInternalServerError, codeInternal, "internal error"))
-			}
-		}()
-		next.ServeHTTP(rec, r)
-	})
-}
-
-// statusRecorder remembers the status written.
+// statusRecorder remembers the status written (200 until one is).
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
@@ -126,9 +103,7 @@ func (w *statusRecorder) WriteHeader(code int) {
 }
 
 func (w *statusRecorder) Write(b []byte) (int, error) {
-	if !w.wrote {
-		w.status, w.wrote = http.StatusOK, true
-	}
+	w.wrote = true
 	return w.ResponseWriter.Write(b)
 }
 
@@ -179,23 +154,25 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	return c
 }
 
-// instrument counts and times requests under their route pattern and logs
-// one line per request.
+// instrument counts and times requests under their route pattern, logs
+// one line per request, and turns a panic into a logged 500 (written when
+// nothing was yet).
 func (s *Server) instrument(route string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec, ok := w.(*statusRecorder)
-		if !ok {
-			rec = &statusRecorder{ResponseWriter: w}
-		}
-		panicked := true
+		start, rec := time.Now(), &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
+			p := recover()
+			if p != nil && p != http.ErrAbortHandler { //nolint:errorlint // the sentinel is compared, as net/http does
+				s.log.ErrorContext(r.Context(), "panic in handler", "panic", fmt.Sprint(p),
+					"request_id", requestIDOf(r.Context()), "method", r.Method, "path", r.URL.Path,
+					"stack", string(debug.Stack()))
+				if !rec.wrote {
+					s.writeError(rec, r, errorf(http.StatusInternalServerError, codeInternal, "internal error"))
+				}
+			}
 			status := rec.status
-			switch {
-			case panicked: // the panic goes on to the recoverer, which answers 500
+			if p != nil {
 				status = http.StatusInternalServerError
-			case !rec.wrote:
-				status = http.StatusOK
 			}
 			elapsed := time.Since(start)
 			code := strconv.Itoa(status)
@@ -208,9 +185,11 @@ func (s *Server) instrument(route string, next http.Handler) http.Handler {
 			s.log.Log(r.Context(), level, "http request", "request_id", requestIDOf(r.Context()),
 				"method", r.Method, "route", route, "path", r.URL.Path, "status", status,
 				"duration_ms", float64(elapsed.Microseconds())/1000, "tenant", loggedTenant(r.Context()))
+			if p == http.ErrAbortHandler { //nolint:errorlint // as above
+				panic(p)
+			}
 		}()
 		next.ServeHTTP(rec, r)
-		panicked = false
 	})
 }
 

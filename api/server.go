@@ -291,10 +291,10 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Handler returns the API's handler: request ids, panic recovery, metrics,
-// auth and the routes.
+// Handler returns the API's handler: request ids, then per route panic
+// recovery, metrics, auth and the handler.
 func (s *Server) Handler() http.Handler {
-	return s.requestID(s.recoverer(s.mux))
+	return s.requestID(s.mux)
 }
 
 func (s *Server) handle(pattern string, auth authLevel, h handler) {

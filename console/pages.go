@@ -14,6 +14,7 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/contracts"
 )
 
 // ---- login ----
@@ -121,11 +122,6 @@ type groupRow struct {
 	Counts          commitlayer.StatusCounts
 }
 
-type orphanRow struct {
-	Contract, Check string
-	Fact            commitlayer.Fact
-}
-
 type overviewData struct {
 	Window    string
 	Windows   []window
@@ -139,7 +135,7 @@ type overviewData struct {
 	Fails     []actionRow
 	Open      []actionRow
 	Pending   []actionRow
-	Orphans   []orphanRow
+	Orphans   []contracts.Orphan
 	OrphanErr []string
 	Sources   []commitlayer.SourceCoverage
 }
@@ -216,13 +212,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, se *session) 
 // orphans lists the orphan effects of every contract over the last week
 // (at most 20 shown); a contract that cannot be scanned is named, the
 // page still renders.
-func (c *Console) orphans(ctx context.Context, tid string, now time.Time) ([]orphanRow, []string) {
+func (c *Console) orphans(ctx context.Context, tid string, now time.Time) ([]contracts.Orphan, []string) {
 	recs, err := c.cfg.Store.ListContracts(ctx, tid)
 	if err != nil {
 		c.log.WarnContext(ctx, "console: orphans: list contracts", "err", err)
 		return nil, []string{"contracts could not be listed"}
 	}
-	var out []orphanRow
+	var out []contracts.Orphan
 	var problems []string
 	for i, rec := range recs {
 		if i >= 50 || len(out) >= 20 {
@@ -234,11 +230,7 @@ func (c *Console) orphans(ctx context.Context, tid string, now time.Time) ([]orp
 			problems = append(problems, rec.ID)
 			continue
 		}
-		for _, o := range os {
-			if len(out) < 20 {
-				out = append(out, orphanRow{Contract: o.Contract, Check: o.Check, Fact: o.Fact})
-			}
-		}
+		out = append(out, os[:min(len(os), 20-len(out))]...)
 	}
 	return out, problems
 }
