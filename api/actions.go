@@ -11,11 +11,19 @@ import (
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/client"
+	"github.com/commitlayer/commitlayer/contracts"
 	"github.com/commitlayer/commitlayer/service"
 )
 
 // maxIdempotencyKey bounds an Idempotency-Key header.
 const maxIdempotencyKey = 255
+
+// validKey reports whether an Idempotency-Key (empty: none) is at most
+// maxIdempotencyKey printable characters the store can keep.
+func validKey(key string) bool {
+	return len(key) <= maxIdempotencyKey && storable(key) &&
+		!strings.ContainsFunc(key, func(c rune) bool { return c < 0x20 || c == 0x7f })
+}
 
 // orphanWindow is how far back GET /v1/actions/orphans looks by default,
 // and maxOrphanLookback how far back its since may reach: the scan is
@@ -32,50 +40,41 @@ const (
 // timeout passes first. The same Idempotency-Key (or the same client-given
 // id) with the same body answers the same action and starts nothing new;
 // with another body it is 409.
-func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
+func (s *Server) postAction(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	key := r.Header.Get("Idempotency-Key")
-	if len(key) > maxIdempotencyKey || !storable(key) ||
-		strings.IndexFunc(key, func(c rune) bool { return c < 0x20 || c == 0x7f }) >= 0 {
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
-			"Idempotency-Key: must be at most %d printable characters", maxIdempotencyKey))
-		return
+	if !validKey(key) {
+		return errorf(http.StatusBadRequest, codeInvalidRequest,
+			"Idempotency-Key: must be at most %d printable characters", maxIdempotencyKey)
 	}
 	wait, err := parseWait(r)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	req, err := decodeAction(http.MaxBytesReader(w, r.Body, MaxBody),
-		s.bound())
+	req, err := decodeAction(http.MaxBytesReader(w, r.Body, MaxBody), s.bound())
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	sub, err := s.actions.Submit(r.Context(), t.ID, req.Action, key, req.Hash, wait)
 	if err != nil {
 		var fe *commitlayer.FieldError
-		var ae *apiError
-		var ce *commitlayer.Error
-		var stale *service.StaleContractError
 		switch {
-		case errors.As(err, &ae), errors.As(err, &ce), errors.As(err, &stale):
-			s.writeError(w, r, err)
+		case clientError(err) != nil:
+			return err
 		case isConflict(err) && key != "":
-			s.writeError(w, r, errorf(http.StatusConflict, codeIdempotency,
-				"Idempotency-Key %q was used with another request", truncate(key, 64)))
+			return errorf(http.StatusConflict, codeIdempotency,
+				"Idempotency-Key %q was used with another request", commitlayer.Clip(key, 64))
 		case isConflict(err):
-			s.writeError(w, r, errorf(http.StatusConflict, codeIdempotency,
-				"action %q exists with another request", truncate(req.Action.ID, 128)))
+			return errorf(http.StatusConflict, codeIdempotency,
+				"action %q exists with another request", commitlayer.Clip(req.Action.ID, 128))
 		case isInvalid(err) && errors.As(err, &fe):
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", fe.Error()))
+			return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", fe.Error())
 		case isInvalid(err):
 			s.logError(r, "create action: invalid", err)
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "the action holds a value the store cannot keep"))
+			return errorf(http.StatusBadRequest, codeInvalidRequest, "the action holds a value the store cannot keep")
 		default:
-			s.writeError(w, r, err)
+			return err
 		}
-		return
 	}
 	if sub.Created {
 		s.metrics.actions.WithLabelValues("created").Inc()
@@ -87,10 +86,9 @@ func (s *Server) postAction(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Location", url)
 	if sub.Verdict != nil {
 		v := viewVerdict(*sub.Verdict)
-		writeJSON(w, http.StatusOK, client.Accepted{ID: sub.Action.ID, VerdictURL: url, Verification: sub.Verification, Verdict: &v})
-		return
+		return writeJSON(w, http.StatusOK, client.Accepted{ID: sub.Action.ID, VerdictURL: url, Verification: sub.Verification, Verdict: &v})
 	}
-	writeJSON(w, http.StatusAccepted, client.Accepted{ID: sub.Action.ID, VerdictURL: url, Verification: sub.Verification,
+	return writeJSON(w, http.StatusAccepted, client.Accepted{ID: sub.Action.ID, VerdictURL: url, Verification: sub.Verification,
 		VerificationError: sub.Refused})
 }
 
@@ -104,18 +102,15 @@ func viewAction(rec commitlayer.ActionRecord) client.StoredAction {
 
 // viewVerdict returns v with empty lists as [] rather than null.
 func viewVerdict(v commitlayer.Verdict) commitlayer.Verdict {
-	if v.Findings == nil {
-		v.Findings = []commitlayer.Finding{}
-	}
-	fs := make([]commitlayer.Finding, len(v.Findings))
-	for i, f := range v.Findings {
+	fs := make([]commitlayer.Finding, 0, len(v.Findings))
+	for _, f := range v.Findings {
 		if f.Facts == nil {
 			f.Facts = []string{}
 		}
 		if f.Hint == "" { // stored before findings carried one
 			f.Hint = commitlayer.Hint(f.Code)
 		}
-		fs[i] = f
+		fs = append(fs, f)
 	}
 	v.Findings = fs
 	if v.UnavailableSources == nil {
@@ -127,34 +122,29 @@ func viewVerdict(v commitlayer.Verdict) commitlayer.Verdict {
 // getAction answers {"action","verdict","history"}; verdict is null until
 // the first one is stored. With ?wait=provisional|final (and timeout) it
 // answers once the verdict is at that stage or the timeout passed.
-func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getAction(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	wait, err := parseWait(r)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	rec, ok := s.action(w, r)
-	if !ok {
-		return
+	rec, err := s.action(r)
+	if err != nil {
+		return err
 	}
 	if wait.On {
 		// Hold the answer until the verdict is at the stage or the
 		// timeout passes; either way the stored state answers.
 		s.actions.WaitFor(r.Context(), t.ID, rec, wait)
 	}
-	history, err := s.actionDB.VerdictHistory(r.Context(), t.ID, rec.ID)
+	history, err := s.store.VerdictHistory(r.Context(), t.ID, rec.ID)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("verdict history: %w", err))
-		return
+		return fmt.Errorf("verdict history: %w", err)
 	}
-	views := make([]commitlayer.Verdict, len(history))
-	for i, v := range history {
-		views[i] = viewVerdict(v)
-	}
+	history = views(history, viewVerdict)
 	var current *commitlayer.Verdict
-	if len(views) > 0 {
-		current = &views[len(views)-1]
+	if len(history) > 0 {
+		current = &history[len(history)-1]
 	}
 	// "verification" is where the verification is: started, pending (its
 	// start left to the reconciler) or failed (Temporal refused its start
@@ -164,104 +154,94 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 	if current != nil && state == commitlayer.VerificationPending {
 		state = commitlayer.VerificationStarted
 	}
-	writeJSON(w, http.StatusOK, client.ActionDetail{Action: viewAction(rec), Verification: state,
-		VerificationError: rec.VerificationError, Verdict: current, History: views})
+	return writeJSON(w, http.StatusOK, client.ActionDetail{Action: viewAction(rec), Verification: state,
+		VerificationError: rec.VerificationError, Verdict: current, History: history})
 }
 
-// action loads the action named in the path, answering 404 when the tenant
-// has none by that id.
-func (s *Server) action(w http.ResponseWriter, r *http.Request) (commitlayer.ActionRecord, bool) {
+// action loads the action named in the path: a 404 when the tenant has
+// none by that id.
+func (s *Server) action(r *http.Request) (commitlayer.ActionRecord, error) {
 	id := r.PathValue("id")
 	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no action %q", truncate(id, 128)))
-		return commitlayer.ActionRecord{}, false
+		return commitlayer.ActionRecord{}, notFound("action", id)
 	}
-	rec, err := s.actionDB.GetAction(r.Context(), tenantOf(r.Context()).ID, id)
+	rec, err := s.store.GetAction(r.Context(), tenantOf(r.Context()).ID, id)
 	switch {
 	case isNotFound(err):
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no action %q", truncate(id, 128)))
-		return rec, false
+		return rec, notFound("action", id)
 	case err != nil:
-		s.writeError(w, r, fmt.Errorf("get action: %w", err))
-		return rec, false
+		return rec, fmt.Errorf("get action: %w", err)
 	}
-	return rec, true
+	return rec, nil
 }
 
 // recheck forces a re-verification and answers {"verdict"}: 409 when the
 // verification never started or its watch is over, 503 with Retry-After
 // when Temporal cannot run it now.
-func (s *Server) recheck(w http.ResponseWriter, r *http.Request) {
+func (s *Server) recheck(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
-	rec, ok := s.action(w, r)
-	if !ok {
-		return
+	rec, err := s.action(r)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), recheckTimeout)
 	defer cancel()
 	v, err := s.actions.Recheck(ctx, t.ID, rec)
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, client.RecheckResult{Verdict: viewVerdict(v)})
+		return writeJSON(w, http.StatusOK, client.RecheckResult{Verdict: viewVerdict(v)})
 	case errors.Is(err, service.ErrNotStarted):
-		s.writeError(w, r, errorf(http.StatusConflict, codeVerificationEnded,
-			"the verification of action %s was never started: %s", rec.ID, rec.VerificationError))
+		return errorf(http.StatusConflict, codeVerificationEnded,
+			"the verification of action %s was never started: %s", rec.ID, rec.VerificationError)
 	case s.now().After(rec.WatchUntil):
-		s.writeError(w, r, errorf(http.StatusConflict, codeVerificationEnded,
-			"the verification of action %s ended at %s; its last verdict stands", rec.ID, rec.WatchUntil.UTC().Format(time.RFC3339)))
+		return errorf(http.StatusConflict, codeVerificationEnded,
+			"the verification of action %s ended at %s; its last verdict stands", rec.ID, rec.WatchUntil.UTC().Format(time.RFC3339))
 	default:
 		s.logError(r, "recheck", err)
 		w.Header().Set("Retry-After", "5")
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
-			"the verification of action %s could not be re-run now; retry later", rec.ID))
+		return errorf(http.StatusServiceUnavailable, codeUnavailable,
+			"the verification of action %s could not be re-run now; retry later", rec.ID)
 	}
 }
 
 // orphans lists effects of the kinds a contract expects or forbids on
 // subjects with no recorded action of it in the window: from since (default
 // 7 days ago; at most 366 days ago, and not after now) until now.
-func (s *Server) orphans(w http.ResponseWriter, r *http.Request) {
+func (s *Server) orphans(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	q := r.URL.Query()
 	id := q.Get("contract_id")
 	if id == "" {
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "contract_id: is required"))
-		return
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "contract_id: is required")
 	}
 	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "contract_id: must be UTF-8 text without NUL"))
-		return
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "contract_id: must be UTF-8 text without NUL")
 	}
 	now := s.now().UTC()
 	since := now.Add(-orphanWindow)
 	if v := q.Get("since"); v != "" {
 		ts, err := parseTime(v)
 		if err != nil {
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "since: %s", err.Error()))
-			return
+			return errorf(http.StatusBadRequest, codeInvalidRequest, "since: %s", err.Error())
 		}
 		switch earliest := now.Add(-maxOrphanLookback); {
 		case ts.Before(earliest):
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
-				"since: must be at most %d days before now (%s or later)", maxOrphanLookback/(24*time.Hour), earliest.Format(time.RFC3339)))
-			return
+			return errorf(http.StatusBadRequest, codeInvalidRequest,
+				"since: must be at most %d days before now (%s or later)", maxOrphanLookback/(24*time.Hour), earliest.Format(time.RFC3339))
 		case ts.After(now):
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
-				"since: must not be after now (%s)", now.Format(time.RFC3339)))
-			return
+			return errorf(http.StatusBadRequest, codeInvalidRequest,
+				"since: must not be after now (%s)", now.Format(time.RFC3339))
 		}
 		since = ts
 	}
 	orphans, err := s.actions.Orphans(r.Context(), t.ID, id, since, now)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	out := client.OrphanList{Orphans: []client.Orphan{}, Since: since, Until: now}
-	for _, o := range orphans {
-		out.Orphans = append(out.Orphans, client.Orphan{ContractID: o.Contract, Check: o.Check, Fact: o.Fact})
-	}
-	writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, client.OrphanList{Since: since, Until: now, Orphans: views(orphans,
+		func(o contracts.Orphan) client.Orphan {
+			return client.Orphan{ContractID: o.Contract, Check: o.Check, Fact: o.Fact}
+		})})
 }
 
 // Bounds of POST /v1/actions?wait=…&timeout=…: the HTTP server's write
@@ -285,7 +265,7 @@ func parseWait(r *http.Request) (service.Wait, error) {
 	case "provisional", "final":
 		p.On, p.Final = true, w == "final"
 	default:
-		return p, errorf(http.StatusBadRequest, codeInvalidRequest, "wait: must be provisional or final, not %q", truncate(w, 32))
+		return p, errorf(http.StatusBadRequest, codeInvalidRequest, "wait: must be provisional or final, not %q", commitlayer.Clip(w, 32))
 	}
 	p.Timeout = defaultWaitTimeout
 	if v := q.Get("timeout"); v != "" {
@@ -293,7 +273,7 @@ func parseWait(r *http.Request) (service.Wait, error) {
 		if err != nil {
 			n, nerr := strconv.ParseFloat(v, 64)
 			if nerr != nil {
-				return p, errorf(http.StatusBadRequest, codeInvalidRequest, "timeout: must be seconds (15) or a duration (15s), not %q", truncate(v, 32))
+				return p, errorf(http.StatusBadRequest, codeInvalidRequest, "timeout: must be seconds (15) or a duration (15s), not %q", commitlayer.Clip(v, 32))
 			}
 			d = time.Duration(n * float64(time.Second))
 		}

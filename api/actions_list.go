@@ -69,7 +69,7 @@ func ParseActionFilter(q url.Values) (commitlayer.ActionFilter, error) {
 	case "PENDING":
 		f.Status = commitlayer.VerdictPending
 	default:
-		return f, filterErr("status", "must be PASS, FAIL, UNKNOWN or pending, got %q", truncate(v, 32))
+		return f, filterErr("status", "must be PASS, FAIL, UNKNOWN or pending, got %q", commitlayer.Clip(v, 32))
 	}
 	switch v := q.Get("provisional"); v {
 	case "":
@@ -77,17 +77,10 @@ func ParseActionFilter(q url.Values) (commitlayer.ActionFilter, error) {
 		b := v == "true"
 		f.Provisional = &b
 	default:
-		return f, filterErr("provisional", "must be true or false, got %q", truncate(v, 32))
+		return f, filterErr("provisional", "must be true or false, got %q", commitlayer.Clip(v, 32))
 	}
-	for _, p := range []struct {
-		name string
-		dst  *string
-	}{{"contract", &f.Contract}, {"agent", &f.Agent}} {
-		v := q.Get(p.name)
-		if len(v) > maxFilterValue || !storable(v) {
-			return f, filterErr(p.name, "must be UTF-8 text of at most %d bytes", maxFilterValue)
-		}
-		*p.dst = v
+	if err := textParams(q, &f.Contract, &f.Agent); err != nil {
+		return f, err
 	}
 	if v := q.Get("subject"); v != "" {
 		s, err := commitlayer.ParseSubject(v)
@@ -110,7 +103,7 @@ func ParseActionFilter(q url.Values) (commitlayer.ActionFilter, error) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxListLimit {
-			return f, filterErr("limit", "must be an integer from 1 to %d, got %q", MaxListLimit, truncate(v, 32))
+			return f, filterErr("limit", "must be an integer from 1 to %d, got %q", MaxListLimit, commitlayer.Clip(v, 32))
 		}
 		f.Limit = n
 	}
@@ -162,7 +155,7 @@ func parseWindow(q url.Values) (window, error) {
 func onlyParams(q url.Values, known []string) error {
 	for k := range q {
 		if !slices.Contains(known, k) {
-			return filterErr(truncate(k, 64), "is not a parameter here; use %s", strings.Join(known, ", "))
+			return filterErr(commitlayer.Clip(k, 64), "is not a parameter here; use %s", strings.Join(known, ", "))
 		}
 	}
 	for _, k := range known {
@@ -216,7 +209,7 @@ func ParseStatsQuery(q url.Values, now time.Time) (commitlayer.StatsQuery, error
 	if v := q.Get("bucket"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < MinStatsBucket {
-			return sq, filterErr("bucket", "must be a duration of at least %s (e.g. 1h, 15m), got %q", MinStatsBucket, truncate(v, 32))
+			return sq, filterErr("bucket", "must be a duration of at least %s (e.g. 1h, 15m), got %q", MinStatsBucket, commitlayer.Clip(v, 32))
 		}
 		sq.Bucket = d
 	}
@@ -242,55 +235,45 @@ func ParseStatsQuery(q url.Values, now time.Time) (commitlayer.StatsQuery, error
 	if n := (sq.Until.UnixMicro() - sq.Since.UnixMicro()) / sq.Bucket.Microseconds(); n >= MaxStatsBuckets {
 		return sq, filterErr("bucket", "cuts the window into %d buckets; at most %d (use a longer bucket or a shorter window)", n+1, MaxStatsBuckets)
 	}
-	for _, p := range []struct {
-		name string
-		dst  *string
-	}{{"contract", &sq.Contract}, {"agent", &sq.Agent}} {
-		v := q.Get(p.name)
-		if len(v) > maxFilterValue || !storable(v) {
-			return sq, filterErr(p.name, "must be UTF-8 text of at most %d bytes", maxFilterValue)
+	return sq, textParams(q, &sq.Contract, &sq.Agent)
+}
+
+// textParams reads the contract and agent filters.
+func textParams(q url.Values, contract, agent *string) error {
+	*contract, *agent = q.Get("contract"), q.Get("agent")
+	for _, name := range []string{"contract", "agent"} {
+		if v := q.Get(name); len(v) > maxFilterValue || !storable(v) {
+			return filterErr(name, "must be UTF-8 text of at most %d bytes", maxFilterValue)
 		}
-		*p.dst = v
 	}
-	return sq, nil
+	return nil
 }
 
-func (s *Server) lister(w http.ResponseWriter, r *http.Request) (ActionLister, bool) {
-	l, ok := s.actionDB.(ActionLister)
-	if !ok {
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "listing actions is not enabled on this server"))
+func (s *Server) lister() (ActionLister, error) {
+	if l, ok := s.store.(ActionLister); ok {
+		return l, nil
 	}
-	return l, ok
-}
-
-func (s *Server) filterError(w http.ResponseWriter, r *http.Request, err error) {
-	if fe, ok := err.(*FilterError); ok {
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", fe.Error()))
-		return
-	}
-	s.writeError(w, r, err)
+	return nil, errorf(http.StatusServiceUnavailable, codeUnavailable, "listing actions is not enabled on this server")
 }
 
 // listActions answers {"actions":[…],"next_cursor"}: the tenant's actions,
 // newest first, each with its current verdict (null while pending),
 // filtered by the query; next_cursor (null on the last page) continues it.
-func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
-	l, ok := s.lister(w, r)
-	if !ok {
-		return
+func (s *Server) listActions(w http.ResponseWriter, r *http.Request) error {
+	l, err := s.lister()
+	if err != nil {
+		return err
 	}
 	f, err := ParseActionFilter(r.URL.Query())
 	if err != nil {
-		s.filterError(w, r, err)
-		return
+		return err
 	}
 	if f.Limit == 0 {
 		f.Limit = DefaultListLimit
 	}
 	page, err := l.ListActions(r.Context(), tenantOf(r.Context()).ID, f)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("list actions: %w", err))
-		return
+		return fmt.Errorf("list actions: %w", err)
 	}
 	out := client.ActionList{Actions: make([]client.ListedAction, 0, len(page.Actions))}
 	for _, it := range page.Actions {
@@ -310,32 +293,30 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
 		c := EncodeCursor(*page.Next)
 		out.NextCursor = &c
 	}
-	writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, out)
 }
 
 // actionStats answers {"bucket","since","until","buckets":[…],"totals"}:
 // counts of the tenant's actions by current verdict (PASS, FAIL, UNKNOWN,
 // pending) per bucket of requested_at, contract and agent; buckets without
 // actions are left out.
-func (s *Server) actionStats(w http.ResponseWriter, r *http.Request) {
-	l, ok := s.lister(w, r)
-	if !ok {
-		return
+func (s *Server) actionStats(w http.ResponseWriter, r *http.Request) error {
+	l, err := s.lister()
+	if err != nil {
+		return err
 	}
 	q, err := ParseStatsQuery(r.URL.Query(), s.now())
 	if err != nil {
-		s.filterError(w, r, err)
-		return
+		return err
 	}
 	rows, err := l.ActionStats(r.Context(), tenantOf(r.Context()).ID, q)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("action stats: %w", err))
-		return
+		return fmt.Errorf("action stats: %w", err)
 	}
 	out := client.ActionStats{Bucket: q.Bucket.String(), Since: q.Since, Until: q.Until, Buckets: make([]client.StatsBucket, 0, len(rows))}
 	for _, row := range rows {
 		out.Buckets = append(out.Buckets, client.StatsBucket{Start: row.Start, Contract: row.Contract, Agent: row.Agent, Counts: row.Counts})
 		out.Totals.Add(row.Counts)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, out)
 }

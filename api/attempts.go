@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
-	"strings"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/client"
@@ -17,56 +15,42 @@ import (
 // retry): POST /v1/actions/{id}/attempts, Idempotency-Key the attempt's
 // own key, body {"claim":{"status","message"},"trace":{…},"at"?}. The
 // action's claim becomes the attempt's and the attempt joins its trace;
-// then the verification re-reads (service.Actions.RecheckAfter), so its next verdict
-// covers the attempt. 202 {"id","verdict_url","verification"}; with
-// ?wait=provisional|final, 200 with the verdict of a pass that began after
-// the attempt was stored, or 202 when none came within the wait (without a
-// wait the re-read follows the answer). The same
-// key with the same attempt is a replay (Idempotent-Replayed); with another
-// attempt, or for another action, 409.
-func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) {
+// then the verification re-reads (service.Actions.RecheckAfter), so its
+// next verdict covers the attempt. 202 {"id","verdict_url","verification"};
+// with ?wait=provisional|final, 200 with the verdict of a pass that began
+// after the attempt was stored, or 202 when none came within the wait
+// (without a wait the re-read follows the answer). The same key with the
+// same attempt is a replay (Idempotent-Replayed); with another attempt, or
+// for another action, 409.
+func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	id, key := r.PathValue("id"), r.Header.Get("Idempotency-Key")
-	if key == "" || len(key) > maxIdempotencyKey || !storable(key) ||
-		strings.IndexFunc(key, func(c rune) bool { return c < 0x20 || c == 0x7f }) >= 0 {
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
-			"Idempotency-Key: an attempt needs one (its own key), at most %d printable characters", maxIdempotencyKey))
-		return
+	if key == "" || !validKey(key) {
+		return errorf(http.StatusBadRequest, codeInvalidRequest,
+			"Idempotency-Key: an attempt needs one (its own key), at most %d printable characters", maxIdempotencyKey)
 	}
 	wait, err := parseWait(r)
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	var in struct {
-		Claim *claimIn        `json:"claim"`
-		Trace json.RawMessage `json:"trace"`
-		At    *string         `json:"at"`
+		Claim commitlayer.Claim `json:"claim"`
+		Trace json.RawMessage   `json:"trace"`
+		At    *string           `json:"at"`
 	}
 	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	var a service.Attempt
-	switch {
-	case in.Claim == nil || !slices.Contains(commitlayer.ClaimStatuses, in.Claim.Status):
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "claim.status: must be one of %s",
-			strings.Join(commitlayer.ClaimStatuses, ", ")))
-		return
-	case noNUL("claim.message", in.Claim.Message) != nil:
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "claim.message: contains a NUL character"))
-		return
-	case in.At != nil:
+	// The claim and trace are service.RecordAttempt's to check.
+	a := service.Attempt{Claim: in.Claim, Trace: in.Trace}
+	if in.At != nil {
 		if a.At, err = parseTime(*in.At); err != nil || a.At.Before(minTime) || a.At.After(s.now().Add(s.maxFutureSkew)) {
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "at: an RFC 3339 time between %s and now",
-				minTime.Format("2006-01-02")))
-			return
+			return errorf(http.StatusBadRequest, codeInvalidRequest, "at: an RFC 3339 time between %s and now",
+				minTime.Format("2006-01-02"))
 		}
 	}
-	a.Claim, a.Trace = commitlayer.Claim(*in.Claim), in.Trace
 	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no action %q", truncate(id, 128)))
-		return
+		return notFound("action", id)
 	}
 	rctx, cancel := context.WithTimeout(r.Context(), service.RecordTimeout)
 	rec, created, err := s.actions.RecordAttempt(rctx, t.ID, id, key, a)
@@ -75,21 +59,16 @@ func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err == nil:
 	case isNotFound(err):
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no action %q", truncate(id, 128)))
-		return
+		return notFound("action", id)
 	case isConflict(err):
-		s.writeError(w, r, errorf(http.StatusConflict, codeIdempotency,
-			"Idempotency-Key %q was used with another attempt or action", truncate(key, 64)))
-		return
+		return errorf(http.StatusConflict, codeIdempotency,
+			"Idempotency-Key %q was used with another attempt or action", commitlayer.Clip(key, 64))
 	case errors.As(err, &ce):
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", ce.Message))
-		return
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", ce.Message)
 	case isInvalid(err):
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "the attempt holds a value the store cannot keep"))
-		return
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "the attempt holds a value the store cannot keep")
 	default:
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	if !created {
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -100,8 +79,7 @@ func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) {
 		s.actions.RecheckLater(r.Context(), t.ID, []commitlayer.ActionRecord{rec})
 	} else if v := s.actions.RecheckAfter(r.Context(), t.ID, rec, wait); v != nil {
 		view := viewVerdict(*v)
-		writeJSON(w, http.StatusOK, client.Accepted{ID: rec.ID, VerdictURL: url, Verification: commitlayer.VerificationStarted, Verdict: &view})
-		return
+		return writeJSON(w, http.StatusOK, client.Accepted{ID: rec.ID, VerdictURL: url, Verification: commitlayer.VerificationStarted, Verdict: &view})
 	}
-	writeJSON(w, http.StatusAccepted, client.Accepted{ID: rec.ID, VerdictURL: url, Verification: rec.Verification()})
+	return writeJSON(w, http.StatusAccepted, client.Accepted{ID: rec.ID, VerdictURL: url, Verification: rec.Verification()})
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,49 +12,35 @@ import (
 	"github.com/commitlayer/commitlayer/contracts"
 )
 
-// viewContract is a contract version on the wire, with its source (as
-// posted) only on GET by id.
-func viewContract(rec commitlayer.ContractRecord, withSource bool) client.Contract {
-	v := client.Contract{ID: rec.ID, Version: rec.Version, CreatedAt: rec.CreatedAt}
-	if withSource {
-		v.Source = string(rec.Source)
-	}
-	return v
+// viewContract is a contract version on the wire, without its source
+// (only GET by id shows it).
+func viewContract(rec commitlayer.ContractRecord) client.Contract {
+	return client.Contract{ID: rec.ID, Version: rec.Version, CreatedAt: rec.CreatedAt}
 }
 
 // postContract validates and compiles a YAML or JSON contract and stores
 // it as a new version: 201 {"id","version"}, or 200 with the latest
 // version when the source is the same as the latest's.
-func (s *Server) postContract(w http.ResponseWriter, r *http.Request) {
+func (s *Server) postContract(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	src, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
-		var maxErr *http.MaxBytesError
-		if errors.As(err, &maxErr) {
-			s.writeError(w, r, errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "body is larger than %d bytes", maxErr.Limit))
-			return
-		}
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "could not read the body"))
-		return
+		return jsonError(err) // 413 past MaxBody
 	}
 	if len(strings.TrimSpace(string(src))) == 0 {
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "body is empty; a YAML or JSON contract is expected"))
-		return
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "body is empty; a YAML or JSON contract is expected")
 	}
 	c, err := contracts.Parse(src)
 	if err != nil {
-		s.writeError(w, r, contractError(err))
-		return
+		return contractError(err)
 	}
-	rec, created, err := s.contractDB.PutContract(r.Context(), t.ID, c.ID(), src)
+	rec, created, err := s.store.PutContract(r.Context(), t.ID, c.ID(), src)
 	switch {
 	case isInvalid(err):
-		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeInvalidContract, "contract %s cannot be stored", c.ID()))
 		s.logError(r, "store contract", err)
-		return
+		return errorf(http.StatusUnprocessableEntity, codeInvalidContract, "contract %s cannot be stored", c.ID())
 	case err != nil:
-		s.writeError(w, r, fmt.Errorf("store contract: %w", err))
-		return
+		return fmt.Errorf("store contract: %w", err)
 	}
 	s.contracts.Remember(t.ID, rec, c)
 	status := http.StatusOK
@@ -63,7 +48,7 @@ func (s *Server) postContract(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 	}
 	w.Header().Set("Location", "/v1/contracts/"+rec.ID+"?version="+strconv.Itoa(rec.Version))
-	writeJSON(w, status, viewContract(rec, false))
+	return writeJSON(w, status, viewContract(rec))
 }
 
 // contractError is the 422 for a contract that does not load, with every
@@ -79,47 +64,38 @@ func contractError(err error) *apiError {
 	return ae
 }
 
-func (s *Server) listContracts(w http.ResponseWriter, r *http.Request) {
-	recs, err := s.contractDB.ListContracts(r.Context(), tenantOf(r.Context()).ID)
+func (s *Server) listContracts(w http.ResponseWriter, r *http.Request) error {
+	recs, err := s.store.ListContracts(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("list contracts: %w", err))
-		return
+		return fmt.Errorf("list contracts: %w", err)
 	}
-	out := client.ContractList{Contracts: make([]client.Contract, 0, len(recs))}
-	for _, rec := range recs {
-		out.Contracts = append(out.Contracts, viewContract(rec, false))
-	}
-	writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, client.ContractList{Contracts: views(recs, viewContract)})
 }
 
 // getContract returns the latest version, or ?version=N.
-func (s *Server) getContract(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getContract(w http.ResponseWriter, r *http.Request) error {
 	version := 0
 	if v := r.URL.Query().Get("version"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "version: %q is not a positive integer", truncate(v, 32)))
-			return
+			return errorf(http.StatusBadRequest, codeInvalidRequest, "version: %q is not a positive integer", commitlayer.Clip(v, 32))
 		}
 		version = n
 	}
 	id := r.PathValue("id")
 	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no contract %q", truncate(id, 128)))
-		return
+		return notFound("contract", id)
 	}
-	rec, err := s.contractDB.GetContract(r.Context(), tenantOf(r.Context()).ID, id, version)
+	rec, err := s.store.GetContract(r.Context(), tenantOf(r.Context()).ID, id, version)
 	switch {
+	case isNotFound(err) && version > 0:
+		return errorf(http.StatusNotFound, codeNotFound, "contract %q has no version %d", commitlayer.Clip(id, 128), version)
 	case isNotFound(err):
-		if version > 0 {
-			s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "contract %q has no version %d", truncate(id, 128), version))
-		} else {
-			s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no contract %q", truncate(id, 128)))
-		}
-		return
+		return notFound("contract", id)
 	case err != nil:
-		s.writeError(w, r, fmt.Errorf("get contract: %w", err))
-		return
+		return fmt.Errorf("get contract: %w", err)
 	}
-	writeJSON(w, http.StatusOK, viewContract(rec, true))
+	v := viewContract(rec)
+	v.Source = string(rec.Source)
+	return writeJSON(w, http.StatusOK, v)
 }

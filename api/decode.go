@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -50,7 +51,11 @@ func jsonError(err error) *apiError {
 	case errors.As(err, &maxErr):
 		return errorf(http.StatusRequestEntityTooLarge, codeTooLarge, "body is larger than %d bytes", maxErr.Limit)
 	case errors.As(err, &syn) && errors.Is(syn.Err, jsontext.ErrDuplicateName):
-		return bad(codeInvalidJSON, "key %q is given twice%s", truncate(syn.JSONPointer.LastToken(), 64), in(syn.JSONPointer.Parent()))
+		where := ""
+		if p := syn.JSONPointer.Parent(); p != "" {
+			where = " in " + fieldOf(p, "")
+		}
+		return bad(codeInvalidJSON, "key %q is given twice%s", commitlayer.Clip(syn.JSONPointer.LastToken(), 64), where)
 	case errors.As(err, &syn) && errors.Is(syn.Err, io.ErrUnexpectedEOF) && syn.ByteOffset == 0:
 		return bad(codeInvalidJSON, "body is empty; a JSON object is expected")
 	case errors.As(err, &syn) && errors.Is(syn.Err, io.ErrUnexpectedEOF):
@@ -62,11 +67,11 @@ func jsonError(err error) *apiError {
 		if p := sem.JSONPointer.Parent(); p != "" {
 			where = fieldOf(p, "") + ": "
 		}
-		return bad(codeInvalidRequest, "%sunknown field %q", where, truncate(sem.JSONPointer.LastToken(), 64))
+		return bad(codeInvalidRequest, "%sunknown field %q", where, commitlayer.Clip(sem.JSONPointer.LastToken(), 64))
 	case errors.As(err, &sem) && sem.JSONKind != 0 && sem.JSONPointer == "":
-		return bad(codeInvalidRequest, "body must be a JSON object, not %s", kindName(sem.JSONKind))
+		return bad(codeInvalidRequest, "body must be a JSON object, not %s", cmp.Or(kindNames[sem.JSONKind], "null"))
 	case errors.As(err, &sem) && sem.JSONKind != 0:
-		return bad(codeInvalidRequest, "%s: expected %s, got %s", fieldOf(sem.JSONPointer, "body"), typeName(sem.GoType), kindName(sem.JSONKind))
+		return bad(codeInvalidRequest, "%s: expected %s, got %s", fieldOf(sem.JSONPointer, "body"), typeName(sem.GoType), cmp.Or(kindNames[sem.JSONKind], "null"))
 	case errors.As(err, &sem) && sem.Err != nil:
 		// A value's own rule (attrs: an object, numbers kept exactly).
 		return bad(codeInvalidRequest, "%s: %s", fieldOf(sem.JSONPointer, "body"), sem.Err)
@@ -91,33 +96,12 @@ func fieldOf(p jsontext.Pointer, root string) string {
 	if b.Len() == 0 {
 		return root
 	}
-	return truncate(b.String(), 128)
+	return commitlayer.Clip(b.String(), 128)
 }
 
-// in is " in <field>" for a value below the body, "" for the body.
-func in(p jsontext.Pointer) string {
-	if p == "" {
-		return ""
-	}
-	return " in " + fieldOf(p, "")
-}
-
-// kindName names a JSON kind ("a string").
-func kindName(k jsontext.Kind) string {
-	switch k {
-	case '"':
-		return "a string"
-	case '0':
-		return "a number"
-	case 't', 'f':
-		return "a boolean"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	}
-	return "null"
-}
+// kindNames name the JSON kinds ("a string"); null is the rest.
+var kindNames = map[jsontext.Kind]string{'"': "a string", '0': "a number", 't': "a boolean", 'f': "a boolean",
+	'{': "an object", '[': "an array"}
 
 // typeName names a Go type the way an API user thinks of it.
 func typeName(t reflect.Type) string {
@@ -147,7 +131,7 @@ func typeName(t reflect.Type) string {
 func parseTime(s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time", truncate(s, 64))
+		return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time", commitlayer.Clip(s, 64))
 	}
 	return t.UTC(), nil
 }
@@ -159,23 +143,11 @@ func storable(s string) bool {
 	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
-// noNUL rejects text PostgreSQL cannot hold: a NUL character, or bytes
-// that are not UTF-8 (a protobuf string may hold either).
+// noNUL refuses a NUL character, which PostgreSQL text cannot hold (a
+// decoded JSON string is valid UTF-8 already).
 func noNUL(field, s string) error {
 	if strings.IndexByte(s, 0) >= 0 {
 		return fmt.Errorf("%s: contains a NUL character", field)
-	}
-	if !utf8.ValidString(s) {
-		return fmt.Errorf("%s: is not UTF-8 text", field)
-	}
-	return nil
-}
-
-// valueNoNUL checks the strings and keys of field's normalized value; the
-// error names where the NUL is ("attrs.memo[1]: …").
-func valueNoNUL(field string, v any) error {
-	if at, ok := nulAt(v); ok {
-		return fmt.Errorf("%s%s: contains a NUL character", field, at)
 	}
 	return nil
 }
@@ -204,17 +176,6 @@ func nulAt(v any) (string, bool) {
 	return "", false
 }
 
-// truncate cuts a client's value for a message at a rune boundary
-// (commitlayer.Clip, shared with the store and the domain).
-func truncate(s string, n int) string { return commitlayer.Clip(s, n) }
-
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339Nano)
-}
-
 // JSON request bodies (facts, actions, connectors, admin tenants and
 // benchmark runs) must be labelled JSON: Content-Type application/json or
 // application/*+json, with no charset or UTF-8. Anything else is a 415 with
@@ -228,15 +189,14 @@ const codeUnsupportedMediaType = "unsupported_media_type"
 
 // jsonOnly answers 415 to a body that is labelled as something else than
 // JSON, and passes the rest to next.
-func (s *Server) jsonOnly(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func jsonOnly(next handler) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if ct := r.Header.Get("Content-Type"); ct != "" && !isJSONMediaType(ct) {
 			w.Header().Set("Accept-Post", "application/json")
-			s.writeError(w, r, errorf(http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
-				"Content-Type %q is not JSON; send application/json", truncate(ct, 64)))
-			return
+			return errorf(http.StatusUnsupportedMediaType, codeUnsupportedMediaType,
+				"Content-Type %q is not JSON; send application/json", commitlayer.Clip(ct, 64))
 		}
-		next(w, r)
+		return next(w, r)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -26,10 +27,11 @@ type actionIn struct {
 	Subject         string            `json:"subject"`
 	Params          commitlayer.Attrs `json:"params"`
 	RequestedAt     *string           `json:"requested_at"`
-	Claim           *claimIn          `json:"claim"`
+	Claim           commitlayer.Claim `json:"claim"`
 	Trace           jsontext.Value    `json:"trace"`
 }
 
+// claimIn is a claim in the canonical form (message never omitted).
 type claimIn struct {
 	Status  string `json:"status"`
 	Message string `json:"message"`
@@ -48,34 +50,53 @@ type actionRequest struct {
 // never arrive from a client as a value.
 var minTime = service.EarliestTime
 
-// decodeAction reads and validates an action; a requested_at after bound
-// (the server's clock plus the allowed skew, as for facts) is refused.
-// Validation that needs the contract happens in the handler.
+// decodeAction reads an action, normalizes it (params, the trace
+// re-encoded canonically) and holds it to the rules every action obeys
+// (service.CheckAction), a requested_at after bound (the server's clock
+// plus the allowed skew, as for facts) refused. Validation that needs the
+// contract happens in service.Actions.
 func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 	var in actionIn
 	if err := decodeJSON(body, &in); err != nil {
 		return actionRequest{}, err
 	}
-	bad := func(err error) error { return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()) }
-	a := commitlayer.Action{
-		ID: in.ID, Contract: in.Contract, ContractVersion: in.ContractVersion,
-		Agent: in.Agent, Subject: commitlayer.Subject(in.Subject), Params: in.Params, Trace: []byte(in.Trace),
+	bad := func(format string, args ...any) (actionRequest, error) {
+		return actionRequest{}, errorf(http.StatusBadRequest, codeInvalidRequest, format, args...)
 	}
+	a := commitlayer.Action{
+		ID: in.ID, Contract: in.Contract, ContractVersion: in.ContractVersion, Agent: in.Agent,
+		Subject: commitlayer.Subject(in.Subject), Claim: in.Claim,
+	}
+	var err error
 	if in.RequestedAt != nil {
-		t, err := parseTime(*in.RequestedAt)
-		if err == nil {
-			err = bound.check(t)
+		if a.RequestedAt, err = parseTime(*in.RequestedAt); err == nil {
+			err = bound.check(a.RequestedAt)
 		}
 		if err != nil {
-			return actionRequest{}, bad(fmt.Errorf("requested_at: %w", err))
+			return bad("requested_at: %s", err)
 		}
-		a.RequestedAt = t
 	}
-	if in.Claim != nil {
-		a.Claim = commitlayer.Claim{Status: in.Claim.Status, Message: in.Claim.Message}
+	if a.ContractVersion < 0 {
+		return bad("contract_version: must be positive (or absent for the latest)")
 	}
-	if err := checkAction(&a, bound); err != nil {
-		return actionRequest{}, bad(err)
+	if a.Params, err = in.Params.Normalize(); err != nil {
+		return bad("params: %s", err)
+	} else if a.Params == nil {
+		a.Params = commitlayer.Attrs{}
+	}
+	if a.Trace, err = canonicalTrace(in.Trace); err != nil {
+		return bad("trace: %s", err)
+	}
+	check := a
+	if check.RequestedAt.IsZero() {
+		check.RequestedAt = minTime // left to the server
+	}
+	if err := service.CheckAction(check, bound.Latest); err != nil {
+		return bad("%s", err)
+	}
+	requestedAt := ""
+	if !a.RequestedAt.IsZero() {
+		requestedAt = a.RequestedAt.UTC().Format(time.RFC3339Nano)
 	}
 
 	// The canonical form: decoded values re-encoded (object keys sorted,
@@ -94,7 +115,7 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 		Claim           claimIn        `json:"claim"`
 		Trace           jsontext.Value `json:"trace,omitempty"`
 	}{a.ID, a.Contract, a.ContractVersion, a.Agent, string(a.Subject), a.Params,
-		formatTime(a.RequestedAt), claimIn(a.Claim), jsontext.Value(a.Trace)}, canonical)
+		requestedAt, claimIn(a.Claim), jsontext.Value(a.Trace)}, canonical)
 	if err != nil {
 		return actionRequest{}, fmt.Errorf("canonical action: %w", err)
 	}
@@ -104,32 +125,6 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 
 // canonical are the options of a canonical encoding.
 var canonical = json.JoinOptions(json.Deterministic(true), jsontext.EscapeForHTML(true), jsontext.EscapeForJS(true))
-
-// checkAction normalizes what a body or a span brought (params, the trace
-// re-encoded canonically) and holds the action to the rules every action
-// obeys (service.CheckAction), requested_at within bound (zero: left to the
-// server). Its errors read "field: reason".
-func checkAction(a *commitlayer.Action, bound futureBound) error {
-	if a.ContractVersion < 0 {
-		return errors.New("contract_version: must be positive (or absent for the latest)")
-	}
-	params, err := a.Params.Normalize()
-	if err != nil {
-		return fmt.Errorf("params: %w", err)
-	}
-	if params == nil {
-		params = commitlayer.Attrs{}
-	}
-	a.Params = params
-	if a.Trace, err = canonicalTrace(a.Trace); err != nil {
-		return fmt.Errorf("trace: %w", err)
-	}
-	check := *a
-	if check.RequestedAt.IsZero() {
-		check.RequestedAt = minTime
-	}
-	return service.CheckAction(check, bound.Latest)
-}
 
 // canonicalTrace checks that a trace is an array (or absent) and re-encodes
 // it canonically, its numbers as they were written.

@@ -107,8 +107,8 @@ func (in *factIn) fact(bound futureBound) (commitlayer.Fact, error) {
 	if f.Attrs == nil {
 		f.Attrs = commitlayer.Attrs{}
 	}
-	if err := valueNoNUL("attrs", map[string]any(f.Attrs)); err != nil {
-		return f, err
+	if at, ok := nulAt(map[string]any(f.Attrs)); ok {
+		return f, fmt.Errorf("attrs%s: contains a NUL character", at)
 	}
 	for i, l := range in.Links {
 		if strings.IndexByte(string(l), 0) >= 0 {

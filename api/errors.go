@@ -50,23 +50,14 @@ func errorf(status int, code, format string, args ...any) *apiError {
 	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// writeError answers err: an *apiError as it is, anything else as a 500
-// with a generic message, the detail going only to the log with the
-// request id.
+// notFound is the 404 of a path's id: "no action \"x\"".
+func notFound(what, id string) *apiError {
+	return errorf(http.StatusNotFound, codeNotFound, "no %s %q", what, commitlayer.Clip(id, 128))
+}
+
+// writeError answers err in the API's error shape (see answer).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	ae := clientError(err)
-	if ae == nil && errors.Is(err, commitlayer.ErrUnavailable) {
-		s.logError(r, "unavailable", err)
-		w.Header().Set("Retry-After", "1")
-		ae = &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Message: "the service cannot reach its database now; retry shortly"}
-	}
-	if ae == nil {
-		s.logError(r, "internal error", err)
-		ae = &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error"}
-	}
-	if ae.Status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="commitlayer"`)
-	}
+	ae := s.answer(w, r, err)
 	var body client.ErrorBody
 	body.Error.Code = ae.Code
 	body.Error.Message = ae.Message
@@ -74,17 +65,37 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, ae.Status, body)
 }
 
-func (s *Server) logError(r *http.Request, msg string, err error) {
-	tenant := ""
-	if f := logFieldsOf(r.Context()); f != nil {
-		tenant = f.tenant
+// answer is what the client is told of err, its headers set: an error
+// meant for the client as it is (clientError), one wrapping ErrUnavailable
+// a 503 with Retry-After, anything else a generic 500 (the detail of those
+// two goes only to the log, with the request id).
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) *apiError {
+	ae := clientError(err)
+	switch {
+	case ae != nil:
+	case errors.Is(err, commitlayer.ErrUnavailable):
+		s.logError(r, "unavailable", err)
+		w.Header().Set("Retry-After", "1")
+		ae = &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable,
+			Message: "the service cannot reach its database now; retry shortly"}
+	default:
+		s.logError(r, "internal error", err)
+		ae = &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: "internal error"}
 	}
-	s.log.ErrorContext(r.Context(), msg, "err", err, "request_id", requestIDOf(r.Context()),
-		"tenant", tenant, "method", r.Method, "path", r.URL.Path)
+	if ae.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="commitlayer"`)
+	}
+	return ae
 }
 
-// writeJSON sends v with status.
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func (s *Server) logError(r *http.Request, msg string, err error) {
+	s.log.ErrorContext(r.Context(), msg, "err", err, "request_id", requestIDOf(r.Context()),
+		"tenant", loggedTenant(r.Context()), "method", r.Method, "path", r.URL.Path)
+}
+
+// writeJSON sends v with status. It returns nil, so that a handler can end
+// with it: a write that fails is a client gone, with nothing more to tell.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		// Every value sent is built from types that marshal; this is a bug,
@@ -98,6 +109,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
+	return nil
+}
+
+// views maps a store's list to its wire form, [] (never null) when empty.
+func views[T, V any](xs []T, view func(T) V) []V {
+	out := make([]V, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, view(x))
+	}
+	return out
 }
 
 func isNotFound(err error) bool { return errors.Is(err, commitlayer.ErrNotFound) }
@@ -105,13 +126,17 @@ func isConflict(err error) bool { return errors.Is(err, commitlayer.ErrConflict)
 func isInvalid(err error) bool  { return errors.Is(err, commitlayer.ErrInvalid) }
 
 // clientError maps an error meant for the client to its answer: an
-// *apiError as it is, a *commitlayer.Error by its kind (ErrInvalid 422,
-// ErrNotFound 404, ErrConflict 409), a stored contract that no longer
-// compiles as a 422 with every problem; nil for anything else.
+// *apiError as it is, a *FilterError as a 400, a *commitlayer.Error by its
+// kind (ErrInvalid 422, ErrNotFound 404, ErrConflict 409), a stored contract
+// that no longer compiles as a 422 with every problem; nil for anything else.
 func clientError(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae
+	}
+	var fe *FilterError
+	if errors.As(err, &fe) {
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", fe.Error())
 	}
 	var stale *service.StaleContractError
 	if errors.As(err, &stale) {

@@ -19,30 +19,28 @@ import (
 // notice to the open verifications of its subjects stored whole or not at
 // all. The reconcilers deliver the notice (service.Reconciler), retrying
 // until Temporal takes it: accepted facts always reach their verifications.
-func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) {
+func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	facts, err := decodeFacts(http.MaxBytesReader(w, r.Body, MaxFactsBody), s.bound())
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	res, err := s.facts.InsertFacts(r.Context(), t.ID, facts)
+	res, err := s.store.InsertFacts(r.Context(), t.ID, facts)
 	if err != nil {
 		var fe *commitlayer.FieldError
 		switch {
 		case isInvalid(err) && errors.As(err, &fe):
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "facts: %s", fe.Error()))
+			return errorf(http.StatusBadRequest, codeInvalidRequest, "facts: %s", fe.Error())
 		case isInvalid(err):
 			s.logError(r, "insert facts: invalid", err)
-			s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "facts: the batch holds a value the store cannot keep"))
+			return errorf(http.StatusBadRequest, codeInvalidRequest, "facts: the batch holds a value the store cannot keep")
 		default:
-			s.writeError(w, r, fmt.Errorf("insert facts: %w", err))
+			return fmt.Errorf("insert facts: %w", err)
 		}
-		return
 	}
 	s.metrics.facts.WithLabelValues("inserted").Add(float64(res.Inserted))
 	s.metrics.facts.WithLabelValues("duplicate").Add(float64(res.Duplicates))
-	writeJSON(w, http.StatusOK, client.FactsResult{Inserted: res.Inserted, Duplicates: res.Duplicates})
+	return writeJSON(w, http.StatusOK, client.FactsResult{Inserted: res.Inserted, Duplicates: res.Duplicates})
 }
 
 func viewConnector(c commitlayer.Connector) client.Connector {
@@ -61,16 +59,14 @@ func timePtr(t time.Time) *time.Time {
 	return &u
 }
 
-func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
+func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) error {
 	var in client.ConnectorInput
 	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
 	kind, aerr := validateConnector(&in)
 	if aerr != nil {
-		s.writeError(w, r, aerr)
-		return
+		return aerr
 	}
 	tenantID := tenantOf(r.Context()).ID
 	id := commitlayer.NewID("conn_")
@@ -90,30 +86,25 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &refused) {
 			// Only the class: the reason may name the address a name
 			// resolved to.
-			s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeAddressNotAllowed, "%s", refused.Error()))
-			return
+			return errorf(http.StatusUnprocessableEntity, codeAddressNotAllowed, "%s", refused.Error())
 		}
 		// The messages name the field and the rule broken, never a secret.
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error()))
-		return
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "%s", err.Error())
 	}
 	conn := commitlayer.Connector{ID: id, Source: in.Source, Kind: in.Kind, URL: st.URL, Config: st.Config,
 		Secret: st.Secret, SecretHint: st.SecretHint}
-	c, err := s.connectors.CreateConnector(r.Context(), tenantID, conn)
+	c, err := s.store.CreateConnector(r.Context(), tenantID, conn)
 	switch {
 	case isConflict(err):
-		s.writeError(w, r, errorf(http.StatusConflict, codeConflict, "source %q already has a connector", in.Source))
-		return
+		return errorf(http.StatusConflict, codeConflict, "source %q already has a connector", in.Source)
 	case isInvalid(err):
 		s.logError(r, "create connector: invalid", err)
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, "the connector cannot be stored"))
-		return
+		return errorf(http.StatusBadRequest, codeInvalidRequest, "the connector cannot be stored")
 	case err != nil:
-		s.writeError(w, r, fmt.Errorf("create connector: %w", err))
-		return
+		return fmt.Errorf("create connector: %w", err)
 	}
 	w.Header().Set("Location", "/v1/connectors")
-	writeJSON(w, http.StatusCreated, viewConnector(c))
+	return writeJSON(w, http.StatusCreated, viewConnector(c))
 }
 
 // validateConnector checks what every kind shares and returns the kind.
@@ -125,7 +116,7 @@ func validateConnector(in *client.ConnectorInput) (pull.Kind, *apiError) {
 	case in.Source == "":
 		return nil, bad("source: is required")
 	case !commitlayer.ValidName(in.Source):
-		return nil, bad("source: %q may only hold letters, digits, '_', '-' and '.'", truncate(in.Source, 64))
+		return nil, bad("source: %q may only hold letters, digits, '_', '-' and '.'", commitlayer.Clip(in.Source, 64))
 	case in.Kind == "":
 		return nil, bad("kind: is required")
 	case len(in.URL) > 2048:
@@ -134,36 +125,30 @@ func validateConnector(in *client.ConnectorInput) (pull.Kind, *apiError) {
 	kind, ok := pull.Lookup(in.Kind)
 	if !ok {
 		return nil, errorf(http.StatusUnprocessableEntity, codeUnsupportedKind, "kind: %q is not supported; use one of %s",
-			truncate(in.Kind, 64), strings.Join(pull.Kinds(), ", "))
+			commitlayer.Clip(in.Kind, 64), strings.Join(pull.Kinds(), ", "))
 	}
 	if in.URL != "" {
 		u, err := url.Parse(in.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" ||
 			strings.ContainsAny(in.URL, " \t\r\n\x00") {
-			return nil, bad("url: %q is not an absolute http or https URL", truncate(in.URL, 128))
+			return nil, bad("url: %q is not an absolute http or https URL", commitlayer.Clip(in.URL, 128))
 		}
 	}
 	return kind, nil
 }
 
-func (s *Server) listConnectors(w http.ResponseWriter, r *http.Request) {
-	cs, err := s.connectors.ListConnectors(r.Context(), tenantOf(r.Context()).ID)
+func (s *Server) listConnectors(w http.ResponseWriter, r *http.Request) error {
+	cs, err := s.store.ListConnectors(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("list connectors: %w", err))
-		return
+		return fmt.Errorf("list connectors: %w", err)
 	}
-	out := client.ConnectorList{Connectors: make([]client.Connector, 0, len(cs))}
-	for _, c := range cs {
-		out.Connectors = append(out.Connectors, viewConnector(c))
-	}
-	writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, client.ConnectorList{Connectors: views(cs, viewConnector)})
 }
 
-func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
-	srcs, err := s.connectors.Sources(r.Context(), tenantOf(r.Context()).ID)
+func (s *Server) listSources(w http.ResponseWriter, r *http.Request) error {
+	srcs, err := s.store.Sources(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("list sources: %w", err))
-		return
+		return fmt.Errorf("list sources: %w", err)
 	}
 	out := client.SourceList{Sources: make([]client.Source, 0, len(srcs))}
 	for _, c := range srcs {
@@ -173,33 +158,30 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
 			ConnectorID: c.ConnectorID, LastError: c.LastError, LastErrorAt: timePtr(c.LastErrorAt),
 		})
 	}
-	rejected, err := s.connectors.SpanRejections(r.Context(), tenantOf(r.Context()).ID)
+	rejected, err := s.store.SpanRejections(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("list span rejections: %w", err))
-		return
+		return fmt.Errorf("list span rejections: %w", err)
 	}
-	out.SpanRejections = make([]client.SpanRejection, 0, len(rejected))
-	for _, x := range rejected {
-		out.SpanRejections = append(out.SpanRejections, client.SpanRejection(x))
-	}
-	writeJSON(w, http.StatusOK, out)
+	out.SpanRejections = views(rejected, func(x commitlayer.SpanRejection) client.SpanRejection {
+		return client.SpanRejection(x)
+	})
+	return writeJSON(w, http.StatusOK, out)
 }
 
 // deleteConnector removes a connector: its pulls stop; the facts it brought
 // stay.
-func (s *Server) deleteConnector(w http.ResponseWriter, r *http.Request) {
+func (s *Server) deleteConnector(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no connector %q", truncate(id, 128)))
-		return
+		return notFound("connector", id)
 	}
-	err := s.connectors.DeleteConnector(r.Context(), tenantOf(r.Context()).ID, id)
+	err := s.store.DeleteConnector(r.Context(), tenantOf(r.Context()).ID, id)
 	switch {
 	case isNotFound(err):
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no connector %q", truncate(id, 128)))
+		return notFound("connector", id)
 	case err != nil:
-		s.writeError(w, r, fmt.Errorf("delete connector: %w", err))
-	default:
-		w.WriteHeader(http.StatusNoContent)
+		return fmt.Errorf("delete connector: %w", err)
 	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -37,22 +36,25 @@ func requestIDOf(ctx context.Context) string {
 }
 
 // logFields are what a request's log line names that is only known deeper
-// in the chain: auth sets the tenant on the holder the outer middleware
-// put in the context, and the request line (written on the way out) reads
-// it. One request, one goroutine: no lock needed.
+// in the chain: auth sets the tenant on the holder requestID put in the
+// context, and the request line (written on the way out) reads it. One
+// request, one goroutine: no lock needed.
 type logFields struct {
 	tenant string
 }
 
-func logFieldsOf(ctx context.Context) *logFields {
-	f, _ := ctx.Value(ctxLogFields).(*logFields)
-	return f
+// loggedTenant is the tenant auth named for the request's log lines.
+func loggedTenant(ctx context.Context) string {
+	if f, ok := ctx.Value(ctxLogFields).(*logFields); ok {
+		return f.tenant
+	}
+	return ""
 }
 
 // withTenant puts the authenticated tenant in the context and names it on
 // the request's log line.
 func withTenant(ctx context.Context, t commitlayer.Tenant) context.Context {
-	if f := logFieldsOf(ctx); f != nil {
+	if f, ok := ctx.Value(ctxLogFields).(*logFields); ok {
 		f.tenant = t.ID
 	}
 	return context.WithValue(ctx, ctxTenant, t)
@@ -75,49 +77,18 @@ func (s *Server) requestID(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Request-Id", id)
 		ctx := context.WithValue(r.Context(), ctxRequestID, id)
-		if logFieldsOf(ctx) == nil {
-			ctx = context.WithValue(ctx, ctxLogFields, &logFields{})
-		}
+		ctx = context.WithValue(ctx, ctxLogFields, &logFields{})
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
 func validRequestID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
-
-// recoverer turns a panic into a logged 500 (when nothing was written yet).
-func (s *Server) recoverer(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
-		defer func() {
-			p := recover()
-			if p == nil {
-				return
-			}
-			if p == http.ErrAbortHandler { //nolint:errorlint // the sentinel is compared, as net/http does
-				panic(p)
-			}
-			s.log.ErrorContext(r.Context(), "panic in handler", "panic", fmt.Sprint(p),
-				"request_id", requestIDOf(r.Context()), "method", r.Method, "path", r.URL.Path,
-				"stack", string(debug.Stack()))
-			if !rec.wrote {
-				s.writeError(rec, r, errorf(http.StatusInternalServerError, codeInternal, "internal error"))
-			}
-		}()
-		next.ServeHTTP(rec, r)
+	return id != "" && len(id) <= 64 && !strings.ContainsFunc(id, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.')
 	})
 }
 
-// statusRecorder remembers the status written.
+// statusRecorder remembers the status written (200 until one is).
 type statusRecorder struct {
 	http.ResponseWriter
 	status int
@@ -132,9 +103,7 @@ func (w *statusRecorder) WriteHeader(code int) {
 }
 
 func (w *statusRecorder) Write(b []byte) (int, error) {
-	if !w.wrote {
-		w.status, w.wrote = http.StatusOK, true
-	}
+	w.wrote = true
 	return w.ResponseWriter.Write(b)
 }
 
@@ -146,9 +115,6 @@ type httpMetrics struct {
 	latency  *prometheus.HistogramVec
 	facts    *prometheus.CounterVec
 	actions  *prometheus.CounterVec
-	// noticesDeferred counts notices of new facts left to the reconciler
-	// because maxBackgroundNotices were being delivered.
-	noticesDeferred prometheus.Counter
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -170,10 +136,6 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Name: "commitlayer_actions_recorded_total",
 			Help: "Actions recorded on POST /v1/actions, by result (created, replayed).",
 		}, []string{"result"})),
-		noticesDeferred: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "commitlayer_fact_notices_deferred_total",
-			Help: "Notices of new facts left in the outbox for the reconciler: too many were being delivered already.",
-		})),
 	}
 }
 
@@ -192,23 +154,25 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	return c
 }
 
-// instrument counts and times requests under their route pattern and logs
-// one line per request.
+// instrument counts and times requests under their route pattern, logs
+// one line per request, and turns a panic into a logged 500 (written when
+// nothing was yet).
 func (s *Server) instrument(route string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec, ok := w.(*statusRecorder)
-		if !ok {
-			rec = &statusRecorder{ResponseWriter: w}
-		}
-		panicked := true
+		start, rec := time.Now(), &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
+			p := recover()
+			if p != nil && p != http.ErrAbortHandler { //nolint:errorlint // the sentinel is compared, as net/http does
+				s.log.ErrorContext(r.Context(), "panic in handler", "panic", fmt.Sprint(p),
+					"request_id", requestIDOf(r.Context()), "method", r.Method, "path", r.URL.Path,
+					"stack", string(debug.Stack()))
+				if !rec.wrote {
+					s.writeError(rec, r, errorf(http.StatusInternalServerError, codeInternal, "internal error"))
+				}
+			}
 			status := rec.status
-			switch {
-			case panicked: // the panic goes on to the recoverer, which answers 500
+			if p != nil {
 				status = http.StatusInternalServerError
-			case !rec.wrote:
-				status = http.StatusOK
 			}
 			elapsed := time.Since(start)
 			code := strconv.Itoa(status)
@@ -218,16 +182,14 @@ func (s *Server) instrument(route string, next http.Handler) http.Handler {
 			if route == "GET /metrics" || route == "GET /healthz" {
 				level = slog.LevelDebug
 			}
-			tenant := tenantOf(r.Context()).ID
-			if f := logFieldsOf(r.Context()); f != nil && f.tenant != "" {
-				tenant = f.tenant // set by auth, deeper in the chain
-			}
 			s.log.Log(r.Context(), level, "http request", "request_id", requestIDOf(r.Context()),
 				"method", r.Method, "route", route, "path", r.URL.Path, "status", status,
-				"duration_ms", float64(elapsed.Microseconds())/1000, "tenant", tenant)
+				"duration_ms", float64(elapsed.Microseconds())/1000, "tenant", loggedTenant(r.Context()))
+			if p == http.ErrAbortHandler { //nolint:errorlint // as above
+				panic(p)
+			}
 		}()
 		next.ServeHTTP(rec, r)
-		panicked = false
 	})
 }
 
@@ -255,52 +217,40 @@ func (s *Server) isAdminKey(key string) bool {
 	return s.adminKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.adminKey)) == 1
 }
 
-// tenantOnlyWith resolves the tenant from its key. A missing or unknown
-// key, and the admin key, are 401, answered by fail (writeError, or a
-// route's own error shape, as OTLP's); too many wrong keys from the
+// authorize checks the key a route's auth level requires and returns r
+// with the tenant of a tenant route. For a tenant route a missing or
+// unknown key, and the admin key, are 401; for an admin route a missing or
+// unknown key is 401 and a tenant's key 403. Too many wrong keys from the
 // client's address are 429 (see authenticate).
-func (s *Server) tenantOnlyWith(next http.Handler, fail func(http.ResponseWriter, *http.Request, error)) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, ok := bearer(r)
-		if !ok {
-			fail(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "missing bearer API key"))
-			return
-		}
-		t, admin, err := s.authenticate(w, r, key)
-		switch {
-		case admin:
-			fail(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "the admin key is not a tenant API key"))
-		case isNotFound(err):
-			fail(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "invalid API key"))
-		case err != nil:
-			fail(w, r, err)
-		default:
-			next.ServeHTTP(w, r.WithContext(withTenant(r.Context(), t)))
-		}
-	})
-}
-
-// adminOnly admits the admin key. A tenant's key is 403; a missing or
-// unknown key is 401 (429 past the wrong keys an address may send).
-func (s *Server) adminOnly(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, ok := bearer(r)
-		if !ok {
-			s.writeError(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "missing bearer admin key"))
-			return
-		}
-		_, admin, err := s.authenticate(w, r, key)
-		switch {
-		case admin:
-			next.ServeHTTP(w, r)
-		case err == nil:
-			s.writeError(w, r, errorf(http.StatusForbidden, codeForbidden, "admin routes need the admin key, not a tenant key"))
-		case isNotFound(err):
-			s.writeError(w, r, errorf(http.StatusUnauthorized, codeUnauthorized, "invalid admin key"))
-		default:
-			s.writeError(w, r, err)
-		}
-	})
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, auth authLevel) (*http.Request, error) {
+	unauthorized := func(msg string) (*http.Request, error) {
+		return nil, errorf(http.StatusUnauthorized, codeUnauthorized, "%s", msg)
+	}
+	if auth == authNone {
+		return r, nil
+	}
+	who := "API"
+	if auth == authAdmin {
+		who = "admin"
+	}
+	key, ok := bearer(r)
+	if !ok {
+		return unauthorized("missing bearer " + who + " key")
+	}
+	t, admin, err := s.authenticate(w, r, key)
+	switch {
+	case isNotFound(err):
+		return unauthorized("invalid " + who + " key")
+	case err != nil:
+		return nil, err
+	case auth == authAdmin && !admin:
+		return nil, errorf(http.StatusForbidden, codeForbidden, "admin routes need the admin key, not a tenant key")
+	case auth == authTenant && admin:
+		return unauthorized("the admin key is not a tenant API key")
+	case auth == authTenant:
+		return r.WithContext(withTenant(r.Context(), t)), nil
+	}
+	return r, nil
 }
 
 // KeyLimiter counts wrong bearer keys per client address in PostgreSQL,
@@ -333,7 +283,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, key string
 		if admin {
 			return commitlayer.Tenant{}, true, nil
 		}
-		t, err := s.tenants.TenantByAPIKey(ctx, key)
+		t, err := s.store.TenantByAPIKey(ctx, key)
 		return t, false, wrapAuth(err)
 	}
 	now, lk := s.now(), "bearer:"+LimitAddr(r)
@@ -452,12 +402,4 @@ func (p *Proxies) Wrap(h http.Handler) http.Handler {
 // trusted proxy in front (X-Forwarded-Proto).
 func HTTPS(r *http.Request) bool {
 	return r.TLS != nil || r.Context().Value(ctxHTTPS{}) != nil
-}
-
-func mustURL(path string) *url.URL {
-	u, err := url.Parse(path)
-	if err != nil {
-		panic(fmt.Sprintf("api: route path %q: %v", path, err))
-	}
-	return u
 }

@@ -60,13 +60,9 @@ func (s *Server) mount(m Mount) {
 	if m.Handler == nil || !strings.Contains(m.Pattern, " ") {
 		panic(fmt.Sprintf("api: mount %q: needs a \"METHOD /path\" pattern and a handler", m.Pattern))
 	}
-	h := func(w http.ResponseWriter, r *http.Request) {
-		if err := m.Handler(w, r); err != nil {
-			s.writeError(w, r, err)
-		}
-	}
+	h := handler(m.Handler)
 	if m.JSONBody {
-		h = s.jsonOnly(h)
+		h = jsonOnly(h)
 	}
 	s.handle(m.Pattern, authAdmin, h)
 }

@@ -12,10 +12,11 @@ import (
 //go:embed openapi.json
 var OpenAPI []byte
 
-func (s *Server) serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) serveOpenAPI(w http.ResponseWriter, _ *http.Request) error {
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(s.openapi)
+	return nil
 }

@@ -5,10 +5,9 @@
 // parts of a process add admin routes of their own through Config.Mounts
 // (cmd/commitlayer mounts the sandbox benchmark's).
 //
-// The package declares what it uses from the store (Store) and from
-// Temporal (Verifier); *postgres.DB satisfies Store, and cmd/commitlayer
-// wires the rest. Recording actions and
-// listing orphans go through service.Actions, as in the sandbox harness.
+// The package declares what it uses from the store (Store, one small
+// interface per resource; *postgres.DB satisfies it). Recording, verifying
+// and listing orphans go through service.Actions.
 package api
 
 import (
@@ -17,7 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,10 +93,9 @@ type ConnectorStore interface {
 	SpanRejections(ctx context.Context, tenantID string) ([]commitlayer.SpanRejection, error)
 }
 
-// Store is every resource's store together, what Config takes; the
-// recording service's needs (service.ActionStore) are part of it.
-// *postgres.DB satisfies it (checked in the tests, so this package does
-// not import the adapter).
+// Store is every resource's store together, the recording service's
+// (service.ActionStore) included. *postgres.DB satisfies it (checked in the
+// tests, so this package does not import the adapter).
 type Store interface {
 	TenantStore
 	ContractStore
@@ -173,31 +171,25 @@ const (
 
 // Server is the HTTP API. Build it with New.
 type Server struct {
-	tenants    TenantStore
-	contractDB ContractStore
-	facts      FactStore
-	actionDB   ActionStore
-	connectors ConnectorStore
-	pinger     Pinger // nil when the store cannot be pinged
-	actions    *service.Actions
-	health     func(ctx context.Context) error
-	secrets    *secrets.Box
-	guard      *netguard.Guard
-	webhooks   WebhookStore // nil when the Store has none
-	adminKey   string
+	store    Store
+	pinger   Pinger // nil when the store cannot be pinged
+	actions  *service.Actions
+	health   func(ctx context.Context) error
+	secrets  *secrets.Box
+	guard    *netguard.Guard
+	webhooks WebhookStore // nil when the Store has none
+	adminKey string
 	// keyLimiter counts wrong bearer keys per address (nil: unlimited).
-	keyLimiter  KeyLimiter
-	keyFailures int
-	log         *slog.Logger
-	registry    *prometheus.Registry
-	now         func() time.Time
-	metrics     *httpMetrics
-	otlpSpans   *prometheus.CounterVec // traces.go
-	// maxFutureSkew bounds a fact's occurred_at after now.
+	keyLimiter    KeyLimiter
+	keyFailures   int
+	log           *slog.Logger
+	registry      *prometheus.Registry
+	now           func() time.Time
+	metrics       *httpMetrics
+	otlpSpans     *prometheus.CounterVec // traces.go
 	maxFutureSkew time.Duration
-
-	contracts *service.Contracts
-	openapi   []byte // the served document: OpenAPI with the mounts' fragments
+	contracts     *service.Contracts
+	openapi       []byte // the served document: OpenAPI with the mounts' fragments
 
 	mux    *http.ServeMux
 	paths  *http.ServeMux // path patterns only, to tell 405 from 404
@@ -214,38 +206,29 @@ type Route struct {
 // New builds the server.
 func New(cfg Config) *Server {
 	s := &Server{
-		tenants:    cfg.Store,
-		contractDB: cfg.Store,
-		facts:      cfg.Store,
-		actionDB:   cfg.Store,
-		connectors: cfg.Store,
-		contracts:  cfg.Contracts,
-		actions:    cfg.Actions,
-		health:     cfg.TemporalHealth,
-		secrets:    cfg.Secrets,
-		guard:      cfg.Guard,
-		adminKey:   cfg.AdminKey,
-		log:        cfg.Logger,
-		registry:   cfg.Registry,
-		now:        cfg.Now,
-		mux:        http.NewServeMux(),
-		paths:      http.NewServeMux(),
+		store:         cfg.Store,
+		contracts:     cfg.Contracts,
+		actions:       cfg.Actions,
+		health:        cfg.TemporalHealth,
+		secrets:       cfg.Secrets,
+		guard:         cfg.Guard,
+		adminKey:      cfg.AdminKey,
+		log:           cmp.Or(cfg.Logger, slog.Default()),
+		registry:      cfg.Registry,
+		now:           cfg.Now,
+		maxFutureSkew: cmp.Or(max(cfg.MaxFutureSkew, 0), DefaultMaxFutureSkew),
+		keyFailures:   cmp.Or(max(cfg.KeyFailures, 0), DefaultKeyFailures),
+		mux:           http.NewServeMux(),
+		paths:         http.NewServeMux(),
 	}
-	if ws, ok := cfg.Store.(WebhookStore); ok {
-		s.webhooks = ws
-	}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
+	s.webhooks, _ = cfg.Store.(WebhookStore)
+	s.pinger, _ = cfg.Store.(Pinger)
+	s.keyLimiter, _ = cfg.Store.(KeyLimiter)
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
 	}
 	if s.now == nil {
 		s.now = time.Now
-	}
-	s.maxFutureSkew = cfg.MaxFutureSkew
-	if s.maxFutureSkew <= 0 {
-		s.maxFutureSkew = DefaultMaxFutureSkew
 	}
 	s.metrics = newHTTPMetrics(s.registry)
 	if s.contracts == nil {
@@ -254,17 +237,19 @@ func New(cfg Config) *Server {
 	if s.actions == nil {
 		s.actions = service.NewActions(cfg.Store, s.contracts, nil, s.now, s.log)
 	}
-	s.pinger, _ = cfg.Store.(Pinger)
-	s.keyLimiter, _ = cfg.Store.(KeyLimiter)
-	s.keyFailures = cmp.Or(max(cfg.KeyFailures, 0), DefaultKeyFailures)
 
 	s.handle("GET /healthz", authNone, s.healthz)
 	s.handle("GET /readyz", authNone, s.readyz)
+	prom := promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})
+	metrics := func(w http.ResponseWriter, r *http.Request) error {
+		prom.ServeHTTP(w, r)
+		return nil
+	}
 	switch cfg.Metrics {
 	case MetricsOpen:
-		s.handle("GET /metrics", authNone, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP)
+		s.handle("GET /metrics", authNone, metrics)
 	case MetricsAdmin:
-		s.handle("GET /metrics", authAdmin, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}).ServeHTTP)
+		s.handle("GET /metrics", authAdmin, metrics)
 	}
 	doc, err := mergeOpenAPI(OpenAPI, cfg.OpenAPIFragments...)
 	if err != nil {
@@ -276,27 +261,27 @@ func New(cfg Config) *Server {
 	s.handle("POST /v1/contracts", authTenant, s.postContract)
 	s.handle("GET /v1/contracts", authTenant, s.listContracts)
 	s.handle("GET /v1/contracts/{id}", authTenant, s.getContract)
-	s.handle("POST /v1/facts", authTenant, s.jsonOnly(s.postFacts))
-	s.handle("POST /v1/connectors", authTenant, s.jsonOnly(s.postConnector))
+	s.handle("POST /v1/facts", authTenant, jsonOnly(s.postFacts))
+	s.handle("POST /v1/connectors", authTenant, jsonOnly(s.postConnector))
 	s.handle("GET /v1/connectors", authTenant, s.listConnectors)
 	s.handle("DELETE /v1/connectors/{id}", authTenant, s.deleteConnector)
 	s.handle("GET /v1/sources", authTenant, s.listSources)
-	s.handle("POST /v1/actions", authTenant, s.jsonOnly(s.postAction))
+	s.handle("POST /v1/actions", authTenant, jsonOnly(s.postAction))
 	s.handle("GET /v1/actions", authTenant, s.listActions)
 	s.handle("GET /v1/actions/stats", authTenant, s.actionStats)
 	s.handle("GET /v1/actions/orphans", authTenant, s.orphans)
 	s.handle("GET /v1/actions/{id}", authTenant, s.getAction)
 	s.handle("POST /v1/actions/{id}/recheck", authTenant, s.recheck)
-	s.handle("POST /v1/actions/{id}/attempts", authTenant, s.jsonOnly(s.postAttempt))
-	s.handle("POST /v1/webhooks", authTenant, s.jsonOnly(s.postWebhook))
+	s.handle("POST /v1/actions/{id}/attempts", authTenant, jsonOnly(s.postAttempt))
+	s.handle("POST /v1/webhooks", authTenant, jsonOnly(s.postWebhook))
 	s.handle("GET /v1/webhooks", authTenant, s.listWebhooks)
 	s.handle("DELETE /v1/webhooks/{id}", authTenant, s.deleteWebhook)
 	s.handle("GET /v1/webhooks/{id}/deliveries", authTenant, s.webhookDeliveries)
 	s.traceRoutes()
-	s.handle("POST /v1/webhooks/{id}/rotate", authTenant, s.jsonOnly(s.rotateWebhook))
+	s.handle("POST /v1/webhooks/{id}/rotate", authTenant, jsonOnly(s.rotateWebhook))
 	s.handle("POST /v1/webhooks/{id}/enable", authTenant, s.enableWebhook)
 
-	s.handle("POST /v1/admin/tenants", authAdmin, s.jsonOnly(s.postTenant))
+	s.handle("POST /v1/admin/tenants", authAdmin, jsonOnly(s.postTenant))
 	s.handle("GET /v1/admin/tenants", authAdmin, s.listTenants)
 	for _, m := range cfg.Mounts {
 		s.mount(m)
@@ -306,33 +291,37 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Handler returns the API's handler: request ids, panic recovery, metrics,
-// auth and the routes.
+// Handler returns the API's handler: request ids, then per route panic
+// recovery, metrics, auth and the handler.
 func (s *Server) Handler() http.Handler {
-	return s.requestID(s.recoverer(s.mux))
+	return s.requestID(s.mux)
 }
 
-func (s *Server) handle(pattern string, auth authLevel, h http.HandlerFunc) {
+func (s *Server) handle(pattern string, auth authLevel, h handler) {
 	s.handleWith(pattern, auth, h, s.writeError)
 }
 
-// handleWith is handle with the refusals of a tenant route answered by
-// fail.
-func (s *Server) handleWith(pattern string, auth authLevel, h http.HandlerFunc, fail func(http.ResponseWriter, *http.Request, error)) {
+// handler answers a request. An error it returns (having written nothing)
+// is answered by the route's fail.
+type handler = func(w http.ResponseWriter, r *http.Request) error
+
+// handleWith is handle with errors, the handler's and the refusals of a
+// tenant route, answered by fail.
+func (s *Server) handleWith(pattern string, auth authLevel, h handler, fail func(http.ResponseWriter, *http.Request, error)) {
 	method, path, _ := strings.Cut(pattern, " ")
-	s.routes = append(s.routes, Route{Method: method, Path: path, auth: auth})
-	var next http.Handler = h
-	switch auth {
-	case authTenant:
-		next = s.tenantOnlyWith(next, fail)
-	case authAdmin:
-		next = s.adminOnly(next)
-	}
-	s.mux.Handle(pattern, s.instrument(pattern, next))
-	// Register each path once (without a method) on the path-only mux.
-	if h, p := s.paths.Handler(&http.Request{Method: http.MethodGet, URL: mustURL(path)}); h == nil || p != path {
+	if !slices.ContainsFunc(s.routes, func(rt Route) bool { return rt.Path == path }) {
 		s.paths.Handle(path, http.NotFoundHandler())
 	}
+	s.routes = append(s.routes, Route{Method: method, Path: path, auth: auth})
+	s.mux.Handle(pattern, s.instrument(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ar, err := s.authorize(w, r, auth)
+		if err == nil {
+			err = h(w, ar)
+		}
+		if err != nil {
+			fail(w, r, err)
+		}
+	})))
 }
 
 // unmatched answers requests no route took: 405 with Allow when the path
@@ -348,7 +337,7 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-		sort.Strings(allow)
+		slices.Sort(allow)
 		w.Header().Set("Allow", strings.Join(allow, ", "))
 		s.writeError(w, r, errorf(http.StatusMethodNotAllowed, codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
 		return
@@ -356,24 +345,23 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no route %s %s", r.Method, r.URL.Path))
 }
 
-// healthz checks the store with a short timeout.
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	// Liveness: the process serves. What it depends on is /readyz's.
-	writeJSON(w, http.StatusOK, client.Health{Status: "ok"})
+// healthz is liveness: the process serves. What it depends on is /readyz's.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, http.StatusOK, client.Health{Status: "ok"})
 }
 
 // readyz answers 200 when the database and Temporal both answer within a
 // short timeout, else 503 naming which did not (the detail is logged).
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 	defer cancel()
 	var dbErr error
-	if p := s.pinger; p != nil {
-		dbErr = p.Ping(ctx)
+	if s.pinger != nil {
+		dbErr = s.pinger.Ping(ctx)
 	} else {
 		// A lookup of a key that cannot exist: a round trip to the
 		// database that answers "not found" when the store is healthy.
-		_, dbErr = s.tenants.TenantByAPIKey(ctx, "cl_healthz_probe")
+		_, dbErr = s.store.TenantByAPIKey(ctx, "cl_healthz_probe")
 		if isNotFound(dbErr) {
 			dbErr = nil
 		}
@@ -383,19 +371,16 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		s.logError(r, "readiness: database", dbErr)
 		body.Database, body.Status = "unavailable", "unavailable"
 	}
-	switch {
-	case s.health == nil:
+	if s.health == nil {
 		body.Temporal, body.Status = "not configured", "unavailable"
-	default:
-		if err := s.health(ctx); err != nil {
-			s.logError(r, "readiness: temporal", err)
-			body.Temporal, body.Status = "unavailable", "unavailable"
-		}
+	} else if err := s.health(ctx); err != nil {
+		s.logError(r, "readiness: temporal", err)
+		body.Temporal, body.Status = "unavailable", "unavailable"
 	}
 	status := http.StatusOK
 	if body.Status != "ok" {
 		status = http.StatusServiceUnavailable
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, status, body)
+	return writeJSON(w, status, body)
 }

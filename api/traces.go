@@ -58,29 +58,27 @@ func (s *Server) traceRoutes() {
 // was), or a google.rpc.Status in the request's encoding with 400, 401
 // (otlpFailure), 413, 415 or 503 with Retry-After (retryable: the exporter
 // sends the batch again, and what was recorded is not again).
-func (s *Server) postTraces(w http.ResponseWriter, r *http.Request) {
+func (s *Server) postTraces(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	enc, err := otlpingest.EncodingOf(r.Header.Get("Content-Type"))
 	if err != nil {
 		w.Header().Set("Accept-Post", "application/x-protobuf, application/json")
-		s.otlpError(w, r, otlpingest.JSON, http.StatusUnsupportedMediaType, err.Error())
-		return
+		return refuse(http.StatusUnsupportedMediaType, err.Error())
 	}
 	td, err := otlpingest.Read(http.MaxBytesReader(w, r.Body, MaxTracesBody), enc, r.Header.Get("Content-Encoding"), MaxTracesBody)
 	switch {
 	case err == nil:
-		s.ingestTraces(w, r, t.ID, enc, td)
+		return s.ingestTraces(w, r, t.ID, enc, td)
 	case errors.Is(err, otlpingest.ErrTooLarge):
-		s.otlpError(w, r, enc, http.StatusRequestEntityTooLarge, err.Error())
+		return refuse(http.StatusRequestEntityTooLarge, err.Error())
 	case errors.Is(err, otlpingest.ErrUnsupported):
 		w.Header().Set("Accept-Encoding", "gzip, identity") // RFC 7694
-		s.otlpError(w, r, enc, http.StatusUnsupportedMediaType, err.Error())
+		return refuse(http.StatusUnsupportedMediaType, err.Error())
 	case errors.Is(err, otlpingest.ErrMalformed):
-		s.otlpError(w, r, enc, http.StatusBadRequest, err.Error())
-	default:
-		s.logError(r, "read traces", err)
-		s.otlpError(w, r, enc, http.StatusBadRequest, "the request body could not be read")
+		return refuse(http.StatusBadRequest, err.Error())
 	}
+	s.logError(r, "read traces", err)
+	return refuse(http.StatusBadRequest, "the request body could not be read")
 }
 
 // tracesBudget bounds recording one request's actions: an OpenTelemetry
@@ -91,22 +89,21 @@ const tracesBudget = 8 * time.Second
 // maxRejectionsKept bounds the span rejections one request stores.
 const maxRejectionsKept = 20
 
-func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID string, enc otlpingest.Encoding, td ptrace.Traces) {
+func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID string, enc otlpingest.Encoding, td ptrace.Traces) error {
 	var bindings *contracts.Bindings
 	if td.SpanCount() > 0 {
 		var err error
 		if bindings, err = s.tenantBindings(r.Context(), tenantID); err != nil {
 			s.logError(r, "traces: load bindings", err)
 			w.Header().Set("Retry-After", "1")
-			s.otlpError(w, r, enc, http.StatusServiceUnavailable, "the tenant's contracts could not be read now; retry shortly")
-			return
+			return refuse(http.StatusServiceUnavailable, "the tenant's contracts could not be read now; retry shortly")
 		}
 	}
 	calls, others := otlpingest.ToolCalls(td, bindings.Bound)
 	s.otlpSpans.WithLabelValues(spanIgnored).Add(float64(others))
 	ctx, cancel := context.WithTimeout(r.Context(), tracesBudget)
 	defer cancel()
-	rules := futureBound{Latest: s.now().UTC().Add(s.maxFutureSkew), Skew: s.maxFutureSkew}
+	latest := s.bound().Latest
 	var rejections []commitlayer.SpanRejection
 	var messages []string
 	var starts, rechecks []commitlayer.ActionRecord
@@ -130,7 +127,7 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 		}
 		isNew := false
 		for _, rec := range recs {
-			if err := service.CheckAction(rec.Action, rules.Latest); err != nil {
+			if err := service.CheckAction(rec.Action, latest); err != nil {
 				why = append(why, fmt.Sprintf("span %s (%s), contract %s: %s", c.SpanID, c.Dialect, rec.Action.Contract, err))
 				continue
 			}
@@ -155,8 +152,7 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 					// the batch and what was recorded answers as replayed.
 					s.logError(r, "traces: record action", err)
 					w.Header().Set("Retry-After", "1")
-					s.otlpError(w, r, enc, http.StatusServiceUnavailable, "actions could not be recorded now; retry shortly")
-					return
+					return refuse(http.StatusServiceUnavailable, "actions could not be recorded now; retry shortly")
 				}
 				why = append(why, fmt.Sprintf("span %s, contract %s: %s", c.SpanID, rec.Action.Contract, msg))
 				continue
@@ -177,7 +173,7 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 			counts[spanRejected]++
 			messages = append(messages, why...)
 			rejections = append(rejections, commitlayer.SpanRejection{At: s.now().UTC(), TraceID: c.TraceID, SpanID: c.SpanID,
-				Tool: c.Tool, Dialect: c.Dialect, Message: truncate(strings.Join(why, "; "), 1024)})
+				Tool: c.Tool, Dialect: c.Dialect, Message: commitlayer.Clip(strings.Join(why, "; "), 1024)})
 		case isNew:
 			counts[spanRecorded]++
 		default:
@@ -190,15 +186,13 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	if len(rejections) > 0 {
 		// Kept so the tenant sees why (GET /v1/sources); the exporter's
 		// answer says it whether or not they could be kept.
-		if err := s.connectors.RecordSpanRejections(ctx, tenantID, rejections[:min(len(rejections), maxRejectionsKept)]); err != nil {
+		if err := s.store.RecordSpanRejections(ctx, tenantID, rejections[:min(len(rejections), maxRejectionsKept)]); err != nil {
 			s.logError(r, "traces: keep rejections", err)
 		}
 	}
-	b, err := otlpingest.Response(enc, int64(counts[spanRejected]), truncate(strings.Join(messages, "; "), maxPartialMessage))
+	b, err := otlpingest.Response(enc, int64(counts[spanRejected]), commitlayer.Clip(strings.Join(messages, "; "), maxPartialMessage))
 	if err != nil {
-		s.logError(r, "traces: answer", err)
-		s.otlpError(w, r, enc, http.StatusInternalServerError, "internal error")
-		return
+		return fmt.Errorf("traces: answer: %w", err)
 	}
 	w.Header().Set("Content-Type", enc.ContentType())
 	w.WriteHeader(http.StatusOK)
@@ -208,6 +202,7 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	// not); then the verifications that got a new attempt re-read.
 	s.actions.StartLater(r.Context(), tenantID, starts)
 	s.actions.RecheckLater(r.Context(), tenantID, rechecks)
+	return nil
 }
 
 // recordFailure says what to tell about an action that could not be
@@ -229,7 +224,7 @@ func recordFailure(err error) (msg string, retry bool) {
 // tenantBindings compiles the bindings of the tenant's latest contract
 // versions. A stored contract that no longer compiles binds nothing.
 func (s *Server) tenantBindings(ctx context.Context, tenantID string) (*contracts.Bindings, error) {
-	recs, err := s.contractDB.ListContracts(ctx, tenantID)
+	recs, err := s.store.ListContracts(ctx, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("list contracts: %w", err)
 	}
@@ -247,35 +242,20 @@ func (s *Server) tenantBindings(ctx context.Context, tenantID string) (*contract
 	return contracts.NewBindings(cs), nil
 }
 
-// otlpError answers a google.rpc.Status in enc with status.
-func (s *Server) otlpError(w http.ResponseWriter, r *http.Request, enc otlpingest.Encoding, status int, message string) {
-	w.Header().Set("Content-Type", enc.ContentType())
-	w.WriteHeader(status)
-	_, _ = w.Write(otlpingest.Status(enc, status, message))
-}
+// refuse is an OTLP refusal with its status, for otlpFailure to answer.
+func refuse(status int, message string) error { return &apiError{Status: status, Message: message} }
 
-// otlpFailure answers a refusal before postTraces (a missing or unknown
-// key, a store that did not answer) as writeError would, in OTLP's shape:
-// a google.rpc.Status in the request's encoding (JSON when it names none
-// OTLP knows), 503 with Retry-After when the store is away.
+// otlpFailure answers an error of POST /v1/traces (a refusal, a missing or
+// unknown key, a store that did not answer) as writeError would, in OTLP's
+// shape: a google.rpc.Status in the request's encoding (JSON when it names
+// none OTLP knows).
 func (s *Server) otlpFailure(w http.ResponseWriter, r *http.Request, err error) {
 	enc, encErr := otlpingest.EncodingOf(r.Header.Get("Content-Type"))
 	if encErr != nil {
 		enc = otlpingest.JSON
 	}
-	ae := clientError(err)
-	switch {
-	case ae != nil:
-	case errors.Is(err, commitlayer.ErrUnavailable):
-		s.logError(r, "unavailable", err)
-		w.Header().Set("Retry-After", "1")
-		ae = &apiError{Status: http.StatusServiceUnavailable, Message: "the service cannot reach its database now; retry shortly"}
-	default:
-		s.logError(r, "internal error", err)
-		ae = &apiError{Status: http.StatusInternalServerError, Message: "internal error"}
-	}
-	if ae.Status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="commitlayer"`)
-	}
-	s.otlpError(w, r, enc, ae.Status, ae.Message)
+	ae := s.answer(w, r, err)
+	w.Header().Set("Content-Type", enc.ContentType())
+	w.WriteHeader(ae.Status)
+	_, _ = w.Write(otlpingest.Status(enc, ae.Status, ae.Message))
 }

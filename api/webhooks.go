@@ -42,12 +42,8 @@ const (
 	MaxRotationOverlap     = 7 * 24 * time.Hour
 )
 
-func viewWebhook(w commitlayer.Webhook) client.Webhook {
-	return viewWebhookAt(w, time.Time{})
-}
-
-// viewWebhookAt leaves out a previous secret's end that is before now.
-func viewWebhookAt(w commitlayer.Webhook, now time.Time) client.Webhook {
+// viewWebhook leaves out a previous secret's end that is before now.
+func viewWebhook(w commitlayer.Webhook, now time.Time) client.Webhook {
 	v := client.Webhook{ID: w.ID, URL: w.URL, Events: w.Events, CreatedAt: w.CreatedAt.UTC(), RotatedAt: timePtr(w.RotatedAt),
 		Enabled: w.DisabledAt.IsZero(), DisabledAt: timePtr(w.DisabledAt), DisabledReason: w.DisabledReason}
 	if w.PreviousUntil.After(now) {
@@ -56,59 +52,52 @@ func viewWebhookAt(w commitlayer.Webhook, now time.Time) client.Webhook {
 	return v
 }
 
-func (s *Server) webhookStore(w http.ResponseWriter, r *http.Request) (WebhookStore, bool) {
+func (s *Server) webhookStore() (WebhookStore, error) {
 	if s.webhooks == nil {
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable, "webhooks are not enabled on this server"))
-		return nil, false
+		return nil, errorf(http.StatusServiceUnavailable, codeUnavailable, "webhooks are not enabled on this server")
 	}
-	return s.webhooks, true
+	return s.webhooks, nil
 }
 
 // webhookOf is webhookStore for the routes on one webhook: the store and
 // the path's id, or a 404 for an id no webhook can have.
-func (s *Server) webhookOf(w http.ResponseWriter, r *http.Request) (WebhookStore, string, bool) {
-	ws, ok := s.webhookStore(w, r)
-	if !ok {
-		return nil, "", false
+func (s *Server) webhookOf(r *http.Request) (WebhookStore, string, error) {
+	ws, err := s.webhookStore()
+	if err != nil {
+		return nil, "", err
 	}
 	id := r.PathValue("id")
 	if !storable(id) {
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
-		return nil, "", false
+		return nil, "", notFound("webhook", id)
 	}
-	return ws, id, true
+	return ws, id, nil
 }
 
 // postWebhook registers a webhook: 201 with its secret, shown this once.
-func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
-	ws, ok := s.webhookStore(w, r)
-	if !ok {
-		return
+func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) error {
+	ws, err := s.webhookStore()
+	if err != nil {
+		return err
 	}
 	var in client.WebhookInput
 	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
-		s.writeError(w, r, err)
-		return
+		return err
 	}
-	bad := func(format string, args ...any) {
-		s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest, format, args...))
+	bad := func(format string, args ...any) error {
+		return errorf(http.StatusBadRequest, codeInvalidRequest, format, args...)
 	}
 	switch {
 	case in.URL == "":
-		bad("url: is required")
-		return
+		return bad("url: is required")
 	case len(in.URL) > maxWebhookURL:
-		bad("url: must be at most %d bytes", maxWebhookURL)
-		return
+		return bad("url: must be at most %d bytes", maxWebhookURL)
 	case len(in.Events) == 0:
-		bad("events: give one or more of %s", strings.Join(webhook.Events, ", "))
-		return
+		return bad("events: give one or more of %s", strings.Join(webhook.Events, ", "))
 	}
 	events := []string{}
 	for i, e := range in.Events {
 		if !slices.Contains(webhook.Events, e) {
-			bad("events[%d]: %q is not an event; use %s", i, truncate(e, 64), strings.Join(webhook.Events, ", "))
-			return
+			return bad("events[%d]: %q is not an event; use %s", i, commitlayer.Clip(e, 64), strings.Join(webhook.Events, ", "))
 		}
 		if !slices.Contains(events, e) {
 			events = append(events, e)
@@ -117,99 +106,86 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) {
 	if s.guard != nil {
 		if _, err := s.guard.CheckURL(r.Context(), in.URL); err != nil {
 			// Only the class: the reason may name the address it resolved to.
-			s.writeError(w, r, errorf(http.StatusUnprocessableEntity, codeAddressNotAllowed, "url: %s", netguard.Classify(err)))
-			return
+			return errorf(http.StatusUnprocessableEntity, codeAddressNotAllowed, "url: %s", netguard.Classify(err))
 		}
 	} else if !strings.HasPrefix(in.URL, "https://") && !strings.HasPrefix(in.URL, "http://") {
-		bad("url: must be an http or https URL")
-		return
+		return bad("url: must be an http or https URL")
 	}
 	if s.secrets == nil {
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
-			"webhooks need COMMITLAYER_SECRETS_KEY on the server to keep their secrets sealed"))
-		return
+		return errNoSecretsKey
 	}
 	tenantID := tenantOf(r.Context()).ID
 	existing, err := ws.ListWebhooks(r.Context(), tenantID)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("list webhooks: %w", err))
-		return
+		return fmt.Errorf("list webhooks: %w", err)
 	}
 	if len(existing) >= maxWebhooks {
-		s.writeError(w, r, errorf(http.StatusConflict, codeConflict, "a tenant has at most %d webhooks; delete one first", maxWebhooks))
-		return
+		return errorf(http.StatusConflict, codeConflict, "a tenant has at most %d webhooks; delete one first", maxWebhooks)
 	}
-	id, secret := commitlayer.NewID("wh_"), newWebhookSecret()
-	sealed, err := s.secrets.Seal([]byte(secret), commitlayer.WebhookSecretAD(tenantID, id))
+	id := commitlayer.NewID("wh_")
+	secret, sealed, err := s.newWebhookSecret(tenantID, id)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("seal webhook secret: %w", err))
-		return
+		return err
 	}
 	created, err := ws.CreateWebhook(r.Context(), tenantID, commitlayer.Webhook{ID: id, URL: in.URL, Events: events, Secret: sealed})
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("create webhook: %w", err))
-		return
+		return fmt.Errorf("create webhook: %w", err)
 	}
 	w.Header().Set("Location", "/v1/webhooks/"+id)
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, client.WebhookCreated{Webhook: viewWebhook(created), Secret: secret})
+	return writeJSON(w, http.StatusCreated, client.WebhookCreated{Webhook: viewWebhook(created, time.Time{}), Secret: secret})
 }
 
 // listWebhooks answers {"webhooks"}, without secrets.
-func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) {
-	ws, ok := s.webhookStore(w, r)
-	if !ok {
-		return
+func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
+	ws, err := s.webhookStore()
+	if err != nil {
+		return err
 	}
 	list, err := ws.ListWebhooks(r.Context(), tenantOf(r.Context()).ID)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("list webhooks: %w", err))
-		return
+		return fmt.Errorf("list webhooks: %w", err)
 	}
-	out := client.WebhookList{Webhooks: []client.Webhook{}}
-	for _, h := range list {
-		out.Webhooks = append(out.Webhooks, viewWebhookAt(h, s.now()))
-	}
-	writeJSON(w, http.StatusOK, out)
+	now := s.now()
+	return writeJSON(w, http.StatusOK, client.WebhookList{Webhooks: views(list, func(h commitlayer.Webhook) client.Webhook {
+		return viewWebhook(h, now)
+	})})
 }
 
 // deleteWebhook deletes a webhook; its deliveries stop.
-func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
-	ws, id, ok := s.webhookOf(w, r)
-	if !ok {
-		return
+func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
+	ws, id, err := s.webhookOf(r)
+	if err != nil {
+		return err
 	}
-	err := ws.DeleteWebhook(r.Context(), tenantOf(r.Context()).ID, id)
+	err = ws.DeleteWebhook(r.Context(), tenantOf(r.Context()).ID, id)
 	switch {
 	case isNotFound(err):
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+		return notFound("webhook", id)
 	case err != nil:
-		s.writeError(w, r, fmt.Errorf("delete webhook: %w", err))
-	default:
-		w.WriteHeader(http.StatusNoContent)
+		return fmt.Errorf("delete webhook: %w", err)
 	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 // webhookDeliveries answers {"deliveries"}: the latest 100, newest first,
 // each with its attempts, status and last error.
-func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) {
-	ws, id, ok := s.webhookOf(w, r)
-	if !ok {
-		return
+func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) error {
+	ws, id, err := s.webhookOf(r)
+	if err != nil {
+		return err
 	}
 	tenantID := tenantOf(r.Context()).ID
 	if _, err := ws.GetWebhook(r.Context(), tenantID, id); err != nil {
 		if isNotFound(err) {
-			s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
-			return
+			return notFound("webhook", id)
 		}
-		s.writeError(w, r, fmt.Errorf("get webhook: %w", err))
-		return
+		return fmt.Errorf("get webhook: %w", err)
 	}
 	ds, err := ws.ListDeliveries(r.Context(), tenantID, id, deliveriesListed)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("list deliveries: %w", err))
-		return
+		return fmt.Errorf("list deliveries: %w", err)
 	}
 	out := client.WebhookDeliveryList{Deliveries: []client.WebhookDelivery{}}
 	for _, d := range ds {
@@ -222,15 +198,26 @@ func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Deliveries = append(out.Deliveries, v)
 	}
-	writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, out)
 }
 
-// newWebhookSecret is a Standard Webhooks secret: whsec_ and 32 random
-// bytes in base64.
-func newWebhookSecret() string {
+// errNoSecretsKey answers a webhook route that would need a secret sealed.
+var errNoSecretsKey = errorf(http.StatusServiceUnavailable, codeUnavailable,
+	"webhooks need COMMITLAYER_SECRETS_KEY on the server to keep their secrets sealed")
+
+// newWebhookSecret makes webhook id's Standard Webhooks secret (whsec_ and
+// 32 random bytes in base64) and seals it for the store.
+func (s *Server) newWebhookSecret(tenantID, id string) (secret, sealed string, err error) {
+	if s.secrets == nil {
+		return "", "", errNoSecretsKey
+	}
 	var b [32]byte
 	_, _ = rand.Read(b[:])
-	return webhook.SecretPrefix + base64.StdEncoding.EncodeToString(b[:])
+	secret = webhook.SecretPrefix + base64.StdEncoding.EncodeToString(b[:])
+	if sealed, err = s.secrets.Seal([]byte(secret), commitlayer.WebhookSecretAD(tenantID, id)); err != nil {
+		return "", "", fmt.Errorf("seal webhook secret: %w", err)
+	}
+	return secret, sealed, nil
 }
 
 // rotateWebhook makes a new secret for a webhook, answered this once
@@ -239,74 +226,61 @@ func newWebhookSecret() string {
 // the body names (default 24h, at most 7 days), so receivers can move to
 // the new one without missing a delivery; a secret still in the overlap
 // of an earlier rotation stops at once. The body is optional.
-func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) {
-	ws, id, ok := s.webhookOf(w, r)
-	if !ok {
-		return
+func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) error {
+	ws, id, err := s.webhookOf(r)
+	if err != nil {
+		return err
 	}
 	tenantID := tenantOf(r.Context()).ID
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
-		s.writeError(w, r, jsonError(err))
-		return
+		return jsonError(err)
 	}
 	overlap := DefaultRotationOverlap
 	if len(bytes.TrimSpace(data)) > 0 {
 		var in client.WebhookRotation
 		if err := decodeJSON(bytes.NewReader(data), &in); err != nil {
-			s.writeError(w, r, err)
-			return
+			return err
 		}
 		if in.Overlap != "" {
 			d, err := time.ParseDuration(in.Overlap)
 			if err != nil || d < 0 || d > MaxRotationOverlap {
-				s.writeError(w, r, errorf(http.StatusBadRequest, codeInvalidRequest,
-					"overlap: must be a duration from 0s to %s (e.g. \"24h\"), got %q", MaxRotationOverlap, truncate(in.Overlap, 32)))
-				return
+				return errorf(http.StatusBadRequest, codeInvalidRequest,
+					"overlap: must be a duration from 0s to %s (e.g. \"24h\"), got %q", MaxRotationOverlap, commitlayer.Clip(in.Overlap, 32))
 			}
 			overlap = d
 		}
 	}
-	if s.secrets == nil {
-		s.writeError(w, r, errorf(http.StatusServiceUnavailable, codeUnavailable,
-			"webhooks need COMMITLAYER_SECRETS_KEY on the server to keep their secrets sealed"))
-		return
-	}
-	secret := newWebhookSecret()
-	sealed, err := s.secrets.Seal([]byte(secret), commitlayer.WebhookSecretAD(tenantID, id))
+	secret, sealed, err := s.newWebhookSecret(tenantID, id)
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("seal webhook secret: %w", err))
-		return
+		return err
 	}
 	now := s.now().UTC()
 	rotated, err := ws.RotateWebhook(r.Context(), tenantID, id, sealed, now, now.Add(overlap))
 	switch {
 	case isNotFound(err):
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
-		return
+		return notFound("webhook", id)
 	case err != nil:
-		s.writeError(w, r, fmt.Errorf("rotate webhook: %w", err))
-		return
+		return fmt.Errorf("rotate webhook: %w", err)
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, client.WebhookCreated{Webhook: viewWebhookAt(rotated, now), Secret: secret})
+	return writeJSON(w, http.StatusOK, client.WebhookCreated{Webhook: viewWebhook(rotated, now), Secret: secret})
 }
 
 // enableWebhook lets deliveries to a webhook disabled by a 410 Gone start
 // again, from the next event on (200, the webhook). Enabling one that is
 // enabled changes nothing.
-func (s *Server) enableWebhook(w http.ResponseWriter, r *http.Request) {
-	ws, id, ok := s.webhookOf(w, r)
-	if !ok {
-		return
+func (s *Server) enableWebhook(w http.ResponseWriter, r *http.Request) error {
+	ws, id, err := s.webhookOf(r)
+	if err != nil {
+		return err
 	}
 	enabled, err := ws.EnableWebhook(r.Context(), tenantOf(r.Context()).ID, id)
 	switch {
 	case isNotFound(err):
-		s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no webhook %q", truncate(id, 128)))
+		return notFound("webhook", id)
 	case err != nil:
-		s.writeError(w, r, fmt.Errorf("enable webhook: %w", err))
-	default:
-		writeJSON(w, http.StatusOK, viewWebhookAt(enabled, s.now()))
+		return fmt.Errorf("enable webhook: %w", err)
 	}
+	return writeJSON(w, http.StatusOK, viewWebhook(enabled, s.now()))
 }

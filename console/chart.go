@@ -14,10 +14,7 @@ import (
 type chart struct {
 	Width, Height int
 	Bars          []bar
-	Ticks         []tick
-	YMax          int
-	YTicks        []ytick
-	Empty         bool
+	Ticks, YTicks []tick
 	Summary       string
 }
 
@@ -32,43 +29,31 @@ type seg struct {
 	Y, H  float64
 }
 
+// tick is an axis label at a position (x on the time axis, y on the count's).
 type tick struct {
-	X     float64
-	Label string
-}
-
-type ytick struct {
-	Y     float64
+	At    float64
 	Label string
 }
 
 // Chart geometry: the plot area inside the SVG.
 const (
-	chartW, chartH       = 960, 260
-	plotL, plotR         = 48, 8
-	plotT, plotB         = 10, 30
-	maxXTicks            = 8
-	stackPass, stackFail = "pass", "fail"
+	chartW, chartH = 960, 260
+	plotL, plotR   = 48, 8
+	plotT, plotB   = 10, 30
+	maxXTicks      = 8
 )
 
 func buildChart(rows []commitlayer.StatsRow, since, until time.Time, bucket time.Duration) chart {
-	n := int(until.Sub(since) / bucket)
-	if until.Sub(since)%bucket != 0 {
-		n++
-	}
-	if n < 1 {
-		n = 1
-	}
+	n := max(int((until.Sub(since)+bucket-1)/bucket), 1)
 	counts := make([]commitlayer.StatusCounts, n)
 	var total commitlayer.StatusCounts
 	for _, r := range rows {
-		i := int(r.Start.Sub(since) / bucket)
-		if i >= 0 && i < n {
+		if i := int(r.Start.Sub(since) / bucket); i >= 0 && i < n {
 			counts[i].Add(r.Counts)
 			total.Add(r.Counts)
 		}
 	}
-	ch := chart{Width: chartW, Height: chartH, Empty: total.Total() == 0}
+	ch := chart{Width: chartW, Height: chartH}
 	ch.Summary = fmt.Sprintf("%d actions from %s to %s: %d PASS, %d FAIL, %d UNKNOWN, %d pending.",
 		total.Total(), since.Format("2006-01-02 15:04Z"), until.Format("2006-01-02 15:04Z"), total.Pass, total.Fail, total.Unknown, total.Pending)
 	ymax := 0
@@ -76,20 +61,18 @@ func buildChart(rows []commitlayer.StatsRow, since, until time.Time, bucket time
 		ymax = max(ymax, c.Total())
 	}
 	ymax = niceCeil(ymax)
-	ch.YMax = ymax
 	plotW, plotH := float64(chartW-plotL-plotR), float64(chartH-plotT-plotB)
 	slot := plotW / float64(n)
 	bw := max(slot*0.8, 1)
 	for i, c := range counts {
-		x := float64(plotL) + float64(i)*slot + (slot-bw)/2
-		b := bar{X: round1(x), W: round1(bw)}
+		b := bar{X: round1(float64(plotL) + float64(i)*slot + (slot-bw)/2), W: round1(bw)}
 		start := since.Add(time.Duration(i) * bucket)
 		b.Title = fmt.Sprintf("%s: %d PASS, %d FAIL, %d UNKNOWN, %d pending", start.Format("Jan 2 15:04"), c.Pass, c.Fail, c.Unknown, c.Pending)
 		y := float64(plotT) + plotH
 		for _, s := range []struct {
 			class string
 			n     int
-		}{{stackPass, c.Pass}, {"unknown", c.Unknown}, {stackFail, c.Fail}, {"pending", c.Pending}} {
+		}{{"pass", c.Pass}, {"unknown", c.Unknown}, {"fail", c.Fail}, {"pending", c.Pending}} {
 			if s.n == 0 {
 				continue
 			}
@@ -107,11 +90,11 @@ func buildChart(rows []commitlayer.StatsRow, since, until time.Time, bucket time
 		layout = "Jan 2 15h"
 	}
 	for i := 0; i < n; i += every {
-		ch.Ticks = append(ch.Ticks, tick{X: round1(float64(plotL) + float64(i)*slot + slot/2),
+		ch.Ticks = append(ch.Ticks, tick{At: round1(float64(plotL) + float64(i)*slot + slot/2),
 			Label: since.Add(time.Duration(i) * bucket).UTC().Format(layout)})
 	}
 	for _, v := range []int{0, ymax / 2, ymax} {
-		ch.YTicks = append(ch.YTicks, ytick{Y: round1(float64(plotT) + plotH - plotH*float64(v)/float64(ymax)), Label: fmt.Sprint(v)})
+		ch.YTicks = append(ch.YTicks, tick{At: round1(float64(plotT) + plotH - plotH*float64(v)/float64(ymax)), Label: fmt.Sprint(v)})
 	}
 	return ch
 }
@@ -126,7 +109,7 @@ func niceCeil(n int) int {
 	for p*10 < n {
 		p *= 10
 	}
-	for _, m := range []int{1, 2, 5, 10} {
+	for _, m := range []int{1, 2, 5} {
 		if m*p >= n {
 			return m * p
 		}
@@ -143,11 +126,7 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
-	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"statusClass": func(s any) string {
-		return "status-" + strings.ToLower(fmt.Sprint(s))
-	},
-	"selected": func(a, b string) bool { return a == b },
-	"join":     strings.Join,
-	"add":      func(a, b int) int { return a + b },
+	"iso":         func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"statusClass": func(s any) string { return "status-" + strings.ToLower(fmt.Sprint(s)) },
+	"join":        strings.Join,
 }

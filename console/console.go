@@ -16,6 +16,7 @@
 package console
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"embed"
@@ -159,8 +160,8 @@ func New(cfg Config) (*Console, error) {
 	}
 	m := http.NewServeMux()
 	m.Handle("GET /console/assets/", http.StripPrefix("/console/assets/", c.assetServer(assets)))
-	m.HandleFunc("GET /console/login", c.loginForm)
-	m.HandleFunc("POST /console/login", c.login)
+	m.HandleFunc("GET /console/login", c.serve(c.loginForm))
+	m.HandleFunc("POST /console/login", c.serve(c.login))
 	m.HandleFunc("POST /console/logout", c.authed(c.logout))
 	m.HandleFunc("GET /console/{$}", c.authed(c.overview))
 	m.HandleFunc("GET /console/actions", c.authed(c.actions))
@@ -169,7 +170,7 @@ func New(cfg Config) (*Console, error) {
 	m.HandleFunc("GET /console/contracts", c.authed(c.contractList))
 	m.HandleFunc("GET /console/contracts/{id}", c.authed(c.contract))
 	m.HandleFunc("GET /console/webhooks", c.authed(c.webhooks))
-	m.HandleFunc("/console/", c.notFound)
+	m.HandleFunc("/console/", c.serve(c.notFound))
 	c.mux = m
 	return c, nil
 }
@@ -206,7 +207,7 @@ func (c *Console) assetServer(assets fs.FS) http.Handler {
 	fsrv := http.FileServerFS(assets)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if st, err := fs.Stat(assets, strings.TrimPrefix(r.URL.Path, "/")); err != nil || !st.Mode().IsRegular() {
-			c.notFound(w, r)
+			c.serve(c.notFound)(w, r)
 			return
 		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
@@ -246,23 +247,32 @@ type page struct {
 	Data    any
 }
 
-// render writes a page with status.
-func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+// render writes a page with status. An error (a template that fails) is
+// returned before anything is written, for the handler to return.
+func (c *Console) render(w http.ResponseWriter, status int, name string, p page) error {
 	t, ok := c.pages[name]
 	if !ok {
-		c.fail(w, r, fmt.Errorf("no template %q", name))
-		return
+		return fmt.Errorf("no template %q", name)
 	}
-	var b strings.Builder
+	var b bytes.Buffer
 	if err := t.Execute(&b, p); err != nil {
-		c.fail(w, r, fmt.Errorf("render %s: %w", name, err))
-		return
+		return fmt.Errorf("render %s: %w", name, err)
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(b.String()))
+	_, _ = w.Write(b.Bytes())
+	return nil
+}
+
+// serve answers h's error with fail.
+func (c *Console) serve(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			c.fail(w, r, err)
+		}
+	}
 }
 
 // fail answers an internal error: a generic page, the detail to the log.
@@ -273,21 +283,13 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, msg = http.StatusServiceUnavailable, "The database cannot be reached right now; retry shortly."
 		w.Header().Set("Retry-After", "1")
 	}
-	if t, ok := c.pages["error"]; ok {
-		var b strings.Builder
-		if t.Execute(&b, page{Title: "Error", Problem: msg}) == nil {
-			w.Header().Set("Content-Type", "text/html; charset=utf-8")
-			w.Header().Set("Cache-Control", "no-store")
-			w.WriteHeader(status)
-			_, _ = w.Write([]byte(b.String()))
-			return
-		}
+	if c.render(w, status, "error", page{Title: "Error", Problem: msg}) != nil {
+		http.Error(w, msg, status)
 	}
-	http.Error(w, msg, status)
 }
 
-func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
-	c.render(w, r, http.StatusNotFound, "error", page{Title: "Not found", Problem: "There is no page at this address."})
+func (c *Console) notFound(w http.ResponseWriter, r *http.Request) error {
+	return c.render(w, http.StatusNotFound, "error", page{Title: "Not found", Problem: "There is no page at this address."})
 }
 
 // localPath keeps a ?next= target only when it is a path of the console

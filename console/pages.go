@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,29 +9,28 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/api"
+	"github.com/commitlayer/commitlayer/contracts"
 )
-
-func urlQueryEscape(s string) string { return url.QueryEscape(s) }
 
 // ---- login ----
 
-type loginData struct {
-	Next string
+// loginPage is the login form, next the page to go to after (Data).
+func loginPage(next, problem string) page {
+	return page{Title: "Log in", Problem: problem, Data: next}
 }
 
-func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
+func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) error {
 	next := localPath(r.URL.Query().Get("next"))
 	if se, err := c.sessionOf(r); err == nil && se != nil {
 		http.Redirect(w, r, next, http.StatusSeeOther)
-		return
+		return nil
 	}
-	c.render(w, r, http.StatusOK, "login", page{Title: "Log in", Data: loginData{Next: next}})
+	return c.render(w, http.StatusOK, "login", loginPage(next, ""))
 }
 
 // login checks the key and starts a session. The key is read from the
@@ -39,82 +39,72 @@ func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
 // checked (one statement, so a burst cannot slip past the limit) and
 // taken back when the key is right: only wrong keys use up an address's
 // LoginFailures a minute. A tenant may log in TenantLogins times a minute.
-func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+func (c *Console) login(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	if err := r.ParseForm(); err != nil {
-		c.render(w, r, http.StatusBadRequest, "login", page{Title: "Log in", Problem: "The form could not be read.", Data: loginData{Next: Prefix}})
-		return
+		return c.render(w, http.StatusBadRequest, "login", loginPage(Prefix, "The form could not be read."))
 	}
 	next := localPath(r.PostFormValue("next"))
-	problem := func(status int, msg string) {
-		c.render(w, r, status, "login", page{Title: "Log in", Problem: msg, Data: loginData{Next: next}})
+	problem := func(status int, msg string) error {
+		return c.render(w, status, "login", loginPage(next, msg))
 	}
-	tooMany := func(until time.Time, who string) {
+	tooMany := func(until time.Time, who string) error {
 		secs := api.RetryAfter(until.Sub(c.now()))
 		w.Header().Set("Retry-After", secs)
-		problem(http.StatusTooManyRequests, fmt.Sprintf("Too many %s; try again in %ss.", who, secs))
+		return problem(http.StatusTooManyRequests, fmt.Sprintf("Too many %s; try again in %ss.", who, secs))
 	}
 	if !sameOrigin(r) {
-		problem(http.StatusForbidden, "This login came from another site.")
-		return
+		return problem(http.StatusForbidden, "This login came from another site.")
 	}
 	key := strings.TrimSpace(r.PostFormValue("api_key"))
 	if key == "" {
-		problem(http.StatusBadRequest, "Enter your tenant's API key.")
-		return
+		return problem(http.StatusBadRequest, "Enter your tenant's API key.")
 	}
 	ctx, ip, now := r.Context(), api.ClientAddr(r), c.now()
 	addrKey := "login:" + api.LimitAddr(r)
 	n, until, err := c.cfg.Store.Hit(ctx, addrKey, time.Minute, now)
 	if err != nil {
-		c.fail(w, r, fmt.Errorf("count login: %w", err))
-		return
+		return fmt.Errorf("count login: %w", err)
 	}
 	if n > c.cfg.LoginFailures {
-		tooMany(until, "wrong keys from your address")
-		return
+		return tooMany(until, "wrong keys from your address")
 	}
 	t, err := c.cfg.Store.TenantByAPIKey(ctx, key)
 	switch {
 	case errors.Is(err, commitlayer.ErrNotFound):
 		c.log.InfoContext(ctx, "console: wrong key", "client", ip)
-		problem(http.StatusUnauthorized, "That key is not a tenant's API key.")
-		return
+		return problem(http.StatusUnauthorized, "That key is not a tenant's API key.")
 	case err != nil:
-		c.fail(w, r, fmt.Errorf("check key: %w", err))
-		return
+		return fmt.Errorf("check key: %w", err)
 	}
 	if err := c.cfg.Store.Unhit(ctx, addrKey, until); err != nil {
-		c.fail(w, r, fmt.Errorf("count login: %w", err))
-		return
+		return fmt.Errorf("count login: %w", err)
 	}
 	if n, until, err := c.cfg.Store.Hit(ctx, "login-tenant:"+t.ID, time.Minute, now); err != nil {
-		c.fail(w, r, fmt.Errorf("count login: %w", err))
-		return
+		return fmt.Errorf("count login: %w", err)
 	} else if n > c.cfg.TenantLogins {
-		tooMany(until, "logins for this tenant")
-		return
+		return tooMany(until, "logins for this tenant")
 	}
 	id := token()
 	if err := c.cfg.Store.CreateSession(ctx, t.ID, id, now, now.Add(c.cfg.SessionIdle), now.Add(c.cfg.SessionMax), c.cfg.TenantSessions); err != nil {
-		c.fail(w, r, fmt.Errorf("start session: %w", err))
-		return
+		return fmt.Errorf("start session: %w", err)
 	}
 	c.setSessionCookie(w, r, id)
 	c.log.InfoContext(ctx, "console: login", "tenant", t.ID, "client", ip)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+	return nil
 }
 
 // logout ends the session for every API process.
-func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) {
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) error {
 	if ck, err := r.Cookie(CookieName); err == nil {
 		if err := c.cfg.Store.DeleteSession(r.Context(), ck.Value); err != nil {
-			c.fail(w, r, fmt.Errorf("end session: %w", err))
-			return
+			return fmt.Errorf("end session: %w", err)
 		}
 	}
 	c.setSessionCookie(w, r, "")
 	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
+	return nil
 }
 
 // ---- overview ----
@@ -132,11 +122,6 @@ type groupRow struct {
 	Counts          commitlayer.StatusCounts
 }
 
-type orphanRow struct {
-	Contract, Check string
-	Fact            commitlayer.Fact
-}
-
 type overviewData struct {
 	Window    string
 	Windows   []window
@@ -150,12 +135,12 @@ type overviewData struct {
 	Fails     []actionRow
 	Open      []actionRow
 	Pending   []actionRow
-	Orphans   []orphanRow
+	Orphans   []contracts.Orphan
 	OrphanErr []string
 	Sources   []commitlayer.SourceCoverage
 }
 
-func (c *Console) overview(w http.ResponseWriter, r *http.Request, se *session) {
+func (c *Console) overview(w http.ResponseWriter, r *http.Request, se *session) error {
 	ctx, tid, q := r.Context(), se.tenant.ID, r.URL.Query()
 	d := overviewData{Windows: windows, Window: "24h", Contract: q.Get("contract"), Agent: q.Get("agent")}
 	win := windows[0]
@@ -172,45 +157,34 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, se *session) 
 		Contract: d.Contract, Agent: d.Agent}
 	rows, err := c.cfg.Store.ActionStats(ctx, tid, sq)
 	if err != nil {
-		c.fail(w, r, fmt.Errorf("stats: %w", err))
-		return
+		return fmt.Errorf("stats: %w", err)
 	}
 	// Every contract and agent of the window, for the chart's selectors
 	// (from an unfiltered count when filtered).
 	all := rows
 	if d.Contract != "" || d.Agent != "" {
 		if all, err = c.cfg.Store.ActionStats(ctx, tid, commitlayer.StatsQuery{Bucket: win.Bucket, Since: sq.Since, Until: sq.Until}); err != nil {
-			c.fail(w, r, fmt.Errorf("stats: %w", err))
-			return
+			return fmt.Errorf("stats: %w", err)
 		}
 	}
 	for _, row := range all {
-		if !slices.Contains(d.Contracts, row.Contract) {
-			d.Contracts = append(d.Contracts, row.Contract)
-		}
-		if !slices.Contains(d.Agents, row.Agent) {
-			d.Agents = append(d.Agents, row.Agent)
-		}
+		d.Contracts, d.Agents = append(d.Contracts, row.Contract), append(d.Agents, row.Agent)
 	}
-	sort.Strings(d.Contracts)
-	sort.Strings(d.Agents)
+	slices.Sort(d.Contracts)
+	slices.Sort(d.Agents)
+	d.Contracts, d.Agents = slices.Compact(d.Contracts), slices.Compact(d.Agents)
 	d.Chart = buildChart(rows, sq.Since, sq.Until, win.Bucket)
-	groups := map[[2]string]*groupRow{}
+	// One group per contract and agent, kept sorted.
 	for _, row := range rows {
-		k := [2]string{row.Contract, row.Agent}
-		if groups[k] == nil {
-			groups[k] = &groupRow{Contract: row.Contract, Agent: row.Agent}
+		i, found := slices.BinarySearchFunc(d.Groups, row, func(g groupRow, row commitlayer.StatsRow) int {
+			return cmp.Or(cmp.Compare(g.Contract, row.Contract), cmp.Compare(g.Agent, row.Agent))
+		})
+		if !found {
+			d.Groups = slices.Insert(d.Groups, i, groupRow{Contract: row.Contract, Agent: row.Agent})
 		}
-		groups[k].Counts.Add(row.Counts)
+		d.Groups[i].Counts.Add(row.Counts)
 		d.Totals.Add(row.Counts)
 	}
-	for _, g := range groups {
-		d.Groups = append(d.Groups, *g)
-	}
-	sort.Slice(d.Groups, func(i, j int) bool {
-		a, b := d.Groups[i], d.Groups[j]
-		return a.Contract < b.Contract || a.Contract == b.Contract && a.Agent < b.Agent
-	})
 	yes := true
 	for _, l := range []struct {
 		f   commitlayer.ActionFilter
@@ -222,31 +196,29 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, se *session) 
 	} {
 		p, err := c.cfg.Store.ListActions(ctx, tid, l.f)
 		if err != nil {
-			c.fail(w, r, fmt.Errorf("list actions: %w", err))
-			return
+			return fmt.Errorf("list actions: %w", err)
 		}
 		*l.dst = actionRows(p.Actions)
 	}
 	if d.Sources, err = c.cfg.Store.Sources(ctx, tid); err != nil {
-		c.fail(w, r, fmt.Errorf("sources: %w", err))
-		return
+		return fmt.Errorf("sources: %w", err)
 	}
 	if c.cfg.Orphans != nil {
 		d.Orphans, d.OrphanErr = c.orphans(ctx, tid, now)
 	}
-	c.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "overview", Tenant: se.tenant.Name, CSRF: se.csrf, Data: d})
+	return c.render(w, http.StatusOK, "overview", se.page("Overview", "overview", "", d))
 }
 
 // orphans lists the orphan effects of every contract over the last week
 // (at most 20 shown); a contract that cannot be scanned is named, the
 // page still renders.
-func (c *Console) orphans(ctx context.Context, tid string, now time.Time) ([]orphanRow, []string) {
+func (c *Console) orphans(ctx context.Context, tid string, now time.Time) ([]contracts.Orphan, []string) {
 	recs, err := c.cfg.Store.ListContracts(ctx, tid)
 	if err != nil {
 		c.log.WarnContext(ctx, "console: orphans: list contracts", "err", err)
 		return nil, []string{"contracts could not be listed"}
 	}
-	var out []orphanRow
+	var out []contracts.Orphan
 	var problems []string
 	for i, rec := range recs {
 		if i >= 50 || len(out) >= 20 {
@@ -258,11 +230,7 @@ func (c *Console) orphans(ctx context.Context, tid string, now time.Time) ([]orp
 			problems = append(problems, rec.ID)
 			continue
 		}
-		for _, o := range os {
-			if len(out) < 20 {
-				out = append(out, orphanRow{Contract: o.Contract, Check: o.Check, Fact: o.Fact})
-			}
-		}
+		out = append(out, os[:min(len(os), 20-len(out))]...)
 	}
 	return out, problems
 }
@@ -324,35 +292,30 @@ func listQuery(form url.Values) url.Values {
 	return q
 }
 
-func (c *Console) actions(w http.ResponseWriter, r *http.Request, se *session) {
+func (c *Console) actions(w http.ResponseWriter, r *http.Request, se *session) error {
 	ctx, tid := r.Context(), se.tenant.ID
 	form := r.URL.Query()
-	q := listQuery(form)
 	d := actionsData{Form: form}
 	if recs, err := c.cfg.Store.ListContracts(ctx, tid); err == nil {
 		for _, rec := range recs {
 			d.Contracts = append(d.Contracts, rec.ID)
 		}
 	}
-	p := page{Title: "Actions", Nav: "actions", Tenant: se.tenant.Name, CSRF: se.csrf}
-	f, err := api.ParseActionFilter(q)
-	if err != nil {
-		var fe *api.FilterError
-		if errors.As(err, &fe) {
-			p.Problem, p.Data = "Filter "+fe.Error(), d
-			c.render(w, r, http.StatusBadRequest, "actions", p)
-			return
-		}
-		c.fail(w, r, err)
-		return
+	p := se.page("Actions", "actions", "", &d)
+	f, err := api.ParseActionFilter(listQuery(form))
+	var fe *api.FilterError
+	if errors.As(err, &fe) {
+		p.Problem = "Filter " + fe.Error()
+		return c.render(w, http.StatusBadRequest, "actions", p)
+	} else if err != nil {
+		return err
 	}
 	if f.Limit == 0 {
 		f.Limit = api.DefaultListLimit
 	}
 	pg, err := c.cfg.Store.ListActions(ctx, tid, f)
 	if err != nil {
-		c.fail(w, r, fmt.Errorf("list actions: %w", err))
-		return
+		return fmt.Errorf("list actions: %w", err)
 	}
 	d.Actions = actionRows(pg.Actions)
 	if pg.Next != nil {
@@ -365,8 +328,7 @@ func (c *Console) actions(w http.ResponseWriter, r *http.Request, se *session) {
 		fq.Del("cursor")
 		d.First = "/console/actions?" + fq.Encode()
 	}
-	p.Data = d
-	c.render(w, r, http.StatusOK, "actions", p)
+	return c.render(w, http.StatusOK, "actions", p)
 }
 
 // ---- one action ----
@@ -403,23 +365,29 @@ type actionData struct {
 	Watching    bool
 }
 
-func (c *Console) action(w http.ResponseWriter, r *http.Request, se *session) {
-	ctx, tid, id := r.Context(), se.tenant.ID, r.PathValue("id")
-	p := page{Title: "Action", Nav: "actions", Tenant: se.tenant.Name, CSRF: se.csrf}
-	rec, err := c.cfg.Store.GetAction(ctx, tid, id)
+// getAction loads the action named in the path; ok is false when it
+// answered (a 404 page, or err).
+func (c *Console) getAction(w http.ResponseWriter, r *http.Request, se *session) (commitlayer.ActionRecord, bool, error) {
+	rec, err := c.cfg.Store.GetAction(r.Context(), se.tenant.ID, r.PathValue("id"))
 	switch {
 	case errors.Is(err, commitlayer.ErrNotFound):
-		p.Problem = "There is no action by this id."
-		c.render(w, r, http.StatusNotFound, "error", p)
-		return
+		p := se.page("Action", "actions", "There is no action by this id.", nil)
+		return rec, false, c.render(w, http.StatusNotFound, "error", p)
 	case err != nil:
-		c.fail(w, r, fmt.Errorf("get action: %w", err))
-		return
+		return rec, false, fmt.Errorf("get action: %w", err)
+	}
+	return rec, true, nil
+}
+
+func (c *Console) action(w http.ResponseWriter, r *http.Request, se *session) error {
+	ctx, tid := r.Context(), se.tenant.ID
+	rec, ok, err := c.getAction(w, r, se)
+	if !ok {
+		return err
 	}
 	history, err := c.cfg.Store.VerdictHistory(ctx, tid, rec.ID)
 	if err != nil {
-		c.fail(w, r, fmt.Errorf("verdict history: %w", err))
-		return
+		return fmt.Errorf("verdict history: %w", err)
 	}
 	d := actionData{Action: rec, Params: compactJSON(rec.Params),
 		CanRecheck: c.cfg.Verifier != nil && rec.Verification() != commitlayer.VerificationFailed,
@@ -433,11 +401,10 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, se *session) {
 		v := history[len(history)-1]
 		d.Verdict = &v
 		if d.Findings, err = c.findings(ctx, tid, v.Findings); err != nil {
-			c.fail(w, r, err)
-			return
+			return err
 		}
 	}
-	p.Title = "Action " + rec.ID
+	p := se.page("Action "+rec.ID, "actions", "", d)
 	switch r.URL.Query().Get("notice") {
 	case "rechecked":
 		p.Notice = "Re-verified just now."
@@ -446,8 +413,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, se *session) {
 	case "unavailable":
 		p.Problem = "The verification could not be re-run now; retry later."
 	}
-	p.Data = d
-	c.render(w, r, http.StatusOK, "action", p)
+	return c.render(w, http.StatusOK, "action", p)
 }
 
 // findings attaches each finding's evidence facts.
@@ -532,24 +498,14 @@ func timeline(history []commitlayer.Verdict) []stage {
 }
 
 func hasCode(v commitlayer.Verdict, code commitlayer.Code) bool {
-	for _, f := range v.Findings {
-		if f.Code == code {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(v.Findings, func(f commitlayer.Finding) bool { return f.Code == code })
 }
 
-func (c *Console) recheck(w http.ResponseWriter, r *http.Request, se *session) {
-	ctx, tid, id := r.Context(), se.tenant.ID, r.PathValue("id")
-	rec, err := c.cfg.Store.GetAction(ctx, tid, id)
-	switch {
-	case errors.Is(err, commitlayer.ErrNotFound):
-		c.render(w, r, http.StatusNotFound, "error", page{Title: "Not found", Tenant: se.tenant.Name, CSRF: se.csrf, Problem: "There is no action by this id."})
-		return
-	case err != nil:
-		c.fail(w, r, fmt.Errorf("get action: %w", err))
-		return
+func (c *Console) recheck(w http.ResponseWriter, r *http.Request, se *session) error {
+	ctx, tid := r.Context(), se.tenant.ID
+	rec, ok, err := c.getAction(w, r, se)
+	if !ok {
+		return err
 	}
 	notice := "rechecked"
 	if c.cfg.Verifier == nil {
@@ -567,4 +523,5 @@ func (c *Console) recheck(w http.ResponseWriter, r *http.Request, se *session) {
 		}
 	}
 	http.Redirect(w, r, "/console/actions/"+url.PathEscape(rec.ID)+"?notice="+notice, http.StatusSeeOther)
+	return nil
 }

@@ -20,17 +20,16 @@ type contractRow struct {
 	CreatedAt time.Time
 }
 
-func (c *Console) contractList(w http.ResponseWriter, r *http.Request, se *session) {
+func (c *Console) contractList(w http.ResponseWriter, r *http.Request, se *session) error {
 	recs, err := c.cfg.Store.ListContracts(r.Context(), se.tenant.ID)
 	if err != nil {
-		c.fail(w, r, fmt.Errorf("list contracts: %w", err))
-		return
+		return fmt.Errorf("list contracts: %w", err)
 	}
 	rows := make([]contractRow, 0, len(recs))
 	for _, rec := range recs {
 		rows = append(rows, contractRow{ID: rec.ID, Latest: rec.Version, Versions: versions(rec.Version), CreatedAt: rec.CreatedAt})
 	}
-	c.render(w, r, http.StatusOK, "contracts", page{Title: "Contracts", Nav: "contracts", Tenant: se.tenant.Name, CSRF: se.csrf, Data: rows})
+	return c.render(w, http.StatusOK, "contracts", se.page("Contracts", "contracts", "", rows))
 }
 
 func versions(latest int) []int {
@@ -47,38 +46,30 @@ type contractData struct {
 	Versions []int
 }
 
-func (c *Console) contract(w http.ResponseWriter, r *http.Request, se *session) {
+func (c *Console) contract(w http.ResponseWriter, r *http.Request, se *session) error {
 	ctx, tid, id := r.Context(), se.tenant.ID, r.PathValue("id")
-	p := page{Title: "Contract", Nav: "contracts", Tenant: se.tenant.Name, CSRF: se.csrf}
 	version := 0
 	if v := r.URL.Query().Get("version"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			p.Problem = "version must be a whole number from 1."
-			c.render(w, r, http.StatusBadRequest, "error", p)
-			return
+			p := se.page("Contract", "contracts", "version must be a whole number from 1.", nil)
+			return c.render(w, http.StatusBadRequest, "error", p)
 		}
 		version = n
 	}
 	latest, err := c.cfg.Store.GetContract(ctx, tid, id, 0)
+	d := contractData{Record: latest, Latest: latest.Version, Versions: versions(latest.Version)}
 	if err == nil && version != 0 && version != latest.Version {
-		var rec commitlayer.ContractRecord
-		rec, err = c.cfg.Store.GetContract(ctx, tid, id, version)
-		p.Data = contractData{Record: rec, Latest: latest.Version, Versions: versions(latest.Version)}
-	} else {
-		p.Data = contractData{Record: latest, Latest: latest.Version, Versions: versions(latest.Version)}
+		d.Record, err = c.cfg.Store.GetContract(ctx, tid, id, version)
 	}
 	switch {
 	case errors.Is(err, commitlayer.ErrNotFound):
-		p.Problem = "There is no such contract or version."
-		c.render(w, r, http.StatusNotFound, "error", p)
-		return
+		p := se.page("Contract", "contracts", "There is no such contract or version.", nil)
+		return c.render(w, http.StatusNotFound, "error", p)
 	case err != nil:
-		c.fail(w, r, fmt.Errorf("get contract: %w", err))
-		return
+		return fmt.Errorf("get contract: %w", err)
 	}
-	p.Title = "Contract " + id
-	c.render(w, r, http.StatusOK, "contract", p)
+	return c.render(w, http.StatusOK, "contract", se.page("Contract "+id, "contracts", "", d))
 }
 
 // ---- webhooks ----
@@ -89,24 +80,22 @@ type webhookRow struct {
 	Deliveries []commitlayer.WebhookDelivery
 }
 
-func (c *Console) webhooks(w http.ResponseWriter, r *http.Request, se *session) {
+func (c *Console) webhooks(w http.ResponseWriter, r *http.Request, se *session) error {
 	ctx, tid := r.Context(), se.tenant.ID
 	hooks, err := c.cfg.Store.ListWebhooks(ctx, tid)
 	if err != nil {
-		c.fail(w, r, fmt.Errorf("list webhooks: %w", err))
-		return
+		return fmt.Errorf("list webhooks: %w", err)
 	}
 	rows := make([]webhookRow, 0, len(hooks))
 	for _, h := range hooks {
 		ds, err := c.cfg.Store.ListDeliveries(ctx, tid, h.ID, 20)
 		if err != nil {
-			c.fail(w, r, fmt.Errorf("list deliveries: %w", err))
-			return
+			return fmt.Errorf("list deliveries: %w", err)
 		}
 		h.Secret = "" // sealed, and not the page's business
 		rows = append(rows, webhookRow{Hook: h, Overlap: h.PreviousUntil.After(c.now()), Deliveries: ds})
 	}
-	c.render(w, r, http.StatusOK, "webhooks", page{Title: "Webhooks", Nav: "webhooks", Tenant: se.tenant.Name, CSRF: se.csrf, Data: rows})
+	return c.render(w, http.StatusOK, "webhooks", se.page("Webhooks", "webhooks", "", rows))
 }
 
 func compactJSON(v any) string {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/url"
 
 	"github.com/commitlayer/commitlayer"
 	"github.com/commitlayer/commitlayer/api"
@@ -38,11 +39,6 @@ func csrfOf(id string) string {
 	return base64.RawURLEncoding.EncodeToString(h[:])
 }
 
-// validCSRF compares a form's token with the session's in constant time.
-func validCSRF(se *session, got string) bool {
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(se.csrf)) == 1
-}
-
 // sessionOf returns the request's live session (extending it), nil when it
 // has none; err only when the store failed.
 func (c *Console) sessionOf(r *http.Request) (*session, error) {
@@ -61,20 +57,15 @@ func (c *Console) sessionOf(r *http.Request) (*session, error) {
 	return &session{tenant: t, csrf: csrfOf(ck.Value)}, nil
 }
 
-// onLoopback reports whether the client is on loopback (the cookie may
-// then go without Secure, for http://127.0.0.1 during development).
-func onLoopback(r *http.Request) bool {
-	ip := net.ParseIP(api.ClientAddr(r))
-	return ip != nil && ip.IsLoopback()
-}
-
 // setSessionCookie sets a browser-session cookie (no Max-Age: the server
 // ends the session when it idles or ages out, however long the browser
 // keeps the cookie, and a cookie that outlived its session logs in again).
-// An empty id clears it.
+// An empty id clears it. It goes without Secure only over plain HTTP from
+// loopback (http://127.0.0.1 during development).
 func (c *Console) setSessionCookie(w http.ResponseWriter, r *http.Request, id string) {
+	ip := net.ParseIP(api.ClientAddr(r))
 	ck := &http.Cookie{Name: CookieName, Value: id, Path: Prefix, HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: api.HTTPS(r) || !onLoopback(r)}
+		Secure: api.HTTPS(r) || ip == nil || !ip.IsLoopback()}
 	if id == "" {
 		ck.MaxAge = -1
 	}
@@ -91,30 +82,34 @@ func sameOrigin(r *http.Request) bool { return crossOrigin.Check(r) == nil }
 
 // authed passes requests with a live session to h; others are sent to the
 // login page (GET) or refused (POST). POSTs must carry the session's CSRF
-// token in the csrf field and come from this site.
-func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+// token in the csrf field (compared in constant time) and come from this
+// site. An error h returns is answered by fail.
+func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session) error) http.HandlerFunc {
+	return c.serve(func(w http.ResponseWriter, r *http.Request) error {
 		se, err := c.sessionOf(r)
-		if err != nil {
-			c.fail(w, r, err)
-			return
-		}
-		if se == nil {
-			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/console/login?next="+urlQueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
-				return
-			}
-			c.render(w, r, http.StatusUnauthorized, "error", page{Title: "Logged out", Problem: "Your session has ended; log in again."})
-			return
+		switch {
+		case err != nil:
+			return err
+		case se == nil && r.Method == http.MethodGet:
+			http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+			return nil
+		case se == nil:
+			p := page{Title: "Logged out", Problem: "Your session has ended; log in again."}
+			return c.render(w, http.StatusUnauthorized, "error", p)
 		}
 		if r.Method == http.MethodPost {
 			r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
-			if !sameOrigin(r) || !validCSRF(se, r.PostFormValue("csrf")) {
-				c.render(w, r, http.StatusForbidden, "error", page{Title: "Refused", Tenant: se.tenant.Name, CSRF: se.csrf,
-					Problem: "This form is out of date or came from another site; reload the page and try again."})
-				return
+			got := r.PostFormValue("csrf")
+			if !sameOrigin(r) || got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(se.csrf)) != 1 {
+				return c.render(w, http.StatusForbidden, "error", se.page("Refused", "",
+					"This form is out of date or came from another site; reload the page and try again.", nil))
 			}
 		}
-		h(w, r, se)
-	}
+		return h(w, r, se)
+	})
+}
+
+// page is a page of the session's tenant.
+func (se *session) page(title, nav, problem string, data any) page {
+	return page{Title: title, Nav: nav, Tenant: se.tenant.Name, CSRF: se.csrf, Problem: problem, Data: data}
 }
