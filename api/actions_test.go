@@ -284,9 +284,9 @@ func TestRecheck(t *testing.T) {
 	e.contract(key, payoutContract)
 	id := e.action(key, "account:acc_1", nil)
 
-	e.ver.recheckWith = commitlayer.Verdict{Status: commitlayer.StatusPass,
+	e.ver.answerRechecks(commitlayer.Verdict{Status: commitlayer.StatusPass,
 		Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}, Version: 3,
-		EvaluatedAt: e.now, SettlesAt: e.now.Add(10 * time.Minute)}
+		EvaluatedAt: e.now, SettlesAt: e.now.Add(10 * time.Minute)})
 	res := e.do(apitest.Request{Method: "POST", Path: "/v1/actions/" + id + "/recheck", Key: key})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	var got struct{ Verdict commitlayer.Verdict }

@@ -118,6 +118,14 @@ func (f *fakeVerifier) Signal(_ context.Context, tenantID string, acts []commitl
 
 func (f *fakeVerifier) EnsurePoller(context.Context, string) error { return nil }
 
+// answerRechecks sets what Recheck answers; background rechecks may be
+// reading it.
+func (f *fakeVerifier) answerRechecks(v commitlayer.Verdict) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recheckWith = v
+}
+
 func (f *fakeVerifier) recheckCalls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -48,8 +48,8 @@ func TestPostAttempt(t *testing.T) {
 	require.Equal(t, http.StatusConflict, res.Status)
 	require.Equal(t, codeIdempotency, res.ErrCode(t))
 
-	e.ver.recheckWith = commitlayer.Verdict{Status: commitlayer.StatusPass, Version: 3, Provisional: true,
-		Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}}
+	e.ver.answerRechecks(commitlayer.Verdict{Status: commitlayer.StatusPass, Version: 3, Provisional: true,
+		Lenses: commitlayer.Lenses{Outcome: commitlayer.StatusPass, Policy: commitlayer.StatusPass}})
 	res = attempt("a-3", "?wait=provisional", map[string]any{"claim": map[string]string{"status": "success", "message": "done"}})
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.Equal(t, "PASS", res.JSON(t)["verdict"].(map[string]any)["status"])
