@@ -15,7 +15,6 @@ import (
 	"github.com/commitlayer/commitlayer/service"
 )
 
-// maxIdempotencyKey bounds an Idempotency-Key header.
 const maxIdempotencyKey = 255
 
 // validKey reports whether an Idempotency-Key (empty: none) is at most
@@ -25,21 +24,16 @@ func validKey(key string) bool {
 		!strings.ContainsFunc(key, func(c rune) bool { return c < 0x20 || c == 0x7f })
 }
 
-// orphanWindow is how far back GET /v1/actions/orphans looks by default,
-// and maxOrphanLookback how far back its since may reach: the scan is
-// bounded, and a time the store cannot take (year 1) is a 400, not a 500.
+// GET /v1/actions/orphans looks back orphanWindow by default and at most
+// maxOrphanLookback: the scan is bounded, and year 1 is a 400, not a 500.
 const (
 	orphanWindow      = 7 * 24 * time.Hour
 	maxOrphanLookback = 366 * 24 * time.Hour
 )
 
-// postAction records an action and starts its verification
-// (service.Actions.Submit): 202 {"id","verdict_url","verification"} with
-// Location. With ?wait=provisional|final (and timeout) it answers 200 with
-// the verdict once it is at that stage, or 202 as without wait when the
-// timeout passes first. The same Idempotency-Key (or the same client-given
-// id) with the same body answers the same action and starts nothing new;
-// with another body it is 409.
+// postAction records an action and starts its verification: 202, or with
+// ?wait= 200 with the verdict once at that stage. The same Idempotency-Key
+// (or id) with the same body replays; with another body it is 409.
 func (s *Server) postAction(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	key := r.Header.Get("Idempotency-Key")
@@ -107,7 +101,7 @@ func viewVerdict(v commitlayer.Verdict) commitlayer.Verdict {
 		if f.Facts == nil {
 			f.Facts = []string{}
 		}
-		if f.Hint == "" { // stored before findings carried one
+		if f.Hint == "" {
 			f.Hint = commitlayer.Hint(f.Code)
 		}
 		fs = append(fs, f)
@@ -119,9 +113,8 @@ func viewVerdict(v commitlayer.Verdict) commitlayer.Verdict {
 	return v
 }
 
-// getAction answers {"action","verdict","history"}; verdict is null until
-// the first one is stored. With ?wait=provisional|final (and timeout) it
-// answers once the verdict is at that stage or the timeout passed.
+// getAction answers {"action","verdict","history"}, with ?wait= once the
+// verdict is at that stage or the timeout passed.
 func (s *Server) getAction(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	wait, err := parseWait(r)
@@ -133,8 +126,6 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if wait.On {
-		// Hold the answer until the verdict is at the stage or the
-		// timeout passes; either way the stored state answers.
 		s.actions.WaitFor(r.Context(), t.ID, rec, wait)
 	}
 	history, err := s.store.VerdictHistory(r.Context(), t.ID, rec.ID)
@@ -146,10 +137,7 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) error {
 	if len(history) > 0 {
 		current = &history[len(history)-1]
 	}
-	// "verification" is where the verification is: started, pending (its
-	// start left to the reconciler) or failed (Temporal refused its start
-	// for good; verification_error says why). A verdict means started, even
-	// when this process never marked it.
+	// A verdict means started, even when this process never marked it.
 	state := rec.Verification()
 	if current != nil && state == commitlayer.VerificationPending {
 		state = commitlayer.VerificationStarted
@@ -158,26 +146,18 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) error {
 		VerificationError: rec.VerificationError, Verdict: current, History: history})
 }
 
-// action loads the action named in the path: a 404 when the tenant has
-// none by that id.
+// action loads the action named in the path (404 when none).
 func (s *Server) action(r *http.Request) (commitlayer.ActionRecord, error) {
 	id := r.PathValue("id")
 	if !storable(id) {
 		return commitlayer.ActionRecord{}, notFound("action", id)
 	}
 	rec, err := s.store.GetAction(r.Context(), tenantOf(r.Context()).ID, id)
-	switch {
-	case isNotFound(err):
-		return rec, notFound("action", id)
-	case err != nil:
-		return rec, fmt.Errorf("get action: %w", err)
-	}
-	return rec, nil
+	return rec, storeErr(err, "get", "action", id)
 }
 
-// recheck forces a re-verification and answers {"verdict"}: 409 when the
-// verification never started or its watch is over, 503 with Retry-After
-// when Temporal cannot run it now.
+// recheck forces a re-verification: 409 when it never started or its
+// watch is over, 503 when Temporal cannot run it now.
 func (s *Server) recheck(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	rec, err := s.action(r)
@@ -204,9 +184,8 @@ func (s *Server) recheck(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
-// orphans lists effects of the kinds a contract expects or forbids on
-// subjects with no recorded action of it in the window: from since (default
-// 7 days ago; at most 366 days ago, and not after now) until now.
+// orphans lists a contract's effects no recorded action accounts for,
+// from since until now.
 func (s *Server) orphans(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	q := r.URL.Query()
@@ -244,15 +223,13 @@ func (s *Server) orphans(w http.ResponseWriter, r *http.Request) error {
 		})})
 }
 
-// Bounds of POST /v1/actions?wait=…&timeout=…: the HTTP server's write
-// timeout (120 s) stays well above the longest wait.
+// Bounds of ?wait=…&timeout=…, well under the server's write timeout (120 s).
 const (
 	defaultWaitTimeout = 20 * time.Second
 	maxWaitTimeout     = 60 * time.Second
 )
 
-// parseWait reads wait (provisional|final) and timeout (seconds, "15", or
-// a Go duration, "15s"; at most 60 s; default 20 s).
+// parseWait reads wait (provisional|final) and timeout ("15" or "15s").
 func parseWait(r *http.Request) (service.Wait, error) {
 	q := r.URL.Query()
 	var p service.Wait

@@ -15,20 +15,17 @@ import (
 	"github.com/commitlayer/commitlayer/client"
 )
 
-// ActionLister lists a tenant's actions with their current verdict and
-// counts them for charts; *postgres.DB has it. A Store without it answers
-// 503 on GET /v1/actions and /v1/actions/stats.
+// ActionLister lists and counts a tenant's actions; *postgres.DB has it.
+// Without it GET /v1/actions and /v1/actions/stats answer 503.
 type ActionLister interface {
 	ListActions(ctx context.Context, tenantID string, f commitlayer.ActionFilter) (commitlayer.ActionPage, error)
 	ActionStats(ctx context.Context, tenantID string, q commitlayer.StatsQuery) ([]commitlayer.StatsRow, error)
 }
 
-// List bounds (the store applies the same).
+// List and stats bounds (the store applies the same).
 const (
-	DefaultListLimit = 50
-	MaxListLimit     = 500
-	// DefaultStatsBucket and DefaultStatsWindow are a stats query's bucket
-	// and window when it names none; MaxStatsBuckets caps the buckets.
+	DefaultListLimit   = 50
+	MaxListLimit       = 500
 	DefaultStatsBucket = time.Hour
 	DefaultStatsWindow = 24 * time.Hour
 	MinStatsBucket     = time.Minute
@@ -54,9 +51,8 @@ var ListParams = []string{"status", "provisional", "contract", "agent", "subject
 // StatsParams are the query parameters GET /v1/actions/stats takes.
 var StatsParams = []string{"bucket", "since", "until", "contract", "agent"}
 
-// ParseActionFilter reads a list's filter from query parameters (those of
-// ListParams; others are refused so that a typo does not silently list
-// everything). Empty values do not filter. The console shares it.
+// ParseActionFilter reads a list's filter (ListParams; others are refused
+// so a typo does not silently list everything). The console shares it.
 func ParseActionFilter(q url.Values) (commitlayer.ActionFilter, error) {
 	var f commitlayer.ActionFilter
 	if err := onlyParams(q, ListParams); err != nil {
@@ -93,9 +89,7 @@ func ParseActionFilter(q url.Values) (commitlayer.ActionFilter, error) {
 	if err != nil {
 		return f, err
 	}
-	// A zero Since lists from the first instant, as an explicit
-	// 0001-01-01T00:00:00Z asks; a zero Until would list everything, so
-	// that explicit until is refused: nothing is before it.
+	// A zero Until would list everything, so an explicit one is refused.
 	if w.hasUntil && w.until.IsZero() {
 		return f, filterErr("until", "0001-01-01T00:00:00Z leaves nothing before it; give a later time or no until")
 	}
@@ -117,15 +111,14 @@ func ParseActionFilter(q url.Values) (commitlayer.ActionFilter, error) {
 	return f, nil
 }
 
-// window is a query's since and until, each with whether it was given: an
-// explicit 0001-01-01T00:00:00Z is a time like any other, not "not given".
+// window is a query's since and until, each with whether it was given (an
+// explicit year-1 time is not "not given").
 type window struct {
 	since, until       time.Time
 	hasSince, hasUntil bool
 }
 
-// parseWindow reads since and until (RFC 3339, years 1 to 9999), refusing
-// an until not after since.
+// parseWindow reads since and until, refusing an until not after since.
 func parseWindow(q url.Values) (window, error) {
 	var w window
 	for _, p := range []struct {
@@ -196,10 +189,8 @@ func DecodeCursor(s string) (commitlayer.ActionCursor, error) {
 	return commitlayer.ActionCursor{RequestedAt: t, ID: parts[2]}, nil
 }
 
-// ParseStatsQuery reads a stats query (StatsParams). bucket is a Go
-// duration (1m or more, default 1h); until defaults to now and since to a
-// day before until; since is rounded down to a whole bucket (UTC), so
-// buckets of an hour start on the hour.
+// ParseStatsQuery reads a stats query (StatsParams); since is rounded down
+// to a whole bucket (UTC), so hourly buckets start on the hour.
 func ParseStatsQuery(q url.Values, now time.Time) (commitlayer.StatsQuery, error) {
 	var sq commitlayer.StatsQuery
 	if err := onlyParams(q, StatsParams); err != nil {
@@ -238,7 +229,6 @@ func ParseStatsQuery(q url.Values, now time.Time) (commitlayer.StatsQuery, error
 	return sq, textParams(q, &sq.Contract, &sq.Agent)
 }
 
-// textParams reads the contract and agent filters.
 func textParams(q url.Values, contract, agent *string) error {
 	*contract, *agent = q.Get("contract"), q.Get("agent")
 	for _, name := range []string{"contract", "agent"} {
@@ -256,9 +246,7 @@ func (s *Server) lister() (ActionLister, error) {
 	return nil, errorf(http.StatusServiceUnavailable, codeUnavailable, "listing actions is not enabled on this server")
 }
 
-// listActions answers {"actions":[…],"next_cursor"}: the tenant's actions,
-// newest first, each with its current verdict (null while pending),
-// filtered by the query; next_cursor (null on the last page) continues it.
+// listActions answers the tenant's actions, newest first, a page at a time.
 func (s *Server) listActions(w http.ResponseWriter, r *http.Request) error {
 	l, err := s.lister()
 	if err != nil {
@@ -296,10 +284,8 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// actionStats answers {"bucket","since","until","buckets":[…],"totals"}:
-// counts of the tenant's actions by current verdict (PASS, FAIL, UNKNOWN,
-// pending) per bucket of requested_at, contract and agent; buckets without
-// actions are left out.
+// actionStats counts the tenant's actions by current verdict per bucket,
+// contract and agent; empty buckets are left out.
 func (s *Server) actionStats(w http.ResponseWriter, r *http.Request) error {
 	l, err := s.lister()
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"github.com/commitlayer/commitlayer/client"
 )
 
-// postTenant creates a tenant: 201 {"id","name","api_key"}.
 func (s *Server) postTenant(w http.ResponseWriter, r *http.Request) error {
 	var in client.TenantInput
 	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {

@@ -12,16 +12,9 @@ import (
 )
 
 // postAttempt records one more attempt of an action's call (an agent's
-// retry): POST /v1/actions/{id}/attempts, Idempotency-Key the attempt's
-// own key, body {"claim":{"status","message"},"trace":{…},"at"?}. The
-// action's claim becomes the attempt's and the attempt joins its trace;
-// then the verification re-reads (service.Actions.RecheckAfter), so its
-// next verdict covers the attempt. 202 {"id","verdict_url","verification"};
-// with ?wait=provisional|final, 200 with the verdict of a pass that began
-// after the attempt was stored, or 202 when none came within the wait
-// (without a wait the re-read follows the answer). The same key with the
-// same attempt is a replay (Idempotent-Replayed); with another attempt, or
-// for another action, 409.
+// retry) under its own Idempotency-Key, then the verification re-reads; with
+// ?wait= the verdict answered is of a pass begun after the attempt. The
+// same key with another attempt or action is 409.
 func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	id, key := r.PathValue("id"), r.Header.Get("Idempotency-Key")
@@ -41,7 +34,6 @@ func (s *Server) postAttempt(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), &in); err != nil {
 		return err
 	}
-	// The claim and trace are service.RecordAttempt's to check.
 	a := service.Attempt{Claim: in.Claim, Trace: in.Trace}
 	if in.At != nil {
 		if a.At, err = parseTime(*in.At); err != nil || a.At.Before(minTime) || a.At.After(s.now().Add(s.maxFutureSkew)) {

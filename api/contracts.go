@@ -12,15 +12,13 @@ import (
 	"github.com/commitlayer/commitlayer/contracts"
 )
 
-// viewContract is a contract version on the wire, without its source
-// (only GET by id shows it).
+// viewContract is a contract version without its source.
 func viewContract(rec commitlayer.ContractRecord) client.Contract {
 	return client.Contract{ID: rec.ID, Version: rec.Version, CreatedAt: rec.CreatedAt}
 }
 
-// postContract validates and compiles a YAML or JSON contract and stores
-// it as a new version: 201 {"id","version"}, or 200 with the latest
-// version when the source is the same as the latest's.
+// postContract compiles a YAML or JSON contract and stores it as a new
+// version: 201, or 200 when the source is the latest's.
 func (s *Server) postContract(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	src, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
@@ -51,8 +49,7 @@ func (s *Server) postContract(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, status, viewContract(rec))
 }
 
-// contractError is the 422 for a contract that does not load, with every
-// problem the compiler found.
+// contractError is the 422 of a contract that does not compile.
 func contractError(err error) *apiError {
 	ae := &apiError{Status: http.StatusUnprocessableEntity, Code: codeInvalidContract}
 	var msgs []string
@@ -72,7 +69,6 @@ func (s *Server) listContracts(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, client.ContractList{Contracts: views(recs, viewContract)})
 }
 
-// getContract returns the latest version, or ?version=N.
 func (s *Server) getContract(w http.ResponseWriter, r *http.Request) error {
 	version := 0
 	if v := r.URL.Query().Get("version"); v != "" {

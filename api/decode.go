@@ -19,17 +19,11 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// decodeJSON decodes exactly one JSON value from body into dst with the
-// strict rules of github.com/go-json-experiment/json: a name given twice in
-// an object (encoding/json keeps the last one silently, while a proxy, a
-// log or a signature check in front of the API may have read the first),
-// invalid UTF-8 or an unpaired surrogate escape (encoding/json would
-// replace them with U+FFFD), a name in another case, an unknown field and
-// trailing data are refused. Attrs and params keep exact integers
-// (commitlayer.Attrs). Errors are *apiError naming the field: 413 for a
-// body over its http.MaxBytesReader limit, 400 invalid_json for malformed
-// JSON or a name given twice, 400 invalid_request for a value of the
-// wrong type or an unknown field.
+// decodeJSON decodes exactly one JSON value strictly: a name given twice
+// (encoding/json keeps the last silently, while a proxy or signature check
+// in front may have read the first), invalid UTF-8, a name in another case,
+// an unknown field and trailing data are refused. Errors are *apiError
+// naming the field.
 func decodeJSON(body io.Reader, dst any) error {
 	if err := json.UnmarshalRead(body, dst, json.RejectUnknownMembers(true)); err != nil {
 		return jsonError(err)
@@ -37,7 +31,6 @@ func decodeJSON(body io.Reader, dst any) error {
 	return nil
 }
 
-// jsonError maps a decoding error to the client's error.
 func jsonError(err error) *apiError {
 	var (
 		maxErr *http.MaxBytesError
@@ -73,14 +66,12 @@ func jsonError(err error) *apiError {
 	case errors.As(err, &sem) && sem.JSONKind != 0:
 		return bad(codeInvalidRequest, "%s: expected %s, got %s", fieldOf(sem.JSONPointer, "body"), typeName(sem.GoType), cmp.Or(kindNames[sem.JSONKind], "null"))
 	case errors.As(err, &sem) && sem.Err != nil:
-		// A value's own rule (attrs: an object, numbers kept exactly).
 		return bad(codeInvalidRequest, "%s: %s", fieldOf(sem.JSONPointer, "body"), sem.Err)
 	}
 	return bad(codeInvalidRequest, "the body could not be read")
 }
 
-// fieldOf names the value at p as the messages do ("facts[3].attrs");
-// root names the body itself.
+// fieldOf names the value at p ("facts[3].attrs"), root for the body.
 func fieldOf(p jsontext.Pointer, root string) string {
 	var b strings.Builder
 	for tok := range p.Tokens() {
@@ -103,7 +94,6 @@ func fieldOf(p jsontext.Pointer, root string) string {
 var kindNames = map[jsontext.Kind]string{'"': "a string", '0': "a number", 't': "a boolean", 'f': "a boolean",
 	'{': "an object", '[': "an array"}
 
-// typeName names a Go type the way an API user thinks of it.
 func typeName(t reflect.Type) string {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -136,15 +126,13 @@ func parseTime(s string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// storable reports whether s can be stored as PostgreSQL text: valid UTF-8
-// without NUL. Path and query values need the check; JSON strings are
-// already valid UTF-8.
+// storable reports whether s is PostgreSQL text: UTF-8 without NUL.
 func storable(s string) bool {
 	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
-// noNUL refuses a NUL character, which PostgreSQL text cannot hold (a
-// decoded JSON string is valid UTF-8 already).
+// noNUL refuses a NUL, which PostgreSQL text cannot hold (decoded JSON is
+// valid UTF-8 already).
 func noNUL(field, s string) error {
 	if strings.IndexByte(s, 0) >= 0 {
 		return fmt.Errorf("%s: contains a NUL character", field)
@@ -176,19 +164,9 @@ func nulAt(v any) (string, bool) {
 	return "", false
 }
 
-// JSON request bodies (facts, actions, connectors, admin tenants and
-// benchmark runs) must be labelled JSON: Content-Type application/json or
-// application/*+json, with no charset or UTF-8. Anything else is a 415 with
-// Accept-Post: application/json, so form data (what `curl -d` sends) is
-// never read as JSON by accident. A request with no Content-Type at all is
-// taken as JSON, so a bare client or `curl --data-binary` without -H works.
-// Contracts are not a JSON route: they are YAML or JSON, read by content.
-
-// codeUnsupportedMediaType is the error code of a 415.
-const codeUnsupportedMediaType = "unsupported_media_type"
-
-// jsonOnly answers 415 to a body that is labelled as something else than
-// JSON, and passes the rest to next.
+// jsonOnly answers 415 to a body labelled as something other than JSON,
+// so form data (what `curl -d` sends) is never read as JSON by accident.
+// No Content-Type at all is taken as JSON.
 func jsonOnly(next handler) handler {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if ct := r.Header.Get("Content-Type"); ct != "" && !isJSONMediaType(ct) {

@@ -17,8 +17,8 @@ import (
 	"github.com/commitlayer/commitlayer/service"
 )
 
-// actionIn is an action on the wire. RequestedAt is nil when absent or
-// null (the server sets it); a value present is checked, even "" or year 1.
+// actionIn is an action on the wire; RequestedAt is nil when absent or
+// null (the server sets it).
 type actionIn struct {
 	ID              string            `json:"id"`
 	Contract        string            `json:"contract"`
@@ -37,24 +37,19 @@ type claimIn struct {
 	Message string `json:"message"`
 }
 
-// actionRequest is a decoded, validated action and the hash of its
-// canonical form (for idempotency). RequestedAt is zero when the client
-// left it to the server.
+// actionRequest is a validated action and its canonical form's hash (for
+// idempotency).
 type actionRequest struct {
 	Action commitlayer.Action
 	Hash   []byte
 }
 
-// minTime is the earliest requested_at or occurred_at accepted: the Unix
-// epoch. A zero time (year 1) is "unset" inside the service, so it must
-// never arrive from a client as a value.
+// minTime is the earliest time accepted: year 1 means "unset" inside the
+// service, so it must never arrive from a client.
 var minTime = service.EarliestTime
 
-// decodeAction reads an action, normalizes it (params, the trace
-// re-encoded canonically) and holds it to the rules every action obeys
-// (service.CheckAction), a requested_at after bound (the server's clock
-// plus the allowed skew, as for facts) refused. Validation that needs the
-// contract happens in service.Actions.
+// decodeAction reads and normalizes an action and holds it to
+// service.CheckAction; checks needing the contract are service.Actions'.
 func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 	var in actionIn
 	if err := decodeJSON(body, &in); err != nil {
@@ -99,11 +94,9 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 		requestedAt = a.RequestedAt.UTC().Format(time.RFC3339Nano)
 	}
 
-	// The canonical form: decoded values re-encoded (object keys sorted,
-	// numbers normalized, whitespace gone, and escaped as encoding/json
-	// escapes, so that hashes stored before stay valid), with requested_at
-	// only when the client gave it, so a retry of the same request hashes
-	// the same.
+	// Canonical: keys sorted, numbers normalized, escaped as encoding/json
+	// escapes (so stored hashes stay valid), requested_at only when given
+	// (so a retry hashes the same).
 	canon, err := json.Marshal(struct {
 		ID              string         `json:"id"`
 		Contract        string         `json:"contract"`
@@ -123,11 +116,10 @@ func decodeAction(body io.Reader, bound futureBound) (actionRequest, error) {
 	return actionRequest{Action: a, Hash: sum[:]}, nil
 }
 
-// canonical are the options of a canonical encoding.
 var canonical = json.JoinOptions(json.Deterministic(true), jsontext.EscapeForHTML(true), jsontext.EscapeForJS(true))
 
-// canonicalTrace checks that a trace is an array (or absent) and re-encodes
-// it canonically, its numbers as they were written.
+// canonicalTrace re-encodes an array trace (or none) canonically, its
+// numbers as written.
 func canonicalTrace(raw []byte) ([]byte, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {

@@ -12,8 +12,8 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// factIn is a fact on the wire. The time is read as a string so that an
-// error says what an RFC 3339 time is.
+// factIn is a fact on the wire, its time a string so an error can say what
+// an RFC 3339 time is.
 type factIn struct {
 	Source     string                `json:"source"`
 	Type       string                `json:"type"`
@@ -22,16 +22,11 @@ type factIn struct {
 	OccurredAt string                `json:"occurred_at"`
 	Attrs      commitlayer.Attrs     `json:"attrs"`
 	Links      []commitlayer.Subject `json:"links"`
-	// Seq is accepted so a fact read back can be posted again; the store
-	// assigns its own.
-	Seq jsontext.Value `json:"seq"`
+	Seq        jsontext.Value        `json:"seq"` // accepted so a fact read back can be reposted; ignored
 }
 
-// decodeFacts reads and validates the body of POST /v1/facts,
-// {"facts":[Fact…]} (decodeJSON's rules): every fact must pass
-// Fact.Validate, with attrs normalized, and none may be dated after the
-// bound. The first bad fact rejects the batch, named by index and field
-// ("facts[3].subject: …").
+// decodeFacts reads and validates POST /v1/facts; the first bad fact
+// rejects the batch, named by index and field ("facts[3].subject: …").
 func decodeFacts(body io.Reader, bound futureBound) ([]commitlayer.Fact, error) {
 	var in struct {
 		Facts []factIn `json:"facts"`
@@ -58,20 +53,18 @@ func decodeFacts(body io.Reader, bound futureBound) ([]commitlayer.Fact, error) 
 	return facts, nil
 }
 
-// futureBound is the latest occurred_at or requested_at accepted: the
-// server's clock plus the allowed skew. The zero bound accepts any time.
+// futureBound is the latest time accepted: the server's clock plus the
+// allowed skew. The zero bound accepts any time.
 type futureBound struct {
 	Latest time.Time
 	Skew   time.Duration
 }
 
-// bound is the futureBound of a request arriving now.
 func (s *Server) bound() futureBound {
 	return futureBound{Latest: s.now().UTC().Add(s.maxFutureSkew), Skew: s.maxFutureSkew}
 }
 
-// check refuses a time before minTime (year 1 is "unset" inside the
-// service: never a value) or after the bound.
+// check refuses a time before minTime or after the bound.
 func (b futureBound) check(t time.Time) error {
 	if t.Before(minTime) {
 		return fmt.Errorf("must be %s or later", minTime.Format(time.RFC3339))
@@ -83,8 +76,7 @@ func (b futureBound) check(t time.Time) error {
 	return nil
 }
 
-// fact converts and validates, refusing an occurred_at after the bound;
-// its errors read "field: reason".
+// fact converts and validates; its errors read "field: reason".
 func (in *factIn) fact(bound futureBound) (commitlayer.Fact, error) {
 	f := commitlayer.Fact{Source: in.Source, Type: in.Type, Subject: in.Subject, ExternalID: in.ExternalID, Attrs: in.Attrs}
 	for _, s := range []struct{ field, v string }{

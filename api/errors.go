@@ -13,35 +13,34 @@ import (
 
 // Error codes sent in {"error":{"code"}}.
 const (
-	codeInvalidJSON       = "invalid_json"
-	codeInvalidRequest    = "invalid_request"
-	codeTooLarge          = "too_large"
-	codeUnauthorized      = "unauthorized"
-	codeForbidden         = "forbidden"
-	codeNotFound          = "not_found"
-	codeMethodNotAllowed  = "method_not_allowed"
-	codeUnknownContract   = "unknown_contract"
-	codeInvalidContract   = "invalid_contract"
-	codeSubjectMismatch   = "subject_mismatch"
-	codeUnsupportedKind   = "unsupported_connector_kind"
-	codeAddressNotAllowed = "address_not_allowed"
-	codeConflict          = "conflict"
-	codeIdempotency       = "idempotency_conflict"
-	codeVerificationEnded = "verification_ended"
-	codeUnavailable       = "unavailable"
-	codeTooManyKeys       = "too_many_wrong_keys"
-	codeInternal          = "internal"
+	codeInvalidJSON          = "invalid_json"
+	codeInvalidRequest       = "invalid_request"
+	codeTooLarge             = "too_large"
+	codeUnauthorized         = "unauthorized"
+	codeForbidden            = "forbidden"
+	codeNotFound             = "not_found"
+	codeMethodNotAllowed     = "method_not_allowed"
+	codeUnknownContract      = "unknown_contract"
+	codeInvalidContract      = "invalid_contract"
+	codeSubjectMismatch      = "subject_mismatch"
+	codeUnsupportedKind      = "unsupported_connector_kind"
+	codeAddressNotAllowed    = "address_not_allowed"
+	codeConflict             = "conflict"
+	codeIdempotency          = "idempotency_conflict"
+	codeVerificationEnded    = "verification_ended"
+	codeUnavailable          = "unavailable"
+	codeTooManyKeys          = "too_many_wrong_keys"
+	codeInternal             = "internal"
+	codeUnsupportedMediaType = "unsupported_media_type"
 )
 
-// apiError is an error meant for the client: its status, code and message
-// are sent as they are. Anything else is internal and answered with a
-// generic 500.
+// apiError is an error meant for the client, sent as it is. Anything else
+// is internal and answered with a generic 500.
 type apiError struct {
 	Status  int
 	Code    string
 	Message string
-	// Details are extra entries (contract errors: field, line, reason).
-	Details []client.ErrorDetail
+	Details []client.ErrorDetail // a contract's problems
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message) }
@@ -50,12 +49,12 @@ func errorf(status int, code, format string, args ...any) *apiError {
 	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// notFound is the 404 of a path's id: "no action \"x\"".
+// notFound is the 404 of a path's id.
 func notFound(what, id string) *apiError {
 	return errorf(http.StatusNotFound, codeNotFound, "no %s %q", what, commitlayer.Clip(id, 128))
 }
 
-// writeError answers err in the API's error shape (see answer).
+// writeError answers err in the API's error shape.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := s.answer(w, r, err)
 	var body client.ErrorBody
@@ -65,10 +64,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, ae.Status, body)
 }
 
-// answer is what the client is told of err, its headers set: an error
-// meant for the client as it is (clientError), one wrapping ErrUnavailable
-// a 503 with Retry-After, anything else a generic 500 (the detail of those
-// two goes only to the log, with the request id).
+// answer is what the client is told of err, its headers set: a client
+// error as it is, ErrUnavailable a 503, anything else a generic 500 (the
+// detail of those two goes only to the log).
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, err error) *apiError {
 	ae := clientError(err)
 	switch {
@@ -93,13 +91,11 @@ func (s *Server) logError(r *http.Request, msg string, err error) {
 		"tenant", loggedTenant(r.Context()), "method", r.Method, "path", r.URL.Path)
 }
 
-// writeJSON sends v with status. It returns nil, so that a handler can end
-// with it: a write that fails is a client gone, with nothing more to tell.
+// writeJSON sends v with status. It returns nil so a handler can end with
+// it: a failed write is a client gone, with nothing more to tell.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		// Every value sent is built from types that marshal; this is a bug,
-		// and the client still gets the error shape.
 		status = http.StatusInternalServerError
 		b = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
 	}
@@ -121,14 +117,24 @@ func views[T, V any](xs []T, view func(T) V) []V {
 	return out
 }
 
+// storeErr is a store call's err about the what named id: a 404 when it
+// wraps ErrNotFound, else wrapped as "op what: err".
+func storeErr(err error, op, what, id string) error {
+	switch {
+	case err == nil:
+		return nil
+	case isNotFound(err):
+		return notFound(what, id)
+	}
+	return fmt.Errorf("%s %s: %w", op, what, err)
+}
+
 func isNotFound(err error) bool { return errors.Is(err, commitlayer.ErrNotFound) }
 func isConflict(err error) bool { return errors.Is(err, commitlayer.ErrConflict) }
 func isInvalid(err error) bool  { return errors.Is(err, commitlayer.ErrInvalid) }
 
-// clientError maps an error meant for the client to its answer: an
-// *apiError as it is, a *FilterError as a 400, a *commitlayer.Error by its
-// kind (ErrInvalid 422, ErrNotFound 404, ErrConflict 409), a stored contract
-// that no longer compiles as a 422 with every problem; nil for anything else.
+// clientError maps an error meant for the client to its answer
+// (*commitlayer.Error by kind: 422, 404, 409); nil for anything else.
 func clientError(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {

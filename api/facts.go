@@ -14,11 +14,9 @@ import (
 	"github.com/commitlayer/commitlayer/connectors/pull"
 )
 
-// postFacts ingests a batch: every fact validated (one dated more than
-// MaxFutureSkew after the server's clock is refused), the batch and the
-// notice to the open verifications of its subjects stored whole or not at
-// all. The reconcilers deliver the notice (service.Reconciler), retrying
-// until Temporal takes it: accepted facts always reach their verifications.
+// postFacts ingests a batch, stored whole or not at all with the notice to
+// its subjects' verifications, which the reconcilers deliver until
+// Temporal takes it: accepted facts always reach their verifications.
 func (s *Server) postFacts(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	facts, err := decodeFacts(http.MaxBytesReader(w, r.Body, MaxFactsBody), s.bound())
@@ -75,17 +73,15 @@ func (s *Server) postConnector(w http.ResponseWriter, r *http.Request) error {
 	if s.guard != nil {
 		env.Addresses = s.guard
 	}
-	// The kind checks every address its registration holds (url,
-	// config.url, config.dsn) with the rules its pulls dial by, and seals
-	// every credential; the stored connector holds none in clear.
+	// The kind checks every address with the rules its pulls dial by, and
+	// seals every credential.
 	st, err := kind.Prepare(r.Context(), pull.Registration{
 		TenantID: tenantID, ConnectorID: id, URL: in.URL, Config: in.Config, APIKey: in.APIKey,
 	}, env)
 	if err != nil {
 		var refused *pull.RefusedError
 		if errors.As(err, &refused) {
-			// Only the class: the reason may name the address a name
-			// resolved to.
+			// Only the class: the reason may name a resolved address.
 			return errorf(http.StatusUnprocessableEntity, codeAddressNotAllowed, "%s", refused.Error())
 		}
 		// The messages name the field and the rule broken, never a secret.
@@ -168,19 +164,14 @@ func (s *Server) listSources(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// deleteConnector removes a connector: its pulls stop; the facts it brought
-// stay.
+// deleteConnector removes a connector; the facts it brought stay.
 func (s *Server) deleteConnector(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	if !storable(id) {
 		return notFound("connector", id)
 	}
-	err := s.store.DeleteConnector(r.Context(), tenantOf(r.Context()).ID, id)
-	switch {
-	case isNotFound(err):
-		return notFound("connector", id)
-	case err != nil:
-		return fmt.Errorf("delete connector: %w", err)
+	if err := storeErr(s.store.DeleteConnector(r.Context(), tenantOf(r.Context()).ID, id), "delete", "connector", id); err != nil {
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

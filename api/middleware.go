@@ -35,15 +35,12 @@ func requestIDOf(ctx context.Context) string {
 	return id
 }
 
-// logFields are what a request's log line names that is only known deeper
-// in the chain: auth sets the tenant on the holder requestID put in the
-// context, and the request line (written on the way out) reads it. One
-// request, one goroutine: no lock needed.
+// logFields carry what auth learns (the tenant) out to the request's log
+// line. One request, one goroutine: no lock needed.
 type logFields struct {
 	tenant string
 }
 
-// loggedTenant is the tenant auth named for the request's log lines.
 func loggedTenant(ctx context.Context) string {
 	if f, ok := ctx.Value(ctxLogFields).(*logFields); ok {
 		return f.tenant
@@ -51,8 +48,6 @@ func loggedTenant(ctx context.Context) string {
 	return ""
 }
 
-// withTenant puts the authenticated tenant in the context and names it on
-// the request's log line.
 func withTenant(ctx context.Context, t commitlayer.Tenant) context.Context {
 	if f, ok := ctx.Value(ctxLogFields).(*logFields); ok {
 		f.tenant = t.ID
@@ -65,8 +60,8 @@ func tenantOf(ctx context.Context) commitlayer.Tenant {
 	return t
 }
 
-// requestID takes the caller's X-Request-Id when it is a short token, or
-// makes one, and returns it in X-Request-Id.
+// requestID keeps the caller's X-Request-Id when it is a short token, or
+// makes one, and answers it.
 func (s *Server) requestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
@@ -109,7 +104,6 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 
 func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// httpMetrics are the API's own metrics.
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -149,14 +143,13 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 				return existing
 			}
 		}
-		panic(fmt.Sprintf("api: register metric: %v", err)) // a programming error: names are constants
+		panic(fmt.Sprintf("api: register metric: %v", err))
 	}
 	return c
 }
 
-// instrument counts and times requests under their route pattern, logs
-// one line per request, and turns a panic into a logged 500 (written when
-// nothing was yet).
+// instrument counts, times and logs requests under their route pattern,
+// and turns a panic into a logged 500.
 func (s *Server) instrument(route string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start, rec := time.Now(), &statusRecorder{ResponseWriter: w, status: http.StatusOK}
@@ -193,7 +186,6 @@ func (s *Server) instrument(route string, next http.Handler) http.Handler {
 	})
 }
 
-// authLevel is the credential a route requires.
 type authLevel int
 
 const (
@@ -217,11 +209,9 @@ func (s *Server) isAdminKey(key string) bool {
 	return s.adminKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.adminKey)) == 1
 }
 
-// authorize checks the key a route's auth level requires and returns r
-// with the tenant of a tenant route. For a tenant route a missing or
-// unknown key, and the admin key, are 401; for an admin route a missing or
-// unknown key is 401 and a tenant's key 403. Too many wrong keys from the
-// client's address are 429 (see authenticate).
+// authorize checks the key the route's level requires and returns r with
+// a tenant route's tenant: 401 for a missing or unknown key (and the admin
+// key on a tenant route), 403 for a tenant key on an admin route.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, auth authLevel) (*http.Request, error) {
 	unauthorized := func(msg string) (*http.Request, error) {
 		return nil, errorf(http.StatusUnauthorized, codeUnauthorized, "%s", msg)
@@ -253,29 +243,25 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, auth authLeve
 	return r, nil
 }
 
-// KeyLimiter counts wrong bearer keys per client address in PostgreSQL,
-// so every API process shares the count; *postgres.DB has it. A Store
-// without it leaves bearer keys unlimited.
+// KeyLimiter counts wrong bearer keys per client address in the database,
+// so every API process shares the count; *postgres.DB has it.
 type KeyLimiter interface {
 	// TenantByAPIKeyLimited is TenantByAPIKey that also says until when
 	// limitKey has max or more hits (zero when fewer).
 	TenantByAPIKeyLimited(ctx context.Context, key, limitKey string, max int, now time.Time) (commitlayer.Tenant, time.Time, error)
-	// Hit counts one event under key in its window (one statement: a
+	// Hit counts one event under key in its window (one statement, so a
 	// burst gets distinct counts) and returns the count and the window's end.
 	Hit(ctx context.Context, key string, window time.Duration, now time.Time) (int, time.Time, error)
 }
 
 // DefaultKeyFailures is how many wrong bearer keys one client address may
-// send a minute; past it every key from it, right or wrong, is 429 until
-// the minute ends.
+// send a minute; past it every key from it is 429 until the minute ends.
 const DefaultKeyFailures = 10
 
-// authenticate tells the admin key (admin), a tenant's key (its tenant)
-// and neither (an error wrapping commitlayer.ErrNotFound). With a
-// KeyLimiter, a wrong key counts against the client's address
-// (LimitAddr), and an address past keyFailures a minute is answered 429
-// with Retry-After whatever its key, the admin key included: the wrong
-// answers an address gets are counted atomically, so even a burst gets at
+// authenticate tells the admin key, a tenant's key and neither (wrapping
+// commitlayer.ErrNotFound). With a KeyLimiter a wrong key counts against
+// LimitAddr, and an address past keyFailures a minute is 429 whatever its
+// key, the admin key included; counted atomically, so even a burst gets at
 // most keyFailures 401s a minute.
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, key string) (commitlayer.Tenant, bool, error) {
 	ctx, admin := r.Context(), s.isAdminKey(key)
@@ -324,8 +310,8 @@ func RetryAfter(d time.Duration) string {
 	return strconv.Itoa(max(1, int((d+time.Second-1)/time.Second)))
 }
 
-// ClientAddr is the request's client address: the connection's peer, or
-// the client a trusted proxy named (Proxies.Wrap rewrote RemoteAddr).
+// ClientAddr is the request's client address: the peer, or the client a
+// trusted proxy named (Proxies.Wrap).
 func ClientAddr(r *http.Request) string {
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
 		return ap.Addr().Unmap().WithZone("").String()
@@ -345,9 +331,8 @@ func LimitAddr(r *http.Request) string {
 }
 
 // Proxies are the peers whose proxy headers are believed
-// (COMMITLAYER_TRUSTED_PROXIES): X-Forwarded-For for the client's address
-// (the rightmost one that is not a trusted proxy), X-Forwarded-Proto for
-// whether the client used HTTPS. Any other peer's are ignored.
+// (COMMITLAYER_TRUSTED_PROXIES): X-Forwarded-For (its rightmost untrusted
+// address) and X-Forwarded-Proto. Any other peer's are ignored.
 type Proxies struct {
 	ranges []net.IPNet
 	xff    realclientip.RightmostTrustedRangeStrategy
@@ -373,9 +358,8 @@ func ParseProxies(s string) (*Proxies, error) {
 
 type ctxHTTPS struct{}
 
-// Wrap serves h with the proxy headers of trusted peers applied: RemoteAddr
-// becomes the client's address, and HTTPS reports X-Forwarded-Proto.
-// A nil Proxies trusts no one.
+// Wrap serves h with trusted peers' proxy headers applied to RemoteAddr
+// and HTTPS. A nil Proxies trusts no one.
 func (p *Proxies) Wrap(h http.Handler) http.Handler {
 	if p == nil {
 		return h
@@ -398,8 +382,7 @@ func (p *Proxies) Wrap(h http.Handler) http.Handler {
 	})
 }
 
-// HTTPS reports whether the client used HTTPS: to this server, or to a
-// trusted proxy in front (X-Forwarded-Proto).
+// HTTPS reports whether the client used HTTPS, to us or a trusted proxy.
 func HTTPS(r *http.Request) bool {
 	return r.TLS != nil || r.Context().Value(ctxHTTPS{}) != nil
 }

@@ -8,26 +8,17 @@ import (
 )
 
 // A Mount is an admin route the API serves for another part of the process
-// (cmd mounts the sandbox benchmark's routes this way; the API knows
-// nothing of what they do). It gets what the API's own admin routes get:
-// the admin key (401 without it, 403 for a tenant's key), a request id,
-// panic recovery, metrics and request logging under its pattern, 405 and
-// 404 in the error shape, and a place in Routes.
+// (cmd mounts the sandbox benchmark's), with everything the API's own admin
+// routes get: the admin key, request ids, metrics, logging, error shape.
 type Mount struct {
-	// Pattern is a ServeMux pattern with its method: "GET /v1/admin/x/{id}".
-	Pattern string
-	// JSONBody answers 415 to a body labelled as something else than JSON,
-	// as the API's own POST routes do.
-	JSONBody bool
+	Pattern  string // with its method: "GET /v1/admin/x/{id}"
+	JSONBody bool   // answer 415 to a body not labelled JSON
 	Handler  MountHandler
 }
 
-// MountHandler answers a mounted route. An error it returns is written in
-// the API's error shape ({"error":{"code","message"}}): one made by Errorf
-// as it is, one wrapping commitlayer.ErrUnavailable as a 503, a
-// *commitlayer.Error by its kind, anything else as a generic 500 whose
-// detail goes only to the log with the request id. A handler that returns
-// an error has written nothing.
+// MountHandler answers a mounted route. An error it returns (having written
+// nothing) is answered as the API's own: Errorf's as it is, anything
+// unknown as a generic 500.
 type MountHandler func(w http.ResponseWriter, r *http.Request) error
 
 // Error codes a mounted handler may answer with besides its own.
@@ -38,16 +29,14 @@ const (
 	CodeUnavailable    = codeUnavailable
 )
 
-// Errorf makes an answer meant for the client: its status, code and
-// message are sent as they are (never put an internal error's text in it).
+// Errorf makes an answer sent to the client as it is (never put an
+// internal error's text in it).
 func Errorf(status int, code, format string, args ...any) error {
 	return errorf(status, code, format, args...)
 }
 
-// DecodeJSON reads r's body, at most MaxBody bytes, as exactly one JSON
-// value into dst the way the API's own routes do: unknown fields, keys given
-// twice and trailing data refused. Its errors are answers (400 invalid_json
-// or invalid_request, 413 too_large) for the handler to return.
+// DecodeJSON reads r's body (at most MaxBody) into dst as the API's own
+// routes do; its errors are answers for the handler to return.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
 	return decodeJSON(http.MaxBytesReader(w, r.Body, MaxBody), dst)
 }
@@ -55,7 +44,6 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, dst any) error {
 // WriteJSON answers v as JSON with status, uncached.
 func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
 
-// mount registers m behind the admin key.
 func (s *Server) mount(m Mount) {
 	if m.Handler == nil || !strings.Contains(m.Pattern, " ") {
 		panic(fmt.Sprintf("api: mount %q: needs a \"METHOD /path\" pattern and a handler", m.Pattern))
@@ -67,10 +55,8 @@ func (s *Server) mount(m Mount) {
 	s.handle(m.Pattern, authAdmin, h)
 }
 
-// mergeOpenAPI adds the paths and components of each fragment (an
-// OpenAPI document holding only "paths" and "components") to base. A path
-// or a component already there is a conflict: the mounts' author must pick
-// another name.
+// mergeOpenAPI adds each fragment's "paths" and "components" to base; one
+// already there is an error.
 func mergeOpenAPI(base []byte, fragments ...[]byte) ([]byte, error) {
 	if len(fragments) == 0 {
 		return base, nil

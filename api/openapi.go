@@ -5,9 +5,7 @@ import (
 	"net/http"
 )
 
-// OpenAPI is the OpenAPI 3.1 document of the API's own routes, kept in
-// api/openapi.json and served at /openapi.json (with the mounts' fragments
-// merged in, see Config.OpenAPIFragments).
+// OpenAPI is the OpenAPI 3.1 document of the API's own routes.
 //
 //go:embed openapi.json
 var OpenAPI []byte

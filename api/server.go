@@ -1,13 +1,7 @@
-// Package api is CommitLayer's HTTP API: contracts, facts, connectors,
-// sources, actions and their verdicts, orphans, and the admin routes
-// (tenants), with bearer-key auth, JSON errors ({"error":{"code","message"}}),
-// Prometheus metrics and an OpenAPI document served at /openapi.json. Other
-// parts of a process add admin routes of their own through Config.Mounts
-// (cmd/commitlayer mounts the sandbox benchmark's).
-//
-// The package declares what it uses from the store (Store, one small
-// interface per resource; *postgres.DB satisfies it). Recording, verifying
-// and listing orphans go through service.Actions.
+// Package api is CommitLayer's HTTP API (documented in openapi.json), with
+// bearer-key auth, JSON errors ({"error":{"code","message"}}) and
+// Prometheus metrics. Other parts of a process add admin routes through
+// Config.Mounts; recording, verifying and orphans go through service.Actions.
 package api
 
 import (
@@ -30,12 +24,10 @@ import (
 	"github.com/commitlayer/commitlayer/service"
 )
 
-// Body limits.
+// Body limits: MaxFactsBody for POST /v1/facts, MaxBody for every other.
 const (
-	// MaxFactsBody bounds a POST /v1/facts body.
 	MaxFactsBody = 8 << 20
-	// MaxBody bounds every other body.
-	MaxBody = 1 << 20
+	MaxBody      = 1 << 20
 )
 
 // DefaultMaxFutureSkew is how far after the server's clock a pushed fact
@@ -43,16 +35,14 @@ const (
 // ahead, a typo'd year may not.
 const DefaultMaxFutureSkew = 24 * time.Hour
 
-// Timeouts of calls the API makes on a request's behalf (recording and
-// starting have theirs in service).
+// Timeouts of calls the API makes on a request's behalf.
 const (
 	healthTimeout  = 2 * time.Second
 	recheckTimeout = 60 * time.Second
 )
 
-// The API's needs from the store, one small interface per resource. Errors
-// wrap commitlayer.ErrNotFound, commitlayer.ErrConflict and
-// commitlayer.ErrInvalid where the input is at fault.
+// The store interfaces' errors wrap commitlayer.ErrNotFound, ErrConflict
+// and ErrInvalid where the input is at fault.
 
 // TenantStore serves tenants and authenticates their keys.
 type TenantStore interface {
@@ -68,14 +58,12 @@ type ContractStore interface {
 	ListContracts(ctx context.Context, tenantID string) ([]commitlayer.ContractRecord, error)
 }
 
-// FactStore takes pushed facts (with the notice to the verifications
-// watching their subjects, which the reconcilers deliver).
+// FactStore takes pushed facts (and notices the verifications watching them).
 type FactStore interface {
 	InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (commitlayer.InsertResult, error)
 }
 
-// ActionStore serves recorded actions and their verdicts (recording goes
-// through service.Actions).
+// ActionStore serves recorded actions and their verdicts.
 type ActionStore interface {
 	GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error)
 	LatestVerdict(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error)
@@ -88,14 +76,13 @@ type ConnectorStore interface {
 	DeleteConnector(ctx context.Context, tenantID, id string) error
 	ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error)
 	Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error)
-	// The newest spans of POST /v1/traces rejected, shown with the sources.
+	// Spans POST /v1/traces rejected, shown with the sources.
 	RecordSpanRejections(ctx context.Context, tenantID string, rs []commitlayer.SpanRejection) error
 	SpanRejections(ctx context.Context, tenantID string) ([]commitlayer.SpanRejection, error)
 }
 
-// Store is every resource's store together, the recording service's
-// (service.ActionStore) included. *postgres.DB satisfies it (checked in the
-// tests, so this package does not import the adapter).
+// Store is every resource's store together; *postgres.DB satisfies it
+// (checked in the tests, so this package does not import the adapter).
 type Store interface {
 	TenantStore
 	ContractStore
@@ -113,8 +100,7 @@ type Pinger interface {
 // Config holds the API's dependencies.
 type Config struct {
 	Store Store
-	// Actions records actions and runs their verifications (the one path
-	// the console, the OTLP ingest and the sandbox take too); nil makes one
+	// Actions records actions and runs their verifications; nil makes one
 	// on Store that records only (starts are left pending).
 	Actions *service.Actions
 	// TemporalHealth, when set, says whether Temporal answers (/readyz).
@@ -122,36 +108,29 @@ type Config struct {
 	// AdminKey authorizes the admin routes; empty disables them (401).
 	AdminKey string
 	Logger   *slog.Logger
-	// Registry receives the API's metrics and is served on /metrics with
-	// whatever others registered; nil makes a private one.
+	// Registry receives the API's metrics and is served on /metrics; nil
+	// makes a private one.
 	Registry *prometheus.Registry
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Mounts are admin routes of other parts of the process, served as
-	// the API's own (see Mount); OpenAPIFragments document them, merged
-	// into /openapi.json. A mount or fragment that collides with a route or
-	// a documented name is a wiring mistake: New panics, as ServeMux does.
+	// Mounts are other parts' admin routes (see Mount); OpenAPIFragments
+	// document them in /openapi.json. A collision makes New panic.
 	Mounts           []Mount
 	OpenAPIFragments [][]byte
-	// Metrics says how /metrics is served: open (the default), behind the
-	// admin key, or not at all (cmd serves it on COMMITLAYER_METRICS_ADDR).
-	Metrics MetricsMode
-	// Contracts loads compiled contracts; the process shares one with its
-	// activities. Nil makes one on Store.
+	Metrics          MetricsMode
+	// Contracts loads compiled contracts (shared with the activities); nil
+	// makes one on Store.
 	Contracts *service.Contracts
-	// MaxFutureSkew bounds how far after the server's clock a pushed
-	// fact's occurred_at may be (a later one is refused with 400); 0 or
-	// less means DefaultMaxFutureSkew.
+	// MaxFutureSkew bounds how far past the server's clock an occurred_at
+	// may be; 0 or less means DefaultMaxFutureSkew.
 	MaxFutureSkew time.Duration
-	// Secrets seals connector credentials (the stripe kind's key); nil
-	// refuses the kinds that need one.
+	// Secrets seals connector credentials; nil refuses the kinds needing one.
 	Secrets *secrets.Box
-	// Guard checks connector URLs at registration (internal addresses
-	// refused unless allowed); nil checks only their form.
+	// Guard checks connector URLs (internal addresses refused unless
+	// allowed); nil checks only their form.
 	Guard *netguard.Guard
 	// KeyFailures is how many wrong bearer keys a client address may send
-	// a minute (default DefaultKeyFailures); the count is the Store's when
-	// it is a KeyLimiter.
+	// a minute (default DefaultKeyFailures), counted when Store is a KeyLimiter.
 	KeyFailures int
 }
 
@@ -159,28 +138,22 @@ type Config struct {
 type MetricsMode int
 
 const (
-	// MetricsOpen serves /metrics to anyone who reaches the API.
-	MetricsOpen MetricsMode = iota
-	// MetricsAdmin serves it to the admin key only (a Prometheus scrape
-	// sends it as a bearer token).
-	MetricsAdmin
-	// MetricsOff leaves it out: the process serves it on an address of its
-	// own.
-	MetricsOff
+	MetricsOpen  MetricsMode = iota // served to anyone who reaches the API
+	MetricsAdmin                    // served to the admin key (a bearer token)
+	MetricsOff                      // left out: served on an address of its own
 )
 
 // Server is the HTTP API. Build it with New.
 type Server struct {
-	store    Store
-	pinger   Pinger // nil when the store cannot be pinged
-	actions  *service.Actions
-	health   func(ctx context.Context) error
-	secrets  *secrets.Box
-	guard    *netguard.Guard
-	webhooks WebhookStore // nil when the Store has none
-	adminKey string
-	// keyLimiter counts wrong bearer keys per address (nil: unlimited).
-	keyLimiter    KeyLimiter
+	store         Store
+	pinger        Pinger // nil when the store cannot be pinged
+	actions       *service.Actions
+	health        func(ctx context.Context) error
+	secrets       *secrets.Box
+	guard         *netguard.Guard
+	webhooks      WebhookStore // nil when the Store has none
+	adminKey      string
+	keyLimiter    KeyLimiter // nil: unlimited
 	keyFailures   int
 	log           *slog.Logger
 	registry      *prometheus.Registry
@@ -214,7 +187,7 @@ func New(cfg Config) *Server {
 		guard:         cfg.Guard,
 		adminKey:      cfg.AdminKey,
 		log:           cmp.Or(cfg.Logger, slog.Default()),
-		registry:      cfg.Registry,
+		registry:      cmp.Or(cfg.Registry, prometheus.NewRegistry()),
 		now:           cfg.Now,
 		maxFutureSkew: cmp.Or(max(cfg.MaxFutureSkew, 0), DefaultMaxFutureSkew),
 		keyFailures:   cmp.Or(max(cfg.KeyFailures, 0), DefaultKeyFailures),
@@ -224,9 +197,6 @@ func New(cfg Config) *Server {
 	s.webhooks, _ = cfg.Store.(WebhookStore)
 	s.pinger, _ = cfg.Store.(Pinger)
 	s.keyLimiter, _ = cfg.Store.(KeyLimiter)
-	if s.registry == nil {
-		s.registry = prometheus.NewRegistry()
-	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -301,12 +271,11 @@ func (s *Server) handle(pattern string, auth authLevel, h handler) {
 	s.handleWith(pattern, auth, h, s.writeError)
 }
 
-// handler answers a request. An error it returns (having written nothing)
+// handler answers a request; an error it returns (having written nothing)
 // is answered by the route's fail.
 type handler = func(w http.ResponseWriter, r *http.Request) error
 
-// handleWith is handle with errors, the handler's and the refusals of a
-// tenant route, answered by fail.
+// handleWith is handle with errors (refusals of auth included) answered by fail.
 func (s *Server) handleWith(pattern string, auth authLevel, h handler, fail func(http.ResponseWriter, *http.Request, error)) {
 	method, path, _ := strings.Cut(pattern, " ")
 	if !slices.ContainsFunc(s.routes, func(rt Route) bool { return rt.Path == path }) {
@@ -345,7 +314,7 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, r, errorf(http.StatusNotFound, codeNotFound, "no route %s %s", r.Method, r.URL.Path))
 }
 
-// healthz is liveness: the process serves. What it depends on is /readyz's.
+// healthz is liveness; dependencies are /readyz's.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, client.Health{Status: "ok"})
 }
@@ -359,8 +328,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	if s.pinger != nil {
 		dbErr = s.pinger.Ping(ctx)
 	} else {
-		// A lookup of a key that cannot exist: a round trip to the
-		// database that answers "not found" when the store is healthy.
+		// A key that cannot exist: "not found" means the database answered.
 		_, dbErr = s.store.TenantByAPIKey(ctx, "cl_healthz_probe")
 		if isNotFound(dbErr) {
 			dbErr = nil

@@ -21,8 +21,7 @@ import (
 // MaxTracesBody bounds a POST /v1/traces body, before and after gzip.
 const MaxTracesBody = 8 << 20
 
-// maxPartialMessage bounds partial_success.error_message.
-const maxPartialMessage = 4096
+const maxPartialMessage = 4096 // partial_success.error_message
 
 // Span results counted on commitlayer_otlp_spans_total.
 const (
@@ -45,19 +44,14 @@ func (s *Server) traceRoutes() {
 		s.otlpSpans.WithLabelValues(r)
 	}
 	// Refusals of the key answer in OTLP's shape too: an exporter reads a
-	// google.rpc.Status, never the API's JSON error.
+	// google.rpc.Status.
 	s.handleWith("POST /v1/traces", authTenant, s.postTraces, s.otlpFailure)
 }
 
-// postTraces is OTLP/HTTP trace ingest: each tool-execution span of a
-// tool the tenant's contracts bind becomes an action (otlpingest.Map),
-// held to the rules of POST /v1/actions (actionRules), recorded with an
-// Idempotency-Key of its trace and span ids; the verifications start
-// after the answer. The answer is OTLP's: 200 ExportTraceServiceResponse
-// (with partial_success naming the bound spans rejected; unset when none
-// was), or a google.rpc.Status in the request's encoding with 400, 401
-// (otlpFailure), 413, 415 or 503 with Retry-After (retryable: the exporter
-// sends the batch again, and what was recorded is not again).
+// postTraces is OTLP/HTTP trace ingest: each span of a tool call the
+// tenant's contracts bind becomes an action, keyed by its trace and span
+// ids. The answer is OTLP's: 200 (partial_success naming rejected spans),
+// or a google.rpc.Status; a 503 is retryable, as what was recorded replays.
 func (s *Server) postTraces(w http.ResponseWriter, r *http.Request) error {
 	t := tenantOf(r.Context())
 	enc, err := otlpingest.EncodingOf(r.Header.Get("Content-Type"))
@@ -82,12 +76,10 @@ func (s *Server) postTraces(w http.ResponseWriter, r *http.Request) error {
 }
 
 // tracesBudget bounds recording one request's actions: an OpenTelemetry
-// exporter gives up after 10 s by default, and must get its answer. Past
-// it the answer is 503 (retry): what was recorded replays at once.
+// exporter gives up after 10 s by default. Past it the answer is 503.
 const tracesBudget = 8 * time.Second
 
-// maxRejectionsKept bounds the span rejections one request stores.
-const maxRejectionsKept = 20
+const maxRejectionsKept = 20 // per request
 
 func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID string, enc otlpingest.Encoding, td ptrace.Traces) error {
 	var bindings *contracts.Bindings
@@ -108,10 +100,9 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	var messages []string
 	var starts, rechecks []commitlayer.ActionRecord
 	counts := map[string]int{}
-	// One recorder per request (service.ToolCalls): binding match, when
-	// the work began, the retry chain and the keys, over the calls in the
-	// order they started. A retry of a failed call is an attempt of its
-	// action; chains do not span requests.
+	// One recorder per request, over the calls in the order they started:
+	// a retry of a failed call is an attempt of its action; chains do not
+	// span requests.
 	slices.SortStableFunc(calls, func(a, b otlpingest.ToolCall) int { return a.Start.Compare(b.Start) })
 	recorder := service.NewToolCalls(2*len(calls)+1, 0)
 	actionOf := map[string]string{} // chain key → the action recorded for it in this request
@@ -148,8 +139,7 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 			if err != nil {
 				msg, retry := recordFailure(err)
 				if retry || ctx.Err() != nil {
-					// Nothing of this span is lost: the exporter retries
-					// the batch and what was recorded answers as replayed.
+					// The exporter retries; what was recorded replays.
 					s.logError(r, "traces: record action", err)
 					w.Header().Set("Retry-After", "1")
 					return refuse(http.StatusServiceUnavailable, "actions could not be recorded now; retry shortly")
@@ -184,8 +174,7 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 		s.otlpSpans.WithLabelValues(k).Add(float64(n))
 	}
 	if len(rejections) > 0 {
-		// Kept so the tenant sees why (GET /v1/sources); the exporter's
-		// answer says it whether or not they could be kept.
+		// Kept for GET /v1/sources; the answer says why either way.
 		if err := s.store.RecordSpanRejections(ctx, tenantID, rejections[:min(len(rejections), maxRejectionsKept)]); err != nil {
 			s.logError(r, "traces: keep rejections", err)
 		}
@@ -197,17 +186,15 @@ func (s *Server) ingestTraces(w http.ResponseWriter, r *http.Request, tenantID s
 	w.Header().Set("Content-Type", enc.ContentType())
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b)
-	// Answered first, started after: the starts cost Temporal round trips
-	// the exporter need not wait for (the reconciler starts whatever is
-	// not); then the verifications that got a new attempt re-read.
+	// Started after answering: the exporter need not wait for Temporal
+	// (the reconciler starts whatever is not).
 	s.actions.StartLater(r.Context(), tenantID, starts)
 	s.actions.RecheckLater(r.Context(), tenantID, rechecks)
 	return nil
 }
 
-// recordFailure says what to tell about an action that could not be
-// recorded: the client's fault (a message for partial_success), or a
-// store that did not answer (retry the request).
+// recordFailure is the client's fault (a message for partial_success), or
+// retry for a store that did not answer.
 func recordFailure(err error) (msg string, retry bool) {
 	if ae := clientError(err); ae != nil {
 		return ae.Message, false
@@ -221,8 +208,8 @@ func recordFailure(err error) (msg string, retry bool) {
 	return "", true
 }
 
-// tenantBindings compiles the bindings of the tenant's latest contract
-// versions. A stored contract that no longer compiles binds nothing.
+// tenantBindings compiles the tenant's latest contracts' bindings; one that
+// no longer compiles binds nothing.
 func (s *Server) tenantBindings(ctx context.Context, tenantID string) (*contracts.Bindings, error) {
 	recs, err := s.store.ListContracts(ctx, tenantID)
 	if err != nil {
@@ -242,13 +229,10 @@ func (s *Server) tenantBindings(ctx context.Context, tenantID string) (*contract
 	return contracts.NewBindings(cs), nil
 }
 
-// refuse is an OTLP refusal with its status, for otlpFailure to answer.
 func refuse(status int, message string) error { return &apiError{Status: status, Message: message} }
 
-// otlpFailure answers an error of POST /v1/traces (a refusal, a missing or
-// unknown key, a store that did not answer) as writeError would, in OTLP's
-// shape: a google.rpc.Status in the request's encoding (JSON when it names
-// none OTLP knows).
+// otlpFailure is writeError in OTLP's shape: a google.rpc.Status in the
+// request's encoding (JSON when it names none OTLP knows).
 func (s *Server) otlpFailure(w http.ResponseWriter, r *http.Request, err error) {
 	enc, encErr := otlpingest.EncodingOf(r.Header.Get("Content-Type"))
 	if encErr != nil {

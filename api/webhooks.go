@@ -18,8 +18,8 @@ import (
 	"github.com/commitlayer/commitlayer/internal/netguard"
 )
 
-// WebhookStore keeps verdict webhooks and their deliveries; *postgres.DB
-// has it. A Store without it answers 503 on the webhook routes.
+// WebhookStore keeps webhooks and deliveries; *postgres.DB has it. Without
+// it the webhook routes answer 503.
 type WebhookStore interface {
 	CreateWebhook(ctx context.Context, tenantID string, w commitlayer.Webhook) (commitlayer.Webhook, error)
 	ListWebhooks(ctx context.Context, tenantID string) ([]commitlayer.Webhook, error)
@@ -35,9 +35,7 @@ const (
 	maxWebhooks      = 20 // per tenant
 	maxWebhookURL    = 2048
 	deliveriesListed = 100 // the latest, newest first
-	// DefaultRotationOverlap is how long the secret a rotation replaces
-	// keeps signing next to the new one when the request names no overlap;
-	// MaxRotationOverlap bounds what it may name.
+	// How long a rotated-out secret keeps signing: by default, and at most.
 	DefaultRotationOverlap = 24 * time.Hour
 	MaxRotationOverlap     = 7 * 24 * time.Hour
 )
@@ -59,8 +57,7 @@ func (s *Server) webhookStore() (WebhookStore, error) {
 	return s.webhooks, nil
 }
 
-// webhookOf is webhookStore for the routes on one webhook: the store and
-// the path's id, or a 404 for an id no webhook can have.
+// webhookOf is webhookStore and the path's id (404 for an unstorable one).
 func (s *Server) webhookOf(r *http.Request) (WebhookStore, string, error) {
 	ws, err := s.webhookStore()
 	if err != nil {
@@ -73,7 +70,7 @@ func (s *Server) webhookOf(r *http.Request) (WebhookStore, string, error) {
 	return ws, id, nil
 }
 
-// postWebhook registers a webhook: 201 with its secret, shown this once.
+// postWebhook registers a webhook: 201 with its secret, shown once.
 func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) error {
 	ws, err := s.webhookStore()
 	if err != nil {
@@ -105,7 +102,7 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) error {
 	}
 	if s.guard != nil {
 		if _, err := s.guard.CheckURL(r.Context(), in.URL); err != nil {
-			// Only the class: the reason may name the address it resolved to.
+			// Only the class: the reason may name a resolved address.
 			return errorf(http.StatusUnprocessableEntity, codeAddressNotAllowed, "url: %s", netguard.Classify(err))
 		}
 	} else if !strings.HasPrefix(in.URL, "https://") && !strings.HasPrefix(in.URL, "http://") {
@@ -136,7 +133,6 @@ func (s *Server) postWebhook(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, client.WebhookCreated{Webhook: viewWebhook(created, time.Time{}), Secret: secret})
 }
 
-// listWebhooks answers {"webhooks"}, without secrets.
 func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 	ws, err := s.webhookStore()
 	if err != nil {
@@ -152,25 +148,19 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 	})})
 }
 
-// deleteWebhook deletes a webhook; its deliveries stop.
 func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
 	ws, id, err := s.webhookOf(r)
 	if err != nil {
 		return err
 	}
-	err = ws.DeleteWebhook(r.Context(), tenantOf(r.Context()).ID, id)
-	switch {
-	case isNotFound(err):
-		return notFound("webhook", id)
-	case err != nil:
-		return fmt.Errorf("delete webhook: %w", err)
+	if err := storeErr(ws.DeleteWebhook(r.Context(), tenantOf(r.Context()).ID, id), "delete", "webhook", id); err != nil {
+		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
 
-// webhookDeliveries answers {"deliveries"}: the latest 100, newest first,
-// each with its attempts, status and last error.
+// webhookDeliveries answers the latest deliveries, newest first.
 func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) error {
 	ws, id, err := s.webhookOf(r)
 	if err != nil {
@@ -178,10 +168,7 @@ func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) error
 	}
 	tenantID := tenantOf(r.Context()).ID
 	if _, err := ws.GetWebhook(r.Context(), tenantID, id); err != nil {
-		if isNotFound(err) {
-			return notFound("webhook", id)
-		}
-		return fmt.Errorf("get webhook: %w", err)
+		return storeErr(err, "get", "webhook", id)
 	}
 	ds, err := ws.ListDeliveries(r.Context(), tenantID, id, deliveriesListed)
 	if err != nil {
@@ -201,12 +188,11 @@ func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) error
 	return writeJSON(w, http.StatusOK, out)
 }
 
-// errNoSecretsKey answers a webhook route that would need a secret sealed.
 var errNoSecretsKey = errorf(http.StatusServiceUnavailable, codeUnavailable,
 	"webhooks need COMMITLAYER_SECRETS_KEY on the server to keep their secrets sealed")
 
-// newWebhookSecret makes webhook id's Standard Webhooks secret (whsec_ and
-// 32 random bytes in base64) and seals it for the store.
+// newWebhookSecret makes a Standard Webhooks secret (whsec_ and 32 random
+// bytes in base64) and seals it for the store.
 func (s *Server) newWebhookSecret(tenantID, id string) (secret, sealed string, err error) {
 	if s.secrets == nil {
 		return "", "", errNoSecretsKey
@@ -220,12 +206,9 @@ func (s *Server) newWebhookSecret(tenantID, id string) (secret, sealed string, e
 	return secret, sealed, nil
 }
 
-// rotateWebhook makes a new secret for a webhook, answered this once
-// (200, the webhook with secret and previous_secret_until). The secret it
-// replaces keeps signing deliveries next to the new one for the overlap
-// the body names (default 24h, at most 7 days), so receivers can move to
-// the new one without missing a delivery; a secret still in the overlap
-// of an earlier rotation stops at once. The body is optional.
+// rotateWebhook makes a new secret, answered once. The replaced one keeps
+// signing for the overlap so receivers miss no delivery; one still in an
+// earlier rotation's overlap stops at once. The body is optional.
 func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) error {
 	ws, id, err := s.webhookOf(r)
 	if err != nil {
@@ -257,30 +240,22 @@ func (s *Server) rotateWebhook(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := s.now().UTC()
 	rotated, err := ws.RotateWebhook(r.Context(), tenantID, id, sealed, now, now.Add(overlap))
-	switch {
-	case isNotFound(err):
-		return notFound("webhook", id)
-	case err != nil:
-		return fmt.Errorf("rotate webhook: %w", err)
+	if err != nil {
+		return storeErr(err, "rotate", "webhook", id)
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	return writeJSON(w, http.StatusOK, client.WebhookCreated{Webhook: viewWebhook(rotated, now), Secret: secret})
 }
 
-// enableWebhook lets deliveries to a webhook disabled by a 410 Gone start
-// again, from the next event on (200, the webhook). Enabling one that is
-// enabled changes nothing.
+// enableWebhook resumes deliveries to a webhook a 410 Gone disabled.
 func (s *Server) enableWebhook(w http.ResponseWriter, r *http.Request) error {
 	ws, id, err := s.webhookOf(r)
 	if err != nil {
 		return err
 	}
 	enabled, err := ws.EnableWebhook(r.Context(), tenantOf(r.Context()).ID, id)
-	switch {
-	case isNotFound(err):
-		return notFound("webhook", id)
-	case err != nil:
-		return fmt.Errorf("enable webhook: %w", err)
+	if err != nil {
+		return storeErr(err, "enable", "webhook", id)
 	}
 	return writeJSON(w, http.StatusOK, viewWebhook(enabled, s.now()))
 }
