@@ -11,20 +11,14 @@ import (
 
 // ActionFilter selects actions for ListActions; zero fields do not filter.
 type ActionFilter struct {
-	// Status is PASS, FAIL, UNKNOWN or "pending" (no verdict yet).
-	Status string
-	// Provisional keeps actions whose current verdict is (true) or is not
-	// (false) provisional.
-	Provisional *bool
-	Contract    string
-	Agent       string
-	Subject     commitlayer.Subject
-	// Since ≤ requested_at < Until.
-	Since, Until time.Time
-	// Limit is the page size (server default 50, at most 500).
-	Limit int
-	// Cursor continues a list: a page's NextCursor.
-	Cursor string
+	Status       string // PASS, FAIL, UNKNOWN or "pending" (no verdict yet)
+	Provisional  *bool  // whether the current verdict is provisional
+	Contract     string
+	Agent        string
+	Subject      commitlayer.Subject
+	Since, Until time.Time // Since ≤ requested_at < Until
+	Limit        int       // the page size (server default 50, at most 500)
+	Cursor       string    // a page's NextCursor
 }
 
 func (f ActionFilter) query() url.Values {
@@ -40,8 +34,7 @@ func (f ActionFilter) query() url.Values {
 }
 
 // ListedAction is one action of a list with its current verdict (nil and
-// Status "pending" until the first one) and where its verification is (as
-// Accepted says).
+// Status "pending" until the first one).
 type ListedAction struct {
 	ID                string               `json:"id"`
 	Contract          string               `json:"contract"`
@@ -66,8 +59,7 @@ type ActionList struct {
 	NextCursor *string        `json:"next_cursor"`
 }
 
-// ListActions lists the tenant's actions, newest first, with their current
-// verdict. Pass a page's NextCursor in f.Cursor (same filter) for the next.
+// ListActions lists the tenant's actions, newest first, a page at a time.
 func (c *Client) ListActions(ctx context.Context, f ActionFilter) (ActionList, error) {
 	var out ActionList
 	_, err := c.do(ctx, get("/v1/actions", f.query()), &out)
@@ -75,15 +67,14 @@ func (c *Client) ListActions(ctx context.Context, f ActionFilter) (ActionList, e
 }
 
 // StatsQuery asks ActionStats for counts per bucket; zero fields take the
-// server's defaults (bucket 1h, until now, since a day before until).
+// server's defaults.
 type StatsQuery struct {
 	Bucket          time.Duration
 	Since, Until    time.Time
 	Contract, Agent string
 }
 
-// StatsBucket counts one contract's and agent's actions requested in the
-// bucket starting at Start, by current verdict.
+// StatsBucket counts one contract's and agent's actions in a bucket.
 type StatsBucket struct {
 	Start    time.Time                `json:"start"`
 	Contract string                   `json:"contract"`
@@ -100,8 +91,8 @@ type ActionStats struct {
 	Totals  commitlayer.StatusCounts `json:"totals"`
 }
 
-// ActionStats counts the tenant's actions by current verdict (PASS, FAIL,
-// UNKNOWN, pending) per time bucket, contract and agent, for charts.
+// ActionStats counts the tenant's actions by current verdict per time
+// bucket, contract and agent.
 func (c *Client) ActionStats(ctx context.Context, sq StatsQuery) (ActionStats, error) {
 	q := values("since", rfc3339(sq.Since), "until", rfc3339(sq.Until), "contract", sq.Contract, "agent", sq.Agent)
 	if sq.Bucket > 0 {

@@ -25,9 +25,8 @@ func (c *Client) Health(ctx context.Context) error {
 	return nil
 }
 
-// CreateTenant creates a tenant (admin key). Its APIKey is shown only here.
-// It is retried only when the server surely did not act (429, no
-// connection), so a retry cannot create two tenants.
+// CreateTenant creates a tenant (admin key); its APIKey is shown only here.
+// Retried only when the server surely did not act.
 func (c *Client) CreateTenant(ctx context.Context, name string) (Tenant, error) {
 	var t Tenant
 	_, err := c.do(ctx, c.post("/v1/admin/tenants", TenantInput{Name: name}, false), &t)
@@ -41,9 +40,8 @@ func (c *Client) ListTenants(ctx context.Context) ([]Tenant, error) {
 	return out.Tenants, err
 }
 
-// PutContract stores a contract (YAML or JSON source) as a new version.
-// created is false when the source equals the latest version's and nothing
-// was stored. Posting the same source twice is harmless, so it is retried.
+// PutContract stores a YAML or JSON contract as a new version; created is
+// false when the source equals the latest version's.
 func (c *Client) PutContract(ctx context.Context, source []byte) (Contract, bool, error) {
 	ct := "application/yaml"
 	if t := bytes.TrimSpace(source); len(t) > 0 && t[0] == '{' {
@@ -63,8 +61,7 @@ func (c *Client) ListContracts(ctx context.Context) ([]Contract, error) {
 	return out.Contracts, err
 }
 
-// GetContract returns a contract with its source: version 0 means the
-// latest.
+// GetContract returns a contract with its source (version 0: the latest).
 func (c *Client) GetContract(ctx context.Context, id string, version int) (Contract, error) {
 	var q url.Values
 	if version > 0 {
@@ -75,16 +72,15 @@ func (c *Client) GetContract(ctx context.Context, id string, version int) (Contr
 	return out, err
 }
 
-// PostFacts ingests a batch of facts, whole or not at all. Facts are
-// idempotent on (source, external id), so the call is retried.
+// PostFacts ingests a batch of facts, whole or not at all.
 func (c *Client) PostFacts(ctx context.Context, facts []commitlayer.Fact) (FactsResult, error) {
 	var out FactsResult
 	_, err := c.do(ctx, c.post("/v1/facts", FactBatch{Facts: facts}, true), &out)
 	return out, err
 }
 
-// CreateConnector creates a connector for a source. A source has one
-// connector, so it is retried only when the server surely did not act.
+// CreateConnector creates a source's connector; retried only when the
+// server surely did not act.
 func (c *Client) CreateConnector(ctx context.Context, in ConnectorInput) (Connector, error) {
 	var out Connector
 	_, err := c.do(ctx, c.post("/v1/connectors", in, false), &out)
@@ -107,24 +103,19 @@ func (c *Client) ListSources(ctx context.Context) ([]Source, error) {
 
 // RecordOptions tune RecordAction.
 type RecordOptions struct {
-	// IdempotencyKey is sent on every attempt; empty means a new random key
-	// for this call. Give your own (derived from the agent's step) to make
-	// a retry of the whole step, in another process, answer the same action.
+	// IdempotencyKey is sent on every attempt; empty means a random one.
+	// Derive it from the agent's step so a retry of the whole step answers
+	// the same action.
 	IdempotencyKey string
-	// Wait, when set, asks the server to answer once the verdict is at
-	// this stage (POST /v1/actions?wait=): Accepted.Verdict is then set,
-	// or nil when WaitTimeout passed first. The server waits through
-	// Temporal (update-with-start), no polling.
-	Wait Stage
-	// WaitTimeout bounds the server's wait; zero means the server's default
-	// (20 s), at most 60 s. Keep it under the http.Client's timeout.
+	// Wait asks the server to answer once the verdict is at this stage
+	// (Accepted.Verdict), or when WaitTimeout (default 20 s, at most 60 s)
+	// passed first.
+	Wait        Stage
 	WaitTimeout time.Duration
 }
 
-// RecordAction records an action and starts its verification. Every
-// attempt of the call carries the same Idempotency-Key, so a retry after a
-// lost answer returns the same action and starts nothing new
-// (Accepted.Replayed).
+// RecordAction records an action and starts its verification; every
+// attempt carries the same Idempotency-Key, so a retry starts nothing new.
 func (c *Client) RecordAction(ctx context.Context, a commitlayer.Action, opts ...RecordOptions) (Accepted, error) {
 	r := c.post("/v1/actions", actionInput(a), true)
 	if len(opts) > 0 && opts[0].IdempotencyKey != "" {
@@ -133,21 +124,15 @@ func (c *Client) RecordAction(ctx context.Context, a commitlayer.Action, opts ..
 	return c.accepted(ctx, r, opts)
 }
 
-// RecordAttempt records one more attempt of a recorded action's call (an
-// agent's retry; POST /v1/actions/{id}/attempts) under key, the attempt's
-// own Idempotency-Key: the action's claim becomes claim, and trace (one
-// JSON object, or nil) joins the action's trace. The verification then
-// re-reads, so with opts' Wait the verdict returned comes from a pass that
-// began after the attempt was stored. The same key again records nothing
-// new (Accepted.Replayed).
+// RecordAttempt records one more attempt of an action's call (an agent's
+// retry) under key, its own Idempotency-Key: claim replaces the action's
+// and trace (a JSON object, or nil) joins its trace; the verification re-reads.
 func (c *Client) RecordAttempt(ctx context.Context, actionID, key string, claim commitlayer.Claim, trace json.RawMessage, opts ...RecordOptions) (Accepted, error) {
 	r := c.post("/v1/actions/"+url.PathEscape(actionID)+"/attempts", AttemptInput{Claim: claim, Trace: trace}, true)
 	r.idempotencyKey = key
 	return c.accepted(ctx, r, opts)
 }
 
-// accepted makes a recording call, with the wait opts ask for, and reads
-// its answer.
 func (c *Client) accepted(ctx context.Context, r request, opts []RecordOptions) (Accepted, error) {
 	if len(opts) > 0 && opts[0].Wait != "" {
 		if w := opts[0].Wait; w != Provisional && w != Final {
@@ -190,18 +175,16 @@ func (c *Client) getAction(ctx context.Context, id string, q url.Values) (Action
 	return out, err
 }
 
-// Recheck forces a re-verification now and returns the new current
-// verdict. A verification whose watch has ended answers an *APIError with
-// code verification_ended.
+// Recheck forces a re-verification now and returns the new verdict (code
+// verification_ended once the watch is over).
 func (c *Client) Recheck(ctx context.Context, id string) (commitlayer.Verdict, error) {
 	var out RecheckResult
 	_, err := c.do(ctx, c.post("/v1/actions/"+url.PathEscape(id)+"/recheck", nil, true), &out)
 	return out.Verdict, err
 }
 
-// ListOrphans lists the effects of a contract's kinds, since the given time
-// (zero: the server's default of 7 days), that no recorded action accounts
-// for.
+// ListOrphans lists a contract's effects since the given time (zero: the
+// server's default) that no recorded action accounts for.
 func (c *Client) ListOrphans(ctx context.Context, contractID string, since time.Time) (OrphanList, error) {
 	q := values("since", rfc3339(since))
 	q.Set("contract_id", contractID)
@@ -214,10 +197,9 @@ func get(path string, q url.Values) request {
 	return request{method: http.MethodGet, path: path, query: q, safe: true}
 }
 
-// post builds a POST of body: JSON, or as is when it is []byte. A safe one gets a fresh idempotency key for this
-// logical call, reused by each of its attempts. An unsafe one (the server
-// keeps no key for it) gets none: net/http would take the header as leave
-// to resend it on a broken keep-alive connection.
+// post builds a POST of body (JSON, or []byte as is). A safe one gets a
+// fresh idempotency key; an unsafe one none, as net/http would take the
+// header as leave to resend it on a broken keep-alive connection.
 func (c *Client) post(path string, body any, safe bool) request {
 	r := request{method: http.MethodPost, path: path, body: body, contentType: "application/json", safe: safe}
 	if safe {
@@ -226,7 +208,7 @@ func (c *Client) post(path string, body any, safe bool) request {
 	return r
 }
 
-// values is a query of the pairs (key, value, …) whose value is not empty.
+// values is a query of the pairs (key, value, …) with a value.
 func values(kv ...string) url.Values {
 	q := url.Values{}
 	for i := 0; i+1 < len(kv); i += 2 {

@@ -1,16 +1,12 @@
-// Package client is a Go client for the CommitLayer HTTP API: typed calls
-// for every route in api/openapi.json, an idempotency key per logical call
-// that is reused on every retry, bounded retries with exponential backoff
-// and jitter on 429 (honouring Retry-After), 5xx and network errors, typed
-// *APIError values carrying the JSON error code, and WaitForVerdict to gate
-// an agent's next step on a verdict.
-//
-// It depends only on the root package for the domain's wire types (Action,
-// Fact, Verdict, Finding); it imports nothing of the server.
+// Package client is a Go client for the CommitLayer HTTP API: typed calls,
+// one idempotency key per logical call reused on every retry, bounded
+// retries with jittered backoff (honouring Retry-After), typed *APIError
+// values, and WaitForVerdict to gate an agent's next step on a verdict.
 package client
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -29,37 +25,24 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 )
 
-// Defaults.
+// DefaultTimeout bounds one HTTP attempt when no http.Client is given;
+// MaxResponseBytes bounds a response body.
 const (
-	// DefaultTimeout bounds one HTTP attempt when no http.Client is given.
-	DefaultTimeout = 30 * time.Second
-	// MaxResponseBytes bounds a response body read by the client.
+	DefaultTimeout   = 30 * time.Second
 	MaxResponseBytes = 64 << 20
 )
 
 // RetryPolicy bounds the retries of one call.
 type RetryPolicy struct {
-	// MaxAttempts is the number of attempts, the first included (1 means no
-	// retry). Zero means 5.
-	MaxAttempts int
-	// BaseDelay is the backoff before the second attempt; each further one
-	// doubles it, up to MaxDelay, and a random part of it is waited (full
-	// jitter). Zero means 200 ms.
-	BaseDelay time.Duration
-	// MaxDelay caps one backoff and one Retry-After. Zero means 10 s.
-	MaxDelay time.Duration
+	MaxAttempts int           // the first included (1: no retry); zero means 5
+	BaseDelay   time.Duration // the first backoff, doubled each time; zero means 200 ms
+	MaxDelay    time.Duration // caps a backoff and a Retry-After; zero means 10 s
 }
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
-	if p.MaxAttempts <= 0 {
-		p.MaxAttempts = 5
-	}
-	if p.BaseDelay <= 0 {
-		p.BaseDelay = 200 * time.Millisecond
-	}
-	if p.MaxDelay <= 0 {
-		p.MaxDelay = 10 * time.Second
-	}
+	p.MaxAttempts = cmp.Or(max(p.MaxAttempts, 0), 5)
+	p.BaseDelay = cmp.Or(max(p.BaseDelay, 0), 200*time.Millisecond)
+	p.MaxDelay = cmp.Or(max(p.MaxDelay, 0), 10*time.Second)
 	return p
 }
 
@@ -87,8 +70,7 @@ type Client struct {
 // Option configures a Client.
 type Option func(*Client)
 
-// WithHTTPClient sets the http.Client; give it a Timeout (one attempt's
-// bound). The default has DefaultTimeout.
+// WithHTTPClient sets the http.Client; give it a Timeout (one attempt's bound).
 func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
 
 // WithRetry sets the retry policy.
@@ -98,26 +80,19 @@ func WithRetry(p RetryPolicy) Option { return func(c *Client) { c.retry = p.with
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
 
 // WithIdempotencyKeys replaces the generator of idempotency keys (one per
-// logical call); for tests and for callers that derive keys from their own
-// step ids.
+// logical call), e.g. to derive them from the caller's step ids.
 func WithIdempotencyKeys(gen func() string) Option { return func(c *Client) { c.newKey = gen } }
 
 // WithPolling sets how WaitForVerdict polls.
 func WithPolling(p PollPolicy) Option { return func(c *Client) { c.poll = p.withDefaults() } }
 
 // WithServerWait makes WaitForVerdict ask the server to hold each GET until
-// the verdict reaches the stage (GET
-// /v1/actions/{id}?wait=provisional|final&timeout=s, at most 60 s, kept
-// under ctx's deadline and the http.Client's timeout); a server without
-// that support answers at once and the client keeps polling, so it is safe
-// to turn on early. RecordAndWait asks the server to wait whatever this
-// says.
+// the verdict reaches the stage (?wait=); a server without that support
+// answers at once and the client keeps polling.
 func WithServerWait(on bool) Option { return func(c *Client) { c.serverWait = on } }
 
 // New returns a client for the API at baseURL ("http://127.0.0.1:8080")
-// authenticating with key (a tenant key, or the admin key for the admin
-// calls). The key is sent only in the Authorization header and never
-// appears in errors.
+// with key (a tenant's, or the admin key), which never appears in errors.
 func New(baseURL, key string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -168,19 +143,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // APIError is an answer of the API outside 2xx.
 type APIError struct {
-	// StatusCode is the HTTP status.
 	StatusCode int
-	// Code is the error code from {"error":{"code"}} (invalid_request,
-	// not_found, idempotency_conflict, …); empty when the body had none.
-	Code string
-	// Message is the server's message.
-	Message string
-	// Details are the contract compiler's problems on invalid_contract.
-	Details []ErrorDetail
-	// RequestID is the X-Request-Id of the answer, for the server's log.
-	RequestID string
-	// RetryAfter is the server's Retry-After, when it sent one.
-	RetryAfter time.Duration
+	Code       string // {"error":{"code"}}: invalid_request, not_found, …
+	Message    string
+	Details    []ErrorDetail // the contract compiler's problems
+	RequestID  string        // X-Request-Id, for the server's log
+	RetryAfter time.Duration // zero when not sent
 }
 
 func (e *APIError) Error() string {
@@ -218,24 +186,20 @@ type request struct {
 	query       url.Values
 	body        any // sent as JSON, or as is when it is []byte
 	contentType string
-	// safe marks a call that can be repeated whatever happened to an
-	// earlier attempt (GETs, POSTs the server de-duplicates). Other calls
-	// are retried only when the server surely did not act: a 429 or a
-	// connection that was never made.
-	safe bool
-	// idempotencyKey is sent as Idempotency-Key on every attempt.
-	idempotencyKey string
+	// safe marks a call that can be repeated whatever an earlier attempt
+	// did (GETs, POSTs the server de-duplicates). Others are retried only
+	// when the server surely did not act: a 429 or no connection.
+	safe           bool
+	idempotencyKey string // sent on every attempt
 }
 
-// response is a 2xx answer.
 type response struct {
 	status int
 	header http.Header
 	body   []byte
 }
 
-// do runs a call with retries and decodes a 2xx body into out (when not
-// nil).
+// do runs a call with retries and decodes a 2xx body into out (if not nil).
 func (c *Client) do(ctx context.Context, r request, out any) (response, error) {
 	op := r.method + " " + r.path
 	var body []byte
@@ -279,8 +243,7 @@ func (c *Client) do(ctx context.Context, r request, out any) (response, error) {
 	return response{}, fmt.Errorf("%s: %w", op, last)
 }
 
-// retryable says whether err (from attempt n) may be retried and after how
-// long.
+// retryable says whether err of attempt n may be retried, and after how long.
 func (c *Client) retryable(r request, err error, n int) (time.Duration, bool) {
 	var ae *APIError
 	if errors.As(err, &ae) {
@@ -297,22 +260,18 @@ func (c *Client) retryable(r request, err error, n int) (time.Duration, bool) {
 		}
 		return c.retry.backoff(n), true
 	}
-	// A transport error: the caller's context ending is caught by do;
-	// an attempt's own timeout is a network error like any other.
 	if r.safe || notSent(err) {
 		return c.retry.backoff(n), true
 	}
 	return 0, false
 }
 
-// notSent reports whether a transport error happened before the request
-// could reach the server (the connection was never made).
+// notSent reports whether the connection was never made.
 func notSent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// once makes one attempt.
 func (c *Client) once(ctx context.Context, r request, body []byte) (response, error) {
 	u := c.base.String() + r.path // r.path is escaped
 	if len(r.query) > 0 {
@@ -355,7 +314,6 @@ func (c *Client) once(ctx context.Context, r request, body []byte) (response, er
 	return response{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
-// apiError decodes a non-2xx answer.
 func apiError(resp *http.Response, body []byte) *APIError {
 	e := &APIError{StatusCode: resp.StatusCode, RequestID: resp.Header.Get("X-Request-Id")}
 	var eb ErrorBody
@@ -381,7 +339,6 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// jsonBody marshals v for a request body.
 func jsonBody(v any) ([]byte, error) {
 	b, err := jsonv2.Marshal(v)
 	if err != nil {

@@ -7,10 +7,8 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// The API's wire types: the bodies the server (package api) takes and
-// answers, shared with this client. api/openapi.json describes the same
-// shapes, and a test in package api holds the two together: a field
-// without omitempty or omitzero is one the document lists as required.
+// The API's wire types, shared with package api. A test there holds them
+// to api/openapi.json: a field without omitempty or omitzero is required.
 
 // Tenant is a tenant; APIKey is set only in CreateTenant's answer.
 type Tenant struct {
@@ -57,14 +55,11 @@ type FactsResult struct {
 
 // ConnectorInput creates a connector.
 type ConnectorInput struct {
-	Source string `json:"source"`
-	Kind   string `json:"kind"` // http_events, stripe, postgres, http_json
-	URL    string `json:"url,omitempty"`
-	// Config holds the settings of the postgres and http_json kinds.
-	Config json.RawMessage `json:"config,omitempty"`
-	// APIKey is the stripe kind's key (restricted rk_… or sk_test_…);
-	// stored sealed, never answered (only its last 4).
-	APIKey string `json:"api_key,omitempty"`
+	Source string          `json:"source"`
+	Kind   string          `json:"kind"` // http_events, stripe, postgres, http_json
+	URL    string          `json:"url,omitempty"`
+	Config json.RawMessage `json:"config,omitempty"`  // the postgres and http_json kinds'
+	APIKey string          `json:"api_key,omitempty"` // the stripe kind's; stored sealed, never answered
 }
 
 // Connector is a tenant's connector for one source.
@@ -74,9 +69,7 @@ type Connector struct {
 	Kind     string `json:"kind"`
 	URL      string `json:"url"`
 	KeyLast4 string `json:"api_key_last4,omitempty"`
-	// Config is the kind's configuration as stored: credentials sealed
-	// apart, a header's value shown as its last 4, a DSN without its
-	// password.
+	// Config is as stored: credentials sealed apart, shown as last 4.
 	Config      json.RawMessage `json:"config,omitempty"`
 	Cursor      string          `json:"cursor"`
 	LastPullAt  *time.Time      `json:"last_pull_at"`
@@ -102,22 +95,17 @@ type Source struct {
 	LastErrorAt  *time.Time `json:"last_error_at"`
 }
 
-// SourceList is GET /v1/sources: each source's coverage, and the newest
-// spans POST /v1/traces rejected (what looked like a bound call but could
-// not be read).
+// SourceList is GET /v1/sources: coverage, and spans POST /v1/traces rejected.
 type SourceList struct {
 	Sources        []Source        `json:"sources"`
 	SpanRejections []SpanRejection `json:"span_rejections"`
 }
 
-// AttemptInput is the body of POST /v1/actions/{id}/attempts: one more
-// attempt of a recorded action's call (an agent's retry).
+// AttemptInput is the body of POST /v1/actions/{id}/attempts.
 type AttemptInput struct {
 	Claim commitlayer.Claim `json:"claim"`
-	// Trace is the attempt's entry in the action's trace: one JSON object.
-	Trace json.RawMessage `json:"trace,omitempty"`
-	// At is when the attempt began (nil: now).
-	At *time.Time `json:"at,omitempty"`
+	Trace json.RawMessage   `json:"trace,omitempty"` // one JSON object
+	At    *time.Time        `json:"at,omitempty"`    // when it began (nil: now)
 }
 
 // SpanRejection is one span POST /v1/traces rejected, and why.
@@ -130,9 +118,8 @@ type SpanRejection struct {
 	Message string    `json:"message"`
 }
 
-// ActionInput is the body of POST /v1/actions: zero optional fields are
-// left out so the server applies its defaults (latest contract version,
-// requested_at now).
+// ActionInput is the body of POST /v1/actions; zero optional fields take
+// the server's defaults.
 type ActionInput struct {
 	ID              string             `json:"id,omitempty"`
 	Contract        string             `json:"contract"`
@@ -149,17 +136,12 @@ type ActionInput struct {
 type Accepted struct {
 	ID         string `json:"id"`
 	VerdictURL string `json:"verdict_url"`
-	// Verification is where the verification is: started, pending (its
-	// start left to the server's reconciler) or failed (Temporal refused
-	// it for good; VerificationError says why).
-	Verification      string `json:"verification"`
-	VerificationError string `json:"verification_error,omitempty"`
-	// Verdict is set when RecordOptions.Wait was given and the verdict got
-	// to that stage within the wait.
-	Verdict *commitlayer.Verdict `json:"verdict,omitempty"`
-	// Replayed is true when the server answered an earlier request with the
-	// same idempotency key (or action id): nothing new was started.
-	Replayed bool `json:"-"`
+	// Verification is started, pending (left to the server's reconciler) or
+	// failed (Temporal refused it for good; VerificationError says why).
+	Verification      string               `json:"verification"`
+	VerificationError string               `json:"verification_error,omitempty"`
+	Verdict           *commitlayer.Verdict `json:"verdict,omitempty"` // with RecordOptions.Wait
+	Replayed          bool                 `json:"-"`                 // an earlier request's answer: nothing new started
 }
 
 // StoredAction is an action as the server keeps it.
@@ -170,9 +152,8 @@ type StoredAction struct {
 	CreatedAt  time.Time `json:"created_at"`
 }
 
-// ActionDetail is GET /v1/actions/{id}: the action, where its
-// verification is (as Accepted says), its current verdict (nil until the
-// first exists) and every verdict, oldest first.
+// ActionDetail is GET /v1/actions/{id}: the action, its current verdict
+// (nil until the first) and every verdict, oldest first.
 type ActionDetail struct {
 	Action            StoredAction          `json:"action"`
 	Verification      string                `json:"verification"`
@@ -186,8 +167,7 @@ type RecheckResult struct {
 	Verdict commitlayer.Verdict `json:"verdict"`
 }
 
-// Orphan is an effect of a contract's kind that no recorded action
-// accounts for.
+// Orphan is an effect no recorded action accounts for.
 type Orphan struct {
 	ContractID string           `json:"contract_id"`
 	Check      string           `json:"check"`

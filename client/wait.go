@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -14,49 +15,32 @@ import (
 type Stage string
 
 const (
-	// Provisional: any verdict, the first one included (it may change
-	// before the action settles).
-	Provisional Stage = "provisional"
-	// Final: a verdict that is not provisional (the action has settled).
-	Final Stage = "final"
+	Provisional Stage = "provisional" // any verdict (it may change before the action settles)
+	Final       Stage = "final"       // a verdict that is not provisional
 )
 
-// reached reports whether v satisfies the stage.
 func (s Stage) reached(v *commitlayer.Verdict) bool {
 	return v != nil && (s == Provisional || !v.Provisional)
 }
 
 // PollPolicy paces WaitForVerdict's polling.
 type PollPolicy struct {
-	// Initial is the first pause between two reads; zero means 100 ms.
-	Initial time.Duration
-	// Max caps one pause; zero means 2 s.
-	Max time.Duration
-	// Factor multiplies the pause after each read; below 1 means 1.5.
-	Factor float64
+	Initial time.Duration // the first pause; zero means 100 ms
+	Max     time.Duration // caps one pause; zero means 2 s
+	Factor  float64       // multiplies the pause after each read; below 1 means 1.5
 }
 
 func (p PollPolicy) withDefaults() PollPolicy {
-	if p.Initial <= 0 {
-		p.Initial = 100 * time.Millisecond
-	}
-	if p.Max <= 0 {
-		p.Max = 2 * time.Second
-	}
+	p.Initial = cmp.Or(max(p.Initial, 0), 100*time.Millisecond)
+	p.Max = cmp.Or(max(p.Max, 0), 2*time.Second)
 	if p.Factor < 1 {
 		p.Factor = 1.5
 	}
 	return p
 }
 
-// WaitForVerdict returns the action's current verdict once it reaches the
-// stage: the first verdict for Provisional, the first non-provisional one
-// for Final. It reads GET /v1/actions/{id} with growing pauses until then
-// or until ctx ends (give ctx a deadline: a Final verdict comes after the
-// contract's settlement). With WithServerWait, each read asks the server to
-// hold the answer until the stage is reached (GET
-// /v1/actions/{id}?wait=…&timeout=…, answered through Temporal with no
-// polling on the server), so one round trip per server wait.
+// WaitForVerdict polls the action until its verdict reaches the stage or
+// ctx ends (give ctx a deadline: a Final verdict comes after settlement).
 func (c *Client) WaitForVerdict(ctx context.Context, id string, stage Stage) (commitlayer.Verdict, error) {
 	if stage != Provisional && stage != Final {
 		return commitlayer.Verdict{}, fmt.Errorf("wait for verdict of %s: stage %q is neither provisional nor final", id, stage)
@@ -81,12 +65,9 @@ func (c *Client) WaitForVerdict(ctx context.Context, id string, stage Stage) (co
 	}
 }
 
-// RecordAndWait records an action and returns its verdict once it is at
-// the stage: the gate before an agent's next irreversible step. It asks the
-// server to wait (POST /v1/actions?wait=), and when the server's wait ends
-// first it goes on with WaitForVerdict until ctx ends; give ctx a deadline.
-// The same idempotency key is used throughout, so a retry records nothing
-// new.
+// RecordAndWait records an action and returns its verdict once at the
+// stage, the gate before an agent's next irreversible step; the server
+// waits first, then WaitForVerdict until ctx ends.
 func (c *Client) RecordAndWait(ctx context.Context, a commitlayer.Action, stage Stage, opts ...RecordOptions) (Accepted, commitlayer.Verdict, error) {
 	var o RecordOptions
 	if len(opts) > 0 {
@@ -107,9 +88,8 @@ func (c *Client) RecordAndWait(ctx context.Context, a commitlayer.Action, stage 
 	return acc, v, err
 }
 
-// Server-side waits: the server takes at most maxServerWait, and a wait
-// ends serverWaitMargin before the caller's deadline or the http.Client's
-// timeout so the answer still arrives.
+// A server wait ends serverWaitMargin before the caller's deadline or the
+// http.Client's timeout, so the answer still arrives.
 const (
 	maxServerWait    = 60 * time.Second
 	defaultWait      = 20 * time.Second
@@ -117,8 +97,6 @@ const (
 	minServerWait    = time.Second
 )
 
-// serverWaitFor is how long to ask the server to wait: its default, less
-// when ctx's deadline or the http.Client's timeout is nearer.
 func (c *Client) serverWaitFor(ctx context.Context) time.Duration {
 	d := defaultWait
 	if t := c.http.Timeout; t > 0 {
@@ -130,7 +108,6 @@ func (c *Client) serverWaitFor(ctx context.Context) time.Duration {
 	return min(max(d, minServerWait), maxServerWait)
 }
 
-// waitQuery is ?wait=stage&timeout=seconds.
 func waitQuery(stage Stage, timeout time.Duration) url.Values {
 	q := url.Values{"wait": {string(stage)}}
 	if timeout > 0 {

@@ -9,9 +9,8 @@ import (
 
 // WebhookInput is the body of CreateWebhook.
 type WebhookInput struct {
-	URL string `json:"url"`
-	// Events: webhook.EventVerdictChanged, webhook.EventVerdictFinal.
-	Events []string `json:"events"`
+	URL    string   `json:"url"`
+	Events []string `json:"events"` // webhook.Events
 }
 
 // Webhook is a verdict webhook.
@@ -20,27 +19,23 @@ type Webhook struct {
 	URL       string    `json:"url"`
 	Events    []string  `json:"events"`
 	CreatedAt time.Time `json:"created_at"`
-	// RotatedAt is the last rotation; the secret it replaced still signs
-	// next to the current one until PreviousSecretUntil.
+	// The secret the last rotation replaced signs until PreviousSecretUntil.
 	RotatedAt           *time.Time `json:"rotated_at,omitempty"`
 	PreviousSecretUntil *time.Time `json:"previous_secret_until,omitempty"`
-	// Enabled is false once the receiver answered 410 Gone: nothing is
-	// delivered to it until EnableWebhook.
+	// Enabled is false once the receiver answered 410 Gone, until EnableWebhook.
 	Enabled        bool       `json:"enabled"`
 	DisabledAt     *time.Time `json:"disabled_at,omitempty"`
 	DisabledReason string     `json:"disabled_reason,omitempty"`
 }
 
-// WebhookCreated is a webhook with its secret, answered only by
-// CreateWebhook and RotateWebhook: keep it, it is not shown again
-// (webhook.Verify checks deliveries with it).
+// WebhookCreated is a webhook with its secret, which is not shown again.
 type WebhookCreated struct {
 	Webhook
 	Secret string `json:"secret"`
 }
 
 // WebhookRotation is the body of RotateWebhook: how long the old secret
-// keeps signing (a Go duration; absent: the server's default).
+// keeps signing (a Go duration).
 type WebhookRotation struct {
 	Overlap string `json:"overlap,omitempty"`
 }
@@ -62,9 +57,7 @@ type WebhookDelivery struct {
 	Type     string `json:"type"`
 	ActionID string `json:"action_id"`
 	Sequence int    `json:"sequence"`
-	// Status: pending, delivered, failing (retried with backoff for 24 h),
-	// failed (given up: the webhook was disabled by a 410 Gone, or 24 h
-	// of retries are over).
+	// Status: pending, delivered, failing (retried for 24 h) or failed.
 	Status     string     `json:"status"`
 	Attempts   int        `json:"attempts"`
 	LastStatus *int       `json:"last_status"`
@@ -74,9 +67,8 @@ type WebhookDelivery struct {
 	Delivered  *time.Time `json:"delivered_at"`
 }
 
-// CreateWebhook subscribes a URL to verdict events and returns the webhook
-// with its secret, shown this once. Retried only when the server surely
-// did not act (a retry could create a second webhook).
+// CreateWebhook subscribes a URL to verdict events; retried only when the
+// server surely did not act.
 func (c *Client) CreateWebhook(ctx context.Context, in WebhookInput) (WebhookCreated, error) {
 	var out WebhookCreated
 	_, err := c.do(ctx, c.post("/v1/webhooks", in, false), &out)
@@ -90,27 +82,22 @@ func (c *Client) ListWebhooks(ctx context.Context) ([]Webhook, error) {
 	return out.Webhooks, err
 }
 
-// DeleteWebhook deletes a webhook; its deliveries stop. A retry after a
-// lost answer may find it gone: an *APIError with code not_found.
+// DeleteWebhook deletes a webhook (a retry may find it gone: not_found).
 func (c *Client) DeleteWebhook(ctx context.Context, id string) error {
 	_, err := c.do(ctx, request{method: http.MethodDelete, path: "/v1/webhooks/" + url.PathEscape(id), safe: true}, nil)
 	return err
 }
 
-// ListWebhookDeliveries lists a webhook's latest 100 deliveries, newest
-// first, with their attempts and last failure.
+// ListWebhookDeliveries lists a webhook's latest 100 deliveries, newest first.
 func (c *Client) ListWebhookDeliveries(ctx context.Context, id string) ([]WebhookDelivery, error) {
 	var out WebhookDeliveryList
 	_, err := c.do(ctx, get("/v1/webhooks/"+url.PathEscape(id)+"/deliveries", nil), &out)
 	return out.Deliveries, err
 }
 
-// RotateWebhook makes a new secret for a webhook and returns the webhook
-// with it, shown this once. The old secret keeps signing next to it for
-// overlap (0 stops it at once; negative means the server's default of
-// 24h), so a receiver can move to the new one without missing a delivery.
-// Not retried: a second rotation would replace the secret returned by the
-// first.
+// RotateWebhook makes a new secret; the old one keeps signing for overlap
+// (negative: the server's default). Not retried: a second rotation would
+// replace the secret returned.
 func (c *Client) RotateWebhook(ctx context.Context, id string, overlap time.Duration) (WebhookCreated, error) {
 	var body any
 	if overlap >= 0 {
@@ -121,8 +108,7 @@ func (c *Client) RotateWebhook(ctx context.Context, id string, overlap time.Dura
 	return out, err
 }
 
-// EnableWebhook lets deliveries to a webhook disabled by a 410 Gone start
-// again, from the next event on. Safe to retry.
+// EnableWebhook resumes deliveries to a webhook a 410 Gone disabled.
 func (c *Client) EnableWebhook(ctx context.Context, id string) (Webhook, error) {
 	var out Webhook
 	_, err := c.do(ctx, c.post("/v1/webhooks/"+url.PathEscape(id)+"/enable", nil, true), &out)

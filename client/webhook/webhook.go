@@ -7,14 +7,10 @@
 //	webhook-timestamp: unix seconds of this attempt
 //	webhook-signature: v1,<base64 HMAC-SHA256(key, id + "." + timestamp + "." + body)>
 //
-// where key is the base64-decoded part of the webhook's secret
-// "whsec_<base64>". While a secret is being rotated the signature header
-// holds one signature per secret, separated by spaces; a receiver accepts
-// the delivery when any of them matches its secret. Any Standard Webhooks
-// library verifies these deliveries; so does Verify here. After verifying,
-// a receiver de-duplicates by webhook-id (= Event.ID): a delivery may
-// arrive more than once (a retry after a lost answer), never out of order
-// for one action.
+// where key is the base64 part of the secret "whsec_<base64>". During a
+// rotation the signature header holds one signature per secret, separated
+// by spaces. Receivers de-duplicate by webhook-id: a delivery may arrive
+// more than once, never out of order for one action.
 package webhook
 
 import (
@@ -32,8 +28,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// The Standard Webhooks headers (lower case as the specification writes
-// them; http.Header looks them up in any case).
+// The Standard Webhooks headers.
 const (
 	HeaderID        = "webhook-id"
 	HeaderTimestamp = "webhook-timestamp"
@@ -45,55 +40,39 @@ const SecretPrefix = "whsec_"
 
 // Event types a webhook subscribes to.
 const (
-	// EventVerdictChanged: a new verdict version (the first one included).
-	EventVerdictChanged = "verdict.changed"
-	// EventVerdictFinal: the action's first verdict that is not
-	// provisional (its settlement window closed).
-	EventVerdictFinal = "verdict.final"
+	EventVerdictChanged = "verdict.changed" // a new verdict version, the first included
+	EventVerdictFinal   = "verdict.final"   // the first verdict that is not provisional
 )
 
 // Events lists every event type.
 var Events = []string{EventVerdictChanged, EventVerdictFinal}
 
-// DefaultTolerance is the replay window Verify uses when given none: the
-// specification's recommendation.
+// DefaultTolerance is the specification's replay window.
 const DefaultTolerance = 5 * time.Minute
 
-// Event is what a delivery tells. Its body on the wire (Body) has the
-// shape the specification recommends, the event's content under data, and
-// keeps the fields deliveries carried at the top level before data was
-// added (receivers written against either shape read it):
-//
-//	{"id": "evt_…", "type": "verdict.final", "timestamp": "2026-03-01T12:00:00Z",
-//	 "data": {"action_id": "…", "sequence": 2, "verdict": {…}},
-//	 "action_id": "…", "sequence": 2, "verdict": {…}}
-//
-// Event's own JSON (the struct tags: how workflows and activities pass it,
-// readable by every build) is flat; UnmarshalJSON reads either.
+// Event is what a delivery tells. Body puts its content under data, as the
+// specification recommends, and at the top level too for older receivers.
+// Event's own JSON (how workflows pass it) is flat; UnmarshalJSON reads
+// either.
 type Event struct {
-	// ID is the same on every delivery of this event (to every webhook,
-	// on every retry), and is the webhook-id header: de-duplicate by it.
-	ID   string `json:"id"`
+	ID   string `json:"id"` // the webhook-id header: de-duplicate by it
 	Type string `json:"type"`
-	// Timestamp is when the event occurred: its verdict's evaluation
-	// (Verdict.EvaluatedAt when zero). It is not the attempt's time,
-	// which webhook-timestamp carries.
+	// Timestamp is when the event occurred (Verdict.EvaluatedAt when zero),
+	// not the attempt's time (webhook-timestamp).
 	Timestamp time.Time `json:"timestamp,omitzero"`
-	// ActionID and Sequence order an action's events: Sequence is the
-	// verdict version the event is about.
+	// Sequence is the verdict version the event is about.
 	ActionID string              `json:"action_id"`
 	Sequence int                 `json:"sequence"`
 	Verdict  commitlayer.Verdict `json:"verdict"`
 }
 
-// EventData is an event's data on the wire: the action and its verdict.
+// EventData is an event's data on the wire.
 type EventData struct {
 	ActionID string              `json:"action_id"`
 	Sequence int                 `json:"sequence"`
 	Verdict  commitlayer.Verdict `json:"verdict"`
 }
 
-// body is the wire shape.
 type body struct {
 	ID        string    `json:"id"`
 	Type      string    `json:"type"`
@@ -101,15 +80,12 @@ type body struct {
 	Data      EventData `json:"data"`
 }
 
-// wire is the delivered body: body, and data's fields again at the top
-// level, where deliveries carried them before data (extended, not renamed).
 type wire struct {
 	body
 	EventData
 }
 
-// Body is the event's body as delivered: {id, type, timestamp, data} and,
-// as before data, action_id, sequence and verdict at the top level.
+// Body is the event's body as delivered.
 func (e Event) Body() ([]byte, error) {
 	ts := e.Timestamp
 	if ts.IsZero() {
@@ -119,8 +95,7 @@ func (e Event) Body() ([]byte, error) {
 	return json.Marshal(wire{body: body{ID: e.ID, Type: e.Type, Timestamp: ts.UTC(), Data: d}, EventData: d})
 }
 
-// listed is v with its empty lists as [] rather than null, and every
-// finding's hint, as the API answers a verdict (api.viewVerdict).
+// listed is v as the API answers it (api.viewVerdict).
 func listed(v commitlayer.Verdict) commitlayer.Verdict {
 	fs := make([]commitlayer.Finding, len(v.Findings))
 	for i, f := range v.Findings {
@@ -139,8 +114,7 @@ func listed(v commitlayer.Verdict) commitlayer.Verdict {
 	return v
 }
 
-// UnmarshalJSON reads a delivered body (data present) or Event's own
-// flat JSON.
+// UnmarshalJSON reads a delivered body or Event's own flat JSON.
 func (e *Event) UnmarshalJSON(b []byte) error {
 	var w struct {
 		body
@@ -167,8 +141,7 @@ var (
 	ErrTooOld      = errors.New("timestamp outside the tolerance")
 )
 
-// DecodeSecret returns the signing key of a "whsec_<base64>" secret (the
-// prefix is optional, as in the specification's libraries).
+// DecodeSecret returns the key of a "whsec_<base64>" secret (prefix optional).
 func DecodeSecret(secret string) ([]byte, error) {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, SecretPrefix))
 	if err != nil || len(key) == 0 {
@@ -177,8 +150,7 @@ func DecodeSecret(secret string) ([]byte, error) {
 	return key, nil
 }
 
-// Sign returns the signature "v1,<base64>" of body sent as message msgID
-// at t, with secret.
+// Sign returns the signature "v1,<base64>" of body sent as msgID at t.
 func Sign(secret, msgID string, t time.Time, body []byte) (string, error) {
 	key, err := DecodeSecret(secret)
 	if err != nil {
@@ -187,15 +159,12 @@ func Sign(secret, msgID string, t time.Time, body []byte) (string, error) {
 	return "v1," + base64.StdEncoding.EncodeToString(mac(key, msgID, strconv.FormatInt(t.Unix(), 10), body)), nil
 }
 
-// SetHeaders sets the three headers on h for body sent as msgID at t,
-// signed with each of secrets (the current one first; during a rotation
-// the previous one too).
+// SetHeaders sets the three headers on h, signed with each of secrets.
 func SetHeaders(h http.Header, secrets []string, msgID string, t time.Time, body []byte) error {
 	if len(secrets) == 0 {
 		return fmt.Errorf("webhook: %w: no secret to sign with", ErrBadSecret)
 	}
-	// The specification: the id must not hold a full stop, which would
-	// make "{id}.{timestamp}.{body}" ambiguous.
+	// A full stop would make "{id}.{timestamp}.{body}" ambiguous.
 	if msgID == "" || strings.ContainsAny(msgID, ". \t\r\n") {
 		return fmt.Errorf("webhook: message id %q: empty, or holds a full stop or a space", commitlayer.Clip(msgID, 64))
 	}
@@ -220,12 +189,9 @@ func mac(key []byte, id, ts string, body []byte) []byte {
 	return m.Sum(nil)
 }
 
-// Verify checks a delivery with the webhook's secret: h holds the
-// request's headers and body its raw body. It accepts when a v1 signature
-// in webhook-signature matches (several may be present while a secret is
-// rotated; other versions are ignored) and webhook-timestamp is within
-// tolerance of now either way (a tolerance ≤ 0 means DefaultTolerance),
-// then decodes the event.
+// Verify checks a delivery's headers and raw body with the secret: a v1
+// signature must match and webhook-timestamp be within tolerance of now
+// (≤ 0: DefaultTolerance). Then it decodes the event.
 func Verify(secret string, h http.Header, body []byte, tolerance time.Duration) (Event, error) {
 	return VerifyAt(secret, h, body, tolerance, time.Now())
 }
@@ -242,8 +208,7 @@ func VerifyAt(secret string, h http.Header, body []byte, tolerance time.Duration
 	return e, nil
 }
 
-// VerifySignature is VerifyAt without decoding the body: it checks any
-// Standard Webhooks message.
+// VerifySignature is VerifyAt without decoding: any Standard Webhooks message.
 func VerifySignature(secret string, h http.Header, body []byte, tolerance time.Duration, now time.Time) error {
 	if tolerance <= 0 {
 		tolerance = DefaultTolerance
