@@ -29,13 +29,11 @@ type seg struct {
 	Y, H  float64
 }
 
-// tick is an axis label at a position (x on the time axis, y on the count's).
 type tick struct {
 	At    float64
 	Label string
 }
 
-// Chart geometry: the plot area inside the SVG.
 const (
 	chartW, chartH = 960, 260
 	plotL, plotR   = 48, 8

@@ -1,18 +1,9 @@
-// Package console is CommitLayer's web console at /console/: for the
-// people who watch agents, one tenant at a time. A tenant logs in with its
-// API key (checked once, never kept: the browser holds an opaque session
-// id in an HttpOnly, SameSite=Strict cookie) and sees its verdicts over
-// time per contract and agent, the latest FAILs, open provisional verdicts,
-// actions awaiting a first verdict, orphans, sources with their coverage,
-// each action with its claim, findings, evidence facts and verdict history
-// (with a recheck button), its contracts and its webhooks' deliveries.
-//
-// Pages are server-rendered html/template with embedded assets and no
-// script at all (the charts are SVG drawn on the server), under a strict
-// Content-Security-Policy (default-src 'self'). Forms that change something
-// carry a CSRF token bound to the session. The console reads through the
-// same store, verifier and orphan lister as the API; cmd mounts its
-// Handler at /console/ next to the API's.
+// Package console is CommitLayer's web console at /console/, one tenant at
+// a time. A tenant logs in with its API key (checked once, never kept: the
+// browser holds an opaque session id in an HttpOnly, SameSite=Strict
+// cookie). Pages are server-rendered with no script at all (charts are SVG)
+// under a strict Content-Security-Policy; forms that change something carry
+// a CSRF token bound to the session.
 package console
 
 import (
@@ -67,18 +58,12 @@ type OrphanLister interface {
 	Orphans(ctx context.Context, tenantID, contractID string, since, until time.Time) ([]contracts.Orphan, error)
 }
 
-// Defaults.
+// Defaults of Config's limits (see there).
 const (
-	DefaultSessionIdle = 12 * time.Hour
-	// DefaultSessionMax bounds a session however active it is.
-	DefaultSessionMax = 7 * 24 * time.Hour
-	// DefaultLoginFailures is how many wrong keys one client address may
-	// send per minute before the login answers 429.
-	DefaultLoginFailures = 5
-	// DefaultTenantLogins is how many logins a tenant may make a minute.
-	DefaultTenantLogins = 30
-	// DefaultTenantSessions caps a tenant's live sessions: past it the
-	// tenant's own oldest end, never another tenant's.
+	DefaultSessionIdle    = 12 * time.Hour
+	DefaultSessionMax     = 7 * 24 * time.Hour
+	DefaultLoginFailures  = 5
+	DefaultTenantLogins   = 30
 	DefaultTenantSessions = 500
 	recheckTimeout        = 60 * time.Second
 	orphanWindow          = 7 * 24 * time.Hour
@@ -91,24 +76,20 @@ type Config struct {
 	Verifier Rechecker
 	// Orphans lists orphan effects on the overview; nil leaves them out.
 	Orphans OrphanLister
-	// TemporalUI is the Temporal web UI's base URL (http://localhost:8233)
-	// for links to each verification; empty leaves the links out.
+	// TemporalUI (http://localhost:8233), Namespace ("default" if empty)
+	// and WorkflowID make links to each verification; empty or nil leave
+	// them out.
 	TemporalUI string
-	// Namespace is the Temporal namespace of the links ("default" if empty).
-	Namespace string
-	// WorkflowID names an action's verification workflow (the Temporal
-	// UI link); nil leaves the links out.
+	Namespace  string
 	WorkflowID func(tenantID, actionID string) string
 	Logger     *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// SessionIdle ends a session unused this long (default 12h);
-	// SessionMax ends any session this long after login (default 7 days).
+	// SessionIdle ends a session unused this long; SessionMax any session
+	// this long after login.
 	SessionIdle, SessionMax time.Duration
-	// LoginFailures is how many wrong keys a client address may send per
-	// minute (default 5); TenantLogins how many logins one tenant may make
-	// a minute (default 30); TenantSessions how many live sessions a
-	// tenant keeps (default 500).
+	// Per minute: wrong keys a client address may send, logins a tenant may
+	// make; and live sessions a tenant keeps (past it its own oldest end).
 	LoginFailures, TenantLogins, TenantSessions int
 }
 
@@ -135,16 +116,11 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("console: a store is required")
 	}
-	c := &Console{cfg: cfg, log: cfg.Logger, now: cfg.Now}
-	if c.log == nil {
-		c.log = slog.Default()
-	}
+	c := &Console{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()), now: cfg.Now}
 	if c.now == nil {
 		c.now = time.Now
 	}
-	if c.cfg.Namespace == "" {
-		c.cfg.Namespace = "default"
-	}
+	c.cfg.Namespace = cmp.Or(cfg.Namespace, "default")
 	c.cfg.TemporalUI = strings.TrimRight(c.cfg.TemporalUI, "/")
 	c.cfg.SessionIdle = cmp.Or(max(cfg.SessionIdle, 0), DefaultSessionIdle)
 	c.cfg.SessionMax = cmp.Or(max(cfg.SessionMax, 0), DefaultSessionMax)
@@ -175,8 +151,7 @@ func New(cfg Config) (*Console, error) {
 	return c, nil
 }
 
-// Handler serves every path under /console/ (mount it there) and
-// /console itself (a redirect).
+// Handler serves every path under /console/, and /console (a redirect).
 func (c *Console) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -202,7 +177,7 @@ func (c *Console) Handler() http.Handler {
 	})
 }
 
-// assetServer serves the embedded files, and no directory listing.
+// assetServer serves the embedded files, never a directory listing.
 func (c *Console) assetServer(assets fs.FS) http.Handler {
 	fsrv := http.FileServerFS(assets)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -215,7 +190,6 @@ func (c *Console) assetServer(assets fs.FS) http.Handler {
 	})
 }
 
-// parseTemplates parses each page with the layout.
 func (c *Console) parseTemplates() error {
 	c.pages = map[string]*template.Template{}
 	names, err := fs.Glob(templateFiles, "templates/*.html")
@@ -236,19 +210,18 @@ func (c *Console) parseTemplates() error {
 	return nil
 }
 
-// page is what every template gets.
 type page struct {
 	Title   string
 	Nav     string // the nav entry to mark current
-	Tenant  string // empty on the login page
+	Tenant  string
 	CSRF    string
 	Notice  string
 	Problem string
 	Data    any
 }
 
-// render writes a page with status. An error (a template that fails) is
-// returned before anything is written, for the handler to return.
+// render writes a page with status; a template's error is returned before
+// anything is written.
 func (c *Console) render(w http.ResponseWriter, status int, name string, p page) error {
 	t, ok := c.pages[name]
 	if !ok {
@@ -292,10 +265,8 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request) error {
 	return c.render(w, http.StatusNotFound, "error", page{Title: "Not found", Problem: "There is no page at this address."})
 }
 
-// localPath keeps a ?next= target only when it is a path of the console
-// once cleaned as a browser resolves it (dot segments, %2e%2e among them):
-// no scheme, no host, no //, no backslash. A login cannot send the browser
-// elsewhere.
+// localPath keeps a ?next= target only when it is a console path once
+// cleaned as a browser resolves it: a login cannot send the browser elsewhere.
 func localPath(next string) string {
 	u, err := url.Parse(next)
 	if err != nil || u.Scheme != "" || u.Host != "" || u.Opaque != "" || strings.HasPrefix(next, "//") ||

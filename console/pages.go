@@ -17,9 +17,6 @@ import (
 	"github.com/commitlayer/commitlayer/contracts"
 )
 
-// ---- login ----
-
-// loginPage is the login form, next the page to go to after (Data).
 func loginPage(next, problem string) page {
 	return page{Title: "Log in", Problem: problem, Data: next}
 }
@@ -33,12 +30,10 @@ func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) error {
 	return c.render(w, http.StatusOK, "login", loginPage(next, ""))
 }
 
-// login checks the key and starts a session. The key is read from the
-// form and passed to the store; it is not logged, echoed or kept. Each
-// attempt is counted against the client's address before the key is
-// checked (one statement, so a burst cannot slip past the limit) and
-// taken back when the key is right: only wrong keys use up an address's
-// LoginFailures a minute. A tenant may log in TenantLogins times a minute.
+// login checks the key (never logged, echoed or kept) and starts a
+// session. Each attempt counts against the client's address before the key
+// is checked, so a burst cannot slip past the limit, and is taken back
+// when the key is right: only wrong keys use up LoginFailures.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
 	if err := r.ParseForm(); err != nil {
@@ -95,7 +90,6 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// logout ends the session for every API process.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) error {
 	if ck, err := r.Cookie(CookieName); err == nil {
 		if err := c.cfg.Store.DeleteSession(r.Context(), ck.Value); err != nil {
@@ -106,8 +100,6 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request, _ *session) err
 	http.Redirect(w, r, "/console/login", http.StatusSeeOther)
 	return nil
 }
-
-// ---- overview ----
 
 type window struct {
 	Name   string
@@ -159,8 +151,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, se *session) 
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}
-	// Every contract and agent of the window, for the chart's selectors
-	// (from an unfiltered count when filtered).
+	// The selectors list every contract and agent of the window.
 	all := rows
 	if d.Contract != "" || d.Agent != "" {
 		if all, err = c.cfg.Store.ActionStats(ctx, tid, commitlayer.StatsQuery{Bucket: win.Bucket, Since: sq.Since, Until: sq.Until}); err != nil {
@@ -174,7 +165,6 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, se *session) 
 	slices.Sort(d.Agents)
 	d.Contracts, d.Agents = slices.Compact(d.Contracts), slices.Compact(d.Agents)
 	d.Chart = buildChart(rows, sq.Since, sq.Until, win.Bucket)
-	// One group per contract and agent, kept sorted.
 	for _, row := range rows {
 		i, found := slices.BinarySearchFunc(d.Groups, row, func(g groupRow, row commitlayer.StatsRow) int {
 			return cmp.Or(cmp.Compare(g.Contract, row.Contract), cmp.Compare(g.Agent, row.Agent))
@@ -209,9 +199,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, se *session) 
 	return c.render(w, http.StatusOK, "overview", se.page("Overview", "overview", "", d))
 }
 
-// orphans lists the orphan effects of every contract over the last week
-// (at most 20 shown); a contract that cannot be scanned is named, the
-// page still renders.
+// orphans lists every contract's orphans of the last week (at most 20);
+// one that cannot be scanned is named and the page still renders.
 func (c *Console) orphans(ctx context.Context, tid string, now time.Time) ([]contracts.Orphan, []string) {
 	recs, err := c.cfg.Store.ListContracts(ctx, tid)
 	if err != nil {
@@ -234,8 +223,6 @@ func (c *Console) orphans(ctx context.Context, tid string, now time.Time) ([]con
 	}
 	return out, problems
 }
-
-// ---- actions ----
 
 type actionRow struct {
 	ID, Contract, Agent string
@@ -272,8 +259,8 @@ type actionsData struct {
 // localMinute is what <input type=datetime-local> sends.
 var localMinute = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$`)
 
-// listQuery turns the filter form into the list route's parameters: empty
-// fields dropped, datetime-local values read as UTC.
+// listQuery turns the filter form into list parameters, datetime-local
+// values read as UTC.
 func listQuery(form url.Values) url.Values {
 	q := url.Values{}
 	for _, k := range api.ListParams {
@@ -331,8 +318,6 @@ func (c *Console) actions(w http.ResponseWriter, r *http.Request, se *session) e
 	return c.render(w, http.StatusOK, "actions", p)
 }
 
-// ---- one action ----
-
 type evidence struct {
 	Fact  commitlayer.Fact
 	Attrs string
@@ -365,8 +350,7 @@ type actionData struct {
 	Watching    bool
 }
 
-// getAction loads the action named in the path; ok is false when it
-// answered (a 404 page, or err).
+// getAction loads the path's action; !ok when it answered (404, or err).
 func (c *Console) getAction(w http.ResponseWriter, r *http.Request, se *session) (commitlayer.ActionRecord, bool, error) {
 	rec, err := c.cfg.Store.GetAction(r.Context(), se.tenant.ID, r.PathValue("id"))
 	switch {
@@ -416,7 +400,6 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request, se *session) er
 	return c.render(w, http.StatusOK, "action", p)
 }
 
-// findings attaches each finding's evidence facts.
 func (c *Console) findings(ctx context.Context, tid string, fs []commitlayer.Finding) ([]findingView, error) {
 	var ids []string
 	for _, f := range fs {
@@ -461,7 +444,6 @@ func (c *Console) findings(ctx context.Context, tid string, fs []commitlayer.Fin
 	return out, nil
 }
 
-// remedyText says what each remedy asks of the reader.
 var remedyText = map[commitlayer.Remedy]string{
 	commitlayer.RemedyRetryRead:   "the answer may change on its own: re-verify once the sources report, or after settlement.",
 	commitlayer.RemedyHumanReview: "a person should look before anything else happens; nothing automatic is safe.",
@@ -469,10 +451,8 @@ var remedyText = map[commitlayer.Remedy]string{
 	commitlayer.RemedyNone:        "nothing to do.",
 }
 
-// timeline labels each verdict version: provisional while the settlement
-// window was open, final for the first one after, reversed for a later
-// final one that went from PASS to something else or names a reversal,
-// changed for any other later one.
+// timeline labels each verdict: provisional, final (the first after),
+// reversed (a later one off PASS or naming a reversal) or changed.
 func timeline(history []commitlayer.Verdict) []stage {
 	out := make([]stage, 0, len(history))
 	var lastFinal *commitlayer.Verdict

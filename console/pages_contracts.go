@@ -11,8 +11,6 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// The contracts and webhooks pages.
-
 type contractRow struct {
 	ID        string
 	Latest    int
@@ -71,8 +69,6 @@ func (c *Console) contract(w http.ResponseWriter, r *http.Request, se *session) 
 	}
 	return c.render(w, http.StatusOK, "contract", se.page("Contract "+id, "contracts", "", d))
 }
-
-// ---- webhooks ----
 
 type webhookRow struct {
 	Hook       commitlayer.Webhook

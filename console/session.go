@@ -17,10 +17,8 @@ import (
 // CookieName is the session cookie's name.
 const CookieName = "commitlayer_console"
 
-// session is one logged-in browser: the tenant it acts for and its CSRF
-// token. Sessions live in the store (kept by the SHA-256 of their token),
-// so every API process serves them; the API key a session logged in with
-// is not kept.
+// session is one logged-in browser. Sessions live in the store, kept by
+// the SHA-256 of their token, so every API process serves them.
 type session struct {
 	tenant commitlayer.Tenant
 	csrf   string
@@ -39,8 +37,7 @@ func csrfOf(id string) string {
 	return base64.RawURLEncoding.EncodeToString(h[:])
 }
 
-// sessionOf returns the request's live session (extending it), nil when it
-// has none; err only when the store failed.
+// sessionOf returns the request's live session (extending it), or nil.
 func (c *Console) sessionOf(r *http.Request) (*session, error) {
 	ck, err := r.Cookie(CookieName)
 	if err != nil || ck.Value == "" {
@@ -58,10 +55,8 @@ func (c *Console) sessionOf(r *http.Request) (*session, error) {
 }
 
 // setSessionCookie sets a browser-session cookie (no Max-Age: the server
-// ends the session when it idles or ages out, however long the browser
-// keeps the cookie, and a cookie that outlived its session logs in again).
-// An empty id clears it. It goes without Secure only over plain HTTP from
-// loopback (http://127.0.0.1 during development).
+// ends sessions), or clears it for "". It lacks Secure only over plain
+// HTTP from loopback (development).
 func (c *Console) setSessionCookie(w http.ResponseWriter, r *http.Request, id string) {
 	ip := net.ParseIP(api.ClientAddr(r))
 	ck := &http.Cookie{Name: CookieName, Value: id, Path: Prefix, HttpOnly: true, SameSite: http.SameSiteStrictMode,
@@ -73,17 +68,15 @@ func (c *Console) setSessionCookie(w http.ResponseWriter, r *http.Request, id st
 }
 
 // crossOrigin refuses a state-changing request another site's page sent
-// (Sec-Fetch-Site, else Origin against Host; Origin: null is another
-// site's, a sandboxed frame's). Requests with neither (curl, old
-// browsers) pass to the CSRF token check.
+// (Sec-Fetch-Site, else Origin); requests with neither (curl) are left to
+// the CSRF token.
 var crossOrigin = http.NewCrossOriginProtection()
 
 func sameOrigin(r *http.Request) bool { return crossOrigin.Check(r) == nil }
 
-// authed passes requests with a live session to h; others are sent to the
-// login page (GET) or refused (POST). POSTs must carry the session's CSRF
-// token in the csrf field (compared in constant time) and come from this
-// site. An error h returns is answered by fail.
+// authed passes requests with a live session to h; others go to the login
+// page (GET) or are refused (POST). POSTs must come from this site with the
+// session's CSRF token (compared in constant time).
 func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session) error) http.HandlerFunc {
 	return c.serve(func(w http.ResponseWriter, r *http.Request) error {
 		se, err := c.sessionOf(r)
@@ -109,7 +102,6 @@ func (c *Console) authed(h func(http.ResponseWriter, *http.Request, *session) er
 	})
 }
 
-// page is a page of the session's tenant.
 func (se *session) page(title, nav, problem string, data any) page {
 	return page{Title: title, Nav: nav, Tenant: se.tenant.Name, CSRF: se.csrf, Problem: problem, Data: data}
 }
