@@ -1,11 +1,7 @@
-// Package activities holds CommitLayer's Temporal activities: pulling facts
-// through a tenant's connectors, evaluating an action against its contract,
-// and persisting verdicts. Activities are methods on Activities, which holds
-// their dependencies; workflows call them through a nil *Activities.
-//
-// Every activity is idempotent: facts are unique per (tenant, source,
-// external_id), connector cursors only move when their facts landed, and a
-// verdict is appended only when it says something new.
+// Package activities holds CommitLayer's Temporal activities, methods on
+// Activities (workflows call them through a nil *Activities). Every activity is
+// idempotent: facts are unique per (tenant, source, external_id), cursors move
+// only with their facts, and a verdict is appended only when it says something new.
 package activities
 
 import (
@@ -27,8 +23,7 @@ import (
 	"github.com/commitlayer/commitlayer/service"
 )
 
-// Store is what the activities need from the database; *postgres.DB has it
-// (checked in the tests).
+// Store is what the activities need from the database; *postgres.DB has it.
 type Store interface {
 	GetAction(ctx context.Context, tenantID, actionID string) (commitlayer.ActionRecord, error)
 	GetContract(ctx context.Context, tenantID, contractID string, version int) (commitlayer.ContractRecord, error)
@@ -45,25 +40,20 @@ type Store interface {
 	Identity(ctx context.Context) (string, error)
 }
 
-// Activities holds the dependencies of every activity. One per worker
-// process: its pull coalescer is the process's.
+// Activities holds the dependencies of every activity, one per worker process.
 type Activities struct {
 	Store  Store
 	Logger *slog.Logger
-	// HTTPClient pulls the connectors; nil means a client with a 30 s
-	// timeout.
+	// HTTPClient pulls the connectors; nil means a client with a 30 s timeout.
 	HTTPClient *http.Client
-	// WebhookTimeout bounds one webhook POST, from the dial to the end of
-	// the answer; 0 means 15 s.
+	// WebhookTimeout bounds one webhook POST, dial to answer; 0 means 15 s.
 	WebhookTimeout time.Duration
 	// Secrets opens connectors' sealed credentials (COMMITLAYER_SECRETS_KEY);
 	// nil: connectors that need one fail their pulls, reported on the source.
 	Secrets *secrets.Box
-	// DialFunc makes the database connections of postgres connectors (the
-	// address rules); nil: a plain dialer.
+	// DialFunc dials for postgres connectors (the address rules); nil: plain.
 	DialFunc func(ctx context.Context, network, addr string) (net.Conn, error)
-	// Contracts loads compiled contracts (shared with the API in one
-	// process); nil makes one on Store.
+	// Contracts loads compiled contracts; nil makes one on Store.
 	Contracts *service.Contracts
 	// Now is the clock verdicts are evaluated at; nil means time.Now.
 	Now func() time.Time
@@ -117,8 +107,7 @@ func (a *Activities) OpenVerifications(ctx context.Context, tenantID string) (in
 	return n, nil
 }
 
-// EndWatchInput ends an action's watch early (its verification was
-// cancelled), so pollers and ingestion stop nudging it.
+// EndWatchInput ends a cancelled verification's watch, so nothing nudges it.
 type EndWatchInput struct {
 	TenantID string
 	ActionID string

@@ -11,37 +11,24 @@ import (
 	"go.temporal.io/sdk/activity"
 )
 
-// MetricPassPulls counts the pulls of verification passes by what each
-// pass did about its pull: outcome="pulled" (it started a pull of the
-// tenant's connectors), "joined" (it shared one another pass of the tenant
-// started, in flight or queued), "skipped" (a pull that started after the
-// pass asked had already read every connector). On /metrics:
-// commitlayer_verify_pass_pulls_total.
+// MetricPassPulls counts passes' pulls by outcome: "pulled" (started one),
+// "joined" (shared another's, in flight or queued), "skipped" (a complete pull
+// started since it asked). On /metrics: commitlayer_verify_pass_pulls_total.
 const MetricPassPulls = "commitlayer_verify_pass_pulls_total"
 
 // pullRunTimeout bounds one shared pull: a pass's pull has 2 minutes.
 const pullRunTimeout = 2 * time.Minute
 
-// pullCoalescer shares the pulls of one tenant's connectors between the
-// passes of its verifications that want them at about the same time (a
-// burst of actions): per tenant at most one pull is in flight and one
-// queued behind it.
+// pullCoalescer shares one tenant's pulls between the passes that want them at
+// about the same time: per tenant at most one pull in flight, one queued.
 //
-// A pass asks for facts as fresh as its FreshAsOf (the workflow's clock
-// when it scheduled the pass). It is covered by a pull that started at or
-// after FreshAsOf:
-//   - one that already read every connector to its end (no source
-//     unreachable, none cut short by MaxPagesPerPull): the pass skips its
-//     pull;
-//   - one in flight: the pass waits for it and shares its result;
-//   - otherwise the pass joins the queued pull (or queues it), which starts
-//     when the one in flight ends, so after the pass asked.
-//
-// The comparison puts the worker's clock (the pull's start) beside
-// Temporal's (FreshAsOf): the two are assumed in sync, as for every timer.
-// The notice of a shared pull's facts spares only the pass that started it;
-// the passes that joined get a notice too and run one more pass that finds
-// nothing new, never a missed fact.
+// A pass is covered by a pull started at or after its FreshAsOf: a complete
+// one already done (every connector read to its end) lets it skip; one in
+// flight is waited on; otherwise it joins (or queues) the queued pull, which
+// starts after the one in flight. This compares the worker's clock with
+// Temporal's, assumed in sync as for every timer. A shared pull's notice spares
+// only its leader: joiners run one more pass that finds nothing new, never a
+// missed fact.
 type pullCoalescer struct {
 	mu      sync.Mutex
 	tenants map[string]*tenantPulls
@@ -50,8 +37,7 @@ type pullCoalescer struct {
 }
 
 type tenantPulls struct {
-	// covered is the start of the latest pull that read every connector of
-	// the tenant to its end.
+	// covered is the start of the latest complete pull.
 	covered time.Time
 	running *pullRun
 	queued  *pullRun
@@ -66,9 +52,7 @@ type pullRun struct {
 	out     pullOutcome
 }
 
-// record notes that a pull which started at began ended with out: a
-// complete one covers the passes that asked before it started. It takes
-// c.mu.
+// record notes that a pull started at began ended with out. It takes c.mu.
 func (c *pullCoalescer) record(tenantID string, began time.Time, out pullOutcome) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -81,9 +65,8 @@ func (c *pullCoalescer) cover(t *tenantPulls, began time.Time, out pullOutcome) 
 	}
 }
 
-// tenant returns the tenant's state; the caller holds c.mu. Past 4096
-// tenants, idle ones whose coverage is a minute old are forgotten (a pass
-// scheduled since needs a newer pull anyway).
+// tenant returns the tenant's state; the caller holds c.mu. Past 4096 tenants,
+// idle ones covered over a minute ago are forgotten (later passes need newer).
 func (c *pullCoalescer) tenant(id string) *tenantPulls {
 	if c.tenants == nil {
 		c.tenants = map[string]*tenantPulls{}
@@ -144,16 +127,14 @@ func (c *pullCoalescer) extract(ctx context.Context, a *Activities, in ExtractIn
 }
 
 func newPullRun(ctx context.Context, leader string) *pullRun {
-	// Detached from the starting pass, it outlives it: it must not
-	// heartbeat that pass's activity.
+	// Detached from the starting pass: it must not heartbeat its activity.
 	ctx = context.WithValue(context.WithoutCancel(ctx), sharedPullKey{}, true)
 	return &pullRun{ctx: ctx, leader: leader, done: make(chan struct{})}
 }
 
 type sharedPullKey struct{}
 
-// heartbeats reports whether a pull on ctx may heartbeat its activity: a
-// remote activity's own pull, never a shared one.
+// heartbeats reports whether a pull on ctx may heartbeat (never a shared one).
 func heartbeats(ctx context.Context) bool {
 	shared, _ := ctx.Value(sharedPullKey{}).(bool)
 	return !shared && activity.IsActivity(ctx) && !activity.GetInfo(ctx).IsLocalActivity

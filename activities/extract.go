@@ -19,45 +19,36 @@ import (
 // ExtractInput asks for the tenant's connectors to be pulled.
 type ExtractInput struct {
 	TenantID string
-	// ActionID is the verification asking: the notice of the facts its
-	// pull stores is not sent to it (its own pass reads them).
+	// ActionID is the verification asking: not notified of its own pull's facts.
 	ActionID string
-	// FreshAsOf is the time the facts must be as fresh as: the workflow's
-	// clock when it scheduled the pass. Set, a pull that started at or
-	// after it covers the pass, and the tenant's passes share pulls
-	// (coalesce.go); zero, the pull is the pass's own.
+	// FreshAsOf is the workflow's clock when it scheduled the pass: set, any
+	// pull started since covers it (shared, coalesce.go); zero, its own pull.
 	FreshAsOf time.Time `json:",omitzero"`
 }
 
 // ExtractResult reports one pull of every connector of a tenant.
 type ExtractResult struct {
-	// Unreachable maps each source whose connector could not be read to the
-	// reason. Those sources count as not connected for this verification.
+	// Unreachable maps each source that could not be read to the reason; they
+	// count as not connected for this verification.
 	Unreachable map[string]string
 	Inserted    int
 	Duplicates  int
 	Subjects    []commitlayer.Subject
 	// Took is how long the pull took in the worker.
 	Took time.Duration `json:",omitempty"`
-	// StartedAt is when the pull whose facts the pass reads started (its
-	// own, or the one it shared). The workflow asks its next pass for facts
-	// fresher than that (VerifyState.PulledAt): a verification's re-read is
-	// never answered by its own earlier read.
+	// StartedAt is when the pull the pass reads started; the next pass asks
+	// for fresher facts (VerifyState.PulledAt), never its own earlier read.
 	StartedAt time.Time `json:",omitzero"`
 }
 
-// MetricPullLatency is the histogram of the pulls of passes (every
-// connector of the tenant, in parallel, each page stored):
+// MetricPullLatency is the histogram of passes' pulls:
 // commitlayer_verify_pull_latency_seconds on /metrics.
 const MetricPullLatency = "commitlayer_verify_pull_latency"
 
-// Extract pulls every connector of the tenant from its cursor and stores
-// the facts (each page with its cursor, in one transaction; the notice to
-// the verifications watching the facts' subjects in the same transaction,
-// for the store's outbox to deliver). A connector that cannot be read is
-// recorded on the connector and reported as unreachable, never skipped
-// silently. A pass's pull (FreshAsOf set) is shared with the tenant's other
-// passes that want one at the same time (coalesce.go).
+// Extract pulls every connector of the tenant from its cursor and stores the
+// facts with their cursors and the watchers' notice in one transaction. A
+// connector that cannot be read is recorded and reported unreachable, never
+// skipped silently. A pass's pull (FreshAsOf set) is shared (coalesce.go).
 func (a *Activities) Extract(ctx context.Context, in ExtractInput) (ExtractResult, error) {
 	if in.TenantID == "" {
 		return ExtractResult{}, nonRetryable("extract: tenant id is required")
@@ -93,10 +84,8 @@ type pullOutcome struct {
 	err      error
 }
 
-// pullTenant pulls every connector of the tenant once: their first pages
-// at once (each is a separate system), stored together; then each feed
-// with more pages read on. The notice of the facts goes to every
-// verification watching their subjects except exceptActionID's.
+// pullTenant pulls every connector of the tenant once; the notice of the facts
+// goes to every watcher except exceptActionID.
 func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID string) pullOutcome {
 	conns, err := a.Store.ListConnectors(ctx, tenantID)
 	if err != nil {
@@ -115,8 +104,7 @@ func (a *Activities) pullTenant(ctx context.Context, tenantID, exceptActionID st
 			if errors.As(r.err, &storeErr) {
 				return pullOutcome{err: r.err} // the database failed, not the connector: retry
 			}
-			// The tenant sees a short class (timeout, refused, http 503,
-			// address not allowed, …), never network text that tells
+			// The tenant sees a short class, never network text that tells
 			// internal ports apart; the server log keeps the detail.
 			msg := netguard.Classify(r.err)
 			res.Unreachable[c.Source] = msg
@@ -145,11 +133,9 @@ type connectorPull struct {
 	err     error
 }
 
-// pullConnectors pulls the tenant's connectors, each from its cursor: every
-// feed's first page at once; the pages that brought anything stored in one
-// transaction (a verification's first pass most often finds something new
-// in every system the agent touched), those with nothing new recorded in
-// one statement; then each feed that has more read on, page by page.
+// pullConnectors reads every feed's first page at once (each is a separate
+// system), stores those with news in one transaction and records the others in
+// one statement, then reads on each feed that has more, page by page.
 func (a *Activities) pullConnectors(ctx context.Context, tenantID, except string, conns []commitlayer.Connector) []connectorPull {
 	results := make([]connectorPull, len(conns))
 	pullers := make([]pull.Puller, len(conns))
@@ -184,15 +170,13 @@ func (a *Activities) pullConnectors(ctx context.Context, tenantID, except string
 			batch = append(batch, postgres.PulledPage{ConnectorID: c.ID, Facts: pages[i].Facts, Cursor: pages[i].Next})
 		}
 	}
-	// The two records go to the store at once: one transaction for the
-	// pages, one statement for the connectors with nothing new.
+	// The two records go to the store at once.
 	var emptyErr, batchErr error
 	var ins commitlayer.InsertResult
 	parallel(2, func(k int) {
 		switch {
 		case k == 0 && len(emptyIDs) > 0:
-			// A connector not updated was removed meanwhile, or another
-			// pull recorded a later state: nothing is left to record.
+			// Not updated: removed meanwhile, or a later pull recorded.
 			_, emptyErr = a.Store.RecordEmptyPulls(ctx, tenantID, emptyIDs, cursor, a.now())
 		case k == 1 && len(batch) > 0:
 			ins, batchErr = a.Store.RecordPulls(ctx, tenantID, except, batch, a.now())
@@ -215,9 +199,8 @@ func (a *Activities) pullConnectors(ctx context.Context, tenantID, except string
 	case len(moved) == 1:
 		results[moved[0]].err = pageError(conns[moved[0]], batchErr)
 	default:
-		// A page the store refuses (a fact it cannot keep, a connector
-		// removed meanwhile) must not keep the others out: each page on
-		// its own, and the refused one fails its connector only.
+		// A page the store refuses must not keep the others out: each on its
+		// own, and the refused one fails its connector only.
 		parallel(len(moved), func(k int) {
 			i := moved[k]
 			results[i].ins, results[i].err = a.recordPage(ctx, tenantID, except, conns[i], batch[k])
@@ -237,8 +220,7 @@ func (a *Activities) pullConnectors(ctx context.Context, tenantID, except string
 	return results
 }
 
-// pullFeed reads one connector on from cursor, after its first page, until
-// the feed has no more pages or the pull has read MaxPagesPerPull of them,
+// pullFeed reads one connector on from cursor, up to MaxPagesPerPull pages,
 // storing each page with its cursor into out.
 func (a *Activities) pullFeed(ctx context.Context, tenantID, except string, c commitlayer.Connector, puller pull.Puller, cursor string, out *connectorPull) {
 	maxPages := a.MaxPagesPerPull
@@ -279,8 +261,8 @@ func (a *Activities) recordPage(ctx context.Context, tenantID, except string, c 
 	return ins, nil
 }
 
-// pageError is the failure to store a page of c: the connector's when the
-// store refused what the page holds, the database's otherwise.
+// pageError is the failure to store a page of c: the connector's when the store
+// refused its content, the database's otherwise.
 func pageError(c commitlayer.Connector, err error) error {
 	err = fmt.Errorf("store pull of %s: %w", c.Source, err)
 	if errors.Is(err, commitlayer.ErrInvalid) {
@@ -289,9 +271,8 @@ func pageError(c commitlayer.Connector, err error) error {
 	return &storeError{err}
 }
 
-// openConnector opens the puller of one of the tenant's connectors. The
-// kind opens its own secrets (a Stripe key, a DSN's password, http_json
-// headers), sealed at registration.
+// openConnector opens the puller of one of the tenant's connectors, whose kind
+// opens its own sealed secrets.
 func (a *Activities) openConnector(tenantID string, c commitlayer.Connector) (pull.Puller, error) {
 	hc := defaultHTTPClient
 	if a.HTTPClient != nil {
@@ -304,21 +285,18 @@ func (a *Activities) openConnector(tenantID string, c commitlayer.Connector) (pu
 	return pull.OpenConnector(tenantID, c, pull.Options{HTTP: hc, DialFunc: a.DialFunc, PageLimit: limit, Secrets: a.Secrets})
 }
 
-// storeError is the database failing during a pull: the whole pull fails
-// and is retried.
+// storeError is the database failing during a pull: the whole pull is retried.
 type storeError struct{ err error }
 
 func (e *storeError) Error() string { return e.err.Error() }
 func (e *storeError) Unwrap() error { return e.err }
 
-// FactRefused is the class (GET /v1/sources, GET /v1/connectors) of a
-// connector whose page holds a fact the store refuses to keep (a NUL in a
-// text, a time out of range, a value no column holds).
+// FactRefused is the class (GET /v1/sources, /v1/connectors) of a connector
+// whose page holds a fact the store refuses to keep.
 const FactRefused = "fact refused"
 
-// refusedPage is a page of a connector the store refused: the connector's
-// failure, not the database's. The source counts as unreachable and its
-// cursor stays; the tenant's other connectors and verifications go on.
+// refusedPage is a page the store refused: the connector's failure, not the
+// database's. The source counts as unreachable and its cursor stays.
 type refusedPage struct{ err error }
 
 func (e *refusedPage) Error() string      { return e.err.Error() }

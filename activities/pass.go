@@ -27,73 +27,47 @@ type PassInput struct {
 // PassResult is a pass's outcome: the stored verdict and, when it pulled,
 // the sources that could not be read.
 type PassResult struct {
-	Evaluate EvaluateResult
-	// Pulled is set when the pass pulled; Unreachable is then that pull's.
-	Pulled      bool
+	Evaluate    EvaluateResult
+	Pulled      bool              // then Unreachable is that pull's
 	Unreachable map[string]string `json:",omitempty"`
-	// PulledAt is when the pull the pass read started (ExtractResult.StartedAt).
-	PulledAt time.Time `json:",omitzero"`
+	PulledAt    time.Time         `json:",omitzero"` // when the pull started
 }
 
 // EvaluateInput asks for one verification pass over stored facts.
 type EvaluateInput struct {
 	TenantID string
 	ActionID string
-	// StoreID is the identity of the database the action was recorded in
-	// (empty in histories from before it was carried): a worker on another
-	// database refuses the pass, loudly, and it is retried.
+	// StoreID is the database the action was recorded in (empty in older
+	// histories): a worker on another database refuses the pass, loudly.
 	StoreID string
 	// Unreachable sources from the latest pull: not connected for this pass.
 	Unreachable map[string]string
-	// Provisional forces the verdict to be provisional (the settlement
-	// re-read has not happened yet), whatever the clock says.
+	// Provisional forces a provisional verdict (no settlement re-read yet).
 	Provisional bool
-	// PullTook is carried by histories recorded before the pass measured
-	// itself; it is not read.
-	PullTook time.Duration `json:",omitempty"`
-	// Known is the version of the verdict the verification holds (0 before
-	// its first): a stored verdict newer than it is news to the
-	// verification even when this pass appended nothing, and
-	// EvaluateResult.Webhooks says so.
+	PullTook    time.Duration `json:",omitempty"` // in older histories; not read
+	// Known is the verdict version the verification holds (0: none): a newer
+	// stored one is news even when this pass appended nothing.
 	Known int `json:",omitempty"`
 }
 
 // EvaluateResult is the verdict stored for the pass.
 type EvaluateResult struct {
 	Verdict commitlayer.Verdict
-	// Changed is false when the verdict said nothing new and no version was
-	// added.
-	Changed bool
-	// Webhooks is set, with a verdict changed or newer than
-	// EvaluateInput.Known, when the tenant has verdict webhooks: the
-	// verification then queues the verdict's events (workflows/webhooks.go);
-	// without any it schedules nothing.
+	Changed bool // false: nothing new, no version added
+	// Webhooks: the verdict is news (changed or newer than Known) and the
+	// tenant has webhooks, so the verification queues its events.
 	Webhooks bool `json:",omitempty"`
 }
 
-// MetricPassLatency is the histogram of verification passes as the worker
-// measures them, from the pass's start (its pull, when it pulls) to its
-// verdict stored: commitlayer_verify_pass_latency_seconds on /metrics,
-// labelled pulled="true" for passes that pulled.
+// MetricPassLatency is the histogram of passes from start (pull included) to
+// verdict stored: commitlayer_verify_pass_latency_seconds{pulled} on /metrics.
 const MetricPassLatency = "commitlayer_verify_pass_latency"
 
-// Pass is one verification pass, top to bottom:
-//
-//  1. pull: every connector of the tenant, from its cursor, the facts
-//     stored with their cursors (extract.go; a pull the tenant's other
-//     passes want at the same time is shared, coalesce.go) — meanwhile the
-//     action and its compiled contract version are loaded (a pull changes
-//     no action);
-//  2. read: in one round trip what the contract reads — the facts about the
-//     subject, the later and the prior actions, the tenant's coverage, the
-//     latest verdict, whether the tenant has webhooks;
-//  3. evaluate: the contract over what was read (contracts.Evaluate);
-//  4. append: the verdict stored as a new version when its answer changed.
-//
-// It runs as a local activity in the verification's workflow task. A retry
-// repeats the pull, which is idempotent (facts are unique per source and
-// external id; cursors move with their facts), and the append, which adds
-// nothing for an answer already stored.
+// Pass is one verification pass: pull the tenant's connectors (extract.go,
+// shared between concurrent passes by coalesce.go) while loading the action and
+// contract; read in one round trip what the contract reads; evaluate; append
+// the verdict when its answer changed. It runs as a local activity; a retry is
+// safe because the pull and the append are idempotent.
 func (a *Activities) Pass(ctx context.Context, in PassInput) (PassResult, error) {
 	began := time.Now()
 	e := in.Evaluate
@@ -141,9 +115,7 @@ func (a *Activities) Pass(ctx context.Context, in PassInput) (PassResult, error)
 	return out, nil
 }
 
-// verdict evaluates act's contract over what the pass read: provisional
-// when asked, whatever the clock says (the settlement re-read has not
-// happened yet).
+// verdict evaluates act's contract over what the pass read; provisional when asked.
 func (a *Activities) verdict(act commitlayer.ActionRecord, c *contracts.Contract, read evidence, unreachable map[string]string, provisional bool) commitlayer.Verdict {
 	v := c.Evaluate(contracts.Input{
 		Action: act.Action, Facts: read.Facts, Prior: read.Prior, Later: read.Later,
@@ -155,19 +127,12 @@ func (a *Activities) verdict(act commitlayer.ActionRecord, c *contracts.Contract
 	return v
 }
 
-// FirstVerdict runs a new action's first pass beside the start of its
-// verification, in the process that records it (service.Actions'
-// FirstVerdict): the same read and evaluation as Pass, for a tenant without
-// connectors (its first pass has nothing to pull), stored only as the
-// action's first verdict (postgres AppendFirstVerdict: when the
-// verification's own pass got there first, its answer stands). The
-// verification's first pass still runs and evaluates again; the verdict
-// stored here is news to it (EvaluateInput.Known), so it publishes it and
-// queues its webhook events. A start Temporal refuses for good deletes it
-// with the marking (postgres StartFailed). It answers at the start RPC's
-// pace what the workflow would answer a few milliseconds after it
-// (docs/benchmarks.md, "Speed-ups kept and removed"). A function, not a
-// method: every exported method of Activities is an activity.
+// FirstVerdict runs a connector-less tenant's first pass beside the start of
+// the verification, in the recording process (service.Actions), stored only as
+// the first verdict (AppendFirstVerdict: the verification's own answer stands).
+// The verification still evaluates; this verdict is news to it (Known), so it
+// publishes it. StartFailed deletes it. See docs/benchmarks.md ("Speed-ups kept
+// and removed"). A function: every exported method of Activities is an activity.
 func FirstVerdict(ctx context.Context, a *Activities, tenantID, actionID string) error {
 	began := time.Now()
 	conns, err := a.Store.ListConnectors(ctx, tenantID)
@@ -185,8 +150,7 @@ func FirstVerdict(ctx context.Context, a *Activities, tenantID, actionID string)
 	return a.Store.AppendFirstVerdict(ctx, tenantID, a.verdict(act, c, read, nil, true), time.Since(began))
 }
 
-// Evaluate is a pass without a pull: the activity of verifications
-// recorded before a pass was one activity (workflows/verify.go).
+// Evaluate is a pass without a pull, for older histories (workflows/verify.go).
 func (a *Activities) Evaluate(ctx context.Context, in EvaluateInput) (EvaluateResult, error) {
 	res, err := a.Pass(ctx, PassInput{Evaluate: in})
 	return res.Evaluate, err
@@ -202,18 +166,15 @@ type evidence struct {
 	Webhooks  bool
 }
 
-// action loads the action and its compiled contract version, from the
-// database the action was recorded in (storeID; empty: not checked).
+// action loads the action and its compiled contract from database storeID (empty: unchecked).
 func (a *Activities) action(ctx context.Context, storeID, tenantID, actionID string) (commitlayer.ActionRecord, *contracts.Contract, error) {
 	if err := a.checkStore(ctx, storeID); err != nil {
 		return commitlayer.ActionRecord{}, nil, err
 	}
 	act, err := a.Store.GetAction(ctx, tenantID, actionID)
 	if errors.Is(err, commitlayer.ErrNotFound) {
-		// The action was recorded before its verification started, so this
-		// store must have it: a replica that lags, or a worker on another
-		// database. Retried with backoff, and loud: nothing resolves it but
-		// time or an operator.
+		// Recorded before its verification started, so a lagging replica or a
+		// worker on another database: retried, and loud.
 		a.logger(ctx).Error("pass: action not found in this worker's database; retrying", "tenant", tenantID, "action", actionID)
 		return act, nil, fmt.Errorf("pass: action %s not found (a lagging replica, or a worker on another database than the API's?)", actionID)
 	} else if err != nil {
@@ -223,12 +184,8 @@ func (a *Activities) action(ctx context.Context, storeID, tenantID, actionID str
 	return act, c, err
 }
 
-// read reads what the evaluation of act reads: in one round trip (the
-// store's ReadPass) the facts about the subject, the later actions (they
-// end this one's window), the prior actions of each limit, the connected
-// sources, the latest verdict and whether the tenant has webhooks; then the
-// facts of the subjects a `through` forbid or a limit's prior actions
-// reach, when there are any.
+// read reads what the evaluation of act reads in one round trip (ReadPass),
+// then the facts of the subjects a `through` forbid or prior actions reach.
 func (a *Activities) read(ctx context.Context, tenantID string, act commitlayer.ActionRecord, c *contracts.Contract) (evidence, error) {
 	var ev evidence
 	req := postgres.PassReadRequest{ActionID: act.ID, Subject: act.Subject, Actions: []postgres.ActionQuery{{
@@ -254,10 +211,8 @@ func (a *Activities) read(ctx context.Context, tenantID string, act commitlayer.
 			}
 		}
 	}
-	// Forbids that look through a related record (the subscription's
-	// customer) read the facts one hop from it too, and limits the effects
-	// of the prior actions: their subjects' facts. A fact given twice
-	// counts once.
+	// `through` forbids read one hop further, and limits read the prior
+	// actions' subjects' facts.
 	more := c.ThroughSubjects(act.Action, ev.Facts)
 	have := map[commitlayer.Subject]bool{act.Subject: true}
 	for _, s := range more {
@@ -280,8 +235,7 @@ func (a *Activities) read(ctx context.Context, tenantID string, act commitlayer.
 	return ev, nil
 }
 
-// orEmpty is s, or an empty slice for nil (what the engine reads as "read,
-// and none").
+// orEmpty is s, or an empty slice for nil (the engine's "read, and none").
 func orEmpty[T any](s []T) []T {
 	if s == nil {
 		return []T{}
@@ -289,8 +243,7 @@ func orEmpty[T any](s []T) []T {
 	return s
 }
 
-// checkStore fails (retryably, logged as an error) when want names a
-// database other than this worker's.
+// checkStore fails, retryably and loudly, when want is not this worker's database.
 func (a *Activities) checkStore(ctx context.Context, want string) error {
 	if want == "" {
 		return nil
@@ -312,8 +265,7 @@ func (a *Activities) checkStore(ctx context.Context, want string) error {
 	return nil
 }
 
-// contract returns the compiled contract version through the process's
-// loader (one bounded cache for the API and the worker).
+// contract returns the compiled contract version through the process's loader.
 func (a *Activities) contract(ctx context.Context, tenantID, id string, version int) (*contracts.Contract, error) {
 	a.contractsOnce.Do(func() {
 		if a.Contracts == nil {

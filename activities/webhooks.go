@@ -44,38 +44,25 @@ type DeliverWebhooksResult struct {
 
 // Delivery bounds.
 const (
-	// defaultWebhookTimeout bounds one POST to a receiver, from the dial
-	// to the end of the answer (the specification recommends 15 to 30 s),
-	// unless Activities.WebhookTimeout says otherwise: a receiver that
-	// hangs, or drips its answer, is a failed attempt, retried with the
-	// others.
+	// defaultWebhookTimeout bounds one POST, dial to answer (the spec says 15
+	// to 30 s): a receiver that hangs or drips its answer fails the attempt.
 	defaultWebhookTimeout = 15 * time.Second
-	// webhookParallel is how many receivers one event is POSTed to at
-	// once: a tenant's 20 webhooks, each taking its whole timeout, fit in
-	// the activity's two minutes.
+	// webhookParallel: 20 webhooks each taking the whole timeout fit in the
+	// activity's two minutes.
 	webhookParallel = 8
-	// webhookAnswerRead is how much of an answer's body is read (to reuse
-	// the connection); the rest is never read. Nothing of it is kept.
+	// webhookAnswerRead is how much of an answer is read, to reuse the connection.
 	webhookAnswerRead = 4 << 10
-	// maxRetryAfter bounds how long a receiver's Retry-After may delay
-	// the next attempt: longer asks are cut to it.
+	// maxRetryAfter caps the delay a receiver's Retry-After may ask.
 	maxRetryAfter = time.Hour
 )
 
-// DeliverWebhooks POSTs a verdict event to every enabled webhook of the
-// tenant subscribed to its type that has not had it yet, signed per
-// Standard Webhooks with each one's secret (and, during a rotation's
-// overlap, its previous secret too), up to webhookParallel at once. Any
-// 2xx answer delivers it. It fails, to be retried with the workflow's
-// backoff, while any of them has not answered 2xx; those that did are not
-// sent it again. When a failed receiver sent Retry-After (429, 503, …) the
-// next attempt waits that long instead (the longest asked, at most
-// maxRetryAfter). A 410 Gone disables the webhook, as the specification
-// asks: that delivery and the webhook's others not made yet are given up,
-// and nothing more is sent to it until the tenant enables it again.
-// Addresses follow the connectors' rules (HTTPClient's transport is the
-// guard's, which checks every address dialed); redirects are not followed:
-// a 3xx is a failed attempt.
+// DeliverWebhooks POSTs a verdict event to every enabled subscribed webhook not
+// yet delivered, signed per Standard Webhooks (with the previous secret too
+// during a rotation's overlap), webhookParallel at once. It fails, to be
+// retried, while any has not answered 2xx; a failed receiver's Retry-After
+// (the longest, at most maxRetryAfter) replaces the backoff. A 410 Gone
+// disables the webhook, as the spec asks, giving up its pending deliveries.
+// Addresses follow the connectors' rules; a 3xx is a failed attempt.
 func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInput) (DeliverWebhooksResult, error) {
 	ws, ok := a.Store.(WebhookStore)
 	if !ok {
@@ -145,8 +132,8 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 		return res, recordErr
 	}
 	if failed > 0 && activity.IsActivity(ctx) && lastAttempt(activity.GetInfo(ctx), nextDelay, time.Now()) {
-		// No retry would start before the delivery window closes: say so
-		// in the deliveries' log rather than leave them "failing".
+		// No retry would start before the window closes: say so rather than
+		// leave them "failing".
 		window := activity.GetInfo(ctx).ScheduleToCloseTimeout
 		if err := ws.GiveUpDeliveries(ctx, in.TenantID, e.ID, "given up after "+window.String(), a.now().UTC()); err != nil {
 			return res, err
@@ -168,11 +155,8 @@ func (a *Activities) DeliverWebhooks(ctx context.Context, in DeliverWebhooksInpu
 	return res, nil
 }
 
-// lastAttempt reports whether an attempt that failed is the last one: the
-// next would start (after the receiver's Retry-After, or the retry
-// policy's next interval) at or past the end of the activity's
-// schedule-to-close window, when Temporal tries no more. False when the
-// window or the policy is unknown.
+// lastAttempt reports whether a failed attempt is the last: the next would
+// start at or past the schedule-to-close deadline. False when unknown.
 func lastAttempt(info activity.Info, retryAfter time.Duration, now time.Time) bool {
 	if info.ScheduleToCloseTimeout <= 0 || info.ScheduledTime.IsZero() {
 		return false
@@ -212,9 +196,8 @@ type attempt struct {
 // gone: the receiver wants no more deliveries.
 func (at attempt) gone() bool { return at.status == http.StatusGone }
 
-// describe is what a tenant may read about a failed attempt: the status
-// (and the Retry-After honoured), or the class of the failure (never its
-// text, which may name internal addresses).
+// describe is what a tenant may read about a failed attempt: the status and
+// Retry-After, or the failure's class (its text may name internal addresses).
 func (at attempt) describe() string {
 	d := deliveryError(at.status, at.err)
 	if at.retryAfter > 0 {
@@ -223,9 +206,8 @@ func (at attempt) describe() string {
 	return d
 }
 
-// deliver makes one attempt to one webhook. The message id is the
-// event's: the same on every retry, as the specification asks, so
-// receivers de-duplicate by it.
+// deliver makes one attempt to one webhook. The message id is the event's, the
+// same on every retry, so receivers de-duplicate by it.
 func (a *Activities) deliver(ctx context.Context, hc *http.Client, tenantID, msgID string, t commitlayer.WebhookTarget, body []byte) attempt {
 	if a.Secrets == nil {
 		return attempt{err: fmt.Errorf("webhook %s: %w", t.WebhookID, secrets.ErrNoKey)}
@@ -258,8 +240,7 @@ func (a *Activities) deliver(ctx context.Context, hc *http.Client, tenantID, msg
 		return attempt{err: err}
 	}
 	defer resp.Body.Close()
-	// A little of the answer is read, so the connection can be reused;
-	// an endless or huge one is cut there, a slow one by the timeout.
+	// Read a little so the connection can be reused; a slow answer is cut by the timeout.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, webhookAnswerRead))
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		return attempt{status: resp.StatusCode}
@@ -271,9 +252,8 @@ func (a *Activities) deliver(ctx context.Context, hc *http.Client, tenantID, msg
 	return at
 }
 
-// retryAfter reads a Retry-After header (delay-seconds or an HTTP date)
-// as a delay from now, at most maxRetryAfter; 0 when absent, unreadable
-// or past.
+// retryAfter reads a Retry-After header (seconds or an HTTP date) as a delay,
+// at most maxRetryAfter; 0 when absent, unreadable or past.
 func retryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -309,8 +289,7 @@ func deliveryError(status int, err error) string {
 	return netguard.Classify(err)
 }
 
-// webhookClient is HTTPClient's transport (the address rules) with the
-// delivery timeout and no redirects: a receiver answers itself.
+// webhookClient is HTTPClient's transport with the delivery timeout and no redirects.
 func (a *Activities) webhookClient() *http.Client {
 	var rt http.RoundTripper
 	if a.HTTPClient != nil {

@@ -16,16 +16,11 @@ const actionColumns = `tenant_id, id, contract_id, contract_version, agent, subj
 	claim_status, claim_message, trace, settles_at, watch_until, created_at,
 	verification_started_at, verification_failed_at, verification_error`
 
-// CreateAction records an action. It is idempotent in two ways:
-//   - with a non-empty idempotencyKey, a key already used for the tenant
-//     returns the action it created (created = false) when requestHash is the
-//     same, and commitlayer.ErrConflict when it is not;
-//   - an action id given by the client that already exists returns that
-//     action (created = false) when requestHash is the same, and commitlayer.ErrConflict
-//     when it is not.
-//
-// An empty a.ID gets "act_" + random. Invalid actions give commitlayer.ErrInvalid (with a
-// *commitlayer.FieldError); an unknown tenant gives commitlayer.ErrNotFound.
+// CreateAction records an action. An idempotencyKey already used for the
+// tenant, or a client-given id that exists, returns the action stored
+// (created = false) when requestHash matches, commitlayer.ErrConflict if not.
+// An empty a.ID gets "act_" + random. Invalid actions give ErrInvalid (with a
+// *commitlayer.FieldError); an unknown tenant gives ErrNotFound.
 func (db *DB) CreateAction(ctx context.Context, tenantID string, a commitlayer.Action, settlesAt, watchUntil time.Time,
 	idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error) {
 	rec, created, err := db.createAction(ctx, tenantID, a, settlesAt, watchUntil, idempotencyKey, requestHash)
@@ -65,12 +60,9 @@ func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.A
 	if idempotencyKey != "" {
 		key = &idempotencyKey
 	}
-	// One statement for a new action, the common case, outside a
-	// transaction: ON CONFLICT DO NOTHING skips a row whose id or
-	// idempotency key is taken (a concurrent insert of the same key waits
-	// for the first to commit, then does nothing); only then is what is
-	// there read, by key first. Three round trips fewer than a
-	// transaction that looked the key up first.
+	// One statement, no transaction, for the common new action: ON CONFLICT
+	// DO NOTHING skips a taken id or key (a concurrent insert of the same key
+	// waits for the first to commit); only then is the stored one read.
 	rows, err := db.pool.Query(ctx, `INSERT INTO actions (tenant_id, id, contract_id, contract_version, agent, subject,
 			params, requested_at, claim_status, claim_message, trace, settles_at, watch_until,
 			idempotency_key, request_hash)
@@ -89,8 +81,7 @@ func (db *DB) createAction(ctx context.Context, tenantID string, a commitlayer.A
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return commitlayer.ActionRecord{}, false, classify(err)
 	}
-	// Conflict: the key was used (its row is committed and visible to the
-	// next statement), or the id exists.
+	// Conflict: the key's row is committed and visible now, or the id exists.
 	if key != nil {
 		existing, hash, err := actionByKey(ctx, db.pool, tenantID, *key)
 		if err == nil {
@@ -121,8 +112,7 @@ func actionByID(ctx context.Context, q querier, tenantID, id string) (commitlaye
 	return actionWhere(ctx, q, `tenant_id = $1 AND id = $2`, tenantID, id)
 }
 
-// actionWhere returns the one action matching cond and its request hash;
-// pgx.ErrNoRows when none.
+// actionWhere returns the action matching cond and its request hash, or pgx.ErrNoRows.
 func actionWhere(ctx context.Context, q querier, cond string, args ...any) (commitlayer.ActionRecord, []byte, error) {
 	rows, err := q.Query(ctx, `SELECT `+actionColumns+`, request_hash FROM actions WHERE `+cond, args...)
 	if err != nil {
@@ -147,10 +137,9 @@ func (db *DB) GetAction(ctx context.Context, tenantID, actionID string) (commitl
 	return rec, nil
 }
 
-// priorActionsQuery is PriorActions' condition and arguments. The agent
-// and subject filters are in the SQL only when given: a prepared statement
-// with "($4 = empty OR subject = $4)" gets a generic plan that cannot use the
-// subject's index and reads every action of the contract in the window.
+// priorActionsQuery is PriorActions' condition and arguments. Filters are in
+// the SQL only when given: "($4 = empty OR subject = $4)" gets a generic plan
+// that cannot use the subject's index.
 func priorActionsQuery(tenantID, contractID, agent string, subject commitlayer.Subject, from, to time.Time, excludeID string) (string, []any) {
 	cond := `tenant_id = $1 AND contract_id = $2 AND requested_at BETWEEN $3 AND $4 AND id <> $5`
 	args := []any{tenantID, contractID, lowerBound(from), upperBound(to), excludeID}
@@ -165,10 +154,9 @@ func priorActionsQuery(tenantID, contractID, agent string, subject commitlayer.S
 	return cond + " ORDER BY requested_at, id", args
 }
 
-// PriorActions returns the actions of contractID by agent (when agent is not
-// empty) and on subject (when subject is not empty), requested in [from,
-// to], except excludeID; ordered by requested_at then id. A zero from or to
-// leaves that end open.
+// PriorActions returns the actions of contractID by agent and on subject (each
+// when not empty), requested in [from, to] (a zero end is open), except
+// excludeID; ordered by requested_at then id.
 func (db *DB) PriorActions(ctx context.Context, tenantID, contractID, agent string, subject commitlayer.Subject, from, to time.Time, excludeID string) ([]commitlayer.Action, error) {
 	if err := checkTimes("from", from, "to", to); err != nil {
 		return nil, fmt.Errorf("prior actions of %q: %w", contractID, classify(err))
@@ -200,15 +188,16 @@ func (db *DB) queryActions(ctx context.Context, cond string, args ...any) ([]com
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.Action, error) {
-		rec, err := scanAction(row)
-		return rec.Action, err
-	})
+	return pgx.CollectRows(rows, scanPlainAction)
 }
 
-// watchedActionColumns are actionColumns with NULL for the trace: what the
-// agent said is read by no one who wakes or screens a verification, and a
-// trace may run to many kilobytes, for every watcher of every notice.
+func scanPlainAction(row pgx.CollectableRow) (commitlayer.Action, error) {
+	rec, err := scanAction(row)
+	return rec.Action, err
+}
+
+// watchedActionColumns are actionColumns with NULL for the trace: no one waking
+// a verification reads it, and it may be kilobytes per watcher per notice.
 const watchedActionColumns = `tenant_id, id, contract_id, contract_version, agent, subject, params, requested_at,
 	claim_status, claim_message, NULL::jsonb, settles_at, watch_until, created_at,
 	verification_started_at, verification_failed_at, verification_error`
@@ -218,9 +207,8 @@ const watchedActionsSQL = `SELECT ` + watchedActionColumns + ` FROM actions
 		WHERE tenant_id = $1 AND subject = ANY($2::text[]) AND watch_until > $3
 		ORDER BY requested_at, id`
 
-// WatchedActions returns the actions on any of subjects whose watch_until is
-// after now: the open verifications to signal when facts arrive for them.
-// Ordered by requested_at then id. Their Trace is left out (nil).
+// WatchedActions returns the actions on any of subjects watched after now (the
+// open verifications to signal), by requested_at then id, without Trace.
 func (db *DB) WatchedActions(ctx context.Context, tenantID string, subjects []commitlayer.Subject, now time.Time) ([]commitlayer.ActionRecord, error) {
 	if len(subjects) == 0 {
 		return nil, nil
@@ -228,19 +216,7 @@ func (db *DB) WatchedActions(ctx context.Context, tenantID string, subjects []co
 	if err := checkTimes("now", now); err != nil {
 		return nil, fmt.Errorf("watched actions: %w", classify(err))
 	}
-	subs := make([]string, len(subjects))
-	for i, s := range subjects {
-		subs[i] = string(s)
-	}
-	rows, err := db.pool.Query(ctx, watchedActionsSQL, tenantID, subs, now)
-	if err != nil {
-		return nil, fmt.Errorf("watched actions: %w", classify(err))
-	}
-	recs, err := pgx.CollectRows(rows, scanAction)
-	if err != nil {
-		return nil, fmt.Errorf("watched actions: %w", classify(err))
-	}
-	return recs, nil
+	return queryAll(ctx, db.pool, "watched actions", scanAction, watchedActionsSQL, tenantID, subjectStrings(subjects), now)
 }
 
 func scanAction(row pgx.CollectableRow) (commitlayer.ActionRecord, error) { return scanActionInto(row) }

@@ -17,22 +17,16 @@ import (
 
 // List bounds.
 const (
-	// DefaultActionsLimit is a page's size when the filter gives none.
-	DefaultActionsLimit = 50
-	// MaxActionsLimit caps a page.
-	MaxActionsLimit = 500
-	// MaxStatsBuckets caps the buckets one stats query may cut its window
-	// into.
-	MaxStatsBuckets = 2000
+	DefaultActionsLimit = 50   // a page's size when the filter gives none
+	MaxActionsLimit     = 500  // caps a page
+	MaxStatsBuckets     = 2000 // caps the buckets of one stats query's window
 )
 
 // ListActions returns one page of the tenant's actions matching f, newest
-// first (requested_at, then id, descending), each with its current
-// verdict. The order is a keyset: a page continued from its Next cursor
-// neither repeats nor skips an action, whatever was recorded in between
-// (an action recorded later with an older requested_at shows up where its
-// time puts it). The current verdict is the actions row's copy kept by
-// the verdicts trigger (migration 0010), so every filter is an index scan.
+// first (requested_at, id), each with its current verdict. The keyset order
+// means a page continued from Next neither repeats nor skips an action. The
+// current verdict is copied onto the actions row by the verdicts trigger
+// (migration 0010), so every filter is an index scan.
 func (db *DB) ListActions(ctx context.Context, tenantID string, f commitlayer.ActionFilter) (commitlayer.ActionPage, error) {
 	if err := checkTimes("since", f.Since, "until", f.Until); err != nil {
 		return commitlayer.ActionPage{}, fmt.Errorf("list actions: %w", err)
@@ -134,11 +128,9 @@ func (db *DB) ListActions(ctx context.Context, tenantID string, f commitlayer.Ac
 	return page, nil
 }
 
-// ActionStats counts the tenant's actions requested in [q.Since, q.Until)
-// by current verdict, per bucket (q.Bucket long, counted from q.Since),
-// contract and agent. Only buckets with actions are returned, in time
-// order, then by contract and agent. A window of more than MaxStatsBuckets
-// buckets is commitlayer.ErrInvalid.
+// ActionStats counts the tenant's actions requested in [q.Since, q.Until) by
+// current verdict, per non-empty bucket (q.Bucket long, from q.Since), contract
+// and agent, in that order. Over MaxStatsBuckets buckets is ErrInvalid.
 func (db *DB) ActionStats(ctx context.Context, tenantID string, q commitlayer.StatsQuery) ([]commitlayer.StatsRow, error) {
 	if err := checkTimes("since", q.Since, "until", q.Until); err != nil {
 		return nil, fmt.Errorf("action stats: %w", err)
@@ -173,30 +165,20 @@ func (db *DB) ActionStats(ctx context.Context, tenantID string, q commitlayer.St
 	if err != nil {
 		return nil, fmt.Errorf("action stats: %w", classify(err))
 	}
-	// Sorted here: without ORDER BY the database hashes the groups instead
-	// of sorting every row (twice as fast on large windows).
+	// Sorted here: without ORDER BY the database hashes the groups (2× faster).
 	slices.SortFunc(out, func(a, b commitlayer.StatsRow) int {
 		return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.Contract, b.Contract), cmp.Compare(a.Agent, b.Agent))
 	})
 	return out, nil
 }
 
-// FactsByExternalIDs returns the tenant's facts from any of sources whose
-// external id is one of ids (a finding's evidence), ordered by occurred_at
-// then seq. Ids unknown to the store are left out.
+// FactsByExternalIDs returns the facts from any of sources with any of ids (a
+// finding's evidence), ordered by occurred_at then seq.
 func (db *DB) FactsByExternalIDs(ctx context.Context, tenantID string, sources, ids []string) ([]commitlayer.Fact, error) {
 	if len(sources) == 0 || len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := db.pool.Query(ctx, `SELECT `+factColumns+` FROM facts
+	return queryAll(ctx, db.pool, "facts by external id", scanFact, `SELECT `+factColumns+` FROM facts
 		WHERE tenant_id = $1 AND source = ANY($2::text[]) AND external_id = ANY($3::text[])
 		ORDER BY occurred_at, seq`, tenantID, sources, ids)
-	if err != nil {
-		return nil, fmt.Errorf("facts by external id: %w", classify(err))
-	}
-	facts, err := pgx.CollectRows(rows, scanFact)
-	if err != nil {
-		return nil, fmt.Errorf("facts by external id: %w", classify(err))
-	}
-	return facts, nil
 }

@@ -17,12 +17,10 @@ import (
 // later attempts still set the claim.
 const maxAttemptsInTrace = 64
 
-// RecordAttempt records one more attempt of an action's call under key: the
-// action's claim becomes the attempt's (unless an attempt made later is
-// recorded already) and entry is appended to its trace. The same key again
-// returns the action (created false) when hash is the same, and
-// commitlayer.ErrConflict when it is not or the key names another action;
-// an unknown action is commitlayer.ErrNotFound.
+// RecordAttempt records an attempt of an action's call under key: the claim
+// becomes the attempt's (unless a later attempt is recorded) and entry joins
+// the trace. The same key again returns the action (created false) when hash
+// matches, commitlayer.ErrConflict when not or for another action.
 func (db *DB) RecordAttempt(ctx context.Context, tenantID, actionID, key string, claim commitlayer.Claim,
 	entry json.RawMessage, at time.Time, hash []byte) (commitlayer.ActionRecord, bool, error) {
 	rec, created, err := db.recordAttempt(ctx, tenantID, actionID, key, claim, entry, at, hash)

@@ -15,9 +15,9 @@ import (
 const connectorColumns = `id, tenant_id, source, kind, url, cursor, last_pull_at, last_error, last_error_at, created_at,
 	config, secret, secret_hint`
 
-// CreateConnector creates a connector. There is one per (tenant, source):
-// a second one for the source, or a client-given id that exists, gives
-// commitlayer.ErrConflict. An empty c.ID gets "conn_" + random; c.TenantID is ignored.
+// CreateConnector creates the (tenant, source)'s one connector: a second, or a
+// taken client-given id, is commitlayer.ErrConflict. An empty c.ID gets
+// "conn_" + random; c.TenantID is ignored.
 func (db *DB) CreateConnector(ctx context.Context, tenantID string, c commitlayer.Connector) (commitlayer.Connector, error) {
 	if !commitlayer.ValidName(c.Source) || c.Kind == "" {
 		return commitlayer.Connector{}, fmt.Errorf("create connector for %q: %w: a source name and a kind are required", c.Source, commitlayer.ErrInvalid)
@@ -46,9 +46,7 @@ func (db *DB) CreateConnector(ctx context.Context, tenantID string, c commitlaye
 	return out, nil
 }
 
-// DeleteConnector deletes a connector (its source's facts and coverage
-// stay: they were ingested). commitlayer.ErrNotFound when the tenant has
-// none by that id.
+// DeleteConnector deletes a connector; its source's facts and coverage stay.
 func (db *DB) DeleteConnector(ctx context.Context, tenantID, id string) error {
 	tag, err := db.pool.Exec(ctx, `DELETE FROM connectors WHERE tenant_id = $1 AND id = $2`, tenantID, id)
 	if err != nil {
@@ -62,19 +60,10 @@ func (db *DB) DeleteConnector(ctx context.Context, tenantID, id string) error {
 
 // ListConnectors lists a tenant's connectors by source.
 func (db *DB) ListConnectors(ctx context.Context, tenantID string) ([]commitlayer.Connector, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+connectorColumns+` FROM connectors WHERE tenant_id = $1 ORDER BY source`, tenantID)
-	if err != nil {
-		return nil, fmt.Errorf("list connectors: %w", classify(err))
-	}
-	cs, err := pgx.CollectRows(rows, scanConnector)
-	if err != nil {
-		return nil, fmt.Errorf("list connectors: %w", classify(err))
-	}
-	return cs, nil
+	return queryAll(ctx, db.pool, "list connectors", scanConnector, `SELECT `+connectorColumns+` FROM connectors WHERE tenant_id = $1 ORDER BY source`, tenantID)
 }
 
-// GetConnector returns one connector, commitlayer.ErrNotFound if the tenant has none by
-// that id.
+// GetConnector returns one connector, commitlayer.ErrNotFound if none.
 func (db *DB) GetConnector(ctx context.Context, tenantID, id string) (commitlayer.Connector, error) {
 	c, err := getConnector(ctx, db.pool, tenantID, id, false)
 	if err != nil {
@@ -99,29 +88,19 @@ func getConnector(ctx context.Context, q querier, tenantID, id string, forUpdate
 	return c, err
 }
 
-// PulledPage is one page a pull read from one connector, to be stored
-// with the connector's new cursor (RecordPulls).
+// PulledPage is one page a pull read from one connector (RecordPulls).
 type PulledPage struct {
 	ConnectorID string
 	Facts       []commitlayer.Fact
-	// Cursor is the connector's cursor after the page (FactPage.Next).
-	Cursor string
+	Cursor      string // the connector's cursor after the page (FactPage.Next)
 }
 
-// RecordPulls stores pages of a tenant's connectors in one transaction:
-// every page's facts, each connector's cursor moved to its page's (the
-// cursor moves only when the facts landed), its last error cleared and its
-// last pull time set to at, and one notice of the new facts to the
-// verifications watching their subjects, except exceptActionID's. It is
-// all or nothing: an unknown connector is commitlayer.ErrNotFound, a fact
-// whose source is not its connector's commitlayer.ErrInvalid, and then
-// nothing is stored. A connector appears at most once. The connectors'
-// rows are locked in id order, so two such transactions of one tenant
-// wait for each other, never in a cycle.
-//
-// A pull's first pages, one per connector that had anything new, go
-// together: one transaction where one per connector took its round trips
-// and a pooled connection each.
+// RecordPulls stores pages of a tenant's connectors (each at most once) in one
+// transaction: the facts, each cursor moved only with its facts, last errors
+// cleared, last pulls set to at, and one notice except to exceptActionID. All
+// or nothing: an unknown connector is commitlayer.ErrNotFound, a fact of
+// another source ErrInvalid. Connectors are locked in id order, so two such
+// transactions never wait in a cycle.
 func (db *DB) RecordPulls(ctx context.Context, tenantID, exceptActionID string, pages []PulledPage, at time.Time) (commitlayer.InsertResult, error) {
 	if err := checkTimes("at", at); err != nil {
 		return commitlayer.InsertResult{}, fmt.Errorf("record pulls: %w", classify(err))
@@ -143,11 +122,7 @@ func (db *DB) RecordPulls(ctx context.Context, tenantID, exceptActionID string, 
 	return res, nil
 }
 
-// recordPages is RecordPulls' transaction: the pages'
-// connectors locked in id order and each page's facts checked against its
-// connector's source, the facts inserted in one statement with one notice,
-// every cursor moved, last error cleared and pull time set in one UPDATE.
-// Its errors are classified.
+// recordPages is RecordPulls' transaction; its errors are classified.
 func (db *DB) recordPages(ctx context.Context, tenantID, except string, pages []PulledPage, at time.Time) (commitlayer.InsertResult, error) {
 	ids, cursors := make([]string, len(pages)), make([]string, len(pages))
 	var all []commitlayer.Fact
@@ -204,14 +179,10 @@ func (db *DB) recordPages(ctx context.Context, tenantID, except string, pages []
 	return res, nil
 }
 
-// RecordEmptyPulls records, in one statement, that the connectors read
-// nothing new and their cursors stayed where they were: each one's last
-// pull time is set to at and its last error cleared, as RecordPull does
-// for an empty page. cursors[i] is the cursor connectorIDs[i] was read
-// from. It returns the connectors it did not update: no such connector,
-// one whose cursor has moved since, or one whose last pull or last error
-// is later than at (another pull recorded a later state: these records may
-// land after the tenant's next pull's).
+// RecordEmptyPulls records in one statement that the connectors, read from
+// cursors[i], found nothing new: last pull set to at, last error cleared. It
+// returns those not updated: unknown, cursor moved, or a later pull or error
+// already recorded (these records may land after the next pull's).
 func (db *DB) RecordEmptyPulls(ctx context.Context, tenantID string, connectorIDs, cursors []string, at time.Time) ([]string, error) {
 	if len(connectorIDs) != len(cursors) {
 		return nil, fmt.Errorf("record empty pulls: %w: %d connector ids for %d cursors", commitlayer.ErrInvalid, len(connectorIDs), len(cursors))
@@ -244,8 +215,7 @@ func (db *DB) RecordEmptyPulls(ctx context.Context, tenantID string, connectorID
 	return missed, nil
 }
 
-// RecordPullError records that a pull failed at at; the cursor and the last
-// successful pull time stay.
+// RecordPullError records that a pull failed at at; cursor and last pull stay.
 func (db *DB) RecordPullError(ctx context.Context, tenantID, connectorID string, msg string, at time.Time) error {
 	if err := checkTimes("at", at); err != nil {
 		return fmt.Errorf("record pull error of %q: %w", connectorID, classify(err))
@@ -264,16 +234,7 @@ func (db *DB) RecordPullError(ctx context.Context, tenantID, connectorID string,
 // Sources returns the coverage of every source that sent facts or has a
 // connector, by source name.
 func (db *DB) Sources(ctx context.Context, tenantID string) ([]commitlayer.SourceCoverage, error) {
-	rows, err := db.pool.Query(ctx, `SELECT coalesce(c.source, k.source), coalesce(c.fact_count, 0), c.last_fact_at,
-			greatest(c.last_seen_at, k.last_pull_at), -- greatest ignores NULLs
-			coalesce(k.id, ''), coalesce(k.last_error, ''), k.last_error_at
-		FROM (SELECT * FROM source_coverage WHERE tenant_id = $1) c
-		FULL JOIN (SELECT * FROM connectors WHERE tenant_id = $1) k ON c.source = k.source
-		ORDER BY 1`, tenantID)
-	if err != nil {
-		return nil, fmt.Errorf("sources: %w", classify(err))
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.SourceCoverage, error) {
+	return queryAll(ctx, db.pool, "sources", func(row pgx.CollectableRow) (commitlayer.SourceCoverage, error) {
 		var (
 			s                          commitlayer.SourceCoverage
 			lastFact, lastSeen, lastEr *time.Time
@@ -282,11 +243,12 @@ func (db *DB) Sources(ctx context.Context, tenantID string) ([]commitlayer.Sourc
 		s.EverReported = s.FactCount > 0
 		s.LastFactAt, s.LastSeenAt, s.LastErrorAt = timeOrZero(lastFact), timeOrZero(lastSeen), timeOrZero(lastEr)
 		return s, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sources: %w", classify(err))
-	}
-	return out, nil
+	}, `SELECT coalesce(c.source, k.source), coalesce(c.fact_count, 0), c.last_fact_at,
+			greatest(c.last_seen_at, k.last_pull_at), -- greatest ignores NULLs
+			coalesce(k.id, ''), coalesce(k.last_error, ''), k.last_error_at
+		FROM (SELECT * FROM source_coverage WHERE tenant_id = $1) c
+		FULL JOIN (SELECT * FROM connectors WHERE tenant_id = $1) k ON c.source = k.source
+		ORDER BY 1`, tenantID)
 }
 
 const connectedSourcesSQL = `SELECT source FROM source_coverage WHERE tenant_id = $1 AND fact_count > 0
@@ -294,15 +256,7 @@ const connectedSourcesSQL = `SELECT source FROM source_coverage WHERE tenant_id 
 
 // ConnectedSources returns the sources that ever reported a fact, sorted.
 func (db *DB) ConnectedSources(ctx context.Context, tenantID string) ([]string, error) {
-	rows, err := db.pool.Query(ctx, connectedSourcesSQL, tenantID)
-	if err != nil {
-		return nil, fmt.Errorf("connected sources: %w", classify(err))
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("connected sources: %w", classify(err))
-	}
-	return out, nil
+	return queryAll(ctx, db.pool, "connected sources", pgx.RowTo[string], connectedSourcesSQL, tenantID)
 }
 
 func scanConnector(row pgx.CollectableRow) (commitlayer.Connector, error) {

@@ -10,11 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// PutContract stores source as a new version of contractID when it differs
-// from the latest version's source, and returns it with created = true;
-// posting the latest source again returns the latest version (created =
-// false). Versions count from 1. Callers validate and compile the source
-// first; concurrent puts of one contract are serialized.
+// PutContract stores source as contractID's next version (from 1, created =
+// true) unless it is the latest's, which is returned. Callers validate and
+// compile it first; concurrent puts of one contract are serialized.
 func (db *DB) PutContract(ctx context.Context, tenantID, contractID string, source []byte) (commitlayer.ContractRecord, bool, error) {
 	if contractID == "" || len(source) == 0 {
 		return commitlayer.ContractRecord{}, false, fmt.Errorf("put contract %q: %w: id and source are required", contractID, commitlayer.ErrInvalid)
@@ -84,16 +82,8 @@ func getContract(ctx context.Context, q querier, tenantID, contractID string, ve
 
 // ListContracts returns the latest version of each contract, by id.
 func (db *DB) ListContracts(ctx context.Context, tenantID string) ([]commitlayer.ContractRecord, error) {
-	rows, err := db.pool.Query(ctx, `SELECT DISTINCT ON (id) id, version, source, created_at
+	return queryAll(ctx, db.pool, "list contracts", scanContract, `SELECT DISTINCT ON (id) id, version, source, created_at
 		FROM contracts WHERE tenant_id = $1 ORDER BY id, version DESC`, tenantID)
-	if err != nil {
-		return nil, fmt.Errorf("list contracts: %w", classify(err))
-	}
-	recs, err := pgx.CollectRows(rows, scanContract)
-	if err != nil {
-		return nil, fmt.Errorf("list contracts: %w", classify(err))
-	}
-	return recs, nil
 }
 
 func scanContract(row pgx.CollectableRow) (commitlayer.ContractRecord, error) {

@@ -16,15 +16,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// InsertFacts stores a batch whole or not at all. A fact whose (source,
-// external_id) is already stored for the tenant, or appears earlier in the
-// same batch, is a duplicate and is skipped (the first one wins). Each
-// stored fact gets the next sequence number, in batch order. The coverage
-// of each source in the batch is updated in the same transaction.
-//
-// An invalid fact fails the whole batch with an error wrapping commitlayer.ErrInvalid
-// (and a *commitlayer.FieldError when Validate caught it); an unknown tenant
-// gives commitlayer.ErrNotFound.
+// InsertFacts stores a batch whole or not at all, with source coverage, in one
+// transaction. A fact whose (source, external_id) is stored or earlier in the
+// batch is skipped (the first wins); stored facts are numbered in batch order.
+// An invalid fact fails the batch (commitlayer.ErrInvalid, with a
+// *commitlayer.FieldError from Validate); an unknown tenant gives ErrNotFound.
 func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitlayer.Fact) (commitlayer.InsertResult, error) {
 	rows, err := encodeFacts(facts, 0)
 	if err != nil {
@@ -36,8 +32,7 @@ func (db *DB) InsertFacts(ctx context.Context, tenantID string, facts []commitla
 		if res, err = db.insertFacts(ctx, tx, tenantID, rows); err != nil {
 			return err
 		}
-		// Of the batch as given: the inserted facts and perhaps more, so a
-		// deliverer reading it may wake more than it must, never fewer.
+		// The batch as given: a deliverer may wake more than it must, never fewer.
 		return enqueueNotice(ctx, tx, tenantID, res.Subjects, "", contracts.DigestFacts(facts))
 	})
 	if err != nil {
@@ -56,9 +51,8 @@ type factRow struct {
 	links                            []string
 }
 
-// encodeFacts validates the batch and drops in-batch duplicates. An error
-// wraps commitlayer.ErrInvalid and names the fact by its index, counted
-// from first.
+// encodeFacts validates the batch and drops in-batch duplicates; an error names
+// the fact by its index counted from first.
 func encodeFacts(facts []commitlayer.Fact, first int) ([]factRow, error) {
 	type key struct{ source, externalID string }
 	seen := make(map[key]bool, len(facts))
@@ -93,26 +87,18 @@ func encodeFacts(facts []commitlayer.Fact, first int) ([]factRow, error) {
 	return rows, nil
 }
 
-// insertFacts stores the rows, skipping those already stored, and updates
-// source coverage. It sets Inserted and Subjects; the caller knows the
-// batch size and sets Duplicates.
+// insertFacts stores the rows not stored yet and updates source coverage; it
+// sets Inserted and Subjects (the caller sets Duplicates).
 //
-// Each fact gets the next sequence number in batch order, then the rows go
-// in in key order (source, external_id): two batches sharing a fact wait
-// for each other's in the same order, never in a cycle (a deadlock, which
-// inTx retries only so often). A batch of facts none of which is stored yet
-// (the common one) goes in by COPY straight into facts (copyNewFacts),
-// under a savepoint: no staging, and no speculative insertion, which costs
-// every row a search of the unique index before its insert and a WAL
-// record after it (~20 % of PostgreSQL's CPU per fact, docs/benchmarks.md).
-// A batch that holds a fact already stored, or being stored by a
-// concurrent batch, hits the unique constraint: back to the savepoint, and
-// in again through the staging table with ON CONFLICT DO NOTHING
-// (stageFacts), which skips the duplicates. That costs the batch up to
-// twice its insert, so for metStoredWindow after it the tenant's batches
-// are staged straight away (a source that re-sends what it sent pays the
-// double once a window). Any other error (a deadlock for inTx to retry, a
-// check) ends the transaction.
+// Rows go in in key order (source, external_id) so two batches sharing a fact
+// never wait in a cycle (a deadlock inTx retries only so often). A batch of new
+// facts (the common one) is COPYed straight into facts under a savepoint,
+// avoiding ON CONFLICT's speculative insertion (~20 % of PostgreSQL's CPU per
+// fact, docs/benchmarks.md). One that meets a stored or concurrently stored
+// fact hits the unique constraint, rolls back to the savepoint and goes in
+// again via the staging table with ON CONFLICT DO NOTHING (stageFacts); since
+// that costs up to twice the insert, the tenant's batches are staged straight
+// away for metStoredWindow. Any other error ends the transaction.
 func (db *DB) insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow) (commitlayer.InsertResult, error) {
 	if len(rows) == 0 {
 		return commitlayer.InsertResult{}, nil
@@ -151,24 +137,20 @@ func (db *DB) insertFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows 
 	return stageFacts(ctx, tx, tenantID, rows)
 }
 
-// metStoredWindow is how long a tenant's batches are staged straight away
-// after one of them met a stored fact.
+// metStoredWindow is how long a tenant's batches are staged after one met a stored fact.
 const metStoredWindow = time.Minute
 
-// factKeyConstraint is the unique constraint on a fact's (tenant, source,
-// external_id) (migration 0001).
+// factKeyConstraint is the unique (tenant, source, external_id) of migration 0001.
 const factKeyConstraint = "facts_tenant_id_source_external_id_key"
 
-// isFactKeyViolation reports whether err is a unique violation of a fact's
-// key: a duplicate of a stored fact.
+// isFactKeyViolation reports a duplicate of a stored fact.
 func isFactKeyViolation(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == factKeyConstraint
 }
 
-// numberFacts gives each row the next sequence number in batch order and
-// returns them in key order (rows keeps its order: a transaction retried
-// numbers them again).
+// numberFacts numbers a copy of rows in batch order and sorts it by key (rows
+// keeps its order for a retried transaction).
 func numberFacts(ctx context.Context, tx pgx.Tx, rows []factRow) ([]factRow, error) {
 	seqs, err := tx.Query(ctx, `SELECT nextval('facts_seq_seq') FROM generate_series(1, $1)`, len(rows))
 	if err != nil {
@@ -189,29 +171,24 @@ func numberFacts(ctx context.Context, tx pgx.Tx, rows []factRow) ([]factRow, err
 	return numbered, nil
 }
 
-// The staging table of a batch that repeats stored facts: each connection
-// has its own (a temporary table made when it connects, createFactsIn),
-// emptied when the transaction ends, so batches make no catalog churn. The
-// store therefore needs session connections (no transaction-pooling proxy)
-// and the TEMPORARY privilege (every role has it by default).
+// The staging table: a temporary table per connection (createFactsIn), emptied
+// at commit, so batches make no catalog churn. Hence the store needs session
+// connections (no transaction-pooling proxy) and the TEMPORARY privilege.
 const (
 	factsIn          = "facts_in"
 	createFactsInSQL = `CREATE TEMP TABLE IF NOT EXISTS ` + factsIn + ` (seq bigint, tenant_id text, source text, type text,
 		subject text, external_id text, occurred_at timestamptz, attrs jsonb, links text[], link_keys text[]) ON COMMIT DELETE ROWS`
 )
 
-// createFactsIn makes a new connection's staging table.
 func createFactsIn(ctx context.Context, conn *pgx.Conn) error {
 	_, err := conn.Exec(ctx, createFactsInSQL)
 	return err
 }
 
-// factColumnsIn are the columns COPY writes, into facts and into the
-// staging table alike.
+// factColumnsIn are the columns COPY writes, into facts and facts_in alike.
 var factColumnsIn = []string{"seq", "tenant_id", "source", "type", "subject", "external_id", "occurred_at", "attrs", "links", "link_keys"}
 
-// copyFacts writes rows with COPY into table, each with its link keys
-// (each link prefixed with the tenant, as facts.link_keys holds them).
+// copyFacts writes rows with their link keys into table by COPY.
 func copyFacts(ctx context.Context, tx pgx.Tx, table, tenantID string, rows []factRow) error {
 	var (
 		vals   [10]any
@@ -230,9 +207,8 @@ func copyFacts(ctx context.Context, tx pgx.Tx, table, tenantID string, rows []fa
 	return err
 }
 
-// copyNewFacts stores numbered rows none of which is stored yet, by COPY
-// into facts, and updates coverage per source, in source order. A stored
-// fact fails it with a unique violation of factKeyConstraint.
+// copyNewFacts COPYs new rows into facts and updates coverage in source order;
+// a stored fact fails it on factKeyConstraint.
 func copyNewFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow) (commitlayer.InsertResult, error) {
 	if err := copyFacts(ctx, tx, "facts", tenantID, rows); err != nil {
 		return commitlayer.InsertResult{}, err
@@ -271,9 +247,8 @@ const coverageUpdate = `fact_count = c.fact_count + excluded.fact_count,
 		last_fact_at = greatest(c.last_fact_at, excluded.last_fact_at),
 		last_seen_at = excluded.last_seen_at`
 
-// stageFacts stores the numbered rows not stored yet through the staging
-// table, and updates the coverage of every source of the batch, in source
-// order; it reads each inserted fact's subject and links.
+// stageFacts stores the rows not stored yet through the staging table and
+// updates the coverage of every source of the batch, in source order.
 func stageFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow) (commitlayer.InsertResult, error) {
 	if err := copyFacts(ctx, tx, factsIn, tenantID, rows); err != nil {
 		return commitlayer.InsertResult{}, classify(err)
@@ -320,14 +295,10 @@ func stageFacts(ctx context.Context, tx pgx.Tx, tenantID string, rows []factRow)
 	return res, nil
 }
 
-// lockTenant checks that the tenant exists and keeps it until tx ends:
-// facts has no foreign key to tenants (its RI check, one per row, was
-// 10–20 % of ingest's Postgres CPU; migration 0013), so a batch checks its
-// tenant once, taking the lock an RI check takes. A DeleteTenant running
-// now makes this wait and then report commitlayer.ErrNotFound; one starting
-// later waits for tx and then deletes the facts tx stored. (The coverage
-// and outbox rows' foreign keys take the same lock, but only when a row is
-// inserted: a batch that updates its source's coverage row takes none.)
+// lockTenant checks that the tenant exists and keeps it until tx ends, taking
+// the lock an RI check takes: facts has no foreign key to tenants (a per-row
+// RI check cost 10–20 % of ingest's CPU; migration 0013). A concurrent
+// DeleteTenant makes this report ErrNotFound; a later one waits for tx.
 func lockTenant(ctx context.Context, tx pgx.Tx, tenantID string) error {
 	var one int
 	err := tx.QueryRow(ctx, `SELECT 1 FROM tenants WHERE id = $1 FOR KEY SHARE`, tenantID).Scan(&one)
@@ -339,12 +310,10 @@ func lockTenant(ctx context.Context, tx pgx.Tx, tenantID string) error {
 
 const factColumns = `seq, source, type, subject, external_id, occurred_at, attrs, links`
 
-// factsAboutSQL is FactsAbout's query ($1 tenant, $2 subjects, $3 their
-// link keys). d: the linked facts on the subjects or linking them (one on
-// them that links nothing names no other subject, so d leaves it out and
-// reads none of them). The result: the facts linking the subjects, plus
-// the facts on the subjects and on every subject d mentions (its
-// subjects and links).
+// factsAboutSQL is FactsAbout's query ($1 tenant, $2 subjects, $3 their link
+// keys). d holds only facts with links (others name no further subject); the
+// result is the facts linking the subjects plus those on every subject in $2
+// or mentioned by d.
 const factsAboutSQL = `WITH d AS (
 			SELECT subject, links FROM facts
 			WHERE tenant_id = $1 AND link_keys <> '{}'::text[] AND (subject = ANY($2::text[]) OR link_keys && $3::text[])
@@ -356,20 +325,15 @@ const factsAboutSQL = `WITH d AS (
 				UNION SELECT unnest($2::text[]))))
 		ORDER BY occurred_at, seq`
 
-// FactsAbout returns the full history, ordered by occurred_at then seq, of:
-// the facts on any of subjects; the facts that link any of them; and the
-// facts on every subject one link hop away from those facts (a fact on
-// order:o1 that links customer:c1 brings in the facts on customer:c1, and a
-// ticket fact that links order:o1 brings in the ticket's other facts). It
-// goes no further: facts that merely link a one-hop subject are left out.
+// FactsAbout returns, by occurred_at then seq, the facts on or linking any of
+// subjects, and the facts on every subject one link hop away from those (an
+// order fact linking customer:c1 brings in customer:c1's facts). Facts that
+// merely link a one-hop subject are left out.
 func (db *DB) FactsAbout(ctx context.Context, tenantID string, subjects []commitlayer.Subject) ([]commitlayer.Fact, error) {
 	if len(subjects) == 0 {
 		return nil, nil
 	}
-	subs := make([]string, len(subjects))
-	for i, s := range subjects {
-		subs[i] = string(s)
-	}
+	subs := subjectStrings(subjects)
 	rows, err := db.pool.Query(ctx, factsAboutSQL, tenantID, subs, linkKeys(tenantID, subs))
 	if err != nil {
 		return nil, fmt.Errorf("facts about %v: %w", subjects, classify(err))
@@ -381,9 +345,8 @@ func (db *DB) FactsAbout(ctx context.Context, tenantID string, subjects []commit
 	return facts, nil
 }
 
-// FactsOfKinds returns the facts of the given kinds that occurred in [from,
-// to], ordered by occurred_at then seq. A zero from or to leaves that end
-// open.
+// FactsOfKinds returns the facts of kinds that occurred in [from, to] (a zero
+// end is open), ordered by occurred_at then seq.
 func (db *DB) FactsOfKinds(ctx context.Context, tenantID string, kinds []commitlayer.FactType, from, to time.Time) ([]commitlayer.Fact, error) {
 	if len(kinds) == 0 {
 		return nil, nil
@@ -396,37 +359,18 @@ func (db *DB) FactsOfKinds(ctx context.Context, tenantID string, kinds []commitl
 	for i, k := range kinds {
 		sources[i], types[i] = k.Source, k.Type
 	}
-	rows, err := db.pool.Query(ctx, `SELECT `+factColumns+` FROM facts
+	return queryAll(ctx, db.pool, "facts of kinds", scanFact, `SELECT `+factColumns+` FROM facts
 		WHERE tenant_id = $1
 		AND (source, type) IN (SELECT * FROM unnest($2::text[], $3::text[]))
 		AND occurred_at BETWEEN $4 AND $5
 		ORDER BY occurred_at, seq`, tenantID, sources, types, lowerBound(from), upperBound(to))
-	if err != nil {
-		return nil, fmt.Errorf("facts of kinds: %w", classify(err))
-	}
-	facts, err := pgx.CollectRows(rows, scanFact)
-	if err != nil {
-		return nil, fmt.Errorf("facts of kinds: %w", classify(err))
-	}
-	return facts, nil
 }
 
 // FactsByExternalID returns one fact, commitlayer.ErrNotFound if the tenant has none
 // with that source and external id.
 func (db *DB) FactsByExternalID(ctx context.Context, tenantID, source, externalID string) (commitlayer.Fact, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+factColumns+` FROM facts
+	return queryOne(ctx, db.pool, fmt.Sprintf("fact %s/%s", source, externalID), scanFact, `SELECT `+factColumns+` FROM facts
 		WHERE tenant_id = $1 AND source = $2 AND external_id = $3`, tenantID, source, externalID)
-	if err != nil {
-		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, classify(err))
-	}
-	f, err := pgx.CollectExactlyOneRow(rows, scanFact)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, commitlayer.ErrNotFound)
-	}
-	if err != nil {
-		return commitlayer.Fact{}, fmt.Errorf("fact %s/%s: %w", source, externalID, classify(err))
-	}
-	return f, nil
 }
 
 func scanFact(row pgx.CollectableRow) (commitlayer.Fact, error) {
@@ -452,8 +396,7 @@ func scanFact(row pgx.CollectableRow) (commitlayer.Fact, error) {
 	return f, nil
 }
 
-// decodeAttrs decodes stored attrs (commitlayer.DecodeStoredAttrs); SQL
-// NULL gives nil.
+// decodeAttrs decodes stored attrs; SQL NULL gives nil.
 func decodeAttrs(b []byte) (commitlayer.Attrs, error) {
 	if b == nil {
 		return nil, nil
@@ -461,8 +404,8 @@ func decodeAttrs(b []byte) (commitlayer.Attrs, error) {
 	return commitlayer.DecodeStoredAttrs(b)
 }
 
-// linkKeys prefixes each link with the tenant id, as facts.link_keys holds
-// them (see migrations/0002_fact_link_keys.sql).
+// linkKeys prefixes each link with the tenant, as facts.link_keys holds them
+// (migrations/0002_fact_link_keys.sql).
 func linkKeys(tenantID string, links []string) []string {
 	out := make([]string, len(links))
 	for i, l := range links {

@@ -14,52 +14,40 @@ import (
 	"github.com/commitlayer/commitlayer/contracts"
 )
 
-// Notice is a notice of new facts still to deliver to the verifications
-// watching its subjects: written with the facts, in their transaction,
-// deleted once delivered.
+// Notice is a notice of new facts to deliver to the verifications watching
+// its subjects: written in the facts' transaction, deleted once delivered.
 type Notice struct {
-	ID       int64
-	TenantID string
-	Subjects []commitlayer.Subject
-	// ExceptActionID is the verification whose own pass stored the facts
-	// (it reads them): it is not told.
-	ExceptActionID string
+	ID             int64
+	TenantID       string
+	Subjects       []commitlayer.Subject
+	ExceptActionID string // the verification whose pass stored the facts: not told
 	// Digest digests the facts (nil: not said; every watcher is woken).
 	Digest    *contracts.Digest
 	Attempts  int
 	CreatedAt time.Time
 }
 
-// NoticeChannel is the channel a notice's insert notifies (a trigger, at
-// commit): Listen wakes the deliverers with it.
+// NoticeChannel is notified at commit by a trigger on a notice's insert (Listen).
 const NoticeChannel = "commitlayer_notices"
 
-// enqueueNotice writes the notice of new facts on subjects in the
-// transaction that stored them; nothing when there is nothing to tell.
+// enqueueNotice writes the notice of new facts on subjects in their transaction.
 func enqueueNotice(ctx context.Context, tx pgx.Tx, tenantID string, subjects []commitlayer.Subject, except string, digest *contracts.Digest) error {
 	if len(subjects) == 0 {
 		return nil
 	}
-	subs := make([]string, len(subjects))
-	for i, s := range subjects {
-		subs[i] = string(s)
-	}
 	_, err := tx.Exec(ctx, `INSERT INTO fact_notifications (tenant_id, subjects, except_action_id, digest)
-		VALUES ($1, $2, $3, $4)`, tenantID, subs, except, digest)
+		VALUES ($1, $2, $3, $4)`, tenantID, subjectStrings(subjects), except, digest)
 	if err != nil {
 		return fmt.Errorf("enqueue notice: %w", classify(err))
 	}
 	return nil
 }
 
-// DeliverNotifications claims up to limit notices that are due (in order),
-// calls deliver for each, deletes those delivered and puts the failed one
-// back with backoff (1 s doubling to 1 min) and the error; after a failure
-// the round stops, leaving the rest due (a Temporal that hangs holds the
-// transaction for one delivery's timeout, not the batch's). Rows are locked
-// while delivered (FOR UPDATE SKIP LOCKED), so every process may deliver at
-// once without doubling work. It returns how many it delivered and how
-// many failed.
+// DeliverNotifications claims up to limit due notices in order, delivers and
+// deletes them; a failed one goes back with backoff (1 s doubling to 1 min) and
+// ends the round, so a hanging Temporal holds the transaction for one
+// delivery's timeout, not the batch's. FOR UPDATE SKIP LOCKED lets every
+// process deliver at once without doubling work.
 func (db *DB) DeliverNotifications(ctx context.Context, limit int, deliver func(context.Context, Notice) error) (delivered, failed int, err error) {
 	err = db.inTx(ctx, func(tx pgx.Tx) error {
 		delivered, failed = 0, 0
@@ -127,14 +115,11 @@ func (db *DB) VerificationStarted(ctx context.Context, tenantID, actionID string
 	return nil
 }
 
-// PendingStarts lists up to limit actions whose verification was never
-// started nor refused for good and whose start is due: recorded at least
-// olderThan ago, and past their own backoff after a failed start. The list
-// is fair across tenants: each tenant's oldest due start first, then each
-// tenant's second, and so on (a tenant with a thousand pending starts does
-// not hold back another's one).
+// PendingStarts lists up to limit actions whose verification was neither
+// started nor refused and is due (recorded olderThan ago, past its backoff).
+// Fair across tenants: each tenant's oldest due start first, then its second…
 func (db *DB) PendingStarts(ctx context.Context, olderThan time.Duration, limit int) ([]commitlayer.ActionRecord, error) {
-	rows, err := db.pool.Query(ctx, `WITH due AS (
+	return queryAll(ctx, db.pool, "pending starts", scanAction, `WITH due AS (
 			SELECT tenant_id, id, coalesce(next_start_at, created_at) AS due_at,
 				row_number() OVER (PARTITION BY tenant_id ORDER BY coalesce(next_start_at, created_at), id) AS turn
 			FROM actions
@@ -143,20 +128,10 @@ func (db *DB) PendingStarts(ctx context.Context, olderThan time.Duration, limit 
 				AND (next_start_at IS NULL OR next_start_at <= now()))
 		SELECT `+prefixed("a.", actionColumns)+` FROM actions a JOIN due USING (tenant_id, id)
 		ORDER BY due.turn, due.due_at, a.tenant_id, a.id LIMIT $2`, olderThan.Seconds(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("pending starts: %w", classify(err))
-	}
-	recs, err := pgx.CollectRows(rows, scanAction)
-	if err != nil {
-		return nil, fmt.Errorf("pending starts: %w", classify(err))
-	}
-	return recs, nil
 }
 
-// StartDeferred records a failed start that a later try may fix (Temporal
-// away, or a fault of unknown kind): the action waits before its next try
-// 1 s doubling with each attempt, at most most, and the error is kept. It
-// returns the attempts so far.
+// StartDeferred records a failed start a later try may fix: the next waits 1 s
+// doubling per attempt, at most most. It returns the attempts so far.
 func (db *DB) StartDeferred(ctx context.Context, tenantID, actionID string, most time.Duration, reason string) (int, error) {
 	var attempts int
 	err := db.pool.QueryRow(ctx, `UPDATE actions SET start_attempts = start_attempts + 1,
@@ -173,12 +148,9 @@ func (db *DB) StartDeferred(ctx context.Context, tenantID, actionID string, most
 	return attempts, nil
 }
 
-// StartFailed marks an action's verification as failed for good: its start
-// was refused for a reason no retry can fix. The action leaves the pending
-// starts; GET /v1/actions/{id} shows the reason, and no verdict: one answered
-// beside the refused start (activities.FirstVerdict) goes in the same
-// statement. It reports whether it marked it (false when it had been started
-// or marked already).
+// StartFailed marks an action's verification failed for good (a start no retry
+// can fix) and deletes any first verdict (activities.FirstVerdict) in the same
+// statement. It reports false when already started or marked.
 func (db *DB) StartFailed(ctx context.Context, tenantID, actionID, reason string) (bool, error) {
 	var failed int
 	err := db.pool.QueryRow(ctx, `WITH failed AS (
@@ -206,8 +178,8 @@ func prefixed(p, columns string) string {
 	return strings.Join(parts, ", ")
 }
 
-// Identity names this database (a random id written by the migrations),
-// so a worker can check that it reads the database the API writes.
+// Identity is this database's random id (migrations), so a worker can check it
+// reads the database the API writes.
 func (db *DB) Identity(ctx context.Context) (string, error) {
 	var id string
 	err := db.pool.QueryRow(ctx, `SELECT id FROM store_identity`).Scan(&id)
@@ -219,10 +191,9 @@ func (db *DB) Identity(ctx context.Context) (string, error) {
 	return id, nil
 }
 
-// Listen calls wake each time notices were written (a commit that stored
-// facts with their notice, in any process), until ctx ends. It holds one
-// connection of its own, outside the pool, and reconnects after a failure
-// (calling wake then too: what was written meanwhile is due).
+// Listen calls wake each time notices were committed, by any process, until
+// ctx ends, on its own connection outside the pool; it reconnects after a
+// failure and wakes then too (what was written meanwhile is due).
 func (db *DB) Listen(ctx context.Context, wake func(), logger *slog.Logger) {
 	cfg := db.pool.Config().ConnConfig.Copy()
 	for backoff := time.Second; ctx.Err() == nil; {

@@ -10,9 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ActionQuery names actions of one contract the way PriorActions takes
-// them: by agent and by subject when not empty, requested in [From, To]
-// (a zero end is open), except ExcludeID.
+// ActionQuery names actions of one contract as PriorActions takes them.
 type ActionQuery struct {
 	Contract  string
 	Agent     string
@@ -21,20 +19,16 @@ type ActionQuery struct {
 	ExcludeID string
 }
 
-// PassReadRequest is what one verification pass reads about an action
-// besides the action itself, all of it at once: the facts about its
-// subject (FactsAbout), the actions of each query (PriorActions), the
-// tenant's connected sources and the action's latest verdict.
+// PassReadRequest is what one verification pass reads about an action besides
+// the action itself.
 type PassReadRequest struct {
 	ActionID string
 	Subject  commitlayer.Subject
 	Actions  []ActionQuery
 }
 
-// PassRead answers a PassReadRequest: Actions[i] answers the request's
-// Actions[i]; Latest is nil when the action has no verdict yet; Webhooks
-// says whether the tenant has an enabled webhook (a new verdict's events
-// are then queued).
+// PassRead answers a PassReadRequest (Actions[i] answers its Actions[i]);
+// Latest is nil without a verdict; Webhooks: the tenant has an enabled webhook.
 type PassRead struct {
 	Facts     []commitlayer.Fact
 	Actions   [][]commitlayer.Action
@@ -43,13 +37,10 @@ type PassRead struct {
 	Webhooks  bool
 }
 
-// ReadPass reads what one verification pass reads about an action besides
-// the action itself — the facts about its subject, the actions of each of
-// r.Actions, the tenant's connected sources, the action's latest verdict —
-// in one round trip (a pipelined batch of the statements FactsAbout,
-// PriorActions, ConnectedSources and LatestVerdict run one at a time): a
-// pass took one round trip for each. The statements are read in one
-// snapshot each, not one for all, as the separate calls were.
+// ReadPass reads the facts about r.Subject, the actions of each of r.Actions,
+// the connected sources and the latest verdict in one round trip: a pipelined
+// batch of FactsAbout's, PriorActions', ConnectedSources' and LatestVerdict's
+// statements, each in its own snapshot as separate calls would be.
 func (db *DB) ReadPass(ctx context.Context, tenantID string, r PassReadRequest) (PassRead, error) {
 	for _, q := range r.Actions {
 		if err := checkTimes("from", q.From, "to", q.To); err != nil {
@@ -67,10 +58,7 @@ func (db *DB) ReadPass(ctx context.Context, tenantID string, r PassReadRequest) 
 	for i, q := range r.Actions {
 		cond, args := priorActionsQuery(tenantID, q.Contract, q.Agent, q.Subject, q.From, q.To, q.ExcludeID)
 		b.Queue(`SELECT `+actionColumns+` FROM actions WHERE `+cond, args...).Query(func(rows pgx.Rows) error {
-			acts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.Action, error) {
-				rec, err := scanAction(row)
-				return rec.Action, err
-			})
+			acts, err := pgx.CollectRows(rows, scanPlainAction)
 			out.Actions[i] = acts
 			return err
 		})

@@ -30,23 +30,17 @@ import (
 
 // DB is the store. It is safe for concurrent use.
 type DB struct {
-	pool *pgxpool.Pool
-	txs  atomic.Int64 // transactions begun (Transactions)
-	// metStored remembers, by tenant, when a batch last met a fact already
-	// stored (insertFacts): a tenant whose batches repeat stored facts
-	// goes straight to ON CONFLICT for a while.
-	metStored sync.Map // tenant id → time.Time
+	pool      *pgxpool.Pool
+	txs       atomic.Int64 // transactions begun (Transactions)
+	metStored sync.Map     // tenant id → when a batch last met a stored fact (insertFacts)
 	// the insert paths batches took (their tests read them).
 	newBatches, conflictBatches, retriedBatches atomic.Int64
 }
 
-// Transactions counts the transactions this DB has begun (retries
-// included): what tells a one-statement path from a transaction in tests.
+// Transactions counts the transactions this DB has begun (retries included).
 func (db *DB) Transactions() int64 { return db.txs.Load() }
 
-// Open connects a pool to databaseURL and pings it. The URL's pgx pool
-// parameters apply (pool_max_conns; pgx's default is the larger of 4 and
-// the CPU count).
+// Open connects a pool to databaseURL (its pgx pool parameters apply) and pings it.
 func Open(ctx context.Context, databaseURL string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -78,13 +72,8 @@ func (db *DB) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Migrations are recorded by file name and never re-run. 0001 and 0004
-// once also made the sandbox benchmark's tables (benchmark_runs,
-// tenants.benchmark_run_id) and 0008 its agent steps: they moved to the
-// benchmark's own schema and migrations (sandbox/benchstore), whose first
-// migration moves those tables out of a database that has them. A database
-// migrated before keeps 0008 in schema_migrations, harmlessly; a fresh one
-// never makes a benchmark table. Numbers are never reused.
+// Migrations are recorded by file name, never re-run, and their numbers never
+// reused: the benchmark's tables live in sandbox/benchstore's migrations.
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
@@ -97,12 +86,9 @@ const (
 	lockContracts = 2 // objid for contracts is a hash; see PutContract
 )
 
-// Migrations are a store's embedded SQL migrations: the files Dir/*.sql of
-// FS, applied in file-name order and recorded by name (without .sql) in
-// Table; Setup runs first (a schema to create); Lock is the advisory lock
-// (two int4 keys) that serializes the store's migrators. The product's are
-// ProductMigrations; the benchmark's store has its own
-// (sandbox/benchstore).
+// Migrations are a store's embedded SQL migrations: FS's Dir/*.sql, applied in
+// file-name order and recorded by name in Table, after Setup; Lock is the
+// advisory lock (two int4 keys) serializing the store's migrators.
 type Migrations struct {
 	FS    fs.FS
 	Dir   string
@@ -111,11 +97,9 @@ type Migrations struct {
 	Lock  [2]int32
 }
 
-// ProductMigrations are the product's: migrations/*.sql, recorded in
-// schema_migrations.
+// ProductMigrations are the product's migrations/*.sql.
 var ProductMigrations = Migrations{FS: migrationFiles, Dir: "migrations", Table: "schema_migrations", Lock: [2]int32{lockSpace, lockMigrate}}
 
-// load reads the migrations, in order: each one's version and SQL.
 func (m Migrations) load() (versions, statements []string, err error) {
 	names, err := fs.Glob(m.FS, m.Dir+"/*.sql")
 	if err != nil {
@@ -136,10 +120,9 @@ func (m Migrations) load() (versions, statements []string, err error) {
 // Migrate applies the product's migrations (ProductMigrations).
 func (db *DB) Migrate(ctx context.Context) error { return db.MigrateWith(ctx, ProductMigrations) }
 
-// MigrateWith applies the migrations of m not yet recorded in m.Table, in
-// file-name order, each in its own transaction with its record. A session
-// advisory lock serializes concurrent migrators (several processes may
-// start at once); the ones that wait find the work done.
+// MigrateWith applies m's unrecorded migrations, each in its own transaction
+// with its record, under an advisory lock: concurrent migrators wait and then
+// find the work done.
 func (db *DB) MigrateWith(ctx context.Context, m Migrations) error {
 	if err := db.migrate(ctx, m); err != nil {
 		return fmt.Errorf("migrate %s: %w", m.Table, classify(err))
@@ -161,8 +144,8 @@ func (db *DB) migrate(ctx context.Context, m Migrations) (err error) {
 		return fmt.Errorf("take lock: %w", err)
 	}
 	defer func() {
-		// Unlock even when ctx is done; if that fails, close the
-		// connection so the lock cannot leak back into the pool.
+		// Unlock even when ctx is done; failing that, close the connection so
+		// the lock cannot leak back into the pool.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if _, uerr := conn.Exec(uctx, `SELECT pg_advisory_unlock($1, $2)`, m.Lock[0], m.Lock[1]); uerr != nil {
@@ -202,12 +185,10 @@ func (db *DB) migrate(ctx context.Context, m Migrations) (err error) {
 	return nil
 }
 
-// CreateDatabaseIfMissing connects to the server's "postgres" database and
-// creates the database named in databaseURL if it does not exist. Two
-// processes racing to create it both succeed.
+// CreateDatabaseIfMissing creates the database named in databaseURL (via the
+// server's "postgres" database) if missing; two racing processes both succeed.
 func CreateDatabaseIfMissing(ctx context.Context, databaseURL string) error {
-	// Parsed as the pool parses it, so the pool's own parameters
-	// (pool_max_conns, …) are not sent to the server as settings.
+	// Parsed as the pool does, so pool parameters are not sent as settings.
 	pcfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return fmt.Errorf("create database: parse url: %w", classify(err))
@@ -241,9 +222,8 @@ func CreateDatabaseIfMissing(ctx context.Context, databaseURL string) error {
 	return nil
 }
 
-// inTx runs fn in a transaction: Begin / defer Rollback / Commit. A
-// deadlock or serialization failure (two batches inserting overlapping facts
-// in different orders) is retried a few times from the start.
+// inTx runs fn in a transaction, retried a few times from the start on a
+// deadlock or serialization failure.
 func (db *DB) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	var err error
 	for attempt := 0; attempt < 4; attempt++ {
@@ -273,12 +253,9 @@ func isRetryable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
 }
 
-// classify turns Postgres errors caused by the input into
-// commitlayer.ErrInvalid, a foreign key to a missing tenant or action into
-// commitlayer.ErrNotFound, and a database that cannot be reached (refused,
-// shut down, connection lost, timed out) into commitlayer.ErrUnavailable,
-// so callers can answer 4xx or 503 without reading Postgres codes. Other
-// errors pass unchanged.
+// classify wraps input errors in commitlayer.ErrInvalid, a missing foreign key
+// in ErrNotFound and an unreachable database in ErrUnavailable, so callers
+// answer 4xx or 503 without reading Postgres codes. Others pass unchanged.
 func classify(err error) error {
 	if err == nil || errors.Is(err, commitlayer.ErrInvalid) || errors.Is(err, commitlayer.ErrNotFound) ||
 		errors.Is(err, commitlayer.ErrUnavailable) {
@@ -301,9 +278,8 @@ func classify(err error) error {
 	return err
 }
 
-// isUnavailable reports a database that cannot be reached now: the
-// connection could not be made or was lost, the server is shutting down or
-// starting (57P01–57P03, class 08), or the call ran out of time.
+// isUnavailable reports a database unreachable now: no or lost connection,
+// server shutting down or starting (class 08, 57P01–57P03), or a timeout.
 func isUnavailable(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -332,9 +308,8 @@ func timeOrZero(t *time.Time) time.Time {
 	return t.UTC()
 }
 
-// checkTimes refuses times outside years 1 to 9999 (UTC): RFC 3339 cannot
-// write them, and pgx would silently wrap those beyond Postgres's range into
-// other instants. The zero time (year 1) passes.
+// checkTimes refuses times outside years 1 to 9999 (UTC): RFC 3339 cannot write
+// them and pgx would silently wrap them into other instants. Zero passes.
 func checkTimes(named ...any) error {
 	for i := 0; i+1 < len(named); i += 2 {
 		if err := checkTime(fmt.Sprint(named[i]), named[i+1].(time.Time)); err != nil {
@@ -344,8 +319,7 @@ func checkTimes(named ...any) error {
 	return nil
 }
 
-// checkTime is checkTimes("name", t) without boxing t, for a check run
-// once per fact of a batch.
+// checkTime is checkTimes("name", t) without boxing t (run once per fact).
 func checkTime(name string, t time.Time) error {
 	if y := t.UTC().Year(); y < 1 || y > 9999 {
 		return fmt.Errorf("%w: %s: year %d is outside 1 to 9999", commitlayer.ErrInvalid, name, y)
@@ -367,4 +341,44 @@ func upperBound(t time.Time) time.Time {
 		return time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
 	}
 	return t
+}
+
+// subjectStrings converts subjects for a text[] parameter.
+func subjectStrings(subjects []commitlayer.Subject) []string {
+	out := make([]string, len(subjects))
+	for i, s := range subjects {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// queryOne scans the one row sql returns; errors are prefixed with op, and no
+// row is commitlayer.ErrNotFound.
+func queryOne[T any](ctx context.Context, q querier, op string, scan pgx.RowToFunc[T], sql string, args ...any) (T, error) {
+	var zero T
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", op, classify(err))
+	}
+	v, err := pgx.CollectExactlyOneRow(rows, scan)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return zero, fmt.Errorf("%s: %w", op, commitlayer.ErrNotFound)
+	}
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", op, classify(err))
+	}
+	return v, nil
+}
+
+// queryAll scans every row sql returns; errors are prefixed with op.
+func queryAll[T any](ctx context.Context, q querier, op string, scan pgx.RowToFunc[T], sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, classify(err))
+	}
+	out, err := pgx.CollectRows(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, classify(err))
+	}
+	return out, nil
 }

@@ -12,9 +12,8 @@ import (
 // MaxSpanRejections is how many span rejections a tenant keeps: the newest.
 const MaxSpanRejections = 50
 
-// RecordSpanRejections adds rejections (at most MaxSpanRejections of
-// them) and trims the tenant's to the newest MaxSpanRejections, in one
-// transaction.
+// RecordSpanRejections adds up to MaxSpanRejections rejections and trims the
+// tenant's to the newest MaxSpanRejections, in one transaction.
 func (db *DB) RecordSpanRejections(ctx context.Context, tenantID string, rs []commitlayer.SpanRejection) error {
 	rs = rs[:min(len(rs), MaxSpanRejections)]
 	if len(rs) == 0 {
@@ -46,18 +45,10 @@ func (db *DB) RecordSpanRejections(ctx context.Context, tenantID string, rs []co
 
 // SpanRejections lists the tenant's kept span rejections, newest first.
 func (db *DB) SpanRejections(ctx context.Context, tenantID string) ([]commitlayer.SpanRejection, error) {
-	rows, err := db.pool.Query(ctx, `SELECT at, trace_id, span_id, tool, dialect, message
-		FROM span_rejections WHERE tenant_id = $1 ORDER BY id DESC LIMIT $2`, tenantID, MaxSpanRejections)
-	if err != nil {
-		return nil, fmt.Errorf("span rejections: %w", classify(err))
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (r commitlayer.SpanRejection, err error) {
+	return queryAll(ctx, db.pool, "span rejections", func(row pgx.CollectableRow) (r commitlayer.SpanRejection, err error) {
 		err = row.Scan(&r.At, &r.TraceID, &r.SpanID, &r.Tool, &r.Dialect, &r.Message)
 		r.At = r.At.UTC()
 		return r, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("span rejections: %w", classify(err))
-	}
-	return out, nil
+	}, `SELECT at, trace_id, span_id, tool, dialect, message
+		FROM span_rejections WHERE tenant_id = $1 ORDER BY id DESC LIMIT $2`, tenantID, MaxSpanRejections)
 }

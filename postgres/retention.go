@@ -15,27 +15,20 @@ type PurgeResult struct {
 	Deleted int64 // facts dropped
 }
 
-// purgeChunk bounds the facts one DELETE drops, so a purge never holds a
-// long transaction (or a long lock) on a table that ingest writes to. Rows
-// another purge (another process) has locked are skipped, not waited on.
+// purgeChunk bounds the facts one DELETE drops, so a purge never holds a long
+// transaction or lock on a table ingest writes to.
 const purgeChunk = 10000
 
-// PurgeFacts drops the facts that occurred more than retention before now
-// and that no verification can still need. Per tenant, a fact is kept when:
-//   - it occurred within retention of now, or within retention before the
-//     earliest request of an action still watched (watch_until after now)
-//     or whose verification has not started yet: the facts its aggregate
-//     limits and effect windows read;
-//   - or, whatever its age, it is about such an action's subject the way
-//     the pass reads them (FactsAbout): on the subject, linking it, or on a
-//     subject one link hop away. An account opened years ago is the state
-//     its payout is judged against.
+// PurgeFacts drops the facts older than retention that no verification can
+// still need. A fact is kept when it occurred within retention of now or of the
+// earliest request of an action still watched or not started (its limit and
+// effect windows), or, whatever its age, when the pass reads it for such an
+// action's subject (FactsAbout): an account opened years ago is the state its
+// payout is judged against.
 //
-// Verdicts, actions and source coverage are never touched: the verdict
-// history stays whole, and a source stays connected. A retried POST of a
-// dropped fact is stored again (idempotency holds within retention).
-// Retention must be positive; set it above the longest settlement + watch +
-// limit window of the tenant's contracts plus a margin.
+// Verdicts, actions and coverage are never touched. A retried POST of a dropped
+// fact is stored again (idempotency holds within retention). Retention must be
+// positive, above the longest settlement + watch + limit window plus a margin.
 func (db *DB) PurgeFacts(ctx context.Context, retention time.Duration, now time.Time) (PurgeResult, error) {
 	if retention <= 0 {
 		return PurgeResult{}, fmt.Errorf("purge facts: retention %s is not positive", retention)
@@ -66,8 +59,7 @@ func (db *DB) PurgeFacts(ctx context.Context, retention time.Duration, now time.
 
 // purgeTenantFacts drops one tenant's facts past retention, in chunks.
 func (db *DB) purgeTenantFacts(ctx context.Context, tenantID string, retention time.Duration, now time.Time) (int64, error) {
-	// What the tenant's open verifications need, computed once: the
-	// earliest request among them, and the subjects their passes read.
+	// The open verifications' earliest request and subjects, computed once.
 	var (
 		earliest *time.Time
 		watched  []string
@@ -113,25 +105,21 @@ func (db *DB) purgeTenantFacts(ctx context.Context, tenantID string, retention t
 	}
 }
 
-// factClosureSQL is factClosure's query ($1 tenant, $2 subjects, $3 their
-// link keys).
+// factClosureSQL is factClosure's query ($1 tenant, $2 subjects, $3 link keys).
 const factClosureSQL = `WITH d AS (
 			SELECT subject, links FROM facts
 			WHERE tenant_id = $1 AND link_keys <> '{}'::text[] AND (subject = ANY($2::text[]) OR link_keys && $3::text[])
 		)
 		SELECT ARRAY(SELECT unnest($2::text[]) UNION SELECT subject FROM d UNION SELECT unnest(links) FROM d)`
 
-// factClosure returns subjects, plus the subjects of the facts on them or
-// linking them and the links of those facts: what FactsAbout(subjects)
-// reads facts on.
+// factClosure returns the subjects FactsAbout(subjects) reads facts on.
 func (db *DB) factClosure(ctx context.Context, tenantID string, subjects []string) ([]string, error) {
 	var out []string
 	err := db.pool.QueryRow(ctx, factClosureSQL, tenantID, subjects, linkKeys(tenantID, subjects)).Scan(&out)
 	return out, err
 }
 
-// RunFactRetention purges facts past retention every interval until ctx
-// ends (the first pass right away), logging what each pass dropped.
+// RunFactRetention purges facts past retention now and every interval until ctx ends.
 func (db *DB) RunFactRetention(ctx context.Context, retention, interval time.Duration, logger *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"time"
 
@@ -12,14 +11,12 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// Console sessions (migration 0016): kept by the SHA-256 of their token,
+// Console sessions (migration 0016) are kept by the SHA-256 of their token,
 // shared by every API process on the database.
 
-// CreateSession stores a session of tenantID under token, started at now,
-// that ends at idleUntil unless used again (see Session) and at endsAt
-// however used. Past perTenant live sessions the tenant's own oldest end
-// (never another tenant's); expired sessions of every tenant are deleted
-// on the way.
+// CreateSession stores a session of tenantID under token, started at now, that
+// ends at idleUntil unless used again (Session) and at endsAt however used.
+// Past perTenant sessions the tenant's own oldest end; expired ones are deleted.
 func (db *DB) CreateSession(ctx context.Context, tenantID, token string, now, idleUntil, endsAt time.Time, perTenant int) error {
 	h := sha256.Sum256([]byte(token))
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
@@ -46,20 +43,10 @@ func (db *DB) CreateSession(ctx context.Context, tenantID, token string, now, id
 // when there is none or it ended.
 func (db *DB) Session(ctx context.Context, token string, now, idleUntil time.Time) (commitlayer.Tenant, error) {
 	h := sha256.Sum256([]byte(token))
-	rows, err := db.pool.Query(ctx, `UPDATE console_sessions s SET expires_at = least($3::timestamptz, s.ends_at)
+	return queryOne(ctx, db.pool, "session", scanTenant, `UPDATE console_sessions s
+		SET expires_at = least($3::timestamptz, s.ends_at)
 		FROM tenants t WHERE s.id_hash = $1 AND s.expires_at > $2 AND t.id = s.tenant_id
 		RETURNING t.id, t.name, t.created_at`, h[:], now, idleUntil)
-	var t commitlayer.Tenant
-	if err == nil {
-		t, err = pgx.CollectExactlyOneRow(rows, scanTenant)
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return t, fmt.Errorf("session: %w", commitlayer.ErrNotFound)
-	}
-	if err != nil {
-		return t, fmt.Errorf("session: %w", classify(err))
-	}
-	return t, nil
 }
 
 // DeleteSession ends the session of token, for every process.
@@ -71,11 +58,10 @@ func (db *DB) DeleteSession(ctx context.Context, token string) error {
 	return nil
 }
 
-// Hit counts one event under key in its current window and returns the
-// count so far and when the window ends. A window starts with its first
-// event and lasts window. It is one statement: concurrent hits of one key
-// get distinct counts, so a burst cannot slip past a limit. A hit that
-// opens a window deletes the windows that ended.
+// Hit counts one event under key in its window (started by its first event)
+// and returns the count and the window's end. One statement, so concurrent hits
+// get distinct counts and a burst cannot slip past a limit. A hit that opens a
+// window deletes the windows that ended.
 func (db *DB) Hit(ctx context.Context, key string, window time.Duration, now time.Time) (int, time.Time, error) {
 	var (
 		n     int

@@ -14,10 +14,9 @@ import (
 // apiKeyPrefix starts every tenant API key.
 const apiKeyPrefix = "cl_"
 
-// CreateTenant creates a tenant and its API key. The key is returned once;
-// only its SHA-256 is stored. commitlayer.Tenant ids are "t_" + 16 base32 characters;
-// keys are "cl_<first 8 characters of the id's random part>_<32 random bytes
-// in base32>".
+// CreateTenant creates a tenant ("t_" + 16 base32 characters) and its API key
+// ("cl_<8 characters of the id>_<32 random bytes in base32>"), returned once:
+// only its SHA-256 is stored.
 func (db *DB) CreateTenant(ctx context.Context, name string) (commitlayer.Tenant, string, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
@@ -39,20 +38,11 @@ func (db *DB) CreateTenant(ctx context.Context, name string) (commitlayer.Tenant
 
 // ListTenants lists every tenant, oldest first.
 func (db *DB) ListTenants(ctx context.Context) ([]commitlayer.Tenant, error) {
-	rows, err := db.pool.Query(ctx, `SELECT id, name, created_at FROM tenants ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", classify(err))
-	}
-	ts, err := pgx.CollectRows(rows, scanTenant)
-	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", classify(err))
-	}
-	return ts, nil
+	return queryAll(ctx, db.pool, "list tenants", scanTenant, `SELECT id, name, created_at FROM tenants ORDER BY created_at, id`)
 }
 
-// TenantByAPIKey returns the tenant owning key, commitlayer.ErrNotFound for an unknown
-// key. Keys are looked up by their SHA-256, so the comparison leaks nothing
-// useful about stored keys through timing.
+// TenantByAPIKey returns the tenant owning key, commitlayer.ErrNotFound for an
+// unknown key. Lookup by SHA-256 leaks nothing useful through timing.
 func (db *DB) TenantByAPIKey(ctx context.Context, key string) (commitlayer.Tenant, error) {
 	if !strings.HasPrefix(key, apiKeyPrefix) {
 		return commitlayer.Tenant{}, fmt.Errorf("tenant by api key: %w", commitlayer.ErrNotFound)
@@ -61,10 +51,9 @@ func (db *DB) TenantByAPIKey(ctx context.Context, key string) (commitlayer.Tenan
 	return t, err
 }
 
-// TenantByAPIKeyLimited is TenantByAPIKey for a caller whose wrong keys
-// count under limitKey (see Hit): in the same round trip it says until
-// when limitKey has max or more hits in its window (zero when fewer),
-// whether or not the key is right.
+// TenantByAPIKeyLimited is TenantByAPIKey that also says, in the same round
+// trip, until when limitKey has max or more hits (Hit) in its window (zero when
+// fewer), whether or not the key is right.
 func (db *DB) TenantByAPIKeyLimited(ctx context.Context, key, limitKey string, max int, now time.Time) (commitlayer.Tenant, time.Time, error) {
 	hash := sha256.Sum256([]byte(key))
 	var (
@@ -72,8 +61,8 @@ func (db *DB) TenantByAPIKeyLimited(ctx context.Context, key, limitKey string, m
 		created, blocked *time.Time
 		err              error
 	)
-	// A connection the server killed (a restart, a failover) fails the
-	// first use of it; the pool drops it, and a second try gets a live one.
+	// A connection the server killed (restart, failover) fails its first use;
+	// the pool drops it, and a second try gets a live one.
 	for attempt := 0; attempt < 2; attempt++ {
 		err = db.pool.QueryRow(ctx, `SELECT t.id, t.name, t.created_at,
 				(SELECT l.until FROM rate_limits l WHERE l.key = $2 AND l.until > $3 AND l.n >= $4)
@@ -96,9 +85,8 @@ func (db *DB) TenantByAPIKeyLimited(ctx context.Context, key, limitKey string, m
 	return commitlayer.Tenant{ID: *id, Name: *name, CreatedAt: created.UTC()}, until, nil
 }
 
-// DeleteTenant purges the tenant and every row it owns (contracts, facts,
-// coverage, actions, verdicts, connectors): facts through a trigger on
-// tenants (migration 0013), the rest through ON DELETE CASCADE.
+// DeleteTenant purges the tenant and every row it owns: facts through a trigger
+// on tenants (migration 0013), the rest through ON DELETE CASCADE.
 func (db *DB) DeleteTenant(ctx context.Context, tenantID string) error {
 	tag, err := db.pool.Exec(ctx, `DELETE FROM tenants WHERE id = $1`, tenantID)
 	if err != nil {

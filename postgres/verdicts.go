@@ -11,22 +11,18 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// AppendVerdict adds v to its action's verdict history. It is idempotent for
-// retried activities: when the latest stored verdict says the same thing
-// (commitlayer.Verdict.SameAnswer), nothing is stored and the latest is
-// returned with appended = false; otherwise v is stored as version latest+1
-// and returned with that Version. Appends for one action take effect one
-// after another: one that loses a version to another compares with what
-// that one stored. An unknown action gives commitlayer.ErrNotFound.
+// AppendVerdict adds v to its action's verdict history as version latest+1,
+// idempotent for retried activities: when the latest says the same
+// (Verdict.SameAnswer) it is returned with appended = false. An append that
+// loses a version to another compares with what that one stored. An unknown
+// action gives commitlayer.ErrNotFound.
 func (db *DB) AppendVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict) (commitlayer.Verdict, bool, error) {
 	return db.appendVerdictFrom(ctx, tenantID, v, nil, 0)
 }
 
-// AppendFirstVerdict stores v as the action's first verdict (version 1)
-// when it has none yet; otherwise it leaves the history as it is. For a
-// first verdict answered beside the verification's start
-// (activities.FirstVerdict), which must never follow the verification's own:
-// a provisional verdict after a final one would undo its settlement. One
+// AppendFirstVerdict stores v as version 1 when the action has no verdict yet,
+// for activities.FirstVerdict: it must never follow the verification's own (a
+// provisional verdict after a final one would undo its settlement). One
 // statement, under the action's row lock as AppendVerdictOver takes it.
 func (db *DB) AppendFirstVerdict(ctx context.Context, tenantID string, v commitlayer.Verdict, took time.Duration) error {
 	if err := checkVerdict(v); err != nil {
@@ -50,8 +46,7 @@ func (db *DB) AppendFirstVerdict(ctx context.Context, tenantID string, v commitl
 	return nil
 }
 
-// checkVerdict refuses a verdict the store cannot keep: no action id, an
-// unknown status, times out of range.
+// checkVerdict refuses a verdict the store cannot keep.
 func checkVerdict(v commitlayer.Verdict) error {
 	if v.ActionID == "" || !v.Status.Valid() {
 		return fmt.Errorf("%w: action id and a valid status are required", commitlayer.ErrInvalid)
@@ -62,16 +57,11 @@ func checkVerdict(v commitlayer.Verdict) error {
 	return nil
 }
 
-// AppendVerdictOver is AppendVerdict when the caller has just read the
-// action's latest verdict (ReadPass; nil: it had none): its first round
-// compares with that one instead of reading it again, and when another
-// append stored a version since, it reads and compares as AppendVerdict
-// does. The result is AppendVerdict's, but for one case: an answer the
-// same as the verdict read is no news, returned with appended = false,
-// even when a version was stored after that read — the pass read its
-// facts beside that verdict, and a later version is a later read's (a
-// retried attempt's). took is how long the pass took up to here, kept
-// with a new version (the pass_us column).
+// AppendVerdictOver is AppendVerdict when the caller just read latest (ReadPass;
+// nil: none): the first round compares with it instead of reading again. An
+// answer the same as latest is no news (appended = false) even if a version
+// was stored since: the pass read its facts beside latest, a later version is
+// a retried attempt's. took, the pass's time so far, is kept as pass_us.
 func (db *DB) AppendVerdictOver(ctx context.Context, tenantID string, v commitlayer.Verdict, latest *commitlayer.Verdict, took time.Duration) (commitlayer.Verdict, bool, error) {
 	if latest == nil {
 		latest = &commitlayer.Verdict{} // version 0: the insert takes version 1
@@ -79,19 +69,16 @@ func (db *DB) AppendVerdictOver(ctx context.Context, tenantID string, v commitla
 	return db.appendVerdictFrom(ctx, tenantID, v, latest, took)
 }
 
-// appendVerdictFrom runs AppendVerdict's rounds; known, when not nil, is
-// the latest verdict as the caller read it (Version 0: none), the first
-// round's instead of a read.
+// appendVerdictFrom runs AppendVerdict's rounds; a non-nil known (Version 0:
+// none) replaces the first round's read.
 func (db *DB) appendVerdictFrom(ctx context.Context, tenantID string, v commitlayer.Verdict, known *commitlayer.Verdict, took time.Duration) (commitlayer.Verdict, bool, error) {
 	if err := checkVerdict(v); err != nil {
 		return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %w", v.ActionID, err)
 	}
-	// Optimistic, one round trip per step: read the latest verdict; when it
-	// says the same, that is the answer; otherwise insert the next version
-	// under the action's row lock, which the primary key refuses when another append took
-	// that version first — then read again. A pass that changes nothing
-	// costs one statement, one that changes the verdict two (a transaction
-	// of lock, read and insert took five).
+	// Optimistic: read the latest; if it differs, insert the next version
+	// under the action's row lock (the primary key refuses it when another
+	// append took it first: read again). One statement when nothing changes,
+	// two when the verdict does (a lock-read-insert transaction took five).
 	began := time.Now()
 	for range maxAppendRounds {
 		var (
@@ -148,21 +135,12 @@ func (db *DB) appendVerdictFrom(ctx context.Context, tenantID string, v commitla
 	return commitlayer.Verdict{}, false, fmt.Errorf("append verdict for %q: %d other appends came first; retry", v.ActionID, maxAppendRounds)
 }
 
-// maxAppendRounds bounds appendVerdict's read-and-insert rounds: each
-// round that fails lost to another append, which made progress.
+// maxAppendRounds bounds appendVerdict's rounds (each lost one let another progress).
 const maxAppendRounds = 64
 
-// LatestVerdict returns the latest verdict of an action, commitlayer.ErrNotFound if it
-// has none (or the tenant has no such action).
+// LatestVerdict returns an action's latest verdict, commitlayer.ErrNotFound if none.
 func (db *DB) LatestVerdict(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error) {
-	v, err := latestVerdict(ctx, db.pool, tenantID, actionID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return commitlayer.Verdict{}, fmt.Errorf("latest verdict of %q: %w", actionID, commitlayer.ErrNotFound)
-	}
-	if err != nil {
-		return commitlayer.Verdict{}, fmt.Errorf("latest verdict of %q: %w", actionID, classify(err))
-	}
-	return v, nil
+	return queryOne(ctx, db.pool, fmt.Sprintf("latest verdict of %q", actionID), scanVerdict, latestVerdictSQL, tenantID, actionID)
 }
 
 const latestVerdictSQL = `SELECT version, body FROM verdicts WHERE tenant_id = $1 AND action_id = $2
@@ -177,8 +155,7 @@ func latestVerdict(ctx context.Context, q querier, tenantID, actionID string) (c
 	return pgx.CollectExactlyOneRow(rows, scanVerdict)
 }
 
-// VerdictHistory returns every verdict of an action in version order; empty
-// when it has none.
+// VerdictHistory returns every verdict of an action in version order.
 func (db *DB) VerdictHistory(ctx context.Context, tenantID, actionID string) ([]commitlayer.Verdict, error) {
 	rows, err := db.pool.Query(ctx, `SELECT version, body FROM verdicts WHERE tenant_id = $1 AND action_id = $2
 		ORDER BY version`, tenantID, actionID)
@@ -192,24 +169,18 @@ func (db *DB) VerdictHistory(ctx context.Context, tenantID, actionID string) ([]
 	return vs, nil
 }
 
-// VerdictHead is what is known of an action's latest verdict without its
-// body's findings: enough to tell whether the verdict is final for its
-// contract version with every source available (the wake screen's
-// precondition), read without decoding the verdict.
+// VerdictHead is an action's latest verdict without its findings: enough for
+// the wake screen to tell a final verdict with every source available.
 type VerdictHead struct {
 	Version         int
 	Provisional     bool
 	ContractVersion int
-	// Unavailable counts the verdict's unavailable sources.
-	Unavailable int
+	Unavailable     int // unavailable sources
 }
 
-// LatestVerdictHeads returns the head of the latest verdict of each of
-// actionIDs that has one, keyed by action id: its version, provisional
-// flag, contract version and count of unavailable sources, extracted in
-// the server. A caller that needs only those (the wake screen, for the
-// verifications the new facts cannot change) spares the transfer and
-// decoding of every verdict's findings.
+// LatestVerdictHeads returns, by action id, the head of the latest verdict of
+// each of actionIDs that has one, extracted in the server to spare the
+// transfer and decoding of findings.
 func (db *DB) LatestVerdictHeads(ctx context.Context, tenantID string, actionIDs []string) (map[string]VerdictHead, error) {
 	out := make(map[string]VerdictHead, len(actionIDs))
 	if len(actionIDs) == 0 {

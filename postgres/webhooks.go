@@ -22,9 +22,8 @@ func scanWebhook(row pgx.CollectableRow) (commitlayer.Webhook, error) {
 	return w, err
 }
 
-// CreateWebhook stores a webhook whose ID and sealed Secret the caller
-// made (the secret is sealed for that id). A taken id is
-// commitlayer.ErrConflict.
+// CreateWebhook stores a webhook whose ID and Secret (sealed for that id) the
+// caller made. A taken id is commitlayer.ErrConflict.
 func (db *DB) CreateWebhook(ctx context.Context, tenantID string, w commitlayer.Webhook) (commitlayer.Webhook, error) {
 	if w.ID == "" || w.URL == "" || len(w.Events) == 0 || w.Secret == "" {
 		return commitlayer.Webhook{}, fmt.Errorf("create webhook: %w: id, url, events and a sealed secret are required", commitlayer.ErrInvalid)
@@ -47,15 +46,7 @@ func (db *DB) CreateWebhook(ctx context.Context, tenantID string, w commitlayer.
 
 // ListWebhooks lists a tenant's webhooks, oldest first.
 func (db *DB) ListWebhooks(ctx context.Context, tenantID string) ([]commitlayer.Webhook, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant_id = $1 ORDER BY created_at, id`, tenantID)
-	if err != nil {
-		return nil, fmt.Errorf("list webhooks: %w", classify(err))
-	}
-	ws, err := pgx.CollectRows(rows, scanWebhook)
-	if err != nil {
-		return nil, fmt.Errorf("list webhooks: %w", classify(err))
-	}
-	return ws, nil
+	return queryAll(ctx, db.pool, "list webhooks", scanWebhook, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant_id = $1 ORDER BY created_at, id`, tenantID)
 }
 
 const hasWebhooksSQL = `SELECT EXISTS (SELECT 1 FROM webhooks WHERE tenant_id = $1 AND disabled_at IS NULL)`
@@ -63,22 +54,11 @@ const hasWebhooksSQL = `SELECT EXISTS (SELECT 1 FROM webhooks WHERE tenant_id = 
 // GetWebhook returns one webhook, commitlayer.ErrNotFound if the tenant
 // has none by that id.
 func (db *DB) GetWebhook(ctx context.Context, tenantID, id string) (commitlayer.Webhook, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant_id = $1 AND id = $2`, tenantID, id)
-	if err != nil {
-		return commitlayer.Webhook{}, fmt.Errorf("get webhook %q: %w", id, classify(err))
-	}
-	w, err := pgx.CollectExactlyOneRow(rows, scanWebhook)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return commitlayer.Webhook{}, fmt.Errorf("get webhook %q: %w", id, commitlayer.ErrNotFound)
-	}
-	if err != nil {
-		return commitlayer.Webhook{}, fmt.Errorf("get webhook %q: %w", id, classify(err))
-	}
-	return w, nil
+	return queryOne(ctx, db.pool, fmt.Sprintf("get webhook %q", id), scanWebhook,
+		`SELECT `+webhookColumns+` FROM webhooks WHERE tenant_id = $1 AND id = $2`, tenantID, id)
 }
 
-// DeleteWebhook deletes a webhook and its delivery records; deliveries
-// in flight to it stop. commitlayer.ErrNotFound when there is none.
+// DeleteWebhook deletes a webhook and its delivery records; deliveries in flight stop.
 func (db *DB) DeleteWebhook(ctx context.Context, tenantID, id string) error {
 	tag, err := db.pool.Exec(ctx, `DELETE FROM webhooks WHERE tenant_id = $1 AND id = $2`, tenantID, id)
 	if err != nil {
@@ -90,12 +70,9 @@ func (db *DB) DeleteWebhook(ctx context.Context, tenantID, id string) error {
 	return nil
 }
 
-// RotateWebhook replaces a webhook's secret with sealed (which the caller
-// sealed for this webhook) at the time at; the secret it replaces keeps
-// signing next to it until previousUntil (at or before at: it stops at
-// once). A secret still in its overlap from an earlier rotation stops now:
-// at most two secrets sign at a time. commitlayer.ErrNotFound when the
-// tenant has no such webhook.
+// RotateWebhook replaces a webhook's secret with sealed at at; the old one
+// keeps signing until previousUntil, and one still overlapping from an earlier
+// rotation stops now: at most two secrets sign at a time.
 func (db *DB) RotateWebhook(ctx context.Context, tenantID, id, sealed string, at, previousUntil time.Time) (commitlayer.Webhook, error) {
 	if sealed == "" {
 		return commitlayer.Webhook{}, fmt.Errorf("rotate webhook %q: %w: a sealed secret is required", id, commitlayer.ErrInvalid)
@@ -103,26 +80,14 @@ func (db *DB) RotateWebhook(ctx context.Context, tenantID, id, sealed string, at
 	if err := checkTimes("at", at, "previous_until", previousUntil); err != nil {
 		return commitlayer.Webhook{}, fmt.Errorf("rotate webhook %q: %w", id, err)
 	}
-	rows, err := db.pool.Query(ctx, `UPDATE webhooks SET previous_secret = secret, secret = $3,
-			rotated_at = $4, previous_until = $5
+	return queryOne(ctx, db.pool, fmt.Sprintf("rotate webhook %q", id), scanWebhook, `UPDATE webhooks
+		SET previous_secret = secret, secret = $3, rotated_at = $4, previous_until = $5
 		WHERE tenant_id = $1 AND id = $2 RETURNING `+webhookColumns, tenantID, id, sealed, at, previousUntil)
-	if err != nil {
-		return commitlayer.Webhook{}, fmt.Errorf("rotate webhook %q: %w", id, classify(err))
-	}
-	w, err := pgx.CollectExactlyOneRow(rows, scanWebhook)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return commitlayer.Webhook{}, fmt.Errorf("rotate webhook %q: %w", id, commitlayer.ErrNotFound)
-	}
-	if err != nil {
-		return commitlayer.Webhook{}, fmt.Errorf("rotate webhook %q: %w", id, classify(err))
-	}
-	return w, nil
 }
 
-// PlanDeliveries records the event's delivery to every enabled webhook of
-// the tenant subscribed to its type (once: a retry adds only webhooks
-// created or enabled since) and returns those not delivered yet whose
-// webhook is enabled, oldest webhook first.
+// PlanDeliveries records the event's delivery to every enabled subscribed
+// webhook (a retry adds only those created or enabled since) and returns the
+// undelivered ones, oldest webhook first.
 func (db *DB) PlanDeliveries(ctx context.Context, tenantID string, d commitlayer.WebhookDelivery) ([]commitlayer.WebhookTarget, error) {
 	_, err := db.pool.Exec(ctx, `INSERT INTO webhook_deliveries (tenant_id, webhook_id, event_id, event_type, action_id, sequence)
 		SELECT tenant_id, id, $2, $3, $4, $5 FROM webhooks WHERE tenant_id = $1 AND $3 = ANY (events) AND disabled_at IS NULL
@@ -171,9 +136,8 @@ func (db *DB) RecordDeliveryAttempt(ctx context.Context, tenantID, webhookID, ev
 	return nil
 }
 
-// GiveUpDeliveries marks an event's deliveries still failing as given up
-// (DeliveryFailed), their last error followed by reason: its delivery
-// window is over.
+// GiveUpDeliveries marks an event's deliveries still failing as DeliveryFailed,
+// appending reason to their last error: its delivery window is over.
 func (db *DB) GiveUpDeliveries(ctx context.Context, tenantID, eventID, reason string, at time.Time) error {
 	_, err := db.pool.Exec(ctx, `UPDATE webhook_deliveries SET status = 'failed', updated_at = $3,
 			last_error = CASE WHEN last_error = '' THEN $4 ELSE last_error || '; ' || $4 END
@@ -184,10 +148,8 @@ func (db *DB) GiveUpDeliveries(ctx context.Context, tenantID, eventID, reason st
 	return nil
 }
 
-// DisableWebhook stops deliveries to a webhook at the time at, for reason
-// (kept from the first time when it is disabled already), and gives up its
-// deliveries not made yet (DeliveryFailed). commitlayer.ErrNotFound when
-// the tenant has no such webhook.
+// DisableWebhook stops deliveries to a webhook at at, for reason (the first
+// one is kept), and gives up its pending deliveries (DeliveryFailed).
 func (db *DB) DisableWebhook(ctx context.Context, tenantID, id, reason string, at time.Time) error {
 	tx, err := db.pool.Begin(ctx)
 	if err != nil {
@@ -216,43 +178,23 @@ func (db *DB) DisableWebhook(ctx context.Context, tenantID, id, reason string, a
 
 // EnableWebhook lets deliveries to a disabled webhook start again (events
 // from now on; those given up stay so) and returns it.
-// commitlayer.ErrNotFound when the tenant has no such webhook.
 func (db *DB) EnableWebhook(ctx context.Context, tenantID, id string) (commitlayer.Webhook, error) {
-	rows, err := db.pool.Query(ctx, `UPDATE webhooks SET disabled_at = NULL, disabled_reason = ''
+	return queryOne(ctx, db.pool, fmt.Sprintf("enable webhook %q", id), scanWebhook, `UPDATE webhooks
+		SET disabled_at = NULL, disabled_reason = ''
 		WHERE tenant_id = $1 AND id = $2 RETURNING `+webhookColumns, tenantID, id)
-	if err != nil {
-		return commitlayer.Webhook{}, fmt.Errorf("enable webhook %q: %w", id, classify(err))
-	}
-	w, err := pgx.CollectExactlyOneRow(rows, scanWebhook)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return commitlayer.Webhook{}, fmt.Errorf("enable webhook %q: %w", id, commitlayer.ErrNotFound)
-	}
-	if err != nil {
-		return commitlayer.Webhook{}, fmt.Errorf("enable webhook %q: %w", id, classify(err))
-	}
-	return w, nil
 }
 
-// ListDeliveries lists a webhook's latest deliveries, newest first (at
-// most limit).
+// ListDeliveries lists a webhook's latest limit deliveries, newest first.
 func (db *DB) ListDeliveries(ctx context.Context, tenantID, webhookID string, limit int) ([]commitlayer.WebhookDelivery, error) {
-	rows, err := db.pool.Query(ctx, `SELECT webhook_id, event_id, event_type, action_id, sequence, status, attempts,
-		last_status, last_error, created_at, updated_at, delivered_at
-		FROM webhook_deliveries WHERE tenant_id = $1 AND webhook_id = $2
-		ORDER BY created_at DESC, sequence DESC, event_id LIMIT $3`, tenantID, webhookID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list deliveries: %w", classify(err))
-	}
-	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (commitlayer.WebhookDelivery, error) {
+	return queryAll(ctx, db.pool, "list deliveries", func(row pgx.CollectableRow) (commitlayer.WebhookDelivery, error) {
 		var d commitlayer.WebhookDelivery
 		var at *time.Time
 		err := row.Scan(&d.WebhookID, &d.EventID, &d.EventType, &d.ActionID, &d.Sequence, &d.Status, &d.Attempts,
 			&d.LastStatus, &d.LastError, &d.CreatedAt, &d.UpdatedAt, &at)
 		d.CreatedAt, d.UpdatedAt, d.DeliveredAt = d.CreatedAt.UTC(), d.UpdatedAt.UTC(), timeOrZero(at)
 		return d, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list deliveries: %w", classify(err))
-	}
-	return ds, nil
+	}, `SELECT webhook_id, event_id, event_type, action_id, sequence, status, attempts,
+		last_status, last_error, created_at, updated_at, delivered_at
+		FROM webhook_deliveries WHERE tenant_id = $1 AND webhook_id = $2
+		ORDER BY created_at DESC, sequence DESC, event_id LIMIT $3`, tenantID, webhookID, limit)
 }

@@ -1,8 +1,6 @@
 // Package verify is the Temporal side of CommitLayer's verifications: it
-// starts VerifyAction workflows (and a tenant's connector poller), waits
-// for their verdicts, asks them for re-checks and signals them when facts
-// arrive. It holds the process's one Temporal client and no store: the
-// service package decides what to start, mark and wake.
+// starts, waits for, re-checks and signals VerifyAction workflows (and starts
+// connector pollers). It holds no store: the service package decides.
 package verify
 
 import (
@@ -30,21 +28,17 @@ var ErrNotRunning = errors.New("verification is not running")
 type Client struct {
 	Temporal  client.Client
 	TaskQueue string // defaults to workflows.TaskQueue
-	// PollInterval is how often a tenant's connectors are pulled while it
-	// has open verifications; zero means workflows.DefaultPollInterval.
+	// PollInterval is how often open verifications' connectors are pulled;
+	// zero means workflows.DefaultPollInterval.
 	PollInterval time.Duration
-	// StoreID is the identity of the database actions are recorded in
-	// (postgres.DB.Identity), carried to the workers so one on another
-	// database refuses to verify instead of failing on "not found".
+	// StoreID is the actions' database (postgres.DB.Identity), so a worker on
+	// another database refuses to verify instead of failing on "not found".
 	StoreID string
-	// Dormancy is what the verifications this client starts may sleep
-	// through outside the worker (workflows/dormant.go); signals to those
-	// old enough to be asleep go by signal-with-start. The zero value: none
-	// sleep. Every process that starts or signals verifications should hold
-	// the same.
+	// Dormancy is what verifications may sleep through outside the worker
+	// (workflows/dormant.go; zero: none); signals to those old enough to be
+	// asleep go by signal-with-start. Every process should hold the same.
 	Dormancy workflows.Dormancy
-	// SignalConcurrency bounds the signals Signal has in flight at once
-	// (zero: 32).
+	// SignalConcurrency bounds Signal's signals in flight (zero: 32).
 	SignalConcurrency int
 }
 
@@ -55,9 +49,8 @@ func (c *Client) taskQueue() string {
 	return workflows.TaskQueue
 }
 
-// StartOptions are the workflow options of an action's verification: a
-// deterministic ID, reject-duplicate reuse, and the search attributes that
-// make it findable.
+// StartOptions are an action's verification's workflow options: deterministic
+// ID, reject-duplicate reuse, search attributes.
 func StartOptions(taskQueue, tenantID string, a commitlayer.ActionRecord) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       workflows.VerifyWorkflowID(tenantID, a.ID),
@@ -66,10 +59,8 @@ func StartOptions(taskQueue, tenantID string, a commitlayer.ActionRecord) client
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		TypedSearchAttributes:    workflows.VerifySearchAttributes(tenantID, a.Action),
 		StaticSummary:            workflows.VerifySummary(a.Action),
-		// A worker in this process gets the first workflow task in the
-		// start's answer, and runs the first pass as its local activity:
-		// no trip through the task queue. Elsewhere the server dispatches
-		// it as usual.
+		// A worker in this process gets the first workflow task in the start's
+		// answer: no trip through the task queue.
 		EnableEagerStart: true,
 		StaticDetails: fmt.Sprintf("action `%s` requested %s; settles %s; watched until %s",
 			a.ID, a.RequestedAt.UTC().Format(time.RFC3339), a.SettlesAt.UTC().Format(time.RFC3339),
@@ -89,10 +80,9 @@ func (c *Client) input(tenantID string, a commitlayer.ActionRecord) workflows.Ve
 	return in
 }
 
-// Start begins the verification of a stored action. Starting one that
-// already exists (running or finished) is not an error: the action's
-// verification is unique. A start Temporal refuses for its content gives a
-// *StartRefusedError; a Temporal that does not answer an *AwayError.
+// Start begins the verification of a stored action; one that exists already is
+// not an error. A start refused for its content gives a *StartRefusedError; a
+// Temporal that does not answer an *AwayError.
 func (c *Client) Start(ctx context.Context, tenantID string, a commitlayer.ActionRecord) error {
 	_, err := c.Temporal.ExecuteWorkflow(ctx, StartOptions(c.taskQueue(), tenantID, a), workflows.VerifyAction, c.input(tenantID, a))
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -112,17 +102,11 @@ func startError(actionID string, err error) error {
 	return fmt.Errorf("start verification of %s: %w", actionID, err)
 }
 
-// Wait starts the verification of a stored action unless it runs already,
-// and waits in the same call (Temporal's update-with-start) until it has a
-// verdict at the stage asked: the first verdict, or with final one that is
-// not provisional. Nothing polls: the workflow answers the update when its
-// verdict gets there.
-//
-// It returns the verdict and whether it is at the stage (false when the run
-// ended before it: it continued as new); ctx's error when ctx ended first
-// (the verification may or may not have started: Start again, it is
-// idempotent); ErrNotRunning when the verification has ended (its stored
-// verdicts are all there is).
+// Wait starts the verification unless it runs, and waits in the same call
+// (update-with-start, no polling) for a verdict at the stage asked: the first,
+// or with final a non-provisional one. It returns the verdict and whether it is
+// at the stage (false: the run continued as new first); ctx's error when ctx
+// ended first (Start again, it is idempotent); ErrNotRunning when it ended.
 func (c *Client) Wait(ctx context.Context, tenantID string, a commitlayer.ActionRecord, final bool) (commitlayer.Verdict, bool, error) {
 	// A Temporal that is away fails the wait within about 2 s, not after
 	// ctx's deadline (the update-with-start retries until then).
@@ -176,15 +160,12 @@ func (c *Client) EnsurePoller(ctx context.Context, tenantID string) error {
 	return nil
 }
 
-// probeTimeout bounds the look at a verification before a call that may
-// wait long (a recheck, a wait for a verdict): a Temporal that is away
-// answers the caller in this time, not in the call's own timeout.
+// probeTimeout bounds the look at a verification before a long call, so an
+// away Temporal answers in this time, not the call's own timeout.
 const probeTimeout = 2 * time.Second
 
-// Recheck forces a re-verification now (a pass with a fresh pull) and
-// returns the new current verdict. A Temporal that is away fails it within
-// about 2 s (an *AwayError: commitlayer.ErrUnavailable), not after ctx's
-// deadline.
+// Recheck forces a pass with a fresh pull now and returns the new current
+// verdict; an away Temporal fails it within about 2 s (*AwayError).
 func (c *Client) Recheck(ctx context.Context, tenantID, actionID string) (commitlayer.Verdict, error) {
 	id := workflows.VerifyWorkflowID(tenantID, actionID)
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
@@ -219,15 +200,12 @@ func isNotRunning(err error) bool {
 	return errors.As(err, &nf)
 }
 
-// Signal tells each verification of acts that facts on its subjects
-// arrived, at most SignalConcurrency at once, and returns once every one
-// has been delivered (a verification that has ended is not an error). A
-// verification that may be asleep outside the worker (workflows/dormant.go)
-// gets it by signal-with-start, which wakes it; Temporal refuses to start a
-// closed one again (reject-duplicate), and one that never started is
-// started, with the options the reconciler would have used. A younger one,
-// which cannot be asleep, gets a plain signal: it may not be started yet
-// by whoever starts it, and a signal-with-start would start it first.
+// Signal tells each verification of acts that facts on its subjects arrived,
+// SignalConcurrency at once (an ended one is not an error). One that may be
+// asleep (workflows/dormant.go) gets signal-with-start, which wakes it (a
+// closed one is refused by reject-duplicate, one never started is started with
+// the reconciler's options); a younger one gets a plain signal, since a
+// signal-with-start could start it before its starter does.
 func (c *Client) Signal(ctx context.Context, tenantID string, acts []commitlayer.ActionRecord) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(cmp.Or(c.SignalConcurrency, 32))

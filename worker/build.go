@@ -23,13 +23,10 @@ var (
 // Build describes this binary: its module version and the build ID its
 // workers register as their Worker Deployment version.
 type Build struct {
-	// Version is the main module's version ("(devel)" for a build from a
-	// work tree).
+	// Version is the main module's version ("(devel)" from a work tree).
 	Version string
-	// ID is the build ID: the link-time value, else the VCS revision
-	// (with "+dirty" when the tree had changes), else the module version,
-	// else "exe-" and a digest of the executable (a build without VCS
-	// stamping, such as a test binary, still gets an ID of its own).
+	// ID is the build ID: the link-time value, else the VCS revision (+dirty),
+	// else the module version, else "exe-" and a digest of the executable.
 	ID string
 	// Source says where ID came from: ldflags, vcs, module, executable.
 	Source string

@@ -12,8 +12,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 )
 
-// DefaultDeployment is the name of the product's Worker Deployment
-// (COMMITLAYER_DEPLOYMENT).
+// DefaultDeployment is the product's Worker Deployment name (COMMITLAYER_DEPLOYMENT).
 const DefaultDeployment = "commitlayer"
 
 // Deployment is a Worker Deployment version: every CommitLayer worker polls
@@ -22,12 +21,9 @@ const DefaultDeployment = "commitlayer"
 type Deployment struct {
 	Name    string // the deployment, e.g. "commitlayer"; "" runs unversioned
 	BuildID string // this build, e.g. the VCS revision (CurrentBuild().ID)
-	// IgnoreMissingQueues: a routing change to this build ignores task
-	// queues that only the build it replaces polls, instead of refusing
-	// (Temporal would leave their workflows unversioned). The benchmark's
-	// workers each poll a queue of their own process, which a newer build
-	// never polls; a fleet that moved to another task queue does the same.
-	// dev-style one-machine runs and tests with a queue per stack set it.
+	// IgnoreMissingQueues: a routing change to this build ignores task queues
+	// only the replaced build polls, instead of refusing (e.g. per-process
+	// queues of the benchmark, tests, or a fleet that moved queue).
 	IgnoreMissingQueues bool
 }
 
@@ -79,12 +75,10 @@ func (d Deployment) options() sdkworker.DeploymentOptions {
 type CurrentPolicy string
 
 const (
-	// CurrentIfNone makes the build current only when the deployment has no
-	// current version yet: the first start of a fleet needs no extra step,
-	// a rollout of a later build is the operator's (ramp, then current).
+	// CurrentIfNone makes the build current only when none is: a fleet's first
+	// start needs no extra step, a later rollout is the operator's.
 	CurrentIfNone CurrentPolicy = "auto"
-	// CurrentAlways makes the build current at once (dev, demo, the
-	// sandbox, tests: one machine, one build).
+	// CurrentAlways makes the build current at once (one machine, one build).
 	CurrentAlways CurrentPolicy = "always"
 	// CurrentNever leaves routing to the operator.
 	CurrentNever CurrentPolicy = "never"
@@ -101,10 +95,8 @@ func ParseCurrentPolicy(s string) (CurrentPolicy, error) {
 	return "", fmt.Errorf("COMMITLAYER_MAKE_CURRENT is auto, always or never, got %q", s)
 }
 
-// MakeCurrent applies the policy: it makes d's build the deployment's
-// current version (after its workers have started polling, which registers
-// the version with the server), unless the policy says otherwise. It
-// reports whether it changed the routing.
+// MakeCurrent makes d's build the deployment's current version as the policy
+// says, once its workers' polls registered it, and reports whether it did.
 func MakeCurrent(ctx context.Context, c client.Client, d Deployment, policy CurrentPolicy, identity string) (bool, error) {
 	if !d.Versioned() || policy == CurrentNever {
 		return false, nil
@@ -135,10 +127,7 @@ func makeCurrentOnce(ctx context.Context, h client.WorkerDeploymentHandle, d Dep
 		if cur != nil && policy == CurrentIfNone {
 			return false, nil // another build is current: a rollout is the operator's
 		}
-	case isNotFound(err):
-		// No worker of the deployment has polled yet: retry.
-		return false, err
-	default:
+	default: // NotFound too: no worker has polled yet, retried
 		return false, err
 	}
 	_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{
@@ -150,11 +139,9 @@ func makeCurrentOnce(ctx context.Context, h client.WorkerDeploymentHandle, d Dep
 	return true, nil
 }
 
-// retryableRouting: the version or deployment is not known yet (its
-// pollers have not reached the server), a concurrent change won, or the
-// server is briefly away or slow (a routing change is an update of the
-// deployment's own workflow inside the server, which a busy server may not
-// finish within one call's deadline; the retry finds it done or does it).
+// retryableRouting: the version is not known yet (no poll reached the server),
+// a concurrent change won, or the server is briefly away or slow (a busy one may
+// not finish the deployment workflow's update in one call; a retry finds it done).
 func retryableRouting(err error) bool {
 	if isNotFound(err) {
 		return true
@@ -171,12 +158,10 @@ func retryableRouting(err error) bool {
 	case errors.As(err, &fp), errors.As(err, &un), errors.As(err, &ab), errors.As(err, &de), errors.As(err, &re):
 		return true
 	case errors.As(err, &ina):
-		// "version not found in deployment" arrives as InvalidArgument on
-		// some servers until the first poll is recorded.
+		// Some servers say "version not found" as InvalidArgument until the first poll.
 		return strings.Contains(strings.ToLower(ina.Error()), "not found")
 	}
-	// One call's own deadline (the SDK's RPC timeout); the caller's
-	// context, when it is the one that ended, stops the retries.
+	// One call's own RPC deadline; the caller's ended context stops the retries.
 	return errors.Is(err, context.DeadlineExceeded)
 }
 
@@ -191,9 +176,8 @@ type VersionState struct {
 	Current     bool
 	Ramping     bool
 	RampPercent float32
-	// Drainage is "draining" (no longer current or ramping, pinned
-	// workflows still open on it), "drained" (none), or "" (current,
-	// ramping, or not reported yet).
+	// Drainage is "draining" (pinned workflows still open), "drained", or ""
+	// (current, ramping, or not reported yet).
 	Drainage string
 }
 
@@ -242,9 +226,8 @@ func DescribeDeployment(ctx context.Context, c client.Client, name string) (Depl
 	return st, nil
 }
 
-// SetCurrent makes d's build the deployment's current version (whatever
-// was current becomes draining), retrying for a while when its workers are
-// not yet known to the server or a concurrent change wins.
+// SetCurrent makes d's build the deployment's current version (the previous one
+// drains), retrying while its workers are unknown or a concurrent change wins.
 func SetCurrent(ctx context.Context, c client.Client, d Deployment, identity string) error {
 	h := c.WorkerDeploymentClient().GetHandle(d.Name)
 	return retryRouting(ctx, func() error {
@@ -268,9 +251,8 @@ func SetRamping(ctx context.Context, c client.Client, d Deployment, percent floa
 	})
 }
 
-// WaitDrained waits until buildID is drained: no open pinned workflow runs
-// on it any more, so its workers may stop. Auto-upgrade workflows do not
-// hold a version: they move to the current one at their next task.
+// WaitDrained waits until no pinned workflow runs on buildID, so its workers may
+// stop (auto-upgrade workflows move at their next task).
 func WaitDrained(ctx context.Context, c client.Client, name, buildID string, poll time.Duration) error {
 	if poll <= 0 {
 		poll = time.Second

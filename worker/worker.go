@@ -1,6 +1,5 @@
-// Package worker builds CommitLayer's Temporal worker: it registers the
-// workflows and activities, and registers the search attributes the
-// workflows upsert.
+// Package worker builds CommitLayer's Temporal worker, registering the
+// workflows, activities and the search attributes the workflows upsert.
 package worker
 
 import (
@@ -24,30 +23,25 @@ import (
 // Options configure the worker.
 type Options struct {
 	TaskQueue string // defaults to workflows.TaskQueue
-	// Deployment is the Worker Deployment version the worker runs as; a
-	// zero Deployment runs an unversioned worker (a server without Worker
-	// Versioning, COMMITLAYER_WORKER_VERSIONING=0).
+	// Deployment is the Worker Deployment version the worker runs as; zero
+	// runs unversioned (COMMITLAYER_WORKER_VERSIONING=0).
 	Deployment Deployment
 	// MaxConcurrentActivities: zero keeps the SDK default.
-	// MaxConcurrentWorkflowTasks: zero means half the sticky cache (at
-	// least 2, at most the SDK's 1 000), so the tasks in flight never
-	// fill it.
+	// MaxConcurrentWorkflowTasks: zero means half the sticky cache (2 to
+	// 1 000), so the tasks in flight never fill it.
 	MaxConcurrentActivities    int
 	MaxConcurrentWorkflowTasks int
 	// WorkflowTaskPollers and ActivityTaskPollers: zero means 4 each (the
 	// SDK's 2 leave the worker idle while timers fire in bursts).
 	WorkflowTaskPollers int
 	ActivityTaskPollers int
-	// StickyCacheSize bounds the workflows the process keeps in memory
-	// between their tasks (cache.go); zero means StickyCacheSizeFor the
-	// process's memory limit.
-	// One bound per process: the first worker built sets it.
+	// StickyCacheSize bounds the workflows kept in memory between tasks
+	// (cache.go), once per process; zero: StickyCacheSizeFor the memory limit.
 	StickyCacheSize int
 }
 
-// New builds a worker polling the task queue, with the product's workflows
-// and the activities' methods registered. It is not started: cmd may
-// register more on it first (the sandbox benchmark, when enabled).
+// New builds a worker polling the task queue with the product's workflows and
+// activities registered, not started (cmd may register more first).
 func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.Worker {
 	tq := opts.TaskQueue
 	if tq == "" {
@@ -66,9 +60,8 @@ func New(c client.Client, acts *activities.Activities, opts Options) sdkworker.W
 	return w
 }
 
-// NewBare builds a worker polling the task queue with the options, as a
-// version of opts.Deployment, with nothing registered on it (the sandbox
-// registers its own wiring of the product's workflows).
+// NewBare builds a worker as New does but with nothing registered (the sandbox
+// registers its own wiring).
 func NewBare(c client.Client, taskQueue string, opts Options) sdkworker.Worker {
 	wfPollers, actPollers := opts.WorkflowTaskPollers, opts.ActivityTaskPollers
 	if wfPollers <= 0 {
@@ -82,12 +75,10 @@ func NewBare(c client.Client, taskQueue string, opts Options) sdkworker.Worker {
 		cache = StickyCacheSizeFor(memoryLimit())
 	}
 	SetStickyCacheSize(cache)
-	// A workflow whose task is being worked on (a pass's local activity
-	// runs inside its task) is pinned in the cache; with more tasks at once
-	// than the cache holds, the SDK fails the next one ("cache capacity is
-	// fully occupied with pinned elements") and Temporal retries it later.
-	// Half the cache (at most the SDK's 1 000) leaves room for the
-	// workflows about to take a step.
+	// A workflow whose task is in progress (local activities included) is
+	// pinned in the cache; past its capacity the SDK fails the next task
+	// ("cache capacity is fully occupied with pinned elements"). Half the cache
+	// leaves room for the workflows about to take a step.
 	wfTasks := opts.MaxConcurrentWorkflowTasks
 	if wfTasks <= 0 {
 		wfTasks = min(max(cache/2, 2), 1000)
@@ -127,17 +118,14 @@ func RegisterWorkflows(r sdkworker.WorkflowRegistry) {
 }
 
 // RegisterVerifyAction registers VerifyAction under its stable name with a
-// versioning behaviour: the product's is VerifyActionBehavior; the
-// sandbox pins the verifications of its scenarios to the build that runs
-// the scenario.
+// versioning behaviour (the product's is VerifyActionBehavior; the sandbox pins).
 func RegisterVerifyAction(r sdkworker.WorkflowRegistry, behavior workflow.VersioningBehavior) {
 	r.RegisterWorkflowWithOptions(workflows.VerifyAction, workflow.RegisterOptions{
 		Name: "VerifyAction", VersioningBehavior: behavior})
 }
 
-// EnsureSearchAttributes registers the product's search attributes, and
-// more (the benchmark's, when it runs here), in the namespace unless they
-// exist. It is idempotent and safe to run from every worker at start.
+// EnsureSearchAttributes registers the product's search attributes, and more,
+// unless they exist; safe to run from every worker at start.
 func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace string, more ...temporal.SearchAttributeKey) error {
 	existing, err := c.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: namespace})
 	if err != nil {

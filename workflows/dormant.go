@@ -6,23 +6,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 )
 
-// A verification that watches for 72 hours spends nearly all of them
-// waiting. Kept in a worker's sticky cache it costs that worker ~37 KiB of
-// heap and a goroutine for the whole wait (docs/benchmarks.md, "Session
-// 6"), so a worker's memory would grow with the verifications that watch,
-// not with the work it does. The Go SDK evicts a workflow from its cache
-// only when the workflow closes or its task fails.
-//
-// So a long wait is slept outside the worker: the run continues as new,
-// and the next run's first workflow task is delayed to the wait's
-// deadline (ContinueAsNewErrorOptions.BackoffStartInterval). Until then the
-// verification is a row in Temporal's store and nothing in any worker.
-// What wakes it sooner:
-//   - a signal-with-start (verify.Client sends the new-facts notices so, to
-//     verifications old enough to be asleep): Temporal skips the delay and
-//     schedules the run's first task;
-//   - an update (a recheck, a wait for the verdict), which Temporal
-//     delivers in a task of its own.
+// A verification that watches for 72 hours spends nearly all of them waiting;
+// in a worker's sticky cache that costs ~37 KiB of heap and a goroutine
+// (docs/benchmarks.md, "Session 6"), and the Go SDK evicts a workflow only when
+// it closes or its task fails. So a long wait is slept outside the worker: the
+// run continues as new with its first task delayed to the deadline
+// (ContinueAsNewErrorOptions.BackoffStartInterval). What wakes it sooner: a
+// signal-with-start (verify.Client's notices to verifications old enough to be
+// asleep), or an update (a recheck, a wait), delivered in a task of its own.
 //
 // A plain signal is recorded but wakes nothing until the deadline, and a
 // query fails while the run sleeps ("workflow task is not scheduled
@@ -46,26 +37,18 @@ type Dormancy struct {
 	MinAge time.Duration
 }
 
-// DefaultDormancy is the product's: waits of ten minutes or more, from 30
-// seconds after the verification started. Until then a verification is
-// awake in a worker: a worker holds the verifications started in the last
-// MinAge (and those with work in flight), whatever the number that sleep.
-// Notices to one younger than 15 s are plain signals: a starter (the API's
-// eager start, a parent's child start) starts it well within that.
+// DefaultDormancy is the product's: waits of ten minutes or more, from 30 s
+// after the start. Notices to one younger than 15 s are plain signals: its
+// starter starts it well within that.
 var DefaultDormancy = Dormancy{MinWait: 10 * time.Minute, MinAge: 30 * time.Second}
 
 // Enabled reports whether verifications with this dormancy ever sleep.
 func (d Dormancy) Enabled() bool { return d.MinWait > 0 }
 
-// WakeByStart is the age (from the action's record) from which a notice
-// to the verification goes by signal-with-start instead of a plain
-// signal: half of MinAge. A notice decided before that age is delivered
-// within seconds (the notifier's signal timeout), while the verification
-// cannot be asleep before MinAge: the half between is the margin for the
-// delivery and for the clocks of the API's host, the database and
-// Temporal. Younger, a signal-with-start could start a verification its
-// starter (the API's eager start, a parent workflow) is about to start
-// itself, with other options.
+// WakeByStart is the age (from the action's record) from which a notice goes by
+// signal-with-start: half of MinAge, leaving the other half as margin for the
+// delivery and the hosts' clocks. Younger, a signal-with-start could start a
+// verification its starter is about to start itself, with other options.
 func (d Dormancy) WakeByStart() time.Duration { return d.MinAge / 2 }
 
 // mayDoze reports whether the verification may sleep outside the worker
