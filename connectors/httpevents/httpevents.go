@@ -161,33 +161,6 @@ func (c *Client) Pull(ctx context.Context, source string, after int64, limit int
 	return p, nil
 }
 
-// PullAll follows pages from after until the feed has no more or maxPages
-// pages were read (maxPages ≤ 0 means 100). The returned page holds every
-// fact read, the cursor after the last one, and More when the bound stopped
-// it. On error it returns what was read before the failing page with the
-// error.
-func (c *Client) PullAll(ctx context.Context, source string, after int64, maxPages int) (Page, error) {
-	if maxPages <= 0 {
-		maxPages = 100
-	}
-	all := Page{Next: after}
-	for i := 0; i < maxPages; i++ {
-		p, err := c.Pull(ctx, source, all.Next, DefaultLimit)
-		if err != nil {
-			return all, err
-		}
-		all.Facts = append(all.Facts, p.Facts...)
-		all.Next, all.More = p.Next, p.More
-		if !p.More {
-			return all, nil
-		}
-		if len(p.Facts) == 0 {
-			return all, fmt.Errorf("pull %s from %s: %w: more is true but the page is empty", source, c.BaseURL, ErrBadResponse)
-		}
-	}
-	return all, nil
-}
-
 // wireEvent is an event as the feed sends it; pointers tell a missing field
 // from a zero one.
 type wireEvent struct {

@@ -221,28 +221,6 @@ func (c *Client) Pull(ctx context.Context, source string, cur string, limit int)
 	return page, nil
 }
 
-// PullAll pulls until no sweep has pages left or maxPages pulls were made
-// (maxPages ≤ 0 means 100). On error it returns what was read before with
-// the cursor after it.
-func (c *Client) PullAll(ctx context.Context, source, cur string, maxPages int) (commitlayer.FactPage, error) {
-	if maxPages <= 0 {
-		maxPages = 100
-	}
-	all := commitlayer.FactPage{Next: cur}
-	for range maxPages {
-		p, err := c.Pull(ctx, source, all.Next, DefaultLimit)
-		if err != nil {
-			return all, err
-		}
-		all.Facts = append(all.Facts, p.Facts...)
-		all.Next, all.More = p.Next, p.More
-		if !p.More {
-			break
-		}
-	}
-	return all, nil
-}
-
 // listPage fetches one page of a resource, retrying 429, 5xx and network
 // errors with backoff.
 func (c *Client) listPage(ctx context.Context, sc *client.API, source, res string, rc resCursor, limit int) ([]listed, bool, error) {
