@@ -23,13 +23,11 @@ import (
 )
 
 var (
-	// ErrUnreachable means the feed could not be reached: connection
-	// refused, DNS failure, timeout. The source counts as not connected for
-	// this verification.
+	// ErrUnreachable means the feed could not be reached; the source counts
+	// as not connected for this verification.
 	ErrUnreachable = errors.New("http_events feed unreachable")
-	// ErrBadResponse means the feed answered, but not with a valid page: a
-	// non-2xx status, or a body that is not a well-formed page. It wraps
-	// netguard.ErrBadResponse, so netguard.Classify says "bad response".
+	// ErrBadResponse means the feed answered, but not with a valid page. It
+	// wraps netguard.ErrBadResponse, so netguard.Classify says "bad response".
 	ErrBadResponse error = &kindError{"http_events feed gave a bad response", netguard.ErrBadResponse}
 )
 
@@ -174,11 +172,8 @@ type wireEvent struct {
 }
 
 // DecodePage decodes and validates one page of a feed read with cursor after
-// and page size limit. Every event must have an id, a type, a subject
-// "type:id", an RFC 3339 occurred_at, an attrs object (or none) and links
-// that are subjects; seq, when present, must be above after and increasing;
-// next must be present, not below after nor below the last seq. Errors wrap
-// ErrBadResponse and name the event index and field.
+// and page size limit. Errors wrap ErrBadResponse and name the event index
+// and field.
 func DecodePage(source string, body []byte, after int64, limit int) (Page, error) {
 	bad := func(format string, args ...any) (Page, error) {
 		return Page{}, fmt.Errorf("%w: %s", ErrBadResponse, fmt.Sprintf(format, args...))

@@ -153,10 +153,10 @@ type listed struct {
 	fact    commitlayer.Fact
 }
 
-// Pull reads one page (at most limit objects; DefaultLimit when ≤ 0, 100
-// at most) of each resource from cursor, as facts of source, with the next
-// cursor; More is true while a resource's sweep has pages left. On error
-// nothing is returned but the error: the stored cursor stays where it was.
+// Pull reads one page (at most limit objects, DefaultLimit when ≤ 0) of
+// each resource from cursor, as facts of source, with the next cursor; More
+// is true while a resource's sweep has pages left. On error the stored
+// cursor stays where it was.
 func (c *Client) Pull(ctx context.Context, source string, cur string, limit int) (commitlayer.FactPage, error) {
 	if err := CheckKey(c.Key); err != nil {
 		return commitlayer.FactPage{}, fmt.Errorf("pull %s: %w", source, err)
