@@ -280,12 +280,6 @@ func classify(err error) error {
 	return ErrBadResponse
 }
 
-// Retryable reports whether a pull error may clear by itself (429, 5xx,
-// network) rather than needing a new key or a fix.
-func Retryable(err error) bool {
-	return errors.Is(err, ErrRateLimited) || errors.Is(err, ErrUnreachable)
-}
-
 func listParams(ctx context.Context, rc resCursor, limit int) (stripego.ListParams, *stripego.RangeQueryParams) {
 	lp := stripego.ListParams{Context: ctx, Limit: stripego.Int64(int64(limit)), Single: true}
 	if rc.After != "" {

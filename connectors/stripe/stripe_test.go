@@ -2,6 +2,7 @@ package stripe_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sort"
 	"sync"
@@ -284,7 +285,7 @@ func TestErrorsAndBackoff(t *testing.T) {
 				return
 			}
 			require.ErrorIs(t, err, tc.err)
-			require.True(t, stripeconn.Retryable(err))
+			require.True(t, errors.Is(err, stripeconn.ErrRateLimited) || errors.Is(err, stripeconn.ErrUnreachable), "may clear by itself")
 			require.Contains(t, err.Error(), "list refunds")
 		})
 	}
@@ -296,7 +297,8 @@ func TestErrorsAndBackoff(t *testing.T) {
 		c := &stripeconn.Client{BaseURL: f.URL(), Key: readKey, Sleep: func(context.Context, time.Duration) error { slept = true; return nil }}
 		_, err := c.Pull(ctx, "stripe", "", 0)
 		require.ErrorIs(t, err, stripeconn.ErrUnauthorized)
-		require.False(t, stripeconn.Retryable(err))
+		require.NotErrorIs(t, err, stripeconn.ErrRateLimited)
+		require.NotErrorIs(t, err, stripeconn.ErrUnreachable)
 		require.False(t, slept)
 		require.NotContains(t, err.Error(), readKey)
 		require.Len(t, f.Requests(), 0, "refused before the handler records it")
