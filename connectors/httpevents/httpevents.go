@@ -23,8 +23,7 @@ import (
 )
 
 var (
-	// ErrUnreachable means the feed could not be reached; the source counts
-	// as not connected for this verification.
+	// ErrUnreachable means the feed could not be reached.
 	ErrUnreachable = errors.New("http_events feed unreachable")
 	// ErrBadResponse means the feed answered, but not with a valid page. It
 	// wraps netguard.ErrBadResponse, so netguard.Classify says "bad response".
