@@ -7,13 +7,6 @@
 // code to be verified. With Wait it answers the agent only once the
 // provisional verdict is in, and tells it in the tool result when the call
 // did not verify.
-//
-// forward.go forwards (lists, reads, prompts, completions, calls, with a
-// deadline and bounds); guard.go reads the upstream's answers so that one
-// bad answer fails only its own call; record.go records; upstream.go keeps
-// the upstream session; pending.go posts again what the API did not take;
-// transport.go and stdio.go serve agents; protect_linux.go keeps the key
-// from the upstream command.
 package mcpgw
 
 import (
@@ -39,9 +32,8 @@ import (
 	"github.com/commitlayer/commitlayer/service"
 )
 
-// Recorder is what the gateway needs of CommitLayer: the tenant's bindings,
-// recording an action and recording a retry as an attempt of its action
-// (APIRecorder does all three through the API).
+// Recorder is what the gateway needs of CommitLayer (APIRecorder does it
+// through the API).
 type Recorder interface {
 	Bindings(ctx context.Context) (*contracts.Bindings, error)
 	// Record records a, with the Idempotency-Key key; with wait it asks
@@ -89,8 +81,7 @@ type Config struct {
 	Now func() time.Time
 	// RecordTimeout bounds how long an agent's answer waits for
 	// CommitLayer to take a bound call's action (beyond WaitTimeout with
-	// Wait; default 15 s); an action not taken in time is posted again in
-	// the background (pending.go).
+	// Wait; default 15 s); then it is posted again in the background.
 	RecordTimeout time.Duration
 	// CallTimeout bounds each request forwarded upstream (default 60 s):
 	// then the agent is answered with an error naming it, and the upstream
@@ -255,8 +246,8 @@ func (g *Gateway) Close() error {
 }
 
 // currentBindings returns the bindings, fetched again once they are older
-// than BindingsRefresh. One call fetches while the others go on with the
-// last ones; a failed fetch keeps them too.
+// than BindingsRefresh by one call while the others (and a failed fetch)
+// keep the last ones.
 func (g *Gateway) currentBindings(ctx context.Context) *contracts.Bindings {
 	g.bindMu.Lock()
 	current := g.bindings

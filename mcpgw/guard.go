@@ -285,9 +285,8 @@ func (s *sseGuard) emit(msg []byte) {
 	s.out.WriteString("\n\n")
 }
 
-// commandTransport runs the upstream command and speaks MCP over its
-// stdio, reading its stdout through pass. Closing it closes the
-// command's stdin, then kills the command if it does not exit in 5 s.
+// commandTransport speaks MCP over the upstream command's stdio, reading
+// its stdout through pass; Close kills a command not gone 5 s after stdin.
 type commandTransport struct {
 	g     *Gateway
 	argv  []string
@@ -384,8 +383,7 @@ func (t *commandTransport) slot(id jsonrpc.ID) *slot {
 	return sl
 }
 
-// lineFilter passes the lines of in (at most max bytes each; over says a
-// line was longer) through pass, which says what to pass on.
+// lineFilter passes the lines of in (at most max bytes each) through pass.
 type lineFilter struct {
 	in   *bufio.Reader
 	max  int

@@ -105,9 +105,8 @@ func (g *Gateway) retryLoop() {
 	}
 }
 
-// retryDue posts the owed records whose time has come (all with force),
-// actions before attempts, and returns when the next one is due (zero:
-// none).
+// retryDue posts the owed records due (all with force), actions before
+// attempts, and returns when the next one is due (zero: none).
 func (g *Gateway) retryDue(ctx context.Context, force bool) time.Time {
 	now := time.Now()
 	g.pendMu.Lock()

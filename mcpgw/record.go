@@ -18,12 +18,10 @@ import (
 	"github.com/commitlayer/commitlayer/service"
 )
 
-// record passes a call to the recorder (service.ToolCalls: binding match,
-// retry chain, work began, keys) and records what it says: a new action,
-// or a retry as an attempt of its chain's action. It returns what the agent
-// is told: a record CommitLayer refused, a FAIL verdict with Wait (from a
-// pass that began after this attempt was stored), or with Wait a record
-// CommitLayer has not taken yet.
+// record passes a call to the recorder (service.ToolCalls) and records what
+// it says: a new action, or a retry as an attempt of its chain's action. It
+// returns what the agent is told: a record CommitLayer refused, or with
+// Wait a FAIL verdict or a record CommitLayer has not taken yet.
 func (g *Gateway) record(ctx context.Context, req *mcp.CallToolRequest, name, reqID string, rawArgs json.RawMessage,
 	res toolResult, start time.Time) []string {
 	b := g.currentBindings(ctx)
@@ -186,10 +184,8 @@ func decodeObject(raw json.RawMessage) (map[string]any, error) {
 	return a, nil
 }
 
-// APIRecorder is the Recorder on CommitLayer's API through the Go client:
-// bindings from the tenant's latest contract versions (each version
-// compiled once, service.Contracts), actions through POST /v1/actions,
-// attempts through POST /v1/actions/{id}/attempts.
+// APIRecorder is the Recorder on CommitLayer's API through the Go client
+// (contract versions compiled once, service.Contracts).
 type APIRecorder struct {
 	Client *client.Client
 

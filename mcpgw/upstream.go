@@ -23,10 +23,8 @@ const (
 	reconnectMax = 10 * time.Second
 )
 
-// dial starts an upstream session: the command (a new process) or the URL,
-// its answers read through the guard (guard.go). Its notifications (list
-// changes, resource updates, progress, log messages) are relayed to the
-// agents' sessions.
+// dial starts an upstream session (the command or the URL), its answers
+// read through the guard and its notifications relayed to the agents.
 func (g *Gateway) dial(ctx context.Context) (*mcp.ClientSession, error) {
 	var t mcp.Transport
 	up := g.cfg.Upstream
@@ -67,9 +65,7 @@ func (g *Gateway) dial(ctx context.Context) (*mcp.ClientSession, error) {
 	return cs, nil
 }
 
-// attach makes cs the upstream session and watches it: when it ends (the
-// command exits, the HTTP server goes away or drops the session) the
-// gateway connects again.
+// attach makes cs the upstream session and reconnects when it ends.
 func (g *Gateway) attach(ctx context.Context, cs *mcp.ClientSession) {
 	g.upMu.Lock()
 	g.upstream, g.upErr = cs, nil
@@ -170,9 +166,8 @@ func (g *Gateway) failed(cs *mcp.ClientSession, err error) {
 	}
 }
 
-// serverCapabilities are what the gateway tells agents it serves: tools
-// always, the upstream's prompts, resources (with subscriptions when it
-// has them) and completions when it has them, and logging.
+// serverCapabilities are what the gateway tells agents it serves: tools,
+// logging, and what the upstream has of the rest.
 func serverCapabilities(up *mcp.InitializeResult) *mcp.ServerCapabilities {
 	caps := &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}
 	caps.Logging = &mcp.LoggingCapabilities{}

@@ -21,8 +21,7 @@ const (
 
 // A Dialect is how one instrumentation writes a tool call on a span: how
 // to recognise the span, and where each part of the call is. ToolCalls
-// reads a span through the first dialect in Dialects that recognises it;
-// another instrumentation is another entry (and a test on its spans).
+// reads a span through the first dialect in Dialects that recognises it.
 type Dialect struct {
 	Name string
 	// Is recognises the dialect's tool-call spans (any one of these); a

@@ -1,13 +1,10 @@
 // Package otlpingest turns OpenTelemetry traces into CommitLayer actions:
-// it reads an OTLP/HTTP trace export (protobuf or JSON, gzip or not,
-// strictly and within bounds), reads its tool-execution spans through the
-// dialect of the instrumentation that wrote them (Dialects: the GenAI
-// conventions, the AI SDK, OpenInference, OpenLLMetry, pydantic-ai) and
-// maps each through the tenant's contract bindings into the actions to
-// record, idempotent on (trace id, span id). It answers in OTLP's shapes: the
-// ExportTraceServiceResponse with partial_success, or a google.rpc.Status
-// in the request's encoding. The API (api/traces.go) serves it as
-// POST /v1/traces; this package does no I/O beyond the request body.
+// it reads an OTLP/HTTP trace export strictly and within bounds, reads its
+// tool-execution spans through the dialect of the instrumentation that
+// wrote them (Dialects) and maps each through the tenant's contract
+// bindings into the actions to record, idempotent on (trace id, span id).
+// It answers in OTLP's shapes (ExportTraceServiceResponse, google.rpc.Status)
+// and does no I/O beyond the request body.
 package otlpingest
 
 import (
@@ -57,13 +54,11 @@ type ToolCall struct {
 const maxHops = 64
 
 // ToolCalls reads the tool-execution spans of td, in request order, and
-// counts the other spans. A span is read through the first Dialect that
-// recognises it, unless it lies inside a call of the same tool in the
-// request (one call reported twice, by an agent framework and its MCP
-// client: the outer span counts). A span of no dialect named like a tool
-// bound says (nil: none) is a call that cannot be read (Err), so that it
-// is rejected, not dropped. The agent is the first of the dialect's Agent
-// fields found, else the resource's service.name.
+// counts the other spans. A span inside a call of the same tool in the
+// request is not read (one call reported twice, by an agent framework and
+// its MCP client: the outer span counts). A span of no dialect named like
+// a tool bound says (nil: none) is a call that cannot be read (Err), so
+// that it is rejected, not dropped.
 func ToolCalls(td ptrace.Traces, bound func(tool string) bool) (calls []ToolCall, others int) {
 	type node struct {
 		span    ptrace.Span
@@ -429,13 +424,11 @@ func str(m pcommon.Map, k string) string {
 	return ""
 }
 
-// Record reads tool call c through the recorder both doors share
-// (service.ToolCalls: binding match, work began, retry chain, keys): the
-// actions it records, none when no contract binds its tool (bound false).
-// An error means the span is rejected (it cannot be read: c.Err, unreadable
-// arguments; or a binding cannot be evaluated); the matches of the other
-// bindings are still returned. A span that cannot be read is still noted,
-// so that its start counts for the work of the next action.
+// Record reads tool call c through service.ToolCalls: the actions it
+// records, none when no contract binds its tool (bound false). An error
+// means the span is rejected; the matches of the other bindings are still
+// returned. A span that cannot be read is still noted, so that its start
+// counts for the work of the next action.
 func Record(c ToolCall, r *service.ToolCalls, b *contracts.Bindings) (recs []service.Recording, bound bool, err error) {
 	call := service.ToolCall{Source: "otlp", Scope: c.TraceID, CallID: c.SpanID, Name: fmt.Sprintf("span %s (%s)", c.SpanID, c.Dialect),
 		Tool: c.Tool, Args: c.Args, Result: c.Result,

@@ -83,12 +83,9 @@ const maxJSONDepth = 12 + 4*(MaxAnyValueDepth+1)
 var errTooDeep = fmt.Errorf("%w: an attribute value is nested in more than %d arrays and kvlists", ErrMalformed, MaxAnyValueDepth)
 
 // Read reads an ExportTraceServiceRequest in enc from r: at most limit
-// bytes before and after decompression (Content-Encoding gzip, or
-// identity; a list is read in the order it was applied; a decompression
-// bomb stops at the limit). OTLP/JSON is checked as it streams in, before
-// anything is decoded: exactly one JSON value, UTF-8 text (no lone
-// surrogate escapes), no name twice in an object, no attribute value
-// deeper than MaxAnyValueDepth. Errors wrap ErrUnsupported, ErrTooLarge or
+// bytes before and after decompression (a decompression bomb stops at the
+// limit). OTLP/JSON is checked as it streams in, before anything is
+// decoded (see checkJSON). Errors wrap ErrUnsupported, ErrTooLarge or
 // ErrMalformed.
 func Read(r io.Reader, enc Encoding, contentEncoding string, limit int64) (ptrace.Traces, error) {
 	src, err := decoded(r, contentEncoding, limit)
@@ -172,8 +169,10 @@ func readError(err error) error {
 	return fmt.Errorf("read body: %w", err)
 }
 
-// checkJSON reads one OTLP/JSON request from r strictly (see Read), token
-// by token, allocating nothing for the values it passes.
+// checkJSON reads one OTLP/JSON request from r strictly, token by token,
+// allocating nothing for the values it passes: exactly one JSON value,
+// UTF-8 text (no lone surrogate escapes), no name twice in an object, no
+// attribute value deeper than MaxAnyValueDepth.
 func checkJSON(r io.Reader) error {
 	dec := jsontext.NewDecoder(r)
 	var containers []bool // per open object or array: an AnyValue's array or kvlist

@@ -79,10 +79,8 @@ func (s *Actions) RecordAttempt(ctx context.Context, tenantID, actionID, key str
 }
 
 // RecheckAfter re-runs the verification of an action an attempt was just
-// recorded on, so that its next verdict covers the attempt (a pass that
-// began after it was stored reads the new claim and the systems of record
-// as they are now). With w.On it returns that pass's verdict when it is at
-// the stage asked (with Final, waiting for the final one), within
+// recorded on, so that its next verdict covers the attempt. With w.On it
+// returns that pass's verdict when it is at the stage asked, within
 // w.Timeout; nil otherwise, and whenever the verification cannot be re-run
 // now (not started yet: its first pass reads the attempt; Temporal away;
 // its watch over).

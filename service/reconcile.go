@@ -12,13 +12,11 @@ import (
 	"github.com/commitlayer/commitlayer/postgres"
 )
 
-// Facts arriving — pushed (POST /v1/facts) or pulled (a pass or the
-// tenant's poller) — are stored with a notice in the same transaction (the
+// Facts arriving are stored with a notice in the same transaction (the
 // store's outbox), and the notice's insert wakes the reconciler of every
-// process (postgres.DB.Listen). Whichever claims it delivers it: the
-// verifications watching the facts' subjects are signalled, and a
-// signalled verification runs a pass. One path, in one direction: store →
-// reconciler → Temporal → workflow → pass.
+// process (postgres.DB.Listen). Whichever claims it signals the
+// verifications watching the facts' subjects. One path, in one direction:
+// store → reconciler → Temporal → workflow → pass.
 
 // maxReach bounds how far a notice widens its subjects through links (a
 // customer linked to every one of its orders).
@@ -109,8 +107,7 @@ func (s *Actions) mayChange(ctx context.Context, tenantID string, a commitlayer.
 
 // Reconciler finishes what was accepted while Temporal (or a worker) was
 // away, and delivers the notices of new facts: every API and worker
-// process runs one. Both are idempotent (a signal re-runs a pass; a start
-// of a verification that exists is a no-op).
+// process runs one. Both are idempotent.
 type Reconciler struct {
 	Actions *Actions
 	// Interval between rounds; zero means 1 s. A notice written anywhere,
@@ -146,9 +143,8 @@ const batch = 50
 // answer fails the round fast, and the next round tries again.
 const deliverTimeout = 5 * time.Second
 
-// Run reconciles until ctx ends, a round each Interval, at each notice
-// written (listen: postgres.DB.Listen, when the store has it) and at each
-// Kick.
+// Run reconciles until ctx ends: a round each Interval, at each notice
+// written (when the store listens) and at each Kick.
 func (r *Reconciler) Run(ctx context.Context, listen func(ctx context.Context, wake func())) {
 	if listen != nil {
 		go listen(ctx, r.Kick)

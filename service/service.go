@@ -1,13 +1,8 @@
-// Package service holds CommitLayer's application services: the steps that
-// sit between an edge (the HTTP API, the console, the OTLP ingest, the
-// sandbox harness) and the store and Temporal. Recording an action and
-// starting its verification, waiting for and re-checking its verdict,
-// delivering the notices of new facts, listing orphan effects and loading a
-// compiled contract each have one home here, so every caller gets the same
-// defaults, checks and errors.
-//
-// Errors meant for the caller are *commitlayer.Error values (kind, code,
-// message); store errors pass through wrapped, keeping their kind.
+// Package service holds CommitLayer's application services between an edge
+// (the HTTP API, the console, the OTLP ingest, the sandbox harness) and the
+// store and Temporal, so every caller gets the same defaults, checks and
+// errors. Errors meant for the caller are *commitlayer.Error values; store
+// errors pass through wrapped, keeping their kind.
 package service
 
 import (
@@ -42,9 +37,8 @@ type ContractStore interface {
 const DefaultContractCacheSize = 1024
 
 // Contracts loads stored contract versions compiled. A stored version never
-// changes, so a compiled one is kept (least recently used out first) and
-// never goes stale; asking for the latest version always reads which one
-// that is.
+// changes, so a compiled one is kept (LRU) and never goes stale; asking for
+// the latest version always reads which one that is.
 type Contracts struct {
 	store ContractStore
 	cache *lru.Cache[string, *contracts.Contract]
@@ -152,9 +146,7 @@ type ActionStore interface {
 }
 
 // Actions records actions and runs their verifications (verify.go), lists
-// orphan effects, and delivers the notices of new facts (reconcile.go): the
-// one home of all three for the API, the console, the OTLP ingest and the
-// sandbox harness.
+// orphan effects, and delivers the notices of new facts (reconcile.go).
 type Actions struct {
 	store     ActionStore
 	contracts *Contracts
@@ -179,13 +171,10 @@ func NewActions(store ActionStore, cs *Contracts, verifier Verifier, now func() 
 // Record records an action, without starting its verification:
 // requested_at defaults to now, the contract's version is pinned (the
 // latest unless the action names one), the subject's type must be the
-// contract's, settles_at and watch_until come from the contract, and the
-// idempotency key (with the request's hash) makes a retry return the same
-// action (created false). Errors: *commitlayer.Error for an unknown
-// contract or a subject of another type; errors wrapping
-// commitlayer.ErrConflict (key or id reused with another request) or
-// commitlayer.ErrInvalid (with a *commitlayer.FieldError when a field is at
-// fault) from the store.
+// contract's, and the idempotency key (with the request's hash) makes a
+// retry return the same action (created false). Errors: *commitlayer.Error
+// for an unknown contract or a subject of another type; from the store,
+// errors wrapping commitlayer.ErrConflict or commitlayer.ErrInvalid.
 func (s *Actions) Record(ctx context.Context, tenantID string, a commitlayer.Action, idempotencyKey string, requestHash []byte) (commitlayer.ActionRecord, bool, error) {
 	if a.RequestedAt.IsZero() {
 		a.RequestedAt = s.now().UTC()

@@ -48,9 +48,8 @@ type ToolCall struct {
 
 // Recording is one action a bound call records.
 type Recording struct {
-	// Action is the chain's action as this attempt sees it: requested_at
-	// when the chain's work began, the claim this attempt's, the trace
-	// this attempt's entry; its id is derived from ChainKey.
+	// Action is the chain's action as this attempt sees it; its id is
+	// derived from ChainKey.
 	Action commitlayer.Action
 	// ChainKey is the Idempotency-Key of the chain's action (its first
 	// attempt's key); Hash the request hash recording it in process.
@@ -59,15 +58,12 @@ type Recording struct {
 	// Key is this attempt's own key; Entry its trace entry.
 	Key   string
 	Entry json.RawMessage
-	// Retry says the call is a later attempt of an existing chain: it is
-	// recorded on the chain's action (Actions.RecordAttempt under Key), not
-	// as an action of its own.
+	// Retry says the call is a later attempt of an existing chain, recorded
+	// with Actions.RecordAttempt under Key.
 	Retry bool
 }
 
-// Bounds of what a ToolCalls keeps (DefaultToolCallEntries entries and
-// DefaultToolCallBytes bytes unless told otherwise), and of what one call
-// records.
+// Bounds of what a ToolCalls keeps, and of what one call records.
 const (
 	DefaultToolCallEntries = 16384
 	DefaultToolCallBytes   = 8 << 20
@@ -79,25 +75,20 @@ const (
 // ToolCalls turns tool calls into the actions they record, for the MCP
 // gateway and OTLP ingest alike: the binding match, the retry chain, when
 // the work began and the idempotency keys. It does no I/O and is safe for
-// concurrent use; what it keeps is bounded in entries and bytes (least
-// recently used out first), and holds only keys, hashes and times.
+// concurrent use; what it keeps is bounded in entries and bytes (LRU), and
+// holds only keys, hashes and times.
 //
-// Work began: an action's requested_at is when the agent began the work
-// that led to its call, the start of the scope's first call (bound or
-// not) since its last one that recorded an action, so the reads and writes
-// on the way to the bound call (a note added before the ticket is closed)
-// fall in the action's window.
+// Work began: an action's requested_at is the start of the scope's first
+// call (bound or not) since its last one that recorded an action, so the
+// reads and writes on the way to the bound call fall in the action's window.
 //
 // Retry chain: a call that repeats, in the same scope and for the same
 // agent, the match (contract, binding, subject, params) of a call that
 // failed is a retry attempt of that call's action, whose effect window
 // then holds every attempt: a timed-out refund retried without an
-// idempotency key shows as the duplicate it is. Its claim is the last
-// attempt's and every attempt is in its trace (Actions.RecordAttempt). A
-// call that did not fail ends the chain. A call whose id was seen before
-// with the same match is the same call again (an attempt of its chain); an
-// id reused for another match is another call (its key carries a hash of
-// its match).
+// idempotency key shows as the duplicate it is. A call that did not fail
+// ends the chain. A call id seen before with the same match is the same
+// call again; an id reused for another match is another call.
 type ToolCalls struct {
 	mu     sync.Mutex
 	bytes  int

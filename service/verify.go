@@ -31,15 +31,13 @@ type Verifier interface {
 // refusal is a start Temporal refused for good (verify.StartRefusedError).
 type refusal interface{ StartRefused() string }
 
-// Bounds of the calls a request makes. A Temporal or a database that hangs
-// is answered in these times, and what they did not finish is left to the
-// reconciler.
+// Bounds of the calls a request makes; what they did not finish is left to
+// the reconciler.
 const (
 	RecordTimeout = 3 * time.Second
 	startTimeout  = 2 * time.Second
-	// awayFor is how long, after a start timed out, new ones are left to
-	// the reconciler at once instead of waiting on Temporal again: requests
-	// answer in milliseconds during an outage.
+	// awayFor is how long, after a start timed out, new ones go straight to
+	// the reconciler: requests answer in milliseconds during an outage.
 	awayFor = 5 * time.Second
 )
 
@@ -69,12 +67,10 @@ type Submitted struct {
 }
 
 // Submit records an action (idempotently: see Record) and starts its
-// verification: the one path for every entry point (POST /v1/actions, a
-// bound OTLP span, the MCP gateway through the API, the sandbox). With w.On
-// it starts and waits in one call to Temporal (update-with-start) for the
-// verdict at the stage asked, at most w.Timeout. A Temporal that does not
-// answer leaves the start to the reconciler: the action is stored and
-// nothing is lost.
+// verification: the one path for every entry point. With w.On it starts and
+// waits in one call to Temporal (update-with-start) for the verdict at the
+// stage asked, at most w.Timeout. A Temporal that does not answer leaves the
+// start to the reconciler: the action is stored and nothing is lost.
 func (s *Actions) Submit(ctx context.Context, tenantID string, a commitlayer.Action, idempotencyKey string, requestHash []byte, w Wait) (Submitted, error) {
 	rctx, cancel := context.WithTimeout(ctx, RecordTimeout)
 	rec, created, err := s.Record(rctx, tenantID, a, idempotencyKey, requestHash)
@@ -111,10 +107,9 @@ func (s *Actions) Submit(ctx context.Context, tenantID string, a commitlayer.Act
 	return out, nil
 }
 
-// StartLater starts the verifications of recorded actions whose start is
-// pending, after the caller answered (an OTLP export: its exporter's answer
-// does not wait on Temporal), in the background; past maxBackground at
-// once, and for whatever it could not start, the reconciler does.
+// StartLater starts, in the background, the verifications of recorded
+// actions whose start is pending (an OTLP export's answer does not wait on
+// Temporal); past maxBackground, the reconciler does.
 func (s *Actions) StartLater(ctx context.Context, tenantID string, recs []commitlayer.ActionRecord) {
 	var pending []commitlayer.ActionRecord
 	for _, rec := range recs {
@@ -156,12 +151,12 @@ func (s *Actions) WaitFor(ctx context.Context, tenantID string, rec commitlayer.
 	return v
 }
 
-// start starts the verification of a stored action now, as a request does:
-// within startTimeout, and left to the reconciler (pending) when Temporal
-// does not answer or failed moments ago. It returns the verification's
-// state and, when Temporal refused it for good, why. first, when not nil,
-// is closed once a first verdict answered beside the start is stored: a
-// refused start is marked failed after it, which deletes it.
+// start starts the verification of a stored action within startTimeout,
+// left to the reconciler (pending) when Temporal does not answer or failed
+// moments ago. It returns the verification's state and, when Temporal
+// refused it for good, why. first, when not nil, is closed once a first
+// verdict answered beside the start is stored: a refused start is marked
+// failed after it, which deletes it.
 func (s *Actions) start(ctx context.Context, tenantID string, rec commitlayer.ActionRecord, first <-chan struct{}) (string, string) {
 	if first != nil {
 		defer func() { <-first }()
@@ -182,9 +177,8 @@ func (s *Actions) start(ctx context.Context, tenantID string, rec commitlayer.Ac
 	return s.started(ctx, tenantID, rec, err)
 }
 
-// started is what follows a start's answer: the verification marked and its
-// bookkeeping done (in the background), or marked failed for good, or left
-// to the reconciler.
+// started is what follows a start's answer: marked started (bookkeeping in
+// the background), marked failed for good, or left to the reconciler.
 func (s *Actions) started(ctx context.Context, tenantID string, rec commitlayer.ActionRecord, err error) (string, string) {
 	var refused refusal
 	switch {
@@ -218,9 +212,8 @@ func (s *Actions) away() bool { return s.now().UnixNano() < s.awayUntil.Load() }
 
 // startAndWait starts the verification of a stored action (unless it runs)
 // and waits up to w.Timeout for its verdict at the stage asked: the verdict
-// when it got there, otherwise nil and the state of the start. A verdict
-// already stored answers at once; with Temporal away moments ago it starts
-// as without waiting.
+// when it got there, otherwise nil and the state of the start. A stored
+// verdict answers at once; with Temporal away it only starts.
 func (s *Actions) startAndWait(ctx context.Context, tenantID string, rec commitlayer.ActionRecord, fresh bool, w Wait) (*commitlayer.Verdict, string, string) {
 	state := rec.Verification()
 	if !fresh {
@@ -235,8 +228,7 @@ func (s *Actions) startAndWait(ctx context.Context, tenantID string, rec commitl
 		}
 		return nil, state, ""
 	}
-	// The start must not depend on the caller staying: it is bounded by the
-	// wait, not cut by a hang-up.
+	// Bounded by the wait, not cut by a hang-up.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.Timeout)
 	v, reached, err := s.verifier.Wait(wctx, tenantID, rec, w.Final)
 	timedOut := wctx.Err() != nil
@@ -284,21 +276,17 @@ const maxBackground = 64
 // answered (see afterStart); a crash before it ends leaves the action
 // unmarked, and the reconciler starts it again, which is idempotent.
 func (s *Actions) background(ctx context.Context, tenantID string, rec commitlayer.ActionRecord) {
-	bctx := context.WithoutCancel(ctx)
-	select {
-	case s.bg <- struct{}{}:
-		go func() {
-			defer func() { <-s.bg }()
-			bctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-			defer cancel()
-			if err := s.afterStart(bctx, tenantID, rec); err != nil {
-				s.logger.Warn("verification start's bookkeeping left to the reconciler", "action", rec.ID, "error", err)
-			}
-		}()
-	default:
-		if err := s.afterStart(bctx, tenantID, rec); err != nil {
+	after := func(ctx context.Context) {
+		if err := s.afterStart(ctx, tenantID, rec); err != nil {
 			s.logger.Warn("verification start's bookkeeping left to the reconciler", "action", rec.ID, "error", err)
 		}
+	}
+	if !s.later(ctx, func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		after(ctx)
+	}) {
+		after(context.WithoutCancel(ctx))
 	}
 }
 
@@ -356,8 +344,7 @@ type verifying struct {
 	// it).
 	Kick func()
 	// FirstVerdict, when set, answers a new action's first verdict beside
-	// the start of its verification (activities.FirstVerdict: the
-	// workflow's own first pass, run in this process for a tenant without
-	// connectors), so that the answer to POST /v1/actions finds it stored.
+	// the start of its verification (activities.FirstVerdict), so that the
+	// answer to POST /v1/actions finds it stored.
 	FirstVerdict func(ctx context.Context, tenantID, actionID string) error
 }

@@ -23,13 +23,10 @@ import (
 )
 
 var (
-	// ErrUnreachable means the feed could not be reached: connection
-	// refused, DNS failure, timeout. The source counts as not connected for
-	// this verification.
+	// ErrUnreachable means the feed could not be reached.
 	ErrUnreachable = errors.New("http_events feed unreachable")
-	// ErrBadResponse means the feed answered, but not with a valid page: a
-	// non-2xx status, or a body that is not a well-formed page. It wraps
-	// netguard.ErrBadResponse, so netguard.Classify says "bad response".
+	// ErrBadResponse means the feed answered, but not with a valid page. It
+	// wraps netguard.ErrBadResponse, so netguard.Classify says "bad response".
 	ErrBadResponse error = &kindError{"http_events feed gave a bad response", netguard.ErrBadResponse}
 )
 
@@ -161,33 +158,6 @@ func (c *Client) Pull(ctx context.Context, source string, after int64, limit int
 	return p, nil
 }
 
-// PullAll follows pages from after until the feed has no more or maxPages
-// pages were read (maxPages ≤ 0 means 100). The returned page holds every
-// fact read, the cursor after the last one, and More when the bound stopped
-// it. On error it returns what was read before the failing page with the
-// error.
-func (c *Client) PullAll(ctx context.Context, source string, after int64, maxPages int) (Page, error) {
-	if maxPages <= 0 {
-		maxPages = 100
-	}
-	all := Page{Next: after}
-	for i := 0; i < maxPages; i++ {
-		p, err := c.Pull(ctx, source, all.Next, DefaultLimit)
-		if err != nil {
-			return all, err
-		}
-		all.Facts = append(all.Facts, p.Facts...)
-		all.Next, all.More = p.Next, p.More
-		if !p.More {
-			return all, nil
-		}
-		if len(p.Facts) == 0 {
-			return all, fmt.Errorf("pull %s from %s: %w: more is true but the page is empty", source, c.BaseURL, ErrBadResponse)
-		}
-	}
-	return all, nil
-}
-
 // wireEvent is an event as the feed sends it; pointers tell a missing field
 // from a zero one.
 type wireEvent struct {
@@ -201,11 +171,8 @@ type wireEvent struct {
 }
 
 // DecodePage decodes and validates one page of a feed read with cursor after
-// and page size limit. Every event must have an id, a type, a subject
-// "type:id", an RFC 3339 occurred_at, an attrs object (or none) and links
-// that are subjects; seq, when present, must be above after and increasing;
-// next must be present, not below after nor below the last seq. Errors wrap
-// ErrBadResponse and name the event index and field.
+// and page size limit. Errors wrap ErrBadResponse and name the event index
+// and field.
 func DecodePage(source string, body []byte, after int64, limit int) (Page, error) {
 	bad := func(format string, args ...any) (Page, error) {
 		return Page{}, fmt.Errorf("%w: %s", ErrBadResponse, fmt.Sprintf(format, args...))

@@ -33,8 +33,7 @@ const (
 )
 
 var (
-	// ErrUnreachable means the API could not be reached or timed out; the
-	// source counts as not connected for this verification.
+	// ErrUnreachable means the API could not be reached or timed out.
 	ErrUnreachable = errors.New("http_json source unreachable")
 	// ErrBadResponse means the API answered, but not with a page the
 	// configuration can read.

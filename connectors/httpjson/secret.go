@@ -18,11 +18,9 @@ func headersAD(tenantID, connectorID string) []byte {
 var ErrHeadersNeedKey = errors.New("headers: hold credentials, and the server has no COMMITLAYER_SECRETS_KEY to keep them sealed (set one, or use an API that needs no header)")
 
 // SealHeaders prepares a new connector's configuration for storage: every
-// header value is a secret (an Authorization, an API key), so the values
-// are sealed (bound to tenant and connector) and the stored configuration
-// keeps each header's name with only its value's last 4 ("…abcd"). It
-// returns the configuration to store and the sealed headers ("" when there
-// are none).
+// header value is a secret, so the values are sealed (bound to tenant and
+// connector) and the stored configuration keeps only their last 4. It
+// returns the configuration to store and the sealed headers ("" for none).
 func SealHeaders(box *secrets.Box, tenantID, connectorID string, config []byte) ([]byte, string, error) {
 	cfg, err := ParseConfig(config)
 	if err != nil {

@@ -33,11 +33,9 @@ var refusedKeys = map[string]bool{"passfile": true, "service": true, "servicefil
 // and its hostaddr: libpq dials hostaddr's numeric addresses and keeps host
 // for the server's name only), for the address rules to check at
 // registration as the dialer checks at each connection. The DSN must name
-// its host: the defaults would reach the server's own machine (PGHOST, a
-// Unix socket, localhost).
-// A Unix socket (host=/path, ?host=/path) is refused, and so are the keys
-// that read the server's files (passfile, service, servicefile). Errors
-// are *commitlayer.FieldError on "dsn", and quote no part of it.
+// its host: the defaults would reach the server's own machine. A Unix
+// socket is refused, and so are refusedKeys. Errors are
+// *commitlayer.FieldError on "dsn", and quote no part of it.
 func Hosts(dsn string) ([]HostPort, error) {
 	bad := func(reason string) error { return &commitlayer.FieldError{Field: "dsn", Reason: reason} }
 	keys, explicitHost, err := dsnKeys(dsn)
@@ -83,8 +81,7 @@ func Hosts(dsn string) ([]HostPort, error) {
 }
 
 // ErrUnixSocket: a DSN that connects through a Unix socket, which reaches
-// the server's own machine (the connector registry answers it as a refused
-// address).
+// the server's own machine.
 var ErrUnixSocket = errors.New("dsn: connects through a Unix socket (host=/path)")
 
 // dsnKeys returns the keys a DSN sets and whether it names a host itself.

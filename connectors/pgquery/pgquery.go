@@ -42,7 +42,6 @@ const (
 
 var (
 	// ErrUnreachable means the database could not be reached or timed out.
-	// The source counts as not connected for this verification.
 	ErrUnreachable = errors.New("postgres source unreachable")
 	// ErrBadRow means a row could not be made into a fact (a missing or
 	// malformed column), or the rows broke the cursor's order.

@@ -31,9 +31,8 @@ type Client struct {
 }
 
 // Pull reads, for each query, the rows after the cursor (at most the row
-// limit), each query in its own READ ONLY transaction with the statement
-// timeout, as facts of source. cursor is the Next of the previous pull ("" at
-// first).
+// limit) in its own READ ONLY transaction, as facts of source. cursor is the
+// Next of the previous pull ("" at first).
 func (c *Client) Pull(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
 	if err := c.Config.Validate(); err != nil {
 		return commitlayer.FactPage{}, fmt.Errorf("pull %s: %w", source, err)
@@ -229,8 +228,7 @@ func (c *Client) pullQuery(ctx context.Context, conn *pgx.Conn, source string, q
 }
 
 // SQLError is an error the database answered, with the class a tenant
-// sees (netguard.Classify reads ErrorClass): "timeout" for the statement
-// timeout, "authentication failed", "sql error 42P01" for the others.
+// sees (netguard.Classify reads ErrorClass).
 type SQLError struct {
 	Code, Message string
 	Err           error

@@ -22,11 +22,10 @@ func dsnAD(tenantID, connectorID string) []byte {
 // secrets key to seal it.
 var ErrPasswordNeedsKey = errors.New("dsn: holds a password, and the server has no COMMITLAYER_SECRETS_KEY to keep it sealed (set one, or connect with a role that needs no password)")
 
-// SealDSN prepares a new connector's configuration for storage: when its
-// DSN holds a password, the DSN is sealed (bound to tenant and connector)
-// and the configuration keeps it without the password. It returns the
-// configuration to store and the sealed DSN ("" when there was no
-// password: nothing secret to keep).
+// SealDSN prepares a new connector's configuration for storage: a DSN with
+// a password is sealed (bound to tenant and connector) and the
+// configuration keeps it without the password. It returns the
+// configuration to store and the sealed DSN ("" when there was no password).
 func SealDSN(box *secrets.Box, tenantID, connectorID string, config []byte) ([]byte, string, error) {
 	cfg, err := ParseConfig(config)
 	if err != nil {

@@ -208,7 +208,7 @@ func (stripeKind) Open(tenantID string, c commitlayer.Connector, opts Options) (
 		return nil, errors.New("stripe connector: no api key")
 	}
 	sc := &stripeconn.Client{HTTP: opts.HTTP, BaseURL: c.URL, Key: key}
-	// What may clear by itself (stripeconn.Retryable) counts as unreachable.
+	// What may clear by itself (429, 5xx, network) counts as unreachable.
 	return marking(pullFunc(func(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
 		return sc.Pull(ctx, source, cursor, opts.PageLimit)
 	}), stripeconn.ErrUnreachable, stripeconn.ErrRateLimited), nil

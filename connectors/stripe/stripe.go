@@ -153,10 +153,10 @@ type listed struct {
 	fact    commitlayer.Fact
 }
 
-// Pull reads one page (at most limit objects; DefaultLimit when ≤ 0, 100
-// at most) of each resource from cursor, as facts of source, with the next
-// cursor; More is true while a resource's sweep has pages left. On error
-// nothing is returned but the error: the stored cursor stays where it was.
+// Pull reads one page (at most limit objects, DefaultLimit when ≤ 0) of
+// each resource from cursor, as facts of source, with the next cursor; More
+// is true while a resource's sweep has pages left. On error the stored
+// cursor stays where it was.
 func (c *Client) Pull(ctx context.Context, source string, cur string, limit int) (commitlayer.FactPage, error) {
 	if err := CheckKey(c.Key); err != nil {
 		return commitlayer.FactPage{}, fmt.Errorf("pull %s: %w", source, err)
@@ -221,28 +221,6 @@ func (c *Client) Pull(ctx context.Context, source string, cur string, limit int)
 	return page, nil
 }
 
-// PullAll pulls until no sweep has pages left or maxPages pulls were made
-// (maxPages ≤ 0 means 100). On error it returns what was read before with
-// the cursor after it.
-func (c *Client) PullAll(ctx context.Context, source, cur string, maxPages int) (commitlayer.FactPage, error) {
-	if maxPages <= 0 {
-		maxPages = 100
-	}
-	all := commitlayer.FactPage{Next: cur}
-	for range maxPages {
-		p, err := c.Pull(ctx, source, all.Next, DefaultLimit)
-		if err != nil {
-			return all, err
-		}
-		all.Facts = append(all.Facts, p.Facts...)
-		all.Next, all.More = p.Next, p.More
-		if !p.More {
-			break
-		}
-	}
-	return all, nil
-}
-
 // listPage fetches one page of a resource, retrying 429, 5xx and network
 // errors with backoff.
 func (c *Client) listPage(ctx context.Context, sc *client.API, source, res string, rc resCursor, limit int) ([]listed, bool, error) {
@@ -300,12 +278,6 @@ func classify(err error) error {
 		return ErrUnreachable
 	}
 	return ErrBadResponse
-}
-
-// Retryable reports whether a pull error may clear by itself (429, 5xx,
-// network) rather than needing a new key or a fix.
-func Retryable(err error) bool {
-	return errors.Is(err, ErrRateLimited) || errors.Is(err, ErrUnreachable)
 }
 
 func listParams(ctx context.Context, rc resCursor, limit int) (stripego.ListParams, *stripego.RangeQueryParams) {
