@@ -20,13 +20,11 @@ type Input struct {
 	// other contracts, outside the window or repeated are ignored.
 	Prior []commitlayer.Action
 	// Later are the actions of this contract on the action's subject
-	// requested after it. The earliest one ends the action's effect window
-	// (effects, duplicates, expect, forbids, limits) at its requested_at,
-	// exclusive, when that is not after requested_at + settlement + watch:
-	// facts from then on are its own. It also ends the search for a signal
-	// of an outcome contract. Reversals stay unbounded. Entries of other
-	// contracts or subjects, not after the action, or with its id are
-	// ignored.
+	// requested after it. The earliest ends the action's effect window (and
+	// an outcome's search for a signal; reversals stay unbounded) at its
+	// requested_at, exclusive, if not after the watch's end: facts from then
+	// on are its own. Entries of other contracts or subjects, not after the
+	// action, or with its id are ignored.
 	Later    []commitlayer.Action
 	Coverage Coverage
 	Now      time.Time
@@ -44,9 +42,8 @@ type actionCtx struct {
 	action *commitlayer.Action
 	ss     *subjectSet
 	// next is the following action of the contract on the subject, if
-	// known. The effect window is [action.RequestedAt, end], or
-	// [action.RequestedAt, end) when bounded: next was requested before
-	// the usual end, and end is its requested_at.
+	// known. The effect window is [action.RequestedAt, end], or [..., end)
+	// when bounded: next was requested before the watch's end, at end.
 	next    *commitlayer.Action
 	end     time.Time
 	bounded bool
@@ -79,8 +76,7 @@ type evaluation struct {
 	avail map[string]bool
 	found []finding
 	// following holds, per subject, the actions that can end a prior
-	// action's window (the action, Prior and Later of this contract), by
-	// requested_at then id; built on first use.
+	// action's window, in actionCmp order; built on first use.
 	following map[commitlayer.Subject][]*commitlayer.Action
 }
 
@@ -101,13 +97,8 @@ func (c *Contract) Evaluate(in Input) commitlayer.Verdict {
 	for s := range in.Coverage.Unreachable {
 		delete(ev.avail, s)
 	}
-	unavailable := []string{}
-	for _, s := range c.Spec.Sources {
-		if !ev.avail[s] {
-			unavailable = append(unavailable, s)
-		}
-	}
-	sort.Strings(unavailable)
+	unavailable := ev.unavailable(c.Spec.Sources...)
+	slices.Sort(unavailable)
 
 	priors := ev.priors()
 	later := ev.laterOf(a)
@@ -195,9 +186,9 @@ func (c *Contract) Evaluate(in Input) commitlayer.Verdict {
 	return v
 }
 
-// priors returns, per limit, the prior actions that count for it: same
-// contract, same agent (or subject), requested in [requested_at − window,
-// requested_at], not the action itself, each id once, in time order.
+// priors returns, per limit, the prior actions it counts: same contract,
+// agent (or subject), requested in [requested_at − window, requested_at],
+// not the action itself, each id once, in time order.
 func (ev *evaluation) priors() [][]*commitlayer.Action {
 	a := &ev.in.Action
 	out := make([][]*commitlayer.Action, len(ev.c.limits))
@@ -312,12 +303,13 @@ func (ev *evaluation) newActionCtx(a *commitlayer.Action, next *commitlayer.Acti
 	return x
 }
 
-// unavailable returns the given sources that are not available, each once.
+// unavailable returns the given sources that are not available, each once
+// (never nil: a verdict's unavailable_sources is a list).
 func (ev *evaluation) unavailable(sources ...string) []string {
-	var out []string
+	out := []string{}
 	for _, s := range sources {
-		if !ev.avail[s] && !slices.Contains(out, s) {
-			out = append(out, s)
+		if !ev.avail[s] {
+			out = appendUnique(out, s)
 		}
 	}
 	return out

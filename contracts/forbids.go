@@ -37,15 +37,9 @@ func (ev *evaluation) checkForbid(x *actionCtx, f *forbid) {
 		ev.add(commitlayer.CodeForbiddenEffect, f.spec.ID, commitlayer.LensPolicy, f.order, hits,
 			"%d forbidden %s %s after the action%s", len(hits), what, plural(len(hits), "fact", "facts"), ev.viaText(hits, via))
 	default:
-		// Nothing forbidden seen: that holds only if every source it
-		// depends on was read — its own, and those that link the hub.
-		var missing []string
-		for _, src := range append([]string{f.kind.Source}, f.spec.LinksFrom...) {
-			if !ev.avail[src] && !slices.Contains(missing, src) {
-				missing = append(missing, src)
-			}
-		}
-		if len(missing) > 0 {
+		// Nothing forbidden seen holds only if every source it depends on
+		// was read: its own, and those that link the hub.
+		if missing := ev.unavailable(append([]string{f.kind.Source}, f.spec.LinksFrom...)...); len(missing) > 0 {
 			ev.addUnavailable(f.spec.ID, commitlayer.LensPolicy, f.order, missing)
 		}
 	}
@@ -114,9 +108,7 @@ func (ev *evaluation) viaText(hits []int32, via map[int32]commitlayer.Subject) s
 		if _, seen := per[hub]; !seen {
 			hubs = append(hubs, hub)
 		}
-		if s := ev.ix.fact(pos).Subject; !slices.Contains(per[hub], s) {
-			per[hub] = append(per[hub], s)
-		}
+		per[hub] = appendUnique(per[hub], ev.ix.fact(pos).Subject)
 	}
 	if len(hubs) == 0 {
 		return ""

@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -24,10 +25,7 @@ func Lint(w io.Writer, paths []string) (ok bool) {
 		if err != nil {
 			ok = false
 			for _, e := range Errors(err) {
-				field := e.Field
-				if field == "" {
-					field = "contract"
-				}
+				field := cmp.Or(e.Field, "contract")
 				if e.Line > 0 {
 					fmt.Fprintf(w, "%s:%d: %s: %s\n", path, e.Line, field, e.Reason)
 				} else {
