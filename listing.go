@@ -3,8 +3,7 @@ package commitlayer
 import "time"
 
 // VerdictPending stands for "no verdict yet" where a verdict status is
-// expected: an action whose verification has not stored its first verdict.
-// Lists filter on it (status=pending) and charts count it.
+// expected (status=pending in lists).
 const VerdictPending = "pending"
 
 // ActionFilter selects a tenant's actions for a list, newest first
@@ -23,8 +22,7 @@ type ActionFilter struct {
 	Since, Until time.Time
 	// Limit bounds the page (the store's default and cap apply).
 	Limit int
-	// After continues a list: only actions strictly after this position
-	// in the list's order.
+	// After continues a list: only actions strictly after this position.
 	After *ActionCursor
 }
 

@@ -3,8 +3,7 @@ package commitlayer
 import "time"
 
 // Webhook is a tenant's subscription to verdict events: each event of the
-// types in Events is POSTed to URL, signed with the webhook's secret
-// (shown once at creation, stored sealed: Secret here is the sealed value).
+// types in Events is POSTed to URL, signed with the webhook's secret.
 type Webhook struct {
 	ID        string
 	TenantID  string
@@ -16,9 +15,9 @@ type Webhook struct {
 	// replaced still signs, next to Secret, until PreviousUntil.
 	RotatedAt     time.Time
 	PreviousUntil time.Time
-	// DisabledAt is when deliveries to the webhook stopped (zero while it
-	// is enabled): its receiver answered 410 Gone, as the Standard
-	// Webhooks specification asks. DisabledReason says why ("http 410").
+	// DisabledAt is when deliveries stopped (zero while enabled): its
+	// receiver answered 410 Gone, as Standard Webhooks asks. DisabledReason
+	// says why ("http 410").
 	DisabledAt     time.Time
 	DisabledReason string
 }
@@ -37,8 +36,7 @@ const (
 	DeliveryFailed    = "failed"    // given up: its webhook was disabled (410 Gone), or its 24 h of retries are over
 )
 
-// WebhookDelivery is one event's delivery to one webhook, with its
-// attempts so far.
+// WebhookDelivery is one event's delivery to one webhook.
 type WebhookDelivery struct {
 	WebhookID string
 	EventID   string
