@@ -1,13 +1,9 @@
 // Package check verifies actions against facts and contracts read from
-// files, with no server: the core of `commitlayer check`, a CI gate. It
-// evaluates each action with the same engine the service uses
-// (contracts.Contract.Evaluate), giving it what the Evaluate activity
-// gathers from the store: the facts (all of them; the engine keeps those
-// on the action's subject, its linked subjects and, for `through` forbids
-// and limits, the subjects they reach), the other actions as prior and later
-// actions (the engine keeps those of the same contract, agent or subject
-// and window), and the coverage (the sources that reported in the facts
-// file, plus any declared connected).
+// files, with no server: the core of `commitlayer check`, a CI gate. It runs
+// the service's engine (contracts.Contract.Evaluate) on what the Evaluate
+// activity would gather: all the facts and all the other actions (the
+// engine keeps those that matter), and as coverage the sources with a fact
+// plus any declared connected.
 package check
 
 import (
@@ -61,8 +57,7 @@ func LoadContracts(paths []string) (Contracts, error) {
 			return nil, &InputError{File: p, Err: err}
 		}
 		c, err := contracts.Parse(src)
-		if err != nil {
-			// The contract's errors name their own lines, one a line.
+		if err != nil { // its errors name their own lines
 			return nil, &InputError{File: p, Err: err}
 		}
 		if prev, ok := from[c.ID()]; ok {

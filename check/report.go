@@ -68,10 +68,9 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// JUnit XML, the shape CI systems read (Jenkins, GitLab, GitHub actions'
-// reporters): one suite, one test case per action, a <failure> for FAIL and
-// an <error> for UNKNOWN (neither passed nor failed: a source could not be
-// read or nothing was seen).
+// JUnit XML, the shape CI systems read: one suite, one test case per
+// action, a <failure> for FAIL and an <error> for UNKNOWN (neither passed
+// nor failed).
 type junitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
 	Name     string       `xml:"name,attr"`
