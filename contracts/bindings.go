@@ -87,8 +87,7 @@ func (p *parser) bindings(n *yaml.Node) []Binding {
 	return out
 }
 
-// validTool reports whether s can name a tool: 1 to 128 printable
-// characters without spaces.
+// validTool reports whether s can name a tool: 1 to 128 printable non-spaces.
 func validTool(s string) bool {
 	if s == "" || len(s) > maxToolName {
 		return false
@@ -154,8 +153,7 @@ type Match struct {
 	Params   commitlayer.Attrs
 }
 
-// BindingError is a binding that could not be evaluated for a tool call:
-// which contract and binding, which field, and why.
+// BindingError is a binding that could not be evaluated for a tool call.
 type BindingError struct {
 	Contract string
 	Tool     string
@@ -167,8 +165,7 @@ func (e *BindingError) Error() string {
 	return fmt.Sprintf("contract %s: %s (tool %s): %s", e.Contract, e.Field, e.Tool, e.Reason)
 }
 
-// Unwrap makes it commitlayer.ErrInvalid: the call's arguments (or the
-// contract) are at fault.
+// Unwrap makes it commitlayer.ErrInvalid: the call (or the contract) is at fault.
 func (e *BindingError) Unwrap() error { return commitlayer.ErrInvalid }
 
 // Bind evaluates the contract's bindings of tool for one call (args and

@@ -78,6 +78,16 @@ const (
 	anyResult
 )
 
+// results says which kinds an expression of a resultType may have, and what it must be.
+var results = map[resultType]struct {
+	kinds []types.Kind
+	must  string
+}{
+	boolResult:   {[]types.Kind{types.BoolKind, types.DynKind}, "a boolean expression"},
+	numberResult: {[]types.Kind{types.IntKind, types.DoubleKind, types.DynKind}, "a number (int or double)"},
+	stringResult: {[]types.Kind{types.StringKind, types.DynKind}, "a string expression (giving type:id)"},
+}
+
 // compile compiles the expression at field (nil when src is empty),
 // reporting errors at the field's line.
 func (p *parser) compile(env *cel.Env, field, src string, want resultType, sources map[string]bool) *program {
@@ -117,23 +127,9 @@ func (p *parser) compile(env *cel.Env, field, src string, want resultType, sourc
 		}
 		return nil
 	}
-	out := ast.OutputType()
-	switch want {
-	case boolResult:
-		if k := out.Kind(); k != types.BoolKind && k != types.DynKind {
-			p.fail(field, lineOf(1), "must be a boolean expression, but its type is %s", out)
-			return nil
-		}
-	case numberResult:
-		if k := out.Kind(); k != types.IntKind && k != types.DoubleKind && k != types.DynKind {
-			p.fail(field, lineOf(1), "must be a number (int or double), but its type is %s", out)
-			return nil
-		}
-	case stringResult:
-		if k := out.Kind(); k != types.StringKind && k != types.DynKind {
-			p.fail(field, lineOf(1), "must be a string expression (giving type:id), but its type is %s", out)
-			return nil
-		}
+	if r, ok := results[want]; ok && !slices.Contains(r.kinds, ast.OutputType().Kind()) {
+		p.fail(field, lineOf(1), "must be %s, but its type is %s", r.must, ast.OutputType())
+		return nil
 	}
 	pr := &program{src: src, field: field}
 	ok := true

@@ -81,15 +81,13 @@ func (c *Contract) SettlesAt(requestedAt time.Time) time.Time {
 	return requestedAt.Add(c.Settlement())
 }
 
-// WatchUntil is SettlesAt + watch: the end of the window in which effects,
-// duplicates and forbidden effects of an action are looked for.
+// WatchUntil is SettlesAt + watch: the end of an action's effect window.
 func (c *Contract) WatchUntil(requestedAt time.Time) time.Time {
 	return c.SettlesAt(requestedAt).Add(c.Watch())
 }
 
-// EffectKinds returns the (source, type) pairs the contract's effects,
-// reversals and forbids read, in contract order without repeats, so a store
-// can fetch exactly those facts for orphans and limits.
+// EffectKinds returns the fact kinds the effects, reversals and forbids
+// read, in contract order, each once: what a store fetches for them.
 func (c *Contract) EffectKinds() []commitlayer.FactType {
 	var out []commitlayer.FactType
 	for _, e := range c.effects {
@@ -124,8 +122,7 @@ func (c *Contract) MayChange(d *Digest, requestedAt time.Time) bool {
 	return false
 }
 
-// throughTypes returns the subject types the forbids name in `through`, in
-// contract order without repeats.
+// throughTypes returns the forbids' `through` types, each once.
 func (c *Contract) throughTypes() []string {
 	var out []string
 	for _, f := range c.forbids {
@@ -169,8 +166,7 @@ func (c *Contract) ThroughSubjects(a commitlayer.Action, facts []commitlayer.Fac
 	return out
 }
 
-// ofType reports whether s is "type:id" with a non-empty id and a type in
-// types (a malformed subject is of no type).
+// ofType reports whether s is "type:id" with an id and a type in types.
 func ofType(s commitlayer.Subject, types []string) bool {
 	typ, id, ok := strings.Cut(string(s), ":")
 	return ok && id != "" && slices.Contains(types, typ)

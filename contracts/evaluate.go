@@ -13,11 +13,10 @@ import (
 // Input is everything one verification reads.
 type Input struct {
 	Action commitlayer.Action
-	// Facts on the action's subject and linked subjects (and, for limits,
-	// on prior actions' subjects); unrelated facts may be included.
+	// Facts on the action's, linked and prior actions' subjects (others are ignored).
 	Facts []commitlayer.Fact
-	// Prior are earlier actions of this contract, for limits; actions of
-	// other contracts, outside the window or repeated are ignored.
+	// Prior are earlier actions of this contract, for limits; others, and
+	// those out of a limit's window or repeated, are ignored.
 	Prior []commitlayer.Action
 	// Later are the actions of this contract on the action's subject
 	// requested after it. The earliest ends the action's effect window (and
@@ -36,8 +35,7 @@ type Coverage struct {
 	Unreachable map[string]string // source -> error, for this verification (counts as not connected)
 }
 
-// actionCtx is one action (the one verified, or a prior one for limits)
-// with its subject set, effect window and variables.
+// actionCtx is one action (verified, or prior) with its subject set, window and variables.
 type actionCtx struct {
 	action *commitlayer.Action
 	ss     *subjectSet
@@ -186,9 +184,8 @@ func (c *Contract) Evaluate(in Input) commitlayer.Verdict {
 	return v
 }
 
-// priors returns, per limit, the prior actions it counts: same contract,
-// agent (or subject), requested in [requested_at − window, requested_at],
-// not the action itself, each id once, in time order.
+// priors returns, per limit, the prior actions it counts (same contract,
+// agent or subject, window; not a itself), each id once, in time order.
 func (ev *evaluation) priors() [][]*commitlayer.Action {
 	a := &ev.in.Action
 	out := make([][]*commitlayer.Action, len(ev.c.limits))
@@ -235,9 +232,8 @@ func (ev *evaluation) laterOf(a *commitlayer.Action) *commitlayer.Action {
 	return next
 }
 
-// followingOf returns the earliest known action that ends prior action p's
-// window: the verified action, an entry of Prior or of Later, of this
-// contract, on p's subject, requested after p, not p itself.
+// followingOf returns the earliest known action (verified, Prior or Later)
+// that ends prior action p's window, as laterOf does for the verified one.
 func (ev *evaluation) followingOf(p *commitlayer.Action) *commitlayer.Action {
 	if ev.following == nil {
 		ev.following = map[commitlayer.Subject][]*commitlayer.Action{}
@@ -303,8 +299,7 @@ func (ev *evaluation) newActionCtx(a *commitlayer.Action, next *commitlayer.Acti
 	return x
 }
 
-// unavailable returns the given sources that are not available, each once
-// (never nil: a verdict's unavailable_sources is a list).
+// unavailable returns the unavailable sources, each once; never nil (a verdict's list).
 func (ev *evaluation) unavailable(sources ...string) []string {
 	out := []string{}
 	for _, s := range sources {

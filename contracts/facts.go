@@ -24,9 +24,8 @@ type factIndex struct {
 	hubs      []commitlayer.Subject                         // `through`-typed subjects in the first root's set, sorted
 }
 
-// newFactIndex indexes facts around roots; with throughTypes, the subjects
-// of those types in roots[0]'s subject set are hubs whose one-hop subjects
-// are kept too.
+// newFactIndex indexes facts around roots; subjects of throughTypes in
+// roots[0]'s subject set are hubs.
 func newFactIndex(facts []commitlayer.Fact, roots []commitlayer.Subject, throughTypes []string) *factIndex {
 	ix := &factIndex{
 		facts:     facts,
@@ -143,8 +142,7 @@ func factCmp(fa, fb *commitlayer.Fact) int {
 	return cmp.Compare(fa.ExternalID, fb.ExternalID)
 }
 
-// effectVal is the `effect` variable for a fact: its attrs plus _type,
-// _subject and _occurred_at.
+// effectVal is a fact's `effect` variable: attrs, _type, _subject, _occurred_at.
 func (ix *factIndex) effectVal(pos int32) ref.Val {
 	if v := ix.vals[pos]; v != nil {
 		return v
@@ -163,8 +161,7 @@ func effectMap(f *commitlayer.Fact) map[string]any {
 	return m
 }
 
-// subjectSet is one action's subject and the subjects linked to it, with
-// their facts.
+// subjectSet is one action's subject and those linked to it, with their facts.
 type subjectSet struct {
 	subjects []commitlayer.Subject            // own subject first, then linked, sorted
 	own      []int32                          // facts on the own subject, in time order

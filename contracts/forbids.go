@@ -45,11 +45,9 @@ func (ev *evaluation) checkForbid(x *actionCtx, f *forbid) {
 	}
 }
 
-// throughCandidates returns forbid f's candidates for action x: the facts of
-// its kind on x's subject set, and those on the subjects linked one hop to a
-// hub of f's `through` type in the subject set, in time order. via maps each
-// fact of the second kind to the first hub (in subject order) it was reached
-// through.
+// throughCandidates returns forbid f's candidates for action x in time
+// order: facts of its kind on x's subject set and one hop from its hubs;
+// via maps each of the latter to the first hub it was reached through.
 func (ev *evaluation) throughCandidates(x *actionCtx, f *forbid) ([]int32, map[int32]commitlayer.Subject) {
 	own := x.ss.byKind[f.kind]
 	inSet := make(map[commitlayer.Subject]bool, len(x.ss.subjects))

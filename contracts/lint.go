@@ -7,10 +7,9 @@ import (
 	"os"
 )
 
-// Lint parses each file and prints one line per problem to w, as
-// "file:line: field: reason" ("file: field: reason" when the line is not
-// known). Two files defining the same contract id are a problem too. It
-// prints nothing for valid files and reports whether all were valid.
+// Lint parses each file and prints one "file:line: field: reason" line per
+// problem to w (a contract id defined twice included); it reports whether
+// all were valid.
 func Lint(w io.Writer, paths []string) (ok bool) {
 	ok = true
 	defined := map[string]string{} // contract id → first file

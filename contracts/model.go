@@ -1,10 +1,7 @@
 // Package contracts is CommitLayer's contract language and verification
-// engine. A contract (YAML or JSON, predicates in CEL) says which effects an
-// action must produce, which it must never produce, and which rules and
-// limits it must respect. Parse loads and compiles one; Evaluate turns
-// (contract, action, facts, coverage, now) into a commitlayer.Verdict. The
-// package is pure: no I/O, no clock, nothing specific to any contract, source
-// or event type.
+// engine: Parse loads and compiles a contract (YAML or JSON, predicates in
+// CEL); Evaluate turns (contract, action, facts, coverage, now) into a
+// commitlayer.Verdict. It is pure: no I/O, no clock, no specific source.
 package contracts
 
 import (
@@ -106,9 +103,8 @@ type Forbid struct {
 	Source string `json:"source"`
 	Type   string `json:"type"`
 	Where  string `json:"where,omitempty"`
-	// Through, when set, is a subject type ("customer"): the forbid also
-	// looks at facts on the subjects linked one hop to any subject of that
-	// type in the action's subject set (a subscription's customer's orders).
+	// Through, when set, is a subject type ("customer"): the forbid also reads
+	// facts one hop from such a subject in the action's subject set.
 	Through string `json:"through,omitempty"`
 	// LinksFrom names the sources whose facts link the hub to the subjects
 	// it reaches: with one unreadable and nothing forbidden found, the
@@ -172,8 +168,7 @@ func (d Duration) String() string {
 	return td.String()
 }
 
-// MarshalText writes the duration as String does, so a Spec round-trips
-// through JSON.
+// MarshalText writes String, so a Spec round-trips through JSON.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
 // UnmarshalText reads what ParseDuration reads.

@@ -147,8 +147,7 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// fields reads a mapping, reporting unknown, repeated and non-scalar keys,
-// and records every value node under its path.
+// fields reads a mapping, reporting bad keys, and records each value node by path.
 func (p *parser) fields(n *yaml.Node, path string, known ...string) map[string]*yaml.Node {
 	if !p.usable(n, path) {
 		return nil
@@ -225,8 +224,7 @@ func (p *parser) str(n *yaml.Node, path string) string {
 	return n.Value
 }
 
-// scalar reads a scalar of YAML tag as a T, reporting any other value as
-// not being want.
+// scalar reads a scalar of YAML tag as a T, else reports it is not want.
 func scalar[T any](p *parser, n *yaml.Node, path, tag, want string) (v T, ok bool) {
 	if !p.usable(n, path) {
 		return v, false
@@ -248,8 +246,7 @@ func (p *parser) boolean(n *yaml.Node, path string) bool {
 	return v
 }
 
-// optBool reads an optional boolean: nil when left out (or not a boolean,
-// which is reported).
+// optBool reads an optional boolean: nil when left out or not a boolean.
 func (p *parser) optBool(n *yaml.Node, path string) *bool {
 	if v, ok := scalar[bool](p, n, path, "!!bool", "true or false"); ok {
 		return &v
