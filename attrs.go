@@ -13,9 +13,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// Attrs are the attributes of a fact or the params of an action. Numbers
-// decoded from JSON are int64 when they are integral (money is integer minor
-// units) and float64 otherwise, so predicates compare exact integers.
+// Attrs are the attributes of a fact or the params of an action, with
+// NormalizeValue's types, so predicates compare exact integers.
 type Attrs map[string]any
 
 // UnmarshalJSON decodes an object as UnmarshalJSONFrom does.
@@ -26,9 +25,8 @@ func (a *Attrs) UnmarshalJSON(b []byte) error { return jsonv2.Unmarshal(b, a) }
 // is a *jsonv2.SemanticError naming where it is.
 func (a *Attrs) UnmarshalJSONFrom(dec *jsontext.Decoder) error { return a.read(dec, true) }
 
-// DecodeStoredAttrs decodes stored attrs as UnmarshalJSON does, but keeps
-// a float beyond 2^53 stored before the exactness rule rather than failing
-// the read (the contracts refuse to compare it).
+// DecodeStoredAttrs decodes stored attrs as UnmarshalJSON does, but keeps a float beyond
+// 2^53 stored before the exactness rule rather than failing (the contracts refuse it).
 func DecodeStoredAttrs(b []byte) (Attrs, error) {
 	var a storedAttrs
 	err := jsonv2.Unmarshal(b, &a)
@@ -63,9 +61,8 @@ func (a *Attrs) read(dec *jsontext.Decoder, strict bool) error {
 	return errors.New("must be an object")
 }
 
-// MarshalJSONTo writes NormalizeValue's types token by token (reflection
-// costs about a microsecond a fact), other values through jsonv2; with
-// jsonv2.Deterministic all goes to jsonv2, which sorts keys.
+// MarshalJSONTo writes NormalizeValue's types token by token (reflection costs a
+// microsecond a fact), the rest through jsonv2, all of it with jsonv2.Deterministic.
 func (a Attrs) MarshalJSONTo(enc *jsontext.Encoder) error {
 	if d, _ := jsonv2.GetOption(enc.Options(), jsonv2.Deterministic); d {
 		return jsonv2.MarshalEncode(enc, map[string]any(a))
@@ -259,8 +256,7 @@ func number(text string, strict bool) (any, error) {
 	return exactFloat(f, strict, Clip(text, 40))
 }
 
-// normFloat keeps floats that hold an exact integer as int64, so 2500.0 and
-// 2500 compare equal as money.
+// normFloat makes an integral float int64, so 2500.0 and 2500 are equal money.
 func normFloat(f float64) any {
 	if f == math.Trunc(f) && math.Abs(f) < maxExactFloat {
 		return int64(f)

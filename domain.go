@@ -70,8 +70,7 @@ var Codes = []Code{
 // Subject names a record in a system of record as "type:id" ("order:o_1001").
 type Subject string
 
-// ParseSubject checks that s has the form "type:id" with a non-empty type
-// made of [a-z0-9_] and a non-empty id without whitespace.
+// ParseSubject checks that s is "type:id", type of [a-z0-9_]+, id non-empty without whitespace.
 func ParseSubject(s string) (Subject, error) {
 	if len(s) > MaxSubjectLen {
 		return "", fmt.Errorf("subject %q is longer than %d bytes", Clip(s, 32), MaxSubjectLen)
@@ -101,8 +100,7 @@ func (s Subject) ID() string {
 	return id
 }
 
-// Fact is one record reported by a system of record. It is idempotent on
-// (tenant, Source, ExternalID).
+// Fact is one record reported by a system of record, idempotent on (tenant, Source, ExternalID).
 type Fact struct {
 	Source     string    `json:"source"`
 	Type       string    `json:"type"`
@@ -150,9 +148,8 @@ type Claim struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Claim statuses: what an agent may report about its own action. The engine
-// contradicts success and failure; partial and unknown are kept as given. An
-// absent claim is "".
+// Claim statuses. The engine contradicts success and failure; partial and
+// unknown are kept as given; an absent claim is "".
 const (
 	ClaimSuccess = "success"
 	ClaimFailure = "failure"
@@ -186,8 +183,7 @@ type Action struct {
 	Trace           json.RawMessage `json:"trace,omitempty"`
 }
 
-// Validate checks the fields an action must carry. RequestedAt must be set
-// by the caller (the API defaults it to now).
+// Validate checks the fields an action must carry (RequestedAt included).
 func (a *Action) Validate() error {
 	switch {
 	case a.Contract == "":

@@ -22,10 +22,9 @@ var Remedies = []Remedy{RemedyRetryRead, RemedyHumanReview, RemedyCompensate, Re
 // Valid reports whether r is one of Remedies.
 func (r Remedy) Valid() bool { return slices.Contains(Remedies, r) }
 
-// hints is the default remedy per finding code. A missing effect may still
-// arrive (or the agent never did it): someone decides. A duplicate or a
-// forbidden effect happened and must be undone. A source that could not be
-// read, or no signal yet, is resolved by reading again.
+// hints is the default remedy per finding code: a missing effect may still
+// arrive (someone decides), a duplicate or forbidden one must be undone, and
+// an unread source or no signal yet is resolved by reading again.
 var hints = map[Code]Remedy{
 	CodeMissingEffect:     RemedyHumanReview,
 	CodeDuplicateEffect:   RemedyCompensate,

@@ -15,8 +15,7 @@ type Tenant struct {
 	CreatedAt time.Time
 }
 
-// ActionRecord is a stored action: the action as recorded (its contract
-// version pinned) and the window its verification runs in.
+// ActionRecord is a stored action (contract version pinned) and its verification's window.
 type ActionRecord struct {
 	Action
 	TenantID   string
@@ -58,15 +57,13 @@ type ContractRecord struct {
 	CreatedAt time.Time
 }
 
-// Connector pulls facts for one source of a tenant; Kind says how
-// (http_events, …).
+// Connector pulls facts for one source of a tenant; Kind says how (http_events, …).
 type Connector struct {
 	ID, TenantID, Source string
 	Kind                 string
 	URL                  string
-	// Config holds kind-specific settings (JSON); Secret is a credential
-	// sealed with the process's secrets key (never in clear), SecretHint
-	// what may be shown of it (its last 4).
+	// Config holds kind-specific settings (JSON); Secret is a sealed
+	// credential, SecretHint what may be shown of it (its last 4).
 	Config      json.RawMessage
 	Secret      string
 	SecretHint  string
