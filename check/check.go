@@ -24,9 +24,8 @@ type Result struct {
 
 // Options tune Verify.
 type Options struct {
-	// At is the time the actions are evaluated at. Zero means "settled":
-	// each action at the later of now and its settlement, since the files
-	// are the whole record.
+	// At is when the actions are evaluated; zero means each at the later of
+	// now and its settlement, since the files are the whole record.
 	At time.Time
 	// Connected are sources to count as connected besides those with a fact.
 	Connected []string
@@ -36,9 +35,8 @@ type Options struct {
 	Now         func() time.Time // the clock; nil means time.Now
 }
 
-// Verify evaluates each action with its contract. An action naming an
-// unknown contract, or a subject of another type than its contract's, is
-// bad input (the API refuses such an action with 422).
+// Verify evaluates each action with its contract. An unknown contract or a
+// subject of another type is bad input, as the API's 422.
 func Verify(cs Contracts, actionsFile string, actions []Line[commitlayer.Action], facts []commitlayer.Fact, opts Options) ([]Result, error) {
 	now := time.Now
 	if opts.Now != nil {
@@ -104,8 +102,7 @@ const (
 	ExitBadInput = 3
 )
 
-// ExitCode is 1 when any verdict is FAIL or differs from the one recorded
-// (Mismatch), else 2 when any is UNKNOWN, else 0.
+// ExitCode is 1 when any verdict is FAIL or a Mismatch, else 2 when any is UNKNOWN, else 0.
 func ExitCode(results []Result) int {
 	worst := commitlayer.StatusPass
 	for _, r := range results {
