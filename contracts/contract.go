@@ -8,8 +8,8 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// Contract is a parsed, validated and compiled contract. It is immutable and
-// safe for concurrent use; Spec must not be modified after Parse.
+// Contract is a parsed, validated and compiled contract, immutable and safe
+// for concurrent use (Spec must not be modified after Parse).
 type Contract struct {
 	Spec Spec
 
@@ -61,8 +61,7 @@ func (c *Contract) ID() string { return c.Spec.ID }
 // Kind is action (the default) or outcome.
 func (c *Contract) Kind() ContractKind { return c.Spec.Kind }
 
-// ActsOn reports whether the contract acts on subjects like s: of its
-// subject type, or any subject when it names none.
+// ActsOn reports whether s is of the contract's subject type (any if it names none).
 func (c *Contract) ActsOn(s commitlayer.Subject) bool {
 	return c.Spec.Subject == "" || s.Type() == c.Spec.Subject
 }

@@ -18,12 +18,10 @@ type Input struct {
 	// Prior are earlier actions of this contract, for limits; others, and
 	// those out of a limit's window or repeated, are ignored.
 	Prior []commitlayer.Action
-	// Later are the actions of this contract on the action's subject
-	// requested after it. The earliest ends the action's effect window (and
-	// an outcome's search for a signal; reversals stay unbounded) at its
-	// requested_at, exclusive, if not after the watch's end: facts from then
-	// on are its own. Entries of other contracts or subjects, not after the
-	// action, or with its id are ignored.
+	// Later are the actions of this contract on the action's subject after
+	// it (others are ignored). The earliest ends the effect window and an
+	// outcome's signal search (not reversals) at its requested_at if not
+	// after the watch's end: facts from then on are its own.
 	Later    []commitlayer.Action
 	Coverage Coverage
 	Now      time.Time

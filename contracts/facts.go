@@ -11,10 +11,9 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// factIndex holds, for one evaluation, the facts on the subjects that matter
-// (the roots, the subjects one hop from them and, for `through` forbids, one
-// hop from the first root's hubs), grouped by subject in time order. It is
-// built in two passes over the input (three with a `through` forbid).
+// factIndex holds, by subject in time order, the facts on the roots, on the
+// subjects one hop from them and one hop from the first root's `through`
+// hubs. It is built in two passes over the input (three with hubs).
 type factIndex struct {
 	facts     []commitlayer.Fact
 	rel       []int32                                       // positions in facts of the facts kept

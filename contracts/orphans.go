@@ -15,14 +15,11 @@ type Orphan struct {
 	Fact     commitlayer.Fact `json:"fact"`
 }
 
-// Orphans lists the facts matching one of c's effects or forbids (source,
-// type, and `where` with empty params and state; an unevaluable `where`
-// matches) that no action of c covers. A check with `orphans: false`
-// matches nothing here (its facts still link subjects). An action covers a
-// fact when its subject is the fact's subject, one of its links, or one hop
-// from its subject (through any given fact), and the fact occurred in
-// [requested_at, requested_at + settlement + watch]. Each orphan names the
-// first matching check in contract order; orphans are in time order.
+// Orphans lists, in time order, the facts matching one of c's effects or
+// forbids (kind, and `where` with empty params and state, an unevaluable one
+// matching; none with `orphans: false`) that no action of c covers: one on
+// the fact's subject, a link of it, or a subject one hop away, requested in
+// [occurred_at − settlement − watch, occurred_at]. Each names the first check it matches.
 func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact) []Orphan {
 	type check struct {
 		id    string
