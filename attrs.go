@@ -13,24 +13,20 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// Attrs are the attributes of a fact or the params of an action. Numbers
-// decoded from JSON are int64 when they are integral (money is integer minor
-// units) and float64 otherwise, so predicates compare exact integers.
+// Attrs are the attributes of a fact or the params of an action, with
+// NormalizeValue's types, so predicates compare exact integers.
 type Attrs map[string]any
 
 // UnmarshalJSON decodes an object as UnmarshalJSONFrom does.
 func (a *Attrs) UnmarshalJSON(b []byte) error { return jsonv2.Unmarshal(b, a) }
 
 // UnmarshalJSONFrom decodes an object (null is nil) as NormalizeValue
-// leaves it: integers int64, other numbers float64, kept exactly or
-// refused. The decoder refuses a name given twice and invalid UTF-8; a
-// number refused is a *jsonv2.SemanticError naming where it is.
+// leaves it, refusing duplicate names and invalid UTF-8; a number refused
+// is a *jsonv2.SemanticError naming where it is.
 func (a *Attrs) UnmarshalJSONFrom(dec *jsontext.Decoder) error { return a.read(dec, true) }
 
-// DecodeStoredAttrs decodes attrs read back from storage as UnmarshalJSON
-// does, but keeps a number stored before the exactness rule (a float
-// beyond 2^53) as it is rather than failing the read; the contracts refuse
-// to compare it.
+// DecodeStoredAttrs decodes stored attrs as UnmarshalJSON does, but keeps a float beyond
+// 2^53 stored before the exactness rule rather than failing (the contracts refuse it).
 func DecodeStoredAttrs(b []byte) (Attrs, error) {
 	var a storedAttrs
 	err := jsonv2.Unmarshal(b, &a)
@@ -65,10 +61,8 @@ func (a *Attrs) read(dec *jsontext.Decoder, strict bool) error {
 	return errors.New("must be an object")
 }
 
-// MarshalJSONTo writes the attrs token by token: the types NormalizeValue
-// leaves go straight to the encoder (by reflection they cost about a
-// microsecond a fact), any other value through jsonv2. With
-// jsonv2.Deterministic it leaves the attrs to jsonv2, which sorts keys.
+// MarshalJSONTo writes NormalizeValue's types token by token (reflection costs a
+// microsecond a fact), the rest through jsonv2, all of it with jsonv2.Deterministic.
 func (a Attrs) MarshalJSONTo(enc *jsontext.Encoder) error {
 	if d, _ := jsonv2.GetOption(enc.Options(), jsonv2.Deterministic); d {
 		return jsonv2.MarshalEncode(enc, map[string]any(a))
@@ -169,16 +163,13 @@ func readJSON(dec *jsontext.Decoder, strict bool) (any, error) {
 }
 
 // NormalizeValue turns a decoded JSON (or YAML) value into the types the
-// engine evaluates: json.Number and all Go integer kinds become int64 when
-// integral, other numbers float64; maps and slices are normalized
-// recursively. Values of other types are an error.
+// engine evaluates: integral numbers int64, others float64, maps and slices
+// normalized recursively; other types are an error.
 //
-// Numbers are kept exact or refused, never rounded: an integer outside
-// int64 is an error (ErrInexact), and so is a non-integer number whose
-// magnitude is 2^53 or more (a float64 there no longer tells whole units
-// apart: 2^64 and 2^64+1 would compare equal). Money is integer minor units
-// and int64 holds every amount a system of record keeps; a larger
-// identifier belongs in a string.
+// Numbers are kept exact or refused (ErrInexact), never rounded: an integer
+// outside int64, or a non-integer of magnitude 2^53 or more (where float64
+// no longer tells whole units apart). Money is integer minor units, which
+// int64 holds; a larger identifier belongs in a string.
 func NormalizeValue(v any) (any, error) { return normalize(v, true) }
 
 // ErrInexact is wrapped by the errors of numbers NormalizeValue refuses.
@@ -249,9 +240,8 @@ func normalize(v any, strict bool) (any, error) {
 	}
 }
 
-// number is the value of a JSON number's text: int64 when it is an
-// integer, else float64, kept exactly or refused (strict) as NormalizeValue
-// says.
+// number is the value of a JSON number's text, as NormalizeValue says
+// (refusals only when strict).
 func number(text string, strict bool) (any, error) {
 	if i, err := strconv.ParseInt(text, 10, 64); err == nil {
 		return i, nil
@@ -266,10 +256,9 @@ func number(text string, strict bool) (any, error) {
 	return exactFloat(f, strict, Clip(text, 40))
 }
 
-// normFloat keeps floats that hold an exact integer as int64, so 2500.0 and
-// 2500 compare equal as money.
+// normFloat makes an integral float int64, so 2500.0 and 2500 are equal money.
 func normFloat(f float64) any {
-	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+	if f == math.Trunc(f) && math.Abs(f) < maxExactFloat {
 		return int64(f)
 	}
 	return f

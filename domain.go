@@ -41,12 +41,8 @@ func (s Status) Valid() bool {
 type Lens string
 
 const (
-	// LensOutcome: did the claimed effects happen, exactly once, as
-	// requested, and stay done?
-	LensOutcome Lens = "outcome"
-	// LensPolicy: was the action allowed (eligibility, limits, forbidden
-	// side effects)?
-	LensPolicy Lens = "policy"
+	LensOutcome Lens = "outcome" // did the claimed effects happen, once, as requested, and stay done?
+	LensPolicy  Lens = "policy"  // was the action allowed (eligibility, limits, forbidden side effects)?
 )
 
 // Code names the kind of a finding.
@@ -71,12 +67,10 @@ var Codes = []Code{
 	CodeNoSignal,
 }
 
-// Subject names a record in a system of record as "type:id", e.g.
-// "order:o_1001".
+// Subject names a record in a system of record as "type:id" ("order:o_1001").
 type Subject string
 
-// ParseSubject checks that s has the form "type:id" with a non-empty type
-// made of [a-z0-9_] and a non-empty id without whitespace.
+// ParseSubject checks that s is "type:id", type of [a-z0-9_]+, id non-empty without whitespace.
 func ParseSubject(s string) (Subject, error) {
 	if len(s) > MaxSubjectLen {
 		return "", fmt.Errorf("subject %q is longer than %d bytes", Clip(s, 32), MaxSubjectLen)
@@ -85,10 +79,8 @@ func ParseSubject(s string) (Subject, error) {
 	if !ok || typ == "" || id == "" {
 		return "", fmt.Errorf("subject %q is not of the form type:id", s)
 	}
-	for _, r := range typ {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
-			return "", fmt.Errorf("subject %q: type %q may only hold a-z, 0-9 and _", s, typ)
-		}
+	if strings.IndexFunc(typ, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') }) >= 0 {
+		return "", fmt.Errorf("subject %q: type %q may only hold a-z, 0-9 and _", s, typ)
 	}
 	if strings.ContainsAny(id, " \t\r\n") {
 		return "", fmt.Errorf("subject %q: id contains whitespace", s)
@@ -108,8 +100,7 @@ func (s Subject) ID() string {
 	return id
 }
 
-// Fact is one record reported by a system of record. It is idempotent on
-// (tenant, Source, ExternalID).
+// Fact is one record reported by a system of record, idempotent on (tenant, Source, ExternalID).
 type Fact struct {
 	Source     string    `json:"source"`
 	Type       string    `json:"type"`
@@ -157,9 +148,8 @@ type Claim struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Claim statuses: what an agent may report about its own action. The engine
-// contradicts success and failure; partial and unknown are kept as given. An
-// absent claim is "".
+// Claim statuses. The engine contradicts success and failure; partial and
+// unknown are kept as given; an absent claim is "".
 const (
 	ClaimSuccess = "success"
 	ClaimFailure = "failure"
@@ -167,14 +157,12 @@ const (
 	ClaimUnknown = "unknown"
 )
 
-// ClaimStatuses lists the claim statuses the API accepts (besides an absent
-// claim).
+// ClaimStatuses lists the claim statuses the API accepts besides "".
 var ClaimStatuses = []string{ClaimSuccess, ClaimFailure, ClaimPartial, ClaimUnknown}
 
 // Bounds of the action fields that reach a verification's workflow ID and
-// search attributes (Temporal refuses a keyword attribute over 2048 bytes,
-// and a start it refuses would never run): checked by Validate, so at the
-// API's door and in the store.
+// search attributes, checked by Validate: Temporal refuses a keyword over
+// 2048 bytes, and a start it refuses would never run.
 const (
 	MaxActionIDLen = 128
 	MaxContractLen = 128
@@ -195,8 +183,7 @@ type Action struct {
 	Trace           json.RawMessage `json:"trace,omitempty"`
 }
 
-// Validate checks the fields an action must carry. RequestedAt must be set
-// by the caller (the API defaults it to now).
+// Validate checks the fields an action must carry (RequestedAt included).
 func (a *Action) Validate() error {
 	switch {
 	case a.Contract == "":
@@ -243,9 +230,8 @@ type Finding struct {
 	Message string `json:"message"`
 	// Facts are the external ids of the facts involved.
 	Facts []string `json:"facts"`
-	// Hint is what to do next: the contract's remedy for the check when
-	// it gives one, else the default for the code (HintFor). Verdicts
-	// stored before hints existed have none; Hint(Code) stands for it.
+	// Hint is what to do next (HintFor); empty in verdicts stored before
+	// hints existed, where Hint(Code) stands for it.
 	Hint Remedy `json:"hint,omitempty"`
 }
 
@@ -262,15 +248,14 @@ type Verdict struct {
 	ClaimContradicted  bool      `json:"claim_contradicted"`
 	EvaluatedAt        time.Time `json:"evaluated_at"`
 	SettlesAt          time.Time `json:"settles_at"`
-	// Version counts verdict changes for the action, from 1. The engine
-	// leaves it zero; whoever persists verdicts assigns it.
+	// Version counts verdict changes for the action, from 1; the store
+	// assigns it (the engine leaves it zero).
 	Version int `json:"version"`
 }
 
 // SameAnswer reports whether two verdicts say the same thing (status,
-// provisional flag, lenses, finding codes and checks, unavailable sources),
-// ignoring times and version. A new verdict version is recorded only when the
-// answer changes.
+// lenses, provisional, claim, findings' code, check, lens and message,
+// unavailable sources): a verdict version is recorded only when it changes.
 func (v Verdict) SameAnswer(o Verdict) bool {
 	sameFinding := func(a, b Finding) bool {
 		return a.Code == b.Code && a.Check == b.Check && a.Lens == b.Lens && a.Message == b.Message
@@ -314,13 +299,7 @@ func fieldError(field, reason string) error { return &FieldError{Field: field, R
 // ValidName reports whether s can name a source, a connector's source or a
 // client-chosen id: 1 to 128 letters, digits, '_', '-' and '.'.
 func ValidName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return false
-		}
-	}
-	return true
+	return s != "" && len(s) <= 128 && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
+	}) < 0
 }

@@ -5,27 +5,23 @@ import (
 	"fmt"
 )
 
-// Error kinds. Stores and services wrap them; the API maps them to HTTP
-// statuses at its edge (404, 409, 400/422), and nothing else looks at the
-// text.
+// Error kinds. Stores and services wrap them; only the API's edge maps
+// them to HTTP statuses.
 var (
 	// ErrNotFound: the record does not exist (for the tenant).
 	ErrNotFound = errors.New("not found")
-	// ErrConflict: a write collides with an existing record, e.g. an
-	// idempotency key reused with another body.
+	// ErrConflict: a write collides with an existing record (an
+	// idempotency key reused with another body).
 	ErrConflict = errors.New("conflict")
-	// ErrInvalid: the input cannot be accepted: a field fails validation,
-	// or the store rejects a value. Nothing of the call's writes is kept.
+	// ErrInvalid: the input cannot be accepted; none of the call's writes is kept.
 	ErrInvalid = errors.New("invalid input")
 	// ErrUnavailable: a dependency (the database) cannot be reached now;
-	// the same call may succeed later (the API answers 503 with
-	// Retry-After).
+	// the same call may succeed later (503 with Retry-After).
 	ErrUnavailable = errors.New("unavailable")
 )
 
-// Error is an error meant for the caller: a kind (one of the Err values),
-// a stable code for the wire ("unknown_contract") and a message that may be
-// shown as it is.
+// Error is an error meant for the caller: a kind (an Err value), a stable
+// wire code ("unknown_contract") and a message that may be shown as it is.
 type Error struct {
 	Kind    error
 	Code    string

@@ -9,14 +9,11 @@ const (
 	// RemedyRetryRead: the answer may change on its own; read the sources
 	// again (a recheck) once they report or after settlement.
 	RemedyRetryRead Remedy = "retry_read"
-	// RemedyHumanReview: a person should look before anything else
-	// happens; nothing automatic is safe.
+	// RemedyHumanReview: a person should look first; nothing automatic is safe.
 	RemedyHumanReview Remedy = "human_review"
-	// RemedyCompensate: an effect happened that must be undone or made
-	// good (refund a duplicate, reverse a forbidden change).
+	// RemedyCompensate: an effect happened that must be undone or made good.
 	RemedyCompensate Remedy = "compensate"
-	// RemedyNone: nothing to do.
-	RemedyNone Remedy = "none"
+	RemedyNone       Remedy = "none" // nothing to do
 )
 
 // Remedies lists every remedy, in documentation order.
@@ -25,10 +22,9 @@ var Remedies = []Remedy{RemedyRetryRead, RemedyHumanReview, RemedyCompensate, Re
 // Valid reports whether r is one of Remedies.
 func (r Remedy) Valid() bool { return slices.Contains(Remedies, r) }
 
-// hints is the default remedy per finding code. A missing effect may still
-// arrive (or the agent never did it): someone decides. A duplicate or a
-// forbidden effect happened and must be undone. A source that could not be
-// read, or no signal yet, is resolved by reading again.
+// hints is the default remedy per finding code: a missing effect may still
+// arrive (someone decides), a duplicate or forbidden one must be undone, and
+// an unread source or no signal yet is resolved by reading again.
 var hints = map[Code]Remedy{
 	CodeMissingEffect:     RemedyHumanReview,
 	CodeDuplicateEffect:   RemedyCompensate,
@@ -50,10 +46,8 @@ func Hint(code Code) Remedy {
 	return RemedyHumanReview
 }
 
-// HintFor returns the remedy for a finding of code on a check: the
-// contract's override for that check when it has a valid one, else
-// Hint(code). overrides maps check ids to remedies (a contract's
-// `remedy:` per effect, rule, limit or forbid).
+// HintFor returns the remedy for a finding of code on a check: its valid
+// override (check id → a contract's `remedy:`), else Hint(code).
 func HintFor(code Code, check string, overrides map[string]Remedy) Remedy {
 	if r, ok := overrides[check]; ok && r.Valid() {
 		return r

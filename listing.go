@@ -3,28 +3,22 @@ package commitlayer
 import "time"
 
 // VerdictPending stands for "no verdict yet" where a verdict status is
-// expected: an action whose verification has not stored its first verdict.
-// Lists filter on it (status=pending) and charts count it.
+// expected (status=pending in lists).
 const VerdictPending = "pending"
 
 // ActionFilter selects a tenant's actions for a list, newest first
 // (requested_at, then id, descending). Zero fields do not filter.
 type ActionFilter struct {
-	// Status is the current verdict's status (PASS, FAIL, UNKNOWN) or
-	// VerdictPending for actions without a verdict yet.
-	Status string
+	Status string // the current verdict's status, or VerdictPending
 	// Provisional, when set, keeps actions whose current verdict is (true)
 	// or is not (false) provisional; actions without a verdict have neither.
-	Provisional *bool
-	Contract    string
-	Agent       string
-	Subject     Subject
-	// Since and Until bound requested_at: Since ≤ requested_at < Until.
-	Since, Until time.Time
-	// Limit bounds the page (the store's default and cap apply).
-	Limit int
-	// After continues a list: only actions strictly after this position
-	// in the list's order.
+	Provisional  *bool
+	Contract     string
+	Agent        string
+	Subject      Subject
+	Since, Until time.Time // Since ≤ requested_at < Until
+	Limit        int       // page size (the store's default and cap apply)
+	// After continues a list: only actions strictly after this position.
 	After *ActionCursor
 }
 
@@ -34,8 +28,7 @@ type ActionCursor struct {
 	ID          string
 }
 
-// ActionListItem is one action of a list with its current verdict (nil
-// while pending).
+// ActionListItem is one action of a list with its current verdict (nil while pending).
 type ActionListItem struct {
 	Action  ActionRecord
 	Verdict *Verdict
@@ -47,9 +40,8 @@ type ActionPage struct {
 	Next    *ActionCursor
 }
 
-// StatsQuery asks for counts of actions by their current verdict in time
-// buckets of requested_at: [Since, Until) cut into Bucket-long buckets from
-// Since. Contract and Agent, when set, filter.
+// StatsQuery asks for counts of actions by current verdict in Bucket-long
+// buckets of requested_at from Since to Until; Contract and Agent filter.
 type StatsQuery struct {
 	Bucket          time.Duration
 	Since, Until    time.Time
@@ -75,8 +67,7 @@ func (c *StatusCounts) Add(o StatusCounts) {
 	c.Pending += o.Pending
 }
 
-// StatsRow counts the actions of one contract and agent requested in the
-// bucket that starts at Start.
+// StatsRow counts one contract and agent's actions in the bucket from Start.
 type StatsRow struct {
 	Start    time.Time
 	Contract string

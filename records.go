@@ -5,10 +5,8 @@ import (
 	"time"
 )
 
-// The records below are what every layer passes around once the store has
-// them. The postgres package stores and loads them; the API, the
-// activities, the verification client and the sandbox harness take them
-// from there without depending on the store.
+// The records below are what the postgres package stores and loads, so
+// the other layers pass them around without depending on the store.
 
 // Tenant is one customer workspace.
 type Tenant struct {
@@ -17,18 +15,16 @@ type Tenant struct {
 	CreatedAt time.Time
 }
 
-// ActionRecord is a stored action: the action as recorded (its contract
-// version pinned) and the window its verification runs in.
+// ActionRecord is a stored action (contract version pinned) and its verification's window.
 type ActionRecord struct {
 	Action
 	TenantID   string
 	SettlesAt  time.Time
 	WatchUntil time.Time
 	CreatedAt  time.Time
-	// VerificationStartedAt is when its verification was started (zero
-	// while pending). VerificationFailedAt is when its start was refused
-	// for good (Temporal would never take it), with the reason in
-	// VerificationError; such an action is not started again.
+	// VerificationStartedAt is when its verification started (zero while
+	// pending); VerificationFailedAt when Temporal refused its start for
+	// good, with VerificationError why: it is not started again.
 	VerificationStartedAt time.Time
 	VerificationFailedAt  time.Time
 	VerificationError     string
@@ -61,15 +57,13 @@ type ContractRecord struct {
 	CreatedAt time.Time
 }
 
-// Connector pulls facts for one source of a tenant; Kind says how
-// (http_events, …).
+// Connector pulls facts for one source of a tenant; Kind says how (http_events, …).
 type Connector struct {
 	ID, TenantID, Source string
 	Kind                 string
 	URL                  string
-	// Config holds kind-specific settings (JSON); Secret is a credential
-	// sealed with the process's secrets key (never in clear), SecretHint
-	// what may be shown of it (its last 4).
+	// Config holds kind-specific settings (JSON); Secret is a sealed
+	// credential, SecretHint what may be shown of it (its last 4).
 	Config      json.RawMessage
 	Secret      string
 	SecretHint  string
@@ -107,18 +101,14 @@ type FactType struct{ Source, Type string }
 // InsertResult counts a batch of facts.
 type InsertResult struct {
 	Inserted, Duplicates int
-	// Subjects are the distinct subjects and links of the inserted facts,
-	// sorted: the subjects whose open verifications should hear of them.
+	// Subjects are the inserted facts' distinct subjects and links, sorted:
+	// whose open verifications should hear of them.
 	Subjects []Subject
 }
 
-// FactPage is one pull of a connector: the facts read, the cursor to store
-// after them, and whether the source has more after it. Every connector
-// kind answers one.
+// FactPage is one pull of a connector.
 type FactPage struct {
 	Facts []Fact
-	// Next is the connector's cursor after this page.
-	Next string
-	// More is true when the source has more after Next.
-	More bool
+	Next  string // the connector's cursor after this page
+	More  bool   // the source has more after Next
 }

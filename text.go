@@ -7,8 +7,7 @@ import (
 )
 
 // Clip returns s cut to at most n bytes at a rune boundary, with "…" added
-// when it was cut: for quoting a client's value in a message or a log
-// without splitting a character in half.
+// when it was cut, so a quoted client value never splits a character.
 func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s

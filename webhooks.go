@@ -3,8 +3,7 @@ package commitlayer
 import "time"
 
 // Webhook is a tenant's subscription to verdict events: each event of the
-// types in Events is POSTed to URL, signed with the webhook's secret
-// (shown once at creation, stored sealed: Secret here is the sealed value).
+// types in Events is POSTed to URL, signed with the webhook's secret.
 type Webhook struct {
 	ID        string
 	TenantID  string
@@ -16,15 +15,13 @@ type Webhook struct {
 	// replaced still signs, next to Secret, until PreviousUntil.
 	RotatedAt     time.Time
 	PreviousUntil time.Time
-	// DisabledAt is when deliveries to the webhook stopped (zero while it
-	// is enabled): its receiver answered 410 Gone, as the Standard
-	// Webhooks specification asks. DisabledReason says why ("http 410").
+	// DisabledAt is when deliveries stopped (zero while enabled): its receiver
+	// answered 410 Gone, as Standard Webhooks asks; DisabledReason says why.
 	DisabledAt     time.Time
 	DisabledReason string
 }
 
-// WebhookSecretAD binds a sealed webhook secret to its tenant and webhook
-// (the associated data it is sealed with).
+// WebhookSecretAD is the associated data a webhook secret is sealed with.
 func WebhookSecretAD(tenantID, webhookID string) []byte {
 	return []byte("webhook-secret\x00" + tenantID + "\x00" + webhookID)
 }
@@ -37,32 +34,27 @@ const (
 	DeliveryFailed    = "failed"    // given up: its webhook was disabled (410 Gone), or its 24 h of retries are over
 )
 
-// WebhookDelivery is one event's delivery to one webhook, with its
-// attempts so far.
+// WebhookDelivery is one event's delivery to one webhook.
 type WebhookDelivery struct {
-	WebhookID string
-	EventID   string
-	EventType string
-	ActionID  string
-	Sequence  int
-	Status    string
-	Attempts  int
-	// LastStatus is the HTTP status of the last attempt; 0 when it got no
-	// answer (LastError says why).
-	LastStatus  int
+	WebhookID   string
+	EventID     string
+	EventType   string
+	ActionID    string
+	Sequence    int
+	Status      string
+	Attempts    int
+	LastStatus  int // of the last attempt; 0 when it got no answer (LastError says why)
 	LastError   string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
 	DeliveredAt time.Time // zero until delivered
 }
 
-// WebhookTarget is a pending delivery of an event to one webhook: where
-// to send it and the sealed secrets to sign it with.
+// WebhookTarget is where to send a pending delivery and the sealed secrets to sign it.
 type WebhookTarget struct {
 	WebhookID string
 	URL       string
 	Secret    string // sealed
-	// Previous is the sealed secret a rotation replaced while it still
-	// signs (its overlap has not ended); empty otherwise.
+	// Previous is the sealed secret a rotation replaced while it still signs.
 	Previous string
 }

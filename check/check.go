@@ -15,35 +15,28 @@ type Result struct {
 	Action  commitlayer.Action
 	Line    int // the action's line in its file
 	Verdict commitlayer.Verdict
-	// Name, when set, names the case in the report (a sandbox scenario)
-	// instead of the action's id.
+	// Name, when set, names the case in the report (a sandbox scenario).
 	Name string
 	// Mismatch, when set, says how the verdict differs from the one the
-	// service recorded for the action (`check --results`).
+	// service recorded (`check --results`).
 	Mismatch string
 }
 
 // Options tune Verify.
 type Options struct {
-	// At is the time the actions are evaluated at. Zero means "settled":
-	// each action at the later of now and its settlement, since the files
-	// are the whole record and nothing more will arrive. A verdict of an
-	// action not settled at At is provisional.
+	// At is when the actions are evaluated; zero means each at the later of
+	// now and its settlement, since the files are the whole record.
 	At time.Time
-	// Connected are sources to count as connected besides those that have
-	// a fact in the facts file (a source that reported nothing in the run).
+	// Connected are sources to count as connected besides those with a fact.
 	Connected []string
-	// Unreachable are sources that could not be read in the run, with why
-	// (a connector that was down): the lenses that need them are UNKNOWN,
-	// as in the service.
+	// Unreachable are sources that could not be read in the run, with why:
+	// the lenses that need them are UNKNOWN, as in the service.
 	Unreachable map[string]string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	Now         func() time.Time // the clock; nil means time.Now
 }
 
-// Verify evaluates each action with its contract. An action naming an
-// unknown contract, or a subject of another type than its contract's, is
-// bad input (the API refuses such an action with 422).
+// Verify evaluates each action with its contract. An unknown contract or a
+// subject of another type is bad input, as the API's 422.
 func Verify(cs Contracts, actionsFile string, actions []Line[commitlayer.Action], facts []commitlayer.Fact, opts Options) ([]Result, error) {
 	now := time.Now
 	if opts.Now != nil {
@@ -73,17 +66,9 @@ func Verify(cs Contracts, actionsFile string, actions []Line[commitlayer.Action]
 				at = s
 			}
 		}
-		in := contracts.Input{
-			Action: a,
-			Facts:  facts,
-			// The engine keeps, of these, the prior actions each limit
-			// counts and the later action that ends this one's window.
-			Prior:    all,
-			Later:    all,
-			Coverage: contracts.Coverage{Connected: connected, Unreachable: opts.Unreachable},
-			Now:      at,
-		}
-		v := c.Evaluate(in)
+		// The engine keeps, of Prior and Later, the actions that matter.
+		v := c.Evaluate(contracts.Input{Action: a, Facts: facts, Prior: all, Later: all,
+			Coverage: contracts.Coverage{Connected: connected, Unreachable: opts.Unreachable}, Now: at})
 		v.ContractVersion = a.ContractVersion
 		out = append(out, Result{Action: a, Line: l.Line, Verdict: v})
 	}
@@ -117,8 +102,7 @@ const (
 	ExitBadInput = 3
 )
 
-// ExitCode is 1 when any verdict is FAIL or differs from the one recorded
-// (Mismatch), else 2 when any is UNKNOWN, else 0.
+// ExitCode is 1 when any verdict is FAIL or a Mismatch, else 2 when any is UNKNOWN, else 0.
 func ExitCode(results []Result) int {
 	worst := commitlayer.StatusPass
 	for _, r := range results {

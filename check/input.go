@@ -1,13 +1,9 @@
 // Package check verifies actions against facts and contracts read from
-// files, with no server: the core of `commitlayer check`, a CI gate. It
-// evaluates each action with the same engine the service uses
-// (contracts.Contract.Evaluate), giving it what the Evaluate activity
-// gathers from the store: the facts (all of them; the engine keeps those
-// on the action's subject, its linked subjects and, for `through` forbids
-// and limits, the subjects they reach), the other actions as prior and later
-// actions (the engine keeps those of the same contract, agent or subject
-// and window), and the coverage (the sources that reported in the facts
-// file, plus any declared connected).
+// files, with no server: the core of `commitlayer check`, a CI gate. It runs
+// the service's engine (contracts.Contract.Evaluate) on what the Evaluate
+// activity would gather: all the facts and all the other actions (the
+// engine keeps those that matter), and as coverage the sources with a fact
+// plus any declared connected.
 package check
 
 import (
@@ -26,8 +22,7 @@ import (
 // MaxLineBytes bounds one NDJSON line.
 const MaxLineBytes = 8 << 20
 
-// InputError is bad input: which file, which line (0 for the whole file)
-// and what is wrong. `commitlayer check` exits 3 on it.
+// InputError is bad input in a file, at a line (0 for the whole file).
 type InputError struct {
 	File string
 	Line int
@@ -50,8 +45,7 @@ func inputErr(file string, line int, format string, args ...any) *InputError {
 // Contracts are compiled contracts by id.
 type Contracts map[string]*contracts.Contract
 
-// LoadContracts parses each contract file (YAML or JSON). Two files with
-// the same contract id are bad input.
+// LoadContracts parses each contract file; a contract id defined twice is bad input.
 func LoadContracts(paths []string) (Contracts, error) {
 	out := Contracts{}
 	from := map[string]string{}
@@ -61,8 +55,7 @@ func LoadContracts(paths []string) (Contracts, error) {
 			return nil, &InputError{File: p, Err: err}
 		}
 		c, err := contracts.Parse(src)
-		if err != nil {
-			// The contract's errors name their own lines, one a line.
+		if err != nil { // its errors name their own lines
 			return nil, &InputError{File: p, Err: err}
 		}
 		if prev, ok := from[c.ID()]; ok {
@@ -80,8 +73,7 @@ type Line[T any] struct {
 	Line  int
 }
 
-// readNDJSON decodes each non-blank line of r strictly (unknown fields are
-// errors) and calls check on it.
+// readNDJSON strictly decodes each non-blank line of r and calls check on it.
 func readNDJSON[T any](r io.Reader, file string, check func(*T) error) ([]Line[T], error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), MaxLineBytes)
@@ -116,10 +108,8 @@ func readNDJSON[T any](r io.Reader, file string, check func(*T) error) ([]Line[T
 	return out, nil
 }
 
-// ReadFacts reads facts, one JSON object a line, in the shape POST
-// /v1/facts takes (source, type, subject, external_id, occurred_at, attrs,
-// links). A fact repeating an earlier (source, external_id) is dropped, as
-// the store keeps the first.
+// ReadFacts reads facts, one JSON object a line as POST /v1/facts takes
+// them; a repeated (source, external_id) is dropped, as the store does.
 func ReadFacts(r io.Reader, file string) ([]commitlayer.Fact, error) {
 	lines, err := readNDJSON(r, file, func(f *commitlayer.Fact) error {
 		f.Seq = 0
@@ -148,10 +138,9 @@ func ReadFacts(r io.Reader, file string) ([]commitlayer.Fact, error) {
 	return out, nil
 }
 
-// ReadActions reads actions, one JSON object a line, in the shape POST
-// /v1/actions takes, with requested_at required (there is no server to
-// default it). An action without an id gets "line-N"; two actions with the
-// same id are bad input.
+// ReadActions reads actions, one JSON object a line as POST /v1/actions
+// takes them, requested_at required (no server defaults it). An action
+// without an id gets "line-N"; a repeated id is bad input.
 func ReadActions(r io.Reader, file string) ([]Line[commitlayer.Action], error) {
 	lines, err := readNDJSON(r, file, func(a *commitlayer.Action) error { return a.Validate() })
 	if err != nil {

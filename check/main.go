@@ -17,18 +17,13 @@ func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // Main runs `commitlayer check` with args (after the subcommand) and
-// returns its exit code: 0 all PASS, 1 any FAIL, 2 any UNKNOWN (and no
-// FAIL), 3 bad input (the message names the file and line).
-//
-//	commitlayer check --contract refund.yaml [--contract …] --facts facts.ndjson \
-//	    --actions actions.ndjson [--junit out.xml] [--connected source …] [--at RFC3339]
+// returns its exit code (ExitCode, or ExitBadInput naming file and line).
 func Main(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("commitlayer check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var contractPaths, connected stringList
+	var contractPaths, connected, unreachable stringList
 	fs.Var(&contractPaths, "contract", "a contract file, YAML or JSON (repeatable)")
 	fs.Var(&connected, "connected", "a source to count as connected though it has no fact in the run (repeatable)")
-	var unreachable stringList
 	fs.Var(&unreachable, "unreachable", "a source that could not be read in the run: its lenses are UNKNOWN (repeatable)")
 	factsPath := fs.String("facts", "", "facts, one JSON object a line (the shape POST /v1/facts takes)")
 	actionsPath := fs.String("actions", "", "actions, one JSON object a line (the shape POST /v1/actions takes, requested_at required)")
@@ -73,7 +68,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 }
 
 // Report runs verify, prints the results, writes the JUnit file when asked
-// and returns the exit code (bad input: ExitBadInput).
+// and returns the exit code.
 func Report(stdout, stderr io.Writer, junitPath string, verify func() ([]Result, error)) int {
 	results, err := verify()
 	if err == nil {

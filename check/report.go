@@ -10,8 +10,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// WriteText prints each verdict with its findings (and what to do about
-// each), then a summary line.
+// WriteText prints each verdict with its findings, then a summary line.
 func WriteText(w io.Writer, results []Result) error {
 	var b strings.Builder
 	counts := map[commitlayer.Status]int{}
@@ -49,8 +48,7 @@ func WriteText(w io.Writer, results []Result) error {
 	return err
 }
 
-// details writes a verdict's findings (each with its hint, its code's
-// default when it has none) and its unavailable sources, a line each.
+// details writes a verdict's findings with their hints and its unavailable sources.
 func details(b *strings.Builder, v commitlayer.Verdict, indent, bullet string) {
 	for _, f := range v.Findings {
 		fmt.Fprintf(b, "%s%s%s %s [%s]: %s (next: %s)\n", indent, bullet, f.Code, f.Check, f.Lens,
@@ -68,10 +66,9 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// JUnit XML, the shape CI systems read (Jenkins, GitLab, GitHub actions'
-// reporters): one suite, one test case per action, a <failure> for FAIL and
-// an <error> for UNKNOWN (neither passed nor failed: a source could not be
-// read or nothing was seen).
+// JUnit XML, the shape CI systems read: one suite, one test case per
+// action, a <failure> for FAIL and an <error> for UNKNOWN (neither passed
+// nor failed).
 type junitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
 	Name     string       `xml:"name,attr"`

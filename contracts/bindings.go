@@ -22,34 +22,14 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// Bindings: a contract may say which tool calls record an action of it, so
-// a gateway in front of an agent's tools (MCP) or an ingest of its traces
-// (OpenTelemetry execute_tool spans) records the action with no code in the
-// agent:
-//
-//	bindings:
-//	  - tool: refund_order                     # the MCP tool / gen_ai.tool.name
-//	    subject: "'order:' + args.order_id"    # CEL over args and result: type:id
-//	    params: {amount: args.amount, currency: args.currency}
-//	    when: "args.amount > 0"                # optional
-//
-// Every expression reads `args` (the call's arguments, an object) and
-// `result` (its result as an object; empty when it has none). A binding is
-// inert in the engine: Evaluate never reads it.
-
-// Binding is one tool call that records an action of the contract.
+// Binding is one tool call that records an action of the contract, so an
+// MCP gateway or a trace ingest records it with no code in the agent
+// (docs/contract-language.md). Its CEL expressions read `args` and `result`.
 type Binding struct {
-	// Tool is the tool's name, as the agent calls it.
-	Tool string `json:"tool"`
-	// Subject is a CEL expression giving the action's subject, "type:id",
-	// whose type is the contract's subject type.
-	Subject string `json:"subject"`
-	// Params maps each action param to a CEL expression giving its value
-	// (any JSON value).
-	Params map[string]string `json:"params,omitempty"`
-	// When, if given, is a CEL boolean: the call records an action only
-	// when it holds.
-	When string `json:"when,omitempty"`
+	Tool    string            `json:"tool"`             // the tool's name, as the agent calls it
+	Subject string            `json:"subject"`          // CEL giving "type:id" of the contract's subject type
+	Params  map[string]string `json:"params,omitempty"` // action param → CEL giving its (JSON) value
+	When    string            `json:"when,omitempty"`   // CEL boolean: record an action only when it holds
 }
 
 // maxToolName bounds a binding's tool name (MCP names are at most 128).
@@ -107,8 +87,7 @@ func (p *parser) bindings(n *yaml.Node) []Binding {
 	return out
 }
 
-// validTool reports whether s can name a tool: 1 to 128 printable
-// characters without spaces.
+// validTool reports whether s can name a tool: 1 to 128 printable non-spaces.
 func validTool(s string) bool {
 	if s == "" || len(s) > maxToolName {
 		return false
@@ -116,8 +95,7 @@ func validTool(s string) bool {
 	return strings.IndexFunc(s, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) < 0
 }
 
-// validParamName reports whether s can name a param: printable, no NUL, at
-// most 128 bytes.
+// validParamName reports whether s can name a param: 1 to 128 bytes, printable.
 func validParamName(s string) bool {
 	return s != "" && len(s) <= 128 && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0
 }
@@ -170,14 +148,12 @@ func (c *Contract) Binds(tool string) bool {
 // Match is a tool call bound to a contract: the action it records.
 type Match struct {
 	Contract *Contract
-	// Binding is the index of the binding in the contract's Spec.Bindings.
-	Binding int
-	Subject commitlayer.Subject
-	Params  commitlayer.Attrs
+	Binding  int // index in the contract's Spec.Bindings
+	Subject  commitlayer.Subject
+	Params   commitlayer.Attrs
 }
 
-// BindingError is a binding that could not be evaluated for a tool call:
-// which contract and binding, which field, and why.
+// BindingError is a binding that could not be evaluated for a tool call.
 type BindingError struct {
 	Contract string
 	Tool     string
@@ -189,16 +165,13 @@ func (e *BindingError) Error() string {
 	return fmt.Sprintf("contract %s: %s (tool %s): %s", e.Contract, e.Field, e.Tool, e.Reason)
 }
 
-// Unwrap makes it commitlayer.ErrInvalid: the call's arguments (or the
-// contract) are at fault.
+// Unwrap makes it commitlayer.ErrInvalid: the call (or the contract) is at fault.
 func (e *BindingError) Unwrap() error { return commitlayer.ErrInvalid }
 
-// Bind evaluates the contract's bindings of tool for one call: a Match for
-// each binding whose when holds (in contract order). args and result are
-// the call's arguments and result as decoded JSON objects (nil is empty).
-// A binding that cannot be evaluated (a missing argument, a subject of
-// another type, a param that is not a JSON value) gives a *BindingError
-// (joined when several) beside the matches of the others.
+// Bind evaluates the contract's bindings of tool for one call (args and
+// result as decoded JSON objects, nil is empty): a Match for each binding
+// whose when holds, in contract order. A binding that cannot be evaluated
+// gives a *BindingError (joined when several) beside the others' matches.
 func (c *Contract) Bind(tool string, args, result map[string]any) ([]Match, error) {
 	var act interpreter.Activation
 	var matches []Match
@@ -276,8 +249,7 @@ func (c *Contract) bindOne(b *binding, act interpreter.Activation) (*Match, erro
 	return &Match{Contract: c, Binding: b.index, Subject: subject, Params: params}, nil
 }
 
-// newBindActivation binds a call's args and result (nil is empty), the
-// variables of the bindings' CEL environment.
+// newBindActivation binds a call's args and result (nil is empty).
 func newBindActivation(args, result map[string]any) (interpreter.Activation, error) {
 	na, err := commitlayer.NormalizeValue(args)
 	if err != nil {
@@ -297,8 +269,7 @@ func newBindActivation(args, result map[string]any) (interpreter.Activation, err
 const maxParamDepth = 32
 
 // jsonValue turns a CEL value into a JSON value (nil, bool, string, int64,
-// float64, []any, map[string]any); other CEL types (timestamps, bytes,
-// types, optionals) are an error naming them.
+// float64, []any, map[string]any); other CEL types are an error naming them.
 func jsonValue(v ref.Val, depth int) (any, error) {
 	if depth > maxParamDepth {
 		return nil, fmt.Errorf("value nested deeper than %d", maxParamDepth)
@@ -340,7 +311,7 @@ func jsonValue(v ref.Val, depth int) (any, error) {
 		}
 		return out, nil
 	case traits.Lister:
-		var out []any
+		out := []any{}
 		it := x.Iterator()
 		for i := 0; it.HasNext() == types.True; i++ {
 			e, err := jsonValue(it.Next(), depth+1)
@@ -348,9 +319,6 @@ func jsonValue(v ref.Val, depth int) (any, error) {
 				return nil, fmt.Errorf("[%d]: %w", i, err)
 			}
 			out = append(out, e)
-		}
-		if out == nil {
-			out = []any{}
 		}
 		return out, nil
 	}
@@ -387,8 +355,7 @@ func (b *Bindings) Tools() []string {
 }
 
 // Match evaluates every contract's bindings of tool for one call (see
-// Contract.Bind): matches in contract id order, and the errors of the
-// bindings that could not be evaluated, joined.
+// Contract.Bind): matches in contract id order, and the errors joined.
 func (b *Bindings) Match(tool string, args, result map[string]any) ([]Match, error) {
 	if b == nil {
 		return nil, nil
@@ -405,9 +372,9 @@ func (b *Bindings) Match(tool string, args, result map[string]any) ([]Match, err
 	return out, errors.Join(errs...)
 }
 
-// Fingerprint names what a match records: its contract, binding, subject
-// and params (a hash of them). Two tool calls with one fingerprint ask
-// for the same action, as an agent's retry of a failed call does.
+// Fingerprint hashes what a match records (contract, binding, subject,
+// params): two calls with one fingerprint ask for the same action, as an
+// agent's retry of a failed call does.
 func (m Match) Fingerprint() string {
 	params, _ := json.Marshal(m.Params) // attrs are JSON values; sorted keys
 	h := sha256.New()

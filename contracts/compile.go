@@ -18,8 +18,8 @@ import (
 // actionFields are the keys of the `action` variable.
 var actionFields = []string{"id", "agent", "subject", "subject_type", "subject_id", "requested_at", "claim_status"}
 
-// costLimit stops a predicate that would run away on huge attrs (nested
-// comprehensions over long lists); the evaluation then fails with an error.
+// costLimit stops a predicate running away on huge attrs (nested
+// comprehensions over long lists): the evaluation fails with an error.
 const costLimit = 1_000_000
 
 type environments struct {
@@ -60,12 +60,11 @@ type program struct {
 	src   string
 	field string
 	prg   cel.Program
-	// stateReads are the sources read as state.<name>; stateDynamic is set
-	// when state is indexed any other way (then every source is read).
+	// stateReads are the sources read as state.<name>; stateDynamic: state
+	// is indexed any other way, so every source is read.
 	stateReads   []string
 	stateDynamic bool
-	// effectAttrs, originalAttrs and paramKeys are the keys selected as
-	// effect.<k>, original.<k> and params.<k>, for messages.
+	// The keys selected as effect.<k>, original.<k> and params.<k>, for messages.
 	effectAttrs, originalAttrs, paramKeys []string
 }
 
@@ -79,8 +78,18 @@ const (
 	anyResult
 )
 
+// results says which kinds an expression of a resultType may have, and what it must be.
+var results = map[resultType]struct {
+	kinds []types.Kind
+	must  string
+}{
+	boolResult:   {[]types.Kind{types.BoolKind, types.DynKind}, "a boolean expression"},
+	numberResult: {[]types.Kind{types.IntKind, types.DoubleKind, types.DynKind}, "a number (int or double)"},
+	stringResult: {[]types.Kind{types.StringKind, types.DynKind}, "a string expression (giving type:id)"},
+}
+
 // compile compiles the expression at field (nil when src is empty),
-// reporting errors with the field's line.
+// reporting errors at the field's line.
 func (p *parser) compile(env *cel.Env, field, src string, want resultType, sources map[string]bool) *program {
 	if strings.TrimSpace(src) == "" {
 		return nil
@@ -118,23 +127,9 @@ func (p *parser) compile(env *cel.Env, field, src string, want resultType, sourc
 		}
 		return nil
 	}
-	out := ast.OutputType()
-	switch want {
-	case boolResult:
-		if k := out.Kind(); k != types.BoolKind && k != types.DynKind {
-			p.fail(field, lineOf(1), "must be a boolean expression, but its type is %s", out)
-			return nil
-		}
-	case numberResult:
-		if k := out.Kind(); k != types.IntKind && k != types.DoubleKind && k != types.DynKind {
-			p.fail(field, lineOf(1), "must be a number (int or double), but its type is %s", out)
-			return nil
-		}
-	case stringResult:
-		if k := out.Kind(); k != types.StringKind && k != types.DynKind {
-			p.fail(field, lineOf(1), "must be a string expression (giving type:id), but its type is %s", out)
-			return nil
-		}
+	if r, ok := results[want]; ok && !slices.Contains(r.kinds, ast.OutputType().Kind()) {
+		p.fail(field, lineOf(1), "must be %s, but its type is %s", r.must, ast.OutputType())
+		return nil
 	}
 	pr := &program{src: src, field: field}
 	ok := true
@@ -193,11 +188,12 @@ func (p *parser) compile(env *cel.Env, field, src string, want resultType, sourc
 	return pr
 }
 
-func appendUnique(list []string, s string) []string {
-	if slices.Contains(list, s) {
+// appendUnique appends v to list unless it is there already.
+func appendUnique[T comparable](list []T, v T) []T {
+	if slices.Contains(list, v) {
 		return list
 	}
-	return append(list, s)
+	return append(list, v)
 }
 
 // build validates spec and compiles every predicate into a Contract.

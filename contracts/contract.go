@@ -8,25 +8,23 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// Contract is a parsed, validated and compiled contract. It is immutable and
-// safe for concurrent use; Spec must not be modified after Parse.
+// Contract is a parsed, validated and compiled contract, immutable and safe
+// for concurrent use (Spec must not be modified after Parse).
 type Contract struct {
 	Spec Spec
 
-	idLine  int
-	sources map[string]bool
-	policy  []*rule
-	limits  []*limit
-	effects []*effect
-	forbids []*forbid
-	// bindings are the compiled tool-call bindings (bindings.go).
+	idLine   int
+	sources  map[string]bool
+	policy   []*rule
+	limits   []*limit
+	effects  []*effect
+	forbids  []*forbid
 	bindings []*binding
-	// remedies are the checks' hint overrides (remedy.go).
-	remedies map[string]commitlayer.Remedy
+	remedies map[string]commitlayer.Remedy // check id → its remedy override
 }
 
-// Check ordering: every check has an order (its position in the contract:
-// policy, limits, effects, forbids), used to sort findings.
+// A check's order is its position in the contract (policy, limits,
+// effects, forbids); findings are sorted by it.
 type rule struct {
 	spec  *Rule
 	order int
@@ -63,10 +61,7 @@ func (c *Contract) ID() string { return c.Spec.ID }
 // Kind is action (the default) or outcome.
 func (c *Contract) Kind() ContractKind { return c.Spec.Kind }
 
-// ActsOn reports whether the contract acts on subjects like s: of its
-// subject type, or any subject when it names none. The one check behind a
-// recorded action refused (service), a binding's subject refused
-// (bindings) and a stored action of another type failed (evaluate).
+// ActsOn reports whether s is of the contract's subject type (any if it names none).
 func (c *Contract) ActsOn(s commitlayer.Subject) bool {
 	return c.Spec.Subject == "" || s.Type() == c.Spec.Subject
 }
@@ -85,50 +80,34 @@ func (c *Contract) SettlesAt(requestedAt time.Time) time.Time {
 	return requestedAt.Add(c.Settlement())
 }
 
-// WatchUntil is SettlesAt + watch: the end of the window in which effects,
-// duplicates and forbidden effects of an action are looked for.
+// WatchUntil is SettlesAt + watch: the end of an action's effect window.
 func (c *Contract) WatchUntil(requestedAt time.Time) time.Time {
 	return c.SettlesAt(requestedAt).Add(c.Watch())
 }
 
-// EffectKinds returns the (source, type) pairs the contract's effects,
-// reversals and forbids read, in contract order without repeats, so a store
-// can fetch exactly those facts for orphans and limits.
+// EffectKinds returns the fact kinds the effects, reversals and forbids
+// read, in contract order, each once: what a store fetches for them.
 func (c *Contract) EffectKinds() []commitlayer.FactType {
 	var out []commitlayer.FactType
-	seen := map[commitlayer.FactType]bool{}
-	add := func(k commitlayer.FactType) {
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, k)
-		}
-	}
 	for _, e := range c.effects {
-		add(e.kind)
+		out = appendUnique(out, e.kind)
 		if e.reversal != nil {
-			add(*e.reversal)
+			out = appendUnique(out, *e.reversal)
 		}
 	}
 	for _, f := range c.forbids {
-		add(f.kind)
+		out = appendUnique(out, f.kind)
 	}
 	return out
 }
 
 // MayChange reports whether facts like d describes could change an
-// evaluation of an action requested at requestedAt, its priors' (for
-// limits) included. Evaluate reads facts in three ways only: their links
-// (which subjects are in a subject set, and a `through` forbid's hubs),
-// the facts of the kinds EffectKinds names (effects, their reversals and
-// limits, the outcome's signal, forbids), and the attrs of the contract
-// sources' facts that occurred before an action (the policy's state).
-// Facts that link nothing, are of no such kind, and are from no contract
-// source or occurred at or after requestedAt (a prior action is never
-// later) are read by none of them: the verdict with them is the verdict
-// without them (FuzzEvaluate checks it). A nil d says nothing: true.
-//
-// It says nothing of coverage: the first facts of a source make it
-// connected, which a verdict with the source unavailable does read.
+// evaluation of an action requested at requestedAt (its priors' included).
+// Evaluate reads facts only through their links, the kinds EffectKinds
+// names, and the state: contract sources' attrs from before an action (a
+// prior is never later). Facts read by none of these leave the verdict as
+// it was (FuzzEvaluate checks it). A nil d says nothing: true. Coverage is
+// not considered: a source's first facts make it connected.
 func (c *Contract) MayChange(d *Digest, requestedAt time.Time) bool {
 	if d == nil || d.Linked {
 		return true
@@ -142,24 +121,21 @@ func (c *Contract) MayChange(d *Digest, requestedAt time.Time) bool {
 	return false
 }
 
-// throughTypes returns the subject types the forbids name in `through`, in
-// contract order without repeats.
+// throughTypes returns the forbids' `through` types, each once.
 func (c *Contract) throughTypes() []string {
 	var out []string
 	for _, f := range c.forbids {
-		if f.through != "" && !slices.Contains(out, f.through) {
-			out = append(out, f.through)
+		if f.through != "" {
+			out = appendUnique(out, f.through)
 		}
 	}
 	return out
 }
 
-// ThroughSubjects returns the subjects whose one-hop facts the contract's
-// `through` forbids read for action a: the subjects of a `through` type
-// linked one hop to a's subject in facts, sorted, never a's own subject.
-// The caller fetches the facts on them, on their one-hop subjects and those
-// linking them, and passes them to Evaluate too (a fact given twice counts
-// once).
+// ThroughSubjects returns the subjects of a `through` type linked one hop
+// to a's subject in facts (never a's own), sorted: the caller fetches the
+// facts on them and their one-hop subjects for Evaluate too (a fact given
+// twice counts once).
 func (c *Contract) ThroughSubjects(a commitlayer.Action, facts []commitlayer.Fact) []commitlayer.Subject {
 	types := c.throughTypes()
 	if len(types) == 0 {
@@ -189,8 +165,7 @@ func (c *Contract) ThroughSubjects(a commitlayer.Action, facts []commitlayer.Fac
 	return out
 }
 
-// ofType reports whether s is "type:id" with a non-empty id and a type in
-// types (a malformed subject is of no type).
+// ofType reports whether s is "type:id" with an id and a type in types.
 func ofType(s commitlayer.Subject, types []string) bool {
 	typ, id, ok := strings.Cut(string(s), ":")
 	return ok && id != "" && slices.Contains(types, typ)

@@ -8,18 +8,15 @@ import (
 )
 
 // Digest says what a batch of facts holds beyond its subjects: each kind
-// among them with the earliest time one occurred, and whether any links a
-// subject. It is enough to tell, without reading the store, that the batch
-// cannot change a verification's answer (Contract.MayChange): most facts
-// on a watched subject are of a kind its contract never reads. The store
-// keeps it with the notice of the batch.
+// with its earliest occurred_at, and whether any fact links a subject. It
+// tells, without reading the store, that a batch cannot change a
+// verification's answer (Contract.MayChange).
 type Digest struct {
 	Kinds  []KindSince
 	Linked bool
 }
 
-// KindSince is one kind of a Digest and the earliest occurred_at of its
-// facts.
+// KindSince is one kind of a Digest and the earliest occurred_at of its facts.
 type KindSince struct {
 	commitlayer.FactType
 	Earliest time.Time

@@ -8,8 +8,7 @@ import (
 )
 
 // matchEffect finds the facts of effect e for action x: on its subject set,
-// of e's source and type, in x's window, where e.where holds. Cached per
-// action and effect.
+// of e's kind, in x's window, where e.where holds (cached per x and e).
 func (ev *evaluation) matchEffect(x *actionCtx, e *effect) *match {
 	if m, ok := x.matches[e]; ok {
 		return m
@@ -124,9 +123,8 @@ func (ev *evaluation) checkEffect(x *actionCtx, e *effect) {
 	}
 }
 
-// anySignal reports whether any fact of any effect's kind exists on the
-// subject set at or after requested_at and before the next action's
-// requested_at (with no upper bound when there is no next action).
+// anySignal reports whether a fact of any effect's kind is on the subject
+// set from requested_at until the next action's (unbounded without one).
 func (ev *evaluation) anySignal(x *actionCtx) bool {
 	for _, e := range ev.c.effects {
 		for _, pos := range x.ss.byKind[e.kind] {

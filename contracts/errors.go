@@ -25,7 +25,7 @@ func (e *Error) Error() string {
 }
 
 // Errors returns the *Error values inside err (one, or each of a joined
-// list), in order. Other errors are returned as an *Error with only a Reason.
+// list), in order; another error becomes an *Error with only a Reason.
 func Errors(err error) []*Error {
 	if err == nil {
 		return nil

@@ -13,20 +13,15 @@ import (
 // Input is everything one verification reads.
 type Input struct {
 	Action commitlayer.Action
-	// Facts on the action's subject and linked subjects (and, for limits,
-	// on prior actions' subjects); unrelated facts may be included.
+	// Facts on the action's, linked and prior actions' subjects (others are ignored).
 	Facts []commitlayer.Fact
-	// Prior are earlier actions of this contract, for limits; actions of
-	// other contracts, outside the window or repeated are ignored.
+	// Prior are earlier actions of this contract, for limits; others, and
+	// those out of a limit's window or repeated, are ignored.
 	Prior []commitlayer.Action
-	// Later are the actions of this contract on the action's subject
-	// requested after it. The earliest one ends the action's effect window
-	// (effects, duplicates, expect, forbids, limits) at its requested_at,
-	// exclusive, when that is not after requested_at + settlement + watch:
-	// facts from then on are its own. It also ends the search for a signal
-	// of an outcome contract. Reversals stay unbounded. Entries of other
-	// contracts or subjects, not after the action, or with its id are
-	// ignored.
+	// Later are the actions of this contract on the action's subject after
+	// it (others are ignored). The earliest ends the effect window and an
+	// outcome's signal search (not reversals) at its requested_at if not
+	// after the watch's end: facts from then on are its own.
 	Later    []commitlayer.Action
 	Coverage Coverage
 	Now      time.Time
@@ -38,15 +33,13 @@ type Coverage struct {
 	Unreachable map[string]string // source -> error, for this verification (counts as not connected)
 }
 
-// actionCtx is one action (the one verified, or a prior one for limits)
-// with its subject set, effect window and variables.
+// actionCtx is one action (verified, or prior) with its subject set, window and variables.
 type actionCtx struct {
 	action *commitlayer.Action
 	ss     *subjectSet
 	// next is the following action of the contract on the subject, if
-	// known. The effect window is [action.RequestedAt, end], or
-	// [action.RequestedAt, end) when bounded: next was requested before
-	// the usual end, and end is its requested_at.
+	// known. The effect window is [action.RequestedAt, end], or [..., end)
+	// when bounded: next was requested before the watch's end, at end.
 	next    *commitlayer.Action
 	end     time.Time
 	bounded bool
@@ -79,8 +72,7 @@ type evaluation struct {
 	avail map[string]bool
 	found []finding
 	// following holds, per subject, the actions that can end a prior
-	// action's window (the action, Prior and Later of this contract), by
-	// requested_at then id; built on first use.
+	// action's window, in actionCmp order; built on first use.
 	following map[commitlayer.Subject][]*commitlayer.Action
 }
 
@@ -101,13 +93,8 @@ func (c *Contract) Evaluate(in Input) commitlayer.Verdict {
 	for s := range in.Coverage.Unreachable {
 		delete(ev.avail, s)
 	}
-	unavailable := []string{}
-	for _, s := range c.Spec.Sources {
-		if !ev.avail[s] {
-			unavailable = append(unavailable, s)
-		}
-	}
-	sort.Strings(unavailable)
+	unavailable := ev.unavailable(c.Spec.Sources...)
+	slices.Sort(unavailable)
 
 	priors := ev.priors()
 	later := ev.laterOf(a)
@@ -195,9 +182,8 @@ func (c *Contract) Evaluate(in Input) commitlayer.Verdict {
 	return v
 }
 
-// priors returns, per limit, the prior actions that count for it: same
-// contract, same agent (or subject), requested in [requested_at − window,
-// requested_at], not the action itself, each id once, in time order.
+// priors returns, per limit, the prior actions it counts (same contract,
+// agent or subject, window; not a itself), each id once, in time order.
 func (ev *evaluation) priors() [][]*commitlayer.Action {
 	a := &ev.in.Action
 	out := make([][]*commitlayer.Action, len(ev.c.limits))
@@ -244,9 +230,8 @@ func (ev *evaluation) laterOf(a *commitlayer.Action) *commitlayer.Action {
 	return next
 }
 
-// followingOf returns the earliest known action that ends prior action p's
-// window: the verified action, an entry of Prior or of Later, of this
-// contract, on p's subject, requested after p, not p itself.
+// followingOf returns the earliest known action (verified, Prior or Later)
+// that ends prior action p's window, as laterOf does for the verified one.
 func (ev *evaluation) followingOf(p *commitlayer.Action) *commitlayer.Action {
 	if ev.following == nil {
 		ev.following = map[commitlayer.Subject][]*commitlayer.Action{}
@@ -312,12 +297,12 @@ func (ev *evaluation) newActionCtx(a *commitlayer.Action, next *commitlayer.Acti
 	return x
 }
 
-// unavailable returns the given sources that are not available, each once.
+// unavailable returns the unavailable sources, each once; never nil (a verdict's list).
 func (ev *evaluation) unavailable(sources ...string) []string {
-	var out []string
+	out := []string{}
 	for _, s := range sources {
-		if !ev.avail[s] && !slices.Contains(out, s) {
-			out = append(out, s)
+		if !ev.avail[s] {
+			out = appendUnique(out, s)
 		}
 	}
 	return out

@@ -12,13 +12,10 @@ import (
 
 // exactAdapter turns the evaluation's variables into CEL values so that two
 // different amounts never compare equal. CEL compares an int with a double
-// by converting the int (cel-go: Int(2^63−1) == Double(2^63) is true, and
-// so is Int(2^53+1) == Double(2^53)); a double of magnitude 2^53 or more
-// no longer tells whole units apart. Such a double becomes an error value:
-// a predicate that reads it fails (a finding) instead of answering. The API
-// and the connectors refuse these numbers before they are stored
-// (commitlayer.NormalizeValue); this holds for anything stored earlier or
-// handed to the evaluator directly.
+// by converting the int (Int(2^53+1) == Double(2^53) is true), so a double
+// of magnitude 2^53 or more becomes an error value: a predicate reading it
+// fails (a finding). commitlayer.NormalizeValue refuses such numbers at the
+// door; this covers anything stored earlier or handed in directly.
 type exactAdapter struct{}
 
 var exact types.Adapter = exactAdapter{}

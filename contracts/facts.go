@@ -11,31 +11,20 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// factIndex holds, for one evaluation, the facts on the subjects that matter
-// (the roots, the subjects linked to them one hop away and, for `through`
-// forbids, the subjects linked one hop to the first root's hubs), grouped by
-// subject in time order. It is built with two passes over the input (three
-// when the contract has a `through` forbid) and never rescanned.
+// factIndex holds, by subject in time order, the facts on the roots, on the
+// subjects one hop from them and one hop from the first root's `through`
+// hubs. It is built in two passes over the input (three with hubs).
 type factIndex struct {
-	facts []commitlayer.Fact
-	// rel are the positions (in facts) of the facts kept; vals caches each
-	// kept fact's `effect` value, built on first use.
-	rel  []int32
-	vals []ref.Val
-	// bySubject maps a subject to positions in rel, sorted by factLess, the
-	// same fact given twice kept once.
-	bySubject map[commitlayer.Subject][]int32
-	// linked maps each root, and each hub, to the subjects linked to it,
-	// sorted.
-	linked map[commitlayer.Subject][]commitlayer.Subject
-	// hubs are the subjects of a `through` type linked one hop to the
-	// first root (or that root itself), sorted.
-	hubs []commitlayer.Subject
+	facts     []commitlayer.Fact
+	rel       []int32                                       // positions in facts of the facts kept
+	vals      []ref.Val                                     // each kept fact's `effect` value, built on first use
+	bySubject map[commitlayer.Subject][]int32               // positions in rel, in factCmp order, repeats dropped
+	linked    map[commitlayer.Subject][]commitlayer.Subject // each root and hub → its linked subjects, sorted
+	hubs      []commitlayer.Subject                         // `through`-typed subjects in the first root's set, sorted
 }
 
-// newFactIndex indexes facts around roots. When throughTypes is not empty,
-// the subjects of those types in roots[0]'s subject set are hubs, and the
-// subjects linked one hop to a hub are kept too.
+// newFactIndex indexes facts around roots; subjects of throughTypes in
+// roots[0]'s subject set are hubs.
 func newFactIndex(facts []commitlayer.Fact, roots []commitlayer.Subject, throughTypes []string) *factIndex {
 	ix := &factIndex{
 		facts:     facts,
@@ -58,8 +47,7 @@ func newFactIndex(facts []commitlayer.Fact, roots []commitlayer.Subject, through
 		}
 		s[other] = true
 	}
-	// neighbours links every center to the subjects one hop away from it,
-	// in either direction.
+	// neighbours links every center to the subjects one hop away, either direction.
 	neighbours := func(isCenter map[commitlayer.Subject]bool) {
 		for i := range facts {
 			f := &facts[i]
@@ -103,10 +91,7 @@ func newFactIndex(facts []commitlayer.Fact, roots []commitlayer.Subject, through
 			neighbours(fresh)
 		}
 	}
-	wanted := make(map[commitlayer.Subject]bool, len(roots)*4)
-	for r := range isRoot {
-		wanted[r] = true
-	}
+	wanted := maps.Clone(isRoot)
 	for center, s := range sets {
 		list := make([]commitlayer.Subject, 0, len(s))
 		for other := range s {
@@ -129,9 +114,8 @@ func newFactIndex(facts []commitlayer.Fact, roots []commitlayer.Subject, through
 			// Stable: of a fact given twice, the first is kept.
 			slices.SortStableFunc(list, ix.cmp)
 		}
-		// Drop the repeats of a fact given twice (same occurred_at, seq,
-		// source and non-empty external id, as two overlapping fetches
-		// return it); sorted, they are adjacent.
+		// Drop the repeats of a fact given twice (as overlapping fetches
+		// return it): sorted, they are adjacent.
 		ix.bySubject[s] = slices.CompactFunc(list, func(a, b int32) bool {
 			return ix.fact(b).ExternalID != "" && ix.cmp(a, b) == 0
 		})
@@ -141,11 +125,9 @@ func newFactIndex(facts []commitlayer.Fact, roots []commitlayer.Subject, through
 
 func (ix *factIndex) fact(pos int32) *commitlayer.Fact { return &ix.facts[ix.rel[pos]] }
 
-// cmp orders facts by occurred_at, then seq, then source and external id.
-func (ix *factIndex) cmp(a, b int32) int {
-	return factCmp(ix.fact(a), ix.fact(b))
-}
+func (ix *factIndex) cmp(a, b int32) int { return factCmp(ix.fact(a), ix.fact(b)) }
 
+// factCmp orders facts by occurred_at, then seq, then source and external id.
 func factCmp(fa, fb *commitlayer.Fact) int {
 	if c := fa.OccurredAt.Compare(fb.OccurredAt); c != 0 {
 		return c
@@ -159,8 +141,7 @@ func factCmp(fa, fb *commitlayer.Fact) int {
 	return cmp.Compare(fa.ExternalID, fb.ExternalID)
 }
 
-// effectVal is the `effect` variable for a fact: its attrs plus _type,
-// _subject and _occurred_at.
+// effectVal is a fact's `effect` variable: attrs, _type, _subject, _occurred_at.
 func (ix *factIndex) effectVal(pos int32) ref.Val {
 	if v := ix.vals[pos]; v != nil {
 		return v
@@ -179,8 +160,7 @@ func effectMap(f *commitlayer.Fact) map[string]any {
 	return m
 }
 
-// subjectSet is one action's subject and the subjects linked to it, with
-// their facts.
+// subjectSet is one action's subject and those linked to it, with their facts.
 type subjectSet struct {
 	subjects []commitlayer.Subject            // own subject first, then linked, sorted
 	own      []int32                          // facts on the own subject, in time order
@@ -217,10 +197,9 @@ func (ix *factIndex) subjectSet(s commitlayer.Subject) *subjectSet {
 	return ss
 }
 
-// state folds, per contract source, the attrs of that source's facts on the
-// subject set that occurred before requestedAt: linked subjects first, then
-// the own subject, each in time order, later values overriding earlier ones.
-// Every source is present (an empty map when it has no facts).
+// state folds, per contract source, the attrs of its facts on the subject
+// set from before requestedAt: linked subjects first, then the own subject,
+// each in time order, later values overriding. Every source has a map.
 func (ix *factIndex) state(ss *subjectSet, sources []string, requestedAt time.Time) map[string]any {
 	st := make(map[string]any, len(sources))
 	per := make(map[string]map[string]any, len(sources))
@@ -236,9 +215,7 @@ func (ix *factIndex) state(ss *subjectSet, sources []string, requestedAt time.Ti
 				break // in time order: the rest are later
 			}
 			if m, ok := per[f.Source]; ok {
-				for k, v := range f.Attrs {
-					m[k] = v
-				}
+				maps.Copy(m, f.Attrs)
 			}
 		}
 	}

@@ -37,25 +37,17 @@ func (ev *evaluation) checkForbid(x *actionCtx, f *forbid) {
 		ev.add(commitlayer.CodeForbiddenEffect, f.spec.ID, commitlayer.LensPolicy, f.order, hits,
 			"%d forbidden %s %s after the action%s", len(hits), what, plural(len(hits), "fact", "facts"), ev.viaText(hits, via))
 	default:
-		// Nothing forbidden seen: that holds only if every source it
-		// depends on was read — its own, and those that link the hub.
-		var missing []string
-		for _, src := range append([]string{f.kind.Source}, f.spec.LinksFrom...) {
-			if !ev.avail[src] && !slices.Contains(missing, src) {
-				missing = append(missing, src)
-			}
-		}
-		if len(missing) > 0 {
+		// Nothing forbidden seen holds only if every source it depends on
+		// was read: its own, and those that link the hub.
+		if missing := ev.unavailable(append([]string{f.kind.Source}, f.spec.LinksFrom...)...); len(missing) > 0 {
 			ev.addUnavailable(f.spec.ID, commitlayer.LensPolicy, f.order, missing)
 		}
 	}
 }
 
-// throughCandidates returns forbid f's candidates for action x: the facts of
-// its kind on x's subject set, and those on the subjects linked one hop to a
-// hub of f's `through` type in the subject set, in time order. via maps each
-// fact of the second kind to the first hub (in subject order) it was reached
-// through.
+// throughCandidates returns forbid f's candidates for action x in time
+// order: facts of its kind on x's subject set and one hop from its hubs;
+// via maps each of the latter to the first hub it was reached through.
 func (ev *evaluation) throughCandidates(x *actionCtx, f *forbid) ([]int32, map[int32]commitlayer.Subject) {
 	own := x.ss.byKind[f.kind]
 	inSet := make(map[commitlayer.Subject]bool, len(x.ss.subjects))
@@ -114,9 +106,7 @@ func (ev *evaluation) viaText(hits []int32, via map[int32]commitlayer.Subject) s
 		if _, seen := per[hub]; !seen {
 			hubs = append(hubs, hub)
 		}
-		if s := ev.ix.fact(pos).Subject; !slices.Contains(per[hub], s) {
-			per[hub] = append(per[hub], s)
-		}
+		per[hub] = appendUnique(per[hub], ev.ix.fact(pos).Subject)
 	}
 	if len(hubs) == 0 {
 		return ""

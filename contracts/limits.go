@@ -13,7 +13,7 @@ import (
 )
 
 // total adds int64s exactly (saturating on overflow) until a double
-// appears, then adds as float64.
+// appears, then as float64.
 type total struct {
 	isFloat bool
 	i       int64
@@ -27,15 +27,14 @@ func (t *total) add(v ref.Val) error {
 			t.f += float64(n)
 			return nil
 		}
-		s := t.i + int64(n)
-		if (int64(n) > 0 && s < t.i) || (int64(n) < 0 && s > t.i) {
-			if n > 0 {
-				s = math.MaxInt64
-			} else {
-				s = math.MinInt64
-			}
+		switch s := t.i + int64(n); {
+		case n > 0 && s < t.i:
+			t.i = math.MaxInt64
+		case n < 0 && s > t.i:
+			t.i = math.MinInt64
+		default:
+			t.i = s
 		}
-		t.i = s
 	case types.Uint:
 		if uint64(n) > math.MaxInt64 {
 			return t.add(types.Double(float64(n)))

@@ -1,15 +1,15 @@
 package contracts
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
 )
 
-// Lint parses each file and prints one line per problem to w, as
-// "file:line: field: reason" ("file: field: reason" when the line is not
-// known). Two files defining the same contract id are a problem too. It
-// prints nothing for valid files and reports whether all were valid.
+// Lint parses each file and prints one "file:line: field: reason" line per
+// problem to w (a contract id defined twice included); it reports whether
+// all were valid.
 func Lint(w io.Writer, paths []string) (ok bool) {
 	ok = true
 	defined := map[string]string{} // contract id → first file
@@ -24,10 +24,7 @@ func Lint(w io.Writer, paths []string) (ok bool) {
 		if err != nil {
 			ok = false
 			for _, e := range Errors(err) {
-				field := e.Field
-				if field == "" {
-					field = "contract"
-				}
+				field := cmp.Or(e.Field, "contract")
 				if e.Line > 0 {
 					fmt.Fprintf(w, "%s:%d: %s: %s\n", path, e.Line, field, e.Reason)
 				} else {

@@ -2,7 +2,6 @@ package contracts
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,10 +49,7 @@ func (ev *evaluation) addUnavailable(check string, lens commitlayer.Lens, order 
 func (ev *evaluation) kindList() string {
 	var parts []string
 	for _, e := range ev.c.effects {
-		k := e.kind.Source + " " + e.kind.Type
-		if !slices.Contains(parts, k) {
-			parts = append(parts, k)
-		}
+		parts = appendUnique(parts, e.kind.Source+" "+e.kind.Type)
 	}
 	return strings.Join(parts, ", ")
 }

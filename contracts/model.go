@@ -1,10 +1,7 @@
 // Package contracts is CommitLayer's contract language and verification
-// engine. A contract (YAML or JSON, predicates in CEL) says which effects an
-// action must produce, which it must never produce, and which rules and
-// limits it must respect. Parse loads and compiles one; Evaluate turns
-// (contract, action, facts, coverage, now) into a commitlayer.Verdict. The
-// package is pure: no I/O, no clock, nothing specific to any contract, source
-// or event type.
+// engine: Parse loads and compiles a contract (YAML or JSON, predicates in
+// CEL); Evaluate turns (contract, action, facts, coverage, now) into a
+// commitlayer.Verdict. It is pure: no I/O, no clock, no specific source.
 package contracts
 
 import (
@@ -37,8 +34,8 @@ const (
 	PerSubject Per = "subject"
 )
 
-// Spec is the contract as written. Durations are Duration values; a zero
-// Effect.Count means "at least one, no upper bound".
+// Spec is the contract as written; a zero Effect.Count means "at least
+// one, no upper bound".
 type Spec struct {
 	ID          string       `json:"id"`
 	Kind        ContractKind `json:"kind"`
@@ -51,52 +48,45 @@ type Spec struct {
 	Limits      []Limit      `json:"limits,omitempty"`
 	Effects     []Effect     `json:"effects,omitempty"`
 	Forbids     []Forbid     `json:"forbids,omitempty"`
-	// Bindings say which tool calls record an action of this contract
-	// (bindings.go); they are inert until a gateway or an ingest reads them.
+	// Bindings say which tool calls record an action; Evaluate never reads them.
 	Bindings []Binding `json:"bindings,omitempty"`
 }
 
 // Rule is a policy predicate over params, action and state.
 type Rule struct {
-	ID      string `json:"id"`
-	Rule    string `json:"rule"`
-	Message string `json:"message,omitempty"`
-	// Remedy overrides the hint of this check's findings (hints.go).
-	Remedy commitlayer.Remedy `json:"remedy,omitempty"`
+	ID      string             `json:"id"`
+	Rule    string             `json:"rule"`
+	Message string             `json:"message,omitempty"`
+	Remedy  commitlayer.Remedy `json:"remedy,omitempty"` // overrides the code's default hint
 }
 
 // Limit bounds the sum (or count) of one effect's matched facts over the
 // actions of one agent (or on one subject) in a window.
 type Limit struct {
-	ID     string   `json:"id"`
-	Per    Per      `json:"per"`
-	Window Duration `json:"window"`
-	Effect string   `json:"effect"`
-	Sum    string   `json:"sum,omitempty"`
-	Count  bool     `json:"count,omitempty"`
-	Max    int64    `json:"max"`
-	// Remedy overrides the hint of this check's findings.
-	Remedy commitlayer.Remedy `json:"remedy,omitempty"`
+	ID     string             `json:"id"`
+	Per    Per                `json:"per"`
+	Window Duration           `json:"window"`
+	Effect string             `json:"effect"`
+	Sum    string             `json:"sum,omitempty"`
+	Count  bool               `json:"count,omitempty"`
+	Max    int64              `json:"max"`
+	Remedy commitlayer.Remedy `json:"remedy,omitempty"` // overrides the code's default hint
 }
 
 // Effect is a fact the action must produce.
 type Effect struct {
-	ID         string    `json:"id"`
-	Source     string    `json:"source"`
-	Type       string    `json:"type"`
-	Where      string    `json:"where,omitempty"`
-	Count      int       `json:"count,omitempty"`
-	Expect     string    `json:"expect,omitempty"`
-	ReversedBy *Reversal `json:"reversed_by,omitempty"`
-	// Orphans, when set to false, keeps the facts this effect matches out
-	// of Orphans. Nil (left out) means true.
-	Orphans *bool `json:"orphans,omitempty"`
-	// Remedy overrides the hint of this check's findings.
-	Remedy commitlayer.Remedy `json:"remedy,omitempty"`
+	ID         string             `json:"id"`
+	Source     string             `json:"source"`
+	Type       string             `json:"type"`
+	Where      string             `json:"where,omitempty"`
+	Count      int                `json:"count,omitempty"`
+	Expect     string             `json:"expect,omitempty"`
+	ReversedBy *Reversal          `json:"reversed_by,omitempty"`
+	Orphans    *bool              `json:"orphans,omitempty"` // false keeps its facts out of Orphans; nil is true
+	Remedy     commitlayer.Remedy `json:"remedy,omitempty"`  // overrides the code's default hint
 }
 
-// ReportsOrphans reports whether facts matching e can be orphans (Orphans
-// is nil or true).
+// ReportsOrphans reports whether facts matching e can be orphans.
 func (e *Effect) ReportsOrphans() bool { return e.Orphans == nil || *e.Orphans }
 
 // Reversal is a later fact that undoes a matched effect. In its Where,
@@ -113,25 +103,18 @@ type Forbid struct {
 	Source string `json:"source"`
 	Type   string `json:"type"`
 	Where  string `json:"where,omitempty"`
-	// Through, when set, is a subject type ("customer"): the forbid also
-	// looks at facts on the subjects linked one hop to any subject of that
-	// type in the action's subject set (a subscription's customer's orders).
+	// Through, when set, is a subject type ("customer"): the forbid also reads
+	// facts one hop from such a subject in the action's subject set.
 	Through string `json:"through,omitempty"`
-	// LinksFrom names the sources whose facts link the `through` hub to the
-	// subjects it reaches (the orders system links an order to its
-	// customer). When one of them cannot be read and nothing forbidden is
-	// found, the policy lens is UNKNOWN: the links that would lead to a
-	// forbidden fact may be the ones missing.
-	LinksFrom []string `json:"links_from,omitempty"`
-	// Orphans, when set to false, keeps the facts this forbid matches out
-	// of Orphans. Nil (left out) means true.
-	Orphans *bool `json:"orphans,omitempty"`
-	// Remedy overrides the hint of this check's findings.
-	Remedy commitlayer.Remedy `json:"remedy,omitempty"`
+	// LinksFrom names the sources whose facts link the hub to the subjects
+	// it reaches: with one unreadable and nothing forbidden found, the
+	// policy lens is UNKNOWN (the missing links may lead to a forbidden fact).
+	LinksFrom []string           `json:"links_from,omitempty"`
+	Orphans   *bool              `json:"orphans,omitempty"` // false keeps its facts out of Orphans; nil is true
+	Remedy    commitlayer.Remedy `json:"remedy,omitempty"`  // overrides the code's default hint
 }
 
-// ReportsOrphans reports whether facts matching f can be orphans (Orphans
-// is nil or true).
+// ReportsOrphans reports whether facts matching f can be orphans.
 func (f *Forbid) ReportsOrphans() bool { return f.Orphans == nil || *f.Orphans }
 
 // Duration is a time.Duration written in Go syntax with an optional leading
@@ -185,8 +168,7 @@ func (d Duration) String() string {
 	return td.String()
 }
 
-// MarshalText writes the duration as String does, so a Spec round-trips
-// through JSON.
+// MarshalText writes String, so a Spec round-trips through JSON.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
 // UnmarshalText reads what ParseDuration reads.

@@ -15,16 +15,11 @@ type Orphan struct {
 	Fact     commitlayer.Fact `json:"fact"`
 }
 
-// Orphans lists the facts matching one of c's effects or forbids (source,
-// type, and `where` evaluated with empty params and state; a `where` that
-// cannot be evaluated counts as a match) that no action of c covers. A check
-// written with `orphans: false` matches nothing here, though its facts still
-// link subjects; a fact of its kind that another check matches can still be
-// an orphan. An action covers a fact when its subject is the fact's subject,
-// one of the fact's links, or a subject linked one hop to the fact's subject
-// (through any of the given facts), and the fact occurred in [requested_at,
-// requested_at + settlement + watch]. Each orphan names the first matching
-// check in contract order (effects, then forbids); orphans are in time order.
+// Orphans lists, in time order, the facts matching one of c's effects or
+// forbids (kind, and `where` with empty params and state, an unevaluable one
+// matching; none with `orphans: false`) that no action of c covers: one on
+// the fact's subject, a link of it, or a subject one hop away, requested in
+// [occurred_at − settlement − watch, occurred_at]. Each names the first check it matches.
 func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact) []Orphan {
 	type check struct {
 		id    string
@@ -47,7 +42,7 @@ func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact
 		byKind[ch.kind] = append(byKind[ch.kind], i)
 	}
 
-	// Empty variables: the facts are judged without any action.
+	// The facts are judged without any action: empty variables.
 	state := map[string]any{}
 	for _, s := range c.Spec.Sources {
 		state[s] = map[string]any{}
@@ -105,8 +100,7 @@ func Orphans(c *Contract, actions []commitlayer.Action, facts []commitlayer.Fact
 	}
 	span := c.Settlement() + c.Watch()
 	covers := func(s commitlayer.Subject, at time.Time) bool {
-		ts := times[s]
-		// Any requested_at in [at − span, at]?
+		ts := times[s] // any requested_at in [at − span, at]?
 		i, _ := slices.BinarySearchFunc(ts, at.Add(-span), time.Time.Compare)
 		return i < len(ts) && !ts[i].After(at)
 	}

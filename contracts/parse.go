@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -18,8 +19,8 @@ import (
 const MaxContractBytes = 1 << 20
 
 // Parse loads one contract strictly (unknown fields are errors) from YAML or
-// JSON, validates it and compiles every CEL predicate once. Errors are *Error
-// values, or a joined list of them (see Errors), in line order.
+// JSON, validates it and compiles every CEL predicate once. Errors are an
+// *Error or a joined list of them (see Errors), in line order.
 func Parse(src []byte) (*Contract, error) {
 	p := &parser{nodes: map[string]*yaml.Node{}}
 	if len(src) > MaxContractBytes {
@@ -69,9 +70,9 @@ func readDocument(src []byte) (root *yaml.Node, err error) {
 	return doc.Content[0], nil
 }
 
-// yamlError turns a yaml.v3 error into an *Error with its line. yaml.v3
-// reports scanner errors 1-based but parser errors ("did not find expected
-// …") 0-based; the line is corrected and kept within the source.
+// yamlError turns a yaml.v3 error into an *Error with its line, kept within
+// the source: yaml.v3 reports parser errors ("did not find expected …")
+// 0-based, scanner errors 1-based.
 func yamlError(err error, src []byte) *Error {
 	msg := err.Error()
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
@@ -146,25 +147,24 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
-// fields reads a mapping, reporting keys that are not in known, repeated
-// keys and non-scalar keys. It records every value node under its path.
+// fields reads a mapping, reporting bad keys, and records each value node by path.
 func (p *parser) fields(n *yaml.Node, path string, known ...string) map[string]*yaml.Node {
 	if !p.usable(n, path) {
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		p.fail(pathOr(path), n.Line, "must be a mapping (key: value), got %s", describe(n))
+		p.fail(cmp.Or(path, "contract"), n.Line, "must be a mapping (key: value), got %s", describe(n))
 		return nil
 	}
 	out := make(map[string]*yaml.Node, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			p.fail(pathOr(path), k.Line, "keys must be plain names")
+			p.fail(cmp.Or(path, "contract"), k.Line, "keys must be plain names")
 			continue
 		}
 		if k.Value == "" {
-			p.fail(pathOr(path), k.Line, "empty field name")
+			p.fail(cmp.Or(path, "contract"), k.Line, "empty field name")
 			continue
 		}
 		name := join(path, k.Value)
@@ -182,13 +182,6 @@ func (p *parser) fields(n *yaml.Node, path string, known ...string) map[string]*
 	return out
 }
 
-func pathOr(path string) string {
-	if path == "" {
-		return "contract"
-	}
-	return path
-}
-
 // usable rejects aliases (a contract is small; aliases could make walking it
 // quadratic) and reports a nil node as absent.
 func (p *parser) usable(n *yaml.Node, path string) bool {
@@ -196,7 +189,7 @@ func (p *parser) usable(n *yaml.Node, path string) bool {
 		return false
 	}
 	if n.Kind == yaml.AliasNode {
-		p.fail(pathOr(path), n.Line, "YAML aliases are not supported in contracts")
+		p.fail(cmp.Or(path, "contract"), n.Line, "YAML aliases are not supported in contracts")
 		return false
 	}
 	return true
@@ -231,42 +224,34 @@ func (p *parser) str(n *yaml.Node, path string) string {
 	return n.Value
 }
 
-func (p *parser) integer(n *yaml.Node, path string) (int64, bool) {
+// scalar reads a scalar of YAML tag as a T, else reports it is not want.
+func scalar[T any](p *parser, n *yaml.Node, path, tag, want string) (v T, ok bool) {
 	if !p.usable(n, path) {
-		return 0, false
+		return v, false
 	}
-	var v int64
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
-		p.fail(path, n.Line, "must be an integer, got %s", describe(n))
-		return 0, false
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != tag || n.Decode(&v) != nil {
+		p.fail(path, n.Line, "must be %s, got %s", want, describe(n))
+		var zero T
+		return zero, false
 	}
 	return v, true
 }
 
+func (p *parser) integer(n *yaml.Node, path string) (int64, bool) {
+	return scalar[int64](p, n, path, "!!int", "an integer")
+}
+
 func (p *parser) boolean(n *yaml.Node, path string) bool {
-	if !p.usable(n, path) {
-		return false
-	}
-	var v bool
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&v) != nil {
-		p.fail(path, n.Line, "must be true or false, got %s", describe(n))
-		return false
-	}
+	v, _ := scalar[bool](p, n, path, "!!bool", "true or false")
 	return v
 }
 
-// optBool reads an optional boolean: nil when the field is left out (or is
-// not a boolean, which is reported).
+// optBool reads an optional boolean: nil when left out or not a boolean.
 func (p *parser) optBool(n *yaml.Node, path string) *bool {
-	if n == nil {
-		return nil
+	if v, ok := scalar[bool](p, n, path, "!!bool", "true or false"); ok {
+		return &v
 	}
-	before := len(p.errs)
-	v := p.boolean(n, path)
-	if len(p.errs) > before {
-		return nil
-	}
-	return &v
+	return nil
 }
 
 func (p *parser) duration(n *yaml.Node, path string) (Duration, bool) {
@@ -364,24 +349,19 @@ func (p *parser) spec(root *yaml.Node) Spec {
 			Remedy: p.remedy(g["remedy"], path+".remedy"),
 		}
 		e.Orphans = p.optBool(g["orphans"], path+".orphans")
-		if cn := g["count"]; cn != nil {
-			if v, ok := p.integer(cn, path+".count"); ok {
-				if v < 1 || v > 1_000_000 {
-					p.fail(path+".count", cn.Line, "must be between 1 and 1000000 (leave it out for \"at least one\"; use forbids for \"none\")")
-				} else {
-					e.Count = int(v)
-				}
+		if v, ok := p.integer(g["count"], path+".count"); ok {
+			if v < 1 || v > 1_000_000 {
+				p.fail(path+".count", g["count"].Line, "must be between 1 and 1000000 (leave it out for \"at least one\"; use forbids for \"none\")")
+			} else {
+				e.Count = int(v)
 			}
 		}
-		if rn := g["reversed_by"]; rn != nil {
-			rp := path + ".reversed_by"
-			h := p.fields(rn, rp, "source", "type", "where")
-			if h != nil {
-				e.ReversedBy = &Reversal{
-					Source: p.str(h["source"], rp+".source"),
-					Type:   p.str(h["type"], rp+".type"),
-					Where:  p.str(h["where"], rp+".where"),
-				}
+		rp := path + ".reversed_by"
+		if h := p.fields(g["reversed_by"], rp, "source", "type", "where"); h != nil {
+			e.ReversedBy = &Reversal{
+				Source: p.str(h["source"], rp+".source"),
+				Type:   p.str(h["type"], rp+".type"),
+				Where:  p.str(h["where"], rp+".where"),
 			}
 		}
 		s.Effects = append(s.Effects, e)

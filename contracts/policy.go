@@ -1,8 +1,6 @@
 package contracts
 
-import (
-	"github.com/commitlayer/commitlayer"
-)
+import "github.com/commitlayer/commitlayer"
 
 func (ev *evaluation) checkSubjectType() {
 	if !ev.c.ActsOn(ev.in.Action.Subject) {
@@ -21,12 +19,9 @@ func (ev *evaluation) checkPolicy(x *actionCtx) {
 		down := ev.unavailable(reads...)
 		ok, err := runBool(r.prg, &x.act)
 		if err != nil && len(down) == 0 {
-			// A value the rule needs is missing. State is folded over the
-			// subject and the subjects linked to it, and links come from
-			// facts of any source: with one of the contract's sources
-			// unavailable, the value may sit on a subject only that source
-			// links (an order's customer), so the rule is unknown, not
-			// violated.
+			// A value the rule needs is missing: with any contract source
+			// unavailable it may sit on a subject only that source links
+			// (an order's customer), so the rule is unknown, not violated.
 			down = ev.unavailable(ev.c.Spec.Sources...)
 		}
 		switch {

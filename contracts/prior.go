@@ -18,10 +18,8 @@ type PriorQuery struct {
 }
 
 // PriorQueries says which earlier actions the contract's limits count for
-// action a: one query per distinct (per, window). Whoever evaluates (the
-// verification's activities, `commitlayer check`) fetches them and passes
-// them, with their subjects' facts, as Input.Prior, like ThroughSubjects
-// says which related facts to fetch.
+// action a, one query per distinct (per, window): the evaluator fetches
+// them and passes them, with their subjects' facts, as Input.Prior.
 func (c *Contract) PriorQueries(a commitlayer.Action) []PriorQuery {
 	var out []PriorQuery
 	seen := map[PriorQuery]bool{}

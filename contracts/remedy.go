@@ -8,8 +8,7 @@ import (
 	"github.com/commitlayer/commitlayer"
 )
 
-// remedy reads a check's `remedy:` (one of commitlayer.Remedies); left
-// out, it is empty and the finding code's default hint stands.
+// remedy reads a check's `remedy:`; empty when left out.
 func (p *parser) remedy(n *yaml.Node, path string) commitlayer.Remedy {
 	s := p.str(n, path)
 	if s == "" {
@@ -50,8 +49,7 @@ func remedies(s *Spec) map[string]commitlayer.Remedy {
 	return m
 }
 
-// Hint is the remedy for a finding of this contract: the check's own
-// remedy when the contract gives one, else the code's default.
+// Hint is the remedy for a finding of this contract (commitlayer.HintFor).
 func (c *Contract) Hint(f commitlayer.Finding) commitlayer.Remedy {
 	return commitlayer.HintFor(f.Code, f.Check, c.remedies)
 }

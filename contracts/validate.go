@@ -9,19 +9,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// isIdent reports whether s is a contract or check id: [a-z0-9_]+, at most
-// 128 bytes.
+// isIdent reports whether s is a contract or check id: [a-z0-9_]{1,128}.
 func isIdent(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
+	return s != "" && len(s) <= 128 && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+	}) < 0
 }
 
 func isTypeName(s string) bool {
@@ -171,9 +163,8 @@ func (p *parser) validate(s *Spec) {
 	}
 }
 
-// required reports whether v, read at path, is given; else it reports
-// "is required" (left out) or "must not be empty" (an empty string; a
-// value of the wrong type has its own error already).
+// required reports whether v, read at path, is given; else it reports "is
+// required" or "must not be empty" (a wrong type was reported already).
 func (p *parser) required(path, v string) bool {
 	if v != "" {
 		return true
@@ -187,8 +178,8 @@ func (p *parser) required(path, v string) bool {
 	return false
 }
 
-// parsed reports whether the scalar at path was read without error (so a
-// bad value is reported once, not again as "must be greater than zero").
+// parsed reports whether the duration at path was read without error, so a
+// bad value is not reported again as "must be greater than zero".
 func (p *parser) parsed(path string) bool {
 	n, ok := p.nodes[path]
 	if !ok || n.Kind != yaml.ScalarNode {

@@ -1,24 +1,19 @@
 // Package metrics adapts the Temporal SDK's metrics to Prometheus: Handler
-// implements client.MetricsHandler on a prometheus.Registerer, so the worker
-// and client pass it in client.Options.MetricsHandler and the SDK's metrics
-// appear on /metrics next to the API's own.
+// is a client.MetricsHandler on a prometheus.Registerer, so the SDK's
+// metrics appear on /metrics next to the API's own.
 //
-// Counters stay counters under the SDK's name, gauges stay gauges, and
-// timers become histograms in seconds named <name>_seconds; tags become
-// labels. The SDK emits one metric name with different tag sets, which a
-// plain Vec cannot hold, so every (name, sorted label keys) pair gets its
-// own Vec and one unchecked collector exposes them all.
+// Timers become histograms in seconds named <name>_seconds; tags become
+// labels. The SDK emits one name with different tag sets, which a plain Vec
+// cannot hold, so each (name, sorted label keys) gets its own Vec and one
+// unchecked collector exposes them all.
 //
-// Why not the SDK's contrib/opentelemetry handler with the OpenTelemetry
-// Prometheus exporter (tried in issue 9, exporter v0.69)? It cannot serve
-// the same /metrics: a name used for two kinds of metric makes Gather fail
-// (the scrape answers 500 and loses the API's metrics too; here the second
-// kind is dropped and counted in commitlayer_sdk_metric_conflicts_total);
-// its "monotonic" counter applies negative deltas; a second handler on the
-// same registry does not fail; names without _total need a deprecated
-// option, and tag keys that collide after escaping merge into one label
-// with joined values. Revisit when the exporter drops conflicting
-// instruments instead of failing the scrape.
+// Not the SDK's contrib/opentelemetry handler with the OTel Prometheus
+// exporter (issue 9, exporter v0.69): a name used for two kinds of metric
+// fails the whole scrape (here the second kind is dropped and counted in
+// commitlayer_sdk_metric_conflicts_total), its "monotonic" counter applies
+// negative deltas, a second handler on one registry does not fail, names
+// without _total need a deprecated option, and tag keys colliding after
+// escaping merge. Revisit when it drops conflicting instruments instead.
 package metrics
 
 import (
@@ -33,21 +28,19 @@ import (
 	"go.temporal.io/sdk/client"
 )
 
-// DefaultTimerBuckets are the histogram buckets (seconds) used for timers
-// when Options.TimerBuckets is empty: 1 ms to 10 minutes.
+// DefaultTimerBuckets are the timers' histogram buckets (seconds) when
+// Options.TimerBuckets is empty: 1 ms to 10 minutes.
 var DefaultTimerBuckets = []float64{
 	.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
 }
 
 // Options tune a Handler.
 type Options struct {
-	// TimerBuckets are the histogram bucket bounds, in seconds, for timers.
-	TimerBuckets []float64
+	TimerBuckets []float64 // timers' histogram bucket bounds, in seconds
 }
 
-// Handler is a client.MetricsHandler backed by Prometheus. Handlers derived
-// with WithTags share the metrics of the one NewHandler returned. It is safe
-// for concurrent use.
+// Handler is a client.MetricsHandler backed by Prometheus, safe for
+// concurrent use; those derived with WithTags share their root's metrics.
 type Handler struct {
 	set  *set
 	tags map[string]string // sanitized label name → value
@@ -86,8 +79,7 @@ func NewHandler(reg prometheus.Registerer, opts Options) (*Handler, error) {
 // the current ones; a key present in both takes the new value.
 func (h *Handler) WithTags(tags map[string]string) client.MetricsHandler {
 	merged := maps.Clone(h.tags)
-	// In key order, so that two keys sanitizing to the same label name
-	// resolve the same way every time.
+	// In key order: two keys sanitizing to one label name resolve alike every time.
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		merged[labelName(k)] = strings.ToValidUTF8(tags[k], "\uFFFD")
 	}
@@ -124,9 +116,8 @@ func (h *Handler) Timer(name string) client.MetricsTimer {
 	return nop{}
 }
 
-// set is the collector shared by a root handler and everything derived from
-// it. It is unchecked (Describe sends nothing) because the label sets of a
-// name are only known as the SDK emits them.
+// set is the collector a root handler and those derived share; unchecked
+// (Describe sends nothing): a name's label sets are known only as emitted.
 type set struct {
 	buckets   []float64
 	conflicts *prometheus.CounterVec
