@@ -220,12 +220,16 @@ func (a *Activities) pullConnectors(ctx context.Context, tenantID, except string
 	return results
 }
 
-// pullFeed reads one connector on from cursor, up to MaxPagesPerPull pages,
-// storing each page with its cursor into out.
+// pullFeed reads one connector on from cursor, up to MaxPagesPerPull pages
+// (or the connector's own bound, if lower) in all, storing each page with its
+// cursor into out.
 func (a *Activities) pullFeed(ctx context.Context, tenantID, except string, c commitlayer.Connector, puller pull.Puller, cursor string, out *connectorPull) {
 	maxPages := a.MaxPagesPerPull
 	if maxPages <= 0 {
 		maxPages = 100
+	}
+	if b, ok := puller.(pull.PageBound); ok {
+		maxPages = min(maxPages, b.MaxPages())
 	}
 	for range maxPages - 1 {
 		if heartbeats(ctx) {

@@ -2,7 +2,11 @@ package activities_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -121,4 +125,38 @@ func TestPullStoresTheOthersWhenTheStoreRefusesOnePage(t *testing.T) {
 	res = fx.extract(t)
 	require.Equal(t, map[string]string{"crm": activities.FactRefused}, res.Unreachable)
 	require.Len(t, st.batches, 1)
+}
+
+// TestPullHonoursAConnectorsMaxPages: an http_json connector's max_pages
+// bounds the pages one pull reads; the next pull goes on from its cursor.
+func TestPullHonoursAConnectorsMaxPages(t *testing.T) {
+	fx := newFixture(t)
+	var mu sync.Mutex
+	var asked []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		after, _ := strconv.Atoi(r.URL.Query().Get("after"))
+		mu.Lock()
+		asked = append(asked, r.URL.RawQuery)
+		mu.Unlock()
+		var data []map[string]any
+		for i := after + 1; i <= 5 && len(data) < 2; i++ {
+			data = append(data, map[string]any{"id": fmt.Sprintf("re_%d", i), "order": fmt.Sprintf("o_%d", i),
+				"created": fx.now.Add(time.Duration(i) * time.Second).Format(time.RFC3339)})
+		}
+		last := after + len(data)
+		_ = json.NewEncoder(w).Encode(map[string]any{"data": data, "next": strconv.Itoa(last), "more": last < 5})
+	}))
+	t.Cleanup(srv.Close)
+	cfg := fmt.Sprintf(`{"url":%q,"cursor_param":"after","items":"/data","next":"/next","has_more":"/more",
+		"type":"refund_created","subject":"/order","subject_type":"order","external_id":"/id","occurred_at":"/created","max_pages":2}`, srv.URL)
+	_, err := fx.db.CreateConnector(context.Background(), fx.tenant, commitlayer.Connector{Source: "refunds", Kind: "http_json", Config: json.RawMessage(cfg)})
+	require.NoError(t, err)
+
+	require.Equal(t, 4, fx.extract(t).Inserted, "two pages of two")
+	require.Equal(t, "4", mustConnector(t, fx, "refunds").Cursor)
+	mu.Lock()
+	require.Equal(t, []string{"", "after=2"}, asked)
+	mu.Unlock()
+	require.Equal(t, 1, fx.extract(t).Inserted, "the next pull goes on from the cursor")
+	require.Equal(t, "5", mustConnector(t, fx, "refunds").Cursor)
 }

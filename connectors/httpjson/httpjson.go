@@ -90,8 +90,8 @@ type Config struct {
 	// Links maps a pointer to the subject type of its value; an empty type
 	// means the value is a whole "type:id". Missing or null adds no link.
 	Links map[string]string `json:"links,omitempty"`
-	// Timeout bounds one request ("10s"); MaxBytes one answer; MaxPages one
-	// PullAll.
+	// Timeout bounds one request ("10s"); MaxBytes one answer; MaxPages the
+	// pages of one pull (the rest is read by the next).
 	Timeout  string `json:"timeout,omitempty"`
 	MaxBytes int64  `json:"max_bytes,omitempty"`
 	MaxPages int    `json:"max_pages,omitempty"`
@@ -106,7 +106,6 @@ type compiled struct {
 	links                                             []link
 	timeout                                           time.Duration
 	maxBytes                                          int64
-	maxPages                                          int
 }
 
 type link struct {
@@ -133,7 +132,7 @@ func (c *Config) compile() (*compiled, error) {
 	bad := func(field, format string, args ...any) error {
 		return &commitlayer.FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
-	out := &compiled{timeout: DefaultTimeout, maxBytes: DefaultMaxBytes, maxPages: DefaultMaxPages}
+	out := &compiled{timeout: DefaultTimeout, maxBytes: DefaultMaxBytes}
 	u, err := url.Parse(c.URL)
 	if c.URL == "" {
 		return nil, bad("url", "is required")
@@ -219,8 +218,6 @@ func (c *Config) compile() (*compiled, error) {
 	}
 	if c.MaxPages < 0 {
 		return nil, bad("max_pages", "must not be negative")
-	} else if c.MaxPages > 0 {
-		out.maxPages = c.MaxPages
 	}
 	return out, nil
 }

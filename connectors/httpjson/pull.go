@@ -103,33 +103,6 @@ func transportCause(err error) error {
 	return err
 }
 
-// PullAll follows pages from cursor until the last page or MaxPages pages;
-// the returned page holds every fact read, the cursor after the last page
-// and More when the bound stopped it. On error it returns what was read
-// before the failing page with the error.
-func (c *Client) PullAll(ctx context.Context, source, cursor string) (commitlayer.FactPage, error) {
-	cc, err := c.Config.compile()
-	if err != nil {
-		return commitlayer.FactPage{}, fmt.Errorf("pull %s: %w", source, err)
-	}
-	all := commitlayer.FactPage{Next: cursor}
-	for range cc.maxPages {
-		p, err := c.Pull(ctx, source, all.Next)
-		if err != nil {
-			return all, err
-		}
-		all.Facts = append(all.Facts, p.Facts...)
-		if p.More && p.Next == all.Next {
-			return all, fmt.Errorf("pull %s: %w: the next cursor %q repeats the one just read", source, ErrBadResponse, p.Next)
-		}
-		all.Next, all.More = p.Next, p.More
-		if !p.More {
-			return all, nil
-		}
-	}
-	return all, nil
-}
-
 func decodePage(cc *compiled, source string, body []byte, cursor string) (commitlayer.FactPage, error) {
 	bad := func(format string, args ...any) (commitlayer.FactPage, error) {
 		return commitlayer.FactPage{}, fmt.Errorf("%w: %s", ErrBadResponse, fmt.Sprintf(format, args...))

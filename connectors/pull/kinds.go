@@ -168,7 +168,8 @@ func (httpJSONKind) Open(tenantID string, c commitlayer.Connector, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	return marking(&httpjson.Client{Config: cfg, HTTP: opts.HTTP}, httpjson.ErrUnreachable), nil
+	p := marking(&httpjson.Client{Config: cfg, HTTP: opts.HTTP}, httpjson.ErrUnreachable)
+	return bounded{p, cmp.Or(cfg.MaxPages, httpjson.DefaultMaxPages)}, nil
 }
 
 // stripe: a Stripe account read with its (restricted or test) key; an

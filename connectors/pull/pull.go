@@ -52,6 +52,21 @@ type Options struct {
 	Secret string
 }
 
+// PageBound is a Puller whose connector bounds the pages one pull reads
+// (http_json's max_pages); the pull stops there and goes on from its cursor
+// next time.
+type PageBound interface {
+	Puller
+	MaxPages() int
+}
+
+type bounded struct {
+	Puller
+	pages int
+}
+
+func (b bounded) MaxPages() int { return b.pages }
+
 // pullFunc is a Puller made of a function.
 type pullFunc func(ctx context.Context, source, cursor string) (commitlayer.FactPage, error)
 
