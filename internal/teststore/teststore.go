@@ -12,52 +12,42 @@ import (
 	"github.com/commitlayer/commitlayer/postgres"
 )
 
-var (
+// store is a store opened and migrated once per test process.
+type store struct {
 	once sync.Once
 	db   *postgres.DB
 	err  error
-)
+}
+
+func (s *store) open(t testing.TB, url string) *postgres.DB {
+	t.Helper()
+	s.once.Do(func() {
+		ctx := context.Background()
+		s.db, s.err = postgres.Open(ctx, url)
+		if s.err == nil {
+			s.err = s.db.Migrate(ctx)
+		}
+	})
+	if s.err != nil {
+		t.Fatalf("test store: %v", s.err)
+	}
+	return s.db
+}
+
+var shared, own store
 
 // DB opens and migrates the store once per test process. The package's
 // TestMain should be testenv.Main, which drops a per-process database at
 // the end.
 func DB(t testing.TB) *postgres.DB {
 	t.Helper()
-	url := testenv.Postgres(t)
-	once.Do(func() {
-		ctx := context.Background()
-		db, err = postgres.Open(ctx, url)
-		if err == nil {
-			err = db.Migrate(ctx)
-		}
-	})
-	if err != nil {
-		t.Fatalf("test store: %v", err)
-	}
-	return db
+	return shared.open(t, testenv.Postgres(t))
 }
-
-var (
-	ownOnce sync.Once
-	ownDB   *postgres.DB
-	ownErr  error
-)
 
 // Own opens and migrates, once per test process, a store on a database no
 // other test process uses (testenv.OwnPostgres): for tests that count rows
 // another process's reconciler may take.
 func Own(t testing.TB) *postgres.DB {
 	t.Helper()
-	url := testenv.OwnPostgres(t)
-	ownOnce.Do(func() {
-		ctx := context.Background()
-		ownDB, ownErr = postgres.Open(ctx, url)
-		if ownErr == nil {
-			ownErr = ownDB.Migrate(ctx)
-		}
-	})
-	if ownErr != nil {
-		t.Fatalf("test store: %v", ownErr)
-	}
-	return ownDB
+	return own.open(t, testenv.OwnPostgres(t))
 }
