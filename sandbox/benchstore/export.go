@@ -2,7 +2,6 @@ package benchstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -32,9 +31,13 @@ func (s *Store) TenantFacts(ctx context.Context, tenantID string) ([]commitlayer
 			return f, err
 		}
 		f.Subject, f.OccurredAt = commitlayer.Subject(subject), f.OccurredAt.UTC()
-		if err := json.Unmarshal(attrs, &f.Attrs); err != nil {
+		// Read as the product's store reads them (postgres.scanFact), so the
+		// re-check sees the facts the verification saw.
+		a, err := commitlayer.DecodeStoredAttrs(attrs)
+		if err != nil {
 			return f, fmt.Errorf("fact %s/%s attrs: %w", f.Source, f.ExternalID, err)
 		}
+		f.Attrs = a
 		for _, l := range links {
 			f.Links = append(f.Links, commitlayer.Subject(l))
 		}
